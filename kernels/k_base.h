@@ -1,0 +1,70 @@
+/* k_base.h — the types every layer shares: dtype, shape, OpReqType, and the kernel call.
+ * Kernels are the lowest layer: the runtime, the IR and the generated code all include this,
+ * and it includes nothing of theirs. Everything here is plain data so that a code generator
+ * can lay it out as constants. */
+#ifndef KILN_K_BASE_H
+#define KILN_K_BASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define K_MAX_RANK 6
+
+typedef enum { K_F32 = 0, K_I32 = 1 } k_dtype;
+
+typedef struct {
+  int32_t rank;               /* 0 = scalar */
+  int64_t d[K_MAX_RANK];
+} k_shape;
+
+/* MXNet's OpReqType: how a kernel writes each output. */
+typedef enum {
+  kNullOp = 0,      /* write nothing: the output is not needed */
+  kWriteTo = 1,     /* overwrite; the buffer does not alias an input */
+  kWriteInplace = 2,/* overwrite; the buffer may alias the input named by the op's in-place option */
+  kAddTo = 3        /* accumulate: out += result (gradients meeting at one tensor) */
+} k_req;
+
+typedef struct {
+  void *data;                 /* NULL for a backward dependency the op did not declare */
+  k_shape shape;
+  k_dtype dtype;
+} k_tensor;
+
+/* One kernel invocation, forward or backward (the seeds' Forward/Backward contract).
+ *
+ * Forward:  in  = [args..., aux...]      out = [outputs...] (visible first, then hidden ones
+ *           such as batch_norm's saved mean)    aux may be written in training mode.
+ * Backward: in  = [out_grad[0..nout), in_data[0..nargs), out_data[0..nout)]
+ *           out = [in_grad[0..nargs)]
+ *           An entry the op's backward dependency does not declare has data == NULL (its
+ *           shape is still set); an out_grad of a hidden output is always NULL.
+ *           req[i] == kNullOp for an input that needs no gradient (labels, indices). */
+typedef struct k_call {
+  const k_tensor *in;
+  int nin;
+  k_tensor *out;
+  int nout;
+  const k_req *req;           /* one per out */
+  const void *param;          /* the op's k_*_param struct (k_params.h), or NULL */
+  void *temp;                 /* temp space, as the op's resource request asked */
+  size_t temp_bytes;
+  uint64_t seed;              /* random resource: Philox key and counter base */
+  uint64_t counter;
+  int is_train;               /* 1 inside train_step */
+  char *err;                  /* where a kernel writes a message when it returns nonzero */
+  size_t err_len;
+} k_call;
+
+/* Returns 0 on success; nonzero (with a message in c->err) on a data error such as a label
+ * or an embedding index out of range. Shapes are validated before a kernel is called. */
+typedef int (*k_fn)(const k_call *c);
+
+/* Helpers kernels share. */
+static inline int64_t k_shape_numel(const k_shape *s) {
+  int64_t n = 1;
+  for (int i = 0; i < s->rank; i++) n *= s->d[i];
+  return n;
+}
+
+#endif

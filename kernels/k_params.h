@@ -1,0 +1,65 @@
+/* k_params.h — one parameter struct per op that has attributes (MXNet's dmlc::Parameter).
+ * The op registry (ir/op_table.c) parses `.kiln` attributes straight into these structs and
+ * normalises them during shape inference, so a kernel always sees canonical values: negative
+ * axes resolved, defaults filled, tuples expanded to the kernel's rank. Plain data only: the
+ * code generator emits each node's struct as a constant. */
+#ifndef KILN_K_PARAMS_H
+#define KILN_K_PARAMS_H
+
+#include "k_base.h"
+
+/* An int tuple attribute; n == 0 means "not given" before normalisation. */
+typedef struct { int32_t n; int64_t v[K_MAX_RANK]; } k_ints;
+
+typedef struct { float slope; } k_leaky_relu_param;
+typedef struct { float a_min, a_max; } k_clip_param;
+typedef struct { float sigma; } k_smooth_l1_param;
+
+enum { K_ACT_RELU = 0, K_ACT_SIGMOID, K_ACT_TANH, K_ACT_SOFTRELU };
+typedef struct { int32_t act_type; } k_activation_param;
+
+/* sum / mean / max. After normalisation axis lists every reduced axis, ascending, >= 0
+ * (all axes when the user gave none). */
+typedef struct { k_ints axis; int32_t keepdims; } k_reduce_param;
+
+typedef struct { k_ints shape; } k_reshape_param;        /* normalised: no -1 left */
+typedef struct { k_ints axes; } k_transpose_param;       /* normalised: a full permutation */
+typedef struct { int32_t axis; } k_expand_dims_param;    /* normalised: 0..rank */
+typedef struct { k_ints axis; } k_squeeze_param;         /* normalised: the axes removed */
+typedef struct { k_ints shape; } k_broadcast_to_param;
+typedef struct { int32_t axis; int64_t begin, end; } k_slice_param;  /* 0 <= begin <= end <= d */
+typedef struct { int32_t dim; } k_concat_param;           /* normalised: >= 0 */
+typedef struct { int32_t transpose_a, transpose_b; } k_matmul_param;
+
+typedef struct { int64_t num_hidden; int32_t no_bias; int32_t flatten; } k_fc_param;
+
+/* convolution: kernel.n is 1 or 2 (conv1d / conv2d); stride, pad, dilate have kernel.n
+ * entries after normalisation. Weight is [num_filter, C/num_group, k...]. */
+typedef struct {
+  int64_t num_filter;
+  k_ints kernel, stride, pad, dilate;
+  int64_t num_group;
+  int32_t no_bias;
+} k_conv_param;
+
+enum { K_POOL_MAX = 0, K_POOL_AVG = 1 };
+/* pooling: after normalisation kernel/stride/pad have one entry per spatial axis (1 or 2);
+ * global_pool sets kernel to the spatial extent, stride 1, pad 0. */
+typedef struct { k_ints kernel, stride, pad; int32_t pool_type; int32_t global_pool; } k_pool_param;
+
+/* batch_norm: outputs [out, saved_mean, saved_invstd]; aux [moving_mean, moving_var].
+ * moving = momentum * moving + (1 - momentum) * batch (unbiased batch variance). */
+typedef struct { float eps; float momentum; int32_t axis; } k_batch_norm_param;
+/* layer_norm over one axis, which normalisation requires to be the last.
+ * outputs [out, saved_mean, saved_invstd]. */
+typedef struct { int32_t axis; float eps; } k_layer_norm_param;
+/* dropout: outputs [out, mask]; mask holds 0 or 1/(1-p) in train mode. */
+typedef struct { float p; } k_dropout_param;
+typedef struct { int32_t axis; } k_softmax_param;         /* normalised: >= 0 */
+typedef struct { int64_t input_dim, output_dim; } k_embedding_param;
+
+/* Optimizers: lr lives apart from the struct because set_lr changes it at run time. */
+typedef struct { float momentum, wd; } k_sgd_param;
+typedef struct { float beta1, beta2, eps, wd; } k_adam_param;
+
+#endif
