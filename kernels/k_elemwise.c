@@ -1,0 +1,132 @@
+/* k_elemwise.c — unary ops over any shape and binary ops with NumPy broadcasting.
+ * All scalar math comes from k_scalar.h so that these reference kernels and the generated
+ * fused loops compute the same thing; this file only supplies the loops and OpReqType. */
+#include "kernels.h"
+#include "k_scalar.h"
+#include "k_util.h"
+
+#define K_PARAM(T) ((const T *)c->param)
+
+/* An undeclared backward dependency arrives as NULL; its value is then unused. */
+static inline float k_ld(const float *p, int64_t i) { return p ? p[i] : 0.0f; }
+
+/* ---- unary: forward in=[x] out=[y]; backward in=[og, x, y] out=[gx] ----
+ * Element i is read before it is written, so out may alias in (kWriteInplace). */
+#define K_UNARY_FWD(op, EXPR)                                           \
+  int k_##op##_forward(const k_call *c) {                               \
+    k_req req = c->req[0];                                              \
+    if (req == kNullOp) return 0;                                       \
+    const float *xs = c->in[0].data;                                    \
+    float *ys = c->out[0].data;                                         \
+    int64_t n = k_shape_numel(&c->out[0].shape);                        \
+    for (int64_t i = 0; i < n; i++) {                                   \
+      float x = xs[i];                                                  \
+      k_put(ys, i, (EXPR), req);                                        \
+    }                                                                   \
+    return 0;                                                           \
+  }
+
+#define K_UNARY_BWD(op, EXPR)                                           \
+  int k_##op##_backward(const k_call *c) {                              \
+    k_req req = c->req[0];                                              \
+    if (req == kNullOp) return 0;                                       \
+    const float *ogs = c->in[0].data, *xs = c->in[1].data, *ys = c->in[2].data; \
+    float *gx = c->out[0].data;                                         \
+    int64_t n = k_shape_numel(&c->out[0].shape);                        \
+    for (int64_t i = 0; i < n; i++) {                                   \
+      float og = ogs[i], x = k_ld(xs, i), y = k_ld(ys, i);              \
+      k_put(gx, i, (EXPR), req);                                        \
+    }                                                                   \
+    return 0;                                                           \
+  }
+
+#define K_PLAIN_UNARY(X) X(neg) X(abs) X(exp) X(log) X(sqrt) X(rsqrt) X(square) X(sin) X(cos) \
+  X(sign) X(reciprocal) X(relu) X(sigmoid) X(tanh) X(softplus) X(gelu)
+#define K_DEFINE_PLAIN(op) \
+  K_UNARY_FWD(op, k_sf_##op(x)) \
+  K_UNARY_BWD(op, k_sf_##op##_grad(og, x, y))
+K_PLAIN_UNARY(K_DEFINE_PLAIN)
+
+K_UNARY_FWD(leaky_relu, k_sf_leaky_relu(x, K_PARAM(k_leaky_relu_param)->slope))
+K_UNARY_BWD(leaky_relu, k_sf_leaky_relu_grad(og, x, y, K_PARAM(k_leaky_relu_param)->slope))
+K_UNARY_FWD(clip, k_sf_clip(x, K_PARAM(k_clip_param)->a_min, K_PARAM(k_clip_param)->a_max))
+K_UNARY_BWD(clip, k_sf_clip_grad(og, x, y, K_PARAM(k_clip_param)->a_min,
+                                 K_PARAM(k_clip_param)->a_max))
+K_UNARY_FWD(smooth_l1, k_sf_smooth_l1(x, K_PARAM(k_smooth_l1_param)->sigma))
+K_UNARY_BWD(smooth_l1, k_sf_smooth_l1_grad(og, x, y, K_PARAM(k_smooth_l1_param)->sigma))
+K_UNARY_FWD(activation, k_sf_activation(x, K_PARAM(k_activation_param)->act_type))
+K_UNARY_BWD(activation, k_sf_activation_grad(og, x, y, K_PARAM(k_activation_param)->act_type))
+
+/* ---- binary: forward in=[a, b] out=[y]; backward in=[og, a, b, y] out=[ga, gb] ---- */
+typedef float (*k_fwd2_fn)(float a, float b);
+typedef float (*k_grad2_fn)(float og, float a, float b, float y);
+
+/* Walks the output with a and b at broadcast strides; y may alias a same-shaped input. */
+static int k_binary_forward(const k_call *c, k_fwd2_fn f) {
+  k_req req = c->req[0];
+  if (req == kNullOp) return 0;
+  const k_shape *os = &c->out[0].shape;
+  const float *a = c->in[0].data, *b = c->in[1].data;
+  float *y = c->out[0].data;
+  int64_t n = k_shape_numel(os), sa[K_MAX_RANK], sb[K_MAX_RANK];
+  k_iter it;
+  k_iter_init(&it, os, 2);
+  k_bcast_strides(&c->in[0].shape, os, sa);
+  k_bcast_strides(&c->in[1].shape, os, sb);
+  k_iter_set(&it, 0, sa);
+  k_iter_set(&it, 1, sb);
+  for (int64_t i = 0; i < n; i++, k_iter_next(&it))
+    k_put(y, i, f(a[it.off[0]], b[it.off[1]]), req);
+  return 0;
+}
+
+/* Gradient of operand j: each of its elements sums g over the output positions it was
+ * broadcast to (one position when it was not broadcast, so in-place is safe). */
+static void k_binary_grad(const k_call *c, int j, k_grad2_fn g) {
+  k_req req = c->req[j];
+  if (req == kNullOp) return;
+  const k_shape *full = &c->in[0].shape;
+  k_shape keep = k_shape_align(&c->in[1 + j].shape, full->rank);
+  const float *og = c->in[0].data, *a = c->in[1].data, *b = c->in[2].data, *y = c->in[3].data;
+  float *gd = c->out[j].data;
+  int64_t st[K_MAX_RANK], n = k_shape_numel(&keep), m;
+  k_iter o, in;
+  k_iter_split(&o, &in, full, &keep, 4);
+  k_contig_strides(full, st);
+  k_iter_split_set(&o, &in, 0, st);
+  k_iter_split_set(&o, &in, 3, st);
+  k_bcast_strides(&c->in[1].shape, full, st);
+  k_iter_split_set(&o, &in, 1, st);
+  k_bcast_strides(&c->in[2].shape, full, st);
+  k_iter_split_set(&o, &in, 2, st);
+  m = n ? k_shape_numel(full) / n : 0;
+  for (int64_t i = 0; i < n; i++, k_iter_next(&o)) {
+    double s = 0;
+    k_iter_rewind(&in);
+    for (int64_t r = 0; r < m; r++, k_iter_next(&in)) {
+      const int64_t *p = o.off, *q = in.off;
+      s += g(og[p[0] + q[0]], k_ld(a, p[1] + q[1]), k_ld(b, p[2] + q[2]), k_ld(y, p[3] + q[3]));
+    }
+    k_put(gd, i, (float)s, req);
+  }
+}
+
+/* A gradient written in place over og must be computed last, after the other read og. */
+static int k_binary_backward(const k_call *c, k_grad2_fn ga, k_grad2_fn gb) {
+  int a_over_og = c->req[0] != kNullOp && c->out[0].data == c->in[0].data;
+  if (a_over_og) {
+    k_binary_grad(c, 1, gb);
+    k_binary_grad(c, 0, ga);
+  } else {
+    k_binary_grad(c, 0, ga);
+    k_binary_grad(c, 1, gb);
+  }
+  return 0;
+}
+
+#define K_DEFINE_BINARY(op)                                                   \
+  int k_##op##_forward(const k_call *c) { return k_binary_forward(c, k_sf_##op); } \
+  int k_##op##_backward(const k_call *c) {                                    \
+    return k_binary_backward(c, k_sf_##op##_grad_a, k_sf_##op##_grad_b);      \
+  }
+K_BINARY_OPS(K_DEFINE_BINARY)

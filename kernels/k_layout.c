@@ -1,0 +1,177 @@
+/* k_layout.c — data movement: reshape, flatten, expand_dims, squeeze (plain copies of a dense
+ * buffer), transpose, broadcast_to, slice and concat. Every backward reads only out_grad
+ * (in_data shapes are still set). Writes move 4-byte words so i32 tensors pass unchanged. */
+#include <string.h>
+
+#include "kernels.h"
+#include "k_util.h"
+
+/* One element move under req: bitwise for writes, f32 addition for kAddTo. */
+static inline void k_move(void *dst, int64_t di, const void *src, int64_t si, k_req req) {
+  if (req == kAddTo) ((float *)dst)[di] += ((const float *)src)[si];
+  else ((uint32_t *)dst)[di] = ((const uint32_t *)src)[si];
+}
+
+/* ---- same-layout ops: the dense buffer is unchanged, only the shape differs ---- */
+static int k_copy_forward(const k_call *c) {
+  k_copy_req(c->out[0].data, c->in[0].data, k_shape_numel(&c->out[0].shape), c->req[0]);
+  return 0;
+}
+
+static int k_copy_backward(const k_call *c) {
+  k_copy_req(c->out[0].data, c->in[0].data, k_shape_numel(&c->out[0].shape), c->req[0]);
+  return 0;
+}
+
+int k_reshape_forward(const k_call *c) { return k_copy_forward(c); }
+int k_reshape_backward(const k_call *c) { return k_copy_backward(c); }
+int k_flatten_forward(const k_call *c) { return k_copy_forward(c); }
+int k_flatten_backward(const k_call *c) { return k_copy_backward(c); }
+int k_expand_dims_forward(const k_call *c) { return k_copy_forward(c); }
+int k_expand_dims_backward(const k_call *c) { return k_copy_backward(c); }
+int k_squeeze_forward(const k_call *c) { return k_copy_forward(c); }
+int k_squeeze_backward(const k_call *c) { return k_copy_backward(c); }
+
+/* ---- transpose: out axis k is in axis axes[k] ---- */
+/* An iterator over the output shape whose operand 0 walks x (the transpose's input). */
+static void k_transpose_iter(k_iter *it, const k_shape *x, const k_shape *y, const k_ints *axes) {
+  int64_t xs[K_MAX_RANK], st[K_MAX_RANK];
+  k_contig_strides(x, xs);
+  for (int k = 0; k < y->rank; k++) st[k] = xs[axes->v[k]];
+  k_iter_init(it, y, 1);
+  k_iter_set(it, 0, st);
+}
+
+int k_transpose_forward(const k_call *c) {
+  if (c->req[0] == kNullOp) return 0;
+  const k_transpose_param *p = c->param;
+  int64_t n = k_shape_numel(&c->out[0].shape);
+  k_iter it;
+  k_transpose_iter(&it, &c->in[0].shape, &c->out[0].shape, &p->axes);
+  for (int64_t i = 0; i < n; i++, k_iter_next(&it))
+    k_move(c->out[0].data, i, c->in[0].data, it.off[0], c->req[0]);
+  return 0;
+}
+
+/* Scatter og back through the same permutation: each gx element is hit once. */
+int k_transpose_backward(const k_call *c) {
+  if (c->req[0] == kNullOp) return 0;
+  const k_transpose_param *p = c->param;
+  int64_t n = k_shape_numel(&c->in[0].shape);
+  k_iter it;
+  k_transpose_iter(&it, &c->out[0].shape, &c->in[0].shape, &p->axes);
+  for (int64_t i = 0; i < n; i++, k_iter_next(&it))
+    k_move(c->out[0].data, it.off[0], c->in[0].data, i, c->req[0]);
+  return 0;
+}
+
+/* ---- broadcast_to ---- */
+int k_broadcast_to_forward(const k_call *c) {
+  if (c->req[0] == kNullOp) return 0;
+  const k_shape *ys = &c->out[0].shape;
+  int64_t st[K_MAX_RANK], n = k_shape_numel(ys);
+  k_iter it;
+  k_iter_init(&it, ys, 1);
+  k_bcast_strides(&c->in[0].shape, ys, st);
+  k_iter_set(&it, 0, st);
+  for (int64_t i = 0; i < n; i++, k_iter_next(&it))
+    k_move(c->out[0].data, i, c->in[0].data, it.off[0], c->req[0]);
+  return 0;
+}
+
+/* gx sums og over the axes x was broadcast along. */
+int k_broadcast_to_backward(const k_call *c) {
+  k_req req = c->req[0];
+  if (req == kNullOp) return 0;
+  const k_shape *full = &c->in[0].shape;
+  k_shape keep = k_shape_align(&c->out[0].shape, full->rank);
+  const float *og = c->in[0].data;
+  int64_t st[K_MAX_RANK], n = k_shape_numel(&keep), m = n ? k_shape_numel(full) / n : 0;
+  k_iter o, in;
+  k_iter_split(&o, &in, full, &keep, 1);
+  k_contig_strides(full, st);
+  k_iter_split_set(&o, &in, 0, st);
+  for (int64_t i = 0; i < n; i++, k_iter_next(&o)) {
+    double s = 0;
+    k_iter_rewind(&in);
+    for (int64_t r = 0; r < m; r++, k_iter_next(&in)) s += og[o.off[0] + in.off[0]];
+    k_put(c->out[0].data, i, (float)s, req);
+  }
+  return 0;
+}
+
+/* ---- slice and concat view a tensor as [outer, axis, inner] ---- */
+static int64_t k_outer(const k_shape *s, int axis) {
+  int64_t m = 1;
+  for (int i = 0; i < axis; i++) m *= s->d[i];
+  return m;
+}
+
+static int64_t k_inner(const k_shape *s, int axis) {
+  int64_t m = 1;
+  for (int i = axis + 1; i < s->rank; i++) m *= s->d[i];
+  return m;
+}
+
+int k_slice_forward(const k_call *c) {
+  const k_slice_param *p = c->param;
+  const k_shape *xs = &c->in[0].shape;
+  int64_t outer = k_outer(xs, p->axis), inner = k_inner(xs, p->axis), d = xs->d[p->axis];
+  int64_t len = (p->end - p->begin) * inner;
+  const uint32_t *x = c->in[0].data;
+  uint32_t *y = c->out[0].data;
+  for (int64_t o = 0; o < outer; o++)
+    k_copy_req(y + o * len, x + (o * d + p->begin) * inner, len, c->req[0]);
+  return 0;
+}
+
+/* gx is og inside [begin, end) and zero outside (outside is left alone under kAddTo). */
+int k_slice_backward(const k_call *c) {
+  k_req req = c->req[0];
+  if (req == kNullOp) return 0;
+  const k_slice_param *p = c->param;
+  const k_shape *xs = &c->out[0].shape;
+  int64_t outer = k_outer(xs, p->axis), inner = k_inner(xs, p->axis), d = xs->d[p->axis];
+  int64_t len = (p->end - p->begin) * inner;
+  const float *og = c->in[0].data;
+  float *gx = c->out[0].data;
+  for (int64_t o = 0; o < outer; o++) {
+    float *row = gx + o * d * inner;
+    k_copy_req(row + p->begin * inner, og + o * len, len, req);
+    if (req == kAddTo) continue;
+    memset(row, 0, (size_t)(p->begin * inner) * sizeof(float));
+    memset(row + p->end * inner, 0, (size_t)((d - p->end) * inner) * sizeof(float));
+  }
+  return 0;
+}
+
+/* Forward in = the pieces; out row o is piece 0's row o, then piece 1's, and so on. */
+int k_concat_forward(const k_call *c) {
+  if (c->req[0] == kNullOp) return 0;
+  int dim = ((const k_concat_param *)c->param)->dim;
+  const k_shape *ys = &c->out[0].shape;
+  int64_t outer = k_outer(ys, dim), inner = k_inner(ys, dim), row = ys->d[dim] * inner, at = 0;
+  for (int k = 0; k < c->nin; k++) {
+    int64_t len = c->in[k].shape.d[dim] * inner;
+    const uint32_t *x = c->in[k].data;
+    for (int64_t o = 0; o < outer; o++)
+      k_copy_req((uint32_t *)c->out[0].data + o * row + at, x + o * len, len, c->req[0]);
+    at += len;
+  }
+  return 0;
+}
+
+/* Backward in = [og, pieces (NULL)..., out (NULL)], out = one gradient per piece. */
+int k_concat_backward(const k_call *c) {
+  int dim = ((const k_concat_param *)c->param)->dim;
+  const k_shape *ys = &c->in[0].shape;
+  int64_t outer = k_outer(ys, dim), inner = k_inner(ys, dim), row = ys->d[dim] * inner, at = 0;
+  const float *og = c->in[0].data;
+  for (int k = 0; k < c->nout; k++) {
+    int64_t len = c->in[1 + k].shape.d[dim] * inner;
+    for (int64_t o = 0; o < outer && c->req[k] != kNullOp; o++)
+      k_copy_req((float *)c->out[k].data + o * len, og + o * row + at, len, c->req[k]);
+    at += len;
+  }
+  return 0;
+}
