@@ -1,0 +1,196 @@
+/* k_gemm.c — matmul (torch.matmul for rank >= 2, broadcast batch dims, optional transposes of
+ * the last two dims) and fully_connected (F.linear), forward and backward, on cblas_sgemm.
+ * OpReqType maps onto sgemm's beta: kWriteTo -> 0, kAddTo -> 1, kNullOp skips the product. */
+#include "kernels.h"
+
+#include <cblas.h>
+#include <string.h>
+
+/* beta for a single product written straight into a req'd output. */
+static float k_beta(k_req r) { return r == kAddTo ? 1.0f : 0.0f; }
+
+/* ---- matmul ---------------------------------------------------------------------------- */
+
+/* The geometry of one matmul: batch dims of the output, and per operand the element stride of
+ * each output batch dim (0 where that operand broadcasts). */
+typedef struct {
+  int nb;                        /* number of batch dims of the output */
+  int64_t bd[K_MAX_RANK];        /* output batch extents */
+  int64_t sa[K_MAX_RANK], sb[K_MAX_RANK];
+  int64_t batch;                 /* product of bd */
+  int64_t M, N, K;
+  int ta, tb;
+} k_mm_geom;
+
+/* Strides of operand t's batch dims aligned to the output's, 0 where it broadcasts. */
+static void k_mm_strides(const k_shape *t, int nb, const int64_t *bd, int64_t mat, int64_t *s) {
+  int tnb = t->rank - 2;
+  int64_t stride = mat;
+  for (int i = nb - 1; i >= 0; i--) {
+    int ti = i - (nb - tnb);
+    int64_t ext = ti >= 0 ? t->d[ti] : 1;
+    s[i] = (ext == 1 && bd[i] != 1) ? 0 : stride;
+    if (ti >= 0) stride *= ext;
+  }
+}
+
+static k_mm_geom k_mm_geometry(const k_shape *a, const k_shape *b, const k_shape *o,
+                               const k_matmul_param *p) {
+  k_mm_geom g;
+  g.ta = p ? p->transpose_a : 0;
+  g.tb = p ? p->transpose_b : 0;
+  g.M = o->d[o->rank - 2];
+  g.N = o->d[o->rank - 1];
+  g.K = g.ta ? a->d[a->rank - 2] : a->d[a->rank - 1];
+  g.nb = o->rank - 2;
+  g.batch = 1;
+  for (int i = 0; i < g.nb; i++) g.batch *= (g.bd[i] = o->d[i]);
+  k_mm_strides(a, g.nb, g.bd, g.M * g.K, g.sa);
+  k_mm_strides(b, g.nb, g.bd, g.K * g.N, g.sb);
+  return g;
+}
+
+/* Element offset of output batch i inside an operand with batch strides s. */
+static int64_t k_mm_offset(const k_mm_geom *g, const int64_t *s, int64_t i) {
+  int64_t off = 0;
+  for (int d = g->nb - 1; d >= 0; d--) {
+    off += (i % g->bd[d]) * s[d];
+    i /= g->bd[d];
+  }
+  return off;
+}
+
+/* True when b is one matrix shared by every batch and a is not transposed: then a's batches
+ * stack into one tall [batch*M, K] matrix and the whole matmul is a single GEMM. */
+static int k_mm_foldable(const k_mm_geom *g) {
+  if (g->ta) return 0;
+  for (int d = 0; d < g->nb; d++)
+    if (g->sb[d] != 0 && g->bd[d] != 1) return 0;
+  for (int d = 0; d < g->nb; d++)
+    if (g->sa[d] == 0 && g->bd[d] != 1) return 0;
+  return 1;
+}
+
+int k_matmul_forward(const k_call *c) {
+  if (c->req[0] == kNullOp) return 0;
+  k_mm_geom g = k_mm_geometry(&c->in[0].shape, &c->in[1].shape, &c->out[0].shape, c->param);
+  const float *A = c->in[0].data, *B = c->in[1].data;
+  float *C = c->out[0].data;
+  int lda = (int)(g.ta ? g.M : g.K), ldb = (int)(g.tb ? g.K : g.N);
+  CBLAS_TRANSPOSE TA = g.ta ? CblasTrans : CblasNoTrans, TB = g.tb ? CblasTrans : CblasNoTrans;
+  if (k_mm_foldable(&g)) {
+    cblas_sgemm(CblasRowMajor, TA, TB, (int)(g.batch * g.M), (int)g.N, (int)g.K, 1.0f, A, lda,
+                B, ldb, k_beta(c->req[0]), C, (int)g.N);
+    return 0;
+  }
+  for (int64_t i = 0; i < g.batch; i++)
+    cblas_sgemm(CblasRowMajor, TA, TB, (int)g.M, (int)g.N, (int)g.K, 1.0f,
+                A + k_mm_offset(&g, g.sa, i), lda, B + k_mm_offset(&g, g.sb, i), ldb,
+                k_beta(c->req[0]), C + i * g.M * g.N, (int)g.N);
+  return 0;
+}
+
+/* dA for one batch: op(A) = A -> dA = dC op(B)^T;  op(A) = A^T -> dA = op(B) dC^T. */
+static void k_mm_grad_a(const k_mm_geom *g, int64_t rows, const float *dC, const float *B,
+                        float beta, float *dA) {
+  int ldb = (int)(g->tb ? g->K : g->N);
+  if (!g->ta)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, g->tb ? CblasNoTrans : CblasTrans, (int)rows,
+                (int)g->K, (int)g->N, 1.0f, dC, (int)g->N, B, ldb, beta, dA, (int)g->K);
+  else
+    cblas_sgemm(CblasRowMajor, g->tb ? CblasTrans : CblasNoTrans, CblasTrans, (int)g->K,
+                (int)g->M, (int)g->N, 1.0f, B, ldb, dC, (int)g->N, beta, dA, (int)g->M);
+}
+
+/* dB for one batch: op(B) = B -> dB = op(A)^T dC;  op(B) = B^T -> dB = dC^T op(A). */
+static void k_mm_grad_b(const k_mm_geom *g, int64_t rows, const float *dC, const float *A,
+                        float beta, float *dB) {
+  int lda = (int)(g->ta ? g->M : g->K);
+  if (!g->tb)
+    cblas_sgemm(CblasRowMajor, g->ta ? CblasNoTrans : CblasTrans, CblasNoTrans, (int)g->K,
+                (int)g->N, (int)rows, 1.0f, A, lda, dC, (int)g->N, beta, dB, (int)g->N);
+  else
+    cblas_sgemm(CblasRowMajor, CblasTrans, g->ta ? CblasTrans : CblasNoTrans, (int)g->N,
+                (int)g->K, (int)rows, 1.0f, dC, (int)g->N, A, lda, beta, dB, (int)g->K);
+}
+
+/* Broadcast operands receive the sum over the batches they were reused in, so for kWriteTo
+ * the gradient is cleared once and every batch then accumulates (beta = 1). */
+static void k_mm_prepare(k_req r, k_tensor *t) {
+  if (r == kWriteTo || r == kWriteInplace)
+    memset(t->data, 0, (size_t)k_shape_numel(&t->shape) * sizeof(float));
+}
+
+int k_matmul_backward(const k_call *c) {
+  const k_tensor *og = &c->in[0], *a = &c->in[1], *b = &c->in[2];
+  k_mm_geom g = k_mm_geometry(&a->shape, &b->shape, &og->shape, c->param);
+  const float *dC = og->data, *A = a->data, *B = b->data;
+  if (k_mm_foldable(&g)) {
+    if (c->req[0] != kNullOp) k_mm_grad_a(&g, g.batch * g.M, dC, B, k_beta(c->req[0]), c->out[0].data);
+    if (c->req[1] != kNullOp) k_mm_grad_b(&g, g.batch * g.M, dC, A, k_beta(c->req[1]), c->out[1].data);
+    return 0;
+  }
+  for (int k = 0; k < 2; k++)
+    if (c->req[k] != kNullOp) k_mm_prepare(c->req[k], &c->out[k]);
+  for (int64_t i = 0; i < g.batch; i++) {
+    const float *dCi = dC + i * g.M * g.N;
+    int64_t oa = k_mm_offset(&g, g.sa, i), ob = k_mm_offset(&g, g.sb, i);
+    if (c->req[0] != kNullOp) k_mm_grad_a(&g, g.M, dCi, B + ob, 1.0f, (float *)c->out[0].data + oa);
+    if (c->req[1] != kNullOp) k_mm_grad_b(&g, g.M, dCi, A + oa, 1.0f, (float *)c->out[1].data + ob);
+  }
+  return 0;
+}
+
+/* ---- fully_connected ------------------------------------------------------------------- */
+
+/* data viewed as [rows, in]: flatten=1 keeps axis 0 as rows, flatten=0 keeps all but the last. */
+static void k_fc_dims(const k_shape *data, const k_fc_param *p, int64_t *rows, int64_t *in) {
+  int64_t n = k_shape_numel(data);
+  *in = p->flatten ? (data->d[0] ? n / data->d[0] : 0) : data->d[data->rank - 1];
+  *rows = *in ? n / *in : 0;
+}
+
+/* Y = X W^T + b. For kWriteTo the bias is laid down first so the GEMM can accumulate onto it. */
+int k_fully_connected_forward(const k_call *c) {
+  const k_fc_param *p = c->param;
+  if (c->req[0] == kNullOp) return 0;
+  int64_t rows, in, H = p->num_hidden;
+  k_fc_dims(&c->in[0].shape, p, &rows, &in);
+  float *Y = c->out[0].data;
+  float beta = k_beta(c->req[0]);
+  if (!p->no_bias) {
+    const float *bias = c->in[2].data;
+    int add = c->req[0] == kAddTo;    /* never 0*Y: an unwritten buffer may hold NaN */
+    for (int64_t r = 0; r < rows; r++)
+      for (int64_t h = 0; h < H; h++) Y[r * H + h] = (add ? Y[r * H + h] : 0.0f) + bias[h];
+    beta = 1.0f;
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)H, (int)in, 1.0f,
+              c->in[0].data, (int)in, c->in[1].data, (int)in, beta, Y, (int)H);
+  return 0;
+}
+
+/* db[h] (op) sum over rows of dY[r, h]. */
+static void k_fc_bias_grad(const float *dY, int64_t rows, int64_t H, k_req r, float *db) {
+  if (r == kNullOp) return;
+  if (r != kAddTo) memset(db, 0, (size_t)H * sizeof(float));
+  for (int64_t i = 0; i < rows; i++)
+    for (int64_t h = 0; h < H; h++) db[h] += dY[i * H + h];
+}
+
+/* Backward in = [dY, X, W, (b), Y]: dX = dY W, dW = dY^T X, db = column sums of dY. */
+int k_fully_connected_backward(const k_call *c) {
+  const k_fc_param *p = c->param;
+  int nargs = p->no_bias ? 2 : 3;
+  int64_t rows, in, H = p->num_hidden;
+  k_fc_dims(&c->in[1].shape, p, &rows, &in);
+  const float *dY = c->in[0].data, *X = c->in[1].data, *W = c->in[2].data;
+  if (c->req[0] != kNullOp)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)in, (int)H, 1.0f,
+                dY, (int)H, W, (int)in, k_beta(c->req[0]), c->out[0].data, (int)in);
+  if (c->req[1] != kNullOp)
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)H, (int)in, (int)rows, 1.0f,
+                dY, (int)H, X, (int)in, k_beta(c->req[1]), c->out[1].data, (int)in);
+  if (nargs == 3) k_fc_bias_grad(dY, rows, H, c->req[2], c->out[2].data);
+  return 0;
+}

@@ -1,0 +1,158 @@
+/* test_gemm.c — matmul and fully_connected: forward values against naive double-precision
+ * loops written here (broadcast batch dims, transposes, flatten modes, no_bias), and
+ * finite-difference gradient checks (kWriteTo and kAddTo) through the shared harness. */
+#include "kt_harness.h"
+
+#include <stdlib.h>
+
+/* ---- matmul ---------------------------------------------------------------------------- */
+
+/* Index of output batch position ob (unravelled over ob_d) inside operand t's batch dims. */
+static int64_t ref_batch_index(const k_shape *t, const int64_t *pos, int nb) {
+  int tnb = t->rank - 2;
+  int64_t idx = 0;
+  for (int i = 0; i < tnb; i++) {
+    int64_t p = pos[i + (nb - tnb)];
+    idx = idx * t->d[i] + (t->d[i] == 1 ? 0 : p);
+  }
+  return idx;
+}
+
+static void ref_matmul(const k_tensor *a, const k_tensor *b, const k_shape *o, int ta, int tb,
+                       float *out) {
+  int nb = o->rank - 2;
+  int64_t M = o->d[nb], N = o->d[nb + 1], K = ta ? a->shape.d[a->shape.rank - 2] : a->shape.d[a->shape.rank - 1];
+  int64_t batch = 1, pos[K_MAX_RANK];
+  for (int i = 0; i < nb; i++) batch *= o->d[i];
+  for (int64_t bi = 0; bi < batch; bi++) {
+    for (int64_t r = bi, i = nb - 1; i >= 0; i--) { pos[i] = r % o->d[i]; r /= o->d[i]; }
+    const float *A = (const float *)a->data + ref_batch_index(&a->shape, pos, nb) * M * K;
+    const float *B = (const float *)b->data + ref_batch_index(&b->shape, pos, nb) * K * N;
+    for (int64_t m = 0; m < M; m++)
+      for (int64_t n = 0; n < N; n++) {
+        double s = 0;
+        for (int64_t k = 0; k < K; k++)
+          s += (double)(ta ? A[k * M + m] : A[m * K + k]) * (tb ? B[n * K + k] : B[k * N + n]);
+        out[(bi * M + m) * N + n] = (float)s;
+      }
+  }
+}
+
+static void check_matmul(const char *name, k_shape as, k_shape bs, k_shape os, int ta, int tb) {
+  k_matmul_param p = {ta, tb};
+  kt_case c = {0};
+  c.name = name; c.fwd = k_matmul_forward; c.bwd = k_matmul_backward;
+  c.nargs = 2; c.nout = 1; c.nvisible = 1;
+  c.in[0] = kt_tensor_f32(as, -1, 1, 1);
+  c.in[1] = kt_tensor_f32(bs, -1, 1, 2);
+  c.out_shape[0] = os;
+  c.param = &p;
+  c.deps_og = 1; c.deps_in = 3;
+  k_tensor out[KT_MAX_IO];
+  int rc = kt_forward(&c, out);
+  KT_CHECK(rc == 0, "%s forward rc", name);
+  float *want = malloc((size_t)k_shape_numel(&os) * sizeof(float));
+  ref_matmul(&c.in[0], &c.in[1], &os, ta, tb, want);
+  KT_CHECK(kt_expect_close(name, out[0].data, want, k_shape_numel(&os), 1e-5f, 1e-5f) == 0,
+           "%s forward values", name);
+  free(want);
+  kt_tensor_free(&out[0]);
+  kt_gradcheck(&c);
+  kt_tensor_free(&c.in[0]);
+  kt_tensor_free(&c.in[1]);
+}
+
+static void test_matmul(void) {
+  check_matmul("matmul 2d", kt_shape(2, 3, 4), kt_shape(2, 4, 5), kt_shape(2, 3, 5), 0, 0);
+  check_matmul("matmul 2d ta", kt_shape(2, 4, 3), kt_shape(2, 4, 5), kt_shape(2, 3, 5), 1, 0);
+  check_matmul("matmul 2d tb", kt_shape(2, 3, 4), kt_shape(2, 5, 4), kt_shape(2, 3, 5), 0, 1);
+  check_matmul("matmul 2d ta tb", kt_shape(2, 4, 3), kt_shape(2, 5, 4), kt_shape(2, 3, 5), 1, 1);
+  check_matmul("matmul batch x matrix (folded)", kt_shape(3, 2, 3, 4), kt_shape(2, 4, 5),
+               kt_shape(3, 2, 3, 5), 0, 0);
+  check_matmul("matmul batch x matrix tb", kt_shape(3, 2, 3, 4), kt_shape(2, 5, 4),
+               kt_shape(3, 2, 3, 5), 0, 1);
+  check_matmul("matmul matrix x batch", kt_shape(2, 3, 4), kt_shape(3, 2, 4, 5),
+               kt_shape(3, 2, 3, 5), 0, 0);
+  check_matmul("matmul broadcast both", kt_shape(4, 2, 1, 3, 4), kt_shape(3, 3, 4, 5),
+               kt_shape(4, 2, 3, 3, 5), 0, 0);
+  check_matmul("matmul broadcast 5d", kt_shape(5, 4, 2, 1, 3, 4), kt_shape(4, 1, 3, 4, 5),
+               kt_shape(5, 4, 2, 3, 3, 5), 0, 0);
+  check_matmul("matmul broadcast ta tb", kt_shape(5, 4, 2, 1, 4, 3), kt_shape(3, 3, 5, 4),
+               kt_shape(5, 4, 2, 3, 3, 5), 1, 1);
+  check_matmul("matmul batched same", kt_shape(3, 2, 3, 4), kt_shape(3, 2, 4, 5),
+               kt_shape(3, 2, 3, 5), 0, 0);
+  check_matmul("matmul batched ta", kt_shape(3, 2, 4, 3), kt_shape(3, 2, 4, 5),
+               kt_shape(3, 2, 3, 5), 1, 0);
+}
+
+/* ---- fully_connected ------------------------------------------------------------------- */
+
+static void ref_fc(const float *x, const float *w, const float *b, int64_t rows, int64_t in,
+                   int64_t H, float *y) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t h = 0; h < H; h++) {
+      double s = b ? b[h] : 0.0;
+      for (int64_t k = 0; k < in; k++) s += (double)x[r * in + k] * w[h * in + k];
+      y[r * H + h] = (float)s;
+    }
+}
+
+static void check_fc(const char *name, k_shape ds, int64_t H, int flatten, int no_bias,
+                     k_shape os, int64_t rows, int64_t in) {
+  k_fc_param p = {H, no_bias, flatten};
+  kt_case c = {0};
+  c.name = name; c.fwd = k_fully_connected_forward; c.bwd = k_fully_connected_backward;
+  c.nargs = no_bias ? 2 : 3; c.nout = 1; c.nvisible = 1;
+  c.in[0] = kt_tensor_f32(ds, -1, 1, 3);
+  c.in[1] = kt_tensor_f32(kt_shape(2, (int)H, (int)in), -1, 1, 4);
+  if (!no_bias) c.in[2] = kt_tensor_f32(kt_shape(1, (int)H), -1, 1, 5);
+  c.out_shape[0] = os;
+  c.param = &p;
+  c.deps_og = 1; c.deps_in = 3;
+  k_tensor out[KT_MAX_IO];
+  KT_CHECK(kt_forward(&c, out) == 0, "%s forward rc", name);
+  float *want = malloc((size_t)(rows * H) * sizeof(float));
+  ref_fc(c.in[0].data, c.in[1].data, no_bias ? NULL : c.in[2].data, rows, in, H, want);
+  KT_CHECK(kt_expect_close(name, out[0].data, want, rows * H, 1e-5f, 1e-5f) == 0,
+           "%s forward values", name);
+  free(want);
+  kt_tensor_free(&out[0]);
+  kt_gradcheck(&c);
+  for (int j = 0; j < c.nargs; j++) kt_tensor_free(&c.in[j]);
+}
+
+static void test_fc(void) {
+  check_fc("fc flatten 2d", kt_shape(2, 5, 7), 4, 1, 0, kt_shape(2, 5, 4), 5, 7);
+  check_fc("fc flatten 4d", kt_shape(4, 3, 2, 2, 3), 6, 1, 0, kt_shape(2, 3, 6), 3, 12);
+  check_fc("fc flatten no_bias", kt_shape(3, 4, 2, 3), 5, 1, 1, kt_shape(2, 4, 5), 4, 6);
+  check_fc("fc last axis", kt_shape(3, 2, 3, 5), 4, 0, 0, kt_shape(3, 2, 3, 4), 6, 5);
+  check_fc("fc last axis no_bias", kt_shape(3, 2, 3, 5), 4, 0, 1, kt_shape(3, 2, 3, 4), 6, 5);
+}
+
+/* kAddTo on the forward adds onto the buffer; kNullOp leaves it untouched. */
+static void test_forward_req(void) {
+  k_fc_param p = {3, 0, 1};
+  k_tensor x = kt_tensor_f32(kt_shape(2, 2, 4), -1, 1, 7), w = kt_tensor_f32(kt_shape(2, 3, 4), -1, 1, 8);
+  k_tensor b = kt_tensor_f32(kt_shape(1, 3), -1, 1, 9);
+  k_tensor in[3] = {x, w, b}, out = {calloc(6, sizeof(float)), kt_shape(2, 2, 3), K_F32};
+  float want[6], *y = out.data;
+  ref_fc(x.data, w.data, b.data, 2, 4, 3, want);
+  for (int i = 0; i < 6; i++) { y[i] = (float)i; want[i] += (float)i; }
+  k_req req = kAddTo;
+  char err[64];
+  k_call c = {in, 3, &out, 1, &req, &p, NULL, 0, 0, 0, 0, err, sizeof err};
+  k_fully_connected_forward(&c);
+  KT_CHECK(kt_expect_close("fc forward kAddTo", y, want, 6, 1e-5f, 1e-5f) == 0, "fc forward kAddTo");
+  req = kNullOp;
+  k_fully_connected_forward(&c);
+  KT_CHECK(kt_expect_close("fc forward kNullOp", y, want, 6, 1e-5f, 1e-5f) == 0, "fc forward kNullOp");
+  free(out.data);
+  kt_tensor_free(&x); kt_tensor_free(&w); kt_tensor_free(&b);
+}
+
+int main(void) {
+  test_matmul();
+  test_fc();
+  test_forward_req();
+  return kt_finish("test_gemm");
+}
