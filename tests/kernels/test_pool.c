@@ -1,0 +1,134 @@
+/* test_pool.c — max and average pooling, 1-D and 2-D: forward values against naive loops
+ * written here (padding, stride, global), gradient checks on inputs without near-ties, and
+ * torch's tie rule (the gradient goes to the first maximum in scan order). */
+#include "kt_harness.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+typedef struct {
+  const char *name;
+  int two_d, N, C, H, W, kh, kw, sh, sw, ph, pw, type, global;
+} pool_spec;
+
+static int out_len(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
+
+/* Max over in-range taps (padding is -inf); average sums in-range taps over kh*kw. */
+static void ref_pool(const pool_spec *s, const float *x, float *y) {
+  int OH = out_len(s->H, s->kh, s->sh, s->ph), OW = out_len(s->W, s->kw, s->sw, s->pw);
+  for (int pl = 0; pl < s->N * s->C; pl++)
+    for (int oh = 0; oh < OH; oh++)
+      for (int ow = 0; ow < OW; ow++) {
+        double m = -INFINITY, sum = 0;
+        for (int i = 0; i < s->kh; i++)
+          for (int j = 0; j < s->kw; j++) {
+            int h = oh * s->sh - s->ph + i, w = ow * s->sw - s->pw + j;
+            if (h < 0 || h >= s->H || w < 0 || w >= s->W) continue;
+            double v = x[(pl * s->H + h) * s->W + w];
+            sum += v;
+            if (v > m) m = v;
+          }
+        y[(pl * OH + oh) * OW + ow] = (float)(s->type == K_POOL_MAX ? m : sum / (s->kh * s->kw));
+      }
+}
+
+static k_pool_param make_param(const pool_spec *s) {
+  k_pool_param p = {0};
+  int n = s->two_d ? 2 : 1;
+  p.kernel.n = p.stride.n = p.pad.n = n;
+  if (s->two_d) { p.kernel.v[0] = s->kh; p.stride.v[0] = s->sh; p.pad.v[0] = s->ph; }
+  p.kernel.v[n - 1] = s->kw; p.stride.v[n - 1] = s->sw; p.pad.v[n - 1] = s->pw;
+  p.pool_type = s->type;
+  p.global_pool = s->global;
+  return p;
+}
+
+/* Distinct values 0.05 apart in a shuffled order, so no finite-difference step crosses a tie. */
+static void fill_distinct(float *x, int64_t n, uint64_t seed) {
+  int32_t *r = malloc((size_t)n * sizeof(int32_t));
+  for (int64_t i = 0; i < n; i++) x[i] = (float)(i - n / 2) * 0.05f;
+  kt_fill_int(r, n, 0, 1 << 30, seed);
+  for (int64_t i = n - 1; i > 0; i--) {
+    int64_t j = r[i] % (i + 1);
+    float t = x[i]; x[i] = x[j]; x[j] = t;
+  }
+  free(r);
+}
+
+static kt_case make_case(const pool_spec *s, const k_pool_param *p) {
+  kt_case c = {0};
+  int OH = out_len(s->H, s->kh, s->sh, s->ph), OW = out_len(s->W, s->kw, s->sw, s->pw);
+  c.name = s->name; c.fwd = k_pooling_forward; c.bwd = k_pooling_backward;
+  c.nargs = 1; c.nout = 1; c.nvisible = 1;
+  c.in[0] = kt_tensor_f32(s->two_d ? kt_shape(4, s->N, s->C, s->H, s->W) : kt_shape(3, s->N, s->C, s->W), -1, 1, 21);
+  fill_distinct(c.in[0].data, k_shape_numel(&c.in[0].shape), 22);
+  c.out_shape[0] = s->two_d ? kt_shape(4, s->N, s->C, OH, OW) : kt_shape(3, s->N, s->C, OW);
+  c.param = p;
+  c.deps_og = 1; c.deps_in = 1; c.deps_out = 1;
+  c.max_points = 200;
+  return c;
+}
+
+static void check_pool(const pool_spec *s) {
+  k_pool_param p = make_param(s);
+  kt_case c = make_case(s, &p);
+  k_tensor out[KT_MAX_IO];
+  int64_t n = k_shape_numel(&c.out_shape[0]);
+  KT_CHECK(kt_forward(&c, out) == 0, "%s forward rc", s->name);
+  float *want = malloc((size_t)n * sizeof(float));
+  ref_pool(s, c.in[0].data, want);
+  KT_CHECK(kt_expect_close(s->name, out[0].data, want, n, 1e-5f, 1e-6f) == 0, "%s forward values", s->name);
+  free(want);
+  kt_tensor_free(&out[0]);
+  kt_gradcheck(&c);
+  kt_tensor_free(&c.in[0]);
+}
+
+static const pool_spec specs[] = {
+  /* name                 2d N  C  H  W  kh kw sh sw ph pw type        global */
+  {"max2d 2x2 s2",         1, 2, 2, 6, 6, 2, 2, 2, 2, 0, 0, K_POOL_MAX, 0},
+  {"max2d 3x3 s2 pad1",    1, 2, 3, 7, 6, 3, 3, 2, 2, 1, 1, K_POOL_MAX, 0},
+  {"max2d 3x2 s1 pad",     1, 1, 2, 5, 5, 3, 2, 1, 1, 1, 1, K_POOL_MAX, 0},
+  {"avg2d 2x2 s2",         1, 2, 2, 6, 6, 2, 2, 2, 2, 0, 0, K_POOL_AVG, 0},
+  {"avg2d 3x3 s2 pad1",    1, 2, 3, 7, 6, 3, 3, 2, 2, 1, 1, K_POOL_AVG, 0},
+  {"max1d 3 s2 pad1",      0, 2, 3, 1, 9, 1, 3, 1, 2, 0, 1, K_POOL_MAX, 0},
+  {"avg1d 2 s1 pad1",      0, 2, 2, 1, 7, 1, 2, 1, 1, 0, 1, K_POOL_AVG, 0},
+  {"max2d global",         1, 2, 3, 4, 5, 4, 5, 1, 1, 0, 0, K_POOL_MAX, 1},
+  {"avg2d global",         1, 2, 3, 4, 5, 4, 5, 1, 1, 0, 0, K_POOL_AVG, 1},
+  {"avg1d global",         0, 2, 3, 1, 6, 1, 6, 1, 1, 0, 0, K_POOL_AVG, 1},
+};
+
+/* A window of equal values: torch puts the whole gradient on the first one. Padding counts as
+ * -inf for max (an all-negative input must not produce 0) and as 0 for the average. */
+static void test_ties_and_padding(void) {
+  pool_spec s = {"ties", 1, 1, 1, 2, 2, 2, 2, 2, 2, 0, 0, K_POOL_MAX, 0};
+  k_pool_param p = make_param(&s);
+  float x[4] = {3, 3, 1, 3}, y[1], dy[1] = {2}, dx[4];
+  k_tensor xin = {x, kt_shape(4, 1, 1, 2, 2), K_F32}, yt = {y, kt_shape(4, 1, 1, 1, 1), K_F32};
+  k_req w = kWriteTo;
+  char err[64];
+  k_call f = {&xin, 1, &yt, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err};
+  k_pooling_forward(&f);
+  k_tensor bin[3] = {{dy, yt.shape, K_F32}, xin, yt}, dxt = {dx, xin.shape, K_F32};
+  k_call b = {bin, 3, &dxt, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err};
+  k_pooling_backward(&b);
+  KT_CHECK(y[0] == 3 && dx[0] == 2 && dx[1] == 0 && dx[3] == 0, "tie: y %g dx %g %g %g %g", y[0], dx[0], dx[1], dx[2], dx[3]);
+  float neg[4] = {-4, -3, -2, -5};
+  pool_spec sp = {"pad", 1, 1, 1, 2, 2, 2, 2, 1, 1, 1, 1, K_POOL_MAX, 0};   /* 3x3 output */
+  k_pool_param pp = make_param(&sp);
+  float out9[9];
+  k_tensor nin = {neg, xin.shape, K_F32}, o9 = {out9, kt_shape(4, 1, 1, 3, 3), K_F32};
+  k_call fp = {&nin, 1, &o9, 1, &w, &pp, NULL, 0, 0, 0, 0, err, sizeof err};
+  k_pooling_forward(&fp);
+  KT_CHECK(out9[0] == -4 && out9[4] == -2 && out9[8] == -5, "max pad is -inf: %g %g %g", out9[0], out9[4], out9[8]);
+  pp.pool_type = K_POOL_AVG;
+  k_pooling_forward(&fp);
+  KT_CHECK(fabsf(out9[0] - (-4.0f / 4)) < 1e-6f && fabsf(out9[4] - (-14.0f / 4)) < 1e-6f,
+           "avg counts padding: %g %g", out9[0], out9[4]);
+}
+
+int main(void) {
+  for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) check_pool(&specs[i]);
+  test_ties_and_padding();
+  return kt_finish("test_pool");
+}
