@@ -1,0 +1,189 @@
+/* test_softmax.c — softmax / log_softmax over every axis and softmax_cross_entropy:
+ * gradients by finite differences, values against naive double formulas, rows summing to 1,
+ * stability at x = 1000, in-place execution, and labels out of range reported as errors. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kt_harness.h"
+
+static kt_case softmax_case(int is_log, k_tensor *x, const k_softmax_param *p) {
+  kt_case c = {.name = is_log ? "log_softmax" : "softmax",
+               .fwd = is_log ? k_log_softmax_forward : k_softmax_forward,
+               .bwd = is_log ? k_log_softmax_backward : k_softmax_backward,
+               .nargs = 1, .nout = 1, .nvisible = 1, .param = p, .deps_og = 1, .deps_out = 1,
+               .rtol = 2e-3f, .atol = 2e-4f};
+  c.in[0] = *x;
+  c.out_shape[0] = x->shape;
+  return c;
+}
+
+/* Naive exp(x) / sum exp(x) in double along `axis` (inputs small enough not to overflow). */
+static void reference(const float *x, k_shape s, int axis, int is_log, double shift, float *want) {
+  int64_t inner = 1, n = s.d[axis], total = k_shape_numel(&s);
+  for (int a = axis + 1; a < s.rank; a++) inner *= s.d[a];
+  for (int64_t i = 0; i < total; i++) {
+    int64_t base = i - ((i / inner) % n) * inner;
+    double sum = 0;
+    for (int64_t j = 0; j < n; j++) sum += exp(x[base + j * inner] - shift);
+    double v = exp(x[i] - shift) / sum;
+    want[i] = (float)(is_log ? log(v) : v);
+  }
+}
+
+static void check_values(kt_case *c, int axis, int is_log, double shift) {
+  k_tensor y;
+  int64_t n = k_shape_numel(&c->in[0].shape);
+  float *want = malloc((size_t)n * sizeof(float) + 4);
+  reference(c->in[0].data, c->in[0].shape, axis, is_log, shift, want);
+  int rc = kt_forward(c, &y);
+  KT_CHECK(rc == 0 && kt_expect_close(c->name, y.data, want, n, 1e-5f, 1e-6f) == 0,
+           "%s axis %d (shift %g) vs exp(x)/sum", c->name, axis, shift);
+  if (!is_log) {   /* rows sum to 1: sum over the whole tensor is the number of rows */
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += ((float *)y.data)[i];
+    KT_CHECK(fabs(s - (double)n / c->in[0].shape.d[axis]) < 1e-4, "softmax rows sum to 1");
+  }
+  free(y.data);
+  free(want);
+}
+
+static void test_axes(void) {
+  k_tensor x = kt_tensor_f32(kt_shape(3, 2, 3, 4), -3, 3, 1), v = kt_tensor_f32(kt_shape(1, 6), -3, 3, 2);
+  for (int is_log = 0; is_log < 2; is_log++) {
+    for (int axis = 0; axis < 3; axis++) {
+      k_softmax_param p = {axis};
+      kt_case c = softmax_case(is_log, &x, &p);
+      kt_gradcheck(&c);
+      check_values(&c, axis, is_log, 0);
+    }
+    k_softmax_param p0 = {0};
+    kt_case c = softmax_case(is_log, &v, &p0);
+    kt_gradcheck(&c);
+    check_values(&c, 0, is_log, 0);
+  }
+  kt_tensor_free(&x);
+  kt_tensor_free(&v);
+}
+
+/* x = 1000 + u: a naive float exp overflows; the result must equal the shifted reference. */
+static void test_large(void) {
+  k_tensor x = kt_tensor_f32(kt_shape(2, 3, 5), 999, 1001, 3);
+  k_softmax_param p = {1};
+  for (int is_log = 0; is_log < 2; is_log++) {
+    kt_case c = softmax_case(is_log, &x, &p);
+    check_values(&c, 1, is_log, 1000.0);
+  }
+  float big[3] = {1000, 1001, 1002}, y[3];
+  k_tensor tb = {big, kt_shape(1, 3), K_F32}, ty = {y, tb.shape, K_F32};
+  k_softmax_param p0 = {0};
+  k_req w = kWriteTo;
+  char err[64];
+  k_call call = {&tb, 1, &ty, 1, &w, &p0, NULL, 0, 0, 0, 0, err, sizeof err};
+  k_log_softmax_forward(&call);
+  /* log_softmax([0, 1, 2]) = [0,1,2] - log(1 + e + e^2) = [0,1,2] - 2.40760596 */
+  KT_CHECK(fabsf(y[0] + 2.4076059f) < 1e-5f && fabsf(y[2] + 0.4076059f) < 1e-5f,
+           "log_softmax at 1000: %g %g %g", y[0], y[1], y[2]);
+  kt_tensor_free(&x);
+}
+
+/* y over x, then gx over og: both equal to the out-of-place results. */
+static void test_inplace(void) {
+  k_tensor x = kt_tensor_f32(kt_shape(2, 4, 5), -2, 2, 4), og = kt_tensor_f32(x.shape, -1, 1, 5);
+  k_tensor y = kt_tensor_f32(x.shape, 0, 0, 1), g = kt_tensor_f32(x.shape, 0, 0, 1);
+  k_tensor buf = kt_tensor_f32(x.shape, 0, 0, 1);
+  k_softmax_param p = {1};
+  k_req w = kWriteTo, ip = kWriteInplace;
+  size_t bytes = 20 * sizeof(float);
+  char err[64];
+  k_fn fwd[2] = {k_softmax_forward, k_log_softmax_forward}, bwd[2] = {k_softmax_backward,
+                                                                     k_log_softmax_backward};
+  for (int k = 0; k < 2; k++) {
+    k_call f = {&x, 1, &y, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err};
+    fwd[k](&f);
+    memcpy(buf.data, x.data, bytes);
+    f.in = &buf; f.out = &buf; f.req = &ip;
+    fwd[k](&f);
+    KT_CHECK(memcmp(buf.data, y.data, bytes) == 0, "softmax %d forward in place", k);
+    k_tensor in[3] = {og, {NULL, x.shape, K_F32}, y};
+    k_call b = {in, 3, &g, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err};
+    bwd[k](&b);
+    memcpy(buf.data, og.data, bytes);
+    in[0] = buf; b.out = &buf; b.req = &ip;
+    bwd[k](&b);
+    KT_CHECK(memcmp(buf.data, g.data, bytes) == 0, "softmax %d backward in place", k);
+  }
+  kt_tensor_free(&x); kt_tensor_free(&og); kt_tensor_free(&y); kt_tensor_free(&g);
+  kt_tensor_free(&buf);
+}
+
+/* ---- softmax_cross_entropy ---- */
+static kt_case xent_case(k_tensor *logits, k_tensor *label) {
+  kt_case c = {.name = "softmax_cross_entropy", .fwd = k_softmax_cross_entropy_forward,
+               .bwd = k_softmax_cross_entropy_backward, .nargs = 2, .nout = 1, .nvisible = 1,
+               .deps_og = 1, .deps_in = 3, .no_grad = 2, .rtol = 2e-3f, .atol = 2e-4f};
+  c.in[0] = *logits;
+  c.in[1] = *label;
+  c.out_shape[0] = kt_shape(0);
+  return c;
+}
+
+static void test_xent(void) {
+  k_tensor x = kt_tensor_f32(kt_shape(2, 4, 5), -3, 3, 6), l = kt_tensor_i32(kt_shape(1, 4), 0, 5, 7);
+  kt_case c = xent_case(&x, &l);
+  kt_gradcheck(&c);
+  k_tensor y;
+  const float *xs = x.data;
+  const int32_t *ls = l.data;
+  double want = 0;
+  for (int i = 0; i < 4; i++) {
+    double s = 0;
+    for (int j = 0; j < 5; j++) s += exp(xs[i * 5 + j]);
+    want -= log(exp(xs[i * 5 + ls[i]]) / s) / 4;
+  }
+  int rc = kt_forward(&c, &y);
+  KT_CHECK(rc == 0 && y.shape.rank == 0 && fabs(((float *)y.data)[0] - want) < 1e-5 * (1 + fabs(want)),
+           "cross entropy %g vs hand %g", ((float *)y.data)[0], want);
+  free(y.data);
+  /* large logits stay finite: loss of [1000, 0] with label 0 is log(1 + e^-1000) = 0 */
+  float big[2] = {1000, 0}, loss = -1;
+  int32_t lab = 0;
+  k_tensor in[2] = {{big, kt_shape(2, 1, 2), K_F32}, {&lab, kt_shape(1, 1), K_I32}};
+  k_tensor out = {&loss, kt_shape(0), K_F32};
+  k_req w = kWriteTo;
+  char err[64];
+  k_call call = {in, 2, &out, 1, &w, NULL, NULL, 0, 0, 0, 0, err, sizeof err};
+  KT_CHECK(k_softmax_cross_entropy_forward(&call) == 0 && loss == 0.0f, "xent at 1000: %g", loss);
+  kt_tensor_free(&x);
+  kt_tensor_free(&l);
+}
+
+/* A label outside [0, C) is a data error: nonzero return and a message, forward and backward. */
+static void test_bad_label(void) {
+  float x[6] = {0}, loss = 0, og = 1, g[6], g_label[2];
+  int32_t labels[2][2] = {{0, 3}, {-1, 1}};
+  for (int t = 0; t < 2; t++) {
+    k_tensor fin[2] = {{x, kt_shape(2, 2, 3), K_F32}, {labels[t], kt_shape(1, 2), K_I32}};
+    k_tensor out = {&loss, kt_shape(0), K_F32};
+    k_tensor bin[4] = {{&og, kt_shape(0), K_F32}, fin[0], fin[1], {NULL, kt_shape(0), K_F32}};
+    k_tensor gout[2] = {{g, fin[0].shape, K_F32}, {g_label, fin[1].shape, K_I32}};
+    k_req w[2] = {kWriteTo, kNullOp};
+    char err[128] = "";
+    k_call f = {fin, 2, &out, 1, w, NULL, NULL, 0, 0, 0, 0, err, sizeof err};
+    KT_CHECK(k_softmax_cross_entropy_forward(&f) != 0 && strstr(err, "label") != NULL,
+             "label %d out of range: forward error '%s'", t ? -1 : 3, err);
+    err[0] = 0;
+    k_call b = {bin, 4, gout, 2, w, NULL, NULL, 0, 0, 0, 0, err, sizeof err};
+    KT_CHECK(k_softmax_cross_entropy_backward(&b) != 0 && err[0] != 0,
+             "label out of range: backward error '%s'", err);
+  }
+}
+
+int main(void) {
+  test_axes();
+  test_large();
+  test_inplace();
+  test_xent();
+  test_bad_label();
+  return kt_finish("softmax");
+}
