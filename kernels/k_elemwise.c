@@ -61,7 +61,8 @@ K_UNARY_BWD(activation, k_sf_activation_grad(og, x, y, K_PARAM(k_activation_para
 typedef float (*k_fwd2_fn)(float a, float b);
 typedef float (*k_grad2_fn)(float og, float a, float b, float y);
 
-/* Walks the output with a and b at broadcast strides; y may alias a same-shaped input. */
+/* Walks the output with a and b at broadcast strides; y may alias a same-shaped input.
+ * Same-shaped operands take a plain loop, the common case in fused-free execution. */
 static int k_binary_forward(const k_call *c, k_fwd2_fn f) {
   k_req req = c->req[0];
   if (req == kNullOp) return 0;
@@ -69,6 +70,10 @@ static int k_binary_forward(const k_call *c, k_fwd2_fn f) {
   const float *a = c->in[0].data, *b = c->in[1].data;
   float *y = c->out[0].data;
   int64_t n = k_shape_numel(os), sa[K_MAX_RANK], sb[K_MAX_RANK];
+  if (k_shape_numel(&c->in[0].shape) == n && k_shape_numel(&c->in[1].shape) == n) {
+    for (int64_t i = 0; i < n; i++) k_put(y, i, f(a[i], b[i]), req);
+    return 0;
+  }
   k_iter it;
   k_iter_init(&it, os, 2);
   k_bcast_strides(&c->in[0].shape, os, sa);
@@ -80,26 +85,31 @@ static int k_binary_forward(const k_call *c, k_fwd2_fn f) {
   return 0;
 }
 
-/* Gradient of operand j: each of its elements sums g over the output positions it was
- * broadcast to (one position when it was not broadcast, so in-place is safe). */
+/* Operands of the backward walk: 0 og, 1 a, 2 b, 3 y; outer over operand j's elements,
+ * inner over the output positions each was broadcast to. Returns the inner count. */
+static int64_t k_binary_grad_iters(const k_call *c, int j, k_iter *o, k_iter *in) {
+  const k_shape *full = &c->in[0].shape;
+  k_shape keep = k_shape_align(&c->in[1 + j].shape, full->rank);
+  int64_t st[K_MAX_RANK], n = k_shape_numel(&keep);
+  k_iter_split(o, in, full, &keep, 4);
+  k_contig_strides(full, st);
+  k_iter_split_set(o, in, 0, st);
+  k_iter_split_set(o, in, 3, st);
+  for (int k = 1; k <= 2; k++) {
+    k_bcast_strides(&c->in[k].shape, full, st);
+    k_iter_split_set(o, in, k, st);
+  }
+  return n ? k_shape_numel(full) / n : 0;
+}
+
+/* Gradient of operand j: each element sums g over its output positions (one position when
+ * it was not broadcast, so writing over og in place is safe). */
 static void k_binary_grad(const k_call *c, int j, k_grad2_fn g) {
   k_req req = c->req[j];
   if (req == kNullOp) return;
-  const k_shape *full = &c->in[0].shape;
-  k_shape keep = k_shape_align(&c->in[1 + j].shape, full->rank);
   const float *og = c->in[0].data, *a = c->in[1].data, *b = c->in[2].data, *y = c->in[3].data;
-  float *gd = c->out[j].data;
-  int64_t st[K_MAX_RANK], n = k_shape_numel(&keep), m;
   k_iter o, in;
-  k_iter_split(&o, &in, full, &keep, 4);
-  k_contig_strides(full, st);
-  k_iter_split_set(&o, &in, 0, st);
-  k_iter_split_set(&o, &in, 3, st);
-  k_bcast_strides(&c->in[1].shape, full, st);
-  k_iter_split_set(&o, &in, 1, st);
-  k_bcast_strides(&c->in[2].shape, full, st);
-  k_iter_split_set(&o, &in, 2, st);
-  m = n ? k_shape_numel(full) / n : 0;
+  int64_t m = k_binary_grad_iters(c, j, &o, &in), n = k_shape_numel(&c->in[1 + j].shape);
   for (int64_t i = 0; i < n; i++, k_iter_next(&o)) {
     double s = 0;
     k_iter_rewind(&in);
@@ -107,7 +117,7 @@ static void k_binary_grad(const k_call *c, int j, k_grad2_fn g) {
       const int64_t *p = o.off, *q = in.off;
       s += g(og[p[0] + q[0]], k_ld(a, p[1] + q[1]), k_ld(b, p[2] + q[2]), k_ld(y, p[3] + q[3]));
     }
-    k_put(gd, i, (float)s, req);
+    k_put(c->out[j].data, i, (float)s, req);
   }
 }
 

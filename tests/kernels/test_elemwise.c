@@ -157,7 +157,7 @@ static void test_unary(void) {
 typedef struct {
   const char *name;
   k_fn fwd, bwd;
-  int uses_y;
+  uint32_t deps_in, uses_y;     /* declared backward dependencies besides og */
   float alo, ahi, blo, bhi;
   double (*ref)(double, double);
 } binary_row;
@@ -171,10 +171,10 @@ static double r_max(double a, double b) { return a > b ? a : b; }
 static double r_min(double a, double b) { return a < b ? a : b; }
 
 static const binary_row binary[] = {
-  {OP(add), 0, -2, 2, -2, 2, r_add},   {OP(sub), 0, -2, 2, -2, 2, r_sub},
-  {OP(mul), 0, -2, 2, -2, 2, r_mul},   {OP(div), 0, -2, 2, 0.5f, 2, r_div},
-  {OP(pow), 1, 0.5f, 2, -1.5f, 1.5f, r_pow},
-  {OP(maximum), 0, -2, 2, -2, 2, r_max}, {OP(minimum), 0, -2, 2, -2, 2, r_min},
+  {OP(add), 0, 0, -2, 2, -2, 2, r_add},   {OP(sub), 0, 0, -2, 2, -2, 2, r_sub},
+  {OP(mul), 3, 0, -2, 2, -2, 2, r_mul},   {OP(div), 3, 0, -2, 2, 0.5f, 2, r_div},
+  {OP(pow), 3, 1, 0.5f, 2, -1.5f, 1.5f, r_pow},
+  {OP(maximum), 3, 0, -2, 2, -2, 2, r_max}, {OP(minimum), 3, 0, -2, 2, -2, 2, r_min},
 };
 
 /* NumPy broadcast of a and b, written independently of the kernels' helpers. */
@@ -204,7 +204,7 @@ static int64_t src_index(int64_t flat, k_shape o, k_shape s) {
 
 static kt_case binary_case(const binary_row *r, k_tensor *a, k_tensor *b) {
   kt_case c = {.name = r->name, .fwd = r->fwd, .bwd = r->bwd, .nargs = 2, .nout = 1,
-               .nvisible = 1, .deps_og = 1, .deps_in = 3, .deps_out = (uint32_t)r->uses_y,
+               .nvisible = 1, .deps_og = 1, .deps_in = r->deps_in, .deps_out = r->uses_y,
                .rtol = 2e-3f, .atol = 2e-4f};
   c.in[0] = *a;
   c.in[1] = *b;
