@@ -52,7 +52,29 @@ static int k_conv_is_pointwise(const k_conv_geom *g) {
   return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
 }
 
-/* Row r = (ch, ki, kj) of the column buffer holds x[ch, oh*sh - ph + ki*dh, ow*sw - pw + kj*dw]
+/* Output columns [lo, hi) whose tap kj lands inside the row (iw = ow*sw - pw + kj*dw in
+ * [0, W)); the columns outside read padding. Hoisting this out of the inner loops lets them
+ * copy without a bounds test per element. */
+static void k_conv_ow_range(const k_conv_geom *g, int64_t kj, int64_t *lo, int64_t *hi) {
+  int64_t off = kj * g->dw - g->pw;
+  *lo = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
+  *hi = g->W - off <= 0 ? 0 : (g->W - off - 1) / g->sw + 1;
+  if (*hi > g->OW) *hi = g->OW;
+  if (*lo > *hi) *lo = *hi;
+}
+
+/* One column-buffer row segment (output row oh, tap (ki, kj)) from input row xr. */
+static void k_im2col_segment(const k_conv_geom *g, const float *xr, int64_t off, int64_t lo,
+                             int64_t hi, float *r) {
+  memset(r, 0, (size_t)lo * sizeof(float));
+  if (g->sw == 1)
+    memcpy(r + lo, xr + lo + off, (size_t)(hi - lo) * sizeof(float));
+  else
+    for (int64_t ow = lo; ow < hi; ow++) r[ow] = xr[ow * g->sw + off];
+  memset(r + hi, 0, (size_t)(g->OW - hi) * sizeof(float));
+}
+
+/* Row (ch, ki, kj) of the column buffer holds x[ch, oh*sh - ph + ki*dh, ow*sw - pw + kj*dw]
  * for every output position, zero where that falls in the padding. */
 static void k_im2col(const k_conv_geom *g, const float *x, float *col) {
   for (int64_t ch = 0; ch < g->C; ch++)
@@ -60,13 +82,13 @@ static void k_im2col(const k_conv_geom *g, const float *x, float *col) {
       for (int64_t kj = 0; kj < g->kw; kj++) {
         float *row = col + ((ch * g->kh + ki) * g->kw + kj) * g->ohw;
         const float *xc = x + ch * g->H * g->W;
+        int64_t lo, hi, off = kj * g->dw - g->pw;
+        k_conv_ow_range(g, kj, &lo, &hi);
         for (int64_t oh = 0; oh < g->OH; oh++) {
           int64_t ih = oh * g->sh - g->ph + ki * g->dh;
           float *r = row + oh * g->OW;
-          if (ih < 0 || ih >= g->H) { memset(r, 0, (size_t)g->OW * sizeof(float)); continue; }
-          const float *xr = xc + ih * g->W;
-          for (int64_t ow = 0, iw = kj * g->dw - g->pw; ow < g->OW; ow++, iw += g->sw)
-            r[ow] = (iw >= 0 && iw < g->W) ? xr[iw] : 0.0f;
+          if (ih < 0 || ih >= g->H) memset(r, 0, (size_t)g->OW * sizeof(float));
+          else k_im2col_segment(g, xc + ih * g->W, off, lo, hi, r);
         }
       }
 }
@@ -79,13 +101,14 @@ static void k_col2im(const k_conv_geom *g, const float *col, float *dx) {
       for (int64_t kj = 0; kj < g->kw; kj++) {
         const float *row = col + ((ch * g->kh + ki) * g->kw + kj) * g->ohw;
         float *xc = dx + ch * g->H * g->W;
+        int64_t lo, hi, off = kj * g->dw - g->pw;
+        k_conv_ow_range(g, kj, &lo, &hi);
         for (int64_t oh = 0; oh < g->OH; oh++) {
           int64_t ih = oh * g->sh - g->ph + ki * g->dh;
           if (ih < 0 || ih >= g->H) continue;
           const float *r = row + oh * g->OW;
           float *xr = xc + ih * g->W;
-          for (int64_t ow = 0, iw = kj * g->dw - g->pw; ow < g->OW; ow++, iw += g->sw)
-            if (iw >= 0 && iw < g->W) xr[iw] += r[ow];
+          for (int64_t ow = lo; ow < hi; ow++) xr[ow * g->sw + off] += r[ow];
         }
       }
 }

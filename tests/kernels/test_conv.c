@@ -96,6 +96,8 @@ static const conv_spec specs[] = {
   {"conv1d basic",          0, 2, 3, 1, 9, 4, 1, 1, 3, 1, 1, 0, 0, 1, 1, 0},
   {"conv1d stride pad dil", 0, 2, 2, 1, 11, 3, 1, 1, 3, 1, 2, 0, 2, 1, 2, 0},
   {"conv1d groups no_bias", 0, 3, 4, 1, 7, 2, 2, 1, 2, 1, 1, 0, 1, 1, 1, 1},
+  {"conv1d taps in padding", 0, 2, 2, 1, 3, 2, 1, 1, 3, 1, 1, 0, 2, 1, 2, 0},
+  {"conv2d stride 3 pad 2",  1, 2, 2, 5, 7, 3, 1, 3, 4, 3, 3, 2, 2, 1, 1, 0},
 };
 
 /* Less temp space than k_conv_temp_bytes asks for must be refused, not overrun. */
