@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "rt_test.h"
@@ -290,6 +291,62 @@ static void test_operators(rt_engine_kind kind, int nthreads) {
   CHECK(c3.count == 51, "destroy ran pending work: %d", c3.count);
 }
 
+/* ---- readers run together; an async function frees its worker ------------------------ */
+
+typedef struct { pthread_mutex_t mu; pthread_cond_t cv; int arrived, met, flag; } meet;
+
+/* Waits (at most 2 s) until all four readers are inside at once: only possible if the
+ * engine lets readers of one variable overlap. */
+static int meet_fn(void *arg, rt_run_ctx *rc) {
+  meet *m = arg;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += 2;
+  pthread_mutex_lock(&m->mu);
+  m->arrived++;
+  pthread_cond_broadcast(&m->cv);
+  while (m->arrived < 4 && pthread_cond_timedwait(&m->cv, &m->mu, &ts) == 0) {}
+  m->met += m->arrived >= 4;
+  pthread_mutex_unlock(&m->mu);
+  return 0;
+}
+
+static void wait_flag_body(void *arg) {
+  meet *m = arg;
+  pthread_mutex_lock(&m->mu);
+  while (!m->flag) pthread_cond_wait(&m->cv, &m->mu);
+  pthread_mutex_unlock(&m->mu);
+}
+
+static void wait_flag_async(void *arg, rt_run_ctx *rc) { hand_off(wait_flag_body, arg, rc, 0); }
+
+static int set_flag_fn(void *arg, rt_run_ctx *rc) {
+  meet *m = arg;
+  pthread_mutex_lock(&m->mu);
+  m->flag = 1;
+  pthread_cond_broadcast(&m->cv);
+  pthread_mutex_unlock(&m->mu);
+  return 0;
+}
+
+static void test_concurrency(void) {
+  rt_engine *e = rt_engine_create(RT_ENGINE_THREADED, 4);
+  rt_var *v = rt_engine_new_var(e), *w = rt_engine_new_var(e);
+  meet m = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0};
+  for (int i = 0; i < 4; i++) rt_engine_push_sync(e, meet_fn, &m, &v, 1, NULL, 0);
+  rt_engine_wait_for_all(e, NULL, 0);
+  CHECK(m.met == 4, "readers of one var overlapped: %d of 4 met", m.met);
+  rt_engine_destroy(e);
+  /* one worker: the async function returns at once, so the worker can run the function
+   * that lets the async work finish; a blocking engine would deadlock here */
+  e = rt_engine_create(RT_ENGINE_THREADED, 1);
+  v = rt_engine_new_var(e), w = rt_engine_new_var(e);
+  rt_engine_push_async(e, wait_flag_async, &m, NULL, 0, &v, 1);
+  rt_engine_push_sync(e, set_flag_fn, &m, NULL, 0, &w, 1);
+  CHECK(rt_engine_wait_for_all(e, NULL, 0) == 0 && m.flag == 1, "async released its worker");
+  rt_engine_destroy(e);
+}
+
 static void test_env(void) {
   setenv("KILN_ENGINE", "naive", 1);
   rt_engine *e = rt_engine_create_from_env();
@@ -322,6 +379,7 @@ int main(void) {
   test_errors(RT_ENGINE_THREADED);
   test_operators(RT_ENGINE_NAIVE, 0);
   test_operators(RT_ENGINE_THREADED, 4);
+  test_concurrency();
   test_env();
   pthread_mutex_lock(&cq_mu);
   cq_stop = 1;
