@@ -88,7 +88,8 @@ rt_engine *rt_engine_create(rt_engine_kind kind, int nthreads);  /* nthreads <= 
 rt_engine *rt_engine_create_from_env(void);  /* KILN_ENGINE=naive|threaded, KILN_NUM_THREADS */
 rt_engine *rt_engine_default(void);          /* created on first use from the environment */
 void rt_engine_shutdown_default(void);
-void rt_engine_destroy(rt_engine *e);        /* waits for all work, joins, frees every var */
+void rt_engine_destroy(rt_engine *e);  /* waits for all work (dropping unreported errors),
+                                         joins the workers, frees every var and operator */
 rt_engine_kind rt_engine_get_kind(const rt_engine *e);
 int rt_engine_num_threads(const rt_engine *e);
 int rt_engine_num_vars(rt_engine *e);        /* live variables (for leak checks in tests) */
