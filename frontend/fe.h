@@ -1,0 +1,110 @@
+/* fe.h — the front end: the AST of a .kiln file, the parser that builds it, and lowering
+ * from AST to the graph IR (defs inlined, parameters created and named, dims bound).
+ *   fe_parse.c + lexer.l + parser.y : text -> fe_file (errors through ir_diag)
+ *   fe_lower.c                      : fe_file -> ir_graph per model
+ *   fe_eval.c                       : attribute and dim arithmetic (compile-time values) */
+#ifndef KILN_FE_H
+#define KILN_FE_H
+
+#include "ops.h"
+
+typedef enum { FE_NUM, FE_STR, FE_BOOL, FE_NAME, FE_CALL, FE_BINOP, FE_NEG, FE_TUPLE } fe_expr_kind;
+
+typedef struct fe_expr fe_expr;
+typedef struct fe_arg {      /* a call argument or tuple item; key != NULL for keyword args */
+  const char *key;
+  fe_expr *value;
+  ir_loc loc;
+  struct fe_arg *next;
+} fe_arg;
+
+struct fe_expr {
+  fe_expr_kind kind;
+  ir_loc loc;
+  double num;                /* NUM, BOOL */
+  bool is_int;
+  const char *str;           /* NAME, STR, CALL's callee */
+  char op;                   /* BINOP: + - * / and '^' for ** */
+  fe_expr *l, *r;            /* BINOP; NEG uses l */
+  fe_arg *args;              /* CALL, TUPLE */
+};
+
+typedef struct fe_name { const char *name; ir_loc loc; struct fe_name *next; } fe_name;
+
+typedef struct {             /* f32[batch, 10] */
+  const char *dtype;         /* as written; checked in lowering */
+  fe_arg *dims;              /* each value is a NUM or NAME */
+  ir_loc loc;
+} fe_ttype;
+
+typedef enum { FE_S_ASSIGN, FE_S_INPUT, FE_S_PARAM, FE_S_OUTPUT, FE_S_TRAIN } fe_stmt_kind;
+typedef struct fe_stmt {
+  fe_stmt_kind kind;
+  ir_loc loc;
+  fe_name *names;            /* ASSIGN targets; INPUT/PARAM/TRAIN: one; OUTPUT: the list */
+  fe_expr *expr;             /* ASSIGN rhs; PARAM initializer; TRAIN optimizer call */
+  bool has_type;
+  fe_ttype type;             /* INPUT, PARAM */
+  struct fe_stmt *next;
+} fe_stmt;
+
+typedef struct fe_dparam {   /* a def parameter: a tensor, or a typed attribute */
+  const char *name;
+  const char *atype;         /* NULL for a tensor */
+  fe_expr *dflt;
+  ir_loc loc;
+  struct fe_dparam *next;
+} fe_dparam;
+
+typedef struct fe_def {
+  const char *name;
+  fe_dparam *params;
+  fe_stmt *body;
+  fe_arg *rets;
+  ir_loc loc;
+  struct fe_def *next;
+} fe_def;
+
+typedef struct fe_dim { const char *name; int64_t value; ir_loc loc; struct fe_dim *next; } fe_dim;
+
+typedef struct fe_model { const char *name; fe_stmt *items; ir_loc loc; struct fe_model *next; } fe_model;
+
+typedef struct {
+  ir_arena arena;
+  const char *path;
+  char *text;                /* the whole source, NUL-terminated (owned) */
+  size_t len;
+  fe_dim *dims;
+  fe_def *defs;
+  fe_model *models;
+} fe_file;
+
+/* ---- fe_parse.c ---- */
+/* Reads and parses path (or, when text != NULL, that text under the name path). Syntax
+ * errors go to d; the parser recovers at the next line and keeps going. Returns NULL only
+ * when the file cannot be read; check d->errors for the rest. */
+fe_file *fe_parse_file(const char *path, ir_diag *d);
+fe_file *fe_parse_text(const char *name, const char *text, size_t len, ir_diag *d);
+void fe_file_free(fe_file *f);
+
+/* ---- fe_lower.c ---- */
+typedef struct { const char *name; int64_t value; } fe_define;   /* -D name=N */
+/* Lowers one model to a graph with shapes inferred; NULL if any error was reported. */
+ir_graph *fe_lower_model(fe_file *f, fe_model *m, const fe_define *defs, int ndefs, ir_diag *d);
+/* File-level checks before lowering: duplicate dims, defs and models; defs that hide an op;
+ * def parameter types; every -D naming a dim. Reports and returns the error count. */
+int fe_check_file(fe_file *f, const fe_define *defs, int ndefs, ir_diag *d);
+
+/* ---- parser internals shared by lexer.l and parser.y ---- */
+typedef struct fe_parser {
+  fe_file *file;
+  ir_diag *diag;
+  void *scanner;             /* flex's yyscan_t */
+  int line, col;             /* position of the next byte */
+  bool tok_at_bol;           /* the last token was the first on its line */
+  int last_tok_line;         /* line of the last token returned */
+  const char *last_text;     /* text of the last token, for syntax errors */
+  bool skipping;             /* after a syntax error: drop tokens to the next line */
+} fe_parser;
+
+#endif

@@ -1,0 +1,223 @@
+/* fe_call.c — calls: an op call becomes a node, creating the learnable inputs and aux
+ * states it omits (named <prefix>.<arg>, SPEC section 1); a def call is inlined with its
+ * tensor arguments bound positionally and its attributes by keyword. */
+#include "fe_lower.h"
+
+#include <string.h>
+
+/* ---- op calls ---- */
+
+static int fe_op_attr(fe_lower *L, fe_scope *s, const ir_opdef *op, const fe_arg *a, void *param, uint64_t *seen) {
+  bool is_aux = false;
+  for (int i = 0; op->aux && op->aux[i]; i++) is_aux |= strcmp(op->aux[i], a->key) == 0;
+  if (ir_op_arg_index(op, a->key) >= 0 || is_aux)
+    return ir_error(L->d, a->loc, "'%s' is an input of %s; pass it positionally", a->key, op->name), 1;
+  const ir_attr_def *def = ir_attr_find(op->attrs, a->key);
+  if (!def) {
+    const char *names[32];
+    int n = 0;
+    for (const ir_attr_def *x = op->attrs; x && x->name && n < 32; x++) names[n++] = x->name;
+    const char *sug = ir_suggest(a->key, names, n);
+    if (!n) return ir_error(L->d, a->loc, "%s takes no attributes, but '%s' is given", op->name, a->key), 1;
+    if (sug) return ir_error(L->d, a->loc, "%s has no attribute '%s'; did you mean '%s'?", op->name, a->key, sug), 1;
+    return ir_error(L->d, a->loc, "%s has no attribute '%s'", op->name, a->key), 1;
+  }
+  int idx = (int)(def - op->attrs);
+  if (*seen >> idx & 1) return ir_error(L->d, a->loc, "attribute '%s' is given twice", a->key), 1;
+  *seen |= 1ull << idx;
+  ir_aval v;
+  char msg[256];
+  if (fe_eval_attr(L, s, a->value, &v)) return 1;
+  if (ir_attr_set(def, param, &v, msg, sizeof msg)) return ir_error(L->d, a->loc, "%s: %s", op->name, msg), 1;
+  return 0;
+}
+
+static int fe_op_attrs(fe_lower *L, fe_scope *s, const ir_opdef *op, const fe_expr *e, void *param) {
+  uint64_t seen = 0;
+  int err = 0;
+  for (const fe_arg *a = e->args; a; a = a->next)
+    if (a->key) err |= fe_op_attr(L, s, op, a, param, &seen);
+  for (const ir_attr_def *d = op->attrs; d && d->name && !err; d++)
+    if (d->required && !(seen >> (d - op->attrs) & 1)) {
+      err = 1;
+      ir_error(L->d, e->loc, "%s needs attribute '%s'", op->name, d->name);
+    }
+  return err;
+}
+
+/* The optional args (a bias) are left out when the op's no_bias attribute is true. */
+static bool fe_op_omits(const ir_opdef *op, int i, const void *param) {
+  const ir_attr_def *nb = ir_attr_find(op->attrs, "no_bias");
+  int32_t v = 0;
+  if (!(op->optional >> i & 1) || !nb) return false;
+  memcpy(&v, (const char *)param + nb->offset, sizeof v);
+  return v != 0;
+}
+
+/* One call per statement may create parameters; a second would reuse the names. */
+static int fe_op_claim(fe_lower *L, fe_stmt_ctx *st, const char *what, ir_loc loc) {
+  if (st->created) {
+    ir_error(L->d, loc, "this %s would create parameters named '%s.*', but %s in the same statement already does;"
+             " give one of them its own statement", what, st->pfx, st->creator_what);
+    ir_note(L->d, st->creator, "the first call that creates parameters");
+    return 1;
+  }
+  st->created = true, st->creator = loc, st->creator_what = what;
+  return 0;
+}
+
+static int fe_op_param(fe_lower *L, fe_stmt_ctx *st, const char *role, bool aux, ir_loc loc) {
+  const char *name = fe_join(L, st->pfx, role);
+  if (ir_graph_find_tensor(L->g, name) >= 0)
+    return ir_error(L->d, loc, "the parameter name '%s' is already taken; give this call its own statement", name), -1;
+  return ir_graph_add_tensor(L->g, name, aux ? IR_T_AUX : IR_T_PARAM, loc);
+}
+
+/* Positional tensors, then the omitted learnable args and aux states, created. */
+static int fe_op_inputs(fe_lower *L, fe_stmt_ctx *st, const ir_opdef *op, const fe_expr *e,
+                        const int *pos, int npos, const void *param, int *in) {
+  int nargs = ir_op_nargs(op), naux = ir_op_naux(op), n = 0;
+  bool claimed = false;
+  if (op->variadic) return memcpy(in, pos, sizeof(int) * (size_t)npos), npos ? npos : (ir_error(L->d, e->loc, "%s needs at least one input", op->name), -1);
+  if (npos > nargs + naux)
+    return ir_error(L->d, e->loc, "%s takes at most %d tensor inputs, but %d are given", op->name, nargs + naux, npos), -1;
+  for (int i = 0; i < nargs + naux; i++) {
+    bool aux = i >= nargs;
+    const char *role = aux ? op->aux[i - nargs] : op->args[i];
+    if (i < npos) { in[n++] = pos[i]; continue; }
+    if (!aux && fe_op_omits(op, i, param)) continue;
+    if (!aux && !(op->learnable >> i & 1))
+      return ir_error(L->d, e->loc, "%s is missing its input '%s'", op->name, role), -1;
+    if (!claimed && fe_op_claim(L, st, op->name, e->loc)) return -1;
+    claimed = true;
+    if ((in[n++] = fe_op_param(L, st, role, aux, e->loc)) < 0) return -1;
+  }
+  return n;
+}
+
+int fe_call_op(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, int opi, const char *node_name) {
+  const ir_opdef *op = &ir_ops[opi];
+  int pos[64], in[64], npos = 0, err = 0;
+  for (const fe_arg *a = e->args; a; a = a->next) {
+    if (a->key) continue;
+    if (npos == 64) return ir_error(L->d, a->loc, "too many inputs (at most 64)"), -1;
+    pos[npos] = fe_tensor(L, s, st, a->value, NULL);
+    err |= pos[npos++] < 0;
+  }
+  void *param = op->param_size ? ir_alloc(&L->g->arena, op->param_size) : NULL;
+  ir_attr_defaults(op->attrs, param);
+  if (fe_op_attrs(L, s, op, e, param) || err) return -1;
+  int nin = fe_op_inputs(L, st, op, e, pos, npos, param, in);
+  if (nin < 0) return -1;
+  const char *name = node_name && ir_graph_find_tensor(L->g, node_name) < 0 ? node_name
+                   : fe_unique(L, node_name ? node_name : fe_join(L, st->pfx, op->name));
+  int n = ir_graph_add_node(L->g, opi, name, nin, in, e->loc);
+  ir_node *node = ir_node_at(L->g, n);
+  if (param) memcpy(node->param, param, op->param_size);
+  return node->out[0];
+}
+
+/* ---- def calls ---- */
+
+static bool fe_def_active(const fe_scope *s, const fe_def *def) {
+  for (; s; s = s->caller)
+    if (s->def == def) return true;
+  return false;
+}
+
+static const fe_dparam *fe_def_param(const fe_def *def, const char *name) {
+  for (const fe_dparam *p = def->params; p; p = p->next)
+    if (strcmp(p->name, name) == 0) return p;
+  return NULL;
+}
+
+static int fe_def_unknown_kw(fe_lower *L, const fe_def *def, const fe_arg *a) {
+  const char *names[64];
+  int n = 0;
+  for (const fe_dparam *p = def->params; p && n < 64; p = p->next)
+    if (p->atype) names[n++] = p->name;
+  const char *sug = ir_suggest(a->key, names, n);
+  if (sug) return ir_error(L->d, a->loc, "def '%s' has no attribute '%s'; did you mean '%s'?", def->name, a->key, sug), 1;
+  return ir_error(L->d, a->loc, "def '%s' has no attribute '%s'", def->name, a->key), 1;
+}
+
+/* Tensor params take the positional arguments, evaluated in the caller's scope. */
+static int fe_def_bind_tensors(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, fe_scope *callee, const fe_expr *e) {
+  const fe_arg *a = e->args;
+  int want = 0, got = 0, err = 0;
+  for (const fe_arg *x = e->args; x; x = x->next) got += !x->key;
+  for (const fe_dparam *p = callee->def->params; p; p = p->next) want += !p->atype;
+  if (want != got)
+    return ir_error(L->d, e->loc, "def '%s' takes %d tensor argument%s, but %d %s given", callee->def->name, want,
+                    want == 1 ? "" : "s", got, got == 1 ? "is" : "are"), 1;
+  for (const fe_dparam *p = callee->def->params; p; p = p->next) {
+    if (p->atype) continue;
+    while (a->key) a = a->next;
+    int t = fe_tensor(L, s, st, a->value, NULL);
+    err |= t < 0 || !fe_bind(L, callee, p->name, FE_B_TENSOR, t, NULL, p->loc);
+    a = a->next;
+  }
+  return err;
+}
+
+/* Attribute params come by keyword (evaluated in the caller) or from their defaults
+ * (evaluated in the def, so a default may use the params before it). */
+static int fe_def_bind_attrs(fe_lower *L, fe_scope *s, fe_scope *callee, const fe_expr *e) {
+  const fe_def *def = callee->def;
+  int err = 0;
+  for (const fe_arg *a = e->args; a; a = a->next) {
+    if (!a->key) continue;
+    const fe_dparam *p = fe_def_param(def, a->key);
+    if (!p) { err |= fe_def_unknown_kw(L, def, a); continue; }
+    if (!p->atype) {
+      ir_error(L->d, a->loc, "'%s' is a tensor parameter of '%s'; pass it positionally", a->key, def->name);
+      err = 1;
+      continue;
+    }
+    ir_aval v;
+    if (fe_eval_attr(L, s, a->value, &v) || fe_check_atype(L, p->atype, &v, ir_strfmt(&L->g->arena, "attribute '%s' of '%s'", p->name, def->name), a->loc)) { err = 1; continue; }
+    err |= !fe_bind(L, callee, p->name, FE_B_ATTR, -1, &v, a->loc);
+  }
+  for (const fe_dparam *p = def->params; p && !err; p = p->next) {
+    if (!p->atype || fe_lookup(callee, p->name)) continue;
+    if (!p->dflt) { err = 1; ir_error(L->d, e->loc, "def '%s' needs attribute '%s'", def->name, p->name); continue; }
+    ir_aval v;
+    err |= fe_eval_attr(L, callee, p->dflt, &v) || fe_check_atype(L, p->atype, &v, ir_strfmt(&L->g->arena, "the default of '%s'", p->name), p->loc);
+    if (!err) fe_bind(L, callee, p->name, FE_B_ATTR, -1, &v, p->loc);
+  }
+  return err;
+}
+
+static int fe_count_params(const ir_graph *g) {
+  int n = 0;
+  for (int i = 0; i < ir_ntensors(g); i++) n += ir_tensor_at(g, i)->kind == IR_T_PARAM || ir_tensor_at(g, i)->kind == IR_T_AUX;
+  return n;
+}
+
+static int fe_def_returns(fe_lower *L, fe_scope *callee, const char *ret_name, int *out, int max) {
+  fe_stmt_ctx rst = {.pfx = callee->prefix};
+  int n = 0;
+  for (const fe_arg *r = callee->def->rets; r; r = r->next) {
+    const char *name = fe_unique(L, ret_name);
+    int t = fe_tensor(L, callee, &rst, r->value, name);
+    if (t < 0) return -1;
+    if (n < max) out[n] = t;
+    n++;
+  }
+  return n;
+}
+
+int fe_call_def(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, const fe_def *def,
+                const char *callsite, const char *ret_name, int *out, int max) {
+  if (fe_def_active(s, def))
+    return ir_error(L->d, e->loc, "def '%s' calls itself; recursion never ends at compile time", def->name), -1;
+  if (s->depth >= 64) return ir_error(L->d, e->loc, "defs are nested more than 64 calls deep"), -1;
+  fe_scope callee = {.prefix = callsite, .def = def, .caller = s, .depth = s->depth + 1};
+  int before = fe_count_params(L->g), errors = L->d->errors;
+  if (fe_def_bind_tensors(L, s, st, &callee, e) | fe_def_bind_attrs(L, s, &callee, e)) return -1;
+  fe_lower_stmts(L, &callee, def->body);
+  if (L->d->errors != errors) return -1;
+  int n = fe_def_returns(L, &callee, ret_name, out, max);
+  if (n > 0 && fe_count_params(L->g) > before && fe_op_claim(L, st, ir_strfmt(&L->g->arena, "call of '%s'", def->name), e->loc)) return -1;
+  return n;
+}

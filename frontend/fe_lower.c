@@ -1,0 +1,340 @@
+/* fe_lower.c — AST to graph: binds names (single assignment, no shadowing), turns
+ * declarations into graph inputs and parameters, expressions into nodes, and finishes with
+ * shape inference. Calls are in fe_call.c, compile-time values in fe_eval.c. */
+#include "fe_lower.h"
+
+#include <math.h>
+#include <string.h>
+
+fe_binding *fe_lookup(const fe_scope *s, const char *name) {
+  for (fe_binding *b = s->vars; b; b = b->next)
+    if (strcmp(b->name, name) == 0) return b;
+  return NULL;
+}
+
+bool fe_bind(fe_lower *L, fe_scope *s, const char *name, fe_bkind kind, int tensor, const ir_aval *v, ir_loc loc) {
+  const fe_binding *old = fe_lookup(s, name);
+  int64_t dim;
+  if (old) {
+    ir_error(L->d, loc, "'%s' is already defined (names are assigned once)", name);
+    ir_note(L->d, old->loc, "'%s' was defined here", name);
+    return false;
+  }
+  if (fe_dim_value(L, name, &dim)) return ir_error(L->d, loc, "'%s' would shadow the dim of that name", name), false;
+  fe_binding *b = ir_alloc(&L->file->arena, sizeof *b);
+  *b = (fe_binding){.name = name, .kind = kind, .tensor = tensor, .loc = loc, .next = s->vars};
+  if (v) b->val = *v;
+  s->vars = b;
+  return true;
+}
+
+int fe_const(fe_lower *L, double value, ir_loc loc) {
+  int t = ir_graph_add_tensor(L->g, ir_strfmt(&L->g->arena, "%%const%d", L->nconst++), IR_T_CONST, loc);
+  ir_tensor *c = ir_tensor_at(L->g, t);
+  c->value = (float)value;
+  c->shape_known = true;
+  return t;
+}
+
+const char *fe_join(fe_lower *L, const char *a, const char *b) {
+  return a && *a ? ir_strfmt(&L->g->arena, "%s.%s", a, b) : b;
+}
+
+/* base, or base_1, base_2...: names of nodes nested in a statement must not collide. */
+const char *fe_unique(fe_lower *L, const char *base) {
+  if (ir_graph_find_tensor(L->g, base) < 0) return base;
+  for (int i = 1;; i++) {
+    const char *n = ir_strfmt(&L->g->arena, "%s_%d", base, i);
+    if (ir_graph_find_tensor(L->g, n) < 0) return n;
+  }
+}
+
+static int fe_tensor_name(fe_lower *L, fe_scope *s, const fe_expr *e) {
+  const fe_binding *b = fe_lookup(s, e->str);
+  int64_t dim;
+  if (b && b->kind == FE_B_TENSOR) return b->tensor;
+  if (b && b->val.kind == IR_AV_NUM) return fe_const(L, b->val.num, e->loc);
+  if (b) return ir_error(L->d, e->loc, "'%s' is not a number or a tensor", e->str), -1;
+  if (fe_dim_value(L, e->str, &dim)) return fe_const(L, (double)dim, e->loc);
+  if (ir_op_lookup(e->str) >= 0 || fe_find_def(L->file, e->str))
+    return ir_error(L->d, e->loc, "'%s' is %s; call it as %s(...)", e->str, ir_op_lookup(e->str) >= 0 ? "an op" : "a def", e->str), -1;
+  fe_error_unknown_name(L, s, e->str, e->loc);
+  return -1;
+}
+
+static bool fe_is_const(const fe_lower *L, int t) { return t >= 0 && ir_tensor_at(L->g, t)->kind == IR_T_CONST; }
+static double fe_const_value(const fe_lower *L, int t) { return ir_tensor_at(L->g, t)->value; }
+
+static double fe_fold(char op, double a, double b) {
+  switch (op) {
+  case '+': return a + b;
+  case '-': return a - b;
+  case '*': return a * b;
+  case '/': return a / b;
+  default: return pow(a, b);
+  }
+}
+
+static int fe_binop_op(char op) {
+  return op == '+' ? IR_OP_add : op == '-' ? IR_OP_sub : op == '*' ? IR_OP_mul : op == '/' ? IR_OP_div : IR_OP_pow;
+}
+
+/* Arithmetic on tensors becomes nodes; on two constants it folds at compile time. */
+static int fe_tensor_arith(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, const char *node_name) {
+  int in[2] = {fe_tensor(L, s, st, e->l, NULL), e->kind == FE_BINOP ? fe_tensor(L, s, st, e->r, NULL) : -2};
+  if (in[0] < 0 || in[1] == -1) return -1;
+  int op = e->kind == FE_NEG ? IR_OP_neg : fe_binop_op(e->op);
+  if (e->kind == FE_NEG && fe_is_const(L, in[0])) return fe_const(L, -fe_const_value(L, in[0]), e->loc);
+  if (e->kind == FE_BINOP && fe_is_const(L, in[0]) && fe_is_const(L, in[1]))
+    return fe_const(L, fe_fold(e->op, fe_const_value(L, in[0]), fe_const_value(L, in[1])), e->loc);
+  const char *name = node_name ? node_name : fe_unique(L, fe_join(L, st->pfx, ir_ops[op].name));
+  int n = ir_graph_add_node(L->g, op, name, e->kind == FE_NEG ? 1 : 2, in, e->loc);
+  return ir_node_at(L->g, n)->out[0];
+}
+
+static int fe_tensor_call(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, const char *node_name) {
+  int op = ir_op_lookup(e->str);
+  const fe_def *def = fe_find_def(L->file, e->str);
+  if (def) {
+    int out[1];
+    const char *ret = node_name ? node_name : fe_unique(L, fe_join(L, st->pfx, def->name));
+    int n = fe_call_def(L, s, st, e, def, st->pfx, ret, out, 1);
+    if (n == 1) return out[0];
+    if (n > 1) ir_error(L->d, e->loc, "def '%s' returns %d values; assign them to %d names", def->name, n, n);
+    return -1;
+  }
+  if (op >= 0) return fe_call_op(L, s, st, e, op, node_name);
+  if (ir_init_lookup(e->str) >= 0)
+    return ir_error(L->d, e->loc, "'%s' is an initializer; it can only follow 'param NAME ='", e->str), -1;
+  if (ir_optim_lookup(e->str) >= 0)
+    return ir_error(L->d, e->loc, "'%s' is an optimizer; it can only follow 'train NAME with'", e->str), -1;
+  const char *cands[IR_OP_COUNT + 64];
+  int n = 0;
+  for (int i = 0; i < IR_OP_COUNT; i++) cands[n++] = ir_ops[i].name;
+  for (const fe_def *d = L->file->defs; d && n < IR_OP_COUNT + 64; d = d->next) cands[n++] = d->name;
+  const char *sug = ir_suggest(e->str, cands, n);
+  if (sug) ir_error(L->d, e->loc, "unknown op or def '%s'; did you mean '%s'?", e->str, sug);
+  else ir_error(L->d, e->loc, "unknown op or def '%s'", e->str);
+  return -1;
+}
+
+int fe_tensor(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, const char *node_name) {
+  switch (e->kind) {
+  case FE_NUM: return fe_const(L, e->num, e->loc);
+  case FE_NAME: return fe_tensor_name(L, s, e);
+  case FE_CALL: return fe_tensor_call(L, s, st, e, node_name);
+  case FE_NEG:
+  case FE_BINOP: return fe_tensor_arith(L, s, st, e, node_name);
+  case FE_STR: return ir_error(L->d, e->loc, "a string is not a tensor"), -1;
+  case FE_BOOL: return ir_error(L->d, e->loc, "a boolean is not a tensor"), -1;
+  case FE_TUPLE: return ir_error(L->d, e->loc, "a tuple is not a tensor (tuples are for attributes)"), -1;
+  }
+  return -1;
+}
+
+/* ---- statements ---- */
+
+static int fe_count_names(const fe_name *n) {
+  int c = 0;
+  for (; n; n = n->next) c++;
+  return c;
+}
+
+/* a, b = block(x): only a def call gives several values. */
+static void fe_assign_multi(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_stmt *a) {
+  int want = fe_count_names(a->names), got = 0, out[64];
+  const fe_def *def = a->expr->kind == FE_CALL ? fe_find_def(L->file, a->expr->str) : NULL;
+  if (!def) {
+    ir_error(L->d, a->loc, "%d names are assigned but the right side gives one value", want);
+    return;
+  }
+  got = fe_call_def(L, s, st, a->expr, def, st->pfx, st->pfx, out, 64);
+  if (got < 0) return;
+  if (got != want) {
+    ir_error(L->d, a->loc, "%d names are assigned but def '%s' returns %d value%s", want, def->name, got, got == 1 ? "" : "s");
+    return;
+  }
+  int i = 0;
+  for (const fe_name *n = a->names; n; n = n->next) fe_bind(L, s, n->name, FE_B_TENSOR, out[i++], NULL, n->loc);
+}
+
+static void fe_assign(fe_lower *L, fe_scope *s, const fe_stmt *a) {
+  fe_stmt_ctx st = {.targets = a->names, .pfx = fe_join(L, s->prefix, a->names->name)};
+  if (fe_lookup(s, a->names->name)) {                 /* report before building anything */
+    fe_bind(L, s, a->names->name, FE_B_TENSOR, -1, NULL, a->names->loc);
+    return;
+  }
+  if (a->names->next) return fe_assign_multi(L, s, &st, a);
+  const char *node_name = ir_graph_find_tensor(L->g, st.pfx) < 0 ? st.pfx : fe_unique(L, st.pfx);
+  int t = fe_tensor(L, s, &st, a->expr, node_name);
+  if (t >= 0) fe_bind(L, s, a->names->name, FE_B_TENSOR, t, NULL, a->names->loc);
+}
+
+void fe_lower_stmts(fe_lower *L, fe_scope *s, const fe_stmt *body) {
+  for (const fe_stmt *a = body; a; a = a->next) fe_assign(L, s, a);
+}
+
+/* ---- declarations ---- */
+
+static int fe_dim_entry(fe_lower *L, const fe_expr *e, int64_t *out) {
+  if (e->kind == FE_NUM && e->is_int) return *out = (int64_t)e->num, 0;
+  if (e->kind == FE_NAME && fe_dim_value(L, e->str, out)) return 0;
+  if (e->kind == FE_NAME) {
+    const char *cands[128];
+    int n = 0;
+    for (const fe_dim *d = L->file->dims; d && n < 128; d = d->next) cands[n++] = d->name;
+    const char *sug = ir_suggest(e->str, cands, n);
+    if (sug) return ir_error(L->d, e->loc, "unknown dim '%s'; did you mean '%s'?", e->str, sug), 1;
+    return ir_error(L->d, e->loc, "unknown dim '%s' (declare it with 'dim %s = N')", e->str, e->str), 1;
+  }
+  return ir_error(L->d, e->loc, "a shape entry must be an integer or a dim name"), 1;
+}
+
+static int fe_ttype_eval(fe_lower *L, const fe_ttype *t, k_dtype *dt, k_shape *shape) {
+  static const char *const dtypes[] = {"f32", "i32"};
+  int err = 0;
+  if (strcmp(t->dtype, "f32") == 0) *dt = K_F32;
+  else if (strcmp(t->dtype, "i32") == 0) *dt = K_I32;
+  else {
+    const char *sug = ir_suggest(t->dtype, dtypes, 2);
+    ir_error(L->d, t->loc, "unknown dtype '%s'; %s%s%s", t->dtype, sug ? "did you mean '" : "use f32 or i32", sug ? sug : "", sug ? "'?" : "");
+    err = 1;
+  }
+  memset(shape, 0, sizeof *shape);
+  for (const fe_arg *a = t->dims; a; a = a->next) {
+    int64_t v = 0;
+    if (shape->rank == K_MAX_RANK) return ir_error(L->d, a->loc, "more than %d dimensions", K_MAX_RANK), 1;
+    if (fe_dim_entry(L, a->value, &v)) { err = 1; continue; }
+    if (v <= 0 || v > (1ll << 40)) { ir_error(L->d, a->loc, "dimension %lld must be positive and sensible", (long long)v); err = 1; }
+    shape->d[shape->rank++] = v;
+  }
+  return err;
+}
+
+static void fe_decl_input(fe_lower *L, fe_scope *s, const fe_stmt *a) {
+  k_dtype dt;
+  k_shape shape;
+  if (fe_ttype_eval(L, &a->type, &dt, &shape)) return;
+  int t = ir_graph_add_tensor(L->g, a->names->name, IR_T_INPUT, a->names->loc);
+  ir_tensor *x = ir_tensor_at(L->g, t);
+  x->dtype = dt, x->shape = shape, x->shape_known = x->declared = true;
+  fe_bind(L, s, a->names->name, FE_B_TENSOR, t, NULL, a->names->loc);
+}
+
+/* `normal(std=0.01)` or `constant(0.5)`: keywords, or positional in schema order. */
+static int fe_schema_call(fe_lower *L, fe_scope *s, const fe_expr *call, const ir_attr_def *attrs, void *obj, const char *what) {
+  const ir_attr_def *next = attrs;
+  int err = 0;
+  for (const fe_arg *a = call->args; a; a = a->next) {
+    const ir_attr_def *def = a->key ? ir_attr_find(attrs, a->key) : (next && next->name ? next++ : NULL);
+    ir_aval v;
+    char msg[256];
+    if (!def) {
+      err = 1;
+      ir_error(L->d, a->loc, a->key ? "%s has no attribute '%s'" : "%s takes no more arguments", what, a->key);
+      continue;
+    }
+    if (fe_eval_attr(L, s, a->value, &v)) {          /* already reported */
+      err = 1;
+    } else if (ir_attr_set(def, obj, &v, msg, sizeof msg)) {
+      ir_error(L->d, a->loc, "%s: %s", what, msg);
+      err = 1;
+    }
+  }
+  return err;
+}
+
+static int fe_decl_init(fe_lower *L, fe_scope *s, const fe_expr *call, ir_tensor *t) {
+  int k = ir_init_lookup(call->str);
+  if (k < 0) {
+    const char *names[IR_INIT_COUNT];
+    for (int i = 0; i < IR_INIT_COUNT; i++) names[i] = ir_inits[i].name;
+    const char *sug = ir_suggest(call->str, names, IR_INIT_COUNT);
+    ir_error(L->d, call->loc, "unknown initializer '%s'%s%s%s", call->str, sug ? "; did you mean '" : "", sug ? sug : "", sug ? "'?" : "");
+    return 1;
+  }
+  t->init = (ir_init){.kind = (ir_init_kind)k};
+  ir_attr_defaults(ir_inits[k].attrs, &t->init);
+  t->has_init = true;
+  if (fe_schema_call(L, s, call, ir_inits[k].attrs, &t->init, ir_inits[k].name)) return 1;
+  for (const ir_attr_def *a = ir_inits[k].attrs; a && a->name; a++) {
+    bool given = false;
+    for (const fe_arg *x = call->args; x; x = x->next) given |= !x->key || strcmp(x->key, a->name) == 0;
+    if (a->required && !given) return ir_error(L->d, call->loc, "%s needs '%s'", ir_inits[k].name, a->name), 1;
+  }
+  return 0;
+}
+
+static void fe_decl_param(fe_lower *L, fe_scope *s, const fe_stmt *a) {
+  k_dtype dt = K_F32;
+  k_shape shape = {0};
+  if (a->has_type && fe_ttype_eval(L, &a->type, &dt, &shape)) return;
+  if (dt != K_F32) return ir_error(L->d, a->type.loc, "parameters are f32"), (void)0;
+  int t = ir_graph_add_tensor(L->g, a->names->name, IR_T_PARAM, a->names->loc);
+  ir_tensor *x = ir_tensor_at(L->g, t);
+  x->shape = shape, x->shape_known = x->declared = a->has_type;
+  if (a->expr) fe_decl_init(L, s, a->expr, ir_tensor_at(L->g, t));
+  fe_bind(L, s, a->names->name, FE_B_TENSOR, t, NULL, a->names->loc);
+}
+
+static int fe_model_tensor(fe_lower *L, fe_scope *s, const fe_name *n) {
+  const fe_binding *b = fe_lookup(s, n->name);
+  if (b && b->kind == FE_B_TENSOR) return b->tensor;
+  fe_error_unknown_name(L, s, n->name, n->loc);
+  return -1;
+}
+
+static void fe_decl_output(fe_lower *L, fe_scope *s, const fe_stmt *a) {
+  for (const fe_name *n = a->names; n; n = n->next) {
+    int t = fe_model_tensor(L, s, n);
+    if (t < 0) continue;
+    for (int i = 0; i < L->g->outputs.len; i++)
+      if (IR_VEC_AT(L->g->outputs, int, i) == t) { ir_error(L->d, n->loc, "'%s' is already an output", n->name); t = -1; break; }
+    if (t >= 0) *(int *)ir_vec_push(&L->g->outputs) = t;
+  }
+}
+
+static void fe_decl_train(fe_lower *L, fe_scope *s, const fe_stmt *a) {
+  if (L->g->has_train) return ir_error(L->d, a->loc, "a model has one train statement"), (void)0;
+  int t = fe_model_tensor(L, s, a->names);
+  int k = ir_optim_lookup(a->expr->str);
+  if (k < 0) {
+    const char *names[IR_OPT_COUNT] = {ir_optims[0].name, ir_optims[1].name};
+    const char *sug = ir_suggest(a->expr->str, names, IR_OPT_COUNT);
+    ir_error(L->d, a->expr->loc, "unknown optimizer '%s'; %s%s%s", a->expr->str, sug ? "did you mean '" : "use sgd or adam", sug ? sug : "", sug ? "'?" : "");
+    return;
+  }
+  ir_optimizer *o = &L->g->optim;
+  *o = (ir_optimizer){.kind = (ir_optim_kind)k};
+  ir_attr_defaults(ir_optims[k].attrs, o);
+  if (fe_schema_call(L, s, a->expr, ir_optims[k].attrs, o, ir_optims[k].name)) return;
+  if (k == IR_OPT_SGD && !a->expr->args) return ir_error(L->d, a->expr->loc, "sgd needs a learning rate: sgd(lr=0.1)"), (void)0;
+  if (!(o->lr > 0)) return ir_error(L->d, a->expr->loc, "the learning rate must be positive"), (void)0;
+  L->g->has_train = true, L->g->loss = t, L->g->train_loc = a->names->loc;
+}
+
+static void fe_model_item(fe_lower *L, fe_scope *s, const fe_stmt *a) {
+  switch (a->kind) {
+  case FE_S_ASSIGN: fe_assign(L, s, a); break;
+  case FE_S_INPUT: fe_decl_input(L, s, a); break;
+  case FE_S_PARAM: fe_decl_param(L, s, a); break;
+  case FE_S_OUTPUT: fe_decl_output(L, s, a); break;
+  case FE_S_TRAIN: fe_decl_train(L, s, a); break;
+  }
+}
+
+ir_graph *fe_lower_model(fe_file *f, fe_model *m, const fe_define *defs, int ndefs, ir_diag *d) {
+  int before = d->errors;
+  fe_lower L = {.file = f, .g = ir_graph_new(m->name), .d = d, .defines = defs, .ndefines = ndefs};
+  fe_scope s = {.prefix = ""};
+  for (const fe_stmt *a = m->items; a; a = a->next) fe_model_item(&L, &s, a);
+  if (L.g->outputs.len == 0 && !L.g->has_train && d->errors == before)
+    ir_error(d, m->loc, "model '%s' has no output and no train statement", m->name);
+  if (d->errors == before) ir_infer_shapes(L.g, d);
+#ifdef KILN_DEBUG
+  if (d->errors == before && ir_verify(L.g)) KILN_ICE("lowering produced an invalid graph");
+#endif
+  if (d->errors == before) return L.g;
+  ir_graph_free(L.g);
+  return NULL;
+}

@@ -1,0 +1,69 @@
+/* fe_lower.h — what the lowering files share: scopes, bindings and the statement context.
+ * Private to the front end (fe_lower.c, fe_eval.c, fe_call.c). */
+#ifndef KILN_FE_LOWER_H
+#define KILN_FE_LOWER_H
+
+#include "fe.h"
+
+typedef enum { FE_B_TENSOR, FE_B_ATTR } fe_bkind;
+typedef struct fe_binding {
+  const char *name;
+  fe_bkind kind;
+  int tensor;                  /* TENSOR */
+  ir_aval val;                 /* ATTR: a def's attribute parameter */
+  ir_loc loc;
+  struct fe_binding *next;
+} fe_binding;
+
+typedef struct fe_scope {
+  fe_binding *vars;
+  const char *prefix;          /* call-site prefix inside a def ("b1"); "" in the model */
+  const fe_def *def;           /* NULL in the model */
+  struct fe_scope *caller;
+  int depth;
+} fe_scope;
+
+typedef struct {               /* the statement being lowered */
+  fe_name *targets;
+  const char *pfx;             /* parameter prefix: "b1.c", or "b1" in a def's return */
+  ir_loc creator;              /* the first call of the statement that created parameters */
+  const char *creator_what;
+  bool created;
+} fe_stmt_ctx;
+
+typedef struct {
+  fe_file *file;
+  ir_graph *g;
+  ir_diag *d;
+  const fe_define *defines;
+  int ndefines;
+  int nconst;
+} fe_lower;
+
+/* fe_eval.c — compile-time values: dims, attribute arithmetic, type checks of def params */
+bool fe_dim_value(const fe_lower *L, const char *name, int64_t *out);
+int fe_eval_attr(fe_lower *L, const fe_scope *s, const fe_expr *e, ir_aval *out);
+int fe_check_atype(fe_lower *L, const char *atype, const ir_aval *v, const char *what, ir_loc loc);
+int fe_check_atype_name(fe_lower *L, const char *atype, ir_loc loc);
+const fe_def *fe_find_def(const fe_file *f, const char *name);
+void fe_error_unknown_name(fe_lower *L, const fe_scope *s, const char *name, ir_loc loc);
+
+/* fe_lower.c */
+fe_binding *fe_lookup(const fe_scope *s, const char *name);
+bool fe_bind(fe_lower *L, fe_scope *s, const char *name, fe_bkind kind, int tensor, const ir_aval *v, ir_loc loc);
+int fe_const(fe_lower *L, double value, ir_loc loc);
+const char *fe_join(fe_lower *L, const char *a, const char *b);
+const char *fe_unique(fe_lower *L, const char *base);
+/* Evaluates e in tensor position; top = the statement's root (its node takes the target's
+ * name). Returns a tensor index or -1 after reporting. */
+int fe_tensor(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, const char *node_name);
+void fe_lower_stmts(fe_lower *L, fe_scope *s, const fe_stmt *body);
+
+/* fe_call.c — op calls (parameters auto-created) and def inlining */
+int fe_call_op(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, int op, const char *node_name);
+/* Inlines def at a call site: parameters inside are prefixed by `callsite`; the return
+ * values' nodes are named ret_name (made unique). Returns the number of values or -1. */
+int fe_call_def(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, const fe_def *def,
+                const char *callsite, const char *ret_name, int *out, int max);
+
+#endif

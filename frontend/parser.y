@@ -1,0 +1,266 @@
+/* parser.y — the .kiln grammar (SPEC section 1) as a bison LALR(1) parser.
+ *
+ * How it works: the lexer hands over tokens with their line and column; the rules build the
+ * AST of fe.h directly, prepending to lists and reversing each list once it is complete.
+ * Expressions use one grammar for tensors and attributes (numbers, strings, booleans,
+ * tuples, calls, arithmetic); lowering decides what each position accepts and says so.
+ *
+ * Error recovery is by line: the language has no statement separator, but a statement
+ * nearly always sits on its own line. On a syntax error the lexer drops the rest of the
+ * line (fe_lex_emit), the `error` rules of top-level items, def bodies and model items
+ * swallow the broken statement, and parsing resumes at the next line, so every broken
+ * statement in a file is reported once. The parser stack is capped (YYMAXDEPTH) so that
+ * absurd nesting is an error, never a stack overflow further down the pipeline. */
+%define api.pure full
+%define api.prefix {fe_yy}
+%define parse.error custom
+%locations
+%parse-param {fe_parser *p}
+%lex-param {void *scanner}
+
+%code requires {
+#include "fe.h"
+}
+
+%code {
+#include <string.h>
+#define scanner (p->scanner)
+#define YYMAXDEPTH 3000
+int fe_yylex(FE_YYSTYPE *lval, FE_YYLTYPE *lloc, void *scan);
+static void fe_yyerror(FE_YYLTYPE *loc, fe_parser *p, const char *msg);
+static ir_loc L(fe_parser *p, FE_YYLTYPE l) { return (ir_loc){p->file->path, l.first_line, l.first_column}; }
+static void *fe_new(fe_parser *p, size_t n) { return ir_alloc(&p->file->arena, n); }
+static fe_expr *fe_expr_new(fe_parser *p, fe_expr_kind k, FE_YYLTYPE l) {
+  fe_expr *e = fe_new(p, sizeof *e);
+  e->kind = k;
+  e->loc = L(p, l);
+  return e;
+}
+static fe_expr *fe_binop(fe_parser *p, char op, fe_expr *a, fe_expr *b, FE_YYLTYPE l) {
+  fe_expr *e = fe_expr_new(p, FE_BINOP, l);
+  e->op = op, e->l = a, e->r = b;
+  return e;
+}
+static fe_arg *fe_arg_new(fe_parser *p, const char *key, fe_expr *v, FE_YYLTYPE l, fe_arg *next) {
+  fe_arg *a = fe_new(p, sizeof *a);
+  a->key = key, a->value = v, a->loc = L(p, l), a->next = next;
+  return a;
+}
+static fe_name *fe_name_new(fe_parser *p, const char *s, FE_YYLTYPE l, fe_name *next) {
+  fe_name *n = fe_new(p, sizeof *n);
+  n->name = s, n->loc = L(p, l), n->next = next;
+  return n;
+}
+static fe_stmt *fe_stmt_new(fe_parser *p, fe_stmt_kind k, FE_YYLTYPE l) {
+  fe_stmt *s = fe_new(p, sizeof *s);
+  s->kind = k, s->loc = L(p, l);
+  return s;
+}
+/* Lists are built backwards (O(1) per item) and turned around once complete. */
+#define FE_REVERSE(T, fn) static T *fn(T *h) { T *r = NULL; while (h) { T *n = h->next; h->next = r; r = h; h = n; } return r; }
+FE_REVERSE(fe_arg, fe_rev_args)
+FE_REVERSE(fe_name, fe_rev_names)
+FE_REVERSE(fe_stmt, fe_rev_stmts)
+FE_REVERSE(fe_dparam, fe_rev_dparams)
+FE_REVERSE(fe_def, fe_rev_defs)
+FE_REVERSE(fe_model, fe_rev_models)
+FE_REVERSE(fe_dim, fe_rev_dims)
+/* After an `error` rule: keep the lookahead if it starts a line (a fresh statement), drop
+ * it otherwise, and let the lexer drop the rest of its line. */
+#define FE_RECOVER() do { \
+    if (p->tok_at_bol || yychar == '}' || yychar == FE_YYEOF) p->skipping = false; \
+    else yyclearin; \
+    yyerrok; \
+  } while (0)
+}
+
+%union {
+  double num;
+  const char *str;
+  fe_expr *expr;
+  fe_arg *arg;
+  fe_name *name;
+  fe_stmt *stmt;
+  fe_dparam *dparam;
+  fe_ttype ttype;
+}
+
+%token T_DIM "'dim'" T_DEF "'def'" T_RETURN "'return'" T_MODEL "'model'" T_INPUT "'input'"
+%token T_PARAM "'param'" T_OUTPUT "'output'" T_TRAIN "'train'" T_WITH "'with'"
+%token T_TRUE "'true'" T_FALSE "'false'" T_POW "'**'"
+%token <str> T_NAME "name" T_STRING "string"
+%token <num> T_INT "integer" T_FLOAT "number"
+
+%type <expr> expr primary call
+%type <arg> args args_opt arg expr_list tuple_rest dims dims_opt rets
+%type <name> name_list
+%type <stmt> assign decl items body
+%type <dparam> dparam dparams dparams_opt
+%type <ttype> ttype
+%type <expr> param_init
+
+%left '+' '-'
+%left '*' '/'
+%precedence UMINUS
+%right T_POW
+
+%%
+file: %empty
+    | file top
+    ;
+
+top: dim_decl
+   | def
+   | model
+   | error                           { FE_RECOVER(); }
+   ;
+
+dim_decl: T_DIM T_NAME '=' T_INT {
+      fe_dim *d = fe_new(p, sizeof *d);
+      d->name = $2, d->value = (int64_t)$4, d->loc = L(p, @2), d->next = p->file->dims;
+      p->file->dims = d;
+    }
+    ;
+
+def: T_DEF T_NAME '(' dparams_opt ')' '{' body T_RETURN rets '}' {
+      fe_def *d = fe_new(p, sizeof *d);
+      d->name = $2, d->params = fe_rev_dparams($4), d->body = fe_rev_stmts($7);
+      d->rets = fe_rev_args($9), d->loc = L(p, @2), d->next = p->file->defs;
+      p->file->defs = d;
+    }
+    ;
+
+rets: expr                           { $$ = fe_arg_new(p, NULL, $1, @1, NULL); }
+    | rets ',' expr                  { $$ = fe_arg_new(p, NULL, $3, @3, $1); }
+    ;
+
+dparams_opt: %empty                  { $$ = NULL; }
+    | dparams
+    ;
+
+dparams: dparam
+    | dparams ',' dparam             { $3->next = $1; $$ = $3; }
+    ;
+
+dparam: T_NAME                       { $$ = fe_new(p, sizeof(fe_dparam)); $$->name = $1; $$->loc = L(p, @1); }
+    | T_NAME ':' T_NAME              { $$ = fe_new(p, sizeof(fe_dparam)); $$->name = $1; $$->atype = $3; $$->loc = L(p, @1); }
+    | T_NAME ':' T_NAME '=' expr     { $$ = fe_new(p, sizeof(fe_dparam)); $$->name = $1; $$->atype = $3; $$->dflt = $5; $$->loc = L(p, @1); }
+    ;
+
+body: %empty                         { $$ = NULL; }
+    | body assign                    { $2->next = $1; $$ = $2; }
+    | body error                     { FE_RECOVER(); $$ = $1; }
+    ;
+
+model: T_MODEL T_NAME '{' items '}' {
+      fe_model *m = fe_new(p, sizeof *m);
+      m->name = $2, m->items = fe_rev_stmts($4), m->loc = L(p, @2), m->next = p->file->models;
+      p->file->models = m;
+    }
+    ;
+
+items: %empty                        { $$ = NULL; }
+    | items assign                   { $2->next = $1; $$ = $2; }
+    | items decl                     { $2->next = $1; $$ = $2; }
+    | items error                    { FE_RECOVER(); $$ = $1; }
+    ;
+
+decl: T_INPUT T_NAME ':' ttype       { $$ = fe_stmt_new(p, FE_S_INPUT, @2); $$->names = fe_name_new(p, $2, @2, NULL); $$->type = $4; $$->has_type = true; }
+    | T_PARAM T_NAME param_init      { $$ = fe_stmt_new(p, FE_S_PARAM, @2); $$->names = fe_name_new(p, $2, @2, NULL); $$->expr = $3; }
+    | T_PARAM T_NAME ':' ttype param_init {
+                                       $$ = fe_stmt_new(p, FE_S_PARAM, @2); $$->names = fe_name_new(p, $2, @2, NULL);
+                                       $$->type = $4; $$->has_type = true; $$->expr = $5; }
+    | T_OUTPUT name_list             { $$ = fe_stmt_new(p, FE_S_OUTPUT, @1); $$->names = fe_rev_names($2); }
+    | T_TRAIN T_NAME T_WITH call     { $$ = fe_stmt_new(p, FE_S_TRAIN, @2); $$->names = fe_name_new(p, $2, @2, NULL); $$->expr = $4; }
+    ;
+
+param_init: %empty                   { $$ = NULL; }
+    | '=' call                       { $$ = $2; }
+    ;
+
+assign: name_list '=' expr           { $$ = fe_stmt_new(p, FE_S_ASSIGN, @1); $$->names = fe_rev_names($1); $$->expr = $3; }
+    ;
+
+name_list: T_NAME                    { $$ = fe_name_new(p, $1, @1, NULL); }
+    | name_list ',' T_NAME           { $$ = fe_name_new(p, $3, @3, $1); }
+    ;
+
+ttype: T_NAME '[' dims_opt ']'       { $$.dtype = $1; $$.dims = fe_rev_args($3); $$.loc = L(p, @1); }
+    ;
+
+dims_opt: %empty                     { $$ = NULL; }
+    | dims
+    ;
+
+dims: primary                        { $$ = fe_arg_new(p, NULL, $1, @1, NULL); }
+    | dims ',' primary               { $$ = fe_arg_new(p, NULL, $3, @3, $1); }
+    ;
+
+expr: expr '+' expr                  { $$ = fe_binop(p, '+', $1, $3, @2); }
+    | expr '-' expr                  { $$ = fe_binop(p, '-', $1, $3, @2); }
+    | expr '*' expr                  { $$ = fe_binop(p, '*', $1, $3, @2); }
+    | expr '/' expr                  { $$ = fe_binop(p, '/', $1, $3, @2); }
+    | expr T_POW expr                { $$ = fe_binop(p, '^', $1, $3, @2); }
+    | '-' expr %prec UMINUS          { $$ = fe_expr_new(p, FE_NEG, @1); $$->l = $2; }
+    | primary
+    ;
+
+primary: T_INT                       { $$ = fe_expr_new(p, FE_NUM, @1); $$->num = $1; $$->is_int = true; }
+    | T_FLOAT                        { $$ = fe_expr_new(p, FE_NUM, @1); $$->num = $1; }
+    | T_STRING                       { $$ = fe_expr_new(p, FE_STR, @1); $$->str = $1; }
+    | T_TRUE                         { $$ = fe_expr_new(p, FE_BOOL, @1); $$->num = 1; }
+    | T_FALSE                        { $$ = fe_expr_new(p, FE_BOOL, @1); $$->num = 0; }
+    | T_NAME                         { $$ = fe_expr_new(p, FE_NAME, @1); $$->str = $1; }
+    | call
+    | '(' expr ')'                   { $$ = $2; }
+    | '(' ')'                        { $$ = fe_expr_new(p, FE_TUPLE, @1); }
+    | '(' expr ',' ')'               { $$ = fe_expr_new(p, FE_TUPLE, @1); $$->args = fe_arg_new(p, NULL, $2, @2, NULL); }
+    | '(' expr ',' tuple_rest ')'    { $$ = fe_expr_new(p, FE_TUPLE, @1); $$->args = fe_arg_new(p, NULL, $2, @2, fe_rev_args($4)); }
+    ;
+
+tuple_rest: expr_list
+    | expr_list ','
+    ;
+
+expr_list: expr                      { $$ = fe_arg_new(p, NULL, $1, @1, NULL); }
+    | expr_list ',' expr             { $$ = fe_arg_new(p, NULL, $3, @3, $1); }
+    ;
+
+call: T_NAME '(' args_opt ')'        { $$ = fe_expr_new(p, FE_CALL, @1); $$->str = $1; $$->args = fe_rev_args($3); }
+    ;
+
+args_opt: %empty                     { $$ = NULL; }
+    | args
+    ;
+
+args: arg
+    | args ',' arg                   { $3->next = $1; $$ = $3; }
+    ;
+
+arg: expr                            { $$ = fe_arg_new(p, NULL, $1, @1, NULL); }
+    | T_NAME '=' expr                { $$ = fe_arg_new(p, $1, $3, @1, NULL); }
+    ;
+%%
+
+/* "unexpected name 'foo'; expected ')' or ','" — bison's verbose message, with the text. */
+static int yyreport_syntax_error(const yypcontext_t *ctx, fe_parser *p) {
+  yysymbol_kind_t expected[6];
+  int n = yypcontext_expected_tokens(ctx, expected, 6);
+  yysymbol_kind_t got = yypcontext_token(ctx);
+  char msg[512];
+  int w = snprintf(msg, sizeof msg, "unexpected %s", yysymbol_name(got));
+  if (got == YYSYMBOL_T_NAME || got == YYSYMBOL_T_STRING || got == YYSYMBOL_T_INT || got == YYSYMBOL_T_FLOAT)
+    w += snprintf(msg + w, sizeof msg - (size_t)w, " '%.40s'", p->last_text);
+  for (int i = 0; i < n && n < 6 && w < (int)sizeof msg; i++)
+    w += snprintf(msg + w, sizeof msg - (size_t)w, "%s%s", i == 0 ? "; expected " : i == n - 1 ? " or " : ", ",
+                  yysymbol_name(expected[i]));
+  fe_yyerror(yypcontext_location(ctx), p, msg);
+  return 0;
+}
+
+static void fe_yyerror(FE_YYLTYPE *loc, fe_parser *p, const char *msg) {
+  if (strcmp(msg, "memory exhausted") == 0)
+    msg = "nesting is too deep (parentheses or calls nested about a thousand levels)";
+  ir_error(p->diag, L(p, *loc), "%s", msg);
+  p->skipping = true;
+}

@@ -1,0 +1,152 @@
+/* ir.h — the compiler's one IR and its services, as a map of what each file exports.
+ * A Graph is a list of tensors (inputs, parameters, aux states, constants, values) and a
+ * list of nodes in program order; every node names its op by index into the op table.
+ * All IR memory comes from the graph's arena and is freed with the graph. */
+#ifndef KILN_IR_H
+#define KILN_IR_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "k_base.h"
+#include "k_params.h"
+
+/* ---- ir_arena.c: bump allocation for everything a compile creates ---- */
+typedef struct ir_arena_chunk ir_arena_chunk;
+typedef struct { ir_arena_chunk *head; size_t bytes; } ir_arena;
+void *ir_alloc(ir_arena *a, size_t n);                 /* zeroed, 16-byte aligned */
+char *ir_strdup(ir_arena *a, const char *s);
+char *ir_strndup(ir_arena *a, const char *s, size_t n);
+char *ir_strfmt(ir_arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ir_arena_free(ir_arena *a);
+
+/* Growable array of anything, stored in malloc'd memory (freed by ir_vec_free). */
+typedef struct { void *data; int len, cap; size_t elem; } ir_vec;
+void *ir_vec_push(ir_vec *v);                         /* returns the new zeroed slot */
+void ir_vec_free(ir_vec *v);
+#define IR_VEC_AT(v, T, i) (((T *)(v).data)[i])
+
+/* ---- ir_diag.c: user diagnostics (file:line:col, source line, caret) ---- */
+typedef struct { const char *file; int line, col; } ir_loc;
+typedef struct ir_source {            /* one registered source text, for caret lines */
+  const char *name;
+  const char *text;
+  size_t len;
+  struct ir_source *next;
+} ir_source;
+typedef struct {
+  ir_source *sources;
+  int errors;
+  int max_errors;                     /* stop printing after this many (0 = 100) */
+  FILE *out;                          /* stderr unless a test redirects it */
+} ir_diag;
+void ir_diag_init(ir_diag *d, FILE *out);
+void ir_diag_add_source(ir_diag *d, const char *name, const char *text, size_t len);
+void ir_error(ir_diag *d, ir_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void ir_verror(ir_diag *d, ir_loc loc, const char *fmt, va_list ap);
+void ir_note(ir_diag *d, ir_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void ir_diag_free(ir_diag *d);
+/* The closest of `cands` to `name` by edit distance, or NULL if none is close enough. */
+const char *ir_suggest(const char *name, const char *const *cands, int n);
+/* Internal compiler error: a bug in Kiln, not in the user's model. */
+#define KILN_ICE(...) ir_ice(__FILE__, __LINE__, __VA_ARGS__)
+_Noreturn void ir_ice(const char *file, int line, const char *fmt, ...);
+
+/* ---- ir_shape.c: shapes and dtypes as the user sees them ---- */
+const char *ir_dtype_name(k_dtype t);                  /* "f32", "i32" */
+int ir_shape_str(const k_shape *s, char *buf, size_t n); /* "[64, 1, 28, 28]" */
+int ir_type_str(k_dtype t, const k_shape *s, char *buf, size_t n); /* "f32[64, 10]" */
+bool ir_shape_eq(const k_shape *a, const k_shape *b);
+/* NumPy broadcasting of a and b into out; false if incompatible. */
+bool ir_shape_broadcast(const k_shape *a, const k_shape *b, k_shape *out);
+
+/* ---- the graph ---- */
+typedef enum {
+  IR_T_INPUT,        /* fed by the caller */
+  IR_T_PARAM,        /* learnable, updated by the optimizer */
+  IR_T_AUX,          /* state an op updates itself (batch_norm's moving statistics) */
+  IR_T_CONST,        /* scalar constant from the source (0.5 * x) */
+  IR_T_VALUE         /* produced by a node */
+} ir_tensor_kind;
+
+/* Initializers (ir_init.c holds their registry). */
+typedef enum { IR_INIT_ZEROS, IR_INIT_ONES, IR_INIT_CONSTANT, IR_INIT_UNIFORM, IR_INIT_NORMAL,
+               IR_INIT_XAVIER, IR_INIT_COUNT } ir_init_kind;
+typedef struct { ir_init_kind kind; float a, b; } ir_init;  /* a,b: value | low,high | mean,std */
+
+typedef struct {
+  const char *name;
+  ir_tensor_kind kind;
+  k_dtype dtype;
+  k_shape shape;
+  bool shape_known;
+  bool declared;       /* the user wrote its type; inference must agree */
+  int producer;        /* node index, or -1 */
+  int out_index;       /* which output of the producer */
+  ir_init init;        /* PARAM and AUX */
+  bool has_init;       /* init is set: by the user, or by the first op that reads it */
+  float value;         /* CONST */
+  ir_loc loc;
+} ir_tensor;
+
+typedef struct {
+  int op;              /* index into ir_ops */
+  const char *name;    /* the statement target, with def prefixes */
+  int nin, nout;
+  int *in, *out;       /* tensor indices; in = [args..., aux...] */
+  void *param;         /* the op's k_*_param struct, param_size bytes, or NULL */
+  ir_loc loc;
+  int64_t flops;
+} ir_node;
+
+/* Optimizers (ir_optim.c holds their registry). */
+typedef enum { IR_OPT_SGD, IR_OPT_ADAM, IR_OPT_COUNT } ir_optim_kind;
+typedef struct {
+  ir_optim_kind kind;
+  float lr;
+  k_sgd_param sgd;
+  k_adam_param adam;
+} ir_optimizer;
+
+typedef struct {
+  ir_arena arena;
+  const char *name;
+  ir_vec tensors;      /* ir_tensor */
+  ir_vec nodes;        /* ir_node */
+  ir_vec outputs;      /* int: tensor indices, in `output` order */
+  int loss;            /* tensor index of the train target, or -1 */
+  bool has_train;
+  ir_optimizer optim;
+  ir_loc train_loc;
+} ir_graph;
+
+/* ---- ir_graph.c ---- */
+ir_graph *ir_graph_new(const char *name);
+void ir_graph_free(ir_graph *g);
+int ir_graph_add_tensor(ir_graph *g, const char *name, ir_tensor_kind kind, ir_loc loc);
+int ir_graph_add_node(ir_graph *g, int op, const char *name, int nin, const int *in, ir_loc loc);
+int ir_graph_find_tensor(const ir_graph *g, const char *name);   /* -1 if absent */
+static inline ir_tensor *ir_tensor_at(const ir_graph *g, int i) { return &IR_VEC_AT(g->tensors, ir_tensor, i); }
+static inline ir_node *ir_node_at(const ir_graph *g, int i) { return &IR_VEC_AT(g->nodes, ir_node, i); }
+static inline int ir_ntensors(const ir_graph *g) { return g->tensors.len; }
+static inline int ir_nnodes(const ir_graph *g) { return g->nodes.len; }
+int64_t ir_tensor_numel(const ir_tensor *t);
+/* Checks the graph's invariants (indices in range, single producer, inputs before use);
+ * returns 0 or prints what is broken to stderr and returns 1. */
+int ir_verify(const ir_graph *g);
+
+/* ---- ir_infer.c: the shape/type inference pass driver ---- */
+/* Infers every node's output shapes and the shapes of parameters and aux states, checks
+ * declared shapes, normalises each node's param struct, and computes FLOPs. Errors go to
+ * d as "file:line:col: error: <op>: ..." with the shapes involved. Returns the error count. */
+int ir_infer_shapes(ir_graph *g, ir_diag *d);
+
+/* ---- ir_print.c: the graph as .kiln text that parses back to the same graph ---- */
+void ir_print(const ir_graph *g, FILE *out);
+/* The `kiln check` table: node, op, output shapes, parameters, their count, FLOPs. */
+void ir_print_summary(const ir_graph *g, FILE *out);
+
+#endif

@@ -1,0 +1,138 @@
+/* ir_diag.c — the user-error channel: "file:line:col: error: message", the source line and
+ * a caret under the column; "did you mean" suggestions by edit distance; and KILN_ICE, the
+ * internal-error channel for bugs in Kiln itself. */
+#include "ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void ir_diag_init(ir_diag *d, FILE *out) {
+  memset(d, 0, sizeof *d);
+  d->out = out ? out : stderr;
+  d->max_errors = 100;
+}
+
+void ir_diag_add_source(ir_diag *d, const char *name, const char *text, size_t len) {
+  ir_source *s = calloc(1, sizeof *s);
+  if (!s) return;                 /* caret lines are a nicety; errors still print */
+  s->name = name;
+  s->text = text;
+  s->len = len;
+  s->next = d->sources;
+  d->sources = s;
+}
+
+void ir_diag_free(ir_diag *d) {
+  for (ir_source *s = d->sources, *n; s; s = n) {
+    n = s->next;
+    free(s);
+  }
+  d->sources = NULL;
+}
+
+static const ir_source *ir_diag_source(const ir_diag *d, const char *file) {
+  for (const ir_source *s = d->sources; s; s = s->next)
+    if (file && s->name && strcmp(s->name, file) == 0) return s;
+  return NULL;
+}
+
+/* Prints the source line (at most 200 columns around the caret, so a 1 MB line stays
+ * readable) and a caret under the column. Control bytes print as '?'. */
+static void ir_diag_caret(const ir_diag *d, ir_loc loc) {
+  const ir_source *s = ir_diag_source(d, loc.file);
+  if (!s || loc.line <= 0) return;
+  const char *p = s->text, *end = s->text + s->len;
+  for (int l = 1; l < loc.line && p < end; p++)
+    if (*p == '\n') l++;
+  const char *eol = memchr(p, '\n', (size_t)(end - p));
+  if (!eol) eol = end;
+  long col = loc.col > 0 ? loc.col - 1 : 0, from = col > 150 ? col - 100 : 0;
+  long len = eol - p;
+  if (from > len) from = len;
+  long to = len - from > 200 ? from + 200 : len;
+  fputs("  ", d->out);
+  for (long i = from; i < to; i++) {
+    unsigned char c = (unsigned char)p[i];
+    fputc(c == '\t' ? ' ' : (c < 32 || c == 127) ? '?' : c, d->out);
+  }
+  fputs("\n  ", d->out);
+  for (long i = from; i < col && i < to; i++) fputc(' ', d->out);
+  fputs("^\n", d->out);
+}
+
+static void ir_diag_emit(ir_diag *d, ir_loc loc, const char *kind, const char *fmt, va_list ap) {
+  if (loc.file)
+    fprintf(d->out, "%s:%d:%d: %s: ", loc.file, loc.line, loc.col, kind);
+  else
+    fprintf(d->out, "kiln: %s: ", kind);
+  vfprintf(d->out, fmt, ap);
+  fputc('\n', d->out);
+  ir_diag_caret(d, loc);
+}
+
+void ir_verror(ir_diag *d, ir_loc loc, const char *fmt, va_list ap) {
+  d->errors++;
+  if (d->errors > d->max_errors) return;
+  if (d->errors == d->max_errors) {
+    fprintf(d->out, "kiln: too many errors; stopping after %d\n", d->max_errors);
+    return;
+  }
+  ir_diag_emit(d, loc, "error", fmt, ap);
+}
+
+void ir_error(ir_diag *d, ir_loc loc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  ir_verror(d, loc, fmt, ap);
+  va_end(ap);
+}
+
+void ir_note(ir_diag *d, ir_loc loc, const char *fmt, ...) {
+  if (d->errors >= d->max_errors) return;
+  va_list ap;
+  va_start(ap, fmt);
+  ir_diag_emit(d, loc, "note", fmt, ap);
+  va_end(ap);
+}
+
+/* Levenshtein distance, capped: names longer than 64 are never suggested. */
+static int ir_edit_distance(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  if (la > 64 || lb > 64) return 1000;
+  int row[65];
+  for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+  for (size_t i = 1; i <= la; i++) {
+    int diag = row[0];
+    row[0] = (int)i;
+    for (size_t j = 1; j <= lb; j++) {
+      int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      diag = up;
+      row[j] = best;
+    }
+  }
+  return row[lb];
+}
+
+const char *ir_suggest(const char *name, const char *const *cands, int n) {
+  const char *best = NULL;
+  int best_d = 1000, limit = (int)strlen(name) / 3 + 1;
+  if (limit > 3) limit = 3;
+  for (int i = 0; i < n; i++) {
+    if (!cands[i]) continue;
+    int dist = ir_edit_distance(name, cands[i]);
+    if (dist < best_d) best_d = dist, best = cands[i];
+  }
+  return best_d <= limit ? best : NULL;
+}
+
+_Noreturn void ir_ice(const char *file, int line, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "kiln: internal compiler error at %s:%d: ", file, line);
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\nThis is a bug in Kiln, not in your model; please report it.\n");
+  va_end(ap);
+  exit(3);
+}

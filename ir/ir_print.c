@@ -1,0 +1,185 @@
+/* ir_print.c — two views of a graph. ir_print writes it as a flat .kiln model (every
+ * parameter declared with its shape and initializer, every attribute explicit) that parses
+ * back to the same graph; ir_print_summary writes the `kiln check` table. */
+#include "ops.h"
+
+#include <string.h>
+
+static void ir_print_type(const ir_tensor *t, FILE *out) {
+  char buf[160];
+  ir_type_str(t->dtype, &t->shape, buf, sizeof buf);
+  fputs(buf, out);
+}
+
+static void ir_print_init(const ir_init *in, FILE *out) {
+  const ir_init_def *def = &ir_inits[in->kind];
+  fprintf(out, "%s(", def->name);
+  ir_attr_print(def->attrs, in, out);
+  fputc(')', out);
+}
+
+static void ir_print_decls(const ir_graph *g, FILE *out) {
+  for (int i = 0; i < ir_ntensors(g); i++) {
+    const ir_tensor *t = ir_tensor_at(g, i);
+    if (t->kind != IR_T_INPUT) continue;
+    fprintf(out, "  input %s : ", t->name);
+    ir_print_type(t, out);
+    fputc('\n', out);
+  }
+  for (int i = 0; i < ir_ntensors(g); i++) {
+    const ir_tensor *t = ir_tensor_at(g, i);
+    if (t->kind != IR_T_PARAM && t->kind != IR_T_AUX) continue;
+    fprintf(out, "  param %s : ", t->name);
+    ir_print_type(t, out);
+    fputs(" = ", out);
+    ir_print_init(&t->init, out);
+    fputc('\n', out);
+  }
+}
+
+static void ir_print_operand(const ir_graph *g, int ti, FILE *out) {
+  const ir_tensor *t = ir_tensor_at(g, ti);
+  if (t->kind == IR_T_CONST) ir_print_float(out, t->value);
+  else fputs(t->name, out);
+}
+
+static void ir_print_node(const ir_graph *g, const ir_node *n, FILE *out) {
+  const ir_opdef *op = &ir_ops[n->op];
+  fprintf(out, "  %s = %s(", n->name, op->name);
+  for (int i = 0; i < n->nin; i++) {
+    if (i) fputs(", ", out);
+    ir_print_operand(g, n->in[i], out);
+  }
+  if (op->attrs) {
+    fputs(", ", out);
+    ir_attr_print(op->attrs, n->param, out);
+  }
+  fputs(")\n", out);
+}
+
+static void ir_print_train(const ir_graph *g, FILE *out) {
+  const ir_optim_def *od = &ir_optims[g->optim.kind];
+  fprintf(out, "  train %s with %s(", ir_tensor_at(g, g->loss)->name, od->name);
+  ir_attr_print(od->attrs, &g->optim, out);
+  fputs(")\n", out);
+}
+
+void ir_print(const ir_graph *g, FILE *out) {
+  fprintf(out, "model %s {\n", g->name);
+  ir_print_decls(g, out);
+  for (int i = 0; i < ir_nnodes(g); i++) ir_print_node(g, ir_node_at(g, i), out);
+  for (int i = 0; i < g->outputs.len; i++)
+    fprintf(out, "%s%s", i ? ", " : "  output ", ir_tensor_at(g, IR_VEC_AT(g->outputs, int, i))->name);
+  if (g->outputs.len) fputc('\n', out);
+  if (g->has_train) ir_print_train(g, out);
+  fputs("}\n", out);
+}
+
+/* ---- the `kiln check` table ---- */
+
+/* 1234567 -> "1.23M": FLOPs and counts at a glance; totals print exact figures too. */
+static void ir_human(double v, char *buf, size_t n) {
+  const char *units = " KMGTP";
+  int u = 0;
+  while (v >= 999.5 && u < 5) v /= 1000, u++;
+  if (u == 0) snprintf(buf, n, "%.0f", v);
+  else snprintf(buf, n, "%.*f%c", v < 9.995 ? 2 : v < 99.95 ? 1 : 0, v, units[u]);
+}
+
+typedef struct { int node, op, out, par; } ir_cols;
+
+/* A parameter is listed with the first node that reads it. */
+static bool ir_first_reader(const ir_graph *g, int ti, int node) {
+  for (int i = 0; i < node; i++) {
+    const ir_node *n = ir_node_at(g, i);
+    for (int j = 0; j < n->nin; j++)
+      if (n->in[j] == ti) return false;
+  }
+  return true;
+}
+
+static ir_cols ir_summary_widths(const ir_graph *g) {
+  ir_cols w = {4, 2, 6, 10};
+  char buf[256];
+  for (int i = 0; i < ir_nnodes(g); i++) {
+    const ir_node *n = ir_node_at(g, i);
+    int l = (int)strlen(n->name);
+    if (l > w.node) w.node = l;
+    l = (int)strlen(ir_ops[n->op].name);
+    if (l > w.op) w.op = l;
+    const ir_tensor *o = ir_tensor_at(g, n->out[0]);
+    l = ir_type_str(o->dtype, &o->shape, buf, sizeof buf);
+    if (l > w.out) w.out = l;
+    for (int j = 0; j < n->nin; j++) {
+      const ir_tensor *t = ir_tensor_at(g, n->in[j]);
+      if (t->kind != IR_T_PARAM && t->kind != IR_T_AUX) continue;
+      l = (int)strlen(t->name) + 1 + ir_type_str(t->dtype, &t->shape, buf, sizeof buf);
+      if (l > w.par) w.par = l;
+    }
+  }
+  return w;
+}
+
+/* One parameter cell; continuation lines leave the node's columns blank. */
+static void ir_summary_param(const ir_tensor *t, ir_cols w, bool first_line, FILE *out) {
+  char ty[160], cell[320], cnt[32];
+  ir_type_str(t->dtype, &t->shape, ty, sizeof ty);
+  snprintf(cell, sizeof cell, "%s %s", t->name, ty);
+  snprintf(cnt, sizeof cnt, "%lld%s", (long long)ir_tensor_numel(t), t->kind == IR_T_AUX ? " aux" : "");
+  if (!first_line) fprintf(out, "%-*s  %-*s  %-*s  ", w.node, "", w.op, "", w.out, "");
+  fprintf(out, "%-*s  %12s", w.par, cell, cnt);
+}
+
+static void ir_summary_node(const ir_graph *g, int ni, ir_cols w, int64_t *params, int64_t *aux, FILE *out) {
+  const ir_node *n = ir_node_at(g, ni);
+  const ir_tensor *o = ir_tensor_at(g, n->out[0]);
+  char ty[160], fl[32];
+  ir_type_str(o->dtype, &o->shape, ty, sizeof ty);
+  ir_human((double)n->flops, fl, sizeof fl);
+  fprintf(out, "%-*s  %-*s  %-*s  ", w.node, n->name, w.op, ir_ops[n->op].name, w.out, ty);
+  bool first = true;
+  for (int j = 0; j < n->nin; j++) {
+    const ir_tensor *t = ir_tensor_at(g, n->in[j]);
+    if ((t->kind != IR_T_PARAM && t->kind != IR_T_AUX) || !ir_first_reader(g, n->in[j], ni)) continue;
+    ir_summary_param(t, w, first, out);
+    *(t->kind == IR_T_AUX ? aux : params) += ir_tensor_numel(t);
+    fprintf(out, first ? "  %10s\n" : "\n", fl);
+    first = false;
+  }
+  if (first) fprintf(out, "%-*s  %12s  %10s\n", w.par, "-", "", fl);
+}
+
+static void ir_summary_io(const ir_graph *g, FILE *out) {
+  char ty[160];
+  for (int i = 0; i < ir_ntensors(g); i++) {
+    const ir_tensor *t = ir_tensor_at(g, i);
+    if (t->kind != IR_T_INPUT) continue;
+    ir_type_str(t->dtype, &t->shape, ty, sizeof ty);
+    fprintf(out, "  input  %s : %s\n", t->name, ty);
+  }
+  for (int i = 0; i < g->outputs.len; i++) {
+    const ir_tensor *t = ir_tensor_at(g, IR_VEC_AT(g->outputs, int, i));
+    ir_type_str(t->dtype, &t->shape, ty, sizeof ty);
+    fprintf(out, "  output %s : %s\n", t->name, ty);
+  }
+  if (g->has_train)
+    fprintf(out, "  train  %s with %s(lr=%g)\n", ir_tensor_at(g, g->loss)->name, ir_optims[g->optim.kind].name, g->optim.lr);
+}
+
+void ir_print_summary(const ir_graph *g, FILE *out) {
+  ir_cols w = ir_summary_widths(g);
+  int64_t params = 0, aux = 0, flops = 0;
+  char fl[32], pc[32];
+  fprintf(out, "model %s\n", g->name);
+  ir_summary_io(g, out);
+  fprintf(out, "\n%-*s  %-*s  %-*s  %-*s  %12s  %10s\n", w.node, "node", w.op, "op", w.out, "output",
+          w.par, "parameters", "count", "FLOPs");
+  for (int i = 0; i < ir_nnodes(g); i++) {
+    ir_summary_node(g, i, w, &params, &aux, out);
+    flops += ir_node_at(g, i)->flops;
+  }
+  ir_human((double)flops, fl, sizeof fl);
+  ir_human((double)params * 4, pc, sizeof pc);
+  fprintf(out, "\ntotal: %d nodes, %lld parameters (%sB as f32), %lld aux values, %lld FLOPs (%s) per forward pass\n",
+          ir_nnodes(g), (long long)params, pc, (long long)aux, (long long)flops, fl);
+}
