@@ -1,6 +1,7 @@
 /* k_conv.c — convolution (F.conv1d / F.conv2d with stride, padding, dilation and groups),
- * forward and backward, by im2col + cblas_sgemm one sample at a time. A 1-D convolution is run
- * as a 2-D one of height 1. The column buffer lives in c->temp (k_conv_temp_bytes). */
+ * forward and backward, by im2col + cblas_sgemm. Samples are taken in chunks wide enough to give
+ * the GEMM about K_CONV_COLS columns (small feature maps otherwise make GEMMs too thin to run
+ * fast). A 1-D convolution runs as a 2-D one of height 1. Buffers live in c->temp. */
 #include "kernels.h"
 
 #include <cblas.h>
@@ -12,8 +13,13 @@ typedef struct {
   int64_t F, G, Cg, Fg;          /* filters, groups, channels and filters per group */
   int64_t kh, kw, sh, sw, ph, pw, dh, dw;
   int64_t OH, OW;
-  int64_t ckk, ohw;              /* rows (C*kh*kw) and columns (OH*OW) of the column buffer */
+  int64_t ckk, ohw;              /* rows (C*kh*kw) and columns per sample (OH*OW) of im2col */
+  int64_t S;                     /* samples per chunk */
 } k_conv_geom;
+
+/* Target GEMM width: below about a thousand columns OpenBLAS's kernels lose much of their
+ * speed on the thin (few-filter) products convolutions make. */
+#define K_CONV_COLS 1024
 
 static int64_t k_conv_out_len(int64_t in, int64_t k, int64_t s, int64_t pad, int64_t dil) {
   int64_t span = dil * (k - 1) + 1;
@@ -37,14 +43,26 @@ static k_conv_geom k_conv_geometry(const k_shape *x, const k_shape *w, const k_c
   g.OW = k_conv_out_len(g.W, g.kw, g.sw, g.pw, g.dw);
   g.ckk = g.C * g.kh * g.kw;
   g.ohw = g.OH * g.OW;
+  int pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
+  g.S = (pointwise || g.ohw == 0) ? 1 : (K_CONV_COLS + g.ohw - 1) / g.ohw;
+  if (g.S > g.N) g.S = g.N > 0 ? g.N : 1;
   return g;
 }
 
-/* One sample's column buffer: [C*kh*kw, OH*OW]. Backward reuses it for the input gradient
- * columns after the weight gradient has consumed the im2col copy. */
+/* Temp floats: the column buffer [C*kh*kw, S*OH*OW] and, when a chunk holds more than one
+ * sample, an [F, S*OH*OW] staging buffer for the output (forward) or output gradient
+ * (backward), since a chunk's GEMM result interleaves samples. */
+static int64_t k_conv_temp_floats(const k_conv_geom *g) {
+  int64_t cols = g->S * g->ohw;
+  return g->ckk * cols + (g->S > 1 ? g->F * cols : 0);
+}
+
+/* 4 * (C*kh*kw + (S > 1 ? F : 0)) * S*OH*OW bytes, S = min(N, ceil(K_CONV_COLS / (OH*OW)))
+ * (S = 1 for a 1x1 unit-stride unpadded kernel). Backward reuses the column buffer for the input
+ * gradient columns after the weight gradient has consumed the im2col copy. */
 size_t k_conv_temp_bytes(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
   k_conv_geom g = k_conv_geometry(data, weight, p);
-  return (size_t)(g.ckk * g.ohw) * sizeof(float);
+  return (size_t)k_conv_temp_floats(&g) * sizeof(float);
 }
 
 /* A 1x1 kernel with unit stride and no padding reads the input as its own column buffer. */
@@ -63,31 +81,33 @@ static void k_conv_ow_range(const k_conv_geom *g, int64_t kj, int64_t *lo, int64
   if (*lo > *hi) *lo = *hi;
 }
 
-/* One column-buffer row segment (output row oh, tap (ki, kj)) from input row xr. */
+/* One column-buffer row segment (output row oh, tap (ki, kj)) from input row xr. Plain loops
+ * rather than memcpy/memset: segments are often 8-32 floats, where call overhead dominates. */
 static void k_im2col_segment(const k_conv_geom *g, const float *xr, int64_t off, int64_t lo,
                              int64_t hi, float *r) {
-  memset(r, 0, (size_t)lo * sizeof(float));
+  for (int64_t ow = 0; ow < lo; ow++) r[ow] = 0.0f;
   if (g->sw == 1)
-    memcpy(r + lo, xr + lo + off, (size_t)(hi - lo) * sizeof(float));
+    for (int64_t ow = lo; ow < hi; ow++) r[ow] = xr[ow + off];
   else
     for (int64_t ow = lo; ow < hi; ow++) r[ow] = xr[ow * g->sw + off];
-  memset(r + hi, 0, (size_t)(g->OW - hi) * sizeof(float));
+  for (int64_t ow = hi; ow < g->OW; ow++) r[ow] = 0.0f;
 }
 
 /* Row (ch, ki, kj) of the column buffer holds x[ch, oh*sh - ph + ki*dh, ow*sw - pw + kj*dw]
- * for every output position, zero where that falls in the padding. */
-static void k_im2col(const k_conv_geom *g, const float *x, float *col) {
+ * for every output position, zero where that falls in the padding. Rows are ld floats apart so
+ * that the samples of a chunk sit side by side. */
+static void k_im2col(const k_conv_geom *g, const float *x, float *col, int64_t ld) {
   for (int64_t ch = 0; ch < g->C; ch++)
     for (int64_t ki = 0; ki < g->kh; ki++)
       for (int64_t kj = 0; kj < g->kw; kj++) {
-        float *row = col + ((ch * g->kh + ki) * g->kw + kj) * g->ohw;
+        float *row = col + ((ch * g->kh + ki) * g->kw + kj) * ld;
         const float *xc = x + ch * g->H * g->W;
         int64_t lo, hi, off = kj * g->dw - g->pw;
         k_conv_ow_range(g, kj, &lo, &hi);
         for (int64_t oh = 0; oh < g->OH; oh++) {
           int64_t ih = oh * g->sh - g->ph + ki * g->dh;
           float *r = row + oh * g->OW;
-          if (ih < 0 || ih >= g->H) memset(r, 0, (size_t)g->OW * sizeof(float));
+          if (ih < 0 || ih >= g->H) k_im2col_segment(g, xc, 0, 0, 0, r);   /* all padding */
           else k_im2col_segment(g, xc + ih * g->W, off, lo, hi, r);
         }
       }
@@ -95,11 +115,11 @@ static void k_im2col(const k_conv_geom *g, const float *x, float *col) {
 
 /* The adjoint of k_im2col: every column entry is added back to the input element it came
  * from (padding entries are dropped). */
-static void k_col2im(const k_conv_geom *g, const float *col, float *dx) {
+static void k_col2im(const k_conv_geom *g, const float *col, int64_t ld, float *dx) {
   for (int64_t ch = 0; ch < g->C; ch++)
     for (int64_t ki = 0; ki < g->kh; ki++)
       for (int64_t kj = 0; kj < g->kw; kj++) {
-        const float *row = col + ((ch * g->kh + ki) * g->kw + kj) * g->ohw;
+        const float *row = col + ((ch * g->kh + ki) * g->kw + kj) * ld;
         float *xc = dx + ch * g->H * g->W;
         int64_t lo, hi, off = kj * g->dw - g->pw;
         k_conv_ow_range(g, kj, &lo, &hi);
@@ -114,10 +134,26 @@ static void k_col2im(const k_conv_geom *g, const float *col, float *dx) {
 }
 
 static int k_conv_check_temp(const k_call *c, const k_conv_geom *g) {
-  size_t need = (size_t)(g->ckk * g->ohw) * sizeof(float);
+  size_t need = (size_t)k_conv_temp_floats(g) * sizeof(float);
   if (k_conv_is_pointwise(g) || (c->temp && c->temp_bytes >= need)) return 0;
   snprintf(c->err, c->err_len, "convolution: temp space %zu bytes, need %zu", c->temp_bytes, need);
   return 1;
+}
+
+/* The two buffers of a chunk inside c->temp. */
+static float *k_conv_cols(const k_call *c) { return c->temp; }
+static float *k_conv_stage(const k_call *c, const k_conv_geom *g) {
+  return (float *)c->temp + g->ckk * g->S * g->ohw;
+}
+
+/* Out[g] (beta) = W[g] . cols[g] for every group; cols and out have row stride ld. */
+static void k_conv_gemm_fwd(const k_conv_geom *g, const float *Wt, const float *cols, int64_t ld,
+                            float beta, float *out) {
+  int64_t ckk_g = g->Cg * g->kh * g->kw, wg = g->Fg * ckk_g;
+  for (int64_t gi = 0; gi < g->G; gi++)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->Fg, (int)ld, (int)ckk_g, 1.0f,
+                Wt + gi * wg, (int)ckk_g, cols + gi * ckk_g * ld, (int)ld, beta,
+                out + gi * g->Fg * ld, (int)ld);
 }
 
 /* Y[n] starts as the bias (or keeps its old value for kAddTo) so the GEMMs accumulate. */
@@ -129,46 +165,65 @@ static float k_conv_bias_init(const k_conv_geom *g, const float *bias, k_req r, 
   return 1.0f;
 }
 
-int k_convolution_forward(const k_call *c) {
+/* Staged [F, s*OHW] chunk result -> Y[n0 .. n0+s) as [s, F, OHW], adding bias and honouring req. */
+static void k_conv_unstage(const k_conv_geom *g, const float *stage, int64_t s, const float *bias,
+                           k_req r, float *y) {
+  int64_t ld = s * g->ohw;
+  for (int64_t i = 0; i < s; i++)
+    for (int64_t f = 0; f < g->F; f++) {
+      const float *src = stage + f * ld + i * g->ohw;
+      float *dst = y + (i * g->F + f) * g->ohw, b = bias ? bias[f] : 0.0f;
+      for (int64_t j = 0; j < g->ohw; j++) dst[j] = (r == kAddTo ? dst[j] : 0.0f) + src[j] + b;
+    }
+}
+
+/* Forward for samples [n0, n0+s): im2col side by side, one GEMM per group. A single-sample
+ * chunk writes Y directly; a wider one goes through the staging buffer. */
+static void k_conv_forward_chunk(const k_call *c, const k_conv_geom *g, int64_t n0, int64_t s) {
   const k_conv_param *p = c->param;
-  if (c->req[0] == kNullOp) return 0;
-  k_conv_geom g = k_conv_geometry(&c->in[0].shape, &c->in[1].shape, p);
-  if (k_conv_check_temp(c, &g)) return 1;
-  const float *X = c->in[0].data, *Wt = c->in[1].data;
+  const float *X = (const float *)c->in[0].data + n0 * g->C * g->H * g->W;
   const float *bias = p->no_bias ? NULL : c->in[2].data;
-  float *Y = c->out[0].data, *col = c->temp;
-  int64_t wg = g.Fg * g.Cg * g.kh * g.kw, ckk_g = g.Cg * g.kh * g.kw;
-  for (int64_t n = 0; n < g.N; n++) {
-    const float *xn = X + n * g.C * g.H * g.W;
-    float *yn = Y + n * g.F * g.ohw;
-    float beta = k_conv_bias_init(&g, bias, c->req[0], yn);
-    const float *cols = k_conv_is_pointwise(&g) ? xn : col;
-    if (cols == col) k_im2col(&g, xn, col);
-    for (int64_t gi = 0; gi < g.G; gi++)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g.Fg, (int)g.ohw, (int)ckk_g,
-                  1.0f, Wt + gi * wg, (int)ckk_g, cols + gi * ckk_g * g.ohw, (int)g.ohw, beta,
-                  yn + gi * g.Fg * g.ohw, (int)g.ohw);
+  float *Y = (float *)c->out[0].data + n0 * g->F * g->ohw, *col = k_conv_cols(c);
+  int64_t ld = s * g->ohw;
+  if (s == 1) {
+    float beta = k_conv_bias_init(g, bias, c->req[0], Y);
+    const float *cols = k_conv_is_pointwise(g) ? X : col;
+    if (cols == col) k_im2col(g, X, col, ld);
+    k_conv_gemm_fwd(g, c->in[1].data, cols, ld, beta, Y);
+    return;
   }
+  for (int64_t i = 0; i < s; i++) k_im2col(g, X + i * g->C * g->H * g->W, col + i * g->ohw, ld);
+  k_conv_gemm_fwd(g, c->in[1].data, col, ld, 0.0f, k_conv_stage(c, g));
+  k_conv_unstage(g, k_conv_stage(c, g), s, bias, c->req[0], Y);
+}
+
+int k_convolution_forward(const k_call *c) {
+  if (c->req[0] == kNullOp) return 0;
+  k_conv_geom g = k_conv_geometry(&c->in[0].shape, &c->in[1].shape, c->param);
+  if (k_conv_check_temp(c, &g)) return 1;
+  for (int64_t n0 = 0; n0 < g.N; n0 += g.S)
+    k_conv_forward_chunk(c, &g, n0, g.N - n0 < g.S ? g.N - n0 : g.S);
   return 0;
 }
 
-/* dW[g] += dY[n, g] . col[g]^T for one sample (dW cleared beforehand for kWriteTo). */
-static void k_conv_grad_w(const k_conv_geom *g, const float *dyn, const float *cols, float *dW) {
+/* dW[g] += dY[g] . cols[g]^T over a chunk (dW cleared beforehand for kWriteTo). */
+static void k_conv_grad_w(const k_conv_geom *g, const float *dy, const float *cols, int64_t ld,
+                          float *dW) {
   int64_t ckk_g = g->Cg * g->kh * g->kw, wg = g->Fg * ckk_g;
   for (int64_t gi = 0; gi < g->G; gi++)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g->Fg, (int)ckk_g, (int)g->ohw,
-                1.0f, dyn + gi * g->Fg * g->ohw, (int)g->ohw, cols + gi * ckk_g * g->ohw,
-                (int)g->ohw, 1.0f, dW + gi * wg, (int)ckk_g);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g->Fg, (int)ckk_g, (int)ld, 1.0f,
+                dy + gi * g->Fg * ld, (int)ld, cols + gi * ckk_g * ld, (int)ld, 1.0f,
+                dW + gi * wg, (int)ckk_g);
 }
 
-/* dcol[g] = W[g]^T . dY[n, g]; beta lets the pointwise path write dX[n] directly. */
-static void k_conv_grad_cols(const k_conv_geom *g, const float *dyn, const float *Wt, float beta,
-                             float *dcol) {
+/* dcol[g] = W[g]^T . dY[g]; beta lets the pointwise path write dX[n] directly. */
+static void k_conv_grad_cols(const k_conv_geom *g, const float *dy, int64_t ld, const float *Wt,
+                             float beta, float *dcol) {
   int64_t ckk_g = g->Cg * g->kh * g->kw, wg = g->Fg * ckk_g;
   for (int64_t gi = 0; gi < g->G; gi++)
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)ckk_g, (int)g->ohw, (int)g->Fg,
-                1.0f, Wt + gi * wg, (int)ckk_g, dyn + gi * g->Fg * g->ohw, (int)g->ohw, beta,
-                dcol + gi * ckk_g * g->ohw, (int)g->ohw);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)ckk_g, (int)ld, (int)g->Fg, 1.0f,
+                Wt + gi * wg, (int)ckk_g, dy + gi * g->Fg * ld, (int)ld, beta,
+                dcol + gi * ckk_g * ld, (int)ld);
 }
 
 static void k_conv_grad_bias(const k_conv_geom *g, const float *dY, k_req r, float *db) {
@@ -183,27 +238,46 @@ static void k_conv_grad_bias(const k_conv_geom *g, const float *dY, k_req r, flo
     }
 }
 
-/* One sample's weight and input gradients; the column buffer serves both in turn. */
-static void k_conv_backward_sample(const k_call *c, const k_conv_geom *g, int64_t n) {
-  int64_t xsz = g->C * g->H * g->W;
-  const float *xn = (const float *)c->in[1].data + n * xsz;
-  const float *dyn = (const float *)c->in[0].data + n * g->F * g->ohw;
-  float *col = c->temp;
-  int pointwise = k_conv_is_pointwise(g);
-  if (c->req[1] != kNullOp) {
-    const float *cols = pointwise ? xn : col;
-    if (!pointwise) k_im2col(g, xn, col);
-    k_conv_grad_w(g, dyn, cols, c->out[1].data);
-  }
-  if (c->req[0] == kNullOp) return;
-  float *dxn = (float *)c->out[0].data + n * xsz;
-  if (pointwise) {
-    k_conv_grad_cols(g, dyn, c->in[2].data, c->req[0] == kAddTo ? 1.0f : 0.0f, dxn);
+/* dY[n0 .. n0+s) as [F, s*OHW] so a chunk's gradients are one GEMM per group; a single
+ * sample is already in that layout. */
+static const float *k_conv_stage_dy(const k_call *c, const k_conv_geom *g, int64_t n0, int64_t s) {
+  const float *dy = (const float *)c->in[0].data + n0 * g->F * g->ohw;
+  if (s == 1) return dy;
+  float *stage = k_conv_stage(c, g);
+  int64_t ld = s * g->ohw;
+  for (int64_t i = 0; i < s; i++)
+    for (int64_t f = 0; f < g->F; f++)
+      memcpy(stage + f * ld + i * g->ohw, dy + (i * g->F + f) * g->ohw, (size_t)g->ohw * sizeof(float));
+  return stage;
+}
+
+/* Input gradient of a chunk: columns by GEMM, then col2im into each sample. */
+static void k_conv_grad_x(const k_call *c, const k_conv_geom *g, const float *dy, int64_t n0,
+                          int64_t s) {
+  int64_t xsz = g->C * g->H * g->W, ld = s * g->ohw;
+  float *dX = (float *)c->out[0].data + n0 * xsz, *col = k_conv_cols(c);
+  if (k_conv_is_pointwise(g)) {
+    k_conv_grad_cols(g, dy, ld, c->in[2].data, c->req[0] == kAddTo ? 1.0f : 0.0f, dX);
     return;
   }
-  k_conv_grad_cols(g, dyn, c->in[2].data, 0.0f, col);
-  if (c->req[0] != kAddTo) memset(dxn, 0, (size_t)xsz * sizeof(float));
-  k_col2im(g, col, dxn);
+  k_conv_grad_cols(g, dy, ld, c->in[2].data, 0.0f, col);
+  if (c->req[0] != kAddTo) memset(dX, 0, (size_t)(s * xsz) * sizeof(float));
+  for (int64_t i = 0; i < s; i++) k_col2im(g, col + i * g->ohw, ld, dX + i * xsz);
+}
+
+/* One chunk's weight and input gradients; the column buffer serves both in turn. */
+static void k_conv_backward_chunk(const k_call *c, const k_conv_geom *g, int64_t n0, int64_t s) {
+  int64_t xsz = g->C * g->H * g->W, ld = s * g->ohw;
+  const float *X = (const float *)c->in[1].data + n0 * xsz;
+  const float *dy = k_conv_stage_dy(c, g, n0, s);
+  float *col = k_conv_cols(c);
+  if (c->req[1] != kNullOp) {
+    const float *cols = k_conv_is_pointwise(g) ? X : col;
+    if (cols == col)
+      for (int64_t i = 0; i < s; i++) k_im2col(g, X + i * xsz, col + i * g->ohw, ld);
+    k_conv_grad_w(g, dy, cols, ld, c->out[1].data);
+  }
+  if (c->req[0] != kNullOp) k_conv_grad_x(c, g, dy, n0, s);
 }
 
 /* Backward in = [dY, X, W, (b), Y]; out = [dX, dW, (db)]. */
@@ -213,7 +287,9 @@ int k_convolution_backward(const k_call *c) {
   if (k_conv_check_temp(c, &g)) return 1;
   if (c->req[1] == kWriteTo || c->req[1] == kWriteInplace)
     memset(c->out[1].data, 0, (size_t)k_shape_numel(&c->out[1].shape) * sizeof(float));
-  for (int64_t n = 0; n < g.N; n++) k_conv_backward_sample(c, &g, n);
+  if (c->req[0] != kNullOp || c->req[1] != kNullOp)
+    for (int64_t n0 = 0; n0 < g.N; n0 += g.S)
+      k_conv_backward_chunk(c, &g, n0, g.N - n0 < g.S ? g.N - n0 : g.S);
   if (!p->no_bias) k_conv_grad_bias(&g, c->in[0].data, c->req[2], c->out[2].data);
   return 0;
 }

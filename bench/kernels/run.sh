@@ -1,0 +1,35 @@
+#!/bin/sh
+# run.sh — Kiln's GEMM/convolution kernels next to bare OpenBLAS sgemm and PyTorch, same shapes,
+# same thread count. Usage: bench/kernels/run.sh [threads] [build-dir]
+#   threads    OpenBLAS and torch threads (default 1)
+#   build-dir  a Release build tree with bench/ hooked in (default: build-rel at the repo root);
+#              the kiln_bench_kernels target is (re)built there first.
+set -eu
+THREADS=${1:-1}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${2:-$ROOT/build-rel}
+PY=${PYTHON:-/usr/bin/python3}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+cmake --build "$BUILD" --target kiln_bench_kernels -j 2 >/dev/null
+BIN=$(find "$BUILD" -name kiln_bench_kernels -type f -perm -u+x | head -n 1)
+
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC')  $(uname -m)  $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+echo "# threads: $THREADS (OPENBLAS_NUM_THREADS, torch.set_num_threads)  torch $("$PY" -c 'import torch; print(torch.__version__)')"
+OPENBLAS_NUM_THREADS=$THREADS OMP_NUM_THREADS=$THREADS "$BIN" > "$TMP/kiln.tsv"
+OMP_NUM_THREADS=$THREADS "$PY" "$ROOT/bench/kernels/torch_kernels.py" "$THREADS" > "$TMP/torch.tsv"
+
+# Join on (model, layer, pass) and print GFLOP/s and the two ratios.
+"$PY" - "$TMP/kiln.tsv" "$TMP/torch.tsv" <<'PYEOF'
+import sys
+def rows(path):
+    lines = [l.rstrip("\n").split("\t") for l in open(path)][1:]
+    return {tuple(l[:3]): [float(v) for v in l[3:]] for l in lines}
+kiln, torch = rows(sys.argv[1]), rows(sys.argv[2])
+print("| model | layer | pass | kiln GFLOP/s | cblas GFLOP/s | torch GFLOP/s | kiln/cblas | kiln/torch |")
+print("|---|---|---|---:|---:|---:|---:|---:|")
+for key, (k, b) in kiln.items():
+    t = torch[key][0] if key in torch else float("nan")
+    print(f"| {key[0]} | {key[1]} | {key[2]} | {k:.1f} | {b:.1f} | {t:.1f} | {k / b:.2f} | {k / t:.2f} |")
+PYEOF
