@@ -158,7 +158,7 @@ static int npy_preamble(npy_parser *P, const unsigned char *b, size_t len, size_
 int rt_npy_parse(const void *buf, size_t len, const char *label, rt_npy *out, char *err, size_t err_len) {
   memset(out, 0, sizeof *out);
   npy_parser P = {NULL, NULL, label, err, err_len};
-  size_t hdr, hlen, bytes;
+  size_t hdr = 0, hlen = 0, bytes = 0;   /* set on success; gcc -O2 cannot see that */
   if (npy_preamble(&P, buf, len, &hdr, &hlen)) return -1;
   P.p = (const char *)buf + hdr;
   P.end = P.p + hlen;
