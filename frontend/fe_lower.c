@@ -52,7 +52,7 @@ const char *fe_unique(fe_lower *L, const char *base) {
 static int fe_tensor_name(fe_lower *L, fe_scope *s, const fe_expr *e) {
   const fe_binding *b = fe_lookup(s, e->str);
   int64_t dim;
-  if (b && b->kind == FE_B_TENSOR) return b->tensor;
+  if (b && b->kind == FE_B_TENSOR) return b->tensor;     /* -1: its statement failed, already reported */
   if (b && b->val.kind == IR_AV_NUM) return fe_const(L, b->val.num, e->loc);
   if (b) return ir_error(L->d, e->loc, "'%s' is not a number or a tensor", e->str), -1;
   if (fe_dim_value(L, e->str, &dim)) return fe_const(L, (double)dim, e->loc);
@@ -149,17 +149,15 @@ static void fe_assign_multi(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_
     return;
   }
   got = fe_call_def(L, s, st, a->expr, def, st->pfx, st->pfx, out, 64);
-  if (got < 0) return;
-  if (got != want) {
+  if (got >= 0 && got != want)
     ir_error(L->d, a->loc, "%d names are assigned but def '%s' returns %d value%s", want, def->name, got, got == 1 ? "" : "s");
-    return;
-  }
   int i = 0;
-  for (const fe_name *n = a->names; n; n = n->next) fe_bind(L, s, n->name, FE_B_TENSOR, out[i++], NULL, n->loc);
+  for (const fe_name *n = a->names; n; n = n->next, i++) fe_bind(L, s, n->name, FE_B_TENSOR, got == want ? out[i] : -1, NULL, n->loc);
 }
 
 static void fe_assign(fe_lower *L, fe_scope *s, const fe_stmt *a) {
   fe_stmt_ctx st = {.targets = a->names, .pfx = fe_join(L, s->prefix, a->names->name)};
+  /* A failed statement still binds its targets (to -1) so later uses stay quiet. */
   if (fe_lookup(s, a->names->name)) {                 /* report before building anything */
     fe_bind(L, s, a->names->name, FE_B_TENSOR, -1, NULL, a->names->loc);
     return;
@@ -167,7 +165,7 @@ static void fe_assign(fe_lower *L, fe_scope *s, const fe_stmt *a) {
   if (a->names->next) return fe_assign_multi(L, s, &st, a);
   const char *node_name = ir_graph_find_tensor(L->g, st.pfx) < 0 ? st.pfx : fe_unique(L, st.pfx);
   int t = fe_tensor(L, s, &st, a->expr, node_name);
-  if (t >= 0) fe_bind(L, s, a->names->name, FE_B_TENSOR, t, NULL, a->names->loc);
+  fe_bind(L, s, a->names->name, FE_B_TENSOR, t, NULL, a->names->loc);
 }
 
 void fe_lower_stmts(fe_lower *L, fe_scope *s, const fe_stmt *body) {
@@ -279,7 +277,7 @@ static void fe_decl_param(fe_lower *L, fe_scope *s, const fe_stmt *a) {
 
 static int fe_model_tensor(fe_lower *L, fe_scope *s, const fe_name *n) {
   const fe_binding *b = fe_lookup(s, n->name);
-  if (b && b->kind == FE_B_TENSOR) return b->tensor;
+  if (b && b->kind == FE_B_TENSOR) return b->tensor;     /* -1 when its statement failed */
   fe_error_unknown_name(L, s, n->name, n->loc);
   return -1;
 }

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# setup.sh — installs what building and testing Kiln needs on Debian 12, and nothing when
+# it is all there already. Runs apt as root, or through sudo.
+set -euo pipefail
+pkgs=(cmake make gcc g++ flex bison libopenblas-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
