@@ -22,7 +22,9 @@
   .deps = {1, 0, 1}, .bwd_inplace = 1, \
   PARAMS(k_softmax_param, IR_ATTR(k_softmax_param, axis, "axis", IR_AT_INT, false, -1))
 
-#define IR_OP(id, ...) [IR_OP_##id] = {.name = #id, __VA_ARGS__},
+/* Every op's kernels follow one naming rule, so the row gets them without spelling them. */
+#define IR_OP(id, ...) [IR_OP_##id] = {.name = #id, .forward = k_##id##_forward, \
+                                       .backward = k_##id##_backward, __VA_ARGS__},
 const ir_opdef ir_ops[IR_OP_COUNT] = {
 #include "ops.def"
 };

@@ -7,6 +7,7 @@
 #define KILN_IR_OPS_H
 
 #include "ir.h"
+#include "kernels.h"
 
 /* ---- attribute schemas (ir_attr.c): a field of an op's param struct per attribute ---- */
 typedef enum { IR_AT_INT, IR_AT_FLOAT, IR_AT_BOOL, IR_AT_INTS, IR_AT_ENUM } ir_atype;
@@ -76,6 +77,7 @@ typedef struct ir_opdef {
   int resources;                /* IR_RES_* */
   ir_fusion fusion;
   const char *scalar;           /* k_scalar.h function stem (k_sf_<stem>), or NULL */
+  k_fn forward, backward;       /* the CPU kernels, k_<op>_forward / k_<op>_backward */
   const char *doc;              /* the PyTorch function it matches */
 } ir_opdef;
 
