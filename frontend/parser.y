@@ -239,6 +239,7 @@ args: arg
 
 arg: expr                            { $$ = fe_arg_new(p, NULL, $1, @1, NULL); }
     | T_NAME '=' expr                { $$ = fe_arg_new(p, $1, $3, @1, NULL); }
+    | T_DIM '=' expr                 { $$ = fe_arg_new(p, "dim", $3, @1, NULL); }  /* concat(..., dim=0) */
     ;
 %%
 
