@@ -194,11 +194,20 @@ static int fe_count_params(const ir_graph *g) {
   return n;
 }
 
-static int fe_def_returns(fe_lower *L, fe_scope *callee, const char *ret_name, int *out, int max) {
+/* The name of a return value's node: ret_name, or for `p, q = blk(x)` (ret_name NULL) the
+ * next target, so q's tensor is named q and not p_1. */
+static const char *fe_ret_name(fe_lower *L, const fe_scope *callee, const char *ret_name, const fe_name **target) {
+  if (ret_name || !*target) return fe_unique(L, ret_name ? ret_name : callee->prefix);
+  const char *n = fe_join(L, callee->caller->prefix, (*target)->name);
+  *target = (*target)->next;
+  return fe_unique(L, n);
+}
+
+static int fe_def_returns(fe_lower *L, fe_scope *callee, const char *ret_name, const fe_name *targets, int *out, int max) {
   fe_stmt_ctx rst = {.pfx = callee->prefix};
   int n = 0;
   for (const fe_arg *r = callee->def->rets; r; r = r->next) {
-    const char *name = fe_unique(L, ret_name);
+    const char *name = fe_ret_name(L, callee, ret_name, &targets);
     int t = fe_tensor(L, callee, &rst, r->value, name);
     if (t < 0) return -1;
     if (n < max) out[n] = t;
@@ -217,7 +226,7 @@ int fe_call_def(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, con
   if (fe_def_bind_tensors(L, s, st, &callee, e) | fe_def_bind_attrs(L, s, &callee, e)) return -1;
   fe_lower_stmts(L, &callee, def->body);
   if (L->d->errors != errors) return -1;
-  int n = fe_def_returns(L, &callee, ret_name, out, max);
+  int n = fe_def_returns(L, &callee, ret_name, st->targets, out, max);
   if (n > 0 && fe_count_params(L->g) > before && fe_op_claim(L, st, ir_strfmt(&L->g->arena, "call of '%s'", def->name), e->loc)) return -1;
   return n;
 }

@@ -148,7 +148,7 @@ static void fe_assign_multi(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_
     ir_error(L->d, a->loc, "%d names are assigned but the right side gives one value", want);
     return;
   }
-  got = fe_call_def(L, s, st, a->expr, def, st->pfx, st->pfx, out, 64);
+  got = fe_call_def(L, s, st, a->expr, def, st->pfx, NULL, out, 64);   /* values named by the targets */
   if (got >= 0 && got != want)
     ir_error(L->d, a->loc, "%d names are assigned but def '%s' returns %d value%s", want, def->name, got, got == 1 ? "" : "s");
   int i = 0;

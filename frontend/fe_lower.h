@@ -62,7 +62,8 @@ void fe_lower_stmts(fe_lower *L, fe_scope *s, const fe_stmt *body);
 /* fe_call.c — op calls (parameters auto-created) and def inlining */
 int fe_call_op(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, int op, const char *node_name);
 /* Inlines def at a call site: parameters inside are prefixed by `callsite`; the return
- * values' nodes are named ret_name (made unique). Returns the number of values or -1. */
+ * values' nodes are named ret_name (made unique), or by st's targets when ret_name is NULL.
+ * Returns the number of values or -1. */
 int fe_call_def(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, const fe_def *def,
                 const char *callsite, const char *ret_name, int *out, int max);
 
