@@ -1,0 +1,630 @@
+/* test_infer.c — shape inference for every op of the registry, through the front end: a model
+ * from a string is parsed and lowered, then output shapes and dtypes, parameter shapes and
+ * default initializers, normalised param structs and FLOPs are checked, and invalid models
+ * must report an error naming the op and the shapes. Expected shapes follow PyTorch. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fe.h"
+
+static int passed, failed;
+static bool covered[IR_OP_COUNT];     /* ops seen in a model that lowered cleanly */
+
+#define CHECK(cond, ...) t_check((cond), __LINE__, __VA_ARGS__)
+static bool t_check(bool ok, int line, const char *fmt, ...) {
+  if (ok) return passed++, true;
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "test_infer.c:%d: FAIL: ", line);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  failed++;
+  return false;
+}
+
+#define MODEL(body) "model m {\n" body "\n}\n"
+
+/* ---- the harness: parse + lower with diagnostics captured in a memory stream ---- */
+
+typedef struct {
+  fe_file *f;
+  ir_graph *g;
+  ir_diag d;
+  FILE *err;
+  char *msg;
+  size_t len;
+} t_model;
+
+static t_model *t_lower_defs(const char *src, const fe_define *defs, int ndefs) {
+  t_model *m = calloc(1, sizeof *m);
+  m->err = open_memstream(&m->msg, &m->len);
+  ir_diag_init(&m->d, m->err);
+  m->f = fe_parse_text("t.kiln", src, strlen(src), &m->d);
+  if (m->f && m->d.errors == 0 && fe_check_file(m->f, defs, ndefs, &m->d) == 0)
+    m->g = fe_lower_model(m->f, m->f->models, defs, ndefs, &m->d);
+  fflush(m->err);
+  for (int i = 0; m->g && i < ir_nnodes(m->g); i++) covered[ir_node_at(m->g, i)->op] = true;
+  return m;
+}
+
+static void t_free(t_model *m) {
+  ir_graph_free(m->g);
+  fe_file_free(m->f);
+  ir_diag_free(&m->d);
+  fclose(m->err);
+  free(m->msg);
+  free(m);
+}
+
+/* A model that must lower cleanly; on failure the diagnostics are shown. */
+static t_model *t_ok_line(const char *src, int line) {
+  t_model *m = t_lower_defs(src, NULL, 0);
+  if (!t_check(m->g && m->d.errors == 0, line, "model did not lower:\n%s\n%s", src, m->msg ? m->msg : ""))
+    return t_free(m), NULL;
+  return m;
+}
+#define t_ok(src) t_ok_line((src), __LINE__)
+
+/* A model that must fail with an error containing every given substring. */
+static void t_err_line(int line, const char *src, ...) {
+  t_model *m = t_lower_defs(src, NULL, 0);
+  va_list ap;
+  va_start(ap, src);
+  bool ok = t_check(m->g == NULL && m->d.errors > 0, line, "expected an error for:\n%s", src);
+  for (const char *s; ok && (s = va_arg(ap, const char *));)
+    ok = t_check(m->msg && strstr(m->msg, s), line, "error lacks \"%s\":\n%s", s, m->msg ? m->msg : "");
+  va_end(ap);
+  t_free(m);
+}
+#define t_err(...) t_err_line(__LINE__, __VA_ARGS__, (const char *)NULL)
+
+static const ir_tensor *t_tensor(const t_model *m, const char *name, int line) {
+  int i = ir_graph_find_tensor(m->g, name);
+  t_check(i >= 0, line, "no tensor '%s'", name);
+  return i >= 0 ? ir_tensor_at(m->g, i) : NULL;
+}
+
+/* type is as the user reads it: "f32[2, 3]". */
+static void t_type_line(const t_model *m, const char *name, const char *type, int line) {
+  const ir_tensor *t = t_tensor(m, name, line);
+  char buf[160] = "";
+  if (t) ir_type_str(t->dtype, &t->shape, buf, sizeof buf);
+  if (t) t_check(t->shape_known && strcmp(buf, type) == 0, line, "'%s' is %s, want %s", name, buf, type);
+}
+#define t_type(m, name, type) t_type_line((m), (name), (type), __LINE__)
+
+static bool t_near(double a, double b) { return fabs(a - b) <= 1e-6 * (1 + fabs(b)); }
+
+/* A parameter or aux state: its type, kind and initializer (a, b as in ir_init). */
+static void t_param_line(const t_model *m, const char *name, const char *type, ir_tensor_kind kind,
+                         ir_init_kind ik, double a, double b, int line) {
+  t_type_line(m, name, type, line);
+  const ir_tensor *t = t_tensor(m, name, line);
+  if (!t) return;
+  t_check(t->kind == kind, line, "'%s' has kind %d, want %d", name, t->kind, kind);
+  t_check(t->has_init && t->init.kind == ik, line, "'%s' has initializer %s, want %s", name,
+          ir_inits[t->init.kind].name, ir_inits[ik].name);
+  if (ik == IR_INIT_CONSTANT || ik == IR_INIT_UNIFORM || ik == IR_INIT_NORMAL)
+    t_check(t_near(t->init.a, a) && t_near(t->init.b, b), line, "'%s' init (%g, %g), want (%g, %g)", name,
+            t->init.a, t->init.b, a, b);
+}
+#define t_param(m, name, type, ik, a, b) t_param_line((m), (name), (type), IR_T_PARAM, (ik), (a), (b), __LINE__)
+#define t_aux(m, name, type, ik) t_param_line((m), (name), (type), IR_T_AUX, (ik), 0, 0, __LINE__)
+
+/* The default weight init of Linear/Conv: U(-1/sqrt(fan_in), 1/sqrt(fan_in)). */
+#define t_weight(m, name, type, fan_in) \
+  t_param((m), (name), (type), IR_INIT_UNIFORM, -1 / sqrt(fan_in), 1 / sqrt(fan_in))
+
+static const ir_node *t_node_line(const t_model *m, const char *name, int op, int line) {
+  for (int i = 0; i < ir_nnodes(m->g); i++) {
+    const ir_node *n = ir_node_at(m->g, i);
+    if (strcmp(n->name, name) != 0) continue;
+    t_check(n->op == op, line, "node '%s' is %s, want %s", name, ir_ops[n->op].name, ir_ops[op].name);
+    return n;
+  }
+  t_check(false, line, "no node '%s'", name);
+  return NULL;
+}
+#define t_node(m, name, op) t_node_line((m), (name), IR_OP_##op, __LINE__)
+/* The node's param struct, or zeros when the node is missing (already reported). */
+static const void *t_pstruct_line(const t_model *m, const char *name, int op, int line) {
+  static const int64_t zero[64];
+  const ir_node *n = t_node_line(m, name, op, line);
+  return n && n->param ? n->param : zero;
+}
+#define t_param_of(m, name, op, T) ((const T *)t_pstruct_line((m), (name), IR_OP_##op, __LINE__))
+
+static void t_flops_line(const t_model *m, const char *name, int64_t want, int line) {
+  for (int i = 0; i < ir_nnodes(m->g); i++)
+    if (strcmp(ir_node_at(m->g, i)->name, name) == 0) {
+      int64_t f = ir_node_at(m->g, i)->flops;
+      t_check(f == want, line, "node '%s' has %lld FLOPs, want %lld", name, (long long)f, (long long)want);
+      return;
+    }
+  t_check(false, line, "no node '%s'", name);
+}
+#define t_flops(m, name, want) t_flops_line((m), (name), (want), __LINE__)
+
+/* "(0, 2)" against a normalised k_ints. */
+static void t_ints_line(const k_ints *v, const char *want, int line) {
+  char buf[128];
+  int w = snprintf(buf, sizeof buf, "(");
+  for (int i = 0; i < v->n; i++) w += snprintf(buf + w, sizeof buf - (size_t)w, i ? ", %lld" : "%lld", (long long)v->v[i]);
+  snprintf(buf + w, sizeof buf - (size_t)w, ")");
+  t_check(strcmp(buf, want) == 0, line, "ints %s, want %s", buf, want);
+}
+#define t_ints(v, want) t_ints_line((v), (want), __LINE__)
+
+/* ---- elementwise ---- */
+
+static void test_binary(void) {
+  for (int op = 0; op < IR_OP_COUNT; op++) {
+    if (ir_ops[op].infer != ir_infer_binary) continue;
+    char src[512];
+    snprintf(src, sizeof src, MODEL("input a : f32[2, 1, 4]\n input b : f32[3, 1]\n y = %s(a, b)\n output y"), ir_ops[op].name);
+    t_model *m = t_ok(src);
+    if (m) t_type(m, "y", "f32[2, 3, 4]"), t_flops(m, "y", 24), t_free(m);
+    snprintf(src, sizeof src, MODEL("input a : f32[2, 3]\n input b : f32[4, 3, 2]\n y = %s(a, b)\n output y"), ir_ops[op].name);
+    char want[64];
+    snprintf(want, sizeof want, "%s: cannot broadcast [2, 3] with [4, 3, 2]", ir_ops[op].name);
+    t_err(src, want, "a f32[2, 3], b f32[4, 3, 2]", "t.kiln:4:6:");
+  }
+  t_model *m = t_ok(MODEL("input x : f32[3]\n input s : f32[]\n"
+                          "a = 0.5 * x\n b = x - 1\n c = -x\n d = x ** 2\n e = s * s\n f = 2 ** 3 ** 2 + x\n g = x / s\n"
+                          "output a, b, c, d, e, f, g"));
+  if (m) {
+    t_type(m, "a", "f32[3]"), t_type(m, "b", "f32[3]"), t_type(m, "d", "f32[3]"), t_type(m, "e", "f32[]");
+    t_type(m, "g", "f32[3]");
+    t_node(m, "a", mul), t_node(m, "b", sub), t_node(m, "c", neg), t_node(m, "d", pow), t_node(m, "f", add);
+    const ir_node *f = t_node(m, "f", add);
+    const ir_tensor *k = f ? ir_tensor_at(m->g, f->in[0]) : NULL;
+    CHECK(k && k->kind == IR_T_CONST && k->value == 512.0f && k->shape.rank == 0, "2 ** 3 ** 2 folds to 512, right-assoc");
+    const ir_node *a = t_node(m, "a", mul);
+    k = a ? ir_tensor_at(m->g, a->in[0]) : NULL;
+    CHECK(k && k->kind == IR_T_CONST && k->value == 0.5f, "0.5 * x reads a constant 0.5");
+    t_free(m);
+  }
+  t_err(MODEL("input x : f32[3]\n input y : i32[3]\n z = x + y\n output z"), "add: argument 'b' must be f32", "i32[3]");
+}
+
+/* Builds "y = op(x, <required attrs>)" for the unary family. */
+static void t_unary_src(int op, char *src, size_t n) {
+  const char *extra = op == IR_OP_clip ? ", a_min=-1, a_max=2" : op == IR_OP_activation ? ", act_type=\"tanh\"" : "";
+  snprintf(src, n, MODEL("input x : f32[2, 3, 4]\n y = %s(x%s)\n output y"), ir_ops[op].name, extra);
+}
+
+static void test_unary(void) {
+  for (int op = 0; op < IR_OP_COUNT; op++) {
+    if (ir_ops[op].infer != ir_infer_unary) continue;
+    char src[512];
+    t_unary_src(op, src, sizeof src);
+    t_model *m = t_ok(src);
+    if (m) t_type(m, "y", "f32[2, 3, 4]"), t_flops(m, "y", 24), t_free(m);
+  }
+  t_model *m = t_ok(MODEL("input x : f32[5]\n a = leaky_relu(x)\n b = leaky_relu(x, slope=0.2)\n c = clip(x, a_min=-1, a_max=1)\n"
+                          "d = smooth_l1(x)\n e = smooth_l1(x, sigma=3)\n f = activation(x, act_type=\"softrelu\")\n"
+                          "g = relu(x)\n output a, b, c, d, e, f, g"));
+  if (m) {
+    CHECK(t_param_of(m, "a", leaky_relu, k_leaky_relu_param)->slope == 0.01f, "leaky_relu slope defaults to 0.01");
+    CHECK(t_param_of(m, "b", leaky_relu, k_leaky_relu_param)->slope == 0.2f, "leaky_relu slope=0.2");
+    const k_clip_param *c = t_param_of(m, "c", clip, k_clip_param);
+    CHECK(c->a_min == -1 && c->a_max == 1, "clip bounds");
+    CHECK(t_param_of(m, "d", smooth_l1, k_smooth_l1_param)->sigma == 1.0f, "smooth_l1 sigma defaults to 1");
+    CHECK(t_param_of(m, "e", smooth_l1, k_smooth_l1_param)->sigma == 3.0f, "smooth_l1 sigma=3");
+    CHECK(t_param_of(m, "f", activation, k_activation_param)->act_type == K_ACT_SOFTRELU, "act_type softrelu");
+    const ir_node *g = t_node(m, "g", relu);
+    CHECK(g && g->param == NULL, "relu has no param struct");
+    t_free(m);
+  }
+  t_err(MODEL("input x : f32[5]\n y = activation(x, act_type=\"rleu\")\n output y"), "act_type", "\"rleu\"", "did you mean \"relu\"");
+  t_err(MODEL("input x : f32[5]\n y = activation(x, act_type=\"swish\")\n output y"), "act_type", "\"swish\"", "\"softrelu\"");
+  t_err(MODEL("input x : f32[5]\n y = activation(x)\n output y"), "activation needs attribute 'act_type'");
+  t_err(MODEL("input x : f32[5]\n y = clip(x, a_min=0)\n output y"), "clip needs attribute 'a_max'");
+  t_err(MODEL("input x : f32[5]\n y = leaky_relu(x, slope=\"big\")\n output y"), "slope", "expects a number");
+  t_err(MODEL("input x : f32[5]\n y = relu(x, slope=1)\n output y"), "relu takes no attributes");
+  t_err(MODEL("input x : f32[5]\n y = leaky_relu(x, slop=0.1)\n output y"), "leaky_relu has no attribute 'slop'", "did you mean 'slope'");
+  t_err(MODEL("input x : i32[5]\n y = exp(x)\n output y"), "exp: argument 'x' must be f32", "i32[5]");
+}
+
+/* ---- reductions ---- */
+
+static void test_reduce(void) {
+  t_model *m = t_ok(MODEL("input x : f32[2, 3, 4]\n a = sum(x)\n b = mean(x, axis=1)\n c = max(x, axis=(0, -1), keepdims=true)\n"
+                          "d = sum(x, axis=-2, keepdims=true)\n e = mean(x, axis=(2, 0))\n output a, b, c, d, e"));
+  if (m) {
+    t_type(m, "a", "f32[]"), t_type(m, "b", "f32[2, 4]"), t_type(m, "c", "f32[1, 3, 1]");
+    t_type(m, "d", "f32[2, 1, 4]"), t_type(m, "e", "f32[3]");
+    t_ints(&t_param_of(m, "a", sum, k_reduce_param)->axis, "(0, 1, 2)");
+    t_ints(&t_param_of(m, "c", max, k_reduce_param)->axis, "(0, 2)");
+    t_ints(&t_param_of(m, "d", sum, k_reduce_param)->axis, "(1)");
+    t_ints(&t_param_of(m, "e", mean, k_reduce_param)->axis, "(0, 2)");
+    CHECK(t_param_of(m, "c", max, k_reduce_param)->keepdims == 1, "keepdims normalised true");
+    t_flops(m, "a", 24);
+    t_free(m);
+  }
+  t_err(MODEL("input x : f32[2, 3, 4]\n y = sum(x, axis=(1, -2))\n output y"), "sum: axis 1 is listed twice", "x f32[2, 3, 4]");
+  t_err(MODEL("input x : f32[2, 3, 4]\n y = mean(x, axis=3)\n output y"), "mean: axis 3 is out of range for a tensor of rank 3");
+  t_err(MODEL("input x : f32[2, 3, 4]\n y = max(x, axis=-4)\n output y"), "max: axis -4 is out of range");
+  t_err(MODEL("input x : f32[2, 3, 4]\n y = max(x, axis=1.5)\n output y"), "axis", "int");
+}
+
+/* ---- layout ---- */
+
+static void test_reshape_flatten(void) {
+  t_model *m = t_ok(MODEL("input x : f32[2, 3, 4]\n a = reshape(x, shape=(6, -1))\n b = reshape(x, shape=(-1,))\n"
+                          "c = flatten(x)\n d = reshape(x, shape=(4, 3, 2))\n output a, b, c, d"));
+  if (m) {
+    t_type(m, "a", "f32[6, 4]"), t_type(m, "b", "f32[24]"), t_type(m, "c", "f32[2, 12]"), t_type(m, "d", "f32[4, 3, 2]");
+    t_ints(&t_param_of(m, "a", reshape, k_reshape_param)->shape, "(6, 4)");
+    t_ints(&t_param_of(m, "b", reshape, k_reshape_param)->shape, "(24)");
+    t_node(m, "c", flatten);
+    t_free(m);
+  }
+  t_err(MODEL("input x : f32[2, 3, 4]\n y = reshape(x, shape=(5, 5))\n output y"), "reshape: cannot reshape 24 elements into 25", "x f32[2, 3, 4]");
+  t_err(MODEL("input x : f32[2, 3, 4]\n y = reshape(x, shape=(5, -1))\n output y"), "reshape: cannot reshape 24 elements");
+  t_err(MODEL("input x : f32[2, 3, 4]\n y = reshape(x, shape=(-1, -1))\n output y"), "reshape: shape may contain -1 only once");
+  t_err(MODEL("input x : f32[2, 3, 4]\n y = reshape(x, shape=(-2, 12))\n output y"), "reshape: shape entry -2 is negative");
+  t_err(MODEL("input x : f32[2, 3, 4]\n y = reshape(x)\n output y"), "reshape needs attribute 'shape'");
+  t_err(MODEL("input x : f32[5]\n y = flatten(x)\n output y"), "flatten: needs a tensor of rank 2 or more", "x f32[5]");
+}
+
+static void test_transpose_dims(void) {
+  t_model *m = t_ok(MODEL("input x : f32[2, 3, 4]\n a = transpose(x)\n b = transpose(x, axes=(0, -1, 1))\n"
+                          "c = expand_dims(x, axis=0)\n d = expand_dims(x, axis=-1)\n e = expand_dims(x, axis=2)\n output a, b, c, d, e"));
+  if (m) {
+    t_type(m, "a", "f32[4, 3, 2]"), t_type(m, "b", "f32[2, 4, 3]");
+    t_type(m, "c", "f32[1, 2, 3, 4]"), t_type(m, "d", "f32[2, 3, 4, 1]"), t_type(m, "e", "f32[2, 3, 1, 4]");
+    t_ints(&t_param_of(m, "a", transpose, k_transpose_param)->axes, "(2, 1, 0)");
+    t_ints(&t_param_of(m, "b", transpose, k_transpose_param)->axes, "(0, 2, 1)");
+    CHECK(t_param_of(m, "d", expand_dims, k_expand_dims_param)->axis == 3, "expand_dims axis -1 -> 3");
+    t_free(m);
+  }
+  t_err(MODEL("input x : f32[2, 3, 4]\n y = transpose(x, axes=(0, 1))\n output y"), "transpose: axes has 2 entries for a tensor of rank 3");
+  t_err(MODEL("input x : f32[2, 3, 4]\n y = transpose(x, axes=(0, 1, 1))\n output y"), "transpose: axes is not a permutation", "x f32[2, 3, 4]");
+  t_err(MODEL("input x : f32[2, 3, 4]\n y = transpose(x, axes=(0, 1, 3))\n output y"), "transpose: axis 3 is out of range");
+  t_err(MODEL("input x : f32[2, 3, 4]\n y = expand_dims(x, axis=4)\n output y"), "expand_dims: axis 4 is out of range for a tensor of rank 4");
+  t_err(MODEL("input x : f32[2, 3, 4]\n y = expand_dims(x, axis=-5)\n output y"), "expand_dims: axis -5");
+}
+
+static void test_squeeze_broadcast(void) {
+  t_model *m = t_ok(MODEL("input x : f32[2, 1, 3, 1]\n a = squeeze(x)\n b = squeeze(x, axis=1)\n c = squeeze(x, axis=0)\n"
+                          "d = squeeze(x, axis=(-1, 1))\n e = broadcast_to(x, shape=(5, 2, 4, 3, 6))\n"
+                          "f = broadcast_to(x, shape=(-1, 2, -1, 7))\n output a, b, c, d, e, f"));
+  if (m) {
+    t_type(m, "a", "f32[2, 3]"), t_type(m, "b", "f32[2, 3, 1]"), t_type(m, "c", "f32[2, 1, 3, 1]"), t_type(m, "d", "f32[2, 3]");
+    t_type(m, "e", "f32[5, 2, 4, 3, 6]"), t_type(m, "f", "f32[2, 2, 3, 7]");
+    t_ints(&t_param_of(m, "a", squeeze, k_squeeze_param)->axis, "(1, 3)");
+    t_ints(&t_param_of(m, "c", squeeze, k_squeeze_param)->axis, "()");
+    t_ints(&t_param_of(m, "d", squeeze, k_squeeze_param)->axis, "(1, 3)");
+    t_ints(&t_param_of(m, "f", broadcast_to, k_broadcast_to_param)->shape, "(2, 2, 3, 7)");
+    t_free(m);
+  }
+  t_err(MODEL("input x : f32[2, 1]\n y = squeeze(x, axis=2)\n output y"), "squeeze: axis 2 is out of range");
+  t_err(MODEL("input x : f32[2, 3]\n y = broadcast_to(x, shape=(4, 3))\n output y"), "broadcast_to: axis 0 of size 2 cannot broadcast to 4", "x f32[2, 3]");
+  t_err(MODEL("input x : f32[2, 3]\n y = broadcast_to(x, shape=(3,))\n output y"), "broadcast_to: shape has fewer axes (1) than the input (2)");
+  t_err(MODEL("input x : f32[2, 3]\n y = broadcast_to(x, shape=(-1, 2, 3))\n output y"), "broadcast_to: shape entry 0 is negative");
+}
+
+static void test_slice_concat(void) {
+  t_model *m = t_ok(MODEL("input x : f32[3, 5]\n input z : f32[3, 2]\n a = slice(x, axis=1, begin=1, end=4)\n"
+                          "b = slice(x, axis=-1, begin=-3, end=-1)\n c = slice(x, axis=0, end=2)\n"
+                          "d = concat(x, z)\n e = concat(x, x, dim=0)\n f = concat(x, z, x, dim=-1)\n g = concat(x)\n"
+                          "output a, b, c, d, e, f, g"));
+  if (m) {
+    t_type(m, "a", "f32[3, 3]"), t_type(m, "b", "f32[3, 2]"), t_type(m, "c", "f32[2, 5]");
+    t_type(m, "d", "f32[3, 7]"), t_type(m, "e", "f32[6, 5]"), t_type(m, "f", "f32[3, 12]"), t_type(m, "g", "f32[3, 5]");
+    const k_slice_param *s = t_param_of(m, "b", slice, k_slice_param);
+    CHECK(s->axis == 1 && s->begin == 2 && s->end == 4, "slice negatives resolved: axis %d [%lld, %lld)", s->axis, (long long)s->begin, (long long)s->end);
+    CHECK(t_param_of(m, "d", concat, k_concat_param)->dim == 1, "concat dim defaults to 1");
+    CHECK(t_param_of(m, "f", concat, k_concat_param)->dim == 1, "concat dim -1 -> 1");
+    CHECK(t_node(m, "f", concat)->nin == 3, "concat takes three inputs");
+    t_free(m);
+  }
+  t_err(MODEL("input x : f32[3, 5]\n y = slice(x, axis=1, begin=2, end=6)\n output y"), "slice: begin..end [2, 6) is not within axis 1 of size 5", "x f32[3, 5]");
+  t_err(MODEL("input x : f32[3, 5]\n y = slice(x, axis=1, begin=4, end=2)\n output y"), "slice: begin..end [4, 2)");
+  t_err(MODEL("input x : f32[3, 5]\n y = slice(x, axis=1, begin=-6, end=2)\n output y"), "slice: begin..end");
+  t_err(MODEL("input x : f32[3, 5]\n y = slice(x, axis=2, end=1)\n output y"), "slice: axis 2 is out of range");
+  t_err(MODEL("input x : f32[3, 5]\n y = slice(x, axis=0)\n output y"), "slice needs attribute 'end'");
+  t_err(MODEL("input x : f32[3, 5]\n input z : f32[4, 2]\n y = concat(x, z)\n output y"),
+        "concat: input 2 does not match input 1 outside dim 1", "x f32[3, 5], z f32[4, 2]");
+  t_err(MODEL("input x : f32[3, 5]\n input z : f32[3]\n y = concat(x, z, dim=0)\n output y"), "concat: input 2 does not match");
+  t_err(MODEL("input x : f32[3, 5]\n y = concat(x, x, dim=2)\n output y"), "concat: dim 2 is out of range");
+  t_err(MODEL("input x : f32[3, 5]\n y = concat(dim=0)\n output y"), "concat needs at least one input");
+}
+
+/* ---- GEMM family ---- */
+
+static void test_matmul(void) {
+  t_model *m = t_ok(MODEL("input a : f32[2, 1, 3, 4]\n input b : f32[5, 4, 6]\n input c : f32[6, 4]\n input d : f32[4, 3]\n"
+                          "x = matmul(a, b)\n y = matmul(a, c, transpose_b=true)\n z = matmul(d, c, transpose_a=true, transpose_b=true)\n"
+                          "output x, y, z"));
+  if (m) {
+    t_type(m, "x", "f32[2, 5, 3, 6]"), t_type(m, "y", "f32[2, 1, 3, 6]"), t_type(m, "z", "f32[3, 6]");
+    t_flops(m, "x", 2 * 2 * 5 * 3 * 6 * 4), t_flops(m, "z", 2 * 3 * 6 * 4);
+    t_free(m);
+  }
+  t_err(MODEL("input a : f32[3, 4]\n input b : f32[5, 6]\n y = matmul(a, b)\n output y"), "matmul: inner dimensions differ: 4 and 5", "a f32[3, 4], b f32[5, 6]");
+  t_err(MODEL("input a : f32[2, 3, 4]\n input b : f32[3, 4, 6]\n y = matmul(a, b)\n output y"), "matmul: batch dimensions do not broadcast");
+  t_err(MODEL("input a : f32[4]\n input b : f32[4, 6]\n y = matmul(a, b)\n output y"), "matmul: both inputs need rank 2 or more");
+}
+
+static void test_fully_connected(void) {
+  t_model *m = t_ok(MODEL("input x : f32[8, 2, 3]\n a = fully_connected(x, num_hidden=5)\n"
+                          "b = fully_connected(x, num_hidden=4, flatten=false, no_bias=true)\n"
+                          "param w : f32[7, 6]\n param bias : f32[7] = constant(0.5)\n c = fully_connected(x, w, bias, num_hidden=7)\n"
+                          "output a, b, c"));
+  if (m) {
+    t_type(m, "a", "f32[8, 5]"), t_type(m, "b", "f32[8, 2, 4]"), t_type(m, "c", "f32[8, 7]");
+    t_weight(m, "a.weight", "f32[5, 6]", 6.0), t_param(m, "a.bias", "f32[5]", IR_INIT_ZEROS, 0, 0);
+    t_weight(m, "b.weight", "f32[4, 3]", 3.0);
+    CHECK(ir_graph_find_tensor(m->g, "b.bias") < 0, "no_bias creates no b.bias");
+    CHECK(t_node(m, "b", fully_connected)->nin == 2, "no_bias: two inputs");
+    t_weight(m, "w", "f32[7, 6]", 6.0), t_param(m, "bias", "f32[7]", IR_INIT_CONSTANT, 0.5, 0);
+    t_flops(m, "a", 2 * 8 * 5 * 6), t_flops(m, "b", 2 * 8 * 2 * 4 * 3);
+    const k_fc_param *p = t_param_of(m, "b", fully_connected, k_fc_param);
+    CHECK(p->num_hidden == 4 && p->no_bias == 1 && p->flatten == 0, "fc param struct");
+    t_free(m);
+  }
+  t_err(MODEL("input x : f32[8, 6]\n param w : f32[5, 7]\n y = fully_connected(x, w, num_hidden=5)\n output y"),
+        "fully_connected: 'w' has shape [5, 7] but must be [5, 6]", "x f32[8, 6], w f32[5, 7]");
+  t_err(MODEL("input x : f32[8, 6]\n param w : f32[5, 6]\n param b : f32[4]\n y = fully_connected(x, w, b, num_hidden=5)\n output y"),
+        "fully_connected: 'b' has shape [4] but must be [5]");
+  t_err(MODEL("input x : f32[8, 6]\n param w : f32[5, 6]\n param b : f32[5]\n y = fully_connected(x, w, b, num_hidden=5, no_bias=true)\n output y"),
+        "fully_connected: a bias is given but no_bias is true");
+  t_err(MODEL("input x : f32[8, 6]\n y = fully_connected(x, num_hidden=0)\n output y"), "fully_connected: num_hidden must be positive");
+  t_err(MODEL("input x : f32[8]\n y = fully_connected(x, num_hidden=3)\n output y"), "fully_connected: data needs rank 2 or more", "x f32[8]");
+  t_err(MODEL("input x : f32[8, 6]\n y = fully_connected(x)\n output y"), "fully_connected needs attribute 'num_hidden'");
+  t_err(MODEL("input x : f32[8, 6]\n y = fully_connected(x, num_hiden=3)\n output y"), "did you mean 'num_hidden'");
+  m = t_ok(MODEL("input x : f32[6]\n y = fully_connected(x, num_hidden=3, flatten=false)\n output y"));
+  if (m) t_type(m, "y", "f32[3]"), t_weight(m, "y.weight", "f32[3, 6]", 6.0), t_free(m);
+}
+
+static void test_convolution(void) {
+  t_model *m = t_ok(MODEL("input x : f32[2, 3, 9, 11]\n input s : f32[2, 4, 10]\n"
+                          "a = convolution(x, num_filter=8, kernel=(3, 5), stride=(2, 3), pad=(1, 2))\n"
+                          "b = convolution(s, num_filter=6, kernel=3, stride=2, pad=1, dilate=2, num_group=2, no_bias=true)\n"
+                          "c = convolution(x, num_filter=4, kernel=(3, 3))\n output a, b, c"));
+  if (m) {
+    t_type(m, "a", "f32[2, 8, 5, 4]"), t_type(m, "b", "f32[2, 6, 4]"), t_type(m, "c", "f32[2, 4, 7, 9]");
+    t_weight(m, "a.weight", "f32[8, 3, 3, 5]", 45.0), t_param(m, "a.bias", "f32[8]", IR_INIT_ZEROS, 0, 0);
+    t_weight(m, "b.weight", "f32[6, 2, 3]", 6.0);
+    CHECK(ir_graph_find_tensor(m->g, "b.bias") < 0, "no_bias conv creates no bias");
+    const k_conv_param *p = t_param_of(m, "b", convolution, k_conv_param);
+    t_ints(&p->kernel, "(3)"), t_ints(&p->stride, "(2)"), t_ints(&p->pad, "(1)"), t_ints(&p->dilate, "(2)");
+    CHECK(p->num_group == 2 && p->no_bias == 1, "conv groups/no_bias");
+    p = t_param_of(m, "c", convolution, k_conv_param);
+    t_ints(&p->stride, "(1, 1)"), t_ints(&p->pad, "(0, 0)"), t_ints(&p->dilate, "(1, 1)");
+    t_flops(m, "a", 2LL * 2 * 8 * 5 * 4 * 3 * 15), t_flops(m, "b", 2LL * 2 * 6 * 4 * 2 * 3);
+    t_free(m);
+  }
+  t_err(MODEL("input x : f32[2, 3, 9, 9]\n y = convolution(x, num_filter=4, kernel=(3, 3), num_group=2)\n output y"),
+        "convolution: channels (3) and num_filter (4) must be divisible by num_group (2)", "x f32[2, 3, 9, 9]");
+  t_err(MODEL("input x : f32[2, 4, 9, 9]\n y = convolution(x, num_filter=3, kernel=(3, 3), num_group=2)\n output y"),
+        "must be divisible by num_group");
+  t_err(MODEL("input x : f32[2, 3, 4, 4]\n y = convolution(x, num_filter=4, kernel=(5, 5))\n output y"),
+        "convolution: the kernel (extent 5) is larger than the padded input (4)");
+  t_err(MODEL("input x : f32[2, 3, 6, 6]\n y = convolution(x, num_filter=4, kernel=(3, 3), dilate=3)\n output y"),
+        "the kernel (extent 7) is larger than the padded input (6)");
+  t_err(MODEL("input x : f32[2, 3, 9, 9]\n y = convolution(x, num_filter=4, kernel=3)\n output y"),
+        "convolution: a 1d convolution needs data of rank 3, got rank 4");
+  t_err(MODEL("input x : f32[2, 3, 9, 9]\n y = convolution(x, num_filter=4, kernel=(3, 3), stride=(1, 1, 1))\n output y"),
+        "convolution: stride has 3 entries but the kernel has 2");
+  t_err(MODEL("input x : f32[2, 3, 9, 9]\n y = convolution(x, num_filter=4, kernel=(3, 3), stride=0)\n output y"),
+        "kernel, stride and dilate must be positive");
+  t_err(MODEL("input x : f32[2, 3, 9, 9, 9]\n y = convolution(x, num_filter=4, kernel=(3, 3, 3))\n output y"),
+        "convolution: kernel must have 1 or 2 entries");
+  t_err(MODEL("input x : f32[2, 3, 9, 9]\n param w : f32[4, 3, 3, 2]\n y = convolution(x, w, num_filter=4, kernel=(3, 3), no_bias=true)\n output y"),
+        "convolution: 'w' has shape [4, 3, 3, 2] but must be [4, 3, 3, 3]");
+}
+
+static void test_pooling(void) {
+  t_model *m = t_ok(MODEL("input x : f32[2, 3, 9, 11]\n input s : f32[2, 3, 10]\n input q : f32[1, 1, 7, 7]\n"
+                          "a = pooling(x, kernel=(3, 2), stride=(2, 2), pad=(1, 0), pool_type=\"avg\")\n"
+                          "b = pooling(x, kernel=(2, 2))\n c = pooling(x, global_pool=true, pool_type=\"avg\")\n"
+                          "d = pooling(s, kernel=3, stride=2)\n e = pooling(q, kernel=3, stride=2, pad=1)\n output a, b, c, d, e"));
+  if (m) {
+    t_type(m, "a", "f32[2, 3, 5, 5]"), t_type(m, "b", "f32[2, 3, 4, 5]"), t_type(m, "c", "f32[2, 3, 1, 1]");
+    t_type(m, "d", "f32[2, 3, 4]"), t_type(m, "e", "f32[1, 1, 4, 4]");
+    const k_pool_param *p = t_param_of(m, "b", pooling, k_pool_param);
+    t_ints(&p->stride, "(2, 2)"), t_ints(&p->pad, "(0, 0)");
+    CHECK(p->pool_type == K_POOL_MAX, "pool_type defaults to max");
+    p = t_param_of(m, "c", pooling, k_pool_param);
+    t_ints(&p->kernel, "(9, 11)"), t_ints(&p->pad, "(0, 0)");
+    CHECK(p->pool_type == K_POOL_AVG && p->global_pool == 1, "global avg pool");
+    p = t_param_of(m, "e", pooling, k_pool_param);
+    t_ints(&p->kernel, "(3, 3)"), t_ints(&p->stride, "(2, 2)"), t_ints(&p->pad, "(1, 1)");
+    t_flops(m, "a", 2 * 3 * 5 * 5 * 6), t_flops(m, "c", 2 * 3 * 99);
+    t_free(m);
+  }
+  t_err(MODEL("input x : f32[2, 3, 9, 9]\n y = pooling(x, kernel=(3, 3), pad=2)\n output y"),
+        "pooling: pad (2) must be at most half the kernel (3)", "x f32[2, 3, 9, 9]");
+  t_err(MODEL("input x : f32[2, 3, 9, 9]\n y = pooling(x)\n output y"), "pooling: needs a kernel unless global_pool=true");
+  t_err(MODEL("input x : f32[2, 9]\n y = pooling(x, kernel=2)\n output y"), "pooling: needs data of rank 3 or 4", "got rank 2");
+  t_err(MODEL("input x : f32[2, 3, 2, 2]\n y = pooling(x, kernel=(3, 3))\n output y"), "pooling: the kernel (3) is larger than the padded input (2)");
+  t_err(MODEL("input x : f32[2, 3, 9, 9]\n y = pooling(x, kernel=2, pool_type=\"mean\")\n output y"), "pool_type", "\"mean\"");
+  t_err(MODEL("input x : f32[2, 3, 9, 9]\n y = pooling(x, kernel=(2, 2, 2))\n output y"), "pooling: kernel has 3 entries");
+}
+
+/* ---- normalisation, dropout, softmax ---- */
+
+static void test_norm(void) {
+  t_model *m = t_ok(MODEL("input x : f32[4, 3, 5, 5]\n input z : f32[4, 6, 7]\n bn = batch_norm(x)\n"
+                          "b2 = batch_norm(z, axis=-1, eps=0.001, momentum=0.5)\n ln = layer_norm(z)\n ln2 = layer_norm(z, axis=2)\n"
+                          "output bn, b2, ln, ln2"));
+  if (m) {
+    t_type(m, "bn", "f32[4, 3, 5, 5]"), t_type(m, "bn.saved_mean", "f32[3]"), t_type(m, "bn.saved_invstd", "f32[3]");
+    t_param(m, "bn.gamma", "f32[3]", IR_INIT_ONES, 0, 0), t_param(m, "bn.beta", "f32[3]", IR_INIT_ZEROS, 0, 0);
+    t_aux(m, "bn.moving_mean", "f32[3]", IR_INIT_ZEROS), t_aux(m, "bn.moving_var", "f32[3]", IR_INIT_ONES);
+    const ir_node *n = t_node(m, "bn", batch_norm);
+    CHECK(n && n->nin == 5 && n->nout == 3, "batch_norm reads data, gamma, beta, two aux; writes three outputs");
+    const k_batch_norm_param *p = t_param_of(m, "bn", batch_norm, k_batch_norm_param);
+    CHECK(p->axis == 1 && p->eps == 1e-5f && p->momentum == 0.9f, "batch_norm defaults");
+    p = t_param_of(m, "b2", batch_norm, k_batch_norm_param);
+    CHECK(p->axis == 2 && p->eps == 0.001f && p->momentum == 0.5f, "batch_norm axis -1 -> 2");
+    t_aux(m, "b2.moving_var", "f32[7]", IR_INIT_ONES);
+    t_type(m, "ln", "f32[4, 6, 7]"), t_type(m, "ln.saved_mean", "f32[4, 6]");
+    t_param(m, "ln.gamma", "f32[7]", IR_INIT_ONES, 0, 0), t_param(m, "ln.beta", "f32[7]", IR_INIT_ZEROS, 0, 0);
+    CHECK(t_param_of(m, "ln", layer_norm, k_layer_norm_param)->axis == 2, "layer_norm axis -1 -> 2");
+    CHECK(t_param_of(m, "ln", layer_norm, k_layer_norm_param)->eps == 1e-5f, "layer_norm eps default");
+    t_flops(m, "bn", 4 * 300);
+    t_free(m);
+  }
+  t_err(MODEL("input x : f32[4, 6, 7]\n y = layer_norm(x, axis=1)\n output y"), "layer_norm: normalises over the last axis only", "x f32[4, 6, 7]");
+  t_err(MODEL("input x : f32[4, 6, 7]\n y = batch_norm(x, axis=3)\n output y"), "batch_norm: axis 3 is out of range for a tensor of rank 3");
+  t_err(MODEL("input x : f32[4]\n y = batch_norm(x)\n output y"), "batch_norm: needs data of rank 2 or more");
+  t_err(MODEL("input x : f32[4, 3]\n y = batch_norm(x, eps=0)\n output y"), "batch_norm: eps must be positive");
+  t_err(MODEL("input x : f32[4, 3]\n y = batch_norm(x, momentum=1.5)\n output y"), "batch_norm: momentum must be within [0, 1]");
+  t_err(MODEL("input x : f32[4, 3]\n param g : f32[4]\n y = batch_norm(x, g)\n output y"), "batch_norm: 'g' has shape [4] but must be [3]");
+  t_err(MODEL("input x : f32[4, 3]\n y = batch_norm(x, moving_mean=1)\n output y"), "'moving_mean' is an input of batch_norm; pass it positionally");
+}
+
+static void test_dropout_softmax(void) {
+  t_model *m = t_ok(MODEL("input x : f32[4, 3, 5]\n d = dropout(x)\n e = dropout(x, p=0.1)\n s = softmax(x)\n"
+                          "l = log_softmax(x, axis=1)\n t = softmax(x, axis=-3)\n output d, e, s, l, t"));
+  if (m) {
+    t_type(m, "d", "f32[4, 3, 5]"), t_type(m, "d.mask", "f32[4, 3, 5]");
+    CHECK(t_param_of(m, "d", dropout, k_dropout_param)->p == 0.5f, "dropout p defaults to 0.5");
+    CHECK(t_param_of(m, "e", dropout, k_dropout_param)->p == 0.1f, "dropout p=0.1");
+    t_type(m, "s", "f32[4, 3, 5]"), t_type(m, "l", "f32[4, 3, 5]");
+    CHECK(t_param_of(m, "s", softmax, k_softmax_param)->axis == 2, "softmax axis -1 -> 2");
+    CHECK(t_param_of(m, "l", log_softmax, k_softmax_param)->axis == 1, "log_softmax axis 1");
+    CHECK(t_param_of(m, "t", softmax, k_softmax_param)->axis == 0, "softmax axis -3 -> 0");
+    t_flops(m, "s", 3 * 60);
+    t_free(m);
+  }
+  t_err(MODEL("input x : f32[4, 3]\n y = dropout(x, p=1.5)\n output y"), "dropout: p must be within [0, 1]", "x f32[4, 3]");
+  t_err(MODEL("input x : f32[4, 3]\n y = softmax(x, axis=2)\n output y"), "softmax: axis 2 is out of range for a tensor of rank 2", "x f32[4, 3]");
+  t_err(MODEL("input x : f32[4, 3]\n y = log_softmax(x, axis=-3)\n output y"), "log_softmax: axis -3 is out of range");
+  t_err(MODEL("input x : f32[]\n y = softmax(x)\n output y"), "softmax: needs a tensor of rank 1 or more");
+}
+
+static void test_embedding_loss(void) {
+  t_model *m = t_ok(MODEL("input i : i32[2, 3]\n input y : i32[2]\n e = embedding(i, input_dim=10, output_dim=4)\n"
+                          "f = flatten(e)\n logits = fully_connected(f, num_hidden=5)\n loss = softmax_cross_entropy(logits, y)\n"
+                          "output e\n train loss with sgd(lr=0.1)"));
+  if (m) {
+    t_type(m, "e", "f32[2, 3, 4]"), t_type(m, "loss", "f32[]");
+    t_param(m, "e.weight", "f32[10, 4]", IR_INIT_NORMAL, 0, 1);
+    t_weight(m, "logits.weight", "f32[5, 12]", 12.0);
+    t_flops(m, "loss", 4 * 10);
+    t_free(m);
+  }
+  t_err(MODEL("input i : f32[2, 3]\n e = embedding(i, input_dim=10, output_dim=4)\n output e"),
+        "embedding: argument 'indices' must be i32, but 'i' is f32[2, 3]");
+  t_err(MODEL("input i : i32[2]\n e = embedding(i, input_dim=0, output_dim=4)\n output e"), "embedding: input_dim and output_dim must be positive");
+  t_err(MODEL("input i : i32[2]\n param w : f32[10, 5]\n e = embedding(i, w, input_dim=10, output_dim=4)\n output e"),
+        "embedding: 'w' has shape [10, 5] but must be [10, 4]");
+  t_err(MODEL("input x : f32[2, 5]\n input y : f32[2]\n l = softmax_cross_entropy(x, y)\n output l"),
+        "softmax_cross_entropy: argument 'label' must be i32, but 'y' is f32[2]");
+  t_err(MODEL("input x : f32[2, 5]\n input y : i32[3]\n l = softmax_cross_entropy(x, y)\n output l"),
+        "softmax_cross_entropy: label must be [2] to match the logits' batch", "x f32[2, 5], y i32[3]");
+  t_err(MODEL("input x : f32[2, 5, 3]\n input y : i32[2]\n l = softmax_cross_entropy(x, y)\n output l"),
+        "softmax_cross_entropy: logits must be [batch, classes], got rank 3");
+  t_err(MODEL("input x : f32[2, 5]\n l = relu(x)\n train l with sgd(lr=0.1)"), "train target 'l' must be a scalar f32[], but it is f32[2, 5]");
+}
+
+/* ---- initializers, optimizers ---- */
+
+static void test_init_optim(void) {
+  t_model *m = t_ok(MODEL("input x : f32[2, 3]\n param w : f32[4, 3] = normal(std=0.01)\n param b = constant(0.5)\n"
+                          "param w2 = uniform(-0.2, 0.3)\n param b2 = zeros()\n param w3 = xavier()\n param g = ones()\n"
+                          "param w4 = normal(1, 2)\n"
+                          "h = fully_connected(x, w, b, num_hidden=4)\n k = fully_connected(h, w2, b2, num_hidden=2)\n"
+                          "j = fully_connected(h, w3, num_hidden=2, no_bias=true)\n n = layer_norm(h, g)\n"
+                          "o = fully_connected(h, w4, num_hidden=1, no_bias=true)\n"
+                          "loss = mean(k)\n output j, n, o\n train loss with adam()"));
+  if (m) {
+    t_param(m, "w", "f32[4, 3]", IR_INIT_NORMAL, 0, 0.01), t_param(m, "b", "f32[4]", IR_INIT_CONSTANT, 0.5, 0);
+    t_param(m, "w2", "f32[2, 4]", IR_INIT_UNIFORM, -0.2, 0.3), t_param(m, "b2", "f32[2]", IR_INIT_ZEROS, 0, 0);
+    t_param(m, "w3", "f32[2, 4]", IR_INIT_XAVIER, 0, 0), t_param(m, "g", "f32[4]", IR_INIT_ONES, 0, 0);
+    t_param(m, "w4", "f32[1, 4]", IR_INIT_NORMAL, 1, 2), t_param(m, "n.beta", "f32[4]", IR_INIT_ZEROS, 0, 0);
+    const ir_optimizer *o = &m->g->optim;
+    CHECK(m->g->has_train && o->kind == IR_OPT_ADAM && o->lr == 0.001f && o->adam.beta1 == 0.9f && o->adam.beta2 == 0.999f &&
+          o->adam.eps == 1e-8f && o->adam.wd == 0, "adam defaults");
+    CHECK(m->g->loss == ir_graph_find_tensor(m->g, "loss"), "train target");
+    t_free(m);
+  }
+  m = t_ok(MODEL("input x : f32[2]\n loss = sum(x * x)\n train loss with sgd(lr=0.05, momentum=0.9)"));
+  if (m) {
+    const ir_optimizer *o = &m->g->optim;
+    CHECK(o->kind == IR_OPT_SGD && o->lr == 0.05f && o->sgd.momentum == 0.9f && o->sgd.wd == 0, "sgd attributes");
+    t_free(m);
+  }
+  m = t_ok(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with adam(lr=0.01, beta2=0.99, wd=0.1)"));
+  if (m) CHECK(m->g->optim.lr == 0.01f && m->g->optim.adam.beta2 == 0.99f && m->g->optim.adam.beta1 == 0.9f && m->g->optim.adam.wd == 0.1f, "adam overrides"), t_free(m);
+  t_err(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with sgd()"), "sgd needs a learning rate");
+  t_err(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with adamw()"), "unknown optimizer 'adamw'", "did you mean 'adam'");
+  t_err(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with adam(lr=-1)"), "the learning rate must be positive");
+  t_err(MODEL("input x : f32[2, 3]\n param w = normall()\n y = fully_connected(x, w, num_hidden=2, no_bias=true)\n output y"),
+        "unknown initializer 'normall'", "did you mean 'normal'");
+  t_err(MODEL("input x : f32[2, 3]\n param w = constant()\n y = fully_connected(x, w, num_hidden=2, no_bias=true)\n output y"),
+        "constant needs 'value'");
+  t_err(MODEL("input x : f32[2, 3]\n param w : f32[2, 3]\n y = relu(x)\n output y\n param v\n"), "parameter 'v' has no declared shape and no op infers one");
+}
+
+/* ---- naming rules of SPEC section 1 ---- */
+
+static void test_naming(void) {
+  t_model *m = t_ok("dim batch = 4\n"
+                    "def blk(x, n: int, k: int = 2) {\n c = fully_connected(x, num_hidden=n * k)\n return relu(fully_connected(c, num_hidden=n))\n}\n"
+                    "def two(x) {\n a = relu(x)\n return a, sigmoid(x)\n}\n"
+                    MODEL("input x : f32[batch, 6]\n h = relu(fully_connected(x, num_hidden=8))\n b1 = blk(h, n=3)\n"
+                          "p, q = two(b1)\n output p, q"));
+  if (m) {
+    t_type(m, "h", "f32[4, 8]"), t_weight(m, "h.weight", "f32[8, 6]", 6.0), t_param(m, "h.bias", "f32[8]", IR_INIT_ZEROS, 0, 0);
+    t_weight(m, "b1.c.weight", "f32[6, 8]", 8.0), t_weight(m, "b1.weight", "f32[3, 6]", 6.0), t_type(m, "b1", "f32[4, 3]");
+    t_node(m, "b1", relu), t_node(m, "b1.c", fully_connected);
+    /* p is the def's own `a` (named p.a); q is a fresh node, named by its target */
+    const ir_tensor *p = t_tensor(m, "p.a", __LINE__), *q = t_tensor(m, "q", __LINE__);
+    CHECK(p && q && p->producer >= 0 && q->producer >= 0 && ir_node_at(m->g, p->producer)->op == IR_OP_relu &&
+          ir_node_at(m->g, q->producer)->op == IR_OP_sigmoid, "multi-target assignment binds p to relu, q to sigmoid");
+    CHECK(m->g->outputs.len == 2 && IR_VEC_AT(m->g->outputs, int, 1) == ir_graph_find_tensor(m->g, "q"), "output q");
+    t_type(m, "p.a", "f32[4, 3]"), t_type(m, "q", "f32[4, 3]");
+    t_free(m);
+  }
+  const char *src = "dim batch = 4\n" MODEL("input x : f32[batch, 6]\n y = fully_connected(x, num_hidden=2)\n output y");
+  fe_define one = {"batch", 1};
+  t_model *d = t_lower_defs(src, &one, 1);
+  if (CHECK(d->g != NULL, "-D batch=1 lowers: %s", d->msg ? d->msg : "")) t_type(d, "y", "f32[1, 2]"), t_type(d, "x", "f32[1, 6]");
+  t_free(d);
+  fe_define bad = {"bach", 2};
+  d = t_lower_defs(src, &bad, 1);
+  CHECK(d->g == NULL && d->msg && strstr(d->msg, "no dim named 'bach'") && strstr(d->msg, "did you mean 'batch'"), "-D of an unknown dim: %s", d->msg ? d->msg : "");
+  t_free(d);
+  t_err(MODEL("input x : f32[2, 6]\n y = fully_connected(x, num_hidden=2) + fully_connected(x, num_hidden=2)\n output y"),
+        "would create parameters named 'y.*'", "give one of them its own statement");
+  t_err(MODEL("input x : f32[2, 6]\n y = relu(x)\n y = sigmoid(x)\n output y"), "'y' is already defined");
+  t_err("def two(x) {\n return relu(x), relu(x)\n}\n" MODEL("input x : f32[2]\n a, b, c = two(x)\n output a"),
+        "3 names are assigned but def 'two' returns 2 values");
+}
+
+/* Every op of the registry lowered cleanly in at least one model above. */
+static void test_coverage(void) {
+  for (int op = 0; op < IR_OP_COUNT; op++) CHECK(covered[op], "op %s is not covered", ir_ops[op].name);
+}
+
+int main(void) {
+  test_binary();
+  test_unary();
+  test_reduce();
+  test_reshape_flatten();
+  test_transpose_dims();
+  test_squeeze_broadcast();
+  test_slice_concat();
+  test_matmul();
+  test_fully_connected();
+  test_convolution();
+  test_pooling();
+  test_norm();
+  test_dropout_softmax();
+  test_embedding_loss();
+  test_init_optim();
+  test_naming();
+  test_coverage();
+  printf("infer: %d passed, %d failed\n", passed, failed);
+  return failed != 0;
+}
