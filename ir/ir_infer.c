@@ -104,12 +104,21 @@ static int ir_infer_node(ir_graph *g, ir_diag *d, ir_node *n) {
   return 0;
 }
 
-/* After the nodes: parameters nothing gave a shape, and a train target that is no scalar. */
+static bool ir_infer_is_read(const ir_graph *g, int ti) {
+  for (int i = 0; i < ir_nnodes(g); i++)
+    for (int j = 0; j < ir_node_at(g, i)->nin; j++)
+      if (ir_node_at(g, i)->in[j] == ti) return true;
+  return false;
+}
+
+/* After the nodes: parameters nothing gave a shape, and a train target that is no scalar.
+ * A parameter some node reads lacks a shape only because that node failed or was skipped,
+ * which is reported already. */
 static int ir_infer_finish(ir_graph *g, ir_diag *d) {
   int errors = 0;
   for (int i = 0; i < ir_ntensors(g); i++) {
     ir_tensor *t = ir_tensor_at(g, i);
-    if ((t->kind == IR_T_PARAM || t->kind == IR_T_AUX) && !t->shape_known) {
+    if ((t->kind == IR_T_PARAM || t->kind == IR_T_AUX) && !t->shape_known && !ir_infer_is_read(g, i)) {
       ir_error(d, t->loc, "parameter '%s' has no declared shape and no op infers one", t->name);
       errors++;
     }
