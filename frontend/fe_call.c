@@ -73,6 +73,14 @@ static int fe_op_param(fe_lower *L, fe_stmt_ctx *st, const char *role, bool aux,
   return ir_graph_add_tensor(L->g, name, aux ? IR_T_AUX : IR_T_PARAM, loc);
 }
 
+/* A declared param passed for an aux state (as the printer writes batch_norm's moving
+ * statistics) becomes aux: the op updates it, the optimizer does not. Only params can be. */
+static int fe_op_aux_given(fe_lower *L, const ir_opdef *op, const char *role, int t, ir_loc loc) {
+  ir_tensor *x = ir_tensor_at(L->g, t);
+  if (x->kind == IR_T_PARAM || x->kind == IR_T_AUX) return x->kind = IR_T_AUX, 0;
+  return ir_error(L->d, loc, "%s's aux state '%s' must be a param, but '%s' is not one", op->name, role, x->name), 1;
+}
+
 /* Positional tensors, then the omitted learnable args and aux states, created. */
 static int fe_op_inputs(fe_lower *L, fe_stmt_ctx *st, const ir_opdef *op, const fe_expr *e,
                         const int *pos, int npos, const void *param, int *in) {
@@ -84,6 +92,7 @@ static int fe_op_inputs(fe_lower *L, fe_stmt_ctx *st, const ir_opdef *op, const 
   for (int i = 0; i < nargs + naux; i++) {
     bool aux = i >= nargs;
     const char *role = aux ? op->aux[i - nargs] : op->args[i];
+    if (i < npos && aux && fe_op_aux_given(L, op, role, pos[i], e->loc)) return -1;
     if (i < npos) { in[n++] = pos[i]; continue; }
     if (!aux && fe_op_omits(op, i, param)) continue;
     if (!aux && !(op->learnable >> i & 1))
