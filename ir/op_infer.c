@@ -339,8 +339,8 @@ int ir_infer_pooling(ir_infer *x) {
   if (sp != 1 && sp != 2) return ir_infer_fail(x, "needs data of rank 3 or 4 (1-D or 2-D pooling), got rank %d", d->rank);
   if (p->global_pool) {
     p->kernel.n = sp;
-    for (int i = 0; i < sp; i++) p->kernel.v[i] = d->d[2 + i];
-    p->stride.n = p->pad.n = 0;
+    for (int i = 0; i < sp; i++) p->kernel.v[i] = d->d[2 + i], p->stride.v[i] = 1;
+    p->stride.n = sp, p->pad.n = 0;             /* stride 1, pad 0, as k_params.h says */
   } else if (p->kernel.n == 0) {
     return ir_infer_fail(x, "needs a kernel unless global_pool=true");
   }
