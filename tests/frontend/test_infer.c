@@ -411,6 +411,11 @@ static void test_convolution(void) {
         "the kernel (extent 7) is larger than the padded input (6)");
   t_err(MODEL("input x : f32[2, 3, 9, 9]\n y = convolution(x, num_filter=4, kernel=3)\n output y"),
         "convolution: a 1d convolution needs data of rank 3, got rank 4");
+  /* one mistake, one error: the parameters of the failed node and of later nodes stay quiet */
+  t_model *m1 = t_lower_defs(MODEL("input x : f32[2, 3, 9, 9]\n y = convolution(x, num_filter=4, kernel=3)\n"
+                                   "z = fully_connected(y, num_hidden=2)\n output z"), NULL, 0);
+  CHECK(m1->d.errors == 1, "a failed convolution gives 1 error, not %d:\n%s", m1->d.errors, m1->msg ? m1->msg : "");
+  t_free(m1);
   t_err(MODEL("input x : f32[2, 3, 9, 9]\n y = convolution(x, num_filter=4, kernel=(3, 3), stride=(1, 1, 1))\n output y"),
         "convolution: stride has 3 entries but the kernel has 2");
   t_err(MODEL("input x : f32[2, 3, 9, 9]\n y = convolution(x, num_filter=4, kernel=(3, 3), stride=0)\n output y"),
@@ -433,7 +438,7 @@ static void test_pooling(void) {
     t_ints(&p->stride, "(2, 2)"), t_ints(&p->pad, "(0, 0)");
     CHECK(p->pool_type == K_POOL_MAX, "pool_type defaults to max");
     p = t_param_of(m, "c", pooling, k_pool_param);
-    t_ints(&p->kernel, "(9, 11)"), t_ints(&p->pad, "(0, 0)");
+    t_ints(&p->kernel, "(9, 11)"), t_ints(&p->stride, "(1, 1)"), t_ints(&p->pad, "(0, 0)");
     CHECK(p->pool_type == K_POOL_AVG && p->global_pool == 1, "global avg pool");
     p = t_param_of(m, "e", pooling, k_pool_param);
     t_ints(&p->kernel, "(3, 3)"), t_ints(&p->stride, "(2, 2)"), t_ints(&p->pad, "(1, 1)");
@@ -480,6 +485,15 @@ static void test_norm(void) {
   t_err(MODEL("input x : f32[4, 3]\n y = batch_norm(x, momentum=1.5)\n output y"), "batch_norm: momentum must be within [0, 1]");
   t_err(MODEL("input x : f32[4, 3]\n param g : f32[4]\n y = batch_norm(x, g)\n output y"), "batch_norm: 'g' has shape [4] but must be [3]");
   t_err(MODEL("input x : f32[4, 3]\n y = batch_norm(x, moving_mean=1)\n output y"), "'moving_mean' is an input of batch_norm; pass it positionally");
+  t_err(MODEL("input x : f32[4, 3]\n input z : f32[3]\n y = batch_norm(x, z, z, z)\n output y"),
+        "batch_norm's aux state 'moving_mean' must be a param, but 'z' is not one");
+  m = t_ok(MODEL("input x : f32[4, 3]\n param g : f32[3]\n param mm = constant(0.5)\n param mv\n y = batch_norm(x, g, g, mm, mv)\n output y"));
+  if (m) {
+    t_param(m, "g", "f32[3]", IR_INIT_ONES, 0, 0);
+    t_param_line(m, "mm", "f32[3]", IR_T_AUX, IR_INIT_CONSTANT, 0.5, 0, __LINE__);   /* declared aux keeps its init */
+    t_aux(m, "mv", "f32[3]", IR_INIT_ONES);
+    t_free(m);
+  }
 }
 
 static void test_dropout_softmax(void) {
