@@ -171,11 +171,13 @@ int ir_infer_expand_dims(ir_infer *x) {
 }
 
 /* torch.squeeze: without axis, every size-1 axis goes; a listed axis whose size is not 1
- * stays, as torch.squeeze(x, dim) leaves it. */
+ * stays, as torch.squeeze(x, dim) leaves it. Normalised to the axes removed; when listed
+ * axes remove none, they stay listed, since an empty list would read back as "all". */
 int ir_infer_squeeze(ir_infer *x) {
   k_squeeze_param *p = x->param;
   bool drop[K_MAX_RANK] = {0};
   int r = x->in[0].rank;
+  k_ints given = p->axis;
   for (int i = 0; i < p->axis.n; i++) {
     if (ir_norm_axis(x, &p->axis.v[i], r, "axis")) return 1;
     drop[p->axis.v[i]] = x->in[0].d[p->axis.v[i]] == 1;
@@ -186,6 +188,10 @@ int ir_infer_squeeze(ir_infer *x) {
   for (int i = 0; i < r; i++) {
     if (drop[i]) p->axis.v[p->axis.n++] = i;
     else out.d[out.rank++] = x->in[0].d[i];
+  }
+  if (p->axis.n == 0 && given.n > 0) {
+    p->axis = given;
+    for (int i = 0; i < given.n; i++) p->axis.v[i] = given.v[i] < 0 ? given.v[i] + r : given.v[i];
   }
   ir_set_out(x, 0, out);
   return 0;
