@@ -120,8 +120,20 @@ static void test_temp_contract(void) {
   for (int j = 0; j < c.nargs; j++) kt_tensor_free(&c.in[j]);
 }
 
+/* A first layer's data takes no gradient (req kNullOp): the weight and bias gradients must
+ * still be right, through both the im2col and the pointwise paths. */
+static void test_no_data_grad(const conv_spec *s) {
+  k_conv_param p = make_param(s);
+  kt_case c = make_case(s, &p);
+  c.no_grad = 1;
+  kt_gradcheck(&c);
+  for (int j = 0; j < c.nargs; j++) kt_tensor_free(&c.in[j]);
+}
+
 int main(void) {
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) check_conv(&specs[i]);
+  test_no_data_grad(&specs[1]);
+  test_no_data_grad(&specs[6]);
   test_temp_contract();
   return kt_finish("test_conv");
 }

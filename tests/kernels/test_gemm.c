@@ -38,7 +38,8 @@ static void ref_matmul(const k_tensor *a, const k_tensor *b, const k_shape *o, i
   }
 }
 
-static void check_matmul(const char *name, k_shape as, k_shape bs, k_shape os, int ta, int tb) {
+static void check_matmul_ng(const char *name, k_shape as, k_shape bs, k_shape os, int ta, int tb,
+                            uint32_t no_grad) {
   k_matmul_param p = {ta, tb};
   kt_case c = {0};
   c.name = name; c.fwd = k_matmul_forward; c.bwd = k_matmul_backward;
@@ -48,6 +49,7 @@ static void check_matmul(const char *name, k_shape as, k_shape bs, k_shape os, i
   c.out_shape[0] = os;
   c.param = &p;
   c.deps_og = 1; c.deps_in = 3;
+  c.no_grad = no_grad;
   k_tensor out[KT_MAX_IO];
   int rc = kt_forward(&c, out);
   KT_CHECK(rc == 0, "%s forward rc", name);
@@ -62,7 +64,16 @@ static void check_matmul(const char *name, k_shape as, k_shape bs, k_shape os, i
   kt_tensor_free(&c.in[1]);
 }
 
+static void check_matmul(const char *name, k_shape as, k_shape bs, k_shape os, int ta, int tb) {
+  check_matmul_ng(name, as, bs, os, ta, tb, 0);
+}
+
 static void test_matmul(void) {
+  /* only one operand wants a gradient (the other's req is kNullOp), folded and looped paths */
+  check_matmul_ng("matmul no grad a (folded)", kt_shape(3, 2, 3, 4), kt_shape(2, 4, 5),
+                  kt_shape(3, 2, 3, 5), 0, 0, 1);
+  check_matmul_ng("matmul no grad b (broadcast)", kt_shape(4, 2, 1, 3, 4), kt_shape(3, 3, 4, 5),
+                  kt_shape(4, 2, 3, 3, 5), 0, 0, 2);
   check_matmul("matmul 2d", kt_shape(2, 3, 4), kt_shape(2, 4, 5), kt_shape(2, 3, 5), 0, 0);
   check_matmul("matmul 2d ta", kt_shape(2, 4, 3), kt_shape(2, 4, 5), kt_shape(2, 3, 5), 1, 0);
   check_matmul("matmul 2d tb", kt_shape(2, 3, 4), kt_shape(2, 5, 4), kt_shape(2, 3, 5), 0, 1);
@@ -98,7 +109,7 @@ static void ref_fc(const float *x, const float *w, const float *b, int64_t rows,
 }
 
 static void check_fc(const char *name, k_shape ds, int64_t H, int flatten, int no_bias,
-                     k_shape os, int64_t rows, int64_t in) {
+                     k_shape os, int64_t rows, int64_t in, uint32_t no_grad) {
   k_fc_param p = {H, no_bias, flatten};
   kt_case c = {0};
   c.name = name; c.fwd = k_fully_connected_forward; c.bwd = k_fully_connected_backward;
@@ -109,6 +120,7 @@ static void check_fc(const char *name, k_shape ds, int64_t H, int flatten, int n
   c.out_shape[0] = os;
   c.param = &p;
   c.deps_og = 1; c.deps_in = 3;
+  c.no_grad = no_grad;
   k_tensor out[KT_MAX_IO];
   KT_CHECK(kt_forward(&c, out) == 0, "%s forward rc", name);
   float *want = malloc((size_t)(rows * H) * sizeof(float));
@@ -122,11 +134,12 @@ static void check_fc(const char *name, k_shape ds, int64_t H, int flatten, int n
 }
 
 static void test_fc(void) {
-  check_fc("fc flatten 2d", kt_shape(2, 5, 7), 4, 1, 0, kt_shape(2, 5, 4), 5, 7);
-  check_fc("fc flatten 4d", kt_shape(4, 3, 2, 2, 3), 6, 1, 0, kt_shape(2, 3, 6), 3, 12);
-  check_fc("fc flatten no_bias", kt_shape(3, 4, 2, 3), 5, 1, 1, kt_shape(2, 4, 5), 4, 6);
-  check_fc("fc last axis", kt_shape(3, 2, 3, 5), 4, 0, 0, kt_shape(3, 2, 3, 4), 6, 5);
-  check_fc("fc last axis no_bias", kt_shape(3, 2, 3, 5), 4, 0, 1, kt_shape(3, 2, 3, 4), 6, 5);
+  check_fc("fc flatten 2d", kt_shape(2, 5, 7), 4, 1, 0, kt_shape(2, 5, 4), 5, 7, 0);
+  check_fc("fc flatten 4d", kt_shape(4, 3, 2, 2, 3), 6, 1, 0, kt_shape(2, 3, 6), 3, 12, 0);
+  check_fc("fc flatten no_bias", kt_shape(3, 4, 2, 3), 5, 1, 1, kt_shape(2, 4, 5), 4, 6, 0);
+  check_fc("fc last axis", kt_shape(3, 2, 3, 5), 4, 0, 0, kt_shape(3, 2, 3, 4), 6, 5, 0);
+  check_fc("fc last axis no_bias", kt_shape(3, 2, 3, 5), 4, 0, 1, kt_shape(3, 2, 3, 4), 6, 5, 0);
+  check_fc("fc no data grad", kt_shape(2, 5, 7), 4, 1, 0, kt_shape(2, 5, 4), 5, 7, 1);
 }
 
 /* kAddTo on the forward adds onto the buffer; kNullOp leaves it untouched. */
