@@ -1,7 +1,7 @@
 /* k_conv.c — convolution (F.conv1d / F.conv2d with stride, padding, dilation and groups),
  * forward and backward, by im2col + cblas_sgemm. Samples are taken in chunks wide enough to give
- * the GEMM about K_CONV_COLS columns (small feature maps otherwise make GEMMs too thin to run
- * fast). A 1-D convolution runs as a 2-D one of height 1. Buffers live in c->temp. */
+ * the GEMM about K_CONV_COLS columns (small feature maps otherwise make many thin GEMMs).
+ * A 1-D convolution runs as a 2-D one of height 1. Buffers live in c->temp. */
 #include "kernels.h"
 
 #include <cblas.h>
@@ -17,13 +17,19 @@ typedef struct {
   int64_t S;                     /* samples per chunk */
 } k_conv_geom;
 
-/* Target GEMM width: below about a thousand columns OpenBLAS's kernels lose much of their
- * speed on the thin (few-filter) products convolutions make. */
+/* Minimum GEMM width: samples are batched so that a product has at least this many columns,
+ * amortising OpenBLAS's per-call packing of the weights (and its thread start-up when it is
+ * threaded) — an 8x8 feature map gives only 64 columns per sample. */
 #define K_CONV_COLS 1024
 
 static int64_t k_conv_out_len(int64_t in, int64_t k, int64_t s, int64_t pad, int64_t dil) {
   int64_t span = dil * (k - 1) + 1;
   return in + 2 * pad < span ? 0 : (in + 2 * pad - span) / s + 1;
+}
+
+/* A 1x1 kernel with unit stride and no padding reads the input as its own column buffer. */
+static int k_conv_is_pointwise(const k_conv_geom *g) {
+  return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
 }
 
 /* Reads 1-D parameters into the height-1 slot so the rest of the file sees only 2-D. */
@@ -43,8 +49,7 @@ static k_conv_geom k_conv_geometry(const k_shape *x, const k_shape *w, const k_c
   g.OW = k_conv_out_len(g.W, g.kw, g.sw, g.pw, g.dw);
   g.ckk = g.C * g.kh * g.kw;
   g.ohw = g.OH * g.OW;
-  int pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
-  g.S = (pointwise || g.ohw == 0) ? 1 : (K_CONV_COLS + g.ohw - 1) / g.ohw;
+  g.S = (k_conv_is_pointwise(&g) || g.ohw == 0) ? 1 : (K_CONV_COLS + g.ohw - 1) / g.ohw;
   if (g.S > g.N) g.S = g.N > 0 ? g.N : 1;
   return g;
 }
@@ -63,11 +68,6 @@ static int64_t k_conv_temp_floats(const k_conv_geom *g) {
 size_t k_conv_temp_bytes(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
   k_conv_geom g = k_conv_geometry(data, weight, p);
   return (size_t)k_conv_temp_floats(&g) * sizeof(float);
-}
-
-/* A 1x1 kernel with unit stride and no padding reads the input as its own column buffer. */
-static int k_conv_is_pointwise(const k_conv_geom *g) {
-  return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
 }
 
 /* Output columns [lo, hi) whose tap kj lands inside the row (iw = ow*sw - pw + kj*dw in
