@@ -181,7 +181,13 @@ int kt_gradcheck(const kt_case *cc) {
   int fails = 0;
   for (int k = 0; k < c.nvisible; k++) r[k] = kt_tensor_f32(c.out_shape[k], -1, 1, 500 + k);
   if (kt_forward(&c, fwd_out)) fails++;
-  for (int j = 0; j < c.nargs; j++) grads[j] = kt_alloc_like(c.in[j].shape, c.in[j].dtype);
+  /* kWriteTo must overwrite: gradient buffers start as NaN, so a kernel that accumulates
+   * (or skips elements) fails the check instead of passing on zeroed memory. */
+  for (int j = 0; j < c.nargs; j++) {
+    grads[j] = kt_alloc_like(c.in[j].shape, c.in[j].dtype);
+    if (c.in[j].dtype == K_F32 && !(c.no_grad >> j & 1))
+      for (int64_t i = 0; i < k_shape_numel(&grads[j].shape); i++) ((float *)grads[j].data)[i] = NAN;
+  }
   if (!fails && kt_backward(&c, r, fwd_out, grads, kWriteTo)) fails++;
   for (int j = 0; j < c.nargs && !fails; j++)
     if (c.in[j].dtype == K_F32 && !(c.no_grad >> j & 1)) fails += kt_check_arg(&c, j, r, grads[j].data);
