@@ -221,7 +221,8 @@ def shp(s):
 
 def binary_cases(R):
     # (a shape, b shape): same shape, trailing broadcast, both sides broadcasting, scalar.
-    shapes = [((3, 4), (3, 4)), ((2, 3, 4), (4,)), ((2, 1, 4), (3, 1)), ((5,), ()), ((1, 3), (2, 1, 3))]
+    shapes = [((3, 4), (3, 4)), ((2, 3, 4), (4,)), ((2, 1, 4), (3, 1)), ((5,), ()), ((1, 3), (2, 1, 3)),
+              ((4, 3, 5), (4, 1, 5)), ((64, 129), (64, 129)), ((3, 4), (1, 4))]
     if R.quick:
         shapes = shapes[1:3]
     ops = {
@@ -265,7 +266,7 @@ def unary_cases(R):
         "relu": (F.relu, with_zeros), "sigmoid": (torch.sigmoid, None), "tanh": (torch.tanh, None),
         "softplus": (F.softplus, None), "gelu": (F.gelu, None),
     }
-    shapes = [(7,), (3, 5), (2, 3, 4)] if not R.quick else [(3, 5)]
+    shapes = [(7,), (3, 5), (2, 3, 4), (33, 65)] if not R.quick else [(3, 5)]
     for op, (fn, dom) in fns.items():
         for s in shapes:
             x = R.randn(*s, lo=-4, hi=4)
@@ -308,7 +309,8 @@ def unary_cases(R):
 
 
 def reduce_cases(R):
-    shapes = [((3, 4, 5), None), ((3, 4, 5), (1,)), ((3, 4, 5), (0, 2)), ((6, 7), (-1,)), ((2, 3, 2, 3), (1, 3))]
+    shapes = [((3, 4, 5), None), ((3, 4, 5), (1,)), ((3, 4, 5), (0, 2)), ((6, 7), (-1,)), ((2, 3, 2, 3), (1, 3)),
+              ((64, 300), (1,)), ((50, 40), None)]
     if R.quick:
         shapes = shapes[1:3]
     for op in ("sum", "mean", "max"):
@@ -421,7 +423,10 @@ def conv_cases(R):
             ((2, 3, 9, 9), 5, (2, 3), (3, 2), (1, 0), (2, 1), 1, False),
             ((3, 8, 10, 10), 16, (3, 3), (1, 1), (1, 1), (1, 1), 1, False),
             ((4, 16, 12, 12), 32, (3, 3), (1, 1), (1, 1), (1, 1), 1, False),
-            ((2, 6, 40), 9, (5,), (1,), (2,), (1,), 3, False)]
+            ((2, 6, 40), 9, (5,), (1,), (2,), (1,), 3, False),
+            ((8, 4, 16, 16), 8, (3, 3), (1, 1), (1, 1), (1, 1), 1, False),   # several samples per GEMM chunk
+            ((5, 3, 33, 33), 4, (1, 1), (2, 2), (0, 0), (1, 1), 1, True),
+            ((3, 4, 700), 5, (7,), (1,), (3,), (1,), 1, False)]
     if R.quick:
         conv = [conv[1], conv[4]]
     for s, f, k, st, pd, dl, g, nb in conv:
@@ -451,7 +456,7 @@ def pool_cases(R):
     # (data shape, kernel, stride or None, pad)
     pools = [((2, 3, 8), (2,), None, (0,)), ((2, 2, 9), (3,), (2,), (1,)),
              ((2, 3, 6, 6), (2, 2), None, (0, 0)), ((1, 2, 7, 7), (3, 3), (2, 2), (1, 1)),
-             ((2, 2, 8, 5), (3, 2), (1, 2), (1, 0))]
+             ((2, 2, 8, 5), (3, 2), (1, 2), (1, 0)), ((4, 8, 32, 32), (2, 2), None, (0, 0))]
     if R.quick:
         pools = pools[1::2]
     for pt in ("max", "avg"):
@@ -550,7 +555,7 @@ def dropout_cases(R):
 
 
 def softmax_cases(R):
-    shapes = [((4, 5), None), ((2, 3, 4), 1), ((2, 3, 4), 0), ((3, 6), -1)]
+    shapes = [((4, 5), None), ((2, 3, 4), 1), ((2, 3, 4), 0), ((3, 6), -1), ((8, 1000), -1)]
     if R.quick:
         shapes = shapes[1:2]
     for op, fn in (("softmax", F.softmax), ("log_softmax", F.log_softmax)):
