@@ -105,6 +105,9 @@ typedef struct fe_parser {
   int last_tok_line;         /* line of the last token returned */
   const char *last_text;     /* text of the last token, for syntax errors */
   bool skipping;             /* after a syntax error: drop tokens to the next line */
+  int skip_braces;           /* '{' dropped while skipping, whose '}' must be dropped too */
+  int err_line, err_col;     /* where the last syntax error was reported */
+  bool err_again;            /* the last error was at that same token: recovery made no progress */
 } fe_parser;
 
 #endif

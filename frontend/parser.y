@@ -66,10 +66,15 @@ FE_REVERSE(fe_def, fe_rev_defs)
 FE_REVERSE(fe_model, fe_rev_models)
 FE_REVERSE(fe_dim, fe_rev_dims)
 /* After an `error` rule: keep the lookahead if it starts a line (a fresh statement), drop
- * it otherwise, and let the lexer drop the rest of its line. */
+ * it otherwise, and let the lexer drop the rest of its line. A lookahead that was kept and
+ * failed again at once ('model' inside a model, a stray '}' at top level, the end of file
+ * inside a block) is dropped instead, or at the end of file ends the parse; otherwise
+ * recovery would loop on it forever. */
 #define FE_RECOVER() do { \
-    if (p->tok_at_bol || yychar == '}' || yychar == FE_YYEOF) p->skipping = false; \
+    if (p->err_again && yychar == FE_YYEOF) YYABORT; \
+    if (!p->err_again && (p->tok_at_bol || yychar == '}' || yychar == FE_YYEOF)) p->skipping = false; \
     else yyclearin; \
+    p->err_again = false; \
     yyerrok; \
   } while (0)
 }
@@ -122,7 +127,10 @@ dim_decl: T_DIM T_NAME '=' T_INT {
     }
     ;
 
-def: T_DEF T_NAME '(' dparams_opt ')' '{' body T_RETURN rets '}' {
+def: T_DEF T_NAME '(' dparams_opt ')' '{' body '}' {
+      ir_error(p->diag, L(p, @8), "def '%s' has no 'return' (a def ends with 'return' and its values)", $2);
+    }
+    | T_DEF T_NAME '(' dparams_opt ')' '{' body T_RETURN rets '}' {
       fe_def *d = fe_new(p, sizeof *d);
       d->name = $2, d->params = fe_rev_dparams($4), d->body = fe_rev_stmts($7);
       d->rets = fe_rev_args($9), d->loc = L(p, @2), d->next = p->file->defs;
@@ -243,19 +251,42 @@ arg: expr                            { $$ = fe_arg_new(p, NULL, $1, @1, NULL); }
     ;
 %%
 
-/* "unexpected name 'foo'; expected ')' or ','" — bison's verbose message, with the text. */
+static bool fe_starts_expr(yysymbol_kind_t k) {
+  return k == YYSYMBOL_T_NAME || k == YYSYMBOL_T_INT || k == YYSYMBOL_T_FLOAT || k == YYSYMBOL_T_STRING ||
+         k == YYSYMBOL_T_TRUE || k == YYSYMBOL_T_FALSE || strcmp(yysymbol_name(k), "'('") == 0 ||
+         strcmp(yysymbol_name(k), "'-'") == 0;
+}
+
+/* "unexpected name 'foo'; expected ')' or ','" — bison's verbose message, with the text.
+ * Where any expression may come, its many first tokens read as "an expression"; a list
+ * longer than five items is left out. A second error at the very token of the previous one
+ * is not reported (recovery then drops that token). */
 static int yyreport_syntax_error(const yypcontext_t *ctx, fe_parser *p) {
-  yysymbol_kind_t expected[6];
-  int n = yypcontext_expected_tokens(ctx, expected, 6);
+  yysymbol_kind_t expected[YYNTOKENS];
+  const char *items[YYNTOKENS + 1];
+  int n = yypcontext_expected_tokens(ctx, expected, YYNTOKENS), ni = 0, firsts = 0;
   yysymbol_kind_t got = yypcontext_token(ctx);
+  const FE_YYLTYPE *loc = yypcontext_location(ctx);
+  if (loc->first_line == p->err_line && loc->first_column == p->err_col) {
+    p->err_again = p->skipping = true;
+    return 0;
+  }
+  p->err_line = loc->first_line, p->err_col = loc->first_column;
+  for (int i = 0; i < n; i++) firsts += fe_starts_expr(expected[i]);
+  bool expr = firsts == 8;           /* every first token of an expression is expected */
+  for (int i = 0; i < n; i++)            /* 'dim' here is the keyword argument dim= */
+    if (!expr || !(fe_starts_expr(expected[i]) || expected[i] == YYSYMBOL_T_DIM)) items[ni++] = yysymbol_name(expected[i]);
+  if (expr) items[ni++] = "an expression";
   char msg[512];
   int w = snprintf(msg, sizeof msg, "unexpected %s", yysymbol_name(got));
   if (got == YYSYMBOL_T_NAME || got == YYSYMBOL_T_STRING || got == YYSYMBOL_T_INT || got == YYSYMBOL_T_FLOAT)
     w += snprintf(msg + w, sizeof msg - (size_t)w, " '%.40s'", p->last_text);
-  for (int i = 0; i < n && n < 6 && w < (int)sizeof msg; i++)
-    w += snprintf(msg + w, sizeof msg - (size_t)w, "%s%s", i == 0 ? "; expected " : i == n - 1 ? " or " : ", ",
-                  yysymbol_name(expected[i]));
-  fe_yyerror(yypcontext_location(ctx), p, msg);
+  bool brace = false;                /* the end of file inside a block: say what closes it */
+  for (int i = 0; i < n; i++) brace |= got == YYSYMBOL_YYEOF && strcmp(yysymbol_name(expected[i]), "'}'") == 0;
+  if (brace) items[0] = "'}'", ni = 1;
+  for (int i = 0; i < ni && ni <= 5 && w < (int)sizeof msg; i++)
+    w += snprintf(msg + w, sizeof msg - (size_t)w, "%s%s", i == 0 ? "; expected " : i == ni - 1 ? " or " : ", ", items[i]);
+  fe_yyerror((FE_YYLTYPE *)loc, p, msg);
   return 0;
 }
 
