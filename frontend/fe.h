@@ -103,10 +103,13 @@ typedef struct fe_parser {
   int line, col;             /* position of the next byte */
   bool tok_at_bol;           /* the last token was the first on its line */
   int last_tok_line;         /* line of the last token returned */
+  int last_tok_end;          /* the column just after it */
+  int prev_end_line, prev_end_col;   /* the same for the token before it */
   const char *last_text;     /* text of the last token, for syntax errors */
   bool skipping;             /* after a syntax error: drop tokens to the next line */
   int skip_braces;           /* '{' dropped while skipping, whose '}' must be dropped too */
   int err_line, err_col;     /* where the last syntax error was reported */
+  int def_errors;            /* the error count where the current def's body began */
   bool err_again;            /* the last error was at that same token: recovery made no progress */
 } fe_parser;
 

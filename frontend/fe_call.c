@@ -128,10 +128,16 @@ int fe_call_op(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, int 
 
 /* ---- def calls ---- */
 
-static bool fe_def_active(const fe_scope *s, const fe_def *def) {
-  for (; s; s = s->caller)
-    if (s->def == def) return true;
-  return false;
+/* When def is already being inlined, reports the cycle ("ping -> pong -> ping") and
+ * returns 1. */
+static int fe_def_recursion(fe_lower *L, const fe_scope *s, const fe_def *def, ir_loc loc) {
+  const char *cycle = def->name;
+  const fe_scope *t = s;
+  while (t && t->def != def) t = t->caller;
+  if (!t) return 0;
+  for (; s != t; s = s->caller) cycle = ir_strfmt(&L->g->arena, "%s -> %s", s->def->name, cycle);
+  ir_error(L->d, loc, "def '%s' calls itself (%s -> %s); recursion never ends at compile time", def->name, def->name, cycle);
+  return 1;
 }
 
 static const fe_dparam *fe_def_param(const fe_def *def, const char *name) {
@@ -227,8 +233,7 @@ static int fe_def_returns(fe_lower *L, fe_scope *callee, const char *ret_name, c
 
 int fe_call_def(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, const fe_def *def,
                 const char *callsite, const char *ret_name, int *out, int max) {
-  if (fe_def_active(s, def))
-    return ir_error(L->d, e->loc, "def '%s' calls itself; recursion never ends at compile time", def->name), -1;
+  if (fe_def_recursion(L, s, def, e->loc)) return -1;
   if (s->depth >= 64) return ir_error(L->d, e->loc, "defs are nested more than 64 calls deep"), -1;
   fe_scope callee = {.prefix = callsite, .def = def, .caller = s, .depth = s->depth + 1};
   int before = fe_count_params(L->g), errors = L->d->errors;

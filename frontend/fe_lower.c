@@ -212,7 +212,7 @@ static int fe_ttype_eval(fe_lower *L, const fe_ttype *t, k_dtype *dt, k_shape *s
 static void fe_decl_input(fe_lower *L, fe_scope *s, const fe_stmt *a) {
   k_dtype dt;
   k_shape shape;
-  if (fe_ttype_eval(L, &a->type, &dt, &shape)) return;
+  if (fe_ttype_eval(L, &a->type, &dt, &shape)) return (void)fe_bind(L, s, a->names->name, FE_B_TENSOR, -1, NULL, a->names->loc);
   int t = ir_graph_add_tensor(L->g, a->names->name, IR_T_INPUT, a->names->loc);
   ir_tensor *x = ir_tensor_at(L->g, t);
   x->dtype = dt, x->shape = shape, x->shape_known = x->declared = true;
@@ -266,8 +266,9 @@ static int fe_decl_init(fe_lower *L, fe_scope *s, const fe_expr *call, ir_tensor
 static void fe_decl_param(fe_lower *L, fe_scope *s, const fe_stmt *a) {
   k_dtype dt = K_F32;
   k_shape shape = {0};
-  if (a->has_type && fe_ttype_eval(L, &a->type, &dt, &shape)) return;
-  if (dt != K_F32) return ir_error(L->d, a->type.loc, "parameters are f32"), (void)0;
+  bool bad = a->has_type && fe_ttype_eval(L, &a->type, &dt, &shape);
+  if (!bad && dt != K_F32) bad = true, ir_error(L->d, a->type.loc, "parameters are f32");
+  if (bad) return (void)fe_bind(L, s, a->names->name, FE_B_TENSOR, -1, NULL, a->names->loc);   /* later uses stay quiet */
   int t = ir_graph_add_tensor(L->g, a->names->name, IR_T_PARAM, a->names->loc);
   ir_tensor *x = ir_tensor_at(L->g, t);
   x->shape = shape, x->shape_known = x->declared = a->has_type;

@@ -127,15 +127,19 @@ dim_decl: T_DIM T_NAME '=' T_INT {
     }
     ;
 
-def: T_DEF T_NAME '(' dparams_opt ')' '{' body '}' {
-      ir_error(p->diag, L(p, @8), "def '%s' has no 'return' (a def ends with 'return' and its values)", $2);
+def: T_DEF T_NAME '(' dparams_opt ')' def_open body '}' {
+      if (p->diag->errors == p->def_errors)   /* not after an error in the body: it may have eaten the return */
+        ir_error(p->diag, L(p, @8), "def '%s' has no 'return' (a def ends with 'return' and its values)", $2);
     }
-    | T_DEF T_NAME '(' dparams_opt ')' '{' body T_RETURN rets '}' {
+    | T_DEF T_NAME '(' dparams_opt ')' def_open body T_RETURN rets '}' {
       fe_def *d = fe_new(p, sizeof *d);
       d->name = $2, d->params = fe_rev_dparams($4), d->body = fe_rev_stmts($7);
       d->rets = fe_rev_args($9), d->loc = L(p, @2), d->next = p->file->defs;
       p->file->defs = d;
     }
+    ;
+
+def_open: '{'                        { p->def_errors = p->diag->errors; }
     ;
 
 rets: expr                           { $$ = fe_arg_new(p, NULL, $1, @1, NULL); }
@@ -257,6 +261,33 @@ static bool fe_starts_expr(yysymbol_kind_t k) {
          strcmp(yysymbol_name(k), "'-'") == 0;
 }
 
+/* Keywords cannot be names; say where each one belongs. */
+static const char *fe_keyword_hint(yysymbol_kind_t k) {
+  switch (k) {
+  case YYSYMBOL_T_DIM: case YYSYMBOL_T_DEF: case YYSYMBOL_T_MODEL:
+    return " (a keyword: 'dim', 'def' and 'model' begin items at the top level of a file)";
+  case YYSYMBOL_T_RETURN: return " (a keyword: 'return' ends a def)";
+  case YYSYMBOL_T_INPUT: case YYSYMBOL_T_PARAM: case YYSYMBOL_T_OUTPUT: case YYSYMBOL_T_TRAIN:
+    return " (a keyword: 'input', 'param', 'output' and 'train' declare things in a model)";
+  case YYSYMBOL_T_WITH: return " (a keyword: 'with' follows 'train NAME')";
+  default: return "";
+  }
+}
+
+/* A closer or '=' missing at the end of a line shows as an error at the next line's first
+ * token; report it at the end of the line instead: "expected ')' at the end of the line". */
+static bool fe_missing_at_eol(fe_parser *p, yysymbol_kind_t got, const char *const *items, int ni) {
+  if (got == YYSYMBOL_YYEOF || !p->tok_at_bol || p->prev_end_line <= 0 || ni == 0 || ni > 3) return false;
+  for (int i = 0; i < ni; i++)
+    if (strlen(items[i]) != 3 || !strchr(")],=", items[i][1])) return false;
+  char what[64] = "";
+  for (int i = 0; i < ni; i++) strcat(strcat(what, i == 0 ? "" : i == ni - 1 ? " or " : ", "), items[i]);
+  ir_error(p->diag, (ir_loc){p->file->path, p->prev_end_line, p->prev_end_col},
+           "expected %s at the end of the line (line %d starts with '%.40s')", what, p->last_tok_line, p->last_text);
+  p->skipping = true;
+  return true;
+}
+
 /* "unexpected name 'foo'; expected ')' or ','" — bison's verbose message, with the text.
  * Where any expression may come, its many first tokens read as "an expression"; a list
  * longer than five items is left out. A second error at the very token of the previous one
@@ -278,6 +309,7 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, fe_parser *p) {
     if (!expr || !(fe_starts_expr(expected[i]) || expected[i] == YYSYMBOL_T_DIM)) items[ni++] = yysymbol_name(expected[i]);
   if (expr) items[ni++] = "an expression";
   char msg[512];
+  if (fe_missing_at_eol(p, got, items, ni)) return 0;
   int w = snprintf(msg, sizeof msg, "unexpected %s", yysymbol_name(got));
   if (got == YYSYMBOL_T_NAME || got == YYSYMBOL_T_STRING || got == YYSYMBOL_T_INT || got == YYSYMBOL_T_FLOAT)
     w += snprintf(msg + w, sizeof msg - (size_t)w, " '%.40s'", p->last_text);
@@ -286,6 +318,7 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, fe_parser *p) {
   if (brace) items[0] = "'}'", ni = 1;
   for (int i = 0; i < ni && ni <= 5 && w < (int)sizeof msg; i++)
     w += snprintf(msg + w, sizeof msg - (size_t)w, "%s%s", i == 0 ? "; expected " : i == ni - 1 ? " or " : ", ", items[i]);
+  if (w < (int)sizeof msg) snprintf(msg + w, sizeof msg - (size_t)w, "%s", fe_keyword_hint(got));
   fe_yyerror((FE_YYLTYPE *)loc, p, msg);
   return 0;
 }

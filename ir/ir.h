@@ -42,6 +42,9 @@ typedef struct {
   int errors;
   int max_errors;                     /* stop printing after this many (0 = 100) */
   FILE *out;                          /* stderr unless a test redirects it */
+  uint64_t seen[128];                 /* hashes of the errors printed, to drop repeats */
+  int nseen;
+  bool dropped;                       /* the last error was a repeat: drop its notes too */
 } ir_diag;
 void ir_diag_init(ir_diag *d, FILE *out);
 void ir_diag_add_source(ir_diag *d, const char *name, const char *text, size_t len);

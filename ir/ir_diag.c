@@ -70,7 +70,34 @@ static void ir_diag_emit(ir_diag *d, ir_loc loc, const char *kind, const char *f
   ir_diag_caret(d, loc);
 }
 
+/* FNV-1a over the location and the message. */
+static uint64_t ir_diag_hash(ir_loc loc, const char *msg) {
+  uint64_t h = 14695981039346656037ull;
+  char pos[64];
+  snprintf(pos, sizeof pos, ":%d:%d:", loc.line, loc.col);
+  for (const char *parts[] = {loc.file ? loc.file : "", pos, msg}, **q = parts; q < parts + 3; q++)
+    for (const char *c = *q; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+  return h;
+}
+
+/* The same error at the same place again (a def inlined at several call sites) is one
+ * error: it is neither printed nor counted a second time. */
+static bool ir_diag_repeat(ir_diag *d, ir_loc loc, const char *fmt, va_list ap) {
+  char msg[512];
+  va_list aq;
+  va_copy(aq, ap);
+  vsnprintf(msg, sizeof msg, fmt, aq);
+  va_end(aq);
+  uint64_t h = ir_diag_hash(loc, msg);
+  for (int i = 0; i < d->nseen; i++)
+    if (d->seen[i] == h) return true;
+  if (d->nseen < (int)(sizeof d->seen / sizeof *d->seen)) d->seen[d->nseen++] = h;
+  return false;
+}
+
 void ir_verror(ir_diag *d, ir_loc loc, const char *fmt, va_list ap) {
+  d->dropped = loc.line > 0 && ir_diag_repeat(d, loc, fmt, ap);
+  if (d->dropped) return;
   d->errors++;
   if (d->errors > d->max_errors) return;
   if (d->errors == d->max_errors) {
@@ -88,7 +115,7 @@ void ir_error(ir_diag *d, ir_loc loc, const char *fmt, ...) {
 }
 
 void ir_note(ir_diag *d, ir_loc loc, const char *fmt, ...) {
-  if (d->errors >= d->max_errors) return;
+  if (d->errors >= d->max_errors || d->dropped) return;
   va_list ap;
   va_start(ap, fmt);
   ir_diag_emit(d, loc, "note", fmt, ap);
