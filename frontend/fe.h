@@ -109,6 +109,7 @@ typedef struct fe_parser {
   bool skipping;             /* after a syntax error: drop tokens to the next line */
   int skip_braces;           /* '{' dropped while skipping, whose '}' must be dropped too */
   int err_line, err_col;     /* where the last syntax error was reported */
+  int lex_err_line;          /* the last line with a lexical error: no syntax errors there */
   int def_errors;            /* the error count where the current def's body began */
   bool err_again;            /* the last error was at that same token: recovery made no progress */
 } fe_parser;

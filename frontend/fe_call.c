@@ -88,7 +88,8 @@ static int fe_op_inputs(fe_lower *L, fe_stmt_ctx *st, const ir_opdef *op, const 
   bool claimed = false;
   if (op->variadic) return memcpy(in, pos, sizeof(int) * (size_t)npos), npos ? npos : (ir_error(L->d, e->loc, "%s needs at least one input", op->name), -1);
   if (npos > nargs + naux)
-    return ir_error(L->d, e->loc, "%s takes at most %d tensor inputs, but %d are given", op->name, nargs + naux, npos), -1;
+    return ir_error(L->d, e->loc, "%s takes at most %d tensor input%s, but %d are given", op->name, nargs + naux,
+                    nargs + naux == 1 ? "" : "s", npos), -1;
   for (int i = 0; i < nargs + naux; i++) {
     bool aux = i >= nargs;
     const char *role = aux ? op->aux[i - nargs] : op->args[i];
@@ -160,7 +161,11 @@ static int fe_def_unknown_kw(fe_lower *L, const fe_def *def, const fe_arg *a) {
 static int fe_def_bind_tensors(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, fe_scope *callee, const fe_expr *e) {
   const fe_arg *a = e->args;
   int want = 0, got = 0, err = 0;
-  for (const fe_arg *x = e->args; x; x = x->next) got += !x->key;
+  for (const fe_arg *x = e->args; x; x = x->next) {
+    const fe_dparam *p = x->key ? fe_def_param(callee->def, x->key) : NULL;
+    if (p && !p->atype) return 1;      /* a tensor passed by keyword: fe_def_bind_attrs says so */
+    got += !x->key;
+  }
   for (const fe_dparam *p = callee->def->params; p; p = p->next) want += !p->atype;
   if (want != got)
     return ir_error(L->d, e->loc, "def '%s' takes %d tensor argument%s, but %d %s given", callee->def->name, want,

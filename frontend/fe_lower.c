@@ -201,9 +201,12 @@ static int fe_ttype_eval(fe_lower *L, const fe_ttype *t, k_dtype *dt, k_shape *s
   memset(shape, 0, sizeof *shape);
   for (const fe_arg *a = t->dims; a; a = a->next) {
     int64_t v = 0;
-    if (shape->rank == K_MAX_RANK) return ir_error(L->d, a->loc, "more than %d dimensions", K_MAX_RANK), 1;
+    if (shape->rank == K_MAX_RANK) return ir_error(L->d, a->loc, "a tensor has at most %d dimensions", K_MAX_RANK), 1;
     if (fe_dim_entry(L, a->value, &v)) { err = 1; continue; }
-    if (v <= 0 || v > (1ll << 40)) { ir_error(L->d, a->loc, "dimension %lld must be positive and sensible", (long long)v); err = 1; }
+    if (v <= 0 || v > (1ll << 40)) {
+      ir_error(L->d, a->loc, v <= 0 ? "dimension %lld must be positive" : "dimension %lld is too large (2^40 at most)", (long long)v);
+      err = 1;
+    }
     shape->d[shape->rank++] = v;
   }
   return err;
@@ -294,7 +297,10 @@ static void fe_decl_output(fe_lower *L, fe_scope *s, const fe_stmt *a) {
 }
 
 static void fe_decl_train(fe_lower *L, fe_scope *s, const fe_stmt *a) {
-  if (L->g->has_train) return ir_error(L->d, a->loc, "a model has one train statement"), (void)0;
+  if (L->g->has_train) {
+    ir_error(L->d, a->loc, "a model has one train statement");
+    return ir_note(L->d, L->g->train_loc, "the first train statement"), (void)0;
+  }
   int t = fe_model_tensor(L, s, a->names);
   int k = ir_optim_lookup(a->expr->str);
   if (k < 0) {
@@ -307,7 +313,9 @@ static void fe_decl_train(fe_lower *L, fe_scope *s, const fe_stmt *a) {
   *o = (ir_optimizer){.kind = (ir_optim_kind)k};
   ir_attr_defaults(ir_optims[k].attrs, o);
   if (fe_schema_call(L, s, a->expr, ir_optims[k].attrs, o, ir_optims[k].name)) return;
-  if (k == IR_OPT_SGD && !a->expr->args) return ir_error(L->d, a->expr->loc, "sgd needs a learning rate: sgd(lr=0.1)"), (void)0;
+  bool lr = false;
+  for (const fe_arg *x = a->expr->args; x; x = x->next) lr |= !x->key || strcmp(x->key, "lr") == 0;
+  if (k == IR_OPT_SGD && !lr) return ir_error(L->d, a->expr->loc, "sgd needs a learning rate: sgd(lr=0.1)"), (void)0;
   if (!(o->lr > 0)) return ir_error(L->d, a->expr->loc, "the learning rate must be positive"), (void)0;
   L->g->has_train = true, L->g->loss = t, L->g->train_loc = a->names->loc;
 }

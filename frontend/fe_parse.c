@@ -27,10 +27,11 @@ static char *fe_read_file(const char *path, size_t *len, ir_diag *d) {
       buf = nb;
     }
   }
+  int err = errno;                   /* EISDIR for a directory */
   bool bad = ferror(f) || n >= (64u << 20);
   fclose(f);
   if (!buf || bad) {
-    ir_error(d, none, "cannot read '%s': %s", path, !buf ? "out of memory" : n >= (64u << 20) ? "larger than 64 MiB" : "read error (is it a directory?)");
+    ir_error(d, none, "cannot read '%s': %s", path, !buf ? "out of memory" : n >= (64u << 20) ? "larger than 64 MiB" : strerror(err));
     free(buf);
     return NULL;
   }

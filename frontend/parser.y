@@ -303,6 +303,10 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, fe_parser *p) {
     return 0;
   }
   p->err_line = loc->first_line, p->err_col = loc->first_column;
+  if (p->lex_err_line > 0 && (loc->first_line == p->lex_err_line || (p->tok_at_bol && p->prev_end_line == p->lex_err_line && got != YYSYMBOL_YYEOF))) {
+    p->skipping = true;              /* the lexer has reported what broke this line */
+    return 0;
+  }
   for (int i = 0; i < n; i++) firsts += fe_starts_expr(expected[i]);
   bool expr = firsts == 8;           /* every first token of an expression is expected */
   for (int i = 0; i < n; i++)            /* 'dim' here is the keyword argument dim= */

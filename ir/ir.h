@@ -52,6 +52,8 @@ void ir_error(ir_diag *d, ir_loc loc, const char *fmt, ...) __attribute__((forma
 void ir_verror(ir_diag *d, ir_loc loc, const char *fmt, va_list ap);
 void ir_note(ir_diag *d, ir_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void ir_diag_free(ir_diag *d);
+/* Length of the valid UTF-8 sequence of 2 to 4 bytes at s (n bytes left), else 0. */
+int ir_utf8_len(const unsigned char *s, long n);
 /* The closest of `cands` to `name` by edit distance, or NULL if none is close enough. */
 const char *ir_suggest(const char *name, const char *const *cands, int n);
 /* Internal compiler error: a bug in Kiln, not in the user's model. */

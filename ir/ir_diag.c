@@ -36,8 +36,18 @@ static const ir_source *ir_diag_source(const ir_diag *d, const char *file) {
   return NULL;
 }
 
-/* Prints the source line (at most 200 columns around the caret, so a 1 MB line stays
- * readable) and a caret under the column. Control bytes print as '?'. */
+int ir_utf8_len(const unsigned char *s, long n) {
+  int len = s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+  if (len == 0 || len > n) return 0;
+  for (int i = 1; i < len; i++)
+    if ((s[i] & 0xc0) != 0x80) return 0;
+  return len;
+}
+
+/* Prints the source line (at most 200 bytes around the caret, so a 1 MB line stays
+ * readable) and a caret under the column. Valid UTF-8 prints as is and takes one column;
+ * control bytes and other non-ASCII bytes print as '?', so binary junk cannot garble the
+ * terminal or shift the caret. */
 static void ir_diag_caret(const ir_diag *d, ir_loc loc) {
   const ir_source *s = ir_diag_source(d, loc.file);
   if (!s || loc.line <= 0) return;
@@ -50,13 +60,20 @@ static void ir_diag_caret(const ir_diag *d, ir_loc loc) {
   long len = eol - p;
   if (from > len) from = len;
   long to = len - from > 200 ? from + 200 : len;
+  const unsigned char *u = (const unsigned char *)p;
   fputs("  ", d->out);
   for (long i = from; i < to; i++) {
-    unsigned char c = (unsigned char)p[i];
-    fputc(c == '\t' ? ' ' : (c < 32 || c == 127) ? '?' : c, d->out);
+    int n = u[i] >= 0x80 ? ir_utf8_len(u + i, to - i) : 0;
+    if (n == 3 && memcmp(u + i, "\xef\xbb\xbf", 3) == 0) fputc(' ', d->out), i += 2;   /* byte order mark */
+    else if (n) fwrite(u + i, 1, (size_t)n, d->out), i += n - 1;
+    else fputc(u[i] == '\t' ? ' ' : (u[i] < 32 || u[i] >= 127) ? '?' : u[i], d->out);
   }
   fputs("\n  ", d->out);
-  for (long i = from; i < col && i < to; i++) fputc(' ', d->out);
+  for (long i = from; i < col && i < to; i++) {
+    int n = u[i] >= 0x80 ? ir_utf8_len(u + i, to - i) : 0;
+    fputc(' ', d->out);
+    if (n) i += n - 1;
+  }
   fputs("^\n", d->out);
 }
 

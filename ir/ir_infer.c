@@ -15,15 +15,17 @@ typedef struct {
   k_dtype out_dt[8];
 } ir_infer_buf;
 
-/* "data f32[64, 1, 28, 28], weight ?" — the inputs as the error message shows them. */
+/* "data f32[64, 1, 28, 28], weight f32[20, 1, 5, 5]" — the inputs as the error message
+ * shows them; parameters whose shapes are still to be inferred say nothing and are left out. */
 static void ir_infer_describe(const ir_graph *g, const ir_node *n, char *buf, size_t len) {
   size_t w = 0;
+  buf[0] = 0;
   for (int i = 0; i < n->nin && w < len; i++) {
     const ir_tensor *t = ir_tensor_at(g, n->in[i]);
-    w += (size_t)snprintf(buf + w, len - w, "%s%s ", i ? ", " : "", t->name);
+    if (!t->shape_known) continue;
+    w += (size_t)snprintf(buf + w, len - w, "%s%s ", w ? ", " : "", t->name);
     if (w >= len) break;
-    if (t->shape_known) w += (size_t)ir_type_str(t->dtype, &t->shape, buf + w, len - w);
-    else w += (size_t)snprintf(buf + w, len - w, "(shape to infer)");
+    w += (size_t)ir_type_str(t->dtype, &t->shape, buf + w, len - w);
   }
 }
 
