@@ -85,8 +85,12 @@ static int fe_tensor_arith(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_e
   if (in[0] < 0 || in[1] == -1) return -1;
   int op = e->kind == FE_NEG ? IR_OP_neg : fe_binop_op(e->op);
   if (e->kind == FE_NEG && fe_is_const(L, in[0])) return fe_const(L, -fe_const_value(L, in[0]), e->loc);
-  if (e->kind == FE_BINOP && fe_is_const(L, in[0]) && fe_is_const(L, in[1]))
-    return fe_const(L, fe_fold(e->op, fe_const_value(L, in[0]), fe_const_value(L, in[1])), e->loc);
+  if (e->kind == FE_BINOP && fe_is_const(L, in[0]) && fe_is_const(L, in[1])) {
+    double a = fe_const_value(L, in[0]), b = fe_const_value(L, in[1]), v = fe_fold(e->op, a, b);
+    if (!isfinite((float)v))        /* inf or nan would also print as a name, not a number */
+      return ir_error(L->d, e->loc, "the constant %g %s %g is not a finite f32 number", a, e->op == '^' ? "**" : (char[]){e->op, 0}, b), -1;
+    return fe_const(L, v, e->loc);
+  }
   const char *name = node_name ? node_name : fe_unique(L, fe_join(L, st->pfx, ir_ops[op].name));
   int n = ir_graph_add_node(L->g, op, name, e->kind == FE_NEG ? 1 : 2, in, e->loc);
   return ir_node_at(L->g, n)->out[0];
