@@ -189,6 +189,9 @@ static void test_binary(void) {
     t_free(m);
   }
   t_err(MODEL("input x : f32[3]\n input y : i32[3]\n z = x + y\n output z"), "add: argument 'b' must be f32", "i32[3]");
+  t_err(MODEL("input x : f32[3]\n y = x * (1 / 0)\n output y"), "the constant 1 / 0 is not a finite f32 number");
+  t_err(MODEL("input x : f32[3]\n y = (0 - 1) ** 0.5 + x\n output y"), "the constant -1 ** 0.5 is not a finite f32 number");
+  t_err(MODEL("input x : f32[3]\n y = x * (3e38 * 10)\n output y"), "not a finite f32 number");
 }
 
 /* Builds "y = op(x, <required attrs>)" for the unary family. */
