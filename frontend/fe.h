@@ -27,6 +27,7 @@ struct fe_expr {
   char op;                   /* BINOP: + - * / and '^' for ** */
   fe_expr *l, *r;            /* BINOP; NEG uses l */
   fe_arg *args;              /* CALL, TUPLE */
+  int depth;                 /* BINOP: operators in its longest chain (lowering recurses on it) */
 };
 
 typedef struct fe_name { const char *name; ir_loc loc; struct fe_name *next; } fe_name;

@@ -68,7 +68,7 @@ static int fe_op_claim(fe_lower *L, fe_stmt_ctx *st, const char *what, ir_loc lo
 
 static int fe_op_param(fe_lower *L, fe_stmt_ctx *st, const char *role, bool aux, ir_loc loc) {
   const char *name = fe_join(L, st->pfx, role);
-  if (ir_graph_find_tensor(L->g, name) >= 0)
+  if (fe_find_tensor(L, name) >= 0)
     return ir_error(L->d, loc, "the parameter name '%s' is already taken; give this call its own statement", name), -1;
   return ir_graph_add_tensor(L->g, name, aux ? IR_T_AUX : IR_T_PARAM, loc);
 }
@@ -119,7 +119,7 @@ int fe_call_op(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, int 
   if (fe_op_attrs(L, s, op, e, param) || err) return -1;
   int nin = fe_op_inputs(L, st, op, e, pos, npos, param, in);
   if (nin < 0) return -1;
-  const char *name = node_name && ir_graph_find_tensor(L->g, node_name) < 0 ? node_name
+  const char *name = node_name && fe_find_tensor(L, node_name) < 0 ? node_name
                    : fe_unique(L, node_name ? node_name : fe_join(L, st->pfx, op->name));
   int n = ir_graph_add_node(L->g, opi, name, nin, in, e->loc);
   ir_node *node = ir_node_at(L->g, n);

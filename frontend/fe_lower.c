@@ -7,9 +7,13 @@
 #include <string.h>
 
 fe_binding *fe_lookup(const fe_scope *s, const char *name) {
-  for (fe_binding *b = s->vars; b; b = b->next)
-    if (strcmp(b->name, name) == 0) return b;
-  return NULL;
+  return fe_map_get(&s->index, name);
+}
+
+int fe_find_tensor(fe_lower *L, const char *name) {
+  for (; L->indexed < ir_ntensors(L->g); L->indexed++)
+    fe_map_put(&L->tensors, &L->file->arena, ir_tensor_at(L->g, L->indexed)->name, (void *)(intptr_t)(L->indexed + 1));
+  return (int)(intptr_t)fe_map_get(&L->tensors, name) - 1;
 }
 
 bool fe_bind(fe_lower *L, fe_scope *s, const char *name, fe_bkind kind, int tensor, const ir_aval *v, ir_loc loc) {
@@ -25,6 +29,7 @@ bool fe_bind(fe_lower *L, fe_scope *s, const char *name, fe_bkind kind, int tens
   *b = (fe_binding){.name = name, .kind = kind, .tensor = tensor, .loc = loc, .next = s->vars};
   if (v) b->val = *v;
   s->vars = b;
+  fe_map_put(&s->index, &L->file->arena, name, b);
   return true;
 }
 
@@ -42,10 +47,10 @@ const char *fe_join(fe_lower *L, const char *a, const char *b) {
 
 /* base, or base_1, base_2...: names of nodes nested in a statement must not collide. */
 const char *fe_unique(fe_lower *L, const char *base) {
-  if (ir_graph_find_tensor(L->g, base) < 0) return base;
+  if (fe_find_tensor(L, base) < 0) return base;
   for (int i = 1;; i++) {
     const char *n = ir_strfmt(&L->g->arena, "%s_%d", base, i);
-    if (ir_graph_find_tensor(L->g, n) < 0) return n;
+    if (fe_find_tensor(L, n) < 0) return n;
   }
 }
 
@@ -122,7 +127,7 @@ static int fe_tensor_call(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_ex
   return -1;
 }
 
-int fe_tensor(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, const char *node_name) {
+static int fe_tensor_of(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, const char *node_name) {
   switch (e->kind) {
   case FE_NUM: return fe_const(L, e->num, e->loc);
   case FE_NAME: return fe_tensor_name(L, s, e);
@@ -134,6 +139,18 @@ int fe_tensor(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, const
   case FE_TUPLE: return ir_error(L->d, e->loc, "a tuple is not a tensor (tuples are for attributes)"), -1;
   }
   return -1;
+}
+
+/* The parser bounds each expression's depth, but defs inlined at the bottom of deep
+ * expressions add up; this bound keeps the recursion within the C stack. */
+#define FE_MAX_LOWER_DEPTH 3000
+int fe_tensor(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, const char *node_name) {
+  if (L->depth >= FE_MAX_LOWER_DEPTH)
+    return ir_error(L->d, e->loc, "expressions nest more than %d levels deep through def calls", FE_MAX_LOWER_DEPTH), -1;
+  L->depth++;
+  int t = fe_tensor_of(L, s, st, e, node_name);
+  L->depth--;
+  return t;
 }
 
 /* ---- statements ---- */
@@ -167,7 +184,7 @@ static void fe_assign(fe_lower *L, fe_scope *s, const fe_stmt *a) {
     return;
   }
   if (a->names->next) return fe_assign_multi(L, s, &st, a);
-  const char *node_name = ir_graph_find_tensor(L->g, st.pfx) < 0 ? st.pfx : fe_unique(L, st.pfx);
+  const char *node_name = fe_find_tensor(L, st.pfx) < 0 ? st.pfx : fe_unique(L, st.pfx);
   int t = fe_tensor(L, s, &st, a->expr, node_name);
   fe_bind(L, s, a->names->name, FE_B_TENSOR, t, NULL, a->names->loc);
 }

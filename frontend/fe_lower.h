@@ -5,6 +5,11 @@
 
 #include "fe.h"
 
+/* fe_map.c — string-keyed hash table in arena memory; values are never NULL */
+typedef struct { const char **keys; void **vals; int cap, len; } fe_map;
+void *fe_map_get(const fe_map *m, const char *key);          /* NULL if absent */
+void fe_map_put(fe_map *m, ir_arena *a, const char *key, void *val);
+
 typedef enum { FE_B_TENSOR, FE_B_ATTR } fe_bkind;
 typedef struct fe_binding {
   const char *name;
@@ -16,7 +21,8 @@ typedef struct fe_binding {
 } fe_binding;
 
 typedef struct fe_scope {
-  fe_binding *vars;
+  fe_binding *vars;            /* newest first, for suggestions */
+  fe_map index;                /* name -> binding */
   const char *prefix;          /* call-site prefix inside a def ("b1"); "" in the model */
   const fe_def *def;           /* NULL in the model */
   struct fe_scope *caller;
@@ -38,6 +44,9 @@ typedef struct {
   const fe_define *defines;
   int ndefines;
   int nconst;
+  int depth;                   /* fe_tensor recursion, bounded */
+  fe_map tensors;              /* tensor name -> index + 1, for the first `indexed` tensors */
+  int indexed;
 } fe_lower;
 
 /* fe_eval.c — compile-time values: dims, attribute arithmetic, type checks of def params */
@@ -53,6 +62,7 @@ fe_binding *fe_lookup(const fe_scope *s, const char *name);
 bool fe_bind(fe_lower *L, fe_scope *s, const char *name, fe_bkind kind, int tensor, const ir_aval *v, ir_loc loc);
 int fe_const(fe_lower *L, double value, ir_loc loc);
 const char *fe_join(fe_lower *L, const char *a, const char *b);
+int fe_find_tensor(fe_lower *L, const char *name);          /* ir_graph_find_tensor, hashed */
 const char *fe_unique(fe_lower *L, const char *base);
 /* Evaluates e in tensor position; top = the statement's root (its node takes the target's
  * name). Returns a tensor index or -1 after reporting. */

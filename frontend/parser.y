@@ -36,10 +36,26 @@ static fe_expr *fe_expr_new(fe_parser *p, fe_expr_kind k, FE_YYLTYPE l) {
   e->loc = L(p, l);
   return e;
 }
+/* Lowering recurses on the AST. Parentheses and calls nest it only as deep as the parser
+ * stack (YYMAXDEPTH), but left-associative chains (x + x + ... + x) nest it without growing
+ * the stack, so every expression records its depth and one deeper than FE_MAX_DEPTH is an
+ * error (reported once, where the limit is crossed). */
+#define FE_MAX_DEPTH 1000
+static fe_expr *fe_deepen(fe_parser *p, fe_expr *e) {
+  int d = 0;
+  if (e->l && e->l->depth > d) d = e->l->depth;
+  if (e->r && e->r->depth > d) d = e->r->depth;
+  for (const fe_arg *a = e->args; a; a = a->next)
+    if (a->value->depth > d) d = a->value->depth;
+  e->depth = d + 1;
+  if (e->depth == FE_MAX_DEPTH + 1)
+    ir_error(p->diag, e->loc, "expression is nested more than %d levels deep; split it over several statements", FE_MAX_DEPTH);
+  return e;
+}
 static fe_expr *fe_binop(fe_parser *p, char op, fe_expr *a, fe_expr *b, FE_YYLTYPE l) {
   fe_expr *e = fe_expr_new(p, FE_BINOP, l);
   e->op = op, e->l = a, e->r = b;
-  return e;
+  return fe_deepen(p, e);
 }
 static fe_arg *fe_arg_new(fe_parser *p, const char *key, fe_expr *v, FE_YYLTYPE l, fe_arg *next) {
   fe_arg *a = fe_new(p, sizeof *a);
@@ -213,7 +229,7 @@ expr: expr '+' expr                  { $$ = fe_binop(p, '+', $1, $3, @2); }
     | expr '*' expr                  { $$ = fe_binop(p, '*', $1, $3, @2); }
     | expr '/' expr                  { $$ = fe_binop(p, '/', $1, $3, @2); }
     | expr T_POW expr                { $$ = fe_binop(p, '^', $1, $3, @2); }
-    | '-' expr %prec UMINUS          { $$ = fe_expr_new(p, FE_NEG, @1); $$->l = $2; }
+    | '-' expr %prec UMINUS          { $$ = fe_expr_new(p, FE_NEG, @1); $$->l = $2; fe_deepen(p, $$); }
     | primary
     ;
 
@@ -226,8 +242,8 @@ primary: T_INT                       { $$ = fe_expr_new(p, FE_NUM, @1); $$->num 
     | call
     | '(' expr ')'                   { $$ = $2; }
     | '(' ')'                        { $$ = fe_expr_new(p, FE_TUPLE, @1); }
-    | '(' expr ',' ')'               { $$ = fe_expr_new(p, FE_TUPLE, @1); $$->args = fe_arg_new(p, NULL, $2, @2, NULL); }
-    | '(' expr ',' tuple_rest ')'    { $$ = fe_expr_new(p, FE_TUPLE, @1); $$->args = fe_arg_new(p, NULL, $2, @2, fe_rev_args($4)); }
+    | '(' expr ',' ')'               { $$ = fe_expr_new(p, FE_TUPLE, @1); $$->args = fe_arg_new(p, NULL, $2, @2, NULL); fe_deepen(p, $$); }
+    | '(' expr ',' tuple_rest ')'    { $$ = fe_expr_new(p, FE_TUPLE, @1); $$->args = fe_arg_new(p, NULL, $2, @2, fe_rev_args($4)); fe_deepen(p, $$); }
     ;
 
 tuple_rest: expr_list
@@ -238,7 +254,7 @@ expr_list: expr                      { $$ = fe_arg_new(p, NULL, $1, @1, NULL); }
     | expr_list ',' expr             { $$ = fe_arg_new(p, NULL, $3, @3, $1); }
     ;
 
-call: T_NAME '(' args_opt ')'        { $$ = fe_expr_new(p, FE_CALL, @1); $$->str = $1; $$->args = fe_rev_args($3); }
+call: T_NAME '(' args_opt ')'        { $$ = fe_expr_new(p, FE_CALL, @1); $$->str = $1; $$->args = fe_rev_args($3); fe_deepen(p, $$); }
     ;
 
 args_opt: %empty                     { $$ = NULL; }

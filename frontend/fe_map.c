@@ -1,0 +1,37 @@
+/* fe_map.c — a string-keyed hash table (open addressing, arena memory) for the names that
+ * lowering looks up once per statement: scope bindings and the graph's tensor names. With
+ * lists, a model of n statements lowered in O(n^2) time. */
+#include "fe_lower.h"
+
+#include <string.h>
+
+static uint64_t fe_map_hash(const char *s) {
+  uint64_t h = 14695981039346656037ull;       /* FNV-1a */
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+static int fe_map_slot(const fe_map *m, const char *key) {
+  size_t i = (size_t)fe_map_hash(key) & (size_t)(m->cap - 1);
+  while (m->keys[i] && strcmp(m->keys[i], key) != 0) i = (i + 1) & (size_t)(m->cap - 1);
+  return (int)i;
+}
+
+void *fe_map_get(const fe_map *m, const char *key) {
+  return m->cap ? m->vals[fe_map_slot(m, key)] : NULL;
+}
+
+/* Keeps the first value given for a key (as a search from the front of a list would). */
+void fe_map_put(fe_map *m, ir_arena *a, const char *key, void *val) {
+  if (2 * (m->len + 1) > m->cap) {              /* grow at half full; old tables stay in the arena */
+    fe_map old = *m;
+    m->cap = old.cap ? 2 * old.cap : 16, m->len = 0;
+    m->keys = ir_alloc(a, sizeof(char *) * (size_t)m->cap);
+    m->vals = ir_alloc(a, sizeof(void *) * (size_t)m->cap);
+    for (int i = 0; i < old.cap; i++)
+      if (old.keys[i]) fe_map_put(m, a, old.keys[i], old.vals[i]);
+  }
+  int i = fe_map_slot(m, key);
+  if (m->keys[i]) return;
+  m->keys[i] = key, m->vals[i] = val, m->len++;
+}
