@@ -255,10 +255,12 @@ static void test_mutations(void) {
       case 2: memmove(buf + at, buf + at + 1, len - at - 1), len--; break;
       default: {
         size_t from = t_rand() % len, span = t_rand() % 24;
+        char tmp[24];
         if (span > len - from) span = len - from;
         if (len + span > 2 * n + 32) break;
+        memcpy(tmp, buf + from, span);
         memmove(buf + at + span, buf + at, len - at);
-        memcpy(buf + at, from < at ? buf + from : buf + from + span, span);
+        memcpy(buf + at, tmp, span);
         len += span;
       }
       }
