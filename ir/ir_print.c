@@ -3,6 +3,7 @@
  * back to the same graph; ir_print_summary writes the `kiln check` table. */
 #include "ops.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static void ir_print_type(const ir_tensor *t, FILE *out) {
@@ -57,11 +58,17 @@ static void ir_print_node(const ir_graph *g, const ir_node *n, FILE *out) {
   fputs(")\n", out);
 }
 
-static void ir_print_train(const ir_graph *g, FILE *out) {
+/* "loss with sgd(lr=0.05, momentum=0.9, wd=0.0)" */
+static void ir_print_train_target(const ir_graph *g, FILE *out) {
   const ir_optim_def *od = &ir_optims[g->optim.kind];
-  fprintf(out, "  train %s with %s(", ir_tensor_at(g, g->loss)->name, od->name);
+  fprintf(out, "%s with %s(", ir_tensor_at(g, g->loss)->name, od->name);
   ir_attr_print(od->attrs, &g->optim, out);
   fputs(")\n", out);
+}
+
+static void ir_print_train(const ir_graph *g, FILE *out) {
+  fputs("  train ", out);
+  ir_print_train_target(g, out);
 }
 
 void ir_print(const ir_graph *g, FILE *out) {
@@ -88,14 +95,17 @@ static void ir_human(double v, char *buf, size_t n) {
 
 typedef struct { int node, op, out, par; } ir_cols;
 
-/* A parameter is listed with the first node that reads it. */
-static bool ir_first_reader(const ir_graph *g, int ti, int node) {
-  for (int i = 0; i < node; i++) {
+/* A parameter is listed with the first node that reads it: first[t] is that node, or -1.
+ * One pass over the nodes, so the table stays linear in the graph's size. */
+static int *ir_first_readers(const ir_graph *g) {
+  int *first = malloc(sizeof(int) * (size_t)(ir_ntensors(g) + 1));
+  if (!first) KILN_ICE("out of memory");
+  for (int t = 0; t < ir_ntensors(g); t++) first[t] = -1;
+  for (int i = ir_nnodes(g) - 1; i >= 0; i--) {
     const ir_node *n = ir_node_at(g, i);
-    for (int j = 0; j < n->nin; j++)
-      if (n->in[j] == ti) return false;
+    for (int j = 0; j < n->nin; j++) first[n->in[j]] = i;
   }
-  return true;
+  return first;
 }
 
 static ir_cols ir_summary_widths(const ir_graph *g) {
@@ -130,7 +140,8 @@ static void ir_summary_param(const ir_tensor *t, ir_cols w, bool first_line, FIL
   fprintf(out, "%-*s  %12s", w.par, cell, cnt);
 }
 
-static void ir_summary_node(const ir_graph *g, int ni, ir_cols w, int64_t *params, int64_t *aux, FILE *out) {
+static void ir_summary_node(const ir_graph *g, int ni, const int *first_reader, ir_cols w, int64_t *params,
+                            int64_t *aux, FILE *out) {
   const ir_node *n = ir_node_at(g, ni);
   const ir_tensor *o = ir_tensor_at(g, n->out[0]);
   char ty[160], fl[32];
@@ -140,7 +151,7 @@ static void ir_summary_node(const ir_graph *g, int ni, ir_cols w, int64_t *param
   bool first = true;
   for (int j = 0; j < n->nin; j++) {
     const ir_tensor *t = ir_tensor_at(g, n->in[j]);
-    if ((t->kind != IR_T_PARAM && t->kind != IR_T_AUX) || !ir_first_reader(g, n->in[j], ni)) continue;
+    if ((t->kind != IR_T_PARAM && t->kind != IR_T_AUX) || first_reader[n->in[j]] != ni) continue;
     ir_summary_param(t, w, first, out);
     *(t->kind == IR_T_AUX ? aux : params) += ir_tensor_numel(t);
     fprintf(out, first ? "  %10s\n" : "\n", fl);
@@ -162,8 +173,10 @@ static void ir_summary_io(const ir_graph *g, FILE *out) {
     ir_type_str(t->dtype, &t->shape, ty, sizeof ty);
     fprintf(out, "  output %s : %s\n", t->name, ty);
   }
-  if (g->has_train)
-    fprintf(out, "  train  %s with %s(lr=%g)\n", ir_tensor_at(g, g->loss)->name, ir_optims[g->optim.kind].name, g->optim.lr);
+  if (g->has_train) {
+    fputs("  train  ", out);
+    ir_print_train_target(g, out);
+  }
 }
 
 void ir_print_summary(const ir_graph *g, FILE *out) {
@@ -174,10 +187,12 @@ void ir_print_summary(const ir_graph *g, FILE *out) {
   ir_summary_io(g, out);
   fprintf(out, "\n%-*s  %-*s  %-*s  %-*s  %12s  %10s\n", w.node, "node", w.op, "op", w.out, "output",
           w.par, "parameters", "count", "FLOPs");
+  int *first_reader = ir_first_readers(g);
   for (int i = 0; i < ir_nnodes(g); i++) {
-    ir_summary_node(g, i, w, &params, &aux, out);
+    ir_summary_node(g, i, first_reader, w, &params, &aux, out);
     flops += ir_node_at(g, i)->flops;
   }
+  free(first_reader);
   ir_human((double)flops, fl, sizeof fl);
   ir_human((double)params * 4, pc, sizeof pc);
   fprintf(out, "\ntotal: %d nodes, %lld parameters (%sB as f32), %lld aux values, %lld FLOPs (%s) per forward pass\n",
