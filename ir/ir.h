@@ -73,8 +73,9 @@ typedef enum {
   IR_T_INPUT,        /* fed by the caller */
   IR_T_PARAM,        /* learnable, updated by the optimizer */
   IR_T_AUX,          /* state an op updates itself (batch_norm's moving statistics) */
-  IR_T_CONST,        /* scalar constant from the source (0.5 * x) */
-  IR_T_VALUE         /* produced by a node */
+  IR_T_CONST,        /* scalar constant from the source (0.5 * x), or a head gradient of 1 */
+  IR_T_VALUE,        /* produced by a node (forward values and gradients) */
+  IR_T_STATE         /* optimizer state (momentum, Adam's moments): persistent, starts at 0 */
 } ir_tensor_kind;
 
 /* Initializers (ir_init.c holds their registry). */
@@ -97,14 +98,34 @@ typedef struct {
   ir_loc loc;
 } ir_tensor;
 
-typedef struct {
-  int op;              /* index into ir_ops */
-  const char *name;    /* the statement target, with def prefixes */
+/* What a node does. Passes add the last three kinds; the front end makes only IR_N_OP. */
+typedef enum {
+  IR_N_OP,           /* an op's forward kernel */
+  IR_N_BACKWARD,     /* _backward_<op>: in = [out_grad[nout], in_data[nargs], out_data[nout]],
+                        -1 where the op's backward dependencies leave a slot out;
+                        out = [in_grad[nargs]], -1 where no gradient is needed */
+  IR_N_UPDATE,       /* optimizer step: in = [param, grad, state...]; no outputs: it updates
+                        the parameter and its state in place (op = ir_optim_kind) */
+  IR_N_FUSED         /* a group of elementwise nodes run as one loop: sub[] in order; in/out
+                        are the group's external tensors; values used only inside the group
+                        get no buffer */
+} ir_node_kind;
+
+typedef struct ir_node {
+  ir_node_kind kind;
+  int op;              /* index into ir_ops (OP, BACKWARD), ir_optim_kind (UPDATE), -1 (FUSED) */
+  const char *name;    /* the statement target, with def prefixes; "_backward_<name>" etc. */
   int nin, nout;
-  int *in, *out;       /* tensor indices; in = [args..., aux...] */
+  int *in, *out;       /* tensor indices; in = [args..., aux...] for OP */
   void *param;         /* the op's k_*_param struct, param_size bytes, or NULL */
   ir_loc loc;
   int64_t flops;
+  k_req *req;          /* per output; NULL means kWriteTo for every output. A gradient that
+                          several backward nodes produce is written by the first (kWriteTo)
+                          and accumulated by the others (kAddTo) */
+  int *inplace;        /* per output: the input slot whose buffer it reuses, or -1; NULL = none */
+  struct ir_node *sub; /* FUSED: the member nodes, in execution order */
+  int nsub;
 } ir_node;
 
 /* Optimizers (ir_optim.c holds their registry). */
@@ -116,9 +137,34 @@ typedef struct {
   k_adam_param adam;
 } ir_optimizer;
 
+/* ---- the memory plan (passes/pass_plan.c makes it; executors and code generators read it) ---- */
+typedef enum {
+  IR_MEM_NONE,       /* needs no storage: unused, or internal to a fused group */
+  IR_MEM_ARENA,      /* an interval of the planned arena */
+  IR_MEM_INPUT,      /* the caller's input buffer */
+  IR_MEM_PERSIST     /* model state: parameters, aux states, optimizer state, constants */
+} ir_mem_class;
+typedef struct {
+  ir_mem_class cls;
+  int64_t offset;      /* ARENA: byte offset, 64-byte aligned */
+  int64_t bytes;
+  int first, last;     /* node positions of the first write and the last read (lifetime) */
+  int share;           /* the tensor whose buffer this one reuses in place, or -1 */
+} ir_buffer;
+typedef struct {
+  ir_buffer *buf;      /* one per tensor */
+  int64_t *temp_offset, *temp_bytes;  /* one per node: its workspace in the arena */
+  int64_t arena_bytes;                /* the planned arena */
+  int64_t naive_bytes;                /* every ARENA tensor and workspace in its own buffer */
+} ir_plan;
+
+typedef enum { IR_MODE_NONE, IR_MODE_PREDICT, IR_MODE_TRAIN } ir_mode;
+
 typedef struct {
   ir_arena arena;
   const char *name;
+  ir_mode mode;        /* set by the pipeline: forward nodes run in training mode in TRAIN */
+  ir_plan *plan;       /* set by memory planning */
   ir_vec tensors;      /* ir_tensor */
   ir_vec nodes;        /* ir_node */
   ir_vec outputs;      /* int: tensor indices, in `output` order */
@@ -134,6 +180,18 @@ void ir_graph_free(ir_graph *g);
 int ir_graph_add_tensor(ir_graph *g, const char *name, ir_tensor_kind kind, ir_loc loc);
 int ir_graph_add_node(ir_graph *g, int op, const char *name, int nin, const int *in, ir_loc loc);
 int ir_graph_find_tensor(const ir_graph *g, const char *name);   /* -1 if absent */
+/* A node with explicit outputs (-1 allowed); sets the producer of each output it is first
+ * to write. Arrays are copied into the graph's arena. Used by passes. */
+int ir_graph_add_node_raw(ir_graph *g, ir_node_kind kind, int op, const char *name, int nin,
+                          const int *in, int nout, const int *out, ir_loc loc);
+/* A deep copy: passes for predict and for train each start from a copy of the lowered
+ * graph, so parameters keep the same tensor indices in both. */
+ir_graph *ir_graph_clone(const ir_graph *g);
+/* Replaces the node list (passes that rewrite it build a new one) and recomputes producers. */
+void ir_graph_set_nodes(ir_graph *g, ir_vec *nodes);
+/* Output i's OpReqType (kWriteTo when the node has no req array). */
+static inline k_req ir_node_req(const ir_node *n, int i) { return n->req ? n->req[i] : kWriteTo; }
+const char *ir_node_kind_name(const ir_node *n);   /* "relu", "_backward_relu", "_sgd_update", "_fused" */
 static inline ir_tensor *ir_tensor_at(const ir_graph *g, int i) { return &IR_VEC_AT(g->tensors, ir_tensor, i); }
 static inline ir_node *ir_node_at(const ir_graph *g, int i) { return &IR_VEC_AT(g->nodes, ir_node, i); }
 static inline int ir_ntensors(const ir_graph *g) { return g->tensors.len; }

@@ -70,20 +70,115 @@ int ir_graph_find_tensor(const ir_graph *g, const char *name) {
 
 int64_t ir_tensor_numel(const ir_tensor *t) { return k_shape_numel(&t->shape); }
 
-static int ir_verify_node(const ir_graph *g, int ni) {
-  const ir_node *n = ir_node_at(g, ni);
+/* ---- building blocks for passes ---- */
+
+static int *ir_copy_ints(ir_arena *a, const int *src, int n) {
+  int *d = ir_alloc(a, sizeof(int) * (size_t)(n + 1));
+  if (src && n) memcpy(d, src, sizeof(int) * (size_t)n);
+  return d;
+}
+
+/* Sets the producer of each output this node is the first to write. */
+static void ir_claim_outputs(ir_graph *g, int idx) {
+  const ir_node *n = ir_node_at(g, idx);
+  for (int i = 0; i < n->nout; i++) {
+    if (n->out[i] < 0) continue;
+    ir_tensor *t = ir_tensor_at(g, n->out[i]);
+    if (t->kind == IR_T_VALUE && t->producer < 0) t->producer = idx, t->out_index = i;
+  }
+}
+
+int ir_graph_add_node_raw(ir_graph *g, ir_node_kind kind, int op, const char *name, int nin,
+                          const int *in, int nout, const int *out, ir_loc loc) {
+  ir_node *n = ir_vec_push(&g->nodes);
+  *n = (ir_node){.kind = kind, .op = op, .name = ir_strdup(&g->arena, name), .nin = nin, .nout = nout,
+                 .in = ir_copy_ints(&g->arena, in, nin), .out = ir_copy_ints(&g->arena, out, nout), .loc = loc};
+  ir_claim_outputs(g, g->nodes.len - 1);
+  return g->nodes.len - 1;
+}
+
+/* A deep copy of n whose arrays and strings live in arena a. */
+static ir_node ir_node_copy(ir_arena *a, const ir_node *n) {
+  ir_node c = *n;
+  size_t psize = n->kind == IR_N_OP || n->kind == IR_N_BACKWARD ? ir_ops[n->op].param_size : 0;
+  c.name = ir_strdup(a, n->name);
+  c.in = ir_copy_ints(a, n->in, n->nin);
+  c.out = ir_copy_ints(a, n->out, n->nout);
+  if (n->param && psize) c.param = memcpy(ir_alloc(a, psize), n->param, psize);
+  if (n->req) c.req = memcpy(ir_alloc(a, sizeof(k_req) * (size_t)n->nout), n->req, sizeof(k_req) * (size_t)n->nout);
+  if (n->inplace) c.inplace = ir_copy_ints(a, n->inplace, n->nout);
+  if (n->sub) {
+    c.sub = ir_alloc(a, sizeof(ir_node) * (size_t)n->nsub);
+    for (int i = 0; i < n->nsub; i++) c.sub[i] = ir_node_copy(a, &n->sub[i]);
+  }
+  return c;
+}
+
+ir_graph *ir_graph_clone(const ir_graph *g) {
+  ir_graph *c = ir_graph_new(g->name);
+  for (int i = 0; i < ir_ntensors(g); i++) {
+    ir_tensor *t = ir_vec_push(&c->tensors);
+    *t = *ir_tensor_at(g, i);
+    t->name = ir_strdup(&c->arena, t->name);
+  }
+  for (int i = 0; i < ir_nnodes(g); i++) *(ir_node *)ir_vec_push(&c->nodes) = ir_node_copy(&c->arena, ir_node_at(g, i));
+  for (int i = 0; i < g->outputs.len; i++) *(int *)ir_vec_push(&c->outputs) = IR_VEC_AT(g->outputs, int, i);
+  c->loss = g->loss, c->has_train = g->has_train, c->optim = g->optim, c->train_loc = g->train_loc, c->mode = g->mode;
+  return c;
+}
+
+void ir_graph_set_nodes(ir_graph *g, ir_vec *nodes) {
+  ir_vec_free(&g->nodes);
+  g->nodes = *nodes;
+  *nodes = (ir_vec){.elem = sizeof(ir_node)};
+  for (int i = 0; i < ir_ntensors(g); i++) ir_tensor_at(g, i)->producer = -1;
+  for (int i = 0; i < ir_nnodes(g); i++) ir_claim_outputs(g, i);
+}
+
+const char *ir_node_kind_name(const ir_node *n) {
+  static _Thread_local char buf[96];
+  switch (n->kind) {
+  case IR_N_OP: return ir_ops[n->op].name;
+  case IR_N_BACKWARD: snprintf(buf, sizeof buf, "_backward_%s", ir_ops[n->op].name); return buf;
+  case IR_N_UPDATE: snprintf(buf, sizeof buf, "_%s_update", n->op == IR_OPT_ADAM ? "adam" : "sgd"); return buf;
+  case IR_N_FUSED: return "_fused";
+  }
+  return "?";
+}
+
+/* ---- the verifier ---- */
+
+static int ir_verify_fail(const ir_node *n, const char *what, const char *tensor) {
+  fprintf(stderr, "ir_verify: node %s (%s): %s%s%s\n", n->name, ir_node_kind_name(n), what, tensor ? " " : "", tensor ? tensor : "");
+  return 1;
+}
+
+static int ir_verify_inputs(const ir_graph *g, const ir_node *n, int ni) {
   for (int i = 0; i < n->nin; i++) {
     int t = n->in[i];
-    if (t < 0 || t >= g->tensors.len) return fprintf(stderr, "ir_verify: node %s reads tensor %d out of range\n", n->name, t), 1;
-    int p = ir_tensor_at(g, t)->producer;
-    if (p >= ni) return fprintf(stderr, "ir_verify: node %s reads %s before it is produced\n", n->name, ir_tensor_at(g, t)->name), 1;
-  }
-  for (int i = 0; i < n->nout; i++) {
-    int t = n->out[i];
-    if (t < 0 || t >= g->tensors.len || ir_tensor_at(g, t)->producer != ni)
-      return fprintf(stderr, "ir_verify: node %s output %d is not produced by it\n", n->name, i), 1;
+    if (t < 0 && n->kind == IR_N_BACKWARD) continue;
+    if (t < 0 || t >= g->tensors.len) return ir_verify_fail(n, "reads a tensor index out of range", NULL);
+    const ir_tensor *x = ir_tensor_at(g, t);
+    if (x->kind == IR_T_VALUE && (x->producer < 0 || x->producer >= ni)) return ir_verify_fail(n, "reads before it is produced:", x->name);
   }
   return 0;
+}
+
+static int ir_verify_outputs(const ir_graph *g, const ir_node *n, int ni) {
+  for (int i = 0; i < n->nout; i++) {
+    int t = n->out[i];
+    if (t < 0 && n->kind == IR_N_BACKWARD) continue;
+    if (t < 0 || t >= g->tensors.len) return ir_verify_fail(n, "writes a tensor index out of range", NULL);
+    const ir_tensor *x = ir_tensor_at(g, t);
+    bool accumulates = ir_node_req(n, i) == kAddTo && x->producer >= 0 && x->producer < ni;
+    if (x->kind != IR_T_VALUE || (x->producer != ni && !accumulates)) return ir_verify_fail(n, "writes a tensor it does not produce:", x->name);
+  }
+  return 0;
+}
+
+static int ir_verify_node(const ir_graph *g, int ni) {
+  const ir_node *n = ir_node_at(g, ni);
+  return ir_verify_inputs(g, n, ni) || ir_verify_outputs(g, n, ni);
 }
 
 int ir_verify(const ir_graph *g) {
@@ -91,8 +186,8 @@ int ir_verify(const ir_graph *g) {
     if (ir_verify_node(g, i)) return 1;
   for (int i = 0; i < g->tensors.len; i++) {
     const ir_tensor *t = ir_tensor_at(g, i);
-    if ((t->kind == IR_T_VALUE) != (t->producer >= 0))
-      return fprintf(stderr, "ir_verify: tensor %s: kind and producer disagree\n", t->name), 1;
+    if (t->kind != IR_T_VALUE && t->producer >= 0)
+      return fprintf(stderr, "ir_verify: tensor %s is not a value but has a producer\n", t->name), 1;
   }
   return 0;
 }

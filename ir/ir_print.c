@@ -29,6 +29,11 @@ static void ir_print_decls(const ir_graph *g, FILE *out) {
   }
   for (int i = 0; i < ir_ntensors(g); i++) {
     const ir_tensor *t = ir_tensor_at(g, i);
+    if (t->kind == IR_T_STATE) {
+      fprintf(out, "  # optimizer state %s : ", t->name);
+      ir_print_type(t, out);
+      fputc('\n', out);
+    }
     if (t->kind != IR_T_PARAM && t->kind != IR_T_AUX) continue;
     fprintf(out, "  param %s : ", t->name);
     ir_print_type(t, out);
@@ -44,8 +49,47 @@ static void ir_print_operand(const ir_graph *g, int ti, FILE *out) {
   else fputs(t->name, out);
 }
 
+/* After the passes a node may be a backward, an update or a fused group; those print in the
+ * same shape (targets = kind(inputs)) with '-' for an absent slot, and comments carry what
+ * the passes decided (OpReqType, in-place reuse), so forward graphs still parse back. */
+static void ir_print_tensor_list(const ir_graph *g, const int *ts, int n, FILE *out) {
+  for (int i = 0; i < n; i++) {
+    if (i) fputs(", ", out);
+    if (ts[i] < 0) fputc('-', out);
+    else ir_print_operand(g, ts[i], out);
+  }
+}
+
+static void ir_print_annotations(const ir_graph *g, const ir_node *n, FILE *out) {
+  bool any = false;
+  for (int i = 0; i < n->nout; i++) {
+    k_req r = ir_node_req(n, i);
+    int ip = n->inplace ? n->inplace[i] : -1;
+    if (r == kWriteTo && ip < 0) continue;
+    fprintf(out, "%s%s", any ? ", " : "  # ", n->out[i] >= 0 ? ir_tensor_at(g, n->out[i])->name : "-");
+    if (r != kWriteTo) fprintf(out, " %s", r == kAddTo ? "kAddTo" : r == kWriteInplace ? "kWriteInplace" : "kNullOp");
+    if (ip >= 0 && n->in[ip] >= 0) fprintf(out, " reuses %s", ir_tensor_at(g, n->in[ip])->name);
+    any = true;
+  }
+}
+
+static void ir_print_pass_node(const ir_graph *g, const ir_node *n, FILE *out, int depth) {
+  fprintf(out, "%*s", 2 * depth, "");
+  if (n->nout) {
+    ir_print_tensor_list(g, n->out, n->nout, out);
+    fputs(" = ", out);
+  }
+  fprintf(out, "%s(", ir_node_kind_name(n));
+  ir_print_tensor_list(g, n->in, n->nin, out);
+  fputc(')', out);
+  ir_print_annotations(g, n, out);
+  fputc('\n', out);
+  for (int i = 0; i < n->nsub; i++) ir_print_pass_node(g, &n->sub[i], out, depth + 2);
+}
+
 static void ir_print_node(const ir_graph *g, const ir_node *n, FILE *out) {
   const ir_opdef *op = &ir_ops[n->op];
+  if (n->kind != IR_N_OP) return ir_print_pass_node(g, n, out, 1);
   fprintf(out, "  %s = %s(", n->name, op->name);
   for (int i = 0; i < n->nin; i++) {
     if (i) fputs(", ", out);
@@ -55,7 +99,9 @@ static void ir_print_node(const ir_graph *g, const ir_node *n, FILE *out) {
     fputs(", ", out);
     ir_attr_print(op->attrs, n->param, out);
   }
-  fputs(")\n", out);
+  fputc(')', out);
+  ir_print_annotations(g, n, out);
+  fputc('\n', out);
 }
 
 /* "loss with sgd(lr=0.05, momentum=0.9, wd=0.0)" */
@@ -115,7 +161,7 @@ static ir_cols ir_summary_widths(const ir_graph *g) {
     const ir_node *n = ir_node_at(g, i);
     int l = (int)strlen(n->name);
     if (l > w.node) w.node = l;
-    l = (int)strlen(ir_ops[n->op].name);
+    l = (int)strlen(ir_node_kind_name(n));
     if (l > w.op) w.op = l;
     const ir_tensor *o = ir_tensor_at(g, n->out[0]);
     l = ir_type_str(o->dtype, &o->shape, buf, sizeof buf);
@@ -147,7 +193,7 @@ static void ir_summary_node(const ir_graph *g, int ni, const int *first_reader, 
   char ty[160], fl[32];
   ir_type_str(o->dtype, &o->shape, ty, sizeof ty);
   ir_human((double)n->flops, fl, sizeof fl);
-  fprintf(out, "%-*s  %-*s  %-*s  ", w.node, n->name, w.op, ir_ops[n->op].name, w.out, ty);
+  fprintf(out, "%-*s  %-*s  %-*s  ", w.node, n->name, w.op, ir_node_kind_name(n), w.out, ty);
   bool first = true;
   for (int j = 0; j < n->nin; j++) {
     const ir_tensor *t = ir_tensor_at(g, n->in[j]);

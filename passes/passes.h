@@ -1,0 +1,82 @@
+/* passes.h — the optimisation pipeline: one table of passes (pass_table), run in order by
+ * pass_compile on a copy of the lowered graph, for predict or for train. Each pass is one
+ * file, `ir_graph -> ir_graph` in place (rewriting the node list or annotating it), and
+ * reports what it did in its pass_stats. `kiln passes` reads the table.
+ *   pass_manager.c  the table, the pipeline, --print-after, timing, the verifier after each pass
+ *   pass_select.c   keep the nodes the entry point needs (outputs for predict, loss for train)
+ *   pass_backward.c _backward_<op> nodes, head gradient 1, kAddTo accumulation
+ *   pass_prune.c    backward-dependency pruning (DeclareBackwardDependency)
+ *   pass_optimizer.c optimizer update nodes and their state
+ *   pass_inplace.c  forward/backward in-place options where legal
+ *   pass_fusion.c   elementwise groups into fused nodes, with the reasons for every non-fusion
+ *   pass_plan.c     liveness, arena packing, the plan validator
+ *   pass_dot.c      the graph as graphviz DOT */
+#ifndef KILN_PASSES_H
+#define KILN_PASSES_H
+
+#include "ops.h"
+
+#define PASS_LIST(X) X(infer) X(select) X(backward) X(prune) X(optimizer) X(inplace) X(fusion) X(plan)
+#define PASS_ENUM(n) PASS_##n,
+enum { PASS_LIST(PASS_ENUM) PASS_COUNT };
+#undef PASS_ENUM
+
+typedef struct {
+  bool ran;
+  int nodes;                 /* after the pass */
+  int fused_groups;
+  int inplace_pairs;
+  int64_t bytes_freed;       /* pruning: forward bytes no backward node keeps alive */
+  double ms;
+} pass_stats;
+
+typedef struct pass_ctx {
+  ir_mode mode;
+  uint32_t disabled;         /* bit PASS_x: switched off (for differential tests, --disable) */
+  ir_diag *diag;
+  FILE *print_out;           /* where --print-after writes (NULL: nowhere) */
+  int print_after;           /* a pass id, PASS_COUNT for all, -1 for none */
+  pass_stats stats[PASS_COUNT];
+  ir_vec explain;            /* char*: fusion decisions, one line each (malloc'd) */
+} pass_ctx;
+
+typedef struct {
+  const char *name;
+  const char *summary;
+  bool train_only;
+  bool optional;             /* may be switched off; the others are needed to run at all */
+  int (*run)(ir_graph *g, pass_ctx *cx);
+  int (*run_off)(ir_graph *g, pass_ctx *cx);   /* what "switched off" does; NULL: nothing */
+} pass_def;
+
+#define PASS_DECLARE(n) int pass_##n(ir_graph *g, pass_ctx *cx);
+PASS_LIST(PASS_DECLARE)
+#undef PASS_DECLARE
+extern const pass_def pass_table[PASS_COUNT];
+
+void pass_ctx_init(pass_ctx *cx, ir_mode mode, ir_diag *d);
+void pass_ctx_free(pass_ctx *cx);
+int pass_lookup(const char *name);                      /* -1 if no pass has that name */
+/* A copy of `lowered` run through every pass for cx->mode; NULL after reporting errors. */
+ir_graph *pass_compile(const ir_graph *lowered, pass_ctx *cx);
+void pass_explain(pass_ctx *cx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- pass_plan.c: the memory plan ---- */
+/* Which storage each tensor needs and its lifetime (first write, last read) in node order. */
+void pass_plan_liveness(const ir_graph *g, ir_plan *p);
+/* Every ARENA tensor and workspace in its own buffer: the baseline and the oracle. */
+ir_plan *pass_plan_naive(const ir_graph *g);
+/* No two tensors live at once overlap; in-place pairs are legal; every read follows its
+ * write. Returns 0, or prints the first violation to `out` and returns 1. */
+int pass_plan_validate(const ir_graph *g, const ir_plan *p, FILE *out);
+void pass_plan_free(ir_plan *p);
+int pass_plan_off(ir_graph *g, pass_ctx *cx);           /* the plan pass switched off: naive */
+/* The workspace a node's kernel asks for (its temp-space resource request). */
+size_t pass_node_temp_bytes(const ir_graph *g, const ir_node *n);
+
+/* ---- pass_dot.c ---- */
+void pass_write_dot(const ir_graph *g, FILE *out);
+/* ---- stats ---- */
+void pass_print_stats(const ir_graph *g, const pass_ctx *cx, FILE *out);
+
+#endif
