@@ -179,7 +179,7 @@ static void t_check_aux(const t_model *m) {
   for (int i = 0; i < ir_nnodes(m->g); i++) {
     const ir_node *n = ir_node_at(m->g, i);
     for (int j = 0; n->kind != IR_N_OP && j < n->nin; j++)
-      CHECK(n->in[j] < 0 || ir_tensor_at(m->g, n->in[j])->kind != IR_T_AUX, "%s reads aux %s", n->name, ir_tensor_at(m->g, n->in[j])->name);
+      if (n->in[j] >= 0) CHECK(ir_tensor_at(m->g, n->in[j])->kind != IR_T_AUX, "%s reads aux %s", n->name, ir_tensor_at(m->g, n->in[j])->name);
   }
 }
 
