@@ -1,0 +1,150 @@
+/* ex_node.c — runs one node of a planned graph: an op's forward kernel, a _backward_ kernel
+ * (slots that pruning left out get NULL data but still their shapes, which the forward node
+ * supplies), an optimizer update on the model's state, or each member of a fused group. */
+#include "ex_int.h"
+
+#include <string.h>
+
+static const k_shape ex_scalar = {0, {0}};
+
+/* The k_tensor for tensor t (-1: no tensor; data NULL, shape `dflt`). */
+static k_tensor ex_tensor(const ex_run *r, int t, const k_shape *dflt) {
+  if (t < 0) return (k_tensor){NULL, *dflt, K_F32};
+  const ir_tensor *x = ir_tensor_at(r->g, t);
+  return (k_tensor){r->ptr[t], x->shape, x->dtype};
+}
+
+static int ex_call(ex_run *r, const ir_node *nd, k_fn fn, int nin, int nout, void *temp, size_t tb) {
+  char msg[EX_ERR_LEN] = "";
+  k_call c = {r->tin, nin, r->tout, nout, r->req, nd->param, temp, tb, r->m->seed,
+              EX_CTR_OP(r->m->step, nd->name), r->is_train, msg, sizeof msg};
+  if (!fn) return ex_fail(r->err, r->errn, "%s: %s has no kernel", nd->name, ir_node_kind_name(nd));
+  if (fn(&c) == 0) return 0;
+  return ex_fail(r->err, r->errn, "%s (%s): %s", nd->name, ir_node_kind_name(nd), msg[0] ? msg : "kernel failed");
+}
+
+/* Inputs must have storage; an output without any is not written (kNullOp). */
+static int ex_bind_in(ex_run *r, const ir_node *nd, int j, k_tensor *kt) {
+  *kt = ex_tensor(r, nd->in[j], &ex_scalar);
+  if (nd->in[j] >= 0 && !kt->data)
+    return ex_fail(r->err, r->errn, "%s: input %s has no storage in the plan", nd->name, ir_tensor_at(r->g, nd->in[j])->name);
+  return 0;
+}
+
+static void ex_bind_out(ex_run *r, const ir_node *nd, int j) {
+  r->tout[j] = ex_tensor(r, nd->out[j], &ex_scalar);
+  r->req[j] = r->tout[j].data ? ir_node_req(nd, j) : kNullOp;
+}
+
+static int ex_forward(ex_run *r, const ir_node *nd, void *temp, size_t tb) {
+  for (int j = 0; j < nd->nin; j++)
+    if (ex_bind_in(r, nd, j, &r->tin[j])) return 1;
+  for (int j = 0; j < nd->nout; j++) ex_bind_out(r, nd, j);
+  return ex_call(r, nd, ir_ops[nd->op].forward, nd->nin, nd->nout, temp, tb);
+}
+
+/* ---- backward ---- */
+
+/* The forward node (top level or inside a fused group) that produced tensor t. */
+static const ir_node *ex_producer(const ir_graph *g, int t) {
+  int p = t >= 0 ? ir_tensor_at(g, t)->producer : -1;
+  if (p < 0) return NULL;
+  const ir_node *n = ir_node_at(g, p);
+  for (int s = 0; n->kind == IR_N_FUSED && s < n->nsub; s++)
+    for (int j = 0; j < n->sub[s].nout; j++)
+      if (n->sub[s].out[j] == t) return &n->sub[s];
+  return n->kind == IR_N_FUSED ? NULL : n;
+}
+
+/* The forward node of backward node nd: the producer of an out_data slot, else of the tensor
+ * whose gradient an out_grad slot holds ("<t>@grad"). NULL when neither is there. */
+static const ir_node *ex_forward_of(const ex_run *r, const ir_node *nd, int nof, int nargs) {
+  const ir_node *f = NULL;
+  for (int i = 0; i < nof && !f; i++) f = ex_producer(r->g, nd->in[nof + nargs + i]);
+  for (int i = 0; i < nof && !f; i++) {
+    if (nd->in[i] < 0) continue;
+    const char *gn = ir_tensor_at(r->g, nd->in[i])->name;
+    size_t len = strlen(gn);
+    if (len < 5 || strcmp(gn + len - 5, "@grad") != 0) continue;
+    char name[512];
+    if (len - 5 >= sizeof name) continue;
+    memcpy(name, gn, len - 5), name[len - 5] = 0;
+    f = ex_producer(r->g, ir_graph_find_tensor(r->g, name));
+  }
+  return f && f->kind == IR_N_OP && f->op == nd->op ? f : NULL;
+}
+
+/* Shape of a slot left out: its partner's (out_grad <-> out_data, in_data <-> in_grad), else
+ * the forward node's tensor, else a scalar (kernels read no shape of a slot they ignore). */
+static k_shape ex_slot_shape(const ex_run *r, int partner, const ir_node *f, int fslot, bool fin) {
+  if (partner >= 0) return ir_tensor_at(r->g, partner)->shape;
+  int ft = !f ? -1 : fin ? (fslot < f->nin ? f->in[fslot] : -1) : (fslot < f->nout ? f->out[fslot] : -1);
+  return ft >= 0 ? ir_tensor_at(r->g, ft)->shape : ex_scalar;
+}
+
+static void ex_fill_shapes(ex_run *r, const ir_node *nd, int nof, int nargs) {
+  const ir_node *f = NULL;
+  bool looked = false;
+  for (int s = 0; s < nd->nin + nargs; s++) {
+    bool is_out = s >= nd->nin;
+    int t = is_out ? nd->out[s - nd->nin] : nd->in[s];
+    if (t >= 0) continue;
+    if (!looked) f = ex_forward_of(r, nd, nof, nargs), looked = true;
+    int partner, fslot;
+    bool fin;
+    if (is_out) partner = nd->in[nof + s - nd->nin], fslot = s - nd->nin, fin = true;
+    else if (s < nof) partner = nd->in[nof + nargs + s], fslot = s, fin = false;
+    else if (s < nof + nargs) partner = nd->out[s - nof], fslot = s - nof, fin = true;
+    else partner = nd->in[s - nof - nargs], fslot = s - nof - nargs, fin = false;
+    k_shape sh = ex_slot_shape(r, partner, f, fslot, fin);
+    if (is_out) r->tout[s - nd->nin].shape = sh;
+    else r->tin[s].shape = sh;
+  }
+}
+
+static int ex_backward(ex_run *r, const ir_node *nd, void *temp, size_t tb) {
+  int nof = ir_op_nouts(&ir_ops[nd->op]), nargs = nd->nout;
+  if (nd->nin != 2 * nof + nargs)
+    return ex_fail(r->err, r->errn, "%s: %d inputs, expected %d", nd->name, nd->nin, 2 * nof + nargs);
+  for (int j = 0; j < nd->nin; j++)
+    if (ex_bind_in(r, nd, j, &r->tin[j])) return 1;
+  for (int j = 0; j < nd->nout; j++) ex_bind_out(r, nd, j);
+  ex_fill_shapes(r, nd, nof, nargs);
+  return ex_call(r, nd, ir_ops[nd->op].backward, nd->nin, nd->nout, temp, tb);
+}
+
+/* ---- optimizer updates: in = [param, grad, state...] ---- */
+
+static float *ex_update_arg(ex_run *r, const ir_node *nd, int j, int64_t n) {
+  if (j >= nd->nin || nd->in[j] < 0 || !r->ptr[nd->in[j]]) return NULL;
+  return ir_tensor_numel(ir_tensor_at(r->g, nd->in[j])) == n ? r->ptr[nd->in[j]] : NULL;
+}
+
+static int ex_update(ex_run *r, const ir_node *nd) {
+  const ir_optimizer *o = &r->g->optim;
+  int64_t n = nd->nin > 0 && nd->in[0] >= 0 ? ir_tensor_numel(ir_tensor_at(r->g, nd->in[0])) : 0;
+  float *w = ex_update_arg(r, nd, 0, n), *gr = ex_update_arg(r, nd, 1, n);
+  float *s0 = ex_update_arg(r, nd, 2, n), *s1 = ex_update_arg(r, nd, 3, n);
+  bool need_s0 = nd->op == IR_OPT_ADAM || o->sgd.momentum != 0.0f, need_s1 = nd->op == IR_OPT_ADAM;
+  if (!w || !gr || (need_s0 && !s0) || (need_s1 && !s1))
+    return ex_fail(r->err, r->errn, "%s: update without its parameter, gradient or state", nd->name);
+  if (nd->op == IR_OPT_SGD) k_sgd_update(w, gr, s0, n, r->m->lr, &o->sgd);
+  else if (nd->op == IR_OPT_ADAM) k_adam_update(w, gr, s0, s1, n, r->m->lr, &o->adam, r->m->step);
+  else return ex_fail(r->err, r->errn, "%s: unknown optimizer %d", nd->name, nd->op);
+  return 0;
+}
+
+/* ---- one node ---- */
+
+int ex_node_run(ex_run *r, const ir_node *nd, void *temp, size_t temp_bytes) {
+  switch (nd->kind) {
+  case IR_N_OP: return ex_forward(r, nd, temp, temp_bytes);
+  case IR_N_BACKWARD: return ex_backward(r, nd, temp, temp_bytes);
+  case IR_N_UPDATE: return ex_update(r, nd);
+  case IR_N_FUSED:
+    for (int s = 0; s < nd->nsub; s++)
+      if (ex_node_run(r, &nd->sub[s], NULL, 0)) return 1;
+    return 0;
+  }
+  return ex_fail(r->err, r->errn, "%s: unknown node kind %d", nd->name, (int)nd->kind);
+}
