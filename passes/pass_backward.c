@@ -13,11 +13,9 @@ typedef struct {
   int ntensors;    /* forward tensors: those that existed before this pass */
 } pass_bwd;
 
-/* Args are the node's inputs before its aux states; concat's count is its input count. */
-static int pass_bwd_nargs(const ir_node *n) {
-  const ir_opdef *op = &ir_ops[n->op];
-  return op->variadic ? n->nin - ir_op_naux(op) : ir_op_nargs(op);
-}
+/* Args are the node's inputs before its aux states: concat's count is its input count, and
+ * an omitted optional arg (the bias when no_bias) has no slot, here nor in the kernels. */
+static int pass_bwd_nargs(const ir_node *n) { return n->nin - ir_op_naux(&ir_ops[n->op]); }
 
 /* An arg can carry a gradient unless the op reads it as i32 (labels, indices). Variadic ops
  * have no i32 args, and the mask's bits stop at 32. */

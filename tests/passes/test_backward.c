@@ -201,6 +201,16 @@ static void t_check_order(const t_model *m) {
   }
 }
 
+/* in_data and out_data are exactly the forward node's args (not aux) and outputs. */
+static void t_check_forward_slots(const t_model *m, const ir_node *n) {
+  const ir_node *f = t_node(m, n->name + strlen("_backward_"));
+  if (!CHECK(f && f->kind == IR_N_OP && f->op == n->op, "%s: no forward node", n->name)) return;
+  int nout = f->nout, nargs = f->nin - ir_op_naux(&ir_ops[f->op]);
+  if (!CHECK(n->nin == 2 * nout + nargs && n->nout == nargs, "%s: %d inputs, %d outputs", n->name, n->nin, n->nout)) return;
+  for (int a = 0; a < nargs; a++) CHECK(n->in[nout + a] == f->in[a], "%s: in_data[%d]", n->name, a);
+  for (int j = 0; j < nout; j++) CHECK(n->in[nout + nargs + j] == f->out[j], "%s: out_data[%d]", n->name, j);
+}
+
 /* Before pruning every backward slot is filled, bar the out_grads of hidden outputs. */
 static void t_check_all_slots(const t_model *m) {
   for (int i = 0; i < ir_nnodes(m->g); i++) {
@@ -211,6 +221,7 @@ static void t_check_all_slots(const t_model *m) {
       bool hidden_og = j < nout && j >= ir_ops[n->op].nvisible;
       CHECK(hidden_og ? n->in[j] < 0 : n->in[j] >= 0, "%s: slot %d unfilled without pruning", n->name, j);
     }
+    t_check_forward_slots(m, n);
   }
 }
 
@@ -334,19 +345,24 @@ static void test_prune_bytes(void) {
 
 /* ---- accumulation, branches without parameters, aux states ---- */
 
+#define T_SHARED MODEL("input x : f32[4, 8]\n input label : i32[4]\n param w : f32[8, 8]\n" \
+                       "a = fully_connected(x, w, num_hidden=8, no_bias=true)\n" \
+                       "b = fully_connected(a, w, num_hidden=8, no_bias=true)\n" \
+                       "loss = softmax_cross_entropy(b, label)\n train loss with sgd(lr=0.1)")
+
 /* One `param w` read by two layers: one gradient tensor, written then accumulated. */
 static void test_shared_param(void) {
-  t_model *m = t_model(MODEL("input x : f32[4, 8]\n input label : i32[4]\n param w : f32[8, 8]\n"
-                             "a = fully_connected(x, w, num_hidden=8, no_bias=true)\n"
-                             "b = fully_connected(a, w, num_hidden=8, no_bias=true)\n"
-                             "loss = softmax_cross_entropy(b, label)\n train loss with sgd(lr=0.1)"), T_ALL);
+  t_model *m = t_model(T_SHARED, T_ALL);
   if (!m) return;
-  t_expect(m, "_backward_b", "b@grad a w - -", "a@grad w@grad -", "WWN");
-  t_expect(m, "_backward_a", "a@grad x w - -", "- w@grad -", "NAN");
+  t_expect(m, "_backward_b", "b@grad a w -", "a@grad w@grad", "WW");   /* no_bias: no bias slot */
+  t_expect(m, "_backward_a", "a@grad x w -", "- w@grad", "NA");
   CHECK(t_count_named(m, "w@grad") == 1 && t_count_kind(m, IR_N_UPDATE) == 1, "one gradient and one update for w");
   t_expect(m, "_update_w", "w w@grad", "", NULL);
   CHECK(t_count_prefix(m, "w@momentum") == 0, "sgd without momentum keeps no state");
   t_check_invariants(m);
+  t_free(m);
+  m = t_model(T_SHARED, 0);
+  if (m) t_expect(m, "_backward_a", "a@grad x w a", "- w@grad", "NA");
   t_free(m);
 }
 
