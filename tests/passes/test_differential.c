@@ -1,0 +1,398 @@
+/* test_differential.c — every optional pass against the reference executor: for each example
+ * and tests/passes/models/ (every .kiln), predict outputs and the weights after a few train steps from
+ * the same initial weights, with all optional passes off (the reference), all on, and each
+ * one off in turn, must agree; every plan must validate. Also: the MLP's loss goes down, and a
+ * kernel error fails a step cleanly. Prints "differential: N passed, N failed". */
+#include <dirent.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec.h"
+#include "fe.h"
+
+#define DT_STEPS 3
+#define DT_SEED 20261122u
+#define DT_RTOL 1e-5
+#define DT_MAX_IN 16
+
+static int dt_passed, dt_failed, dt_inexact;
+
+static void dt_check(bool ok, const char *what, const char *model, const char *cfg) {
+  if (ok) dt_passed++;
+  else dt_failed++, printf("FAIL %s: %s (%s)\n", model, what, cfg);
+}
+
+/* ---- source files ---- */
+
+static char dt_root[1024];
+
+/* The source tree, from this file's path (CMake compiles it by absolute path). */
+static void dt_find_root(void) {
+  snprintf(dt_root, sizeof dt_root, "%s", __FILE__);
+  char *p = strstr(dt_root, "tests/passes/test_differential.c");
+  if (p) *p = 0;
+  else snprintf(dt_root, sizeof dt_root, "./");
+}
+
+/* Small sizes for speed; each applies only where the file declares the dim. */
+static const fe_define dt_small[] = {{"batch", 4}, {"seq", 8}, {"vocab", 50}, {"d_model", 16},
+                                     {"heads", 2}, {"d_ff", 32}};
+
+static int dt_defines(const fe_file *f, fe_define *out) {
+  int n = 0;
+  for (const fe_dim *d = f->dims; d; d = d->next)
+    for (size_t i = 0; i < sizeof dt_small / sizeof *dt_small; i++)
+      if (strcmp(d->name, dt_small[i].name) == 0) out[n++] = dt_small[i];
+  return n;
+}
+
+/* ---- random inputs ---- */
+
+static uint64_t dt_rng = 88172645463325252ull;
+static uint32_t dt_next(void) {
+  dt_rng ^= dt_rng << 13, dt_rng ^= dt_rng >> 7, dt_rng ^= dt_rng << 17;
+  return (uint32_t)(dt_rng >> 11);
+}
+
+/* Exclusive upper bound for an i32 input: the class count of the losses and the input_dim of
+ * the embeddings that read it. */
+static int64_t dt_i32_range(const ir_graph *g, int t) {
+  int64_t hi = 1 << 30;
+  for (int i = 0; i < ir_nnodes(g); i++) {
+    const ir_node *n = ir_node_at(g, i);
+    if (n->op == IR_OP_softmax_cross_entropy && n->nin > 1 && n->in[1] == t) {
+      const k_shape *s = &ir_tensor_at(g, n->in[0])->shape;
+      if (s->d[s->rank - 1] < hi) hi = s->d[s->rank - 1];
+    }
+    if (n->op == IR_OP_embedding && n->in[0] == t) {
+      int64_t d = ((const k_embedding_param *)n->param)->input_dim;
+      if (d < hi) hi = d;
+    }
+  }
+  return hi == 1 << 30 ? 2 : hi;
+}
+
+/* One batch for every INPUT tensor of the lowered graph (NULL for other tensors). */
+static void **dt_batch(const ir_graph *g) {
+  void **b = calloc((size_t)ir_ntensors(g) + 1, sizeof *b);
+  for (int t = 0; t < ir_ntensors(g); t++) {
+    const ir_tensor *x = ir_tensor_at(g, t);
+    if (x->kind != IR_T_INPUT) continue;
+    int64_t n = ir_tensor_numel(x), hi = x->dtype == K_I32 ? dt_i32_range(g, t) : 0;
+    b[t] = malloc((size_t)(n ? n : 1) * 4);
+    for (int64_t i = 0; i < n; i++) {
+      if (x->dtype == K_I32) ((int32_t *)b[t])[i] = (int32_t)(dt_next() % (uint32_t)hi);
+      else ((float *)b[t])[i] = (float)(dt_next() % 2000001) / 1e6f - 1.0f;
+    }
+  }
+  return b;
+}
+
+static void dt_batch_free(const ir_graph *g, void **b) {
+  for (int t = 0; b && t < ir_ntensors(g); t++) free(b[t]);
+  free(b);
+}
+
+/* The buffers an entry point takes: the graph's inputs, picked out of a batch. */
+static int dt_args(const ir_graph *g, void **batch, const void **args) {
+  int idx[DT_MAX_IN], n = ex_graph_inputs(g, idx, DT_MAX_IN);
+  for (int k = 0; k < n && k < DT_MAX_IN; k++) args[k] = batch[idx[k]];
+  return n;
+}
+
+/* ---- one configuration's results ---- */
+
+typedef struct {
+  float *pred, *pred2;        /* predict outputs before and after training */
+  int64_t npred;
+  float loss[DT_STEPS];
+  float *w;                   /* every weight after training, in model order */
+  int64_t nw;
+  bool ran;
+} dt_result;
+
+static void dt_result_free(dt_result *r) { free(r->pred), free(r->pred2), free(r->w); }
+
+typedef struct {
+  const char *name;           /* "file.kiln:model" */
+  const ir_graph *lowered;
+  void **pbatch;              /* predict data */
+  void **tbatch[DT_STEPS];    /* a batch per train step */
+} dt_model;
+
+static ir_graph *dt_compile(const ir_graph *lowered, ir_mode mode, uint32_t disabled) {
+  ir_diag d;
+  ir_diag_init(&d, stderr);
+  pass_ctx cx;
+  pass_ctx_init(&cx, mode, &d);
+  cx.disabled = disabled;
+  ir_graph *g = pass_compile(lowered, &cx);
+  pass_ctx_free(&cx);
+  ir_diag_free(&d);
+  return g;
+}
+
+/* Compiled graphs own a plan that ir_graph_free does not know about. */
+static void dt_graph_free(ir_graph *g) {
+  if (g) pass_plan_free(g->plan), g->plan = NULL;
+  ir_graph_free(g);
+}
+
+static int64_t dt_outputs_numel(const ir_graph *g) {
+  int64_t n = 0;
+  for (int i = 0; i < g->outputs.len; i++) n += ir_tensor_numel(ir_tensor_at(g, IR_VEC_AT(g->outputs, int, i)));
+  return n;
+}
+
+/* Predict into one buffer holding every output in turn. */
+static float *dt_predict(ex_model *m, const ir_graph *g, void **batch, char *err) {
+  const void *args[DT_MAX_IN];
+  void *outs[64];
+  float *buf = malloc((size_t)dt_outputs_numel(g) * 4 + 4), *p = buf;
+  dt_args(g, batch, args);
+  for (int i = 0; i < g->outputs.len && i < 64; i++) {
+    outs[i] = p;
+    p += ir_tensor_numel(ir_tensor_at(g, IR_VEC_AT(g->outputs, int, i)));
+  }
+  if (ex_predict(m, g, args, outs, err, EX_ERR_LEN)) return free(buf), NULL;
+  return buf;
+}
+
+static float *dt_weights(const ex_model *m, int64_t *total) {
+  const char *name;
+  const float *x;
+  int64_t n, off = 0;
+  *total = 0;
+  for (int i = 0; !ex_model_weight(m, i, &name, &x, &n); i++) *total += n;
+  float *w = malloc((size_t)*total * 4 + 4);
+  for (int i = 0; !ex_model_weight(m, i, &name, &x, &n); i++) memcpy(w + off, x, (size_t)n * 4), off += n;
+  return w;
+}
+
+static bool dt_plan_ok(const ir_graph *g, const dt_model *dm, const char *cfg) {
+  bool ok = g && g->plan && pass_plan_validate(g, g->plan, stdout) == 0;
+  dt_check(ok, g ? "the plan validates" : "compiles", dm->name, cfg);
+  return ok;
+}
+
+static bool dt_train(const dt_model *dm, ex_model *m, const ir_graph *tg, dt_result *r, const char *cfg) {
+  char err[EX_ERR_LEN] = "";
+  const void *args[DT_MAX_IN];
+  for (int s = 0; s < DT_STEPS; s++) {
+    dt_args(tg, dm->tbatch[s], args);
+    if (ex_train_step(m, tg, args, &r->loss[s], err, sizeof err)) {
+      printf("  %s train_step %d: %s\n", dm->name, s + 1, err);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* What the passes did to g: fused groups, in-place outputs, arena against naive bytes. */
+static void dt_describe(const ir_graph *g, const char *what) {
+  int fused = 0, inplace = 0;
+  for (int i = 0; g && i < ir_nnodes(g); i++) {
+    const ir_node *n = ir_node_at(g, i);
+    fused += n->kind == IR_N_FUSED;
+    for (int j = 0; n->inplace && j < n->nout; j++) inplace += n->inplace[j] >= 0;
+  }
+  if (g && g->plan)
+    printf("  %s: %d nodes, %d fused groups, %d in-place outputs, arena %lld of %lld naive bytes\n", what, ir_nnodes(g),
+           fused, inplace, (long long)g->plan->arena_bytes, (long long)g->plan->naive_bytes);
+}
+
+/* Predict, 3 train steps, predict again, read the weights — for one set of disabled passes. */
+static void dt_run(const dt_model *dm, uint32_t disabled, const char *cfg, dt_result *r) {
+  char err[EX_ERR_LEN] = "";
+  memset(r, 0, sizeof *r);
+  ir_graph *pg = dt_compile(dm->lowered, IR_MODE_PREDICT, disabled), *tg = NULL;
+  ex_model *m = ex_model_new(dm->lowered, DT_SEED, err, sizeof err);
+  if (!m) printf("  %s: %s\n", dm->name, err);
+  if (m && dt_plan_ok(pg, dm, cfg)) {
+    r->pred = dt_predict(m, pg, dm->pbatch, err);
+    r->npred = dt_outputs_numel(pg);
+    dt_check(r->pred != NULL, "predict runs", dm->name, cfg);
+    if (!r->pred) printf("  %s\n", err);
+  }
+  if (m && r->pred && dm->lowered->has_train) {
+    tg = dt_compile(dm->lowered, IR_MODE_TRAIN, disabled);
+    if (!disabled) dt_describe(pg, "predict"), dt_describe(tg, "train");
+    bool ok = dt_plan_ok(tg, dm, cfg) && dt_train(dm, m, tg, r, cfg);
+    if (ok) r->pred2 = dt_predict(m, pg, dm->pbatch, err);
+    dt_check(ok && r->pred2, "train_step runs", dm->name, cfg);
+  }
+  if (m) r->w = dt_weights(m, &r->nw);
+  r->ran = m && r->pred;
+  ex_model_free(m);
+  dt_graph_free(pg);
+  dt_graph_free(tg);
+}
+
+/* ---- comparison ---- */
+
+/* Within DT_RTOL relatively (an absolute floor of 1e-7 for values near 0); counts the
+ * comparisons that were not bit-identical. */
+static bool dt_close(const float *a, const float *b, int64_t n, double *worst) {
+  *worst = 0;
+  if (n == 0 || memcmp(a, b, (size_t)n * 4) == 0) return true;
+  dt_inexact++;
+  for (int64_t i = 0; i < n; i++) {
+    double d = fabs((double)a[i] - b[i]), s = fmax(fabs(a[i]), fabs(b[i]));
+    if (isnan(a[i]) != isnan(b[i])) return *worst = INFINITY, false;
+    if (d / fmax(s, 1e-2) > *worst) *worst = d / fmax(s, 1e-2);
+    if (d > DT_RTOL * s + 1e-7) return false;
+  }
+  return true;
+}
+
+static void dt_compare_one(const float *a, const float *b, int64_t n, const char *what, const dt_model *dm, const char *cfg) {
+  double worst = 0;
+  bool ok = a && b && dt_close(a, b, n, &worst);
+  dt_check(ok, what, dm->name, cfg);
+  if (a && b && worst > 0) printf("  %s %s (%s): not bit-identical, worst relative difference %.3g\n", dm->name, what, cfg, worst);
+}
+
+static void dt_compare(const dt_model *dm, const dt_result *ref, const dt_result *r, const char *cfg) {
+  if (!ref->ran || !r->ran) return;
+  dt_compare_one(ref->pred, r->pred, ref->npred, "predict outputs", dm, cfg);
+  if (!dm->lowered->has_train) return;
+  dt_compare_one(ref->loss, r->loss, DT_STEPS, "losses", dm, cfg);
+  dt_compare_one(ref->w, r->nw == ref->nw ? r->w : NULL, ref->nw, "weights after training", dm, cfg);
+  dt_compare_one(ref->pred2, r->pred2, ref->npred, "predict after training", dm, cfg);
+}
+
+/* ---- the configurations ---- */
+
+static uint32_t dt_optional_mask(void) {
+  uint32_t m = 0;
+  for (int i = 0; i < PASS_COUNT; i++) m |= pass_table[i].optional ? 1u << i : 0;
+  return m;
+}
+
+static void dt_model_run(const dt_model *dm) {
+  uint32_t all = dt_optional_mask();
+  dt_result ref, r;
+  dt_run(dm, all, "reference: optional passes off", &ref);
+  dt_check(ref.ran, "the reference runs", dm->name, "reference");
+  dt_run(dm, 0, "all passes", &r);
+  dt_compare(dm, &ref, &r, "all passes");
+  dt_result_free(&r);
+  for (int i = 0; i < PASS_COUNT; i++) {
+    if (!(all >> i & 1)) continue;
+    char cfg[64];
+    snprintf(cfg, sizeof cfg, "all but %s", pass_table[i].name);
+    dt_run(dm, 1u << i, cfg, &r);
+    dt_compare(dm, &ref, &r, cfg);
+    dt_result_free(&r);
+  }
+  if (ref.ran) printf("ok %s: %lld output values, %lld weights, losses %.5g %.5g %.5g\n", dm->name, (long long)ref.npred,
+                      (long long)ref.nw, ref.loss[0], ref.loss[1], ref.loss[2]);
+  dt_result_free(&ref);
+}
+
+static void dt_model_go(const char *label, const ir_graph *g) {
+  dt_model dm = {label, g, dt_batch(g), {NULL}};
+  for (int s = 0; s < DT_STEPS; s++) dm.tbatch[s] = dt_batch(g);
+  dt_model_run(&dm);
+  dt_batch_free(g, dm.pbatch);
+  for (int s = 0; s < DT_STEPS; s++) dt_batch_free(g, dm.tbatch[s]);
+}
+
+/* Lowers every model of a file (small dims) and hands each graph to fn. */
+static void dt_each_model(const char *path, const fe_define *extra, int nextra,
+                          void (*fn)(const char *label, const ir_graph *g)) {
+  ir_diag d;
+  ir_diag_init(&d, stderr);
+  fe_file *f = fe_parse_file(path, &d);
+  fe_define defs[16];
+  int nd = f ? dt_defines(f, defs) : 0;
+  for (int i = 0; i < nextra; i++) {
+    int j = 0;
+    while (j < nd && strcmp(defs[j].name, extra[i].name) != 0) j++;
+    if (j < 16) defs[j] = extra[i], nd += j == nd;
+  }
+  if (!f || d.errors || fe_check_file(f, defs, nd, &d)) dt_check(false, "parses", path, "front end");
+  for (fe_model *m = f && !d.errors ? f->models : NULL; m; m = m->next) {
+    ir_graph *g = fe_lower_model(f, m, defs, nd, &d);
+    char label[256];
+    snprintf(label, sizeof label, "%s:%s", strrchr(path, '/') ? strrchr(path, '/') + 1 : path, m->name);
+    if (g) fn(label, g);
+    else dt_check(false, "lowers", label, "front end");
+    ir_graph_free(g);
+  }
+  fe_file_free(f);
+  ir_diag_free(&d);
+}
+
+static void dt_each_file(const char *dir) {
+  char path[2048];
+  snprintf(path, sizeof path, "%s%s", dt_root, dir);
+  struct dirent **list = NULL;
+  int n = scandir(path, &list, NULL, alphasort);
+  if (n < 0) dt_check(false, "lists its models", path, "files");
+  for (int i = 0; i < n; i++) {
+    size_t len = strlen(list[i]->d_name);
+    if (len > 5 && strcmp(list[i]->d_name + len - 5, ".kiln") == 0) {
+      char file[4096];
+      snprintf(file, sizeof file, "%s/%s", path, list[i]->d_name);
+      dt_each_model(file, NULL, 0, dt_model_go);
+    }
+    free(list[i]);
+  }
+  free(list);
+}
+
+/* ---- whole-path sanity: the MLP learns a fixed batch; a bad label fails a step cleanly ---- */
+
+static void dt_learns(const char *label, const ir_graph *g) {
+  char err[EX_ERR_LEN] = "";
+  ir_graph *tg = dt_compile(g, IR_MODE_TRAIN, 0);
+  ex_model *m = ex_model_new(g, DT_SEED, err, sizeof err);
+  void **b = dt_batch(g);
+  const void *args[DT_MAX_IN];
+  float loss[20] = {0};
+  bool ran = tg && m && dt_args(tg, b, args) == 2;
+  for (int s = 0; ran && s < 20; s++) ran = !ex_train_step(m, tg, args, &loss[s], err, sizeof err);
+  if (!ran) printf("  %s: %s\n", label, err);
+  printf("  %s: loss %.4f after 1 step, %.4f after 20\n", label, loss[0], loss[19]);
+  dt_check(ran && loss[19] < 0.5f * loss[0], "loss decreases over 20 train steps", label, "all passes");
+  ex_model_free(m);
+  dt_batch_free(g, b);
+  dt_graph_free(tg);
+}
+
+/* A label out of range is a kernel error: nonzero, a message, weights and step untouched. */
+static void dt_bad_label(const char *label, const ir_graph *g) {
+  char err[EX_ERR_LEN] = "";
+  ir_graph *tg = dt_compile(g, IR_MODE_TRAIN, 0);
+  ex_model *m = ex_model_new(g, DT_SEED, err, sizeof err);
+  void **b = dt_batch(g);
+  int lt = ir_graph_find_tensor(g, "label");
+  if (lt >= 0) ((int32_t *)b[lt])[1] = 1000;
+  const void *args[DT_MAX_IN];
+  int64_t nw0, nw1;
+  float *w0 = m ? dt_weights(m, &nw0) : NULL, loss = -1;
+  bool failed = tg && m && lt >= 0 && dt_args(tg, b, args) == 2 && ex_train_step(m, tg, args, &loss, err, sizeof err) != 0;
+  float *w1 = m ? dt_weights(m, &nw1) : NULL;
+  bool same = w0 && w1 && nw0 == nw1 && memcmp(w0, w1, (size_t)nw0 * 4) == 0 && ex_model_step(m) == 0;
+  printf("  %s with label 1000: \"%s\"\n", label, err);
+  dt_check(failed && err[0] && same, "a bad label fails the step and leaves the weights", label, "all passes");
+  free(w0), free(w1);
+  ex_model_free(m);
+  dt_batch_free(g, b);
+  dt_graph_free(tg);
+}
+
+int main(void) {
+  dt_find_root();
+  dt_each_file("examples");
+  dt_each_file("tests/passes/models");
+  char mlp[2048];
+  snprintf(mlp, sizeof mlp, "%sexamples/mlp.kiln", dt_root);
+  fe_define b16 = {"batch", 16};
+  dt_each_model(mlp, &b16, 1, dt_learns);
+  dt_each_model(mlp, NULL, 0, dt_bad_label);
+  printf("differential: %d passed, %d failed (%d comparisons not bit-identical)\n", dt_passed, dt_failed, dt_inexact);
+  return dt_failed != 0;
+}
