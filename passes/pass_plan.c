@@ -5,6 +5,7 @@
 #include "passes.h"
 
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #define PASS_ALIGN 64
@@ -163,8 +164,27 @@ static int pass_validate_reads(const ir_graph *g, const ir_plan *p, FILE *out) {
   return 0;
 }
 
+/* Every tensor a node touches has the storage its kind needs, and an arena value the bytes
+ * of its type (a value internal to a fused group appears in no top-level node). */
+static int pass_validate_classes(const ir_graph *g, const ir_plan *p, FILE *out) {
+  for (int i = 0; i < ir_nnodes(g); i++) {
+    const ir_node *n = ir_node_at(g, i);
+    for (int j = 0; j < n->nin + n->nout; j++) {
+      int t = j < n->nin ? n->in[j] : n->out[j - n->nin];
+      if (t < 0) continue;
+      const ir_tensor *x = ir_tensor_at(g, t);
+      if (p->buf[t].cls != pass_plan_class(x))
+        return fprintf(out, "plan: %s, used by node %s, has the wrong storage class\n", x->name, n->name), 1;
+      if (p->buf[t].cls == IR_MEM_ARENA && p->buf[t].bytes != ir_tensor_numel(x) * 4)
+        return fprintf(out, "plan: %s has %lld bytes, not the size of its type\n", x->name, (long long)p->buf[t].bytes), 1;
+    }
+  }
+  return 0;
+}
+
 int pass_plan_validate(const ir_graph *g, const ir_plan *p, FILE *out) {
   int nt = ir_ntensors(g);
+  if (pass_validate_classes(g, p, out)) return 1;
   for (int a = 0; a < nt; a++) {
     const ir_buffer *b = &p->buf[a];
     if (b->cls != IR_MEM_ARENA) continue;
@@ -177,5 +197,156 @@ int pass_plan_validate(const ir_graph *g, const ir_plan *p, FILE *out) {
   return pass_validate_temps(g, p, out) || pass_validate_reads(g, p, out);
 }
 
-/* Arena packing arrives with its own change; until then the plan pass lays out naively. */
-int pass_plan(ir_graph *g, pass_ctx *cx) { return pass_plan_off(g, cx); }
+/* ---- arena packing (co-share): buffers whose lifetimes do not overlap share memory ---- */
+
+/* One thing to place: an in-place chain of tensors (their lifetimes united) or a workspace. */
+typedef struct {
+  int64_t bytes, offset;
+  int first, last;
+  int tensor, node;      /* the chain's root tensor, or -1; the workspace's node, or -1 */
+} pass_item;
+
+/* The end of t's chain of in-place shares. A share the plan cannot honour (not an arena
+ * value of the same size) is dropped: kWriteInplace allows, but never requires, aliasing. */
+static int pass_plan_root(const ir_plan *p, int t) {
+  for (int hops = 0; p->buf[t].share >= 0; hops++) {
+    const ir_buffer *s = &p->buf[p->buf[t].share];
+    if (s->cls != IR_MEM_ARENA || s->bytes != p->buf[t].bytes || hops > 1 << 24) return t;
+    t = p->buf[t].share;
+  }
+  return t;
+}
+
+static void pass_plan_drop_bad_shares(ir_plan *p, int nt) {
+  for (int t = 0; t < nt; t++) {
+    int s = p->buf[t].share;
+    if (s >= 0 && (p->buf[s].cls != IR_MEM_ARENA || p->buf[s].bytes != p->buf[t].bytes)) p->buf[t].share = -1;
+  }
+}
+
+/* Items for every chain root and workspace; root[t] maps each arena tensor to its item. */
+static int pass_plan_items(const ir_graph *g, const ir_plan *p, pass_item *it, int *item_of) {
+  int n = 0, nt = ir_ntensors(g);
+  for (int t = 0; t < nt; t++) item_of[t] = -1;
+  for (int t = 0; t < nt; t++)
+    if (p->buf[t].cls == IR_MEM_ARENA && pass_plan_root(p, t) == t)
+      item_of[t] = n, it[n++] = (pass_item){p->buf[t].bytes, 0, p->buf[t].first, p->buf[t].last, t, -1};
+  for (int t = 0; t < nt; t++) {
+    if (p->buf[t].cls != IR_MEM_ARENA) continue;
+    pass_item *r = &it[item_of[pass_plan_root(p, t)]];
+    if (p->buf[t].first < r->first) r->first = p->buf[t].first;
+    if (p->buf[t].last > r->last) r->last = p->buf[t].last;
+  }
+  for (int i = 0; i < ir_nnodes(g); i++)
+    if (p->temp_bytes[i]) it[n++] = (pass_item){p->temp_bytes[i], 0, i, i, -1, i};
+  return n;
+}
+
+static int pass_by_size(const void *a, const void *b) {
+  const pass_item *x = *(pass_item *const *)a, *y = *(pass_item *const *)b;
+  if (x->bytes != y->bytes) return x->bytes > y->bytes ? -1 : 1;
+  return x->first != y->first ? (x->first < y->first ? -1 : 1) : (x < y ? -1 : x > y);
+}
+
+static int pass_by_start(const void *a, const void *b) {
+  const pass_item *x = *(pass_item *const *)a, *y = *(pass_item *const *)b;
+  if (x->first != y->first) return x->first < y->first ? -1 : 1;
+  return pass_by_size(a, b);
+}
+
+static int pass_by_span(const void *a, const void *b) {
+  const pass_item *x = *(pass_item *const *)a, *y = *(pass_item *const *)b;
+  int64_t sx = (int64_t)(x->last - x->first + 1) * x->bytes, sy = (int64_t)(y->last - y->first + 1) * y->bytes;
+  return sx != sy ? (sx > sy ? -1 : 1) : pass_by_size(a, b);
+}
+
+static int pass_by_offset(const void *a, const void *b) {
+  const pass_item *x = *(pass_item *const *)a, *y = *(pass_item *const *)b;
+  return x->offset != y->offset ? (x->offset < y->offset ? -1 : 1) : 0;
+}
+
+/* The offset for x among the placed items live at the same time (sorted by offset): the
+ * lowest gap that fits (first fit) or the smallest one (best fit); else above them all. */
+static int64_t pass_plan_fit(pass_item **live, int n, int64_t size, bool best) {
+  int64_t at = 0, choice = -1, choice_gap = INT64_MAX;
+  for (int i = 0; i < n; i++) {
+    int64_t gap = live[i]->offset - at;
+    if (gap >= size && gap < choice_gap) {
+      choice = at, choice_gap = gap;
+      if (!best) return choice;
+    }
+    int64_t end = pass_align(live[i]->offset + live[i]->bytes);
+    if (end > at) at = end;
+  }
+  return choice >= 0 ? choice : at;
+}
+
+/* Places items in `order`; returns the arena size. `live` is scratch for n pointers. */
+static int64_t pass_plan_place(pass_item **order, int n, bool best, pass_item **live) {
+  int64_t top = 0;
+  for (int i = 0; i < n; i++) {
+    pass_item *x = order[i];
+    int nl = 0;
+    for (int j = 0; j < i; j++)
+      if (order[j]->first <= x->last && x->first <= order[j]->last) live[nl++] = order[j];
+    qsort(live, (size_t)nl, sizeof *live, pass_by_offset);
+    x->offset = pass_plan_fit(live, nl, pass_align(x->bytes), best);
+    if (x->offset + pass_align(x->bytes) > top) top = x->offset + pass_align(x->bytes);
+  }
+  return top;
+}
+
+/* Tries three orders (size, start, size x lifetime) with first and best fit; keeps the
+ * smallest arena in the items' offsets. */
+static int64_t pass_plan_pack(pass_item *it, int n) {
+  int (*orders[])(const void *, const void *) = {pass_by_size, pass_by_start, pass_by_span};
+  pass_item **ord = malloc(sizeof *ord * ((size_t)n + 1)), **live = malloc(sizeof *live * ((size_t)n + 1));
+  int64_t *best_off = malloc(sizeof(int64_t) * ((size_t)n + 1)), best = INT64_MAX;
+  if (!ord || !live || !best_off) KILN_ICE("out of memory packing the arena");
+  for (int o = 0; o < 6; o++) {
+    for (int i = 0; i < n; i++) ord[i] = &it[i];
+    qsort(ord, (size_t)n, sizeof *ord, orders[o / 2]);
+    int64_t size = pass_plan_place(ord, n, o % 2, live);
+    if (size >= best) continue;
+    best = size;
+    for (int i = 0; i < n; i++) best_off[i] = it[i].offset;
+  }
+  for (int i = 0; i < n; i++) it[i].offset = best_off[i];
+  free(ord), free(live), free(best_off);
+  return n ? best : 0;
+}
+
+static int64_t pass_plan_naive_bytes(const ir_graph *g, const ir_plan *p) {
+  int64_t b = 0;
+  for (int t = 0; t < ir_ntensors(g); t++)
+    if (p->buf[t].cls == IR_MEM_ARENA) b += pass_align(p->buf[t].bytes);
+  for (int i = 0; i < ir_nnodes(g); i++) b += pass_align(p->temp_bytes[i]);
+  return b;
+}
+
+/* Liveness, in-place chains as one buffer each, and every buffer and workspace packed into
+ * one arena over their lifetimes. */
+int pass_plan(ir_graph *g, pass_ctx *cx) {
+  (void)cx;
+  int nt = ir_ntensors(g), nn = ir_nnodes(g);
+  ir_plan *p = pass_plan_new(g);
+  pass_plan_liveness(g, p);
+  pass_plan_drop_bad_shares(p, nt);
+  pass_item *it = malloc(sizeof *it * ((size_t)nt + (size_t)nn + 1));
+  int *item_of = malloc(sizeof(int) * ((size_t)nt + 1));
+  if (!it || !item_of) KILN_ICE("out of memory planning %s", g->name);
+  int n = pass_plan_items(g, p, it, item_of);
+  p->arena_bytes = pass_plan_pack(it, n);
+  p->naive_bytes = pass_plan_naive_bytes(g, p);
+  for (int t = 0; t < nt; t++)
+    if (p->buf[t].cls == IR_MEM_ARENA) p->buf[t].offset = it[item_of[pass_plan_root(p, t)]].offset;
+  for (int i = 0; i < n; i++)
+    if (it[i].node >= 0) p->temp_offset[it[i].node] = it[i].offset;
+  free(it), free(item_of);
+  pass_plan_free(g->plan);
+  g->plan = p;
+#ifdef KILN_DEBUG
+  if (pass_plan_validate(g, p, stderr)) KILN_ICE("the memory plan of %s is invalid", g->name);
+#endif
+  return 0;
+}

@@ -1,0 +1,268 @@
+/* test_fusion.c — the fusion pass on small models: which nodes form a group, which tensors
+ * the fused node takes and gives, that values used only inside a group get no buffer, the
+ * explain line for every unfused neighbour, backward nodes in train mode, and the DOT writer. */
+#define _GNU_SOURCE   /* open_memstream */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fe.h"
+#include "passes.h"
+
+static int passed, failed;
+
+#define CHECK(cond, ...) t_check((cond), __LINE__, __VA_ARGS__)
+static bool t_check(bool ok, int line, const char *fmt, ...) {
+  if (ok) return passed++, true;
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "test_fusion.c:%d: FAIL: ", line);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  failed++;
+  return false;
+}
+
+/* ---- the harness: a model from text through the pipeline, explain lines kept ---- */
+
+typedef struct {
+  fe_file *f;
+  ir_graph *lowered, *g;
+  ir_diag d;
+  pass_ctx cx;
+} t_run;
+
+static t_run *t_compile(const char *src, ir_mode mode, uint32_t disabled) {
+  t_run *r = calloc(1, sizeof *r);
+  ir_diag_init(&r->d, stderr);
+  r->f = fe_parse_text("t.kiln", src, strlen(src), &r->d);
+  if (r->f && !r->d.errors && !fe_check_file(r->f, NULL, 0, &r->d)) r->lowered = fe_lower_model(r->f, r->f->models, NULL, 0, &r->d);
+  pass_ctx_init(&r->cx, mode, &r->d);
+  r->cx.disabled = disabled;
+  if (r->lowered) r->g = pass_compile(r->lowered, &r->cx);
+  return r;
+}
+
+static void t_free(t_run *r) {
+  if (r->g) pass_plan_free(r->g->plan), r->g->plan = NULL;
+  ir_graph_free(r->g);
+  ir_graph_free(r->lowered);
+  fe_file_free(r->f);
+  pass_ctx_free(&r->cx);
+  ir_diag_free(&r->d);
+  free(r);
+}
+
+static int t_count_kind(const ir_graph *g, ir_node_kind k) {
+  int c = 0;
+  for (int i = 0; i < ir_nnodes(g); i++) c += ir_node_at(g, i)->kind == k;
+  return c;
+}
+
+static const ir_node *t_fused(const ir_graph *g, int which) {
+  for (int i = 0; i < ir_nnodes(g); i++)
+    if (ir_node_at(g, i)->kind == IR_N_FUSED && which-- == 0) return ir_node_at(g, i);
+  return NULL;
+}
+
+/* The members' kinds joined by spaces, e.g. "mul add relu". */
+static const char *t_members(const ir_node *n) {
+  static char buf[512];
+  buf[0] = 0;
+  for (int k = 0; n && k < n->nsub; k++) {
+    if (k) strcat(buf, " ");
+    strncat(buf, ir_node_kind_name(&n->sub[k]), sizeof buf - strlen(buf) - 1);
+  }
+  return buf;
+}
+
+static bool t_has_tensor(const ir_graph *g, const int *ts, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (ts[i] >= 0 && strcmp(ir_tensor_at(g, ts[i])->name, name) == 0) return true;
+  return false;
+}
+
+/* An explain line containing every given substring. */
+static bool t_explained(const t_run *r, ...) {
+  for (int i = 0; i < r->cx.explain.len; i++) {
+    const char *line = IR_VEC_AT(r->cx.explain, char *, i);
+    va_list ap;
+    va_start(ap, r);
+    bool all = true;
+    for (const char *s; all && (s = va_arg(ap, const char *));) all = strstr(line, s) != NULL;
+    va_end(ap);
+    if (all) return true;
+  }
+  return false;
+}
+
+static void t_dump_explain(const t_run *r) {
+  for (int i = 0; i < r->cx.explain.len; i++) fprintf(stderr, "    %s\n", IR_VEC_AT(r->cx.explain, char *, i));
+}
+
+#define MODEL(body) "model m {\n" body "\n}\n"
+#define NO_INPLACE (1u << PASS_inplace)
+
+/* ---- forward groups ---- */
+
+static void test_chain(void) {
+  t_run *r = t_compile(MODEL("input x : f32[4, 8]\n y = relu(x * 2 + 1)\n output y"), IR_MODE_PREDICT, 0);
+  if (!CHECK(r->g, "relu(x*2+1) did not compile")) return t_free(r);
+  const ir_node *fn = t_fused(r->g, 0);
+  CHECK(ir_nnodes(r->g) == 1 && fn, "relu(x*2+1): one fused node, got %d nodes", ir_nnodes(r->g));
+  CHECK(fn && strcmp(t_members(fn), "mul add relu") == 0, "members: '%s'", t_members(fn));
+  CHECK(fn && fn->nout == 1 && t_has_tensor(r->g, fn->out, fn->nout, "y"), "the only output is y");
+  CHECK(fn && fn->nin == 3 && t_has_tensor(r->g, fn->in, fn->nin, "x"), "inputs: x and two constants (%d)", fn ? fn->nin : -1);
+  CHECK(r->cx.stats[PASS_fusion].fused_groups == 1, "stats: %d groups", r->cx.stats[PASS_fusion].fused_groups);
+  CHECK(t_explained(r, "group fused0", "3 nodes", "out: y", NULL), "a group line");
+  /* the values between the members are in no top-level node, so they get no buffer */
+  int internal = 0;
+  for (int t = 0; t < ir_ntensors(r->g); t++)
+    if (ir_tensor_at(r->g, t)->kind == IR_T_VALUE && r->g->plan->buf[t].cls == IR_MEM_NONE) internal++;
+  CHECK(internal == 2, "two internal values without storage, got %d", internal);
+  CHECK(pass_plan_validate(r->g, r->g->plan, stderr) == 0, "plan valid");
+  t_free(r);
+}
+
+static void test_outside_reader(void) {
+  t_run *r = t_compile(MODEL("input x : f32[4, 8]\n a = x * 2\n b = relu(a)\n c = fully_connected(a, num_hidden=3)\n"
+                             " output b, c"), IR_MODE_PREDICT, 0);
+  if (!CHECK(r->g, "outside reader model did not compile")) return t_free(r);
+  const ir_node *fn = t_fused(r->g, 0);
+  CHECK(fn && strcmp(t_members(fn), "mul relu") == 0, "members: '%s'", t_members(fn));
+  CHECK(fn && fn->nout == 2 && t_has_tensor(r->g, fn->out, fn->nout, "a") && t_has_tensor(r->g, fn->out, fn->nout, "b"),
+        "a (read by fully_connected) and b (an output) are both outputs of the group");
+  CHECK(t_explained(r, "a (mul) -> c (fully_connected): fully_connected is not elementwise", NULL), "the FC neighbour is explained");
+  t_free(r);
+}
+
+static void test_split_by_gemm(void) {
+  t_run *r = t_compile(MODEL("input x : f32[4, 8]\n h = relu(x * 2)\n f = fully_connected(h, num_hidden=8)\n"
+                             " y = sigmoid(f + 1)\n output y"), IR_MODE_PREDICT, 0);
+  if (!CHECK(r->g, "split model did not compile")) return t_free(r);
+  CHECK(t_count_kind(r->g, IR_N_FUSED) == 2, "two groups around the FC, got %d", t_count_kind(r->g, IR_N_FUSED));
+  CHECK(strcmp(t_members(t_fused(r->g, 0)), "mul relu") == 0, "first group '%s'", t_members(t_fused(r->g, 0)));
+  CHECK(strcmp(t_members(t_fused(r->g, 1)), "add sigmoid") == 0, "second group '%s'", t_members(t_fused(r->g, 1)));
+  CHECK(t_explained(r, "h (relu) -> f (fully_connected): fully_connected is not elementwise", NULL) &&
+        t_explained(r, "f (fully_connected) -> ", "(add): fully_connected is not elementwise", NULL),
+        "both edges of the FC are explained");
+  if (failed) t_dump_explain(r);
+  t_free(r);
+}
+
+static void test_shape_change(void) {
+  t_run *r = t_compile(MODEL("input x : f32[4, 8]\n input z : f32[3, 4, 8]\n a = exp(x)\n b = a + z\n output b"),
+                       IR_MODE_PREDICT, 0);
+  if (!CHECK(r->g, "broadcast model did not compile")) return t_free(r);
+  CHECK(t_count_kind(r->g, IR_N_FUSED) == 0, "a [4,8] and b [3,4,8] are not grouped");
+  CHECK(t_explained(r, "a (exp) -> b (add): output f32[3, 4, 8] differs from the group's f32[4, 8]", NULL), "shape reason");
+  t_free(r);
+}
+
+/* b needs the FC's output, which needs a: a cannot move to b's position. */
+static void test_order(void) {
+  t_run *r = t_compile(MODEL("input x : f32[4, 8]\n a = exp(x)\n f = fully_connected(a, num_hidden=8)\n b = a * f\n output b"),
+                       IR_MODE_PREDICT, 0);
+  if (!CHECK(r->g, "order model did not compile")) return t_free(r);
+  CHECK(t_count_kind(r->g, IR_N_FUSED) == 0, "no group across the FC");
+  CHECK(t_explained(r, "a (exp) -> b (mul): the group would run a after f, which reads a", NULL), "order reason");
+  if (failed) t_dump_explain(r);
+  t_free(r);
+}
+
+/* Two groups meeting at one node become one group. */
+static void test_join(void) {
+  t_run *r = t_compile(MODEL("input x : f32[4, 8]\n input y : f32[4, 8]\n a = exp(x)\n b = tanh(y)\n c = a + b\n output c"),
+                       IR_MODE_PREDICT, 0);
+  if (!CHECK(r->g, "join model did not compile")) return t_free(r);
+  CHECK(ir_nnodes(r->g) == 1 && strcmp(t_members(t_fused(r->g, 0)), "exp tanh add") == 0, "one group: '%s'",
+        t_members(t_fused(r->g, 0)));
+  t_free(r);
+}
+
+/* In-place onto a group input survives fusion; onto an internal value it follows the chain. */
+static void test_inplace_through_group(void) {
+  t_run *r = t_compile(MODEL("input x : f32[4, 8]\n f = fully_connected(x, num_hidden=8)\n y = sigmoid(relu(f) * 3)\n output y"),
+                       IR_MODE_PREDICT, 0);
+  if (!CHECK(r->g, "in-place model did not compile")) return t_free(r);
+  const ir_node *fn = t_fused(r->g, 0);
+  bool ok = fn && fn->nout == 1 && fn->inplace && fn->inplace[0] >= 0 && fn->req[0] == kWriteInplace;
+  CHECK(ok && strcmp(ir_tensor_at(r->g, fn->in[fn->inplace[0]])->name, "f") == 0, "y reuses f through the chain");
+  int y = ir_graph_find_tensor(r->g, "y"), f = ir_graph_find_tensor(r->g, "f");
+  CHECK(r->g->plan->buf[y].share == f && r->g->plan->buf[y].offset == r->g->plan->buf[f].offset, "y shares f's buffer");
+  t_free(r);
+  r = t_compile(MODEL("input x : f32[4, 8]\n f = fully_connected(x, num_hidden=8)\n y = sigmoid(relu(f) * 3)\n output y"),
+                IR_MODE_PREDICT, NO_INPLACE);
+  fn = r->g ? t_fused(r->g, 0) : NULL;
+  CHECK(fn && (!fn->inplace || fn->inplace[0] < 0), "without the in-place pass nothing is shared");
+  t_free(r);
+}
+
+/* ---- train: backward nodes of elementwise ops fuse; broadcast backward does not ---- */
+
+static void test_backward(void) {
+  const char *src = MODEL("input x : f32[4, 8]\n input l : i32[4]\n param s : f32[8] = ones()\n"
+                          " h = tanh(fully_connected(x, num_hidden=8)) * 2\n g = h * s\n"
+                          " loss = softmax_cross_entropy(fully_connected(g, num_hidden=3), l)\n"
+                          " train loss with sgd(lr=0.1)");
+  t_run *r = t_compile(src, IR_MODE_TRAIN, 0);
+  if (!CHECK(r->g, "backward model did not compile")) return t_free(r);
+  bool bwd_group = false;
+  for (int k = 0; t_fused(r->g, k); k++) bwd_group |= strstr(t_members(t_fused(r->g, k)), "_backward_mul _backward_tanh") != NULL;
+  CHECK(bwd_group, "_backward_mul and _backward_tanh form one group");
+  CHECK(t_explained(r, "_backward_mul broadcasts", NULL), "the broadcast backward (s is [8]) is explained");
+  CHECK(pass_plan_validate(r->g, r->g->plan, stderr) == 0, "train plan valid");
+  if (failed) t_dump_explain(r);
+  t_free(r);
+}
+
+/* ---- DOT ---- */
+
+static void test_dot(void) {
+  t_run *r = t_compile(MODEL("input x : f32[4, 8]\n input l : i32[4]\n h = relu(fully_connected(x, num_hidden=8) * 2 + 1)\n"
+                             " loss = softmax_cross_entropy(fully_connected(h, num_hidden=3), l)\n"
+                             " train loss with sgd(lr=0.1)"), IR_MODE_TRAIN, 0);
+  if (!CHECK(r->g, "dot model did not compile")) return t_free(r);
+  char *s = NULL;
+  size_t len = 0;
+  FILE *o = open_memstream(&s, &len);
+  pass_write_dot(r->g, o);
+  fclose(o);
+  int depth = 0, min = 0, members = 0;
+  for (size_t i = 0; i < len; i++) {
+    depth += s[i] == '{' ? 1 : s[i] == '}' ? -1 : 0;
+    if (depth < min) min = depth;
+  }
+  CHECK(depth == 0 && min == 0 && strncmp(s, "digraph", 7) == 0, "balanced braces");
+  for (int i = 0; i < ir_nnodes(r->g); i++) {
+    const ir_node *n = ir_node_at(r->g, i);
+    char id[48];
+    snprintf(id, sizeof id, n->kind == IR_N_FUSED ? "subgraph cluster_%d {" : "  n%d [", i);
+    CHECK(strstr(s, id) != NULL, "a DOT node or cluster for node %d (%s)", i, n->name);
+    members += n->nsub;
+    for (int k = 0; k < n->nsub; k++) {
+      snprintf(id, sizeof id, "n%d_%d [", i, k);
+      CHECK(strstr(s, id) != NULL, "a DOT node for member %d of %s", k, n->name);
+    }
+  }
+  CHECK(members > 0 && strstr(s, "fillcolor=\"#f4cccc\"") && strstr(s, "shape=hexagon") && strstr(s, "shape=box3d"),
+        "fused members, backward colour, update hexagons and parameter boxes present");
+  free(s);
+  t_free(r);
+}
+
+int main(void) {
+  test_chain();
+  test_outside_reader();
+  test_split_by_gemm();
+  test_shape_change();
+  test_order();
+  test_join();
+  test_inplace_through_group();
+  test_backward();
+  test_dot();
+  printf("test_fusion: %d passed, %d failed\n", passed, failed);
+  return failed != 0;
+}
