@@ -343,6 +343,101 @@ static void dt_each_file(const char *dir) {
   free(list);
 }
 
+/* ---- an independent oracle: the MLP's predict and first SGD step computed here in double ---- */
+
+typedef struct { const float *w1, *b1, *w2, *b2; int64_t nb, ni, nh, no; } dt_mlp;
+
+static bool dt_mlp_weights(const ex_model *m, dt_mlp *p) {
+  int64_t n1, n2, n3, n4;
+  if (ex_model_get(m, "hidden.weight", &p->w1, &n1) || ex_model_get(m, "hidden.bias", &p->b1, &n2) ||
+      ex_model_get(m, "logits.weight", &p->w2, &n3) || ex_model_get(m, "logits.bias", &p->b2, &n4)) return false;
+  p->nh = n2, p->no = n4, p->ni = n1 / n2;
+  return n3 == n2 * n4;
+}
+
+/* Forward for row r: pre-activations h (nh) and softmax probabilities pr (no). */
+static void dt_mlp_row(const dt_mlp *p, const float *x, double *h, double *pr) {
+  double mx = -INFINITY, z = 0;
+  for (int64_t j = 0; j < p->nh; j++) {
+    h[j] = p->b1[j];
+    for (int64_t k = 0; k < p->ni; k++) h[j] += (double)p->w1[j * p->ni + k] * x[k];
+  }
+  for (int64_t c = 0; c < p->no; c++) {
+    pr[c] = p->b2[c];
+    for (int64_t j = 0; j < p->nh; j++) pr[c] += (double)p->w2[c * p->nh + j] * fmax(h[j], 0);
+    mx = fmax(mx, pr[c]);
+  }
+  for (int64_t c = 0; c < p->no; c++) z += pr[c] = exp(pr[c] - mx);
+  for (int64_t c = 0; c < p->no; c++) pr[c] /= z;
+}
+
+/* Gradients of the mean cross-entropy, accumulated over the rows into g (w1, b1, w2, b2). */
+static void dt_mlp_grad_row(const dt_mlp *p, const float *x, int32_t y, double *g) {
+  double h[256], pr[64], dh[256];
+  double *g1 = g, *gb1 = g1 + p->nh * p->ni, *g2 = gb1 + p->nh, *gb2 = g2 + p->no * p->nh;
+  dt_mlp_row(p, x, h, pr);
+  for (int64_t j = 0; j < p->nh; j++) dh[j] = 0;
+  for (int64_t c = 0; c < p->no; c++) {
+    double d = (pr[c] - (c == y)) / (double)p->nb;
+    gb2[c] += d;
+    for (int64_t j = 0; j < p->nh; j++) g2[c * p->nh + j] += d * fmax(h[j], 0), dh[j] += d * p->w2[c * p->nh + j];
+  }
+  for (int64_t j = 0; j < p->nh; j++) {
+    double d = h[j] > 0 ? dh[j] : 0;
+    gb1[j] += d;
+    for (int64_t k = 0; k < p->ni; k++) g1[j * p->ni + k] += d * x[k];
+  }
+}
+
+static bool dt_near(double want, float got, double atol) { return fabs(want - got) <= 1e-5 * fabs(want) + atol; }
+
+static bool dt_mlp_predict_ok(const dt_mlp *p, const float *x, const float *prob) {
+  double h[256], pr[64];
+  for (int64_t r = 0; r < p->nb; r++) {
+    dt_mlp_row(p, x + r * p->ni, h, pr);
+    for (int64_t c = 0; c < p->no; c++)
+      if (!dt_near(pr[c], prob[r * p->no + c], 1e-7)) return false;
+  }
+  return true;
+}
+
+/* After one step of sgd(lr, momentum): w1 = w0 - lr * grad (the momentum buffer starts at 0). */
+static bool dt_mlp_step_ok(const dt_mlp *p0, const float *w0, const ex_model *m, const float *x, const int32_t *y, float lr) {
+  int64_t n = p0->nh * p0->ni + p0->nh + p0->no * p0->nh + p0->no, nw;
+  double *g = calloc((size_t)n, sizeof *g);
+  for (int64_t r = 0; r < p0->nb; r++) dt_mlp_grad_row(p0, x + r * p0->ni, y[r], g);
+  float *w1 = dt_weights(m, &nw);
+  bool ok = nw == n;
+  for (int64_t i = 0; ok && i < n; i++) ok = dt_near(w0[i] - lr * g[i], w1[i], 1e-7);
+  free(g), free(w1);
+  return ok;
+}
+
+static void dt_mlp_oracle(const char *label, const ir_graph *g) {
+  char err[EX_ERR_LEN] = "";
+  ir_graph *pg = dt_compile(g, IR_MODE_PREDICT, 0), *tg = dt_compile(g, IR_MODE_TRAIN, 0);
+  ex_model *m = ex_model_new(g, DT_SEED, err, sizeof err);
+  void **b = dt_batch(g);
+  int xt = ir_graph_find_tensor(g, "image"), yt = ir_graph_find_tensor(g, "label");
+  dt_mlp p = {0};
+  bool ok = pg && tg && m && xt >= 0 && yt >= 0 && dt_mlp_weights(m, &p) && p.nh <= 256 && p.no <= 64;
+  p.nb = ok ? ir_tensor_at(g, xt)->shape.d[0] : 0;
+  float *prob = ok ? dt_predict(m, pg, b, err) : NULL;
+  dt_check(prob && dt_mlp_predict_ok(&p, b[xt], prob), "predict matches a direct computation", label, "oracle");
+  int64_t nw;
+  float *w0 = m ? dt_weights(m, &nw) : NULL, loss;
+  const void *args[DT_MAX_IN];
+  ok = ok && w0 && dt_args(tg, b, args) == 2 && !ex_train_step(m, tg, args, &loss, err, sizeof err);
+  dt_mlp p0 = p;                 /* the gradients use the weights before the step */
+  p0.w1 = w0, p0.b1 = w0 + p.nh * p.ni, p0.w2 = p0.b1 + p.nh, p0.b2 = p0.w2 + p.no * p.nh;
+  dt_check(ok && dt_mlp_step_ok(&p0, w0, m, b[xt], b[yt], ex_model_lr(m)), "one SGD step matches a direct computation", label, "oracle");
+  if (!ok) printf("  %s\n", err);
+  free(prob), free(w0);
+  ex_model_free(m);
+  dt_batch_free(g, b);
+  dt_graph_free(pg), dt_graph_free(tg);
+}
+
 /* ---- whole-path sanity: the MLP learns a fixed batch; a bad label fails a step cleanly ---- */
 
 static void dt_learns(const char *label, const ir_graph *g) {
@@ -393,6 +488,7 @@ int main(void) {
   fe_define b16 = {"batch", 16};
   dt_each_model(mlp, &b16, 1, dt_learns);
   dt_each_model(mlp, NULL, 0, dt_bad_label);
+  dt_each_model(mlp, NULL, 0, dt_mlp_oracle);
   printf("differential: %d passed, %d failed (%d comparisons not bit-identical)\n", dt_passed, dt_failed, dt_inexact);
   return dt_failed != 0;
 }
