@@ -1,0 +1,354 @@
+/* test_plan.c — in-place legality, the memory plan on every example in predict and train with
+ * each optional pass on and off (validated, never larger than naive), the validator rejecting
+ * broken plans, and the ResNet figures (arena against naive) that docs/passes.md quotes. */
+#define _GNU_SOURCE   /* open_memstream */
+#include <dirent.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fe.h"
+#include "passes.h"
+
+static int passed, failed;
+
+#define CHECK(cond, ...) t_check((cond), __LINE__, __VA_ARGS__)
+static bool t_check(bool ok, int line, const char *fmt, ...) {
+  if (ok) return passed++, true;
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "test_plan.c:%d: FAIL: ", line);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  failed++;
+  return false;
+}
+
+/* ---- the harness ---- */
+
+typedef struct {
+  fe_file *f;
+  ir_graph *lowered, *g;
+  ir_diag d;
+  pass_ctx cx;
+} t_run;
+
+static t_run *t_lower(fe_file *f, ir_diag *d) {
+  t_run *r = calloc(1, sizeof *r);
+  r->f = f;
+  if (f && !d->errors && !fe_check_file(f, NULL, 0, d)) r->lowered = fe_lower_model(f, f->models, NULL, 0, d);
+  return r;
+}
+
+static void t_compile(t_run *r, ir_mode mode, uint32_t disabled) {
+  pass_ctx_init(&r->cx, mode, &r->d);
+  r->cx.disabled = disabled;
+  if (r->lowered) r->g = pass_compile(r->lowered, &r->cx);
+}
+
+static t_run *t_text(const char *src, ir_mode mode, uint32_t disabled) {
+  ir_diag d;
+  ir_diag_init(&d, stderr);
+  t_run *r = t_lower(fe_parse_text("t.kiln", src, strlen(src), &d), &d);
+  r->d = d;
+  t_compile(r, mode, disabled);
+  return r;
+}
+
+static void t_free(t_run *r) {
+  if (r->g) pass_plan_free(r->g->plan), r->g->plan = NULL;
+  ir_graph_free(r->g);
+  ir_graph_free(r->lowered);
+  fe_file_free(r->f);
+  pass_ctx_free(&r->cx);
+  ir_diag_free(&r->d);
+  free(r);
+}
+
+/* The node whose first output is tensor `name`, or NULL. */
+static const ir_node *t_writer(const ir_graph *g, const char *name) {
+  int t = ir_graph_find_tensor(g, name);
+  for (int i = 0; t >= 0 && i < ir_nnodes(g); i++)
+    if (ir_node_at(g, i)->nout && ir_node_at(g, i)->out[0] == t) return ir_node_at(g, i);
+  return NULL;
+}
+
+/* The tensor output 0 of the node writing `name` reuses, or "" when none. */
+static const char *t_reuses(const ir_graph *g, const char *name) {
+  const ir_node *n = t_writer(g, name);
+  if (!n || !n->inplace || n->inplace[0] < 0) return "";
+  return ir_tensor_at(g, n->in[n->inplace[0]])->name;
+}
+
+#define MODEL(body) "model m {\n" body "\n}\n"
+#define OFF(p) (1u << PASS_##p)
+#define NO_FUSION OFF(fusion)
+
+/* ---- in-place legality ---- */
+
+static void test_inplace_basic(void) {
+  t_run *r = t_text(MODEL("input x : f32[4, 8]\n f = fully_connected(x, num_hidden=8)\n y = relu(f)\n output y"),
+                    IR_MODE_PREDICT, NO_FUSION);
+  if (!CHECK(r->g, "model did not compile")) return t_free(r);
+  const ir_node *n = t_writer(r->g, "y");
+  CHECK(strcmp(t_reuses(r->g, "y"), "f") == 0 && n->req[0] == kWriteInplace, "relu reuses f with kWriteInplace");
+  CHECK(r->cx.stats[PASS_inplace].inplace_pairs == 1, "one pair, got %d", r->cx.stats[PASS_inplace].inplace_pairs);
+  int y = ir_graph_find_tensor(r->g, "y"), f = ir_graph_find_tensor(r->g, "f");
+  CHECK(r->g->plan->buf[y].share == f && r->g->plan->buf[y].offset == r->g->plan->buf[f].offset, "one buffer for the pair");
+  t_free(r);
+}
+
+static void test_inplace_read_later(void) {
+  t_run *r = t_text(MODEL("input x : f32[4, 8]\n a = fully_connected(x, num_hidden=8)\n b = relu(a)\n c = a + b\n output c"),
+                    IR_MODE_PREDICT, NO_FUSION);
+  if (!CHECK(r->g, "model did not compile")) return t_free(r);
+  CHECK(strcmp(t_reuses(r->g, "b"), "") == 0, "relu must not reuse a, which add reads later");
+  CHECK(strcmp(t_reuses(r->g, "c"), "a") == 0, "add, a's last reader, reuses a (got '%s')", t_reuses(r->g, "c"));
+  t_free(r);
+}
+
+static void test_inplace_never(void) {
+  t_run *r = t_text(MODEL("input x : f32[4, 8]\n param w : f32[4, 8] = ones()\n y = relu(x)\n z = exp(w)\n output y, z"),
+                    IR_MODE_PREDICT, NO_FUSION);
+  if (!CHECK(r->g, "model did not compile")) return t_free(r);
+  CHECK(!*t_reuses(r->g, "y") && !*t_reuses(r->g, "z"), "a caller input and a parameter are never reused");
+  t_free(r);
+  r = t_text(MODEL("input x : f32[4, 8]\n a = fully_connected(x, num_hidden=8)\n b = relu(a)\n output a, b"),
+             IR_MODE_PREDICT, NO_FUSION);
+  CHECK(r->g && !*t_reuses(r->g, "b"), "a graph output is never reused");
+  t_free(r);
+  r = t_text(MODEL("input x : f32[4, 8]\n a = fully_connected(x, num_hidden=1)\n b = a + x\n output b"),
+             IR_MODE_PREDICT, NO_FUSION);
+  CHECK(r->g && !*t_reuses(r->g, "b"), "a [4, 1] slot cannot hold a broadcast [4, 8] output");
+  t_free(r);
+  r = t_text(MODEL("input x : f32[4, 8]\n a = fully_connected(x, num_hidden=8)\n b = relu(a)\n output b"),
+             IR_MODE_PREDICT, NO_FUSION | OFF(inplace));
+  CHECK(r->g && !*t_reuses(r->g, "b") && r->cx.stats[PASS_inplace].inplace_pairs == 0, "switched off: no pairs");
+  t_free(r);
+}
+
+/* Every pair in a compiled graph obeys the rules, whoever made it. */
+static void t_check_pairs(const ir_graph *g, const char *what) {
+  int nn = ir_nnodes(g);
+  int *last = malloc(sizeof(int) * ((size_t)ir_ntensors(g) + 1));
+  for (int t = 0; t < ir_ntensors(g); t++) last[t] = -1;
+  for (int i = 0; i < nn; i++) {
+    const ir_node *n = ir_node_at(g, i);
+    for (int j = 0; j < n->nin + n->nout; j++) {
+      int t = j < n->nin ? n->in[j] : n->out[j - n->nin];
+      if (t >= 0) last[t] = i;
+    }
+  }
+  for (int i = 0; i < g->outputs.len; i++) last[IR_VEC_AT(g->outputs, int, i)] = nn;
+  if (g->mode == IR_MODE_TRAIN && g->loss >= 0) last[g->loss] = nn;
+  for (int i = 0; i < nn; i++) {
+    const ir_node *n = ir_node_at(g, i);
+    for (int j = 0; n->inplace && j < n->nout; j++) {
+      if (n->inplace[j] < 0) continue;
+      int t = n->in[n->inplace[j]];
+      const ir_tensor *x = ir_tensor_at(g, t);
+      bool ok = x->kind == IR_T_VALUE && last[t] == i && n->req[j] == kWriteInplace &&
+                ir_shape_eq(&x->shape, &ir_tensor_at(g, n->out[j])->shape);
+      CHECK(ok, "%s: %s reuses %s illegally", what, n->name, x->name);
+    }
+  }
+  free(last);
+}
+
+/* ---- the plan on every example ---- */
+
+static const char *t_root(void) {
+  static char root[1024];
+  snprintf(root, sizeof root, "%s", __FILE__);
+  char *p = strstr(root, "tests/passes/test_plan.c");
+  if (p) *p = 0;
+  else snprintf(root, sizeof root, "./");
+  return root;
+}
+
+static t_run *t_example(const char *path, ir_mode mode, uint32_t disabled) {
+  t_run *r = calloc(1, sizeof *r);
+  ir_diag_init(&r->d, stderr);
+  r->f = fe_parse_file(path, &r->d);
+  if (r->f && !r->d.errors && !fe_check_file(r->f, NULL, 0, &r->d)) r->lowered = fe_lower_model(r->f, r->f->models, NULL, 0, &r->d);
+  t_compile(r, mode, disabled);
+  return r;
+}
+
+static const uint32_t t_masks[] = {0, OFF(inplace), OFF(fusion), OFF(plan), OFF(prune),
+                                   OFF(inplace) | OFF(fusion), OFF(inplace) | OFF(fusion) | OFF(plan) | OFF(prune)};
+
+static void t_plan_one(const char *path, ir_mode mode, uint32_t mask) {
+  t_run *r = t_example(path, mode, mask);
+  const char *m = mode == IR_MODE_TRAIN ? "train" : "predict";
+  if (CHECK(r->g && r->g->plan, "%s (%s, off %#x) did not compile", path, m, mask)) {
+    char *msg = NULL;
+    size_t len = 0;
+    FILE *o = open_memstream(&msg, &len);
+    int bad = pass_plan_validate(r->g, r->g->plan, o);
+    fclose(o);
+    CHECK(!bad, "%s (%s, off %#x): %s", path, m, mask, msg);
+    free(msg);
+    CHECK(r->g->plan->arena_bytes <= r->g->plan->naive_bytes, "%s (%s): arena above naive", path, m);
+    CHECK(ir_verify(r->g) == 0, "%s (%s, off %#x): graph invalid", path, m, mask);
+    t_check_pairs(r->g, path);
+  }
+  t_free(r);
+}
+
+static void test_examples(void) {
+  char dir[1100];
+  snprintf(dir, sizeof dir, "%sexamples", t_root());
+  DIR *d = opendir(dir);
+  if (!CHECK(d != NULL, "cannot open %s", dir)) return;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    size_t l = strlen(e->d_name);
+    if (l < 6 || strcmp(e->d_name + l - 5, ".kiln")) continue;
+    char path[1400];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    for (size_t k = 0; k < sizeof t_masks / sizeof *t_masks; k++) {
+      t_plan_one(path, IR_MODE_PREDICT, t_masks[k]);
+      t_plan_one(path, IR_MODE_TRAIN, t_masks[k]);
+    }
+    n++;
+  }
+  closedir(d);
+  CHECK(n >= 4, "found %d examples", n);
+}
+
+/* ---- the validator rejects broken plans ---- */
+
+static bool t_rejects(const ir_graph *g, const ir_plan *p, const char *want) {
+  char *msg = NULL;
+  size_t len = 0;
+  FILE *o = open_memstream(&msg, &len);
+  int bad = pass_plan_validate(g, p, o);
+  fclose(o);
+  bool ok = bad && msg && strstr(msg, want);
+  if (!ok) fprintf(stderr, "  validator said: %s\n", msg ? msg : "(nothing)");
+  free(msg);
+  return ok;
+}
+
+static ir_plan *t_copy_plan(const ir_graph *g) {
+  ir_plan *p = pass_plan_naive(g);
+  const ir_plan *q = g->plan;
+  memcpy(p->buf, q->buf, sizeof *p->buf * (size_t)ir_ntensors(g));
+  memcpy(p->temp_offset, q->temp_offset, sizeof(int64_t) * (size_t)ir_nnodes(g));
+  memcpy(p->temp_bytes, q->temp_bytes, sizeof(int64_t) * (size_t)ir_nnodes(g));
+  p->arena_bytes = q->arena_bytes, p->naive_bytes = q->naive_bytes;
+  return p;
+}
+
+static void test_validator(void) {
+  t_run *r = t_text(MODEL("input x : f32[4, 8]\n a = fully_connected(x, num_hidden=8)\n b = fully_connected(a, num_hidden=8)\n"
+                          " c = relu(b)\n d = a * c\n output d"), IR_MODE_PREDICT, NO_FUSION);
+  if (!CHECK(r->g, "model did not compile")) return t_free(r);
+  ir_graph *g = r->g;
+  int a = ir_graph_find_tensor(g, "a"), b = ir_graph_find_tensor(g, "b"), c = ir_graph_find_tensor(g, "c");
+  int x = ir_graph_find_tensor(g, "x"), d = ir_graph_find_tensor(g, "d");
+  CHECK(pass_plan_validate(g, g->plan, stderr) == 0, "the real plan is valid");
+  CHECK(g->plan->buf[c].share == b, "c reuses b");
+
+  ir_plan *p = t_copy_plan(g);            /* a and b are live together (a is read by d) */
+  p->buf[b].offset = p->buf[a].offset, p->buf[c].offset = p->buf[a].offset;
+  CHECK(t_rejects(g, p, "overlap"), "overlapping live tensors are rejected");
+  pass_plan_free(p);
+
+  p = t_copy_plan(g);                     /* c reusing a, which d reads later */
+  p->buf[c].share = a, p->buf[c].offset = p->buf[a].offset;
+  CHECK(t_rejects(g, p, "still read after"), "reusing a tensor read later is rejected");
+  pass_plan_free(p);
+
+  p = t_copy_plan(g);                     /* d reusing the caller's input */
+  p->buf[d].share = x, p->buf[d].offset = p->arena_bytes;   /* alone in the arena, so only the pair is wrong */
+  p->arena_bytes += p->buf[d].bytes;
+  CHECK(t_rejects(g, p, "not an arena value"), "reusing a caller input is rejected");
+  pass_plan_free(p);
+
+  p = t_copy_plan(g);                     /* a pair at different offsets */
+  p->buf[c].offset += 64;
+  p->arena_bytes += 64;
+  CHECK(t_rejects(g, p, "another offset") || t_rejects(g, p, "overlap"), "a pair split across offsets is rejected");
+  pass_plan_free(p);
+
+  p = t_copy_plan(g);                     /* b written only at node 3: read before write */
+  p->buf[b].first = p->buf[c].first;
+  CHECK(t_rejects(g, p, "before its write") || t_rejects(g, p, "still read after"), "read before write is rejected");
+  pass_plan_free(p);
+
+  p = t_copy_plan(g);
+  p->buf[a].offset = p->arena_bytes;
+  CHECK(t_rejects(g, p, "past the arena"), "a buffer past the arena end is rejected");
+  pass_plan_free(p);
+
+  p = t_copy_plan(g);
+  p->buf[a].cls = IR_MEM_NONE;
+  CHECK(t_rejects(g, p, "wrong storage class"), "a used value without storage is rejected");
+  pass_plan_free(p);
+  t_free(r);
+}
+
+/* A workspace must not overlap what is live at its node. */
+static void test_validator_workspace(void) {
+  t_run *r = t_text(MODEL("input x : f32[2, 3, 8, 8]\n c = convolution(x, kernel=(3, 3), num_filter=4, pad=(1, 1))\n"
+                          " y = relu(c)\n output y"), IR_MODE_PREDICT, 0);
+  if (!CHECK(r->g && r->g->plan, "conv model did not compile")) return t_free(r);
+  const ir_plan *q = r->g->plan;
+  int conv = -1;
+  for (int i = 0; i < ir_nnodes(r->g); i++)
+    if (q->temp_bytes[i]) conv = i;
+  if (CHECK(conv >= 0, "the convolution has a workspace")) {
+    ir_plan *p = t_copy_plan(r->g);
+    int c = ir_graph_find_tensor(r->g, "c");
+    p->temp_offset[conv] = p->buf[c].offset;
+    if (p->temp_offset[conv] + p->temp_bytes[conv] > p->arena_bytes) p->arena_bytes = p->temp_offset[conv] + p->temp_bytes[conv];
+    CHECK(t_rejects(r->g, p, "workspace"), "a workspace over a live output is rejected");
+    pass_plan_free(p);
+  }
+  t_free(r);
+}
+
+/* ---- the figures ---- */
+
+static double t_mib(int64_t b) { return (double)b / (1 << 20); }
+
+/* Arena with every pass on against naive with in-place, fusion and planning off (every
+ * intermediate, gradient and workspace its own buffer). */
+static void t_figure(const char *path, ir_mode mode, double aim) {
+  t_run *on = t_example(path, mode, 0);
+  t_run *off = t_example(path, mode, OFF(inplace) | OFF(fusion) | OFF(plan));
+  if (CHECK(on->g && off->g, "%s did not compile", path)) {
+    int64_t arena = on->g->plan->arena_bytes, naive = off->g->plan->naive_bytes;
+    double pct = 100.0 * (double)arena / (double)naive;
+    printf("resnet %-7s: arena %.2f MiB, naive %.2f MiB: %.1f%% (aim <= %.0f%%); same graph's naive %.2f MiB; "
+           "%d in-place pairs, %d fused groups\n", mode == IR_MODE_TRAIN ? "train" : "predict", t_mib(arena), t_mib(naive),
+           pct, aim, t_mib(on->g->plan->naive_bytes), on->cx.stats[PASS_inplace].inplace_pairs,
+           on->cx.stats[PASS_fusion].fused_groups);
+    CHECK(pct <= aim, "resnet %s: %.1f%% of naive misses the aim", mode == IR_MODE_TRAIN ? "train" : "predict", pct);
+  }
+  t_free(on);
+  t_free(off);
+}
+
+static void test_figures(void) {
+  char path[1100];
+  snprintf(path, sizeof path, "%sexamples/resnet.kiln", t_root());
+  t_figure(path, IR_MODE_PREDICT, 10);
+  t_figure(path, IR_MODE_TRAIN, 45);
+}
+
+int main(void) {
+  test_inplace_basic();
+  test_inplace_read_later();
+  test_inplace_never();
+  test_validator();
+  test_validator_workspace();
+  test_examples();
+  test_figures();
+  printf("test_plan: %d passed, %d failed\n", passed, failed);
+  return failed != 0;
+}
