@@ -121,9 +121,14 @@ void ir_print(const ir_graph *g, FILE *out) {
   fprintf(out, "model %s {\n", g->name);
   ir_print_decls(g, out);
   for (int i = 0; i < ir_nnodes(g); i++) ir_print_node(g, ir_node_at(g, i), out);
-  for (int i = 0; i < g->outputs.len; i++)
-    fprintf(out, "%s%s", i ? ", " : "  output ", ir_tensor_at(g, IR_VEC_AT(g->outputs, int, i))->name);
-  if (g->outputs.len) fputc('\n', out);
+  /* A train graph computes only the loss: outputs nothing produces are not printed. */
+  int shown = 0;
+  for (int i = 0; i < g->outputs.len; i++) {
+    const ir_tensor *t = ir_tensor_at(g, IR_VEC_AT(g->outputs, int, i));
+    if (t->kind == IR_T_VALUE && t->producer < 0) continue;
+    fprintf(out, "%s%s", shown++ ? ", " : "  output ", t->name);
+  }
+  if (shown) fputc('\n', out);
   if (g->has_train) ir_print_train(g, out);
   fputs("}\n", out);
 }
