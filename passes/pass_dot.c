@@ -130,11 +130,10 @@ static void pass_dot_edges(const ir_graph *g, FILE *out, const pass_dot_ids *ids
 static void pass_dot_results(const ir_graph *g, FILE *out, const pass_dot_ids *ids) {
   for (int i = 0; i <= g->outputs.len; i++) {
     int t = i < g->outputs.len ? IR_VEC_AT(g->outputs, int, i) : g->mode == IR_MODE_TRAIN ? g->loss : -1;
-    if (t < 0) continue;
+    if (t < 0 || !ids->who[t][0]) continue;      /* an output train_step does not compute */
     fprintf(out, "  r%d [shape=doubleoctagon, label=\"%s ", i, i < g->outputs.len ? "output" : "loss");
     pass_dot_str(out, ir_tensor_at(g, t)->name);
-    fputs("\"];\n", out);
-    if (ids->who[t][0]) fprintf(out, "  %s -> r%d;\n", ids->who[t], i);
+    fprintf(out, "\"];\n  %s -> r%d;\n", ids->who[t], i);
   }
 }
 
@@ -143,7 +142,7 @@ void pass_write_dot(const ir_graph *g, FILE *out) {
   if (!ids.who) KILN_ICE("out of memory writing DOT");
   fputs("digraph \"", out);
   pass_dot_str(out, g->name);
-  fputs("\" {\n  rankdir=TB;\n  node [fontname=\"Helvetica\", fontsize=10];\n  edge [fontname=\"Helvetica\"];\n", out);
+  fputs("\" {\n  rankdir=TB;\n  newrank=true;\n  node [fontname=\"Helvetica\", fontsize=10];\n  edge [fontname=\"Helvetica\"];\n", out);
   pass_dot_state(g, out, &ids);
   pass_dot_nodes(g, out, &ids);
   pass_dot_edges(g, out, &ids);
