@@ -1,0 +1,67 @@
+/* cg.h — code generation: from the compiled predict and train graphs (with their plans) to a
+ * model descriptor (runtime/rt_model.h), LLVM IR for each fused group, and then either an
+ * in-memory JIT (kiln run FILE.kiln, kiln train, kiln repl) or an object file linked into a
+ * self-contained shared object with its C header (kiln compile).
+ *   cg_desc.c         the descriptor, built in memory; step i of a program is node i of its graph
+ *   cg_header.c       NAME.h: the SPEC section 3 ABI for one model
+ *   cg_link.c         cc -shared: the object + the runtime and kernel archives + BLAS, libm, pthreads
+ *   cpu/cg_llvm.c     the LLVM module, the target machine (host CPU unless cpu/features say
+ *                     otherwise), -O0..-O3 as LLVM's pipelines, .ll and .o output
+ *   cpu/cg_fused.c    one function per fused group: a loop nest over the group's output
+ *                     index space with broadcast strides, the members' scalar functions
+ *                     inlined from kernels/k_scalar.h (compiled to bitcode at build time)
+ *   cpu/cg_aot.c      the descriptor as LLVM constants (kernels referenced by symbol), the
+ *                     NAME_* wrappers and the exported `kiln_model` (rt_model_api)
+ *   cpu/cg_jit.c      ORC LLJIT: compiles the module in memory and stores each fused
+ *                     function's address into the descriptor
+ * A GPU back end emits the same fused groups as CUDA C from the same IR (see cg_fused.c). */
+#ifndef KILN_CG_H
+#define KILN_CG_H
+
+#include "passes.h"
+#include "rt_model.h"
+
+typedef struct {
+  int opt_level;               /* 0..3: LLVM's default<O0..O3> pipelines */
+  const char *cpu;             /* NULL: the host CPU */
+  const char *features;        /* NULL: the host's features */
+} cg_options;
+
+/* ---- cg_desc.c ---- */
+/* The descriptor of a model: tensors of the train graph when there is one (the predict
+ * graph's tensors are a prefix of it: both start as copies of the lowered graph), and one
+ * program per entry point, step i = node i. The descriptor owns copies of every name,
+ * param struct and array; fused steps have fused == NULL until cg_jit fills them. NULL with
+ * a message in err on failure. */
+rt_model_desc *cg_desc_build(const ir_graph *predict, const ir_graph *train, char *err, size_t n);
+void cg_desc_free(rt_model_desc *d);
+/* "kiln_fused_p<step>" or "kiln_fused_t<step>": the symbol of a fused step's loop. */
+void cg_fused_name(char *buf, size_t n, bool train, int step);
+
+/* ---- cg_header.c ---- */
+/* NAME.h for the model: the opaque type, create/destroy/load/save/predict/train_step/
+ * set_lr/error, and a NAME_<TENSOR>_SIZE constant per input and output. */
+int cg_write_header(const rt_model_desc *d, FILE *out);
+
+/* ---- cg_link.c ---- */
+/* Links obj into a shared object at so_path with the runtime and kernel archives, so its
+ * only dynamic dependencies are libc, libm, pthreads and the BLAS; exports only the
+ * model's NAME_* functions and kiln_model. 0, or nonzero with a message. */
+int cg_link_shared(const char *obj, const char *so_path, char *err, size_t n);
+
+/* ---- cpu/ ---- */
+typedef struct cg_llvm cg_llvm;
+cg_llvm *cg_llvm_new(const char *module_name, const cg_options *o, char *err, size_t n);
+void cg_llvm_free(cg_llvm *m);                      /* also releases JIT'd code */
+/* One function per fused node of each graph, named by cg_fused_name. */
+int cg_emit_fused_all(cg_llvm *m, const ir_graph *predict, const ir_graph *train, char *err, size_t n);
+/* AOT: the descriptor as constants, the NAME_* wrappers, the exported kiln_model. */
+int cg_emit_aot(cg_llvm *m, const rt_model_desc *d, char *err, size_t n);
+int cg_optimize(cg_llvm *m, char *err, size_t n);   /* the pipeline of o->opt_level */
+int cg_write_ir(cg_llvm *m, const char *path, char *err, size_t n);
+int cg_write_object(cg_llvm *m, const char *path, char *err, size_t n);
+/* JIT: compiles the module in memory and fills d's fused pointers; the code lives until
+ * cg_llvm_free. */
+int cg_jit(cg_llvm *m, rt_model_desc *d, char *err, size_t n);
+
+#endif

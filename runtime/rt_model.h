@@ -1,0 +1,119 @@
+/* rt_model.h — the compiled model at run time: the descriptor a code generator emits and the
+ * functions behind the generated C ABI (SPEC section 3).
+ *
+ * The descriptor is plain constant data: a table of tensors and, per entry point, a program
+ * of steps in plan order. An AOT build emits it as LLVM constants next to the fused loops and
+ * the NAME_* wrappers; the JIT builds the same struct in memory (codegen/cg_desc.c). Each
+ * step names its kernel directly (a function pointer the linker resolves from the kernel
+ * archive) or its generated fused loop, its tensors by index, its OpReqTypes, its workspace
+ * and the earlier steps it depends on, so the runtime can push steps through the dependency
+ * engine and independent branches may run together.
+ *
+ * Random numbers follow the reference executor exactly (exec/exec.h): initialising the
+ * tensor of index i draws Philox(seed, RT_CTR_INIT(i), element); a random op in train step s
+ * (counted from 1) draws Philox(seed, RT_CTR_OP(s, name_hash), element). */
+#ifndef KILN_RT_MODEL_H
+#define KILN_RT_MODEL_H
+
+#include "k_base.h"
+#include "k_params.h"
+
+#define RT_MODEL_ABI "kiln-model-1"
+#define RT_CTR_INIT(i) ((uint64_t)(uint32_t)(i))
+#define RT_CTR_OP(step, hash) ((UINT64_C(1) << 63) | ((uint64_t)(step) & 0x7fffffffu) << 32 | (uint64_t)(hash))
+uint32_t rt_fnv1a32(const char *s);            /* FNV-1a over the bytes of s */
+
+enum { RT_ROLE_INPUT, RT_ROLE_PARAM, RT_ROLE_AUX, RT_ROLE_STATE, RT_ROLE_CONST, RT_ROLE_VALUE };
+/* Initializers, in the order of ir_init_kind. */
+enum { RT_INIT_ZEROS, RT_INIT_ONES, RT_INIT_CONSTANT, RT_INIT_UNIFORM, RT_INIT_NORMAL, RT_INIT_XAVIER };
+
+typedef struct {
+  const char *name;
+  int32_t role, dtype;
+  k_shape shape;
+  int32_t init;                 /* PARAM, AUX: RT_INIT_*; CONST: unused */
+  float init_a, init_b;         /* the initializer's attributes; CONST: init_a is the value */
+} rt_tensor_info;
+
+enum { RT_STEP_FORWARD, RT_STEP_BACKWARD, RT_STEP_UPDATE, RT_STEP_FUSED };
+enum { RT_OPT_SGD, RT_OPT_ADAM };                /* as ir_optim_kind */
+
+typedef struct {
+  int32_t kind;
+  int32_t op;                   /* FORWARD, BACKWARD: the op's index in the IR's op table
+                                   (its kernels are k_<op>_forward/backward); UPDATE: RT_OPT_* */
+  k_fn kernel;                  /* FORWARD, BACKWARD */
+  void (*fused)(void *const *ptrs);  /* FUSED: pointers to the tensors of in[], then out[] */
+  const void *param;            /* the op's k_*_param, or NULL */
+  int32_t nin, nout;
+  const int32_t *in, *out;      /* tensor indices, -1 for an absent slot (pruned, no gradient) */
+  const k_shape *in_shape;      /* one per in slot, absent ones included: kernels read shapes */
+  const k_req *req;             /* one per out */
+  int64_t temp_offset, temp_bytes;   /* workspace in the arena */
+  int32_t random;               /* 1 when the kernel draws random numbers */
+  uint32_t name_hash;           /* rt_fnv1a32 of the node's name: the random counter */
+  const char *name;             /* the node's name, for error messages */
+  int32_t ndeps;
+  const int32_t *deps;          /* earlier steps of the program this one must follow */
+} rt_step;
+
+typedef struct {
+  int32_t nsteps;
+  const rt_step *steps;
+  int64_t arena_bytes;
+  const int64_t *offset;        /* per tensor: its arena byte offset, or -1 when not in the arena */
+  int32_t ninputs;
+  const int32_t *inputs;        /* the entry point's input tensors, in declaration order */
+  int32_t noutputs;
+  const int32_t *outputs;       /* predict: the outputs in `output` order; train: the loss */
+  int32_t is_train;
+} rt_program;
+
+typedef struct {
+  const char *abi;              /* RT_MODEL_ABI */
+  const char *name;
+  int32_t ntensors;
+  const rt_tensor_info *tensors;
+  rt_program predict;
+  int32_t has_train;
+  rt_program train;
+  int32_t optim;                /* RT_OPT_* */
+  float lr;
+  k_sgd_param sgd;
+  k_adam_param adam;
+} rt_model_desc;
+
+/* ---- rt_model.c: the ABI's behaviour. Every function validates its arguments, returns 0 on
+ * success and nonzero on failure with a message for rt_model_error, never crashes on bad
+ * input, and leaves the weights as they were when it fails. An instance is safe to use from
+ * several threads (calls are serialised per instance); instances are independent. ---- */
+typedef struct rt_model rt_model;
+rt_model *rt_model_create(const rt_model_desc *d, uint64_t seed);   /* NULL only without memory */
+void rt_model_destroy(rt_model *m);
+int rt_model_load(rt_model *m, const char *path);            /* safetensors: every PARAM and AUX, exactly */
+int rt_model_save(const rt_model *m, const char *path);      /* atomic: a temporary file, then rename */
+int rt_model_predict(rt_model *m, const void *const *inputs, void *const *outputs);
+int rt_model_train_step(rt_model *m, const void *const *inputs, float *loss);
+int rt_model_set_lr(rt_model *m, float lr);
+const char *rt_model_error(const rt_model *m);               /* "" after success; never NULL */
+/* A weight or optimizer state by name (tests, tools): 0, or 1 when there is none. */
+int rt_model_get(const rt_model *m, const char *name, const float **data, int64_t *n);
+const rt_model_desc *rt_model_descriptor(const rt_model *m);
+
+/* What every generated .so exports under one name-free symbol, `kiln_model`, so a generic
+ * tool (kiln run) can find the entry points, tensor names, shapes and dtypes without the
+ * model's header. */
+typedef struct {
+  const char *abi;              /* RT_MODEL_ABI */
+  const rt_model_desc *desc;
+  rt_model *(*create)(const rt_model_desc *d, uint64_t seed);
+  void (*destroy)(rt_model *m);
+  int (*load)(rt_model *m, const char *path);
+  int (*save)(const rt_model *m, const char *path);
+  int (*predict)(rt_model *m, const void *const *inputs, void *const *outputs);
+  int (*train_step)(rt_model *m, const void *const *inputs, float *loss);
+  int (*set_lr)(rt_model *m, float lr);
+  const char *(*error)(const rt_model *m);
+} rt_model_api;
+
+#endif
