@@ -2,10 +2,11 @@
 # setup.sh — installs what building and testing Kiln needs on Debian 12, and nothing when
 # it is all there already. Runs apt as root, or through sudo.
 set -euo pipefail
-# llvm-dev: the CPU code generator (LLVM C API); clang: compiles kernels/k_scalar.h to bitcode.
+# llvm-dev: the CPU code generator (LLVM C API); clang: compiles kernels/k_scalar.h to bitcode;
+# graphviz: the tests render `kiln passes --dot` output.
 # python3-torch and python3-numpy serve only the PyTorch conformance suite (tests/conformance).
 # Extra packages may be named as arguments (demo.sh adds the Fashion-MNIST data set).
-pkgs=(cmake make gcc g++ flex bison libopenblas-dev llvm-dev clang python3-torch python3-numpy "$@")
+pkgs=(cmake make gcc g++ flex bison libopenblas-dev llvm-dev clang graphviz python3-torch python3-numpy "$@")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

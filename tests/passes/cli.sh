@@ -14,6 +14,11 @@ for mode in predict train; do
   "$kiln" passes "$src" --mode $mode --dot "$tmp/g.dot" >/dev/null || fail "--dot ($mode)"
   open=$(tr -cd '{' <"$tmp/g.dot" | wc -c) close=$(tr -cd '}' <"$tmp/g.dot" | wc -c)
   [ "$open" -gt 0 ] && [ "$open" -eq "$close" ] || fail "DOT braces unbalanced ($open vs $close)"
+  if command -v dot >/dev/null; then
+    dot -Tsvg "$tmp/g.dot" -o "$tmp/g.svg" 2>"$tmp/doterr" || fail "graphviz cannot render the DOT ($mode): $(cat "$tmp/doterr")"
+  else
+    echo "note: graphviz is not installed; the DOT file was checked but not rendered"
+  fi
   "$kiln" passes "$src" --mode $mode --print-after all >"$tmp/all" || fail "--print-after all ($mode)"
   want=5; [ $mode = train ] && want=8        # backward, prune and optimizer run only for train
   [ "$(grep -c '^# after pass' "$tmp/all")" -eq $want ] || fail "--print-after all did not print after each of the $want passes ($mode)"
