@@ -1,0 +1,46 @@
+/* cg_cpu.h — private to codegen/cpu/: the LLVM handles behind cg.h's opaque cg_llvm, shared
+ * by cg_llvm.c (module, target machine, pipelines, output), cg_fused.c (fused loops),
+ * cg_aot.c (descriptor constants, wrappers) and cg_jit.c (ORC LLJIT). */
+#ifndef KILN_CG_CPU_H
+#define KILN_CG_CPU_H
+
+#include <llvm-c/Core.h>
+#include <llvm-c/Orc.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+
+#include "cg.h"
+
+struct cg_llvm {
+  LLVMOrcThreadSafeContextRef tsctx;  /* owns ctx; the JIT shares it */
+  LLVMContextRef ctx;
+  LLVMModuleRef mod;                  /* NULL once cg_jit has handed it to the JIT */
+  LLVMBuilderRef b;
+  LLVMTargetMachineRef tm;            /* host (or o->cpu/features), PIC: objects go into .so */
+  LLVMTargetDataRef td;               /* tm's data layout, set on mod */
+  char *triple;                       /* LLVMGetDefaultTargetTriple, LLVMDisposeMessage'd */
+  char *cpu, *features;               /* what tm was built for, LLVMDisposeMessage'd */
+  cg_options opt;
+  bool scalars_linked;                /* k_scalar.h's bitcode is in mod */
+  LLVMOrcLLJITRef jit;                /* set by cg_jit, disposed by cg_llvm_free */
+};
+
+/* ---- cg_llvm.c ---- */
+/* printf into err (if n > 0) and return 1: every failing path returns through this. */
+int cg_fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Links kernels/k_scalar.h's bitcode into m->mod once (the wrappers k_sf_<name> with their
+ * real names, external until cg_scalars_finish). 0, or 1 with a message. */
+int cg_link_scalars(cg_llvm *m, char *err, size_t n);
+/* The linked scalar function `k_sf_<stem><suffix>`, or NULL. suffix: "", "_grad", "_grad_a"... */
+LLVMValueRef cg_scalar_fn(cg_llvm *m, const char *stem, const char *suffix);
+/* Gives every linked scalar function internal linkage and alwaysinline, so that the pipeline
+ * inlines them and drops the bodies; called by cg_optimize, cg_write_* and cg_jit. */
+void cg_scalars_finish(cg_llvm *m);
+/* float and i8* (opaque enough for LLVM 14's typed pointers) in m's context. */
+LLVMTypeRef cg_f32(cg_llvm *m);
+LLVMTypeRef cg_i64(cg_llvm *m);
+LLVMTypeRef cg_ptr(cg_llvm *m, LLVMTypeRef elem);
+/* A new target machine for m's cpu/features that the caller owns (the JIT takes one). */
+LLVMTargetMachineRef cg_make_tm(cg_llvm *m, LLVMRelocMode reloc, LLVMCodeModel cm);
+
+#endif
