@@ -88,8 +88,8 @@ static void ir_print_pass_node(const ir_graph *g, const ir_node *n, FILE *out, i
 }
 
 static void ir_print_node(const ir_graph *g, const ir_node *n, FILE *out) {
-  const ir_opdef *op = &ir_ops[n->op];
   if (n->kind != IR_N_OP) return ir_print_pass_node(g, n, out, 1);
+  const ir_opdef *op = &ir_ops[n->op];          /* only OP nodes index the op table here */
   fprintf(out, "  %s = %s(", n->name, op->name);
   for (int i = 0; i < n->nin; i++) {
     if (i) fputs(", ", out);
