@@ -1,0 +1,153 @@
+/* cg_link.c — the system C compiler as linker: model object + runtime and kernel archives +
+ * BLAS, libm, pthreads into a self-contained shared object. The compiler runs through
+ * posix_spawn (no shell, so no quoting of paths), its output becomes the error message, and
+ * the result is written to a temporary name and renamed, so a failed link leaves nothing. */
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cg.h"
+
+extern char **environ;
+
+/* Where the archives are: compile-time paths from CMake, or $KILN_LIB_DIR. */
+#ifndef KILN_RUNTIME_ARCHIVE
+#define KILN_RUNTIME_ARCHIVE "libkiln_runtime.a"
+#endif
+#ifndef KILN_KERNELS_ARCHIVE
+#define KILN_KERNELS_ARCHIVE "libkiln_kernels.a"
+#endif
+#ifndef KILN_BLAS_LIB
+#define KILN_BLAS_LIB "-lopenblas"
+#endif
+
+#define CG_MAX_ARGS 48
+
+typedef struct {
+  char *argv[CG_MAX_ARGS + 1];
+  int argc;
+  char *cc_copy;               /* $CC split in place */
+  char runtime[4096], kernels[4096];
+} cg_link_cmd;
+
+static void cg_arg(cg_link_cmd *c, const char *a) {
+  if (c->argc < CG_MAX_ARGS) c->argv[c->argc++] = (char *)a;
+  c->argv[c->argc] = NULL;
+}
+
+/* $CC may carry words ("ccache cc", "cc -m64"); default cc. */
+static int cg_cc_words(cg_link_cmd *c) {
+  const char *cc = getenv("CC");
+  c->cc_copy = strdup(cc && *cc ? cc : "cc");
+  if (!c->cc_copy) return 1;
+  for (char *save = NULL, *w = strtok_r(c->cc_copy, " \t", &save); w; w = strtok_r(NULL, " \t", &save))
+    cg_arg(c, w);
+  return c->argc == 0;
+}
+
+static void cg_archives(cg_link_cmd *c) {
+  const char *dir = getenv("KILN_LIB_DIR");
+  if (dir && *dir) {
+    snprintf(c->runtime, sizeof c->runtime, "%s/libkiln_runtime.a", dir);
+    snprintf(c->kernels, sizeof c->kernels, "%s/libkiln_kernels.a", dir);
+  } else {
+    snprintf(c->runtime, sizeof c->runtime, "%s", KILN_RUNTIME_ARCHIVE);
+    snprintf(c->kernels, sizeof c->kernels, "%s", KILN_KERNELS_ARCHIVE);
+  }
+}
+
+/* cc -shared -o TMP OBJ runtime.a kernels.a BLAS -lm -lpthread: archive members are hidden
+ * (--exclude-libs), and the object itself exports only NAME_* and kiln_model (cg_aot.c gives
+ * everything else hidden visibility); --no-undefined turns a missing kernel into a link error
+ * instead of a dlopen failure. */
+static int cg_build_cmd(cg_link_cmd *c, const char *obj, const char *tmp) {
+  if (cg_cc_words(c)) return 1;
+  cg_archives(c);
+  const char *fixed[] = {"-shared", "-o", tmp, obj, c->runtime, c->kernels, KILN_BLAS_LIB, "-lm",
+                         "-lpthread", "-Wl,--exclude-libs,ALL", "-Wl,--no-undefined", "-Wl,--as-needed",
+#ifdef KILN_SANITIZE
+                         "-fsanitize=address,undefined",
+#endif
+                         NULL};
+  for (int i = 0; fixed[i]; i++) cg_arg(c, fixed[i]);
+  return 0;
+}
+
+/* Reads everything the child writes, keeping what fits in err. */
+static void cg_drain(int fd, char *err, size_t n) {
+  size_t len = 0;
+  char buf[4096];
+  ssize_t r;
+  while ((r = read(fd, buf, sizeof buf)) != 0) {
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) break;
+    size_t k = (size_t)r < n - 1 - len ? (size_t)r : n - 1 - len;
+    memcpy(err + len, buf, k);
+    len += k;
+  }
+  err[len] = 0;
+  while (len && (err[len - 1] == '\n' || err[len - 1] == ' ')) err[--len] = 0;
+}
+
+/* Runs argv with stdout and stderr into a pipe; the exit status, or -1. */
+static int cg_spawn(char *const *argv, char *out, size_t n) {
+  int fds[2];
+  if (pipe(fds)) return -1;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+  posix_spawn_file_actions_addclose(&fa, fds[0]);
+  pid_t pid;
+  int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(fds[1]);
+  if (rc) {
+    close(fds[0]);
+    snprintf(out, n, "cannot run '%s': %s", argv[0], strerror(rc));
+    return -1;
+  }
+  cg_drain(fds[0], out, n);
+  close(fds[0]);
+  int st;
+  while (waitpid(pid, &st, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The message for a failed link: the command's first words, then what it printed. */
+static void cg_link_error(const cg_link_cmd *c, int status, const char *log, char *err, size_t n) {
+  if (status < 0 && *log) snprintf(err, n, "linking failed: %s", log);
+  else snprintf(err, n, "linking failed (%s exited with %d; archives %s, %s)%s%s", c->argv[0], status,
+                c->runtime, c->kernels, *log ? ":\n" : "", log);
+}
+
+static int cg_temp_path(const char *so_path, char *tmp, size_t n) {
+  if ((size_t)snprintf(tmp, n, "%s.tmpXXXXXX", so_path) >= n) return 1;
+  int fd = mkstemp(tmp);
+  if (fd < 0) return 1;
+  close(fd);
+  return 0;
+}
+
+int cg_link_shared(const char *obj, const char *so_path, char *err, size_t n) {
+  char tmp[4096], log[8192];
+  if (cg_temp_path(so_path, tmp, sizeof tmp))
+    return snprintf(err, n, "cannot write '%s': %s", so_path, strerror(errno)), 1;
+  cg_link_cmd c = {.argc = 0};
+  int rc = cg_build_cmd(&c, obj, tmp) ? -1 : cg_spawn(c.argv, log, sizeof log);
+  if (rc != 0) cg_link_error(&c, rc, log, err, n);
+  mode_t um = umask(0);
+  umask(um);
+  if (rc == 0 && chmod(tmp, 0777 & ~um)) rc = 1, snprintf(err, n, "cannot write '%s': %s", tmp, strerror(errno));
+  if (rc == 0 && rename(tmp, so_path))
+    rc = 1, snprintf(err, n, "cannot write '%s': %s", so_path, strerror(errno));
+  if (rc != 0) unlink(tmp);
+  free(c.cc_copy);
+  return rc != 0;
+}
