@@ -5,6 +5,7 @@
 #define KILN_CG_CPU_H
 
 #include <llvm-c/Core.h>
+#include <llvm-c/LLJIT.h>
 #include <llvm-c/Orc.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
@@ -42,5 +43,11 @@ LLVMTypeRef cg_i64(cg_llvm *m);
 LLVMTypeRef cg_ptr(cg_llvm *m, LLVMTypeRef elem);
 /* A new target machine for m's cpu/features that the caller owns (the JIT takes one). */
 LLVMTargetMachineRef cg_make_tm(cg_llvm *m, LLVMRelocMode reloc, LLVMCodeModel cm);
+
+/* ---- cg_jit.c ---- */
+/* Hands m->mod to a new LLJIT (once; m->mod is NULL afterwards). 0, or 1 with a message. */
+int cg_jit_start(cg_llvm *m, char *err, size_t n);
+/* The address of a JIT'd symbol (unmangled name), or NULL with a message. */
+void *cg_jit_lookup(cg_llvm *m, const char *name, char *err, size_t n);
 
 #endif

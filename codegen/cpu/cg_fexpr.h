@@ -1,0 +1,56 @@
+/* cg_fexpr.h — the fused expression: what one IR_N_FUSED group computes at each element of its
+ * index space, built from the IR with no LLVM in it, so that every back end lowers the same
+ * thing. cg_fused.c lowers it to an LLVM loop nest; a CUDA C printer would walk it the same
+ * way (one thread per element, each node a `float vN = ...;` line, CALL nodes naming the
+ * k_scalar.h functions it pastes as __device__ code, stores at the end). */
+#ifndef KILN_CG_FEXPR_H
+#define KILN_CG_FEXPR_H
+
+#include "ir.h"
+
+typedef enum {
+  CG_FX_LOAD,        /* input slot `slot` at the element (stride 0 on its broadcast axes) */
+  CG_FX_LOAD_OUT,    /* output slot `slot`'s old value: the base of a kAddTo */
+  CG_FX_FCONST,      /* float constant f: a param field, or 0 for an undeclared backward slot */
+  CG_FX_ICONST,      /* int constant i: an enum/int/bool param field (activation's act_type) */
+  CG_FX_CALL,        /* fn(arg...): a k_scalar.h function */
+  CG_FX_ADD          /* arg[0] + arg[1]: kAddTo, as the kernels' `out += v` */
+} cg_fx_kind;
+
+#define CG_FX_MAXARG 8
+
+typedef struct {
+  cg_fx_kind kind;
+  int slot;                    /* LOAD, LOAD_OUT */
+  float f;                     /* FCONST */
+  int i;                       /* ICONST */
+  char fn[64];                 /* CALL: "k_sf_<stem>", "k_sf_<stem>_grad", "..._grad_a" */
+  int narg, arg[CG_FX_MAXARG]; /* CALL, ADD: indices of earlier nodes */
+} cg_fx;
+
+/* A group: nodes in evaluation order (each argument precedes its user), one final node per
+ * external output, and the loop space with dimensions of extent 1 dropped and contiguous
+ * runs merged, so the innermost dimension is as long as the broadcasts allow. */
+typedef struct {
+  int nin, nout;
+  int rank;                    /* 0: a single element */
+  int64_t numel;               /* 0: nothing to do */
+  int64_t dim[K_MAX_RANK];     /* outermost first */
+  int64_t (*ist)[K_MAX_RANK];  /* per input: element stride per dimension, 0 where broadcast */
+  int64_t ost[K_MAX_RANK];     /* outputs are contiguous in the group's shape */
+  cg_fx *x;
+  int nx, capx;
+  int *store;                  /* per output: the node holding its final value */
+  int *alias;                  /* per output: the input it may share in place (same strides), or -1 */
+} cg_fexpr;
+
+/* The expression of fused node fn of graph g; 0, or 1 with a message naming the group. */
+int cg_fexpr_build(const ir_graph *g, const ir_node *fn, cg_fexpr *fx, char *err, size_t n);
+void cg_fexpr_free(cg_fexpr *fx);
+/* The level at which input slot s varies: 1 + its innermost dimension with a nonzero stride,
+ * 0 when it is one value for the whole group (a scalar constant). Loads are placed there. */
+int cg_fexpr_load_level(const cg_fexpr *fx, int s);
+/* The text form, one node a line, for debugging (KILN_DEBUG) and tests. */
+void cg_fexpr_print(const cg_fexpr *fx, FILE *out);
+
+#endif

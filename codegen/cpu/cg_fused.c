@@ -1,0 +1,214 @@
+/* cg_fused.c — lowers each fused group's expression (cg_fexpr.h) to an LLVM function
+ * `void kiln_fused_<p|t><i>(void *const *ptrs)`: a loop nest of constant trip counts over the
+ * collapsed index space, loads placed at the loop level where they vary, the k_scalar.h
+ * calls in member order with every value in SSA registers, stores at the end of the body. */
+#include "cg_cpu.h"
+
+#include <stdlib.h>
+
+#include "cg_fexpr.h"
+
+typedef struct {
+  cg_llvm *m;
+  const cg_fexpr *fx;
+  LLVMValueRef fn;
+  LLVMValueRef *in, *out;       /* float* per slot */
+  LLVMValueRef *off;            /* per input then output: element offset at the current level */
+  LLVMValueRef *val;            /* per expression node */
+  char *err;
+  size_t n;
+} cg_lower;
+
+static LLVMValueRef cg_i64c(cg_llvm *m, int64_t v) { return LLVMConstInt(cg_i64(m), (unsigned long long)v, 1); }
+
+static LLVMValueRef cg_elem(cg_lower *l, LLVMValueRef base, LLVMValueRef off) {
+  LLVMValueRef p = LLVMBuildGEP2(l->m->b, cg_f32(l->m), base, &off, 1, "");
+  LLVMSetIsInBounds(p, 1);
+  return p;
+}
+
+static LLVMValueRef cg_load(cg_lower *l, LLVMValueRef base, LLVMValueRef off) {
+  LLVMValueRef v = LLVMBuildLoad2(l->m->b, cg_f32(l->m), cg_elem(l, base, off), "");
+  LLVMSetAlignment(v, 4);
+  return v;
+}
+
+/* A CALL node: the scalar function, checked against the arguments the expression gives. */
+static int cg_lower_call(cg_lower *l, const cg_fx *x, LLVMValueRef *out) {
+  LLVMValueRef f = LLVMGetNamedFunction(l->m->mod, x->fn), args[CG_FX_MAXARG];
+  if (!f) return cg_fail(l->err, l->n, "%s is not in kernels/k_scalar.h", x->fn);
+  LLVMTypeRef ft = LLVMGlobalGetValueType(f);
+  if ((int)LLVMCountParamTypes(ft) != x->narg) return cg_fail(l->err, l->n, "%s takes %u arguments, the op gives %d", x->fn, LLVMCountParamTypes(ft), x->narg);
+  LLVMTypeRef pt[CG_FX_MAXARG];
+  LLVMGetParamTypes(ft, pt);
+  for (int k = 0; k < x->narg; k++) {
+    args[k] = l->val[x->arg[k]];
+    if (LLVMTypeOf(args[k]) != pt[k]) return cg_fail(l->err, l->n, "%s: argument %d has the wrong type", x->fn, k);
+  }
+  *out = LLVMBuildCall2(l->m->b, ft, f, args, (unsigned)x->narg, "");
+  return 0;
+}
+
+/* Nodes other than loads, in order (loads were placed on the way into the nest). */
+static int cg_lower_node(cg_lower *l, int i) {
+  const cg_fx *x = &l->fx->x[i];
+  cg_llvm *m = l->m;
+  switch (x->kind) {
+  case CG_FX_LOAD: return 0;
+  case CG_FX_LOAD_OUT: l->val[i] = cg_load(l, l->out[x->slot], l->off[l->fx->nin + x->slot]); return 0;
+  case CG_FX_FCONST: l->val[i] = LLVMConstReal(cg_f32(m), x->f); return 0;
+  case CG_FX_ICONST: l->val[i] = LLVMConstInt(LLVMInt32TypeInContext(m->ctx), (unsigned long long)x->i, 1); return 0;
+  case CG_FX_ADD: l->val[i] = LLVMBuildFAdd(m->b, l->val[x->arg[0]], l->val[x->arg[1]], ""); return 0;
+  case CG_FX_CALL: return cg_lower_call(l, x, &l->val[i]);
+  }
+  return cg_fail(l->err, l->n, "unknown fused expression node %d", (int)x->kind);
+}
+
+static int cg_lower_body(cg_lower *l) {
+  for (int i = 0; i < l->fx->nx; i++)
+    if (cg_lower_node(l, i)) return 1;
+  for (int j = 0; j < l->fx->nout; j++) {
+    LLVMValueRef st = LLVMBuildStore(l->m->b, l->val[l->fx->store[j]], cg_elem(l, l->out[j], l->off[l->fx->nin + j]));
+    LLVMSetAlignment(st, 4);
+  }
+  return 0;
+}
+
+/* The loads of inputs that vary first at `level` (0: before any loop). */
+static void cg_lower_loads(cg_lower *l, int level) {
+  for (int i = 0; i < l->fx->nx; i++) {
+    const cg_fx *x = &l->fx->x[i];
+    if (x->kind == CG_FX_LOAD && cg_fexpr_load_level(l->fx, x->slot) == level)
+      l->val[i] = cg_load(l, l->in[x->slot], l->off[x->slot]);
+  }
+}
+
+/* Loop d: i from 0 to dim[d] (at least 1: a bottom-tested loop), each operand's offset
+ * advanced by i * its stride; the nest inside, then the body at the innermost level. */
+static int cg_lower_level(cg_lower *l, int d) {
+  cg_llvm *m = l->m;
+  const cg_fexpr *fx = l->fx;
+  if (d == fx->rank) return cg_lower_body(l);
+  int nops = fx->nin + fx->nout;
+  LLVMValueRef saved[nops];
+  for (int k = 0; k < nops; k++) saved[k] = l->off[k];
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(m->b), head = LLVMAppendBasicBlockInContext(m->ctx, l->fn, "loop");
+  LLVMBuildBr(m->b, head);
+  LLVMPositionBuilderAtEnd(m->b, head);
+  LLVMValueRef i = LLVMBuildPhi(m->b, cg_i64(m), "i");
+  for (int k = 0; k < nops; k++) {
+    int64_t st = k < fx->nin ? fx->ist[k][d] : fx->ost[d];
+    if (st) l->off[k] = LLVMBuildNSWAdd(m->b, saved[k], LLVMBuildNSWMul(m->b, i, cg_i64c(m, st), ""), "");
+  }
+  cg_lower_loads(l, d + 1);
+  if (cg_lower_level(l, d + 1)) return 1;
+  LLVMBasicBlockRef tail = LLVMGetInsertBlock(m->b), done = LLVMAppendBasicBlockInContext(m->ctx, l->fn, "done");
+  LLVMValueRef next = LLVMBuildNUWAdd(m->b, i, cg_i64c(m, 1), "");
+  LLVMBuildCondBr(m->b, LLVMBuildICmp(m->b, LLVMIntULT, next, cg_i64c(m, fx->dim[d]), ""), head, done);
+  LLVMValueRef inc[2] = {cg_i64c(m, 0), next};
+  LLVMBasicBlockRef from[2] = {pre, tail};
+  LLVMAddIncoming(i, inc, from, 2);
+  LLVMPositionBuilderAtEnd(m->b, done);
+  for (int k = 0; k < nops; k++) l->off[k] = saved[k];
+  return 0;
+}
+
+static int cg_lower_nest(cg_lower *l) {
+  for (int k = 0; k < l->fx->nin + l->fx->nout; k++) l->off[k] = cg_i64c(l->m, 0);
+  cg_lower_loads(l, 0);
+  return cg_lower_level(l, 0);
+}
+
+/* With in-place outputs the nest is emitted twice: once where each such output's pointer is
+ * its input's (then the loop reads and writes one array at one index, which the vectorizer
+ * accepts), once for distinct buffers (its runtime alias checks then pass). */
+static int cg_lower_versions(cg_lower *l) {
+  cg_llvm *m = l->m;
+  LLVMValueRef same = NULL;
+  for (int j = 0; j < l->fx->nout; j++) {
+    if (l->fx->alias[j] < 0) continue;
+    LLVMValueRef eq = LLVMBuildICmp(m->b, LLVMIntEQ, l->out[j], l->in[l->fx->alias[j]], "");
+    same = same ? LLVMBuildAnd(m->b, same, eq, "") : eq;
+  }
+  if (!same) return cg_lower_nest(l);
+  LLVMBasicBlockRef a = LLVMAppendBasicBlockInContext(m->ctx, l->fn, "inplace"),
+                    b = LLVMAppendBasicBlockInContext(m->ctx, l->fn, "apart"),
+                    end = LLVMAppendBasicBlockInContext(m->ctx, l->fn, "end");
+  LLVMBuildCondBr(m->b, same, a, b);
+  LLVMPositionBuilderAtEnd(m->b, b);
+  if (cg_lower_nest(l)) return 1;
+  LLVMBuildBr(m->b, end);
+  LLVMPositionBuilderAtEnd(m->b, a);
+  for (int j = 0; j < l->fx->nout; j++)
+    if (l->fx->alias[j] >= 0) l->out[j] = l->in[l->fx->alias[j]];
+  if (cg_lower_nest(l)) return 1;
+  LLVMBuildBr(m->b, end);
+  LLVMPositionBuilderAtEnd(m->b, end);
+  return 0;
+}
+
+/* ---- the function ---- */
+
+static LLVMValueRef cg_fused_decl(cg_llvm *m, const char *name) {
+  LLVMTypeRef i8p = cg_ptr(m, LLVMInt8TypeInContext(m->ctx)), pp = cg_ptr(m, i8p);
+  LLVMValueRef f = LLVMAddFunction(m->mod, name, LLVMFunctionType(LLVMVoidTypeInContext(m->ctx), &pp, 1, 0));
+  unsigned nounwind = LLVMGetEnumAttributeKindForName("nounwind", 8);
+  LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(m->ctx, nounwind, 0));
+  LLVMAddTargetDependentFunctionAttr(f, "target-cpu", m->cpu);
+  if (m->features && *m->features) LLVMAddTargetDependentFunctionAttr(f, "target-features", m->features);
+  return f;
+}
+
+/* ptrs[k] as float*: inputs first, then outputs. */
+static void cg_fused_ptrs(cg_lower *l) {
+  cg_llvm *m = l->m;
+  LLVMTypeRef i8p = cg_ptr(m, LLVMInt8TypeInContext(m->ctx)), fp = cg_ptr(m, cg_f32(m));
+  LLVMValueRef pp = LLVMGetParam(l->fn, 0);
+  for (int k = 0; k < l->fx->nin + l->fx->nout; k++) {
+    LLVMValueRef idx = cg_i64c(m, k), slot = LLVMBuildInBoundsGEP2(m->b, i8p, pp, &idx, 1, "");
+    LLVMValueRef p = LLVMBuildLoad2(m->b, i8p, slot, "");
+    p = LLVMBuildBitCast(m->b, p, fp, "");
+    if (k < l->fx->nin) l->in[k] = p;
+    else l->out[k - l->fx->nin] = p;
+  }
+}
+
+static int cg_fused_emit(cg_llvm *m, const cg_fexpr *fx, const char *name, char *err, size_t n) {
+  int nops = fx->nin + fx->nout;
+  LLVMValueRef in[fx->nin + 1], out[fx->nout + 1], off[nops + 1];
+  LLVMValueRef *val = calloc((size_t)fx->nx + 1, sizeof *val);
+  if (!val) return cg_fail(err, n, "out of memory");
+  cg_lower l = {m, fx, cg_fused_decl(m, name), in, out, off, val, err, n};
+  LLVMPositionBuilderAtEnd(m->b, LLVMAppendBasicBlockInContext(m->ctx, l.fn, "entry"));
+  int bad = 0;
+  if (fx->numel > 0) {
+    cg_fused_ptrs(&l);
+    bad = cg_lower_versions(&l);
+  }
+  if (!bad) LLVMBuildRetVoid(m->b);
+  free(val);
+  if (bad) LLVMDeleteFunction(l.fn);
+  return bad;
+}
+
+static int cg_emit_graph(cg_llvm *m, const ir_graph *g, bool train, char *err, size_t n) {
+  for (int i = 0; g && i < ir_nnodes(g); i++) {
+    const ir_node *fn = ir_node_at(g, i);
+    if (fn->kind != IR_N_FUSED) continue;
+    char name[64], msg[512];
+    cg_fused_name(name, sizeof name, train, i);
+    if (LLVMGetNamedFunction(m->mod, name)) return cg_fail(err, n, "%s is already in the module", name);
+    cg_fexpr fx;
+    if (cg_fexpr_build(g, fn, &fx, msg, sizeof msg)) return cg_fail(err, n, "%s graph: %s", train ? "train" : "predict", msg);
+    int bad = cg_fused_emit(m, &fx, name, msg, sizeof msg);
+    cg_fexpr_free(&fx);
+    if (bad) return cg_fail(err, n, "%s (%s): %s", name, fn->name, msg);
+  }
+  return 0;
+}
+
+int cg_emit_fused_all(cg_llvm *m, const ir_graph *predict, const ir_graph *train, char *err, size_t n) {
+  if (!m || !m->mod) return cg_fail(err, n, "no module to emit into (already handed to the JIT?)");
+  if (cg_link_scalars(m, err, n)) return 1;
+  return cg_emit_graph(m, predict, false, err, n) || cg_emit_graph(m, train, true, err, n);
+}

@@ -1,0 +1,206 @@
+/* cg_llvm.c — the LLVM side of cg_llvm: one context and module per compile, a target machine
+ * for the host (or cg_options' cpu/features) with PIC relocation (objects go into shared
+ * objects), k_scalar.h's bitcode linked in, LLVM's default<O0..O3> pipelines, .ll and .o. */
+#include "cg_cpu.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/BitReader.h>
+#include <llvm-c/Linker.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+
+extern const unsigned char cg_scalar_bc[];
+extern const size_t cg_scalar_bc_len;
+
+int cg_fail(char *err, size_t n, const char *fmt, ...) {
+  if (err && n) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, n, fmt, ap);
+    va_end(ap);
+  }
+  return 1;
+}
+
+LLVMTypeRef cg_f32(cg_llvm *m) { return LLVMFloatTypeInContext(m->ctx); }
+LLVMTypeRef cg_i64(cg_llvm *m) { return LLVMInt64TypeInContext(m->ctx); }
+LLVMTypeRef cg_ptr(cg_llvm *m, LLVMTypeRef elem) { return LLVMPointerType(elem, 0); }
+
+/* ---- target ---- */
+
+static void cg_init_native(void) {
+  static int done;
+  if (done) return;
+  LLVMInitializeNativeTarget();
+  LLVMInitializeNativeAsmPrinter();
+  LLVMInitializeNativeAsmParser();
+  done = 1;
+}
+
+LLVMTargetMachineRef cg_make_tm(cg_llvm *m, LLVMRelocMode reloc, LLVMCodeModel cm) {
+  LLVMTargetRef t;
+  char *msg = NULL;
+  if (LLVMGetTargetFromTriple(m->triple, &t, &msg)) {
+    LLVMDisposeMessage(msg);
+    return NULL;
+  }
+  return LLVMCreateTargetMachine(t, m->triple, m->cpu, m->features, LLVMCodeGenLevelDefault, reloc, cm);
+}
+
+static int cg_init_target(cg_llvm *m, char *err, size_t n) {
+  LLVMTargetRef t;
+  char *msg = NULL;
+  m->triple = LLVMGetDefaultTargetTriple();
+  if (LLVMGetTargetFromTriple(m->triple, &t, &msg)) {
+    cg_fail(err, n, "no LLVM target for %s: %s", m->triple, msg ? msg : "?");
+    LLVMDisposeMessage(msg);
+    return 1;
+  }
+  m->cpu = m->opt.cpu ? LLVMCreateMessage(m->opt.cpu) : LLVMGetHostCPUName();
+  m->features = m->opt.features ? LLVMCreateMessage(m->opt.features)
+                : m->opt.cpu   ? LLVMCreateMessage("")
+                               : LLVMGetHostCPUFeatures();
+  m->tm = cg_make_tm(m, LLVMRelocPIC, LLVMCodeModelDefault);
+  if (!m->tm) return cg_fail(err, n, "cannot create a target machine for %s (cpu %s)", m->triple, m->cpu);
+  m->td = LLVMCreateTargetDataLayout(m->tm);
+  LLVMSetTarget(m->mod, m->triple);
+  LLVMSetModuleDataLayout(m->mod, m->td);
+  return 0;
+}
+
+cg_llvm *cg_llvm_new(const char *module_name, const cg_options *o, char *err, size_t n) {
+  cg_llvm *m = calloc(1, sizeof *m);
+  if (!m) return cg_fail(err, n, "out of memory"), NULL;
+  if (o) m->opt = *o;
+  if (m->opt.opt_level < 0 || m->opt.opt_level > 3) {
+    free(m);
+    return cg_fail(err, n, "optimisation level %d is not 0..3", o->opt_level), NULL;
+  }
+  cg_init_native();
+  m->tsctx = LLVMOrcCreateNewThreadSafeContext();
+  m->ctx = LLVMOrcThreadSafeContextGetContext(m->tsctx);
+  m->mod = LLVMModuleCreateWithNameInContext(module_name ? module_name : "kiln", m->ctx);
+  m->b = LLVMCreateBuilderInContext(m->ctx);
+  if (cg_init_target(m, err, n)) {
+    cg_llvm_free(m);
+    return NULL;
+  }
+  return m;
+}
+
+void cg_llvm_free(cg_llvm *m) {
+  if (!m) return;
+  if (m->jit) {
+    LLVMErrorRef e = LLVMOrcDisposeLLJIT(m->jit);
+    if (e) LLVMConsumeError(e);
+  }
+  if (m->b) LLVMDisposeBuilder(m->b);
+  if (m->mod) LLVMDisposeModule(m->mod);
+  if (m->td) LLVMDisposeTargetData(m->td);
+  if (m->tm) LLVMDisposeTargetMachine(m->tm);
+  if (m->tsctx) LLVMOrcDisposeThreadSafeContext(m->tsctx);
+  LLVMDisposeMessage(m->triple);
+  LLVMDisposeMessage(m->cpu);
+  LLVMDisposeMessage(m->features);
+  free(m);
+}
+
+/* ---- the scalar functions of k_scalar.h ---- */
+
+int cg_link_scalars(cg_llvm *m, char *err, size_t n) {
+  if (m->scalars_linked) return 0;
+  if (!m->mod) return cg_fail(err, n, "the module was already handed to the JIT");
+  LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRange((const char *)cg_scalar_bc, cg_scalar_bc_len,
+                                                                  "k_scalar.bc", 0);
+  LLVMModuleRef sm = NULL;
+  int bad = LLVMParseBitcodeInContext2(m->ctx, buf, &sm);
+  LLVMDisposeMemoryBuffer(buf);
+  if (bad || !sm) return cg_fail(err, n, "the embedded k_scalar.h bitcode does not parse");
+  LLVMSetTarget(sm, m->triple);
+  LLVMSetModuleDataLayout(sm, m->td);
+  if (LLVMLinkModules2(m->mod, sm)) return cg_fail(err, n, "linking k_scalar.h's bitcode failed");
+  m->scalars_linked = true;
+  return 0;
+}
+
+LLVMValueRef cg_scalar_fn(cg_llvm *m, const char *stem, const char *suffix) {
+  char name[128];
+  snprintf(name, sizeof name, "k_sf_%s%s", stem, suffix);
+  return m->mod ? LLVMGetNamedFunction(m->mod, name) : NULL;
+}
+
+/* clang stamped the bitcode for baseline x86-64; the functions take the target machine's
+ * cpu and features instead, so they inline into (and vectorize with) the fused loops. */
+static void cg_scalar_strip(cg_llvm *m, LLVMValueRef f) {
+  static const char *const drop[] = {"target-cpu", "target-features", "tune-cpu"};
+  for (size_t i = 0; i < sizeof drop / sizeof *drop; i++)
+    LLVMRemoveStringAttributeAtIndex(f, LLVMAttributeFunctionIndex, drop[i], (unsigned)strlen(drop[i]));
+  unsigned kind = LLVMGetEnumAttributeKindForName("alwaysinline", 12);
+  unsigned noinl = LLVMGetEnumAttributeKindForName("noinline", 8);
+  LLVMRemoveEnumAttributeAtIndex(f, LLVMAttributeFunctionIndex, noinl);
+  LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(m->ctx, kind, 0));
+  LLVMSetLinkage(f, LLVMInternalLinkage);
+}
+
+void cg_scalars_finish(cg_llvm *m) {
+  if (!m->mod) return;
+  for (LLVMValueRef f = LLVMGetFirstFunction(m->mod); f; f = LLVMGetNextFunction(f)) {
+    size_t len;
+    const char *name = LLVMGetValueName2(f, &len);
+    if (len > 5 && strncmp(name, "k_sf_", 5) == 0 && !LLVMIsDeclaration(f)) cg_scalar_strip(m, f);
+  }
+}
+
+/* ---- pipelines and output ---- */
+
+int cg_optimize(cg_llvm *m, char *err, size_t n) {
+  if (!m->mod) return cg_fail(err, n, "the module was already handed to the JIT");
+  cg_scalars_finish(m);
+  char *msg = NULL;
+  if (LLVMVerifyModule(m->mod, LLVMReturnStatusAction, &msg)) {
+    cg_fail(err, n, "internal error: the generated module does not verify: %s", msg ? msg : "?");
+    LLVMDisposeMessage(msg);
+    return 1;
+  }
+  LLVMDisposeMessage(msg);
+  char pipe[32];
+  snprintf(pipe, sizeof pipe, "default<O%d>", m->opt.opt_level);
+  LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
+  LLVMPassBuilderOptionsSetLoopVectorization(po, m->opt.opt_level >= 2);
+  LLVMPassBuilderOptionsSetSLPVectorization(po, m->opt.opt_level >= 2);
+  LLVMErrorRef e = LLVMRunPasses(m->mod, pipe, m->tm, po);
+  LLVMDisposePassBuilderOptions(po);
+  if (!e) return 0;
+  char *em = LLVMGetErrorMessage(e);
+  cg_fail(err, n, "LLVM pipeline %s: %s", pipe, em);
+  LLVMDisposeErrorMessage(em);
+  return 1;
+}
+
+int cg_write_ir(cg_llvm *m, const char *path, char *err, size_t n) {
+  if (!m->mod) return cg_fail(err, n, "the module was already handed to the JIT");
+  cg_scalars_finish(m);
+  char *msg = NULL;
+  if (!LLVMPrintModuleToFile(m->mod, path, &msg)) return 0;
+  cg_fail(err, n, "%s: %s", path, msg ? msg : "cannot write");
+  LLVMDisposeMessage(msg);
+  return 1;
+}
+
+int cg_write_object(cg_llvm *m, const char *path, char *err, size_t n) {
+  if (!m->mod) return cg_fail(err, n, "the module was already handed to the JIT");
+  cg_scalars_finish(m);
+  char *msg = NULL;
+  /* LLVMTargetMachineEmitToFile takes a non-const char * path. */
+  char *p = strdup(path);
+  if (!p) return cg_fail(err, n, "out of memory");
+  int bad = LLVMTargetMachineEmitToFile(m->tm, m->mod, p, LLVMObjectFile, &msg);
+  free(p);
+  if (!bad) return 0;
+  cg_fail(err, n, "%s: %s", path, msg ? msg : "cannot write the object");
+  LLVMDisposeMessage(msg);
+  return 1;
+}
