@@ -1,11 +1,17 @@
 /* kiln.c — the command line. Each command is a row in kiln_commands: its name, a one-line
  * summary, its usage text and the function that runs it. Exit codes: 0 success, 1 an error
  * in the user's model or data, 2 a usage error. */
+#include <dlfcn.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "cg.h"
 #include "fe.h"
 #include "passes.h"
+#include "runtime.h"
 
 typedef struct {
   const char *name;
@@ -17,6 +23,8 @@ typedef struct {
 static int kiln_check_main(int argc, char **argv);
 static int kiln_passes_main(int argc, char **argv);
 static int kiln_help_main(int argc, char **argv);
+static int kiln_compile_main(int argc, char **argv);
+static int kiln_run_main(int argc, char **argv);
 
 static const kiln_command kiln_commands[] = {
   {"check", "parse a model, infer shapes, print each node's op, shapes, parameters and FLOPs",
@@ -50,6 +58,44 @@ static const kiln_command kiln_commands[] = {
    "\n"
    "passes, in order: infer select backward prune optimizer inplace fusion plan\n",
    kiln_passes_main},
+  {"compile", "build a model into a self-contained shared object and its C header",
+   "usage: kiln compile FILE [-o LIB.so] [-D dim=N]... [--model NAME] [-O0|-O1|-O2|-O3]\n"
+   "                    [--emit ll|obj|c-header] [--cpu CPU] [--features F] [--target cpu|cuda]\n"
+   "\n"
+   "Compiles the model's predict graph (and its train_step graph when it has a train statement)\n"
+   "through the passes and the LLVM back end, and links the result with the Kiln runtime and\n"
+   "kernels into LIB.so (default libNAME.so), which needs only libc, libm, pthreads and the\n"
+   "BLAS, and writes NAME.h beside it: NAME_create/destroy/load/save/predict/train_step/\n"
+   "set_lr/error and a NAME_<TENSOR>_SIZE constant per input and output.\n"
+   "\n"
+   "  -o PATH          the output file (with --emit: the .ll, .o or .h itself)\n"
+   "  -D dim=N         rebind a dim declared in FILE (repeatable), e.g. -D batch=1\n"
+   "  --model NAME     the model to compile (needed when FILE holds several)\n"
+   "  -O0..-O3         LLVM optimisation level (default -O2)\n"
+   "  --emit KIND      ll: LLVM IR text; obj: the object file; c-header: only NAME.h\n"
+   "  --cpu CPU        target CPU (default: this host's), e.g. x86-64-v3, skylake\n"
+   "  --features F     target features, e.g. +avx2,+fma (default: this host's)\n"
+   "  --target T       cpu (default); cuda is not available yet\n"
+   "\n"
+   "The archives linked in come from the build tree, or from $KILN_LIB_DIR (a folder holding\n"
+   "libkiln_runtime.a and libkiln_kernels.a); $CC is the linker driver (default cc).\n",
+   kiln_compile_main},
+  {"run", "run predict on .npy inputs: a compiled LIB.so, or a .kiln file JIT-compiled",
+   "usage: kiln run LIB.so|FILE.kiln --input NAME=X.npy... [--output NAME=Y.npy]...\n"
+   "                [--weights W.safetensors] [--seed N] [-D dim=N]... [--model NAME] [-O0..-O3]\n"
+   "\n"
+   "Loads a shared object made by kiln compile (through its kiln_model descriptor) or\n"
+   "JIT-compiles a .kiln model in memory, creates the model, and runs predict once. Every\n"
+   "input predict reads must be given, with the declared dtype and shape; outputs go to the\n"
+   "--output files, or without --output each output's name, shape and first values are\n"
+   "printed.\n"
+   "\n"
+   "  --input NAME=X.npy    an input of predict (repeatable)\n"
+   "  --output NAME=Y.npy   write an output of predict (repeatable)\n"
+   "  --weights W           load every parameter and aux state from a safetensors file\n"
+   "  --seed N              initialise the weights from their initializers with seed N (default 0)\n"
+   "  -D, --model, -O       as for kiln compile (.kiln files only)\n",
+   kiln_run_main},
   {"help", "show help for a command", "usage: kiln help [COMMAND]\n", kiln_help_main},
 };
 enum { KILN_NCOMMANDS = sizeof kiln_commands / sizeof *kiln_commands };
@@ -108,6 +154,13 @@ typedef struct {
   const char *dot;
   bool stats, explain;
   uint32_t disabled;
+  /* compile and run */
+  const char *out, *emit, *cpu, *features, *target, *weights;
+  int opt_level;
+  uint64_t seed;
+  const char *inputs[64], *outputs[64];  /* NAME=PATH */
+  int ninputs, noutputs;
+  int nmodels;                     /* models compiled or run so far */
 } kiln_opts;
 
 static int kiln_opt_define(kiln_opts *o, const char *v) {
@@ -150,10 +203,69 @@ static int kiln_passes_flag(kiln_opts *o, int argc, char **argv, int *i) {
   return 0;
 }
 
+/* A "NAME=PATH" value of --input / --output into the list; 2 with a message when malformed. */
+static int kiln_opt_binding(kiln_opts *o, const char *flag, const char *v, const char **list, int *n) {
+  const char *eq = v ? strchr(v, '=') : NULL;
+  if (!eq || eq == v || !eq[1])
+    return fprintf(stderr, "kiln %s: %s expects NAME=FILE.npy, got '%s'\n", o->cmd, flag, v ? v : ""), 2;
+  if (*n == 64) return fprintf(stderr, "kiln %s: at most 64 %s options\n", o->cmd, flag), 2;
+  list[(*n)++] = v;
+  return 1;
+}
+
+static int kiln_opt_emit(kiln_opts *o, const char *v) {
+  static const char *const kinds[] = {"ll", "obj", "c-header", "ptx", NULL};
+  for (int k = 0; v && kinds[k]; k++)
+    if (strcmp(v, kinds[k]) == 0) return o->emit = v, 1;
+  return fprintf(stderr, "kiln compile: --emit is ll, obj, c-header or ptx%s%s%s\n", v ? " (got '" : "", v ? v : "",
+                 v ? "')" : ""), 2;
+}
+
+static int kiln_opt_seed(kiln_opts *o, const char *v) {
+  char *end = NULL;
+  unsigned long long s = v ? strtoull(v, &end, 10) : 0;
+  if (!v || !*v || *end || *v == '-') return fprintf(stderr, "kiln run: --seed expects an unsigned integer\n"), 2;
+  o->seed = s;
+  return 1;
+}
+
+/* The string-valued options of compile and run: where each one's value goes, or NULL. */
+static const char **kiln_build_slot(kiln_opts *o, const char *a) {
+  bool compile = strcmp(o->cmd, "compile") == 0;
+  if (compile && strcmp(a, "-o") == 0) return &o->out;
+  if (compile && strcmp(a, "--cpu") == 0) return &o->cpu;
+  if (compile && strcmp(a, "--features") == 0) return &o->features;
+  if (compile && strcmp(a, "--target") == 0) return &o->target;
+  if (!compile && strcmp(a, "--weights") == 0) return &o->weights;
+  return NULL;
+}
+
+/* The options of `kiln compile` and `kiln run`; 1 when `a` was one of them, 2 on error. */
+static int kiln_build_flag(kiln_opts *o, int argc, char **argv, int *i) {
+  const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+  bool compile = strcmp(o->cmd, "compile") == 0;
+  if (strlen(a) == 3 && a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3') return o->opt_level = a[2] - '0', 1;
+  if (strncmp(a, "-O", 2) == 0) return fprintf(stderr, "kiln %s: optimisation levels are -O0 to -O3\n", o->cmd), 2;
+  const char **slot = kiln_build_slot(o, a);
+  bool other = compile ? strcmp(a, "--emit") == 0
+                       : !strcmp(a, "--input") || !strcmp(a, "--output") || !strcmp(a, "--seed");
+  if (!slot && !other) return 0;
+  if (!v) return fprintf(stderr, "kiln %s: %s needs a value\n", o->cmd, a), 2;
+  ++*i;
+  if (slot && slot == &o->target && strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0)
+    return fprintf(stderr, "kiln compile: --target is cpu or cuda (got '%s')\n", v), 2;
+  if (slot) return *slot = v, 1;
+  if (strcmp(a, "--emit") == 0) return kiln_opt_emit(o, v);
+  if (strcmp(a, "--seed") == 0) return kiln_opt_seed(o, v);
+  if (strcmp(a, "--input") == 0) return kiln_opt_binding(o, a, v, o->inputs, &o->ninputs);
+  return kiln_opt_binding(o, a, v, o->outputs, &o->noutputs);
+}
+
 static int kiln_args(int argc, char **argv, kiln_opts *o) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    int r = strcmp(o->cmd, "passes") == 0 ? kiln_passes_flag(o, argc, argv, &i) : 0;
+    int r = strcmp(o->cmd, "passes") == 0 ? kiln_passes_flag(o, argc, argv, &i)
+            : strcmp(o->cmd, "compile") == 0 || strcmp(o->cmd, "run") == 0 ? kiln_build_flag(o, argc, argv, &i) : 0;
     if (r == 2) return 2;
     if (r == 1) continue;
     if (strncmp(a, "-D", 2) == 0) {
@@ -242,6 +354,334 @@ static int kiln_passes_main(int argc, char **argv) {
   kiln_opts o = {.cmd = "passes", .print_after = -1};
   int rc = kiln_args(argc, argv, &o);
   return rc ? rc : kiln_for_models(&o, kiln_passes_graph);
+}
+
+/* ---- kiln compile, kiln run ---- */
+
+static double kiln_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A code generator's message as an error of the command. */
+static void kiln_cg_error(ir_diag *d, const char *err) { ir_error(d, (ir_loc){0}, "%s", err); }
+
+/* What compile and the JIT build for one model: the compiled graphs, the descriptor and
+ * (unless only the header is wanted) the LLVM module holding the fused loops. */
+typedef struct {
+  ir_graph *predict, *train;
+  rt_model_desc *desc;
+  cg_llvm *llvm;
+} kiln_build;
+
+static void kiln_build_free(kiln_build *b) {
+  cg_llvm_free(b->llvm);
+  cg_desc_free(b->desc);
+  for (int k = 0; k < 2; k++) {
+    ir_graph *g = k ? b->train : b->predict;
+    if (g) pass_plan_free(g->plan), ir_graph_free(g);
+  }
+}
+
+static ir_graph *kiln_compile_mode(const ir_graph *lowered, ir_mode mode, ir_diag *d) {
+  pass_ctx cx;
+  pass_ctx_init(&cx, mode, d);
+  ir_graph *g = pass_compile(lowered, &cx);
+  pass_ctx_free(&cx);
+  return g;
+}
+
+static int kiln_build_model(const ir_graph *lowered, const kiln_opts *o, bool llvm, ir_diag *d, kiln_build *b) {
+  char err[2048];
+  if (!(b->predict = kiln_compile_mode(lowered, IR_MODE_PREDICT, d))) return 1;
+  if (lowered->has_train && !(b->train = kiln_compile_mode(lowered, IR_MODE_TRAIN, d))) return 1;
+  if (!(b->desc = cg_desc_build(b->predict, b->train, err, sizeof err))) return kiln_cg_error(d, err), 1;
+  if (!llvm) return 0;
+  cg_options co = {.opt_level = o->opt_level, .cpu = o->cpu, .features = o->features};
+  if (!(b->llvm = cg_llvm_new(lowered->name, &co, err, sizeof err))) return kiln_cg_error(d, err), 1;
+  if (cg_emit_fused_all(b->llvm, b->predict, b->train, err, sizeof err)) return kiln_cg_error(d, err), 1;
+  return 0;
+}
+
+/* Only one model per -o, and per kiln run. */
+static bool kiln_one_model(kiln_opts *o, const char *what, ir_diag *d) {
+  if (o->nmodels++ == 0) return true;
+  ir_error(d, (ir_loc){0}, "%s holds several models; %s one at a time with --model NAME", o->file, what);
+  return false;
+}
+
+/* The folder of path, with its trailing '/', or "" for a bare file name. */
+static void kiln_dir_of(const char *path, char *buf, size_t n) {
+  const char *slash = strrchr(path, '/');
+  size_t k = slash ? (size_t)(slash - path) + 1 : 0;
+  snprintf(buf, n, "%.*s", (int)k, path);
+}
+
+static int kiln_write_header(const rt_model_desc *desc, const char *path, ir_diag *d) {
+  FILE *f = fopen(path, "w");
+  if (!f) return ir_error(d, (ir_loc){0}, "cannot write '%s'", path), 1;
+  int rc = cg_write_header(desc, f);
+  if (fclose(f) || rc) return ir_error(d, (ir_loc){0}, "cannot write '%s'", path), 1;
+  return 0;
+}
+
+/* The object into a temporary file next to nothing the user owns, then linked into so. */
+static int kiln_link(kiln_build *b, const char *so, ir_diag *d) {
+  char obj[4096], err[8192];
+  const char *tmpdir = getenv("TMPDIR");
+  snprintf(obj, sizeof obj, "%s/kiln-XXXXXX.o", tmpdir && *tmpdir ? tmpdir : "/tmp");
+  int fd = mkstemps(obj, 2);
+  if (fd < 0) return ir_error(d, (ir_loc){0}, "cannot create a temporary object file in %s", obj), 1;
+  close(fd);
+  int rc = cg_write_object(b->llvm, obj, err, sizeof err) || cg_link_shared(obj, so, err, sizeof err);
+  if (rc) kiln_cg_error(d, err);
+  unlink(obj);
+  return rc;
+}
+
+/* By --emit: the .ll, the .o, only the header, or (default) the .so and its header. */
+typedef struct { char out[4096], hdr[4096]; } kiln_paths;
+
+static int kiln_compile_emit(kiln_build *b, const kiln_opts *o, const char *name, ir_diag *d, kiln_paths *p) {
+  char err[2048], def[1024];
+  const char *emit = o->emit ? o->emit : "so";
+  bool header = strcmp(emit, "c-header") == 0;
+  snprintf(def, sizeof def, header ? "%s.h" : strcmp(emit, "ll") == 0 ? "%s.ll" : strcmp(emit, "obj") == 0 ? "%s.o" : "lib%s.so", name);
+  const char *out = o->out ? o->out : def;
+  snprintf(p->out, sizeof p->out, "%s", out);
+  if (header) return kiln_write_header(b->desc, out, d);
+  if (cg_emit_aot(b->llvm, b->desc, err, sizeof err) || cg_optimize(b->llvm, err, sizeof err))
+    return kiln_cg_error(d, err), 1;
+  if (strcmp(emit, "ll") == 0) return cg_write_ir(b->llvm, out, err, sizeof err) ? kiln_cg_error(d, err), 1 : 0;
+  if (strcmp(emit, "obj") == 0) return cg_write_object(b->llvm, out, err, sizeof err) ? kiln_cg_error(d, err), 1 : 0;
+  char dir[2048];
+  kiln_dir_of(out, dir, sizeof dir);
+  snprintf(p->hdr, sizeof p->hdr, "%s%s.h", dir, name);
+  return kiln_link(b, out, d) || kiln_write_header(b->desc, p->hdr, d);
+}
+
+static void kiln_compile_graph(ir_graph *lowered, const kiln_opts *co, ir_diag *d) {
+  kiln_opts *o = (kiln_opts *)co;
+  if (o->out && !kiln_one_model(o, "compile", d)) return;
+  kiln_build b = {0};
+  bool header_only = o->emit && strcmp(o->emit, "c-header") == 0;
+  kiln_paths p = {"", ""};
+  double t0 = kiln_now();
+  if (!kiln_build_model(lowered, o, !header_only, d, &b) && !kiln_compile_emit(&b, o, lowered->name, d, &p))
+    fprintf(stderr, "compiled %s in %.2f s -> %s%s%s\n", lowered->name, kiln_now() - t0, p.out, *p.hdr ? ", " : "", p.hdr);
+  kiln_build_free(&b);
+}
+
+static int kiln_compile_main(int argc, char **argv) {
+  kiln_opts o = {.cmd = "compile", .print_after = -1, .opt_level = 2};
+  int rc = kiln_args(argc, argv, &o);
+  if (rc) return rc;
+  if ((o.target && strcmp(o.target, "cuda") == 0) || (o.emit && strcmp(o.emit, "ptx") == 0))
+    return fprintf(stderr, "kiln compile: the CUDA back end is not available yet; use --target cpu (the default)\n"), 1;
+  return kiln_for_models(&o, kiln_compile_graph);
+}
+
+/* A `kiln run` error on stderr; returns 1. */
+static int kiln_run_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int kiln_run_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("kiln run: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  return 1;
+}
+
+/* The tensor of a program's input or output list named `name`: its position, or -1. */
+static int kiln_find_slot(const rt_model_desc *d, const int32_t *list, int n, const char *name, size_t len) {
+  for (int k = 0; k < n; k++) {
+    const char *t = d->tensors[list[k]].name;
+    if (strlen(t) == len && strncmp(t, name, len) == 0) return k;
+  }
+  return -1;
+}
+
+static void kiln_shape_str(const k_shape *s, char *buf, size_t n) {
+  size_t k = (size_t)snprintf(buf, n, "[");
+  for (int i = 0; i < s->rank && k < n; i++) k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? "," : "", (long long)s->d[i]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+static void kiln_tensor_str(const rt_tensor_info *t, char *buf, size_t n) {
+  char sh[256];
+  kiln_shape_str(&t->shape, sh, sizeof sh);
+  snprintf(buf, n, "%s%s", t->dtype == K_I32 ? "i32" : "f32", sh);
+}
+
+static bool kiln_same_shape(const k_shape *a, const k_shape *b) {
+  if (a->rank != b->rank) return false;
+  for (int i = 0; i < a->rank; i++)
+    if (a->d[i] != b->d[i]) return false;
+  return true;
+}
+
+/* One --input: NAME=PATH read into arr[slot], checked against the declared dtype and shape. */
+static int kiln_read_input(const rt_model_desc *d, const char *spec, rt_npy *arr) {
+  const rt_program *p = &d->predict;
+  const char *eq = strchr(spec, '=');
+  int k = kiln_find_slot(d, p->inputs, p->ninputs, spec, (size_t)(eq - spec));
+  char err[1024], want[300], got[300];
+  if (k < 0) {
+    fprintf(stderr, "kiln run: predict of model '%s' has no input '%.*s'; its inputs are", d->name, (int)(eq - spec), spec);
+    for (int i = 0; i < p->ninputs; i++) fprintf(stderr, " %s", d->tensors[p->inputs[i]].name);
+    return fputc('\n', stderr), 1;
+  }
+  const rt_tensor_info *t = &d->tensors[p->inputs[k]];
+  if (arr[k].data) return fprintf(stderr, "kiln run: input '%s' given twice\n", t->name), 1;
+  if (rt_npy_read(eq + 1, &arr[k], err, sizeof err)) return fprintf(stderr, "kiln run: %s\n", err), 1;
+  kiln_tensor_str(t, want, sizeof want);
+  rt_tensor_info as = {.dtype = arr[k].dtype, .shape = arr[k].shape};
+  kiln_tensor_str(&as, got, sizeof got);
+  if (arr[k].dtype != (k_dtype)t->dtype || !kiln_same_shape(&arr[k].shape, &t->shape))
+    return fprintf(stderr, "kiln run: input '%s' must be %s; %s holds %s\n", t->name, want, eq + 1, got), 1;
+  return 0;
+}
+
+static int kiln_read_inputs(const rt_model_desc *d, const kiln_opts *o, rt_npy *arr) {
+  for (int i = 0; i < o->ninputs; i++)
+    if (kiln_read_input(d, o->inputs[i], arr)) return 1;
+  for (int k = 0; k < d->predict.ninputs; k++) {
+    const rt_tensor_info *t = &d->tensors[d->predict.inputs[k]];
+    char want[300];
+    kiln_tensor_str(t, want, sizeof want);
+    if (!arr[k].data) return fprintf(stderr, "kiln run: missing --input %s=FILE.npy (%s)\n", t->name, want), 1;
+  }
+  return 0;
+}
+
+/* Each --output names an output of predict. */
+static int kiln_check_outputs(const rt_model_desc *d, const kiln_opts *o) {
+  for (int i = 0; i < o->noutputs; i++) {
+    const char *spec = o->outputs[i], *eq = strchr(spec, '=');
+    if (kiln_find_slot(d, d->predict.outputs, d->predict.noutputs, spec, (size_t)(eq - spec)) >= 0) continue;
+    fprintf(stderr, "kiln run: predict of model '%s' has no output '%.*s'; its outputs are", d->name, (int)(eq - spec), spec);
+    for (int k = 0; k < d->predict.noutputs; k++) fprintf(stderr, " %s", d->tensors[d->predict.outputs[k]].name);
+    return fputc('\n', stderr), 1;
+  }
+  return 0;
+}
+
+static void kiln_print_output(const rt_tensor_info *t, const void *data) {
+  char desc[300];
+  int64_t n = k_shape_numel(&t->shape);
+  kiln_tensor_str(t, desc, sizeof desc);
+  printf("%s: %s =", t->name, desc);
+  for (int64_t i = 0; i < n && i < 8; i++) {
+    if (t->dtype == K_I32) printf(" %d", ((const int32_t *)data)[i]);
+    else printf(" %.6g", ((const float *)data)[i]);
+  }
+  printf(n > 8 ? " ... (%lld values)\n" : "\n", (long long)n);
+}
+
+/* Writes the outputs --output names, or prints them all without --output. */
+static int kiln_emit_outputs(const rt_model_desc *d, const kiln_opts *o, void *const *outs) {
+  char err[1024];
+  for (int k = 0; k < d->predict.noutputs; k++) {
+    const rt_tensor_info *t = &d->tensors[d->predict.outputs[k]];
+    if (o->noutputs == 0) kiln_print_output(t, outs[k]);
+    for (int i = 0; i < o->noutputs; i++) {
+      const char *spec = o->outputs[i], *eq = strchr(spec, '=');
+      if ((size_t)(eq - spec) != strlen(t->name) || strncmp(spec, t->name, strlen(t->name)) != 0) continue;
+      if (rt_npy_write(eq + 1, (k_dtype)t->dtype, &t->shape, outs[k], err, sizeof err))
+        return fprintf(stderr, "kiln run: %s\n", err), 1;
+    }
+  }
+  return 0;
+}
+
+/* Allocates the outputs, runs predict and hands the results on. */
+static int kiln_predict(const rt_model_api *api, rt_model *m, const kiln_opts *o, rt_npy *ins) {
+  const rt_model_desc *d = api->desc;
+  const void *in_ptrs[64];
+  void *outs[64] = {0};
+  int rc = 0;
+  for (int k = 0; k < d->predict.ninputs; k++) in_ptrs[k] = ins[k].data;
+  for (int k = 0; k < d->predict.noutputs && !rc; k++) {
+    int64_t n = k_shape_numel(&d->tensors[d->predict.outputs[k]].shape);
+    if (!(outs[k] = calloc((size_t)(n ? n : 1), 4))) rc = kiln_run_error("out of memory\n");
+  }
+  if (!rc && api->predict(m, in_ptrs, outs)) rc = kiln_run_error("predict failed: %s\n", api->error(m));
+  if (!rc) rc = kiln_emit_outputs(d, o, outs);
+  for (int k = 0; k < d->predict.noutputs; k++) free(outs[k]);
+  return rc;
+}
+
+/* Creates the model from a descriptor and runs predict once on the --input files. */
+static int kiln_run_api(const rt_model_api *api, const kiln_opts *o) {
+  const rt_model_desc *d = api->desc;
+  if (d->predict.ninputs > 64 || d->predict.noutputs > 64)
+    return fprintf(stderr, "kiln run: predict of '%s' takes more than 64 inputs or outputs\n", d->name), 1;
+  rt_npy ins[64];
+  memset(ins, 0, sizeof ins);
+  int rc = kiln_check_outputs(d, o) || kiln_read_inputs(d, o, ins);
+  rt_model *m = rc ? NULL : api->create(d, o->seed);
+  if (!rc && !m) rc = kiln_run_error("out of memory creating model '%s'\n", d->name);
+  if (!rc && o->weights && api->load(m, o->weights))
+    rc = kiln_run_error("%s: %s\n", o->weights, api->error(m));
+  if (!rc) rc = kiln_predict(api, m, o, ins);
+  if (m) api->destroy(m);
+  for (int k = 0; k < 64; k++)
+    if (ins[k].data) rt_npy_free(&ins[k]);
+  return rc;
+}
+
+/* kiln run FILE.kiln: the model JIT-compiled in this process, run by the runtime linked into
+ * kiln itself (the descriptor's kernel pointers are this process's kernels). */
+static void kiln_run_graph(ir_graph *lowered, const kiln_opts *co, ir_diag *d) {
+  kiln_opts *o = (kiln_opts *)co;
+  if (!kiln_one_model(o, "run", d)) return;
+  kiln_build b = {0};
+  char err[2048];
+  if (!kiln_build_model(lowered, o, true, d, &b)) {
+    if (cg_optimize(b.llvm, err, sizeof err) || cg_jit(b.llvm, b.desc, err, sizeof err)) kiln_cg_error(d, err);
+    else {
+      rt_model_api api = {RT_MODEL_ABI, b.desc, rt_model_create, rt_model_destroy, rt_model_load, rt_model_save,
+                          rt_model_predict, rt_model_train_step, rt_model_set_lr, rt_model_error};
+      if (kiln_run_api(&api, o)) d->errors++;   /* already reported */
+    }
+  }
+  kiln_build_free(&b);
+}
+
+/* kiln run LIB.so: the generated object through its name-free kiln_model descriptor. */
+static int kiln_run_so(const kiln_opts *o) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s%s", strchr(o->file, '/') ? "" : "./", o->file);
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) return fprintf(stderr, "kiln run: cannot load %s: %s\n", o->file, dlerror()), 1;
+  const rt_model_api *api = dlsym(h, "kiln_model");
+  int rc = 0;
+  if (!api) rc = kiln_run_error("%s is not a Kiln model (no kiln_model symbol)\n", o->file);
+  else if (!api->abi || strcmp(api->abi, RT_MODEL_ABI) != 0 || !api->desc || !api->desc->abi ||
+           strcmp(api->desc->abi, RT_MODEL_ABI) != 0)
+    rc = kiln_run_error("%s was built for ABI '%s'; this kiln reads '%s' (recompile it)\n", o->file,
+                 api->abi ? api->abi : "?", RT_MODEL_ABI);
+  else rc = kiln_run_api(api, o);
+  dlclose(h);
+  return rc;
+}
+
+static bool kiln_ends_with(const char *s, const char *suffix) {
+  size_t a = strlen(s), b = strlen(suffix);
+  return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+static int kiln_run_main(int argc, char **argv) {
+  kiln_opts o = {.cmd = "run", .print_after = -1, .opt_level = 2};
+  int rc = kiln_args(argc, argv, &o);
+  if (rc) return rc;
+  if (kiln_ends_with(o.file, ".kiln")) return kiln_for_models(&o, kiln_run_graph);
+  if (o.ndefs || o.model) {
+    for (int i = 0; i < o.ndefs; i++) free((char *)o.defs[i].name);
+    return fprintf(stderr, "kiln run: -D and --model apply to .kiln files; %s is already compiled\n", o.file), 2;
+  }
+  return kiln_run_so(&o);
 }
 
 int main(int argc, char **argv) {
