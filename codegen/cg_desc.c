@@ -1,0 +1,360 @@
+/* cg_desc.c — the model descriptor (runtime/rt_model.h) from the compiled predict and train
+ * graphs: the tensor table, and per entry point one step per node with its kernel, slots,
+ * workspace and the earlier steps it must follow (memory conflicts, transitively reduced).
+ * Everything is copied into allocations the descriptor owns; cg_desc_free releases them. */
+#include "cg.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- owned memory: every allocation is linked to the descriptor ---- */
+
+typedef union cg_block { union cg_block *next; max_align_t align; } cg_block;
+typedef struct {
+  rt_model_desc d;              /* first: cg_desc_free gets back to the box from it */
+  cg_block *blocks;
+  int failed;                   /* an allocation failed */
+} cg_box;
+
+static void *cg_alloc(cg_box *b, size_t n) {
+  cg_block *k = calloc(1, sizeof *k + (n ? n : 1));
+  if (!k) return b->failed = 1, NULL;
+  k->next = b->blocks, b->blocks = k;
+  return k + 1;
+}
+
+static void *cg_dup(cg_box *b, const void *p, size_t n) {
+  void *q = p ? cg_alloc(b, n) : NULL;
+  if (q) memcpy(q, p, n);
+  return q;
+}
+
+static const char *cg_strdup(cg_box *b, const char *s) { return s ? cg_dup(b, s, strlen(s) + 1) : NULL; }
+
+void cg_desc_free(rt_model_desc *d) {
+  if (!d) return;
+  cg_box *b = (cg_box *)d;
+  while (b->blocks) {
+    cg_block *k = b->blocks;
+    b->blocks = k->next;
+    free(k);
+  }
+  free(b);
+}
+
+static int cg_fail(char *err, size_t n, const char *fmt, ...) {
+  if (err && n) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, n, fmt, ap);
+    va_end(ap);
+  }
+  return 1;
+}
+
+/* ---- tensors ---- */
+
+static int32_t cg_role(ir_tensor_kind k) {
+  switch (k) {
+  case IR_T_INPUT: return RT_ROLE_INPUT;
+  case IR_T_PARAM: return RT_ROLE_PARAM;
+  case IR_T_AUX: return RT_ROLE_AUX;
+  case IR_T_STATE: return RT_ROLE_STATE;
+  case IR_T_CONST: return RT_ROLE_CONST;
+  default: return RT_ROLE_VALUE;
+  }
+}
+
+static rt_tensor_info cg_tensor(cg_box *b, const ir_tensor *x) {
+  rt_tensor_info t = {cg_strdup(b, x->name), cg_role(x->kind), (int32_t)x->dtype, x->shape, RT_INIT_ZEROS, 0, 0};
+  if ((x->kind == IR_T_PARAM || x->kind == IR_T_AUX) && x->has_init)
+    t.init = (int32_t)x->init.kind, t.init_a = x->init.a, t.init_b = x->init.b;
+  if (x->kind == IR_T_CONST) t.init_a = x->value;
+  return t;
+}
+
+/* The predict graph's tensors must be the first ones of the train graph, index for index. */
+static int cg_check_prefix(const ir_graph *p, const ir_graph *t, char *err, size_t n) {
+  if (ir_ntensors(p) > ir_ntensors(t))
+    return cg_fail(err, n, "%s: the predict graph has %d tensors, the train graph only %d", p->name, ir_ntensors(p), ir_ntensors(t));
+  for (int i = 0; i < ir_ntensors(p); i++)
+    if (strcmp(ir_tensor_at(p, i)->name, ir_tensor_at(t, i)->name) != 0)
+      return cg_fail(err, n, "%s: tensor %d is '%s' in the predict graph but '%s' in the train graph", p->name, i,
+                     ir_tensor_at(p, i)->name, ir_tensor_at(t, i)->name);
+  return 0;
+}
+
+/* ---- the shapes of backward slots that pruning left out (as exec/ex_node.c) ---- */
+
+static const k_shape cg_scalar = {0, {0}};
+
+static const ir_node *cg_producer(const ir_graph *g, int t) {
+  int p = t >= 0 ? ir_tensor_at(g, t)->producer : -1;
+  if (p < 0) return NULL;
+  const ir_node *n = ir_node_at(g, p);
+  for (int s = 0; n->kind == IR_N_FUSED && s < n->nsub; s++)
+    for (int j = 0; j < n->sub[s].nout; j++)
+      if (n->sub[s].out[j] == t) return &n->sub[s];
+  return n->kind == IR_N_FUSED ? NULL : n;
+}
+
+/* The forward node of a backward node: the producer of an out_data slot, else of the tensor
+ * whose gradient an out_grad slot holds ("<t>@grad"). */
+static const ir_node *cg_forward_of(const ir_graph *g, const ir_node *nd, int nof, int nargs) {
+  const ir_node *f = NULL;
+  for (int i = 0; i < nof && !f; i++) f = cg_producer(g, nd->in[nof + nargs + i]);
+  for (int i = 0; i < nof && !f; i++) {
+    if (nd->in[i] < 0) continue;
+    const char *gn = ir_tensor_at(g, nd->in[i])->name;
+    size_t len = strlen(gn);
+    char name[512];
+    if (len < 5 || strcmp(gn + len - 5, "@grad") != 0 || len - 5 >= sizeof name) continue;
+    memcpy(name, gn, len - 5), name[len - 5] = 0;
+    f = cg_producer(g, ir_graph_find_tensor(g, name));
+  }
+  return f && f->kind == IR_N_OP && f->op == nd->op ? f : NULL;
+}
+
+static k_shape cg_slot_shape(const ir_graph *g, int partner, const ir_node *f, int fslot, bool fin) {
+  if (partner >= 0) return ir_tensor_at(g, partner)->shape;
+  int ft = !f ? -1 : fin ? (fslot < f->nin ? f->in[fslot] : -1) : (fslot < f->nout ? f->out[fslot] : -1);
+  return ft >= 0 ? ir_tensor_at(g, ft)->shape : cg_scalar;
+}
+
+/* in = [out_grad[nof], in_data[nargs], out_data[nof]]: each slot's partner and forward slot. */
+static k_shape cg_absent_shape(const ir_graph *g, const ir_node *nd, int s) {
+  int nof = ir_op_nouts(&ir_ops[nd->op]), nargs = nd->nout;
+  if (nd->nin != 2 * nof + nargs) return cg_scalar;
+  const ir_node *f = cg_forward_of(g, nd, nof, nargs);
+  if (s < nof) return cg_slot_shape(g, nd->in[nof + nargs + s], f, s, false);
+  if (s < nof + nargs) return cg_slot_shape(g, nd->out[s - nof], f, s - nof, true);
+  return cg_slot_shape(g, nd->in[s - nof - nargs], f, s - nof - nargs, false);
+}
+
+/* ---- steps ---- */
+
+static int32_t cg_step_kind(ir_node_kind k) {
+  switch (k) {
+  case IR_N_OP: return RT_STEP_FORWARD;
+  case IR_N_BACKWARD: return RT_STEP_BACKWARD;
+  case IR_N_UPDATE: return RT_STEP_UPDATE;
+  default: return RT_STEP_FUSED;
+  }
+}
+
+static void cg_step_slots(cg_box *b, const ir_graph *g, const ir_node *nd, rt_step *s) {
+  s->in = cg_dup(b, nd->in, (size_t)nd->nin * sizeof *nd->in);
+  s->out = cg_dup(b, nd->out, (size_t)nd->nout * sizeof *nd->out);
+  k_shape *sh = cg_alloc(b, (size_t)nd->nin * sizeof *sh);
+  k_req *req = cg_alloc(b, (size_t)nd->nout * sizeof *req);
+  if (!sh || !req) return;
+  for (int j = 0; j < nd->nin; j++)
+    sh[j] = nd->in[j] >= 0 ? ir_tensor_at(g, nd->in[j])->shape
+            : nd->kind == IR_N_BACKWARD ? cg_absent_shape(g, nd, j) : cg_scalar;
+  for (int j = 0; j < nd->nout; j++) req[j] = ir_node_req(nd, j);
+  s->in_shape = sh, s->req = req;
+}
+
+static void cg_step(cg_box *b, const ir_graph *g, int i, rt_step *s) {
+  const ir_node *nd = ir_node_at(g, i);
+  bool has_op = nd->kind == IR_N_OP || nd->kind == IR_N_BACKWARD;
+  const ir_opdef *op = has_op ? &ir_ops[nd->op] : NULL;
+  s->kind = cg_step_kind(nd->kind);
+  s->op = nd->kind == IR_N_FUSED ? -1 : nd->op;
+  s->kernel = !op ? NULL : nd->kind == IR_N_OP ? op->forward : op->backward;
+  s->param = op && nd->param && op->param_size ? cg_dup(b, nd->param, op->param_size) : NULL;
+  s->nin = nd->nin, s->nout = nd->nout;
+  cg_step_slots(b, g, nd, s);
+  s->temp_offset = g->plan->temp_offset[i], s->temp_bytes = g->plan->temp_bytes[i];
+  s->random = op && (op->resources & IR_RES_RANDOM) ? 1 : 0;
+  s->name_hash = rt_fnv1a32(nd->name);
+  s->name = cg_strdup(b, nd->name);
+}
+
+/* ---- dependencies: memory each step touches ---- */
+
+typedef struct { int64_t lo, hi; int ident; bool write; } cg_mem;   /* ident >= 0: a tensor */
+typedef struct { cg_mem *m; int n, cap; } cg_mems;
+
+static int cg_mem_add(cg_mems *v, cg_mem x) {
+  if (v->n == v->cap) {
+    int cap = v->cap ? 2 * v->cap : 8;
+    cg_mem *m = realloc(v->m, (size_t)cap * sizeof *m);
+    if (!m) return 1;
+    v->m = m, v->cap = cap;
+  }
+  v->m[v->n++] = x;
+  return 0;
+}
+
+/* An arena tensor is its byte interval (in-place partners share it); persistent tensors and
+ * inputs are themselves; a tensor without storage is nothing. */
+static int cg_mem_tensor(cg_mems *v, const ir_graph *g, int t, bool write) {
+  if (t < 0) return 0;
+  const ir_buffer *bf = &g->plan->buf[t];
+  if (bf->cls == IR_MEM_NONE) return 0;
+  if (bf->cls == IR_MEM_ARENA) return bf->bytes ? cg_mem_add(v, (cg_mem){bf->offset, bf->offset + bf->bytes, -1, write}) : 0;
+  return cg_mem_add(v, (cg_mem){0, 0, t, write});
+}
+
+static bool cg_in_written(const ir_graph *g, const ir_node *nd, int j) {
+  if (nd->kind == IR_N_UPDATE) return j != 1;           /* [param, grad, state...] */
+  return nd->kind == IR_N_OP && g->mode == IR_MODE_TRAIN && nd->in[j] >= 0 && ir_tensor_at(g, nd->in[j])->kind == IR_T_AUX;
+}
+
+static int cg_node_mems(const ir_graph *g, int i, cg_mems *v) {
+  const ir_node *nd = ir_node_at(g, i);
+  int rc = 0;
+  for (int j = 0; j < nd->nin; j++) rc |= cg_mem_tensor(v, g, nd->in[j], cg_in_written(g, nd, j));
+  for (int j = 0; j < nd->nout; j++) rc |= cg_mem_tensor(v, g, nd->out[j], true);
+  int64_t to = g->plan->temp_offset[i], tb = g->plan->temp_bytes[i];
+  if (tb) rc |= cg_mem_add(v, (cg_mem){to, to + tb, -1, true});
+  return rc;
+}
+
+static bool cg_mem_overlap(const cg_mem *a, const cg_mem *b) {
+  if (!a->write && !b->write) return false;
+  if (a->ident >= 0 || b->ident >= 0) return a->ident == b->ident;
+  return a->lo < b->hi && b->lo < a->hi;
+}
+
+static bool cg_conflict(const cg_mems *a, const cg_mems *b) {
+  for (int x = 0; x < a->n; x++)
+    for (int y = 0; y < b->n; y++)
+      if (cg_mem_overlap(&a->m[x], &b->m[y])) return true;
+  return false;
+}
+
+/* reach: bit i of row j = step i must finish before step j. Candidates are taken from the
+ * latest down, so one already implied by a later dependency is left out: the result is the
+ * transitive reduction. */
+static void cg_step_deps(cg_box *b, const cg_mems *mems, uint64_t *reach, int words, int j, rt_step *s) {
+  uint64_t *rj = reach + (size_t)j * words;
+  int *deps = malloc((size_t)j * sizeof *deps + sizeof *deps), nd = 0;
+  if (!deps) return (void)(b->failed = 1);
+  for (int i = j - 1; i >= 0; i--) {
+    if (rj[i / 64] >> (i % 64) & 1 || !cg_conflict(&mems[i], &mems[j])) continue;
+    deps[nd++] = i;
+    rj[i / 64] |= UINT64_C(1) << (i % 64);
+    for (int w = 0; w < words; w++) rj[w] |= reach[(size_t)i * words + w];
+  }
+  s->ndeps = nd;
+  s->deps = cg_dup(b, deps, (size_t)nd * sizeof *deps);
+  free(deps);
+}
+
+static int cg_deps(cg_box *b, const ir_graph *g, rt_step *steps) {
+  int n = ir_nnodes(g), words = (n + 63) / 64, rc = 0;
+  cg_mems *mems = calloc((size_t)n + 1, sizeof *mems);
+  uint64_t *reach = calloc((size_t)n * (size_t)words + 1, sizeof *reach);
+  if (!mems || !reach) rc = 1;
+  for (int i = 0; !rc && i < n; i++) rc = cg_node_mems(g, i, &mems[i]);
+  for (int j = 0; !rc && j < n; j++) cg_step_deps(b, mems, reach, words, j, &steps[j]);
+  for (int i = 0; mems && i < n; i++) free(mems[i].m);
+  free(mems), free(reach);
+  return rc;
+}
+
+/* ---- programs ---- */
+
+static void cg_mark_reads(const ir_node *n, bool *read) {
+  for (int j = 0; j < n->nin; j++)
+    if (n->in[j] >= 0) read[n->in[j]] = true;
+}
+
+/* The INPUT tensors the graph reads (fused members included), in declaration order: what
+ * ex_graph_inputs returns. */
+static int cg_inputs(cg_box *b, const ir_graph *g, rt_program *p) {
+  bool *read = calloc((size_t)ir_ntensors(g) + 1, sizeof *read);
+  int32_t *idx = cg_alloc(b, (size_t)ir_ntensors(g) * sizeof *idx);
+  if (!read || !idx) return free(read), 1;
+  for (int i = 0; i < ir_nnodes(g); i++) {
+    const ir_node *n = ir_node_at(g, i);
+    cg_mark_reads(n, read);
+    for (int s = 0; n->kind == IR_N_FUSED && s < n->nsub; s++) cg_mark_reads(&n->sub[s], read);
+  }
+  p->ninputs = 0;
+  for (int t = 0; t < ir_ntensors(g); t++)
+    if (read[t] && ir_tensor_at(g, t)->kind == IR_T_INPUT) idx[p->ninputs++] = t;
+  p->inputs = idx;
+  free(read);
+  return 0;
+}
+
+static int cg_outputs(cg_box *b, const ir_graph *g, bool train, rt_program *p) {
+  int32_t *o = cg_alloc(b, (size_t)(g->outputs.len + 1) * sizeof *o);
+  if (!o) return 1;
+  p->noutputs = train ? 1 : g->outputs.len;
+  if (train) o[0] = g->loss;
+  for (int i = 0; !train && i < g->outputs.len; i++) o[i] = IR_VEC_AT(g->outputs, int, i);
+  p->outputs = o;
+  return 0;
+}
+
+static int64_t *cg_offsets(cg_box *b, const ir_graph *g, int ntensors) {
+  int64_t *off = cg_alloc(b, (size_t)ntensors * sizeof *off);
+  for (int t = 0; off && t < ntensors; t++)
+    off[t] = t < ir_ntensors(g) && g->plan->buf[t].cls == IR_MEM_ARENA ? g->plan->buf[t].offset : -1;
+  return off;
+}
+
+/* train_step runs the updates after everything else has succeeded: they must come last. */
+static int cg_updates_last(const ir_graph *g, char *err, size_t n) {
+  bool seen = false;
+  for (int i = 0; i < ir_nnodes(g); i++) {
+    const ir_node *nd = ir_node_at(g, i);
+    if (seen && nd->kind != IR_N_UPDATE)
+      return cg_fail(err, n, "%s: node %s follows an optimizer update (updates must come last)", g->name, nd->name);
+    seen |= nd->kind == IR_N_UPDATE;
+  }
+  return 0;
+}
+
+static int cg_program(cg_box *b, const ir_graph *g, bool train, rt_program *p, char *err, size_t n) {
+  if (!g->plan) return cg_fail(err, n, "%s: the graph has no memory plan (run pass_compile)", g->name);
+  if (train && g->loss < 0) return cg_fail(err, n, "%s: the train graph has no loss", g->name);
+  if (cg_updates_last(g, err, n)) return 1;
+  rt_step *steps = cg_alloc(b, (size_t)ir_nnodes(g) * sizeof *steps);
+  if (!steps) return cg_fail(err, n, "out of memory");
+  for (int i = 0; i < ir_nnodes(g); i++) cg_step(b, g, i, &steps[i]);
+  *p = (rt_program){.nsteps = ir_nnodes(g), .steps = steps, .arena_bytes = g->plan->arena_bytes, .is_train = train};
+  p->offset = cg_offsets(b, g, b->d.ntensors);
+  if (cg_deps(b, g, steps) || cg_inputs(b, g, p) || cg_outputs(b, g, train, p) || b->failed)
+    return cg_fail(err, n, "out of memory");
+  return 0;
+}
+
+/* ---- the descriptor ---- */
+
+static int cg_tensors(cg_box *b, const ir_graph *g) {
+  rt_tensor_info *ts = cg_alloc(b, (size_t)ir_ntensors(g) * sizeof *ts);
+  if (!ts) return 1;
+  for (int i = 0; i < ir_ntensors(g); i++) ts[i] = cg_tensor(b, ir_tensor_at(g, i));
+  b->d.ntensors = ir_ntensors(g), b->d.tensors = ts;
+  return b->failed;
+}
+
+static void cg_optimizer(rt_model_desc *d, const ir_graph *g) {
+  d->optim = g->has_train ? (int32_t)g->optim.kind : RT_OPT_SGD;
+  d->lr = g->has_train ? g->optim.lr : 0.0f;
+  d->sgd = g->optim.sgd, d->adam = g->optim.adam;
+}
+
+rt_model_desc *cg_desc_build(const ir_graph *predict, const ir_graph *train, char *err, size_t n) {
+  if (!predict) return cg_fail(err, n, "cg_desc_build: no predict graph"), NULL;
+  if (train && cg_check_prefix(predict, train, err, n)) return NULL;
+  cg_box *b = calloc(1, sizeof *b);
+  if (!b) return cg_fail(err, n, "out of memory"), NULL;
+  rt_model_desc *d = &b->d;
+  const ir_graph *g = train ? train : predict;
+  d->abi = RT_MODEL_ABI, d->name = cg_strdup(b, predict->name);
+  d->has_train = train != NULL;
+  cg_optimizer(d, g);
+  int rc = cg_tensors(b, g) ? cg_fail(err, n, "out of memory") : 0;
+  if (!rc) rc = cg_program(b, predict, false, &d->predict, err, n);
+  if (!rc && train) rc = cg_program(b, train, true, &d->train, err, n);
+  if (rc) return cg_desc_free(d), NULL;
+  return d;
+}

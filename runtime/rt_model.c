@@ -1,0 +1,165 @@
+/* rt_model.c — a compiled model instance: storage for every persistent tensor of its descriptor
+ * (weights initialised exactly as the reference executor does, optimizer state zeroed,
+ * constants filled), the arena, the lr, the error message; lookups by name. Running is in
+ * rt_model_run.c, weight files in rt_model_io.c. */
+#include "rt_model_int.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+
+uint32_t rt_fnv1a32(const char *s) {
+  uint32_t h = 2166136261u;
+  for (; *s; s++) h = (h ^ (uint8_t)*s) * 16777619u;
+  return h;
+}
+
+int rt_model_fail(rt_model *m, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(m->err, sizeof m->err, fmt, ap);
+  va_end(ap);
+  return 1;
+}
+
+int rt_model_is_weight(const rt_tensor_info *t) { return t->role == RT_ROLE_PARAM || t->role == RT_ROLE_AUX; }
+
+int64_t rt_tensor_numel(const rt_tensor_info *t) { return k_shape_numel(&t->shape); }
+
+static int rt_is_persistent(const rt_tensor_info *t) {
+  return rt_model_is_weight(t) || t->role == RT_ROLE_STATE || t->role == RT_ROLE_CONST;
+}
+
+static int64_t rt_align64(int64_t n) { return (n + 63) & ~(int64_t)63; }
+
+/* ---- initialisation (as exec/ex_model.c: the same kernels, counters and fans) ---- */
+
+/* torch.nn.init._calculate_fan_in_and_fan_out; rank < 2 counts every element on both sides. */
+static void rt_fans(const k_shape *s, double *fan_in, double *fan_out) {
+  if (s->rank < 2) {
+    *fan_in = *fan_out = (double)k_shape_numel(s);
+    return;
+  }
+  double rf = 1;
+  for (int i = 2; i < s->rank; i++) rf *= (double)s->d[i];
+  *fan_in = (double)s->d[1] * rf, *fan_out = (double)s->d[0] * rf;
+}
+
+static void rt_init_weight(float *x, const rt_tensor_info *t, uint64_t seed, uint64_t ctr) {
+  int64_t n = rt_tensor_numel(t);
+  double fi, fo;
+  switch (t->init) {
+  case RT_INIT_ONES: k_init_constant(x, n, 1.0f); break;
+  case RT_INIT_CONSTANT: k_init_constant(x, n, t->init_a); break;
+  case RT_INIT_UNIFORM: k_init_uniform(x, n, t->init_a, t->init_b, seed, ctr); break;
+  case RT_INIT_NORMAL: k_init_normal(x, n, t->init_a, t->init_b, seed, ctr); break;
+  case RT_INIT_XAVIER:
+    rt_fans(&t->shape, &fi, &fo);
+    float b = fi + fo > 0 ? (float)sqrt(6.0 / (fi + fo)) : 0.0f;
+    k_init_uniform(x, n, -b, b, seed, ctr);
+    break;
+  default: k_init_constant(x, n, 0.0f); break;
+  }
+}
+
+static void rt_init_tensor(rt_model *m, int i) {
+  const rt_tensor_info *t = &m->d->tensors[i];
+  if (rt_model_is_weight(t)) rt_init_weight(m->tptr[i], t, m->seed, RT_CTR_INIT(i));
+  else if (t->role == RT_ROLE_CONST) k_init_constant(m->tptr[i], rt_tensor_numel(t), t->init_a);
+}
+
+/* One zeroed block for every persistent tensor; aux states also get a snapshot buffer. */
+static int rt_model_storage(rt_model *m) {
+  const rt_model_desc *d = m->d;
+  int64_t bytes = 0;
+  for (int i = 0; i < d->ntensors; i++) {
+    if (rt_is_persistent(&d->tensors[i])) bytes += rt_align64(rt_tensor_numel(&d->tensors[i]) * 4);
+    if (d->tensors[i].role == RT_ROLE_AUX) m->aux_elems += rt_tensor_numel(&d->tensors[i]);
+  }
+  m->store = aligned_alloc(64, (size_t)(bytes ? bytes : 64));
+  m->aux_backup = malloc((size_t)m->aux_elems * 4 + 4);
+  if (!m->store || !m->aux_backup) return 1;
+  memset(m->store, 0, (size_t)(bytes ? bytes : 64));
+  int64_t off = 0;
+  for (int i = 0; i < d->ntensors; i++) {
+    if (!rt_is_persistent(&d->tensors[i])) continue;
+    m->tptr[i] = (char *)m->store + off;
+    off += rt_align64(rt_tensor_numel(&d->tensors[i]) * 4);
+    rt_init_tensor(m, i);
+  }
+  return 0;
+}
+
+static int rt_model_arena(rt_model *m) {
+  const rt_model_desc *d = m->d;
+  int64_t bytes = d->predict.arena_bytes;
+  if (d->has_train && d->train.arena_bytes > bytes) bytes = d->train.arena_bytes;
+  bytes = rt_align64(bytes > 0 ? bytes : 64);
+  m->arena = aligned_alloc(64, (size_t)bytes);
+  if (!m->arena) return 1;
+  memset(m->arena, 0, (size_t)bytes);
+  return 0;
+}
+
+rt_model *rt_model_create(const rt_model_desc *d, uint64_t seed) {
+  if (!d || !d->abi || strcmp(d->abi, RT_MODEL_ABI) != 0 || d->ntensors < 0) return NULL;
+  rt_model *m = calloc(1, sizeof *m);
+  if (!m) return NULL;
+  m->d = d, m->seed = seed, m->lr = d->lr;
+  pthread_mutex_init(&m->mu, NULL);
+  size_t nt = (size_t)d->ntensors + 1;
+  m->tptr = calloc(nt, sizeof *m->tptr), m->ptr = calloc(nt, sizeof *m->ptr);
+  int bad = !m->tptr || !m->ptr || rt_model_storage(m) || rt_model_arena(m);
+  if (!bad) bad = rt_prog_state_init(&m->ps[0], m, &d->predict);
+  if (!bad && d->has_train) bad = rt_prog_state_init(&m->ps[1], m, &d->train);
+  if (bad) return rt_model_destroy(m), NULL;
+  return m;
+}
+
+void rt_model_destroy(rt_model *m) {
+  if (!m) return;
+  rt_prog_state_free(&m->ps[0]), rt_prog_state_free(&m->ps[1]);
+  free(m->tptr), free(m->ptr);
+  free(m->store), free(m->arena), free(m->aux_backup);
+  pthread_mutex_destroy(&m->mu);
+  free(m);
+}
+
+/* ---- small entry points ---- */
+
+int rt_model_set_lr(rt_model *m, float lr) {
+  if (!m) return 1;
+  pthread_mutex_lock(&m->mu);
+  int rc = 0;
+  if (!isfinite(lr) || lr <= 0) rc = rt_model_fail(m, "set_lr: the learning rate must be finite and > 0, not %g", (double)lr);
+  else m->lr = lr, m->err[0] = 0;
+  pthread_mutex_unlock(&m->mu);
+  return rc;
+}
+
+const char *rt_model_error(const rt_model *m) {
+  if (!m) return "the model is NULL";
+  return m->err;
+}
+
+static int rt_find(const rt_model_desc *d, const char *name) {
+  for (int i = 0; i < d->ntensors; i++)
+    if (strcmp(d->tensors[i].name, name) == 0) return i;
+  return -1;
+}
+
+int rt_model_get(const rt_model *m, const char *name, const float **data, int64_t *n) {
+  if (!m || !name || !data || !n) return 1;
+  int i = rt_find(m->d, name);
+  if (i < 0) return 1;
+  const rt_tensor_info *t = &m->d->tensors[i];
+  if (!rt_model_is_weight(t) && t->role != RT_ROLE_STATE) return 1;
+  *data = m->tptr[i], *n = rt_tensor_numel(t);
+  return 0;
+}
+
+const rt_model_desc *rt_model_descriptor(const rt_model *m) { return m ? m->d : NULL; }

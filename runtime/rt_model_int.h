@@ -1,0 +1,61 @@
+/* rt_model_int.h — what the rt_model files share and nobody else sees: the instance (weights,
+ * optimizer state and constants in one block, the planned arena, the aux snapshot) and the
+ * per-program state of one run (bound pointers, each step's kernel arguments). */
+#ifndef KILN_RT_MODEL_INT_H
+#define KILN_RT_MODEL_INT_H
+
+#include <pthread.h>
+
+#include "rt_model.h"
+#include "runtime.h"
+
+#define RT_MODEL_ERR_LEN 512
+
+typedef struct rt_model rt_model;
+
+/* One step's arguments for one run: its kernel call arrays are filled before the push. */
+typedef struct {
+  rt_model *m;
+  const rt_program *p;
+  const rt_step *s;
+  k_tensor *in, *out;           /* nin / nout entries in the program's pools */
+  k_req *req;
+  void **ptrs;                  /* FUSED: in[] then out[] */
+} rt_step_run;
+
+typedef struct {
+  const rt_program *p;
+  rt_step_run *sr;              /* one per step */
+  k_tensor *tpool;
+  k_req *rpool;
+  void **fpool;
+  rt_var **vars;                /* one engine variable per step, made per run */
+  rt_var **dvars;               /* the variables of one step's dependencies, for a push */
+} rt_prog_state;
+
+struct rt_model {
+  const rt_model_desc *d;
+  uint64_t seed;
+  int64_t step;                 /* train steps taken: Adam's t and the random counters */
+  float lr;
+  pthread_mutex_t mu;           /* every entry point holds it */
+  char err[RT_MODEL_ERR_LEN];
+  void *store;                  /* PARAM, AUX, STATE and CONST tensors, 64-byte aligned each */
+  void **tptr;                  /* per tensor: its place in store, or NULL */
+  void *arena;                  /* max of the programs' arena_bytes */
+  float *aux_backup;            /* train_step's snapshot of the aux states */
+  int64_t aux_elems;
+  void **ptr;                   /* per tensor: the pointer bound for the current run */
+  rt_prog_state ps[2];          /* predict, train */
+};
+
+/* rt_model.c */
+int rt_model_fail(rt_model *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int rt_model_is_weight(const rt_tensor_info *t);        /* PARAM or AUX */
+int64_t rt_tensor_numel(const rt_tensor_info *t);
+
+/* rt_model_run.c */
+int rt_prog_state_init(rt_prog_state *ps, rt_model *m, const rt_program *p);
+void rt_prog_state_free(rt_prog_state *ps);
+
+#endif

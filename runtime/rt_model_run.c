@@ -1,0 +1,288 @@
+/* rt_model_run.c — predict and train_step: bind every tensor of a program (arena, the caller's
+ * inputs, model storage), check each step can run, push the steps through the dependency
+ * engine (one variable per step, reading its dependencies' variables), copy results out.
+ * train_step runs its updates only once every forward and backward step has succeeded. */
+#include "rt_model_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+
+static const k_shape rt_scalar = {0, {0}};
+
+/* Pushes and waits of different models go through one engine, whose contract wants them
+ * from one thread at a time. */
+static pthread_mutex_t rt_engine_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---- per-program state: each step's kernel arguments, shapes fixed at creation ---- */
+
+/* The shape of an absent output: a backward node's in_grad slot takes its in_data partner's. */
+static k_shape rt_out_shape(const rt_model_desc *d, const rt_step *s, int j) {
+  if (s->out[j] >= 0) return d->tensors[s->out[j]].shape;
+  int nof = (s->nin - s->nout) / 2;
+  if (s->kind == RT_STEP_BACKWARD && s->nin == 2 * nof + s->nout) return s->in_shape[nof + j];
+  return rt_scalar;
+}
+
+static k_dtype rt_dtype_of(const rt_model_desc *d, int t) { return t >= 0 ? (k_dtype)d->tensors[t].dtype : K_F32; }
+
+static void rt_step_args(rt_step_run *r, const rt_model_desc *d) {
+  const rt_step *s = r->s;
+  for (int j = 0; j < s->nin; j++) r->in[j] = (k_tensor){NULL, s->in_shape ? s->in_shape[j] : rt_scalar, rt_dtype_of(d, s->in[j])};
+  for (int j = 0; j < s->nout; j++) r->out[j] = (k_tensor){NULL, rt_out_shape(d, s, j), rt_dtype_of(d, s->out[j])};
+}
+
+/* Tensor indices in range and dependencies on earlier steps only. */
+static int rt_step_valid(const rt_model_desc *d, const rt_step *s, int i) {
+  if (s->nin < 0 || s->nout < 0 || s->ndeps < 0 || (s->nin && !s->in) || (s->nout && !s->out)) return 0;
+  if ((s->nout && !s->req) || (s->ndeps && !s->deps) || !s->name) return 0;
+  for (int j = 0; j < s->nin; j++)
+    if (s->in[j] < -1 || s->in[j] >= d->ntensors) return 0;
+  for (int j = 0; j < s->nout; j++)
+    if (s->out[j] < -1 || s->out[j] >= d->ntensors) return 0;
+  for (int k = 0; k < s->ndeps; k++)
+    if (s->deps[k] < 0 || s->deps[k] >= i) return 0;
+  return 1;
+}
+
+static int rt_prog_valid(const rt_model_desc *d, const rt_program *p) {
+  if (p->nsteps < 0 || (p->nsteps && !p->steps) || !p->offset || p->ninputs < 0 || p->noutputs < 0) return 0;
+  for (int i = 0; i < p->nsteps; i++)
+    if (!rt_step_valid(d, &p->steps[i], i)) return 0;
+  for (int k = 0; k < p->ninputs; k++)
+    if (p->inputs[k] < 0 || p->inputs[k] >= d->ntensors) return 0;
+  for (int k = 0; k < p->noutputs; k++)
+    if (p->outputs[k] < 0 || p->outputs[k] >= d->ntensors) return 0;
+  return 1;
+}
+
+int rt_prog_state_init(rt_prog_state *ps, rt_model *m, const rt_program *p) {
+  if (!rt_prog_valid(m->d, p)) return 1;
+  size_t nin = 0, nout = 0, n = (size_t)p->nsteps, ndeps = 0;
+  for (int i = 0; i < p->nsteps; i++) {
+    nin += (size_t)p->steps[i].nin, nout += (size_t)p->steps[i].nout;
+    if ((size_t)p->steps[i].ndeps > ndeps) ndeps = (size_t)p->steps[i].ndeps;
+  }
+  ps->p = p;
+  ps->sr = calloc(n + 1, sizeof *ps->sr), ps->vars = calloc(n + 1, sizeof *ps->vars);
+  ps->dvars = calloc(ndeps + 1, sizeof *ps->dvars);
+  ps->tpool = calloc(nin + nout + 1, sizeof *ps->tpool), ps->rpool = calloc(nout + 1, sizeof *ps->rpool);
+  ps->fpool = calloc(nin + nout + 1, sizeof *ps->fpool);
+  if (!ps->sr || !ps->vars || !ps->dvars || !ps->tpool || !ps->rpool || !ps->fpool) return 1;
+  size_t at = 0, ro = 0;
+  for (int i = 0; i < p->nsteps; i++) {
+    rt_step_run *r = &ps->sr[i];
+    const rt_step *s = &p->steps[i];
+    *r = (rt_step_run){m, p, s, ps->tpool + at, ps->tpool + at + s->nin, ps->rpool + ro, ps->fpool + at};
+    at += (size_t)(s->nin + s->nout), ro += (size_t)s->nout;
+    rt_step_args(r, m->d);
+  }
+  return 0;
+}
+
+void rt_prog_state_free(rt_prog_state *ps) {
+  free(ps->sr), free(ps->vars), free(ps->dvars), free(ps->tpool), free(ps->rpool), free(ps->fpool);
+  memset(ps, 0, sizeof *ps);
+}
+
+/* ---- binding ---- */
+
+static void rt_bind(rt_model *m, const rt_program *p, const void *const *inputs) {
+  for (int t = 0; t < m->d->ntensors; t++)
+    m->ptr[t] = p->offset[t] >= 0 ? (char *)m->arena + p->offset[t] : m->tptr[t];
+  for (int k = 0; k < p->ninputs; k++) m->ptr[p->inputs[k]] = (void *)inputs[k];
+}
+
+static void rt_bind_step(rt_model *m, rt_step_run *r) {
+  const rt_step *s = r->s;
+  for (int j = 0; j < s->nin; j++) r->in[j].data = s->in[j] >= 0 ? m->ptr[s->in[j]] : NULL;
+  for (int j = 0; j < s->nout; j++) {
+    r->out[j].data = s->out[j] >= 0 ? m->ptr[s->out[j]] : NULL;
+    r->req[j] = r->out[j].data ? s->req[j] : kNullOp;     /* no storage: not written */
+  }
+  for (int j = 0; j < s->nin; j++) r->ptrs[j] = r->in[j].data;
+  for (int j = 0; j < s->nout; j++) r->ptrs[s->nin + j] = r->out[j].data;
+}
+
+/* ---- checks made before anything runs, so a step can fail only on its data ---- */
+
+static int rt_check_update(rt_model *m, const rt_step *s) {
+  const rt_model_desc *d = m->d;
+  int64_t n = s->nin > 0 && s->in[0] >= 0 ? rt_tensor_numel(&d->tensors[s->in[0]]) : -1;
+  int need = 2 + (s->op == RT_OPT_ADAM ? 2 : d->sgd.momentum != 0.0f);
+  if (s->op != RT_OPT_SGD && s->op != RT_OPT_ADAM) return rt_model_fail(m, "%s: unknown optimizer %d", s->name, s->op);
+  for (int j = 0; j < need; j++)
+    if (j >= s->nin || s->in[j] < 0 || !m->ptr[s->in[j]] || rt_tensor_numel(&d->tensors[s->in[j]]) != n)
+      return rt_model_fail(m, "%s: update without its parameter, gradient or state", s->name);
+  return 0;
+}
+
+static int rt_check_step(rt_model *m, const rt_step_run *r) {
+  const rt_step *s = r->s;
+  if (s->kind == RT_STEP_UPDATE) return rt_check_update(m, s);
+  if (s->kind == RT_STEP_FUSED && !s->fused) return rt_model_fail(m, "step %s has no code", s->name);
+  if (s->kind != RT_STEP_FUSED && s->kind != RT_STEP_FORWARD && s->kind != RT_STEP_BACKWARD)
+    return rt_model_fail(m, "%s: unknown step kind %d", s->name, s->kind);
+  if (s->kind != RT_STEP_FUSED && !s->kernel) return rt_model_fail(m, "%s: no kernel", s->name);
+  for (int j = 0; j < s->nin; j++)
+    if (s->in[j] >= 0 && !r->in[j].data) return rt_model_fail(m, "%s: input %s has no storage", s->name, m->d->tensors[s->in[j]].name);
+  for (int j = 0; s->kind == RT_STEP_FUSED && j < s->nout; j++)
+    if (!r->out[j].data) return rt_model_fail(m, "%s: output %d has no storage", s->name, j);
+  return 0;
+}
+
+static int rt_prepare(rt_model *m, rt_prog_state *ps, const void *const *inputs) {
+  rt_bind(m, ps->p, inputs);
+  for (int i = 0; i < ps->p->nsteps; i++) {
+    rt_bind_step(m, &ps->sr[i]);
+    if (rt_check_step(m, &ps->sr[i])) return 1;
+  }
+  return 0;
+}
+
+/* ---- one step, on whichever thread the engine picks ---- */
+
+static int rt_run_kernel(const rt_step_run *r, k_fn fn, rt_run_ctx *rc) {
+  const rt_model *m = r->m;
+  const rt_step *s = r->s;
+  char msg[RT_ERR_LEN] = "";
+  void *temp = s->temp_bytes ? (char *)m->arena + s->temp_offset : NULL;
+  k_call c = {r->in, s->nin, r->out, s->nout, r->req, s->param, temp, (size_t)s->temp_bytes, m->seed,
+              RT_CTR_OP(m->step, s->name_hash), r->p->is_train, msg, sizeof msg};
+  if (fn(&c) == 0) return 0;
+  rt_errf(rc->err, rc->err_len, "%s: %s", s->name, msg[0] ? msg : "kernel failed");
+  return 1;
+}
+
+static void rt_run_update(const rt_step_run *r) {
+  const rt_model *m = r->m;
+  const rt_step *s = r->s;
+  int64_t n = rt_tensor_numel(&m->d->tensors[s->in[0]]);
+  float *w = r->in[0].data, *s0 = s->nin > 2 ? r->in[2].data : NULL, *s1 = s->nin > 3 ? r->in[3].data : NULL;
+  if (s->op == RT_OPT_SGD) k_sgd_update(w, r->in[1].data, s0, n, m->lr, &m->d->sgd);
+  else k_adam_update(w, r->in[1].data, s0, s1, n, m->lr, &m->d->adam, m->step);
+}
+
+static int rt_step_fn(void *arg, rt_run_ctx *rc) {
+  const rt_step_run *r = arg;
+  switch (r->s->kind) {
+  case RT_STEP_FORWARD:
+  case RT_STEP_BACKWARD: return rt_run_kernel(r, r->s->kernel, rc);
+  case RT_STEP_UPDATE: rt_run_update(r); return 0;
+  default: r->s->fused(r->ptrs); return 0;
+  }
+}
+
+/* ---- through the engine ---- */
+
+/* Pushes steps [lo, hi), then waits for each; the first failure in step order is reported. */
+static int rt_push_range(rt_model *m, rt_engine *e, rt_prog_state *ps, int lo, int hi) {
+  for (int i = lo; i < hi; i++) {
+    const rt_step *s = &ps->p->steps[i];
+    for (int k = 0; k < s->ndeps; k++) ps->dvars[k] = ps->vars[s->deps[k]];
+    rt_engine_push_sync(e, rt_step_fn, &ps->sr[i], ps->dvars, s->ndeps, &ps->vars[i], 1);
+  }
+  int rc = 0;
+  for (int i = lo; i < hi; i++) {
+    char msg[RT_ERR_LEN];
+    if (rt_engine_wait_for_var(e, ps->vars[i], msg, sizeof msg) && !rc) rc = rt_model_fail(m, "%s", msg);
+  }
+  return rc;
+}
+
+/* Runs steps [0, split), then [split, nsteps) only if all of those succeeded. */
+static int rt_run(rt_model *m, rt_prog_state *ps, int split) {
+  int n = ps->p->nsteps;
+  pthread_mutex_lock(&rt_engine_mu);
+  rt_engine *e = rt_engine_default();
+  for (int i = 0; i < n; i++) ps->vars[i] = rt_engine_new_var(e);
+  int rc = rt_push_range(m, e, ps, 0, split);
+  if (!rc) rc = rt_push_range(m, e, ps, split, n);
+  for (int i = 0; i < n; i++) rt_engine_push_delete(e, ps->vars[i]), ps->vars[i] = NULL;
+  pthread_mutex_unlock(&rt_engine_mu);
+  return rc;
+}
+
+/* ---- the entry points ---- */
+
+static int rt_check_inputs(rt_model *m, const rt_program *p, const void *const *inputs, const char *what) {
+  if (p->ninputs && !inputs) return rt_model_fail(m, "%s: inputs is NULL", what);
+  for (int k = 0; k < p->ninputs; k++)
+    if (!inputs[k]) return rt_model_fail(m, "%s: input '%s' is NULL", what, m->d->tensors[p->inputs[k]].name);
+  return 0;
+}
+
+static int rt_predict_locked(rt_model *m, const void *const *inputs, void *const *outputs) {
+  const rt_program *p = &m->d->predict;
+  if (rt_check_inputs(m, p, inputs, "predict")) return 1;
+  if (p->noutputs && !outputs) return rt_model_fail(m, "predict: outputs is NULL");
+  for (int k = 0; k < p->noutputs; k++)
+    if (!outputs[k]) return rt_model_fail(m, "predict: output '%s' is NULL", m->d->tensors[p->outputs[k]].name);
+  if (rt_prepare(m, &m->ps[0], inputs) || rt_run(m, &m->ps[0], p->nsteps)) return 1;
+  for (int k = 0; k < p->noutputs; k++) {
+    const rt_tensor_info *t = &m->d->tensors[p->outputs[k]];
+    if (!m->ptr[p->outputs[k]]) return rt_model_fail(m, "predict: output '%s' has no buffer", t->name);
+    memcpy(outputs[k], m->ptr[p->outputs[k]], (size_t)rt_tensor_numel(t) * 4);
+  }
+  return 0;
+}
+
+int rt_model_predict(rt_model *m, const void *const *inputs, void *const *outputs) {
+  if (!m) return 1;
+  pthread_mutex_lock(&m->mu);
+  int rc = rt_predict_locked(m, inputs, outputs);
+  if (!rc) m->err[0] = 0;
+  pthread_mutex_unlock(&m->mu);
+  return rc;
+}
+
+/* Aux states into the snapshot (save) or back from it. */
+static void rt_aux_copy(rt_model *m, int restore) {
+  float *b = m->aux_backup;
+  for (int i = 0; i < m->d->ntensors; i++) {
+    const rt_tensor_info *t = &m->d->tensors[i];
+    if (t->role != RT_ROLE_AUX) continue;
+    size_t bytes = (size_t)rt_tensor_numel(t) * 4;
+    if (restore) memcpy(m->tptr[i], b, bytes);
+    else memcpy(b, m->tptr[i], bytes);
+    b += rt_tensor_numel(t);
+  }
+}
+
+static int rt_first_update(const rt_program *p) {
+  for (int i = 0; i < p->nsteps; i++)
+    if (p->steps[i].kind == RT_STEP_UPDATE) return i;
+  return p->nsteps;
+}
+
+static int rt_train_locked(rt_model *m, const void *const *inputs, float *loss) {
+  const rt_program *p = &m->d->train;
+  if (!m->d->has_train) return rt_model_fail(m, "train_step: the model has no train statement");
+  if (rt_check_inputs(m, p, inputs, "train_step")) return 1;
+  if (!loss) return rt_model_fail(m, "train_step: loss is NULL");
+  if (p->noutputs != 1) return rt_model_fail(m, "train_step: the program has %d losses, not 1", p->noutputs);
+  rt_aux_copy(m, 0);
+  m->step++;                              /* Adam's t and the random counters start at 1 */
+  int rc = rt_prepare(m, &m->ps[1], inputs);
+  const float *x = m->ptr[p->outputs[0]];
+  if (!rc && !x) rc = rt_model_fail(m, "train_step: the loss has no buffer");
+  if (!rc) rc = rt_run(m, &m->ps[1], rt_first_update(p));
+  if (rc) {
+    m->step--, rt_aux_copy(m, 1);
+    return 1;
+  }
+  double sum = 0;
+  for (int64_t i = 0; i < rt_tensor_numel(&m->d->tensors[p->outputs[0]]); i++) sum += x[i];
+  *loss = (float)sum;
+  return 0;
+}
+
+int rt_model_train_step(rt_model *m, const void *const *inputs, float *loss) {
+  if (!m) return 1;
+  pthread_mutex_lock(&m->mu);
+  int rc = rt_train_locked(m, inputs, loss);
+  if (!rc) m->err[0] = 0;
+  pthread_mutex_unlock(&m->mu);
+  return rc;
+}
