@@ -2,17 +2,14 @@
  * by name, initialised from its ir_init with a Philox counter per tensor (exec.h); optimizer
  * state created zeroed the first time an update node names it; the step count and lr. */
 #include "ex_int.h"
+#include "rt_model.h"
 
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-uint32_t ex_fnv1a32(const char *s) {
-  uint32_t h = 2166136261u;
-  for (; *s; s++) h = (h ^ (uint8_t)*s) * 16777619u;
-  return h;
-}
+uint32_t ex_fnv1a32(const char *s) { return rt_fnv1a32(s); }   /* the runtime's: one hash */
 
 int ex_fail(char *err, size_t n, const char *fmt, ...) {
   if (err && n) {
