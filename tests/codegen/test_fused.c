@@ -1,0 +1,427 @@
+/* test_fused.c — the CPU code generator's fused loops against the reference kernels: every
+ * fused node of the examples, tests/passes/models and small models here (every elementwise
+ * op, activation types, broadcasts, kAddTo, backward members), JIT'd at O2 (and O0..O3 for
+ * one model), run on random data and compared with the members' kernels run one by one as
+ * exec/ex_node.c runs them. Also: vector IR for a long contiguous group, a .o, cg_jit. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cg_cpu.h"
+#include "fe.h"
+#include "ops.h"
+
+static int passed, failed;
+static long long t_elems, t_inexact;    /* compared elements; those not bit-identical */
+static double t_maxrel;
+static char t_where[256];
+static bool t_seen[2][IR_OP_COUNT];     /* [backward][op]: a member checked */
+
+static bool t_check(bool ok, const char *fmt, ...) {
+  if (ok) return passed++, true;
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "test_fused: FAIL: ");
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  failed++;
+  return false;
+}
+
+static char t_root[1024];
+static void t_find_root(void) {
+  snprintf(t_root, sizeof t_root, "%s", __FILE__);
+  char *p = strstr(t_root, "tests/codegen/test_fused.c");
+  if (p) *p = 0;
+  else snprintf(t_root, sizeof t_root, "./");
+}
+
+static uint64_t t_rng = 88172645463325252ull;
+static float t_rand(void) {
+  t_rng ^= t_rng << 13, t_rng ^= t_rng >> 7, t_rng ^= t_rng << 17;
+  return (float)((t_rng >> 11) % 4000001) / 1000000.0f - 2.0f;   /* [-2, 2] */
+}
+
+/* ---- one fused node: members' kernels vs the JIT'd loop ---- */
+
+typedef struct {
+  const ir_graph *g;
+  const ir_node *fn;
+  float **ref, **jit;           /* per tensor */
+} t_case;
+
+static int64_t t_numel(const ir_graph *g, int t) { return ir_tensor_numel(ir_tensor_at(g, t)); }
+
+static bool t_is(const int *v, int n, int t) {
+  for (int i = 0; i < n; i++)
+    if (v[i] == t) return true;
+  return false;
+}
+
+/* Buffers for every tensor the group touches: externals random (a kAddTo output's old value
+ * too), internals zero; the JIT gets copies of the externals. */
+static void t_alloc(t_case *c, int t) {
+  if (t < 0 || c->ref[t]) return;
+  int64_t n = t_numel(c->g, t);
+  bool ext = t_is(c->fn->in, c->fn->nin, t) || t_is(c->fn->out, c->fn->nout, t);
+  c->ref[t] = calloc((size_t)n + 1, sizeof(float));
+  for (int64_t i = 0; ext && i < n; i++) c->ref[t][i] = t_rand();
+  if (!ext) return;
+  c->jit[t] = malloc(sizeof(float) * ((size_t)n + 1));
+  memcpy(c->jit[t], c->ref[t], sizeof(float) * (size_t)n);
+}
+
+static k_tensor t_kt(const t_case *c, int t, const k_shape *gshape) {
+  if (t < 0) return (k_tensor){NULL, *gshape, K_F32};
+  return (k_tensor){c->ref[t], ir_tensor_at(c->g, t)->shape, K_F32};
+}
+
+static bool t_run_member(const t_case *c, const ir_node *m, const k_shape *gshape) {
+  k_tensor in[8], out[4];
+  k_req req[4];
+  char msg[256] = "";
+  for (int k = 0; k < m->nin; k++) in[k] = t_kt(c, m->in[k], gshape);
+  for (int j = 0; j < m->nout; j++) out[j] = t_kt(c, m->out[j], gshape), req[j] = m->out[j] >= 0 ? ir_node_req(m, j) : kNullOp;
+  k_call call = {in, m->nin, out, m->nout, req, m->param, NULL, 0, 0, 0, 1, msg, sizeof msg};
+  k_fn f = m->kind == IR_N_OP ? ir_ops[m->op].forward : ir_ops[m->op].backward;
+  return t_check(f && f(&call) == 0, "%s: kernel failed: %s", m->name, msg);
+}
+
+/* Equal bit for bit, or both NaN, or within a tight relative tolerance (counted). */
+static bool t_same(float a, float b) {
+  t_elems++;
+  if (memcmp(&a, &b, sizeof a) == 0 || (isnan(a) && isnan(b))) return true;
+  t_inexact++;
+  if (getenv("KILN_TEST_VERBOSE")) fprintf(stderr, "  not bit-identical: kernels %a, fused %a (%s)\n", a, b, t_where);
+  double d = fabs((double)a - b) / fmax(1.0, fmax(fabs(a), fabs(b)));
+  if (d > t_maxrel) t_maxrel = d;
+  return d <= 1e-6;
+}
+
+static bool t_compare(const t_case *c, const char *label) {
+  for (int j = 0; j < c->fn->nout; j++) {
+    int t = c->fn->out[j];
+    snprintf(t_where, sizeof t_where, "%s %s %s", label, c->fn->name, ir_tensor_at(c->g, t)->name);
+    for (int64_t i = 0; i < t_numel(c->g, t); i++)
+      if (!t_same(c->ref[t][i], c->jit[t][i]))
+        return t_check(false, "%s %s: %s[%lld] kernels %.9g, fused %.9g", label, c->fn->name, ir_tensor_at(c->g, t)->name,
+                       (long long)i, c->ref[t][i], c->jit[t][i]);
+  }
+  return t_check(true, "");
+}
+
+static void t_free_case(t_case *c) {
+  for (int t = 0; t < ir_ntensors(c->g); t++) free(c->ref[t]), free(c->jit[t]);
+  free(c->ref), free(c->jit);
+}
+
+typedef void (*t_fused_fn)(void *const *ptrs);
+
+static bool t_aliased(const ir_node *fn, int j) {
+  return fn->inplace && fn->inplace[j] >= 0 && ir_node_req(fn, j) == kWriteInplace;
+}
+
+/* inplace: each output that may share an input's buffer gets that buffer (as the plan does);
+ * afterwards its value is copied out of the input's buffer for the comparison. */
+static void t_check_node(const ir_graph *g, const ir_node *fn, t_fused_fn f, bool inplace, const char *label) {
+  t_case c = {g, fn, calloc((size_t)ir_ntensors(g), sizeof(float *)), calloc((size_t)ir_ntensors(g), sizeof(float *))};
+  for (int k = 0; k < fn->nin; k++) t_alloc(&c, fn->in[k]);
+  for (int j = 0; j < fn->nout; j++) t_alloc(&c, fn->out[j]);
+  for (int s = 0; s < fn->nsub; s++)
+    for (int k = 0; k < fn->sub[s].nin + fn->sub[s].nout; k++)
+      t_alloc(&c, k < fn->sub[s].nin ? fn->sub[s].in[k] : fn->sub[s].out[k - fn->sub[s].nin]);
+  const k_shape *gshape = &ir_tensor_at(g, fn->out[0])->shape;
+  bool ok = t_check(fn->nin + fn->nout <= 64, "%s: too many operands for the test", fn->name);
+  for (int s = 0; ok && s < fn->nsub; s++) ok = t_run_member(&c, &fn->sub[s], gshape);
+  for (int s = 0; s < fn->nsub; s++) t_seen[fn->sub[s].kind == IR_N_BACKWARD][fn->sub[s].op] = true;
+  void *ptrs[64];
+  for (int k = 0; ok && k < fn->nin + fn->nout; k++) ptrs[k] = c.jit[k < fn->nin ? fn->in[k] : fn->out[k - fn->nin]];
+  for (int j = 0; ok && inplace && j < fn->nout; j++)
+    if (t_aliased(fn, j)) ptrs[fn->nin + j] = ptrs[fn->inplace[j]];
+  if (ok) f(ptrs);
+  for (int j = 0; ok && inplace && j < fn->nout; j++)
+    if (t_aliased(fn, j)) memcpy(c.jit[fn->out[j]], ptrs[fn->nin + j], sizeof(float) * (size_t)t_numel(g, fn->out[j]));
+  if (ok) t_compare(&c, label);
+  t_free_case(&c);
+}
+
+/* ---- a graph: emit, optimise, JIT, check every fused node ---- */
+
+typedef struct {
+  int groups, inplace_groups;
+} t_stats;
+static t_stats t_st;
+
+static void t_check_graph_at(const ir_graph *g, bool train, int level, const char *label) {
+  char err[1024] = "";
+  cg_options o = {level, NULL, NULL};
+  cg_llvm *m = cg_llvm_new(label, &o, err, sizeof err);
+  bool ok = t_check(m != NULL, "%s: cg_llvm_new: %s", label, err);
+  ok = ok && t_check(!cg_emit_fused_all(m, train ? NULL : g, train ? g : NULL, err, sizeof err), "%s: emit: %s", label, err);
+  ok = ok && t_check(!cg_optimize(m, err, sizeof err), "%s: O%d: %s", label, level, err);
+  ok = ok && t_check(!cg_jit_start(m, err, sizeof err), "%s: %s", label, err);
+  for (int i = 0; ok && i < ir_nnodes(g); i++) {
+    const ir_node *fn = ir_node_at(g, i);
+    if (fn->kind != IR_N_FUSED) continue;
+    char name[64];
+    cg_fused_name(name, sizeof name, train, i);
+    t_fused_fn f = (t_fused_fn)(uintptr_t)cg_jit_lookup(m, name, err, sizeof err);
+    if (!t_check(f != NULL, "%s: %s", label, err)) continue;
+    t_check_node(g, fn, f, false, label);
+    bool alias = false;
+    for (int j = 0; j < fn->nout; j++) alias |= t_aliased(fn, j);
+    if (alias) t_check_node(g, fn, f, true, label), t_st.inplace_groups++;
+    t_st.groups++;
+  }
+  cg_llvm_free(m);
+}
+
+static int t_count_fused(const ir_graph *g) {
+  int c = 0;
+  for (int i = 0; g && i < ir_nnodes(g); i++) c += ir_node_at(g, i)->kind == IR_N_FUSED;
+  return c;
+}
+
+/* ---- models: from files (small dims) and from text ---- */
+
+static const fe_define t_small[] = {{"batch", 4}, {"seq", 8}, {"vocab", 50}, {"d_model", 16}, {"heads", 2}, {"d_ff", 32}};
+
+static int t_defines(const fe_file *f, fe_define *out) {
+  int n = 0;
+  for (const fe_dim *d = f->dims; d; d = d->next)
+    for (size_t i = 0; i < sizeof t_small / sizeof *t_small; i++)
+      if (strcmp(d->name, t_small[i].name) == 0) out[n++] = t_small[i];
+  return n;
+}
+
+/* Both modes of every model of f through the pass pipeline; fn gets each compiled graph. */
+static void t_each_graph(fe_file *f, ir_diag *d, const char *file, int min_groups,
+                         void (*fn)(const ir_graph *g, bool train, const char *label)) {
+  fe_define defs[16];
+  int nd = t_defines(f, defs), groups = 0;
+  if (!t_check(!d->errors && !fe_check_file(f, defs, nd, d), "%s: front end", file)) return;
+  for (fe_model *mo = f->models; mo; mo = mo->next) {
+    ir_graph *low = fe_lower_model(f, mo, defs, nd, d);
+    if (!t_check(low != NULL, "%s:%s lowers", file, mo->name)) continue;
+    for (int train = 0; train < 1 + low->has_train; train++) {
+      pass_ctx cx;
+      pass_ctx_init(&cx, train ? IR_MODE_TRAIN : IR_MODE_PREDICT, d);
+      ir_graph *g = pass_compile(low, &cx);
+      char label[256];
+      snprintf(label, sizeof label, "%s:%s:%s", file, mo->name, train ? "train" : "predict");
+      if (t_check(g != NULL, "%s compiles", label)) fn(g, train, label), groups += t_count_fused(g);
+      if (g) pass_plan_free(g->plan), g->plan = NULL;
+      ir_graph_free(g);
+      pass_ctx_free(&cx);
+    }
+    ir_graph_free(low);
+  }
+  t_check(groups >= min_groups, "%s: %d fused groups, expected at least %d", file, groups, min_groups);
+  printf("fused: %s: %d groups (predict and train)\n", file, groups);
+}
+
+static void t_check_graph_o2(const ir_graph *g, bool train, const char *label) { t_check_graph_at(g, train, 2, label); }
+
+static void t_check_graph_all_levels(const ir_graph *g, bool train, const char *label) {
+  for (int level = 0; level <= 3; level++) t_check_graph_at(g, train, level, label);
+}
+
+static void t_file(const char *rel, int min_groups) {
+  char path[2048];
+  snprintf(path, sizeof path, "%s%s", t_root, rel);
+  ir_diag d;
+  ir_diag_init(&d, stderr);
+  fe_file *f = fe_parse_file(path, &d);
+  if (t_check(f != NULL, "%s: cannot read", path)) t_each_graph(f, &d, rel, min_groups, t_check_graph_o2);
+  fe_file_free(f);
+  ir_diag_free(&d);
+}
+
+static void t_text(const char *name, const char *src, int min_groups,
+                   void (*fn)(const ir_graph *g, bool train, const char *label)) {
+  ir_diag d;
+  ir_diag_init(&d, stderr);
+  fe_file *f = fe_parse_text(name, src, strlen(src), &d);
+  if (t_check(f != NULL, "%s: does not parse", name)) t_each_graph(f, &d, name, min_groups, fn);
+  fe_file_free(f);
+  ir_diag_free(&d);
+}
+
+/* Every unary and binary elementwise op, params, broadcasts (row, column, scalar), gradients
+ * meeting at a value (kAddTo inside a group and into a parameter's gradient). */
+static const char t_ops_src[] =
+  "dim batch = 4\n"
+  "model unary {\n"
+  "  input x : f32[batch, 37]\n"
+  "  param w : f32[37] = uniform(low=0.5, high=1.5)\n"
+  "  a = x * w\n"
+  "  b = neg(a) + abs(a) + exp(a * 0.1) + log(abs(a) + 1.0) + sqrt(abs(a)) + rsqrt(abs(a) + 1.0)\n"
+  "  c = square(b) * 0.01 + sin(b) + cos(b) + sign(b) + reciprocal(abs(b) + 1.0) + relu(b) + sigmoid(b) + tanh(b)\n"
+  "  e = softplus(c) + gelu(c) + leaky_relu(c, slope=0.2) + clip(c, a_min=-0.5, a_max=0.7) + smooth_l1(c, sigma=2.0)\n"
+  "  f = (abs(e) + 0.5) ** (c * 0.1) / (abs(e) + 1.0) - maximum(e, b) + minimum(c, a)\n"
+  "  loss = mean(square(f))\n"
+  "  output f\n"
+  "  train loss with sgd(lr=0.01)\n"
+  "}\n"
+  "model bcast {\n"
+  "  input x : f32[batch, 3, 40]\n"
+  "  param row : f32[40] = normal(std=1.0)\n"
+  "  param col : f32[batch, 3, 1] = normal(std=1.0)\n"
+  "  param s : f32[1] = normal(std=1.0)\n"
+  "  y = relu(x * row + col) * 0.5 - 1.0\n"
+  "  z = maximum(y, col) * s + row\n"
+  "  loss = mean(z * y)\n"
+  "  output y, z\n"
+  "  train loss with sgd(lr=0.01)\n"
+  "}\n"
+  "model addto {\n"
+  "  input x : f32[batch, 33]\n"
+  "  param w : f32[batch, 33] = normal(std=1.0)\n"
+  "  h = x * w\n"
+  "  y = h * h + sigmoid(h) + tanh(h) * h\n"
+  "  loss = sum(y * w)\n"
+  "  output y\n"
+  "  train loss with adam(lr=0.01)\n"
+  "}\n";
+
+/* activation is not fusible by the pass (no fusion class), but the emitter takes any op with
+ * a k_sf_ function: a hand-made group of activation and its backward for each act_type. */
+static int t_tensor(ir_graph *g, const char *name, ir_tensor_kind kind, int64_t r, int64_t c) {
+  int t = ir_graph_add_tensor(g, name, kind, (ir_loc){0});
+  ir_tensor *x = ir_tensor_at(g, t);
+  x->dtype = K_F32, x->shape = (k_shape){2, {r, c}}, x->shape_known = true;
+  return t;
+}
+
+static int *t_ints(ir_graph *g, int n, const int *v) {
+  int *p = ir_alloc(&g->arena, sizeof(int) * (size_t)n);
+  memcpy(p, v, sizeof(int) * (size_t)n);
+  return p;
+}
+
+static void t_activation(int act) {
+  ir_graph *g = ir_graph_new("act");
+  int x = t_tensor(g, "x", IR_T_INPUT, 3, 50), og = t_tensor(g, "og", IR_T_INPUT, 3, 50);
+  int y = t_tensor(g, "y", IR_T_VALUE, 3, 50), gx = t_tensor(g, "gx", IR_T_VALUE, 3, 50);
+  k_activation_param *p = ir_alloc(&g->arena, sizeof *p);
+  p->act_type = act;
+  ir_node *sub = ir_alloc(&g->arena, 2 * sizeof *sub);
+  sub[0] = (ir_node){.kind = IR_N_OP, .op = IR_OP_activation, .name = "act", .nin = 1, .nout = 1,
+                     .in = t_ints(g, 1, (int[]){x}), .out = t_ints(g, 1, (int[]){y}), .param = p};
+  sub[1] = (ir_node){.kind = IR_N_BACKWARD, .op = IR_OP_activation, .name = "_backward_act", .nin = 3, .nout = 1,
+                     .in = t_ints(g, 3, (int[]){og, -1, y}), .out = t_ints(g, 1, (int[]){gx}), .param = p};
+  ir_vec nodes = {.elem = sizeof(ir_node)};
+  *(ir_node *)ir_vec_push(&nodes) = (ir_node){.kind = IR_N_FUSED, .op = -1, .name = "fused_act", .nin = 2, .nout = 2,
+                                             .in = t_ints(g, 2, (int[]){x, og}), .out = t_ints(g, 2, (int[]){y, gx}),
+                                             .sub = sub, .nsub = 2};
+  ir_graph_set_nodes(g, &nodes);
+  char label[64];
+  snprintf(label, sizeof label, "activation act_type=%d", act);
+  t_check_graph_at(g, true, 2, label);
+  ir_graph_free(g);
+}
+
+/* ---- vector code, object output, cg_jit with a descriptor ---- */
+
+static const char t_long_src[] =
+  "model long {\n  input x : f32[64, 1000]\n  input b : f32[64, 1000]\n"
+  "  y = relu(x * 2.0 + b) - abs(b) * 0.5 + minimum(x, b)\n  output y\n}\n";
+
+static const char *t_vec_found;
+static int t_vec_level;
+
+static void t_vectorized(const ir_graph *g, bool train, const char *label) {
+  char err[1024] = "";
+  cg_options o = {t_vec_level, NULL, NULL};
+  cg_llvm *m = cg_llvm_new(label, &o, err, sizeof err);
+  if (!t_check(m && !cg_emit_fused_all(m, g, NULL, err, sizeof err) && !cg_optimize(m, err, sizeof err), "%s: %s", label, err))
+    return cg_llvm_free(m);
+  char *ir = LLVMPrintModuleToString(m->mod);
+  static const char *const widths[] = {"<16 x float>", "<8 x float>", "<4 x float>"};
+  t_vec_found = NULL;
+  for (int i = 0; i < 3 && !t_vec_found; i++)
+    if (strstr(ir, widths[i])) t_vec_found = widths[i];
+  t_check(t_vec_found != NULL, "%s at O%d: no vector instructions in the fused loop", label, t_vec_level);
+  t_check(!strstr(ir, "define internal float @k_sf_"), "%s: scalar functions left after inlining", label);
+  LLVMDisposeMessage(ir);
+  char path[] = "/tmp/kiln_test_fusedXXXXXX";
+  int fd = mkstemp(path);
+  if (t_check(fd >= 0, "mkstemp")) {
+    close(fd);
+    t_check(!cg_write_object(m, path, err, sizeof err), "cg_write_object: %s", err);
+    FILE *f = fopen(path, "rb");
+    unsigned char mag[4] = {0};
+    long size = 0;
+    if (f) fread(mag, 1, 4, f), fseek(f, 0, SEEK_END), size = ftell(f), fclose(f);
+    t_check(size > 64 && memcmp(mag, "\177ELF", 4) == 0, "the object is an ELF file (%ld bytes)", size);
+    unlink(path);
+  }
+  cg_llvm_free(m);
+  t_check_graph_at(g, train, t_vec_level, label);
+}
+
+/* cg_desc_build on chains.kiln's two graphs, then cg_jit fills every fused step. */
+static void t_jit_desc(void) {
+  char path[2048], err[1024] = "";
+  snprintf(path, sizeof path, "%stests/passes/models/chains.kiln", t_root);
+  ir_diag dg;
+  ir_diag_init(&dg, stderr);
+  fe_file *f = fe_parse_file(path, &dg);
+  ir_graph *low = f && !dg.errors ? fe_lower_model(f, f->models, NULL, 0, &dg) : NULL, *g[2] = {NULL, NULL};
+  pass_ctx cx[2];
+  for (int t = 0; t < 2; t++) {
+    pass_ctx_init(&cx[t], t ? IR_MODE_TRAIN : IR_MODE_PREDICT, &dg);
+    g[t] = low ? pass_compile(low, &cx[t]) : NULL;
+  }
+  rt_model_desc *d = g[0] && g[1] ? cg_desc_build(g[0], g[1], err, sizeof err) : NULL;
+  cg_options o = {2, NULL, NULL};
+  cg_llvm *m = d ? cg_llvm_new("chains", &o, err, sizeof err) : NULL;
+  bool ok = t_check(d && m, "chains: descriptor / module: %s", err);
+  ok = ok && t_check(!cg_emit_fused_all(m, g[0], g[1], err, sizeof err) && !cg_optimize(m, err, sizeof err) &&
+                     !cg_jit(m, d, err, sizeof err), "chains: cg_jit: %s", err);
+  int filled = 0, fused = 0;
+  for (int t = 0; ok && t < 2; t++) {
+    const rt_program *p = t ? &d->train : &d->predict;
+    for (int i = 0; i < p->nsteps; i++)
+      if (p->steps[i].kind == RT_STEP_FUSED) fused++, filled += p->steps[i].fused != NULL;
+  }
+  if (ok) t_check(fused == t_count_fused(g[0]) + t_count_fused(g[1]) && fused > 0 && filled == fused,
+                  "chains: cg_jit filled %d of %d fused steps", filled, fused);
+  cg_llvm_free(m);
+  if (d) cg_desc_free(d);
+  for (int t = 0; t < 2; t++) {
+    if (g[t]) pass_plan_free(g[t]->plan), g[t]->plan = NULL;
+    ir_graph_free(g[t]);
+    pass_ctx_free(&cx[t]);
+  }
+  ir_graph_free(low);
+  fe_file_free(f);
+  ir_diag_free(&dg);
+}
+
+int main(void) {
+  t_find_root();
+  static const char *const files[] = {"examples/mlp.kiln", "examples/lenet.kiln", "examples/resnet.kiln",
+                                      "examples/transformer.kiln", "tests/passes/models/chains.kiln",
+                                      "tests/passes/models/normdrop.kiln", "tests/passes/models/shared.kiln"};
+  for (size_t i = 0; i < sizeof files / sizeof *files; i++) t_file(files[i], 0);
+  t_text("ops.kiln", t_ops_src, 6, t_check_graph_all_levels);
+  for (int act = 0; act < 4; act++) t_activation(act);
+  for (t_vec_level = 2; t_vec_level <= 3; t_vec_level++) {
+    t_text("long.kiln", t_long_src, 1, t_vectorized);
+    printf("fused: O%d vector width in the long group: %s\n", t_vec_level, t_vec_found ? t_vec_found : "none");
+  }
+  t_jit_desc();
+  printf("fused: %d groups checked (%d also in place); %lld elements, %lld not bit-identical (max rel diff %.3g)\n",
+         t_st.groups, t_st.inplace_groups, t_elems, t_inexact, t_maxrel);
+  for (int op = 0; op < IR_OP_COUNT; op++)
+    for (int bw = 0; bw < 2; bw++)
+      if (ir_ops[op].scalar || op == IR_OP_activation)
+        t_check(t_seen[bw][op], "no fused group had %s%s as a member", bw ? "_backward_" : "", ir_ops[op].name);
+  printf("fused: %d passed, %d failed\n", passed, failed);
+  return failed != 0;
+}
