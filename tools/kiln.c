@@ -653,7 +653,7 @@ static void kiln_run_graph(ir_graph *lowered, const kiln_opts *co, ir_diag *d) {
 static int kiln_run_so(const kiln_opts *o) {
   char path[4096];
   snprintf(path, sizeof path, "%s%s", strchr(o->file, '/') ? "" : "./", o->file);
-  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!h) return fprintf(stderr, "kiln run: cannot load %s: %s\n", o->file, dlerror()), 1;
   const rt_model_api *api = dlsym(h, "kiln_model");
   int rc = 0;

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# aot_cli.sh — kiln compile on every example and tests/passes/models/*.kiln (small dims): the
+# header compiles as C99 and C++ with every warning an error; the .so needs only libc, libm,
+# pthreads and the BLAS and exports only NAME_* and kiln_model; --emit ll|obj|c-header write
+# their files; usage and CUDA errors exit as documented. Also times kiln compile on the full
+# resnet. usage: aot_cli.sh KILN SRCROOT
+set -u
+KILN=$1 ROOT=$2
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/kiln-aotcli-XXXXXX")
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+
+small_flags() {   # -D for each small dim the file declares
+  local f=$1 out=""
+  for kv in batch=4 seq=8 vocab=50 d_model=16 heads=2 d_ff=32; do
+    grep -qE "^\s*dim\s+${kv%%=*}\s*=" "$f" && out="$out -D $kv"
+  done
+  echo "$out"
+}
+
+check_header() {   # NAME.h alone, as C99 and as C++
+  local h=$1 dir name
+  dir=$(dirname "$h") name=$(basename "$h")
+  printf '#include "%s"\nint main(void) { return 0; }\n' "$name" > "$dir/hdr_c.c"
+  cp "$dir/hdr_c.c" "$dir/hdr_cxx.cc"
+  cc -std=c99 -Wall -Wextra -Werror -pedantic -I"$dir" -c "$dir/hdr_c.c" -o /dev/null && ok || bad "$h: does not compile as C99"
+  c++ -Wall -Wextra -Werror -I"$dir" -c "$dir/hdr_cxx.cc" -o /dev/null && ok || bad "$h: does not compile as C++"
+}
+
+check_so() {   # dependencies and exports
+  local so=$1 model=$2 needed exports
+  needed=$(readelf -d "$so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' |
+           grep -vE '^(libc\.so|libm\.so|libpthread\.so|ld-linux[-a-z0-9_.]*\.so|libopenblas[a-z0-9_]*\.so|libblas\.so|libcblas\.so)')
+  [ -z "$needed" ] && ok || bad "$so: unexpected dynamic dependencies: $needed"
+  exports=$(nm -D --defined-only "$so" | awk '{print $3}' | grep -vE "^(${model}_(create|destroy|load|save|predict|train_step|set_lr|error)|kiln_model)\$")
+  [ -z "$exports" ] && ok || bad "$so: exports more than ${model}_* and kiln_model: $(echo $exports | head -c 300)"
+  nm -D --defined-only "$so" | grep -q ' kiln_model$' && ok || bad "$so: kiln_model not exported"
+}
+
+check_emits() {   # --emit ll | obj | c-header
+  local f=$1 model=$2 flags=$3 dir=$4
+  "$KILN" compile "$f" --model "$model" $flags --emit ll -o "$dir/$model.ll" 2>/dev/null && grep -q '@kiln_model' "$dir/$model.ll" \
+    && ok || bad "$f: --emit ll"
+  "$KILN" compile "$f" --model "$model" $flags --emit obj -o "$dir/$model.o" 2>/dev/null &&
+    readelf -h "$dir/$model.o" | grep -q 'REL (Relocatable' && ok || bad "$f: --emit obj"
+  "$KILN" compile "$f" --model "$model" $flags --emit c-header -o "$dir/hdr_only.h" 2>/dev/null &&
+    cmp -s "$dir/hdr_only.h" "$dir/$model.h" && ok || bad "$f: --emit c-header differs from the header beside the .so"
+}
+
+for f in "$ROOT"/examples/*.kiln "$ROOT"/tests/passes/models/*.kiln; do
+  flags=$(small_flags "$f")
+  for model in $(sed -n 's/^\s*model\s\+\([A-Za-z_][A-Za-z0-9_]*\).*/\1/p' "$f"); do
+    dir="$TMP/$model"
+    mkdir -p "$dir"
+    if ! "$KILN" compile "$f" --model "$model" $flags -o "$dir/lib$model.so" 2>"$dir/compile.log"; then
+      bad "$f: kiln compile: $(cat "$dir/compile.log")"
+      continue
+    fi
+    ok
+    [ -f "$dir/$model.h" ] && ok || bad "$f: no $model.h beside the .so"
+    check_header "$dir/$model.h"
+    check_so "$dir/lib$model.so" "$model"
+    check_emits "$f" "$model" "$flags" "$dir"
+  done
+done
+
+# Errors: CUDA is refused with exit 1, bad options exit 2, a bad model exits 1 leaving no .so.
+"$KILN" compile "$ROOT/examples/mlp.kiln" --target cuda -o "$TMP/x.so" 2>/dev/null; [ $? -eq 1 ] && ok || bad "--target cuda should exit 1"
+"$KILN" compile "$ROOT/examples/mlp.kiln" -O7 2>/dev/null; [ $? -eq 2 ] && ok || bad "-O7 should exit 2"
+"$KILN" compile "$ROOT/examples/mlp.kiln" --emit exe 2>/dev/null; [ $? -eq 2 ] && ok || bad "--emit exe should exit 2"
+"$KILN" run "$TMP/mlp/libmlp.so" --input nope 2>/dev/null; [ $? -eq 2 ] && ok || bad "--input without = should exit 2"
+"$KILN" run "$TMP/mlp/libmlp.so" 2>/dev/null; [ $? -eq 1 ] && ok || bad "kiln run without inputs should exit 1"
+"$KILN" run "$TMP/nonexistent.so" 2>/dev/null; [ $? -eq 1 ] && ok || bad "kiln run on a missing .so should exit 1"
+printf 'model broken {\n  input x : f32[2]\n  y = relu(z)\n  output y\n}\n' > "$TMP/broken.kiln"
+"$KILN" compile "$TMP/broken.kiln" -o "$TMP/libbroken.so" 2>/dev/null; [ $? -eq 1 ] && [ ! -e "$TMP/libbroken.so" ] && ok || bad "a bad model should exit 1 and write nothing"
+# A link that cannot succeed leaves no .so behind (no runtime archive in KILN_LIB_DIR).
+KILN_LIB_DIR=/nonexistent "$KILN" compile "$ROOT/examples/mlp.kiln" -o "$TMP/liblinkfail.so" 2>"$TMP/link.log"
+[ $? -eq 1 ] && [ -z "$(ls "$TMP" | grep liblinkfail)" ] && grep -q 'linking failed' "$TMP/link.log" && ok || bad "a failed link should exit 1 and leave nothing: $(cat "$TMP/link.log")"
+
+# The time kiln compile takes on the full-size ResNet (reported, no threshold).
+start=$(date +%s.%N)
+"$KILN" compile "$ROOT/examples/resnet.kiln" -o "$TMP/libresnet_full.so" 2>&1 | sed 's/^/  /'
+end=$(date +%s.%N)
+echo "kiln compile examples/resnet.kiln: $(awk "BEGIN { printf \"%.2f\", $end - $start }") s wall"
+
+echo "aot_cli: $pass passed, $fail failed"
+[ $fail -eq 0 ] && rm -rf "$TMP"
+[ $fail -eq 0 ]
