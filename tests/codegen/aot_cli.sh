@@ -3,7 +3,8 @@
 # header compiles as C99 and C++ with every warning an error; the .so needs only libc, libm,
 # pthreads and the BLAS and exports only NAME_* and kiln_model; --emit ll|obj|c-header write
 # their files; usage and CUDA errors exit as documented. Also times kiln compile on the full
-# resnet. usage: aot_cli.sh KILN SRCROOT
+# resnet. usage: aot_cli.sh KILN SRCROOT (a sanitizer build sets KILN_SANITIZER_LIBS, a regex of
+# the sanitizer runtimes its objects may also need).
 set -u
 KILN=$1 ROOT=$2
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/kiln-aotcli-XXXXXX")
@@ -31,7 +32,8 @@ check_header() {   # NAME.h alone, as C99 and as C++
 check_so() {   # dependencies and exports
   local so=$1 model=$2 needed exports
   needed=$(readelf -d "$so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' |
-           grep -vE '^(libc\.so|libm\.so|libpthread\.so|ld-linux[-a-z0-9_.]*\.so|libopenblas[a-z0-9_]*\.so|libblas\.so|libcblas\.so)')
+           grep -vE '^(libc\.so|libm\.so|libpthread\.so|ld-linux[-a-z0-9_.]*\.so|libopenblas[a-z0-9_]*\.so|libblas\.so|libcblas\.so)' |
+           grep -vE "${KILN_SANITIZER_LIBS:-^\$}")
   [ -z "$needed" ] && ok || bad "$so: unexpected dynamic dependencies: $needed"
   exports=$(nm -D --defined-only "$so" | awk '{print $3}' | grep -vE "^(${model}_(create|destroy|load|save|predict|train_step|set_lr|error)|kiln_model)\$")
   [ -z "$exports" ] && ok || bad "$so: exports more than ${model}_* and kiln_model: $(echo $exports | head -c 300)"

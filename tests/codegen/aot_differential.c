@@ -24,6 +24,11 @@
 #define AT_SEED 20261122u
 #define AT_RTOL 1e-5
 #define AT_MAX 16
+#ifdef KILN_SANITIZE
+#define AT_SAN_FLAGS " -fsanitize=address,undefined"   /* the .so carries the sanitizer runtimes' references */
+#else
+#define AT_SAN_FLAGS ""
+#endif
 
 static int at_passed, at_failed;
 static const char *at_kiln;
@@ -357,7 +362,7 @@ static void at_driver(at_model *t) {
   snprintf(path, sizeof path, "%s/label.bin", t->dir);
   at_raw(path, t->batch[tl], (size_t)k_shape_numel(&t->mem->tensors[tl].shape) * 4);
   snprintf(cmd, sizeof cmd,
-           "cc -std=c99 -Wall -Wextra -Werror -I'%s' '%stests/codegen/aot_driver.c' -o '%s/driver' -L'%s' -lmlp -Wl,-rpath,'%s' && "
+           "cc -std=c99 -Wall -Wextra -Werror" AT_SAN_FLAGS " -I'%s' '%stests/codegen/aot_driver.c' -o '%s/driver' -L'%s' -lmlp -Wl,-rpath,'%s' && "
            "'%s/driver' '%s/image.bin' '%s/label.bin' '%s/driver.bin' %u",
            t->dir, at_root, t->dir, t->dir, t->dir, t->dir, t->dir, t->dir, t->dir, AT_SEED);
   if (!at_check(at_sh(cmd) == 0, t->name, "the C driver failed: %s", cmd)) return;
