@@ -105,8 +105,21 @@ static int rt_model_arena(rt_model *m) {
   return 0;
 }
 
+/* A descriptor is compiler output, but one from a mismatched build must not crash us. */
+static int rt_tensors_valid(const rt_model_desc *d) {
+  if (d->ntensors < 0 || (d->ntensors && !d->tensors)) return 0;
+  for (int i = 0; i < d->ntensors; i++) {
+    const rt_tensor_info *t = &d->tensors[i];
+    if (!t->name || t->shape.rank < 0 || t->shape.rank > K_MAX_RANK || (t->dtype != K_F32 && t->dtype != K_I32)) return 0;
+    for (int k = 0; k < t->shape.rank; k++)
+      if (t->shape.d[k] < 0) return 0;
+  }
+  return 1;
+}
+
+/* NULL without memory, and for a descriptor of another ABI or one that is malformed. */
 rt_model *rt_model_create(const rt_model_desc *d, uint64_t seed) {
-  if (!d || !d->abi || strcmp(d->abi, RT_MODEL_ABI) != 0 || d->ntensors < 0) return NULL;
+  if (!d || !d->abi || strcmp(d->abi, RT_MODEL_ABI) != 0 || !rt_tensors_valid(d)) return NULL;
   rt_model *m = calloc(1, sizeof *m);
   if (!m) return NULL;
   m->d = d, m->seed = seed, m->lr = d->lr;

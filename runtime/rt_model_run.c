@@ -46,8 +46,20 @@ static int rt_step_valid(const rt_model_desc *d, const rt_step *s, int i) {
   return 1;
 }
 
+/* Every arena interval and workspace inside the arena. */
+static int rt_arena_valid(const rt_model_desc *d, const rt_program *p) {
+  for (int t = 0; t < d->ntensors; t++)
+    if (p->offset[t] >= 0 && p->offset[t] + rt_tensor_numel(&d->tensors[t]) * 4 > p->arena_bytes) return 0;
+  for (int i = 0; i < p->nsteps; i++) {
+    const rt_step *s = &p->steps[i];
+    if (s->temp_bytes < 0 || (s->temp_bytes && (s->temp_offset < 0 || s->temp_offset + s->temp_bytes > p->arena_bytes))) return 0;
+  }
+  return 1;
+}
+
 static int rt_prog_valid(const rt_model_desc *d, const rt_program *p) {
   if (p->nsteps < 0 || (p->nsteps && !p->steps) || !p->offset || p->ninputs < 0 || p->noutputs < 0) return 0;
+  if ((p->ninputs && !p->inputs) || (p->noutputs && !p->outputs) || !rt_arena_valid(d, p)) return 0;
   for (int i = 0; i < p->nsteps; i++)
     if (!rt_step_valid(d, &p->steps[i], i)) return 0;
   for (int k = 0; k < p->ninputs; k++)

@@ -318,6 +318,35 @@ static void tm_roundtrip(const tm_model *tm) {
   unlink(path);
 }
 
+/* Steps that do not depend on the step before them (deps are transitively reduced, so
+ * such a step may run while the one before it does). */
+static int tm_overlapping(const rt_program *p) {
+  int n = 0;
+  for (int j = 1; j < p->nsteps; j++) {
+    bool after = false;
+    for (int k = 0; k < p->steps[j].ndeps; k++) after |= p->steps[j].deps[k] == j - 1;
+    n += !after;
+  }
+  return n;
+}
+
+/* A descriptor of another ABI, or with a dependency on a later step, is refused. */
+static void tm_malformed(const tm_model *tm) {
+  rt_model_desc d = *tm->d;
+  d.abi = "kiln-model-0";
+  rt_model *m = rt_model_create(&d, 1);
+  int n = tm->d->predict.nsteps;
+  rt_step *steps = malloc((size_t)n * sizeof *steps);
+  memcpy(steps, tm->d->predict.steps, (size_t)n * sizeof *steps);
+  int32_t later = n - 1;
+  steps[0].deps = &later, steps[0].ndeps = 1;
+  d = *tm->d, d.predict.steps = steps;
+  rt_model *m2 = n > 1 ? rt_model_create(&d, 1) : NULL;
+  tm_check(!m && !m2, "malformed descriptors are refused", tm->name);
+  rt_model_destroy(m), rt_model_destroy(m2);
+  free(steps);
+}
+
 /* ---- one model: every check that runs per engine ---- */
 
 static void tm_model_run(const tm_model *tm) {
@@ -327,10 +356,12 @@ static void tm_model_run(const tm_model *tm) {
   tm_run_rt(tm, &rt);
   tm_compare(tm, &ex, &rt);
   if (ex.ok && rt.ok && tm->tg)
-    printf("ok %s (%s): %d+%d steps, losses %.5g %.5g %.5g\n", tm->name, tm_engine, tm->d->predict.nsteps,
-           tm->d->train.nsteps, rt.loss[0], rt.loss[1], rt.loss[2]);
+    printf("ok %s (%s): predict %d steps (%d may overlap the one before), train %d (%d), losses %.5g %.5g %.5g\n",
+           tm->name, tm_engine, tm->d->predict.nsteps, tm_overlapping(&tm->d->predict), tm->d->train.nsteps,
+           tm_overlapping(&tm->d->train), rt.loss[0], rt.loss[1], rt.loss[2]);
   tm_result_free(&ex), tm_result_free(&rt);
   tm_roundtrip(tm);
+  tm_malformed(tm);
 }
 
 /* ---- bad input: nonzero, a message, the weights (and optimizer state) as they were ---- */
