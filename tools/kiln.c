@@ -160,7 +160,6 @@ typedef struct {
   uint64_t seed;
   const char *inputs[64], *outputs[64];  /* NAME=PATH */
   int ninputs, noutputs;
-  int nmodels;                     /* models compiled or run so far */
 } kiln_opts;
 
 static int kiln_opt_define(kiln_opts *o, const char *v) {
@@ -404,11 +403,31 @@ static int kiln_build_model(const ir_graph *lowered, const kiln_opts *o, bool ll
   return 0;
 }
 
-/* Only one model per -o, and per kiln run. */
-static bool kiln_one_model(kiln_opts *o, const char *what, ir_diag *d) {
-  if (o->nmodels++ == 0) return true;
-  ir_error(d, (ir_loc){0}, "%s holds several models; %s one at a time with --model NAME", o->file, what);
-  return false;
+static int kiln_free_defs(kiln_opts *o, int rc) {
+  for (int i = 0; i < o->ndefs; i++) free((char *)o->defs[i].name);
+  o->ndefs = 0;
+  return rc;
+}
+
+/* How many models FILE holds (0 when it does not parse: kiln_for_models reports that). */
+static int kiln_count_models(const char *path) {
+  FILE *null = fopen("/dev/null", "w");
+  ir_diag d;
+  ir_diag_init(&d, null ? null : stderr);
+  fe_file *f = fe_parse_file(path, &d);
+  int n = 0;
+  for (fe_model *m = f && !d.errors ? f->models : NULL; m; m = m->next) n++;
+  fe_file_free(f);
+  ir_diag_free(&d);
+  if (null) fclose(null);
+  return n;
+}
+
+/* Only one model per -o, and per kiln run: say so before building anything. */
+static int kiln_one_model(const kiln_opts *o, const char *what) {
+  if (o->model || kiln_count_models(o->file) <= 1) return 0;
+  fprintf(stderr, "kiln %s: %s holds several models; %s one at a time with --model NAME\n", o->cmd, o->file, what);
+  return 2;
 }
 
 /* The folder of path, with its trailing '/', or "" for a bare file name. */
@@ -462,8 +481,7 @@ static int kiln_compile_emit(kiln_build *b, const kiln_opts *o, const char *name
 }
 
 static void kiln_compile_graph(ir_graph *lowered, const kiln_opts *co, ir_diag *d) {
-  kiln_opts *o = (kiln_opts *)co;
-  if (o->out && !kiln_one_model(o, "compile", d)) return;
+  const kiln_opts *o = co;
   kiln_build b = {0};
   bool header_only = o->emit && strcmp(o->emit, "c-header") == 0;
   kiln_paths p = {"", ""};
@@ -478,7 +496,9 @@ static int kiln_compile_main(int argc, char **argv) {
   int rc = kiln_args(argc, argv, &o);
   if (rc) return rc;
   if ((o.target && strcmp(o.target, "cuda") == 0) || (o.emit && strcmp(o.emit, "ptx") == 0))
-    return fprintf(stderr, "kiln compile: the CUDA back end is not available yet; use --target cpu (the default)\n"), 1;
+    return fprintf(stderr, "kiln compile: the CUDA back end is not available yet; use --target cpu (the default)\n"),
+           kiln_free_defs(&o, 1);
+  if (o.out && (rc = kiln_one_model(&o, "compile"))) return kiln_free_defs(&o, rc);
   return kiln_for_models(&o, kiln_compile_graph);
 }
 
@@ -634,8 +654,7 @@ static int kiln_run_api(const rt_model_api *api, const kiln_opts *o) {
 /* kiln run FILE.kiln: the model JIT-compiled in this process, run by the runtime linked into
  * kiln itself (the descriptor's kernel pointers are this process's kernels). */
 static void kiln_run_graph(ir_graph *lowered, const kiln_opts *co, ir_diag *d) {
-  kiln_opts *o = (kiln_opts *)co;
-  if (!kiln_one_model(o, "run", d)) return;
+  const kiln_opts *o = co;
   kiln_build b = {0};
   char err[2048];
   if (!kiln_build_model(lowered, o, true, d, &b)) {
@@ -676,11 +695,11 @@ static int kiln_run_main(int argc, char **argv) {
   kiln_opts o = {.cmd = "run", .print_after = -1, .opt_level = 2};
   int rc = kiln_args(argc, argv, &o);
   if (rc) return rc;
-  if (kiln_ends_with(o.file, ".kiln")) return kiln_for_models(&o, kiln_run_graph);
-  if (o.ndefs || o.model) {
-    for (int i = 0; i < o.ndefs; i++) free((char *)o.defs[i].name);
-    return fprintf(stderr, "kiln run: -D and --model apply to .kiln files; %s is already compiled\n", o.file), 2;
-  }
+  if (kiln_ends_with(o.file, ".kiln"))
+    return kiln_one_model(&o, "run") ? kiln_free_defs(&o, 2) : kiln_for_models(&o, kiln_run_graph);
+  if (o.ndefs || o.model)
+    return fprintf(stderr, "kiln run: -D and --model apply to .kiln files; %s is already compiled\n", o.file),
+           kiln_free_defs(&o, 2);
   return kiln_run_so(&o);
 }
 

@@ -6,7 +6,6 @@
  * offset of each field; the LLVM layout under the target's data layout is checked against
  * those offsets and sizes before anything is emitted, so a drift between rt_model.h and this
  * file is an internal error at compile time, not a corrupt descriptor at run time. */
-#include <llvm-c/LLJIT.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>

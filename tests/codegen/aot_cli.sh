@@ -6,7 +6,7 @@
 # resnet. usage: aot_cli.sh KILN SRCROOT (a sanitizer build sets KILN_SANITIZER_LIBS, a regex of
 # the sanitizer runtimes its objects may also need).
 set -u
-KILN=$1 ROOT=$2
+KILN=$(realpath "$1") ROOT=$(realpath "$2")
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/kiln-aotcli-XXXXXX")
 pass=0 fail=0
 ok() { pass=$((pass + 1)); }
@@ -76,6 +76,9 @@ done
 "$KILN" run "$TMP/nonexistent.so" 2>/dev/null; [ $? -eq 1 ] && ok || bad "kiln run on a missing .so should exit 1"
 printf 'model broken {\n  input x : f32[2]\n  y = relu(z)\n  output y\n}\n' > "$TMP/broken.kiln"
 "$KILN" compile "$TMP/broken.kiln" -o "$TMP/libbroken.so" 2>/dev/null; [ $? -eq 1 ] && [ ! -e "$TMP/libbroken.so" ] && ok || bad "a bad model should exit 1 and write nothing"
+printf 'model a {\n  input x : f32[2]\n  y = relu(x)\n  output y\n}\nmodel b {\n  input x : f32[2]\n  y = tanh(x)\n  output y\n}\n' > "$TMP/two.kiln"
+"$KILN" compile "$TMP/two.kiln" -o "$TMP/libtwo.so" 2>/dev/null; [ $? -eq 2 ] && [ ! -e "$TMP/libtwo.so" ] && ok || bad "-o with several models should exit 2 and write nothing"
+(cd "$TMP" && "$KILN" compile two.kiln 2>/dev/null) && [ -f "$TMP/liba.so" ] && [ -f "$TMP/b.h" ] && ok || bad "without -o every model should give libNAME.so and NAME.h"
 # A link that cannot succeed leaves no .so behind (no runtime archive in KILN_LIB_DIR).
 KILN_LIB_DIR=/nonexistent "$KILN" compile "$ROOT/examples/mlp.kiln" -o "$TMP/liblinkfail.so" 2>"$TMP/link.log"
 [ $? -eq 1 ] && [ -z "$(ls "$TMP" | grep liblinkfail)" ] && grep -q 'linking failed' "$TMP/link.log" && ok || bad "a failed link should exit 1 and leave nothing: $(cat "$TMP/link.log")"
