@@ -36,7 +36,8 @@ static int rt_check_file(rt_model *m, const rt_st_file *f, const char *path) {
     const rt_st_entry *e = rt_st_find(f, t->name);
     if (!e) return rt_model_fail(m, "load %s: tensor '%s' is missing", path, t->name);
     if ((int)e->dtype != t->dtype)
-      return rt_model_fail(m, "load %s: tensor '%s' is %s, the model's is %s", path, t->name, nd_dtype_name(e->dtype), nd_dtype_name((k_dtype)t->dtype));
+      return rt_model_fail(m, "load %s: tensor '%s' is %s, the model's is %s", path, t->name,
+                           nd_dtype_name(e->dtype), nd_dtype_name((k_dtype)t->dtype));
     if (!rt_shape_same(&e->shape, &t->shape)) {
       rt_shape_str(&e->shape, got, sizeof got), rt_shape_str(&t->shape, want, sizeof want);
       return rt_model_fail(m, "load %s: tensor '%s' has shape %s, the model's is %s", path, t->name, got, want);
@@ -44,7 +45,8 @@ static int rt_check_file(rt_model *m, const rt_st_file *f, const char *path) {
   }
   for (int k = 0; k < f->n; k++)
     if (!rt_is_model_weight(d, f->entries[k].name))
-      return rt_model_fail(m, "load %s: unexpected tensor '%s' (not a weight of %s)", path, f->entries[k].name, d->name ? d->name : "the model");
+      return rt_model_fail(m, "load %s: unexpected tensor '%s' (not a weight of %s)", path, f->entries[k].name,
+                           d->name ? d->name : "the model");
   return 0;
 }
 
