@@ -345,6 +345,10 @@ void rt_engine_shutdown_default(void) {
   if (e) rt_engine_destroy(e);
 }
 
+/* When the shared object holding this runtime is unloaded (dlclose) or the process exits,
+ * the default engine's workers must stop first: their code is about to be unmapped. */
+__attribute__((destructor)) static void rt_engine_unload(void) { rt_engine_shutdown_default(); }
+
 void rt_engine_destroy(rt_engine *e) {
   if (!e) return;
   rt_engine_wait_for_all(e, NULL, 0);
