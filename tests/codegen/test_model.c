@@ -754,6 +754,8 @@ int main(void) {
     tm_each_file("tests/passes/models", tm_model_run);
     tm_one_file("tests/passes/models/normdrop.kiln", tm_bad_inputs);
     tm_threads();
+    /* push_delete is asynchronous on the threaded engine: drain it before counting. */
+    rt_engine_wait_for_all(rt_engine_default(), NULL, 0);
     tm_check(rt_engine_num_vars(rt_engine_default()) == 0, "no engine variable is left behind", "engine");
   }
   tm_prefix_mismatch();
