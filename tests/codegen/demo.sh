@@ -10,7 +10,10 @@ kiln=$1 root=$2
 tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 "$kiln" compile "$root/examples/lenet.kiln" -o "$tmp/liblenet.so" 2>"$tmp/err" || fail "kiln compile: $(cat "$tmp/err")"
-cc -std=c99 -O2 -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -I"$tmp" "$root/examples/demo/train_fashion_mnist.c" \
+# A sanitizer build of kiln links generated objects with the sanitizers: so must their callers.
+san=""
+readelf -d "$tmp/liblenet.so" | grep -q 'libasan' && san="-fsanitize=address,undefined"
+cc $san -std=c99 -O2 -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -I"$tmp" "$root/examples/demo/train_fashion_mnist.c" \
   -o "$tmp/demo" -L"$tmp" -llenet -Wl,-rpath,"$tmp" 2>"$tmp/err" || fail "the demo does not build: $(cat "$tmp/err")"
 cat >"$tmp/unload.c" <<'C'
 #include <dirent.h>
@@ -44,7 +47,7 @@ int main(int argc, char **argv) {
   return 0;
 }
 C
-cc -std=c11 -I"$root/runtime" -I"$root/kernels" "$tmp/unload.c" -o "$tmp/unload" -ldl || fail "unload test does not build"
+cc $san -std=c11 -I"$root/runtime" -I"$root/kernels" "$tmp/unload.c" -o "$tmp/unload" -ldl || fail "unload test does not build"
 KILN_ENGINE=threaded "$tmp/unload" "$tmp/liblenet.so" || fail "dlopen/predict/dlclose of a generated .so"
 if [ -f /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ]; then
   "$tmp/demo" --epochs 0 --save "$tmp/w.safetensors" >"$tmp/out" 2>&1 || fail "demo --epochs 0: $(cat "$tmp/out")"
