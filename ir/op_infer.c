@@ -205,7 +205,7 @@ int ir_infer_broadcast_to(ir_infer *x) {
     int j = i - (p->shape.n - in->rank);
     int64_t have = j >= 0 ? in->d[j] : 1;
     if (p->shape.v[i] == -1 && j >= 0) p->shape.v[i] = have;
-    if (p->shape.v[i] < 0) return ir_infer_fail(x, "shape entry %d is negative", i);
+    if (p->shape.v[i] <= 0) return ir_infer_fail(x, "shape entry %d must be positive (tensors are never empty)", i);
     if (have != 1 && have != p->shape.v[i])
       return ir_infer_fail(x, "axis %d of size %lld cannot broadcast to %lld", j, (long long)have, (long long)p->shape.v[i]);
   }
@@ -222,6 +222,8 @@ int ir_infer_slice(ir_infer *x) {
   if (p->begin < 0 || p->end > d || p->begin > p->end)
     return ir_infer_fail(x, "begin..end [%lld, %lld) is not within axis %d of size %lld",
                          (long long)p->begin, (long long)p->end, p->axis, (long long)d);
+  if (p->begin == p->end)
+    return ir_infer_fail(x, "begin..end [%lld, %lld) is empty; tensors are never empty", (long long)p->begin, (long long)p->end);
   k_shape out = x->in[0];
   out.d[p->axis] = p->end - p->begin;
   ir_set_out(x, 0, out);

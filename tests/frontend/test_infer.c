@@ -309,7 +309,8 @@ static void test_squeeze_broadcast(void) {
   t_err(MODEL("input x : f32[2, 1]\n y = squeeze(x, axis=2)\n output y"), "squeeze: axis 2 is out of range");
   t_err(MODEL("input x : f32[2, 3]\n y = broadcast_to(x, shape=(4, 3))\n output y"), "broadcast_to: axis 0 of size 2 cannot broadcast to 4", "x f32[2, 3]");
   t_err(MODEL("input x : f32[2, 3]\n y = broadcast_to(x, shape=(3,))\n output y"), "broadcast_to: shape has fewer axes (1) than the input (2)");
-  t_err(MODEL("input x : f32[2, 3]\n y = broadcast_to(x, shape=(-1, 2, 3))\n output y"), "broadcast_to: shape entry 0 is negative");
+  t_err(MODEL("input x : f32[2, 3]\n y = broadcast_to(x, shape=(-1, 2, 3))\n output y"), "broadcast_to: shape entry 0 must be positive");
+  t_err(MODEL("input x : f32[1, 3]\n y = broadcast_to(x, shape=(0, 3))\n output y"), "broadcast_to: shape entry 0 must be positive");
 }
 
 static void test_slice_concat(void) {
@@ -329,6 +330,7 @@ static void test_slice_concat(void) {
   }
   t_err(MODEL("input x : f32[3, 5]\n y = slice(x, axis=1, begin=2, end=6)\n output y"), "slice: begin..end [2, 6) is not within axis 1 of size 5", "x f32[3, 5]");
   t_err(MODEL("input x : f32[3, 5]\n y = slice(x, axis=1, begin=4, end=2)\n output y"), "slice: begin..end [4, 2)");
+  t_err(MODEL("input x : f32[3, 5]\n y = slice(x, axis=1, begin=2, end=2)\n output y"), "slice: begin..end [2, 2) is empty");
   t_err(MODEL("input x : f32[3, 5]\n y = slice(x, axis=1, begin=-6, end=2)\n output y"), "slice: begin..end");
   t_err(MODEL("input x : f32[3, 5]\n y = slice(x, axis=2, end=1)\n output y"), "slice: axis 2 is out of range");
   t_err(MODEL("input x : f32[3, 5]\n y = slice(x, axis=0)\n output y"), "slice needs attribute 'end'");
