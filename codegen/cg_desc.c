@@ -86,53 +86,6 @@ static int cg_check_prefix(const ir_graph *p, const ir_graph *t, char *err, size
   return 0;
 }
 
-/* ---- the shapes of backward slots that pruning left out (as exec/ex_node.c) ---- */
-
-static const k_shape cg_scalar = {0, {0}};
-
-static const ir_node *cg_producer(const ir_graph *g, int t) {
-  int p = t >= 0 ? ir_tensor_at(g, t)->producer : -1;
-  if (p < 0) return NULL;
-  const ir_node *n = ir_node_at(g, p);
-  for (int s = 0; n->kind == IR_N_FUSED && s < n->nsub; s++)
-    for (int j = 0; j < n->sub[s].nout; j++)
-      if (n->sub[s].out[j] == t) return &n->sub[s];
-  return n->kind == IR_N_FUSED ? NULL : n;
-}
-
-/* The forward node of a backward node: the producer of an out_data slot, else of the tensor
- * whose gradient an out_grad slot holds ("<t>@grad"). */
-static const ir_node *cg_forward_of(const ir_graph *g, const ir_node *nd, int nof, int nargs) {
-  const ir_node *f = NULL;
-  for (int i = 0; i < nof && !f; i++) f = cg_producer(g, nd->in[nof + nargs + i]);
-  for (int i = 0; i < nof && !f; i++) {
-    if (nd->in[i] < 0) continue;
-    const char *gn = ir_tensor_at(g, nd->in[i])->name;
-    size_t len = strlen(gn);
-    char name[512];
-    if (len < 5 || strcmp(gn + len - 5, "@grad") != 0 || len - 5 >= sizeof name) continue;
-    memcpy(name, gn, len - 5), name[len - 5] = 0;
-    f = cg_producer(g, ir_graph_find_tensor(g, name));
-  }
-  return f && f->kind == IR_N_OP && f->op == nd->op ? f : NULL;
-}
-
-static k_shape cg_slot_shape(const ir_graph *g, int partner, const ir_node *f, int fslot, bool fin) {
-  if (partner >= 0) return ir_tensor_at(g, partner)->shape;
-  int ft = !f ? -1 : fin ? (fslot < f->nin ? f->in[fslot] : -1) : (fslot < f->nout ? f->out[fslot] : -1);
-  return ft >= 0 ? ir_tensor_at(g, ft)->shape : cg_scalar;
-}
-
-/* in = [out_grad[nof], in_data[nargs], out_data[nof]]: each slot's partner and forward slot. */
-static k_shape cg_absent_shape(const ir_graph *g, const ir_node *nd, int s) {
-  int nof = ir_op_nouts(&ir_ops[nd->op]), nargs = nd->nout;
-  if (nd->nin != 2 * nof + nargs) return cg_scalar;
-  const ir_node *f = cg_forward_of(g, nd, nof, nargs);
-  if (s < nof) return cg_slot_shape(g, nd->in[nof + nargs + s], f, s, false);
-  if (s < nof + nargs) return cg_slot_shape(g, nd->out[s - nof], f, s - nof, true);
-  return cg_slot_shape(g, nd->in[s - nof - nargs], f, s - nof - nargs, false);
-}
-
 /* ---- steps ---- */
 
 static int32_t cg_step_kind(ir_node_kind k) {
@@ -150,9 +103,11 @@ static void cg_step_slots(cg_box *b, const ir_graph *g, const ir_node *nd, rt_st
   k_shape *sh = cg_alloc(b, (size_t)nd->nin * sizeof *sh);
   k_req *req = cg_alloc(b, (size_t)nd->nout * sizeof *req);
   if (!sh || !req) return;
+  /* An absent backward slot keeps the shape the backward pass recorded; other absent slots
+   * (none today) read as scalars. */
   for (int j = 0; j < nd->nin; j++)
     sh[j] = nd->in[j] >= 0 ? ir_tensor_at(g, nd->in[j])->shape
-            : nd->kind == IR_N_BACKWARD ? cg_absent_shape(g, nd, j) : cg_scalar;
+            : nd->slot_shape ? nd->slot_shape[j] : (k_shape){0, {0}};
   for (int j = 0; j < nd->nout; j++) req[j] = ir_node_req(nd, j);
   s->in_shape = sh, s->req = req;
 }

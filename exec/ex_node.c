@@ -45,71 +45,23 @@ static int ex_forward(ex_run *r, const ir_node *nd, void *temp, size_t tb) {
 
 /* ---- backward ---- */
 
-/* The forward node (top level or inside a fused group) that produced tensor t. */
-static const ir_node *ex_producer(const ir_graph *g, int t) {
-  int p = t >= 0 ? ir_tensor_at(g, t)->producer : -1;
-  if (p < 0) return NULL;
-  const ir_node *n = ir_node_at(g, p);
-  for (int s = 0; n->kind == IR_N_FUSED && s < n->nsub; s++)
-    for (int j = 0; j < n->sub[s].nout; j++)
-      if (n->sub[s].out[j] == t) return &n->sub[s];
-  return n->kind == IR_N_FUSED ? NULL : n;
-}
-
-/* The forward node of backward node nd: the producer of an out_data slot, else of the tensor
- * whose gradient an out_grad slot holds ("<t>@grad"). NULL when neither is there. */
-static const ir_node *ex_forward_of(const ex_run *r, const ir_node *nd, int nof, int nargs) {
-  const ir_node *f = NULL;
-  for (int i = 0; i < nof && !f; i++) f = ex_producer(r->g, nd->in[nof + nargs + i]);
-  for (int i = 0; i < nof && !f; i++) {
-    if (nd->in[i] < 0) continue;
-    const char *gn = ir_tensor_at(r->g, nd->in[i])->name;
-    size_t len = strlen(gn);
-    if (len < 5 || strcmp(gn + len - 5, "@grad") != 0) continue;
-    char name[512];
-    if (len - 5 >= sizeof name) continue;
-    memcpy(name, gn, len - 5), name[len - 5] = 0;
-    f = ex_producer(r->g, ir_graph_find_tensor(r->g, name));
-  }
-  return f && f->kind == IR_N_OP && f->op == nd->op ? f : NULL;
-}
-
-/* Shape of a slot left out: its partner's (out_grad <-> out_data, in_data <-> in_grad), else
- * the forward node's tensor, else a scalar (kernels read no shape of a slot they ignore). */
-static k_shape ex_slot_shape(const ex_run *r, int partner, const ir_node *f, int fslot, bool fin) {
-  if (partner >= 0) return ir_tensor_at(r->g, partner)->shape;
-  int ft = !f ? -1 : fin ? (fslot < f->nin ? f->in[fslot] : -1) : (fslot < f->nout ? f->out[fslot] : -1);
-  return ft >= 0 ? ir_tensor_at(r->g, ft)->shape : ex_scalar;
-}
-
-static void ex_fill_shapes(ex_run *r, const ir_node *nd, int nof, int nargs) {
-  const ir_node *f = NULL;
-  bool looked = false;
-  for (int s = 0; s < nd->nin + nargs; s++) {
-    bool is_out = s >= nd->nin;
-    int t = is_out ? nd->out[s - nd->nin] : nd->in[s];
-    if (t >= 0) continue;
-    if (!looked) f = ex_forward_of(r, nd, nof, nargs), looked = true;
-    int partner, fslot;
-    bool fin;
-    if (is_out) partner = nd->in[nof + s - nd->nin], fslot = s - nd->nin, fin = true;
-    else if (s < nof) partner = nd->in[nof + nargs + s], fslot = s, fin = false;
-    else if (s < nof + nargs) partner = nd->out[s - nof], fslot = s - nof, fin = true;
-    else partner = nd->in[s - nof - nargs], fslot = s - nof - nargs, fin = false;
-    k_shape sh = ex_slot_shape(r, partner, f, fslot, fin);
-    if (is_out) r->tout[s - nd->nin].shape = sh;
-    else r->tin[s].shape = sh;
-  }
+/* Slots that pruning left out, and gradients nobody needs, still carry a shape (kernels read
+ * shapes); the backward pass recorded every slot's shape when it derived the node. */
+static void ex_fill_shapes(ex_run *r, const ir_node *nd) {
+  for (int j = 0; j < nd->nin; j++)
+    if (nd->in[j] < 0) r->tin[j].shape = nd->slot_shape[j];
+  for (int j = 0; j < nd->nout; j++)
+    if (nd->out[j] < 0) r->tout[j].shape = nd->slot_shape[nd->nin + j];
 }
 
 static int ex_backward(ex_run *r, const ir_node *nd, void *temp, size_t tb) {
   int nof = ir_op_nouts(&ir_ops[nd->op]), nargs = nd->nout;
-  if (nd->nin != 2 * nof + nargs)
-    return ex_fail(r->err, r->errn, "%s: %d inputs, expected %d", nd->name, nd->nin, 2 * nof + nargs);
+  if (nd->nin != 2 * nof + nargs || !nd->slot_shape)
+    return ex_fail(r->err, r->errn, "%s: %d inputs (expected %d) or no slot shapes", nd->name, nd->nin, 2 * nof + nargs);
   for (int j = 0; j < nd->nin; j++)
     if (ex_bind_in(r, nd, j, &r->tin[j])) return 1;
   for (int j = 0; j < nd->nout; j++) ex_bind_out(r, nd, j);
-  ex_fill_shapes(r, nd, nof, nargs);
+  ex_fill_shapes(r, nd);
   return ex_call(r, nd, ir_ops[nd->op].backward, nd->nin, nd->nout, temp, tb);
 }
 

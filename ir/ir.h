@@ -124,6 +124,9 @@ typedef struct ir_node {
                           several backward nodes produce is written by the first (kWriteTo)
                           and accumulated by the others (kAddTo) */
   int *inplace;        /* per output: the input slot whose buffer it reuses, or -1; NULL = none */
+  k_shape *slot_shape; /* BACKWARD: the shape of every in slot then every out slot, absent
+                          ones included, recorded when the node is derived: kernels read the
+                          shapes of slots that pruning later leaves out */
   struct ir_node *sub; /* FUSED: the member nodes, in execution order */
   int nsub;
 } ir_node;

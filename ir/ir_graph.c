@@ -107,6 +107,10 @@ static ir_node ir_node_copy(ir_arena *a, const ir_node *n) {
   if (n->param && psize) c.param = memcpy(ir_alloc(a, psize), n->param, psize);
   if (n->req) c.req = memcpy(ir_alloc(a, sizeof(k_req) * (size_t)n->nout), n->req, sizeof(k_req) * (size_t)n->nout);
   if (n->inplace) c.inplace = ir_copy_ints(a, n->inplace, n->nout);
+  if (n->slot_shape) {
+    size_t bytes = sizeof(k_shape) * (size_t)(n->nin + n->nout);
+    c.slot_shape = memcpy(ir_alloc(a, bytes), n->slot_shape, bytes);
+  }
   if (n->sub) {
     c.sub = ir_alloc(a, sizeof(ir_node) * (size_t)n->nsub);
     for (int i = 0; i < n->nsub; i++) c.sub[i] = ir_node_copy(a, &n->sub[i]);

@@ -93,6 +93,16 @@ static bool pass_bwd_on_path(const pass_bwd *b, const ir_node *n) {
   return wants && has;
 }
 
+/* Every slot's shape, while every slot is still filled: out_grad j and out_data j have the
+ * shape of forward output j, in_data a and in_grad a the shape of arg a. */
+static k_shape *pass_bwd_slot_shapes(ir_graph *g, const ir_node *f, int nin, int nargs) {
+  int nof = f->nout;
+  k_shape *sh = ir_alloc(&g->arena, sizeof(k_shape) * (size_t)(nin + nargs));
+  for (int j = 0; j < nof; j++) sh[j] = sh[nof + nargs + j] = ir_tensor_at(g, f->out[j])->shape;
+  for (int a = 0; a < nargs; a++) sh[nof + a] = sh[nin + a] = ir_tensor_at(g, f->in[a])->shape;
+  return sh;
+}
+
 /* Appends _backward_<name> for forward node fi. The forward node is re-read after each
  * tensor is added, since adding tensors or nodes may move the arrays. */
 static void pass_bwd_emit(pass_bwd *b, int fi) {
@@ -111,6 +121,7 @@ static void pass_bwd_emit(pass_bwd *b, int fi) {
   int bi = ir_graph_add_node_raw(b->g, IR_N_BACKWARD, f.op, name, nin, in, nargs, out, f.loc);
   ir_node *bn = ir_node_at(b->g, bi);
   bn->param = f.param, bn->req = req;
+  bn->slot_shape = pass_bwd_slot_shapes(b->g, &f, nin, nargs);
 }
 
 /* batch_norm needs nothing here: its forward kernel updates the moving statistics (aux
