@@ -4,7 +4,6 @@
 #include "ex_int.h"
 #include "rt_model.h"
 
-#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,34 +83,11 @@ ex_entry *ex_model_state(ex_model *m, const char *name, int64_t n) {
 
 /* ---- initialisation ---- */
 
-/* torch.nn.init._calculate_fan_in_and_fan_out: [out, in, k...] -> in*k, out*k. Tensors of
- * rank < 2, where torch refuses, count every element on both sides. */
-static void ex_fans(const k_shape *s, double *fan_in, double *fan_out) {
-  if (s->rank < 2) {
-    *fan_in = *fan_out = (double)k_shape_numel(s);
-    return;
-  }
-  double rf = 1;
-  for (int i = 2; i < s->rank; i++) rf *= (double)s->d[i];
-  *fan_in = (double)s->d[1] * rf, *fan_out = (double)s->d[0] * rf;
-}
+_Static_assert((int)IR_INIT_XAVIER == (int)K_INIT_XAVIER && (int)IR_INIT_CONSTANT == (int)K_INIT_CONSTANT, "initializer kinds differ");
 
 static void ex_init(float *x, const ir_tensor *t, uint64_t seed, uint64_t ctr) {
-  int64_t n = ir_tensor_numel(t);
   ir_init in = t->has_init ? t->init : (ir_init){IR_INIT_ZEROS, 0, 0};
-  double fi, fo;
-  switch (in.kind) {
-  case IR_INIT_ONES: k_init_constant(x, n, 1.0f); break;
-  case IR_INIT_CONSTANT: k_init_constant(x, n, in.a); break;
-  case IR_INIT_UNIFORM: k_init_uniform(x, n, in.a, in.b, seed, ctr); break;
-  case IR_INIT_NORMAL: k_init_normal(x, n, in.a, in.b, seed, ctr); break;
-  case IR_INIT_XAVIER:
-    ex_fans(&t->shape, &fi, &fo);
-    float b = fi + fo > 0 ? (float)sqrt(6.0 / (fi + fo)) : 0.0f;
-    k_init_uniform(x, n, -b, b, seed, ctr);
-    break;
-  default: k_init_constant(x, n, 0.0f); break;
-  }
+  k_init_fill(x, &t->shape, (int)in.kind, in.a, in.b, seed, ctr);
 }
 
 static int ex_model_fill(ex_model *m, const ir_graph *g, char *err, size_t n) {

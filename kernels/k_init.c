@@ -36,3 +36,32 @@ static float k_normal_at(uint64_t seed, uint64_t counter, uint64_t i) {
 void k_init_normal(float *x, int64_t n, float mean, float std, uint64_t seed, uint64_t counter) {
   for (int64_t i = 0; i < n; i++) x[i] = mean + std * k_normal_at(seed, counter, (uint64_t)i);
 }
+
+/* torch.nn.init._calculate_fan_in_and_fan_out: [out, in, k...] -> in*k, out*k. Tensors of
+ * rank < 2, where torch refuses, count every element on both sides. */
+static void k_fans(const k_shape *s, double *fan_in, double *fan_out) {
+  if (s->rank < 2) {
+    *fan_in = *fan_out = (double)k_shape_numel(s);
+    return;
+  }
+  double rf = 1;
+  for (int i = 2; i < s->rank; i++) rf *= (double)s->d[i];
+  *fan_in = (double)s->d[1] * rf, *fan_out = (double)s->d[0] * rf;
+}
+
+void k_init_fill(float *x, const k_shape *shape, int kind, float a, float b, uint64_t seed, uint64_t counter) {
+  int64_t n = k_shape_numel(shape);
+  double fi, fo;
+  switch (kind) {
+  case K_INIT_ONES: k_init_constant(x, n, 1.0f); break;
+  case K_INIT_CONSTANT: k_init_constant(x, n, a); break;
+  case K_INIT_UNIFORM: k_init_uniform(x, n, a, b, seed, counter); break;
+  case K_INIT_NORMAL: k_init_normal(x, n, a, b, seed, counter); break;
+  case K_INIT_XAVIER:
+    k_fans(shape, &fi, &fo);
+    float bound = fi + fo > 0 ? (float)sqrt(6.0 / (fi + fo)) : 0.0f;
+    k_init_uniform(x, n, -bound, bound, seed, counter);
+    break;
+  default: k_init_constant(x, n, 0.0f); break;
+  }
+}

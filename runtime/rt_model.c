@@ -38,37 +38,11 @@ static int64_t rt_align64(int64_t n) { return (n + 63) & ~(int64_t)63; }
 
 /* ---- initialisation (as exec/ex_model.c: the same kernels, counters and fans) ---- */
 
-/* torch.nn.init._calculate_fan_in_and_fan_out; rank < 2 counts every element on both sides. */
-static void rt_fans(const k_shape *s, double *fan_in, double *fan_out) {
-  if (s->rank < 2) {
-    *fan_in = *fan_out = (double)k_shape_numel(s);
-    return;
-  }
-  double rf = 1;
-  for (int i = 2; i < s->rank; i++) rf *= (double)s->d[i];
-  *fan_in = (double)s->d[1] * rf, *fan_out = (double)s->d[0] * rf;
-}
-
-static void rt_init_weight(float *x, const rt_tensor_info *t, uint64_t seed, uint64_t ctr) {
-  int64_t n = rt_tensor_numel(t);
-  double fi, fo;
-  switch (t->init) {
-  case RT_INIT_ONES: k_init_constant(x, n, 1.0f); break;
-  case RT_INIT_CONSTANT: k_init_constant(x, n, t->init_a); break;
-  case RT_INIT_UNIFORM: k_init_uniform(x, n, t->init_a, t->init_b, seed, ctr); break;
-  case RT_INIT_NORMAL: k_init_normal(x, n, t->init_a, t->init_b, seed, ctr); break;
-  case RT_INIT_XAVIER:
-    rt_fans(&t->shape, &fi, &fo);
-    float b = fi + fo > 0 ? (float)sqrt(6.0 / (fi + fo)) : 0.0f;
-    k_init_uniform(x, n, -b, b, seed, ctr);
-    break;
-  default: k_init_constant(x, n, 0.0f); break;
-  }
-}
+_Static_assert((int)RT_INIT_XAVIER == (int)K_INIT_XAVIER && (int)RT_INIT_CONSTANT == (int)K_INIT_CONSTANT, "initializer kinds differ");
 
 static void rt_init_tensor(rt_model *m, int i) {
   const rt_tensor_info *t = &m->d->tensors[i];
-  if (rt_model_is_weight(t)) rt_init_weight(m->tptr[i], t, m->seed, RT_CTR_INIT(i));
+  if (rt_model_is_weight(t)) k_init_fill(m->tptr[i], &t->shape, t->init, t->init_a, t->init_b, m->seed, RT_CTR_INIT(i));
   else if (t->role == RT_ROLE_CONST) k_init_constant(m->tptr[i], rt_tensor_numel(t), t->init_a);
 }
 
