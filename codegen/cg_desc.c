@@ -44,15 +44,6 @@ void cg_desc_free(rt_model_desc *d) {
   free(b);
 }
 
-static int cg_fail(char *err, size_t n, const char *fmt, ...) {
-  if (err && n) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, n, fmt, ap);
-    va_end(ap);
-  }
-  return 1;
-}
 
 /* ---- tensors ---- */
 

@@ -15,15 +15,6 @@
 extern const unsigned char cg_scalar_bc[];
 extern const size_t cg_scalar_bc_len;
 
-int cg_fail(char *err, size_t n, const char *fmt, ...) {
-  if (err && n) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, n, fmt, ap);
-    va_end(ap);
-  }
-  return 1;
-}
 
 LLVMTypeRef cg_f32(cg_llvm *m) { return LLVMFloatTypeInContext(m->ctx); }
 LLVMTypeRef cg_i64(cg_llvm *m) { return LLVMInt64TypeInContext(m->ctx); }
