@@ -4,7 +4,6 @@
  * Everything is copied into allocations the descriptor owns; cg_desc_free releases them. */
 #include "cg.h"
 
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>

@@ -3,7 +3,6 @@
  * objects), k_scalar.h's bitcode linked in, LLVM's default<O0..O3> pipelines, .ll and .o. */
 #include "cg_cpu.h"
 
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
