@@ -2,7 +2,7 @@
 # aot_differential: every example and tests/passes/models through kiln compile and dlopen,
 # against the reference executor; aot_cli.sh: headers, exports, dependencies, --emit kinds.
 add_executable(codegen_aot_differential aot_differential.c)
-target_link_libraries(codegen_aot_differential kiln_codegen kiln_exec kiln_passes kiln_frontend kiln_runtime ${CMAKE_DL_LIBS})
+target_link_libraries(codegen_aot_differential kiln_test_support kiln_codegen kiln_exec kiln_passes kiln_frontend kiln_runtime ${CMAKE_DL_LIBS})
 target_compile_options(codegen_aot_differential PRIVATE ${KILN_WARNINGS})
 add_dependencies(codegen_aot_differential kiln)
 add_test(NAME codegen.aot_differential COMMAND codegen_aot_differential $<TARGET_FILE:kiln> ${PROJECT_SOURCE_DIR})

@@ -5,7 +5,6 @@
  * save) and predict again through kiln_model, `kiln run` on the .so and on the .kiln, and for
  * the MLP a C driver compiled against mlp.h — all within 1e-5 relative of the executor.
  * usage: codegen_aot_differential KILN [SRCROOT]. Prints "aot: N passed, N failed". */
-#include <dirent.h>
 #include <dlfcn.h>
 #include <math.h>
 #include <stdarg.h>
@@ -17,7 +16,7 @@
 
 #include "cg.h"
 #include "exec.h"
-#include "fe.h"
+#include "kiln_test.h"
 #include "runtime.h"
 
 #define AT_STEPS 3
@@ -66,62 +65,17 @@ static int at_sh(const char *cmd) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-static const fe_define at_small[] = {{"batch", 4}, {"seq", 8}, {"vocab", 50}, {"d_model", 16}, {"heads", 2}, {"d_ff", 32}};
-
-/* The small dims the file declares, as fe defines and as " -D name=N" flags. */
-static int at_defines(const fe_file *f, fe_define *out, char *flags, size_t n) {
-  int k = 0;
+/* The small dims the front end lowered with, as " -D name=N" flags for kiln compile. */
+static void at_flags(const ts_front *fr, char *flags, size_t n) {
   size_t len = 0;
   flags[0] = 0;
-  for (const fe_dim *d = f->dims; d; d = d->next)
-    for (size_t i = 0; i < sizeof at_small / sizeof *at_small; i++)
-      if (strcmp(d->name, at_small[i].name) == 0) {
-        out[k++] = at_small[i];
-        len += (size_t)snprintf(flags + len, n - len, " -D %s=%lld", at_small[i].name, (long long)at_small[i].value);
-      }
-  return k;
+  for (int i = 0; i < fr->ndefs; i++)
+    len += (size_t)snprintf(flags + len, n - len, " -D %s=%lld", fr->defs[i].name, (long long)fr->defs[i].value);
 }
 
 /* ---- inputs ---- */
 
-static uint64_t at_rng = 88172645463325252ull;
-static uint32_t at_next(void) {
-  at_rng ^= at_rng << 13, at_rng ^= at_rng >> 7, at_rng ^= at_rng << 17;
-  return (uint32_t)(at_rng >> 11);
-}
-
-/* Exclusive bound of an i32 input: classes of the losses and input_dim of the embeddings. */
-static int64_t at_i32_range(const ir_graph *g, int t) {
-  int64_t hi = 1 << 30;
-  for (int i = 0; i < ir_nnodes(g); i++) {
-    const ir_node *nd = ir_node_at(g, i);
-    if (nd->op == IR_OP_softmax_cross_entropy && nd->nin > 1 && nd->in[1] == t) {
-      const k_shape *s = &ir_tensor_at(g, nd->in[0])->shape;
-      hi = s->d[s->rank - 1] < hi ? s->d[s->rank - 1] : hi;
-    }
-    if (nd->op == IR_OP_embedding && nd->in[0] == t) {
-      int64_t dim = ((const k_embedding_param *)nd->param)->input_dim;
-      hi = dim < hi ? dim : hi;
-    }
-  }
-  return hi == 1 << 30 ? 2 : hi;
-}
-
-/* One buffer per INPUT tensor of the lowered graph (NULL elsewhere). */
-static void **at_batch(const ir_graph *g) {
-  void **b = calloc((size_t)ir_ntensors(g) + 1, sizeof *b);
-  for (int t = 0; t < ir_ntensors(g); t++) {
-    const ir_tensor *x = ir_tensor_at(g, t);
-    if (x->kind != IR_T_INPUT) continue;
-    int64_t n = ir_tensor_numel(x), hi = x->dtype == K_I32 ? at_i32_range(g, t) : 0;
-    b[t] = malloc((size_t)(n ? n : 1) * 4);
-    for (int64_t i = 0; i < n; i++) {
-      if (x->dtype == K_I32) ((int32_t *)b[t])[i] = (int32_t)(at_next() % (uint32_t)hi);
-      else ((float *)b[t])[i] = (float)(at_next() % 2000001) / 1e6f - 1.0f;
-    }
-  }
-  return b;
-}
+static uint64_t at_rng = TS_RNG_SEED;
 
 /* A program's input buffers out of the batch, by the descriptor's tensor indices (the
  * lowered graph's tensors are a prefix of the descriptor's). */
@@ -391,21 +345,6 @@ static void at_driver(at_model *t) {
 
 /* ---- per model ---- */
 
-static ir_graph *at_compile(const ir_graph *lowered, ir_mode mode) {
-  pass_ctx cx;
-  ir_diag d;
-  ir_diag_init(&d, stdout);
-  pass_ctx_init(&cx, mode, &d);
-  ir_graph *g = pass_compile(lowered, &cx);
-  pass_ctx_free(&cx);
-  ir_diag_free(&d);
-  return g;
-}
-
-static void at_free_graph(ir_graph *g) {
-  if (g) pass_plan_free(g->plan), ir_graph_free(g);
-}
-
 /* kiln compile into the model's folder, then everything through the .so. */
 static void at_model_so(at_model *t, const char *model) {
   char cmd[4096], so[1300];
@@ -425,60 +364,45 @@ static void at_model_so(at_model *t, const char *model) {
   if (strcmp(model, "mlp") == 0) at_driver(t);
 }
 
-static void at_one(const char *path, fe_file *f, fe_model *fm, const fe_define *defs, int nd, const char *flags) {
+static void at_one(const char *path, ts_front *fr, fe_model *fm, const char *flags) {
   char name[512], err[512];
   snprintf(name, sizeof name, "%s:%s", strrchr(path, '/') + 1, fm->name);
-  ir_diag d;
-  ir_diag_init(&d, stdout);
-  ir_graph *lowered = fe_lower_model(f, fm, defs, nd, &d);
-  ir_graph *gp = lowered ? at_compile(lowered, IR_MODE_PREDICT) : NULL;
-  ir_graph *gt = lowered && lowered->has_train ? at_compile(lowered, IR_MODE_TRAIN) : NULL;
+  ir_graph *lowered = ts_lower(fr, fm);
+  ir_graph *gp = lowered ? ts_compile(lowered, IR_MODE_PREDICT, 0) : NULL;
+  ir_graph *gt = lowered && lowered->has_train ? ts_compile(lowered, IR_MODE_TRAIN, 0) : NULL;
   rt_model_desc *mem = gp && (gt || !lowered->has_train) ? cg_desc_build(gp, gt, err, sizeof err) : NULL;
   if (at_check(mem != NULL, name, "lowering, passes or cg_desc_build failed: %s", mem ? "" : err)) {
     at_model t = {.name = name, .path = path, .flags = flags, .lowered = lowered, .gp = gp, .gt = gt, .mem = mem};
-    t.batch = at_batch(lowered);
+    t.batch = ts_batch(lowered, &at_rng);
     snprintf(t.dir, sizeof t.dir, "%s/%s", at_tmp, fm->name);
     mkdir(t.dir, 0755);
     at_model_so(&t, fm->name);
-    for (int i = 0; i < ir_ntensors(lowered); i++) free(t.batch[i]);
-    free(t.batch);
+    ts_batch_free(lowered, t.batch);
   }
   cg_desc_free(mem);
-  at_free_graph(gp), at_free_graph(gt), ir_graph_free(lowered);
-  ir_diag_free(&d);
+  ts_graph_free(gp), ts_graph_free(gt), ir_graph_free(lowered);
 }
 
-static void at_file(const char *path) {
-  ir_diag d;
-  ir_diag_init(&d, stdout);
-  fe_file *f = fe_parse_file(path, &d);
-  fe_define defs[8];
+static void at_file(const char *path, void *ctx) {
+  ts_front fr = {.small = true};
   char flags[256];
-  int nd = f ? at_defines(f, defs, flags, sizeof flags) : 0;
-  if (at_check(f && !d.errors && !fe_check_file(f, defs, nd, &d), path, "does not parse"))
-    for (fe_model *m = f->models; m; m = m->next) at_one(path, f, m, defs, nd, flags);
-  fe_file_free(f);
-  ir_diag_free(&d);
+  bool ok = ts_load(&fr, path, NULL, NULL, 0);
+  at_flags(&fr, flags, sizeof flags);
+  if (at_check(ok, path, "does not parse"))
+    for (fe_model *m = fr.file->models; m; m = m->next) at_one(path, &fr, m, flags);
+  ts_front_free(&fr);
 }
 
 static void at_dir(const char *rel) {
-  char dir[1200], path[1500];
+  char dir[1200];
   snprintf(dir, sizeof dir, "%s%s", at_root, rel);
-  DIR *dp = opendir(dir);
-  if (!dp) return (void)at_check(false, rel, "cannot open the folder");
-  struct dirent *e;
-  while ((e = readdir(dp))) {
-    size_t n = strlen(e->d_name);
-    if (n < 6 || strcmp(e->d_name + n - 5, ".kiln") != 0) continue;
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    at_file(path);
-  }
-  closedir(dp);
+  if (ts_each_model(dir, at_file, NULL) < 0) at_check(false, rel, "cannot open the folder");
 }
 
 int main(int argc, char **argv) {
   if (argc < 2) return fprintf(stderr, "usage: %s KILN [SRCROOT]\n", argv[0]), 2;
   at_kiln = argv[1];
+  ts_diag_to(stdout);
   if (argc > 2) snprintf(at_root, sizeof at_root, "%s/", argv[2]);
   else {
     snprintf(at_root, sizeof at_root, "%s", __FILE__);

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "cg_cpu.h"
-#include "fe.h"
+#include "kiln_test.h"
 #include "ops.h"
 
 static int passed, failed;
@@ -30,14 +30,6 @@ static bool t_check(bool ok, const char *fmt, ...) {
   va_end(ap);
   failed++;
   return false;
-}
-
-static char t_root[1024];
-static void t_find_root(void) {
-  snprintf(t_root, sizeof t_root, "%s", __FILE__);
-  char *p = strstr(t_root, "tests/codegen/test_fused.c");
-  if (p) *p = 0;
-  else snprintf(t_root, sizeof t_root, "./");
 }
 
 static uint64_t t_rng = 88172645463325252ull;
@@ -188,34 +180,21 @@ static int t_count_fused(const ir_graph *g) {
 
 /* ---- models: from files (small dims) and from text ---- */
 
-static const fe_define t_small[] = {{"batch", 4}, {"seq", 8}, {"vocab", 50}, {"d_model", 16}, {"heads", 2}, {"d_ff", 32}};
-
-static int t_defines(const fe_file *f, fe_define *out) {
-  int n = 0;
-  for (const fe_dim *d = f->dims; d; d = d->next)
-    for (size_t i = 0; i < sizeof t_small / sizeof *t_small; i++)
-      if (strcmp(d->name, t_small[i].name) == 0) out[n++] = t_small[i];
-  return n;
-}
-
-/* Both modes of every model of f through the pass pipeline; fn gets each compiled graph. */
-static void t_each_graph(fe_file *f, ir_diag *d, const char *file, int min_groups,
+/* Both modes of every model of fr's file through the pass pipeline; fn gets each compiled graph. */
+static void t_each_graph(ts_front *fr, bool loaded, const char *file, int min_groups,
                          void (*fn)(const ir_graph *g, bool train, const char *label)) {
-  fe_define defs[16];
-  int nd = t_defines(f, defs), groups = 0;
-  if (!t_check(!d->errors && !fe_check_file(f, defs, nd, d), "%s: front end", file)) return;
-  for (fe_model *mo = f->models; mo; mo = mo->next) {
-    ir_graph *low = fe_lower_model(f, mo, defs, nd, d);
+  int groups = 0;
+  if (!t_check(loaded, "%s: front end", file)) return;
+  for (fe_model *mo = fr->file->models; mo; mo = mo->next) {
+    ir_graph *low = ts_lower(fr, mo);
     if (!t_check(low != NULL, "%s:%s lowers", file, mo->name)) continue;
     for (int train = 0; train < 1 + low->has_train; train++) {
       pass_ctx cx;
-      pass_ctx_init(&cx, train ? IR_MODE_TRAIN : IR_MODE_PREDICT, d);
-      ir_graph *g = pass_compile(low, &cx);
+      ir_graph *g = ts_compile_cx(low, train ? IR_MODE_TRAIN : IR_MODE_PREDICT, 0, &cx, &fr->diag);
       char label[256];
       snprintf(label, sizeof label, "%s:%s:%s", file, mo->name, train ? "train" : "predict");
       if (t_check(g != NULL, "%s compiles", label)) fn(g, train, label), groups += t_count_fused(g);
-      if (g) pass_plan_free(g->plan), g->plan = NULL;
-      ir_graph_free(g);
+      ts_graph_free(g);
       pass_ctx_free(&cx);
     }
     ir_graph_free(low);
@@ -232,23 +211,19 @@ static void t_check_graph_all_levels(const ir_graph *g, bool train, const char *
 
 static void t_file(const char *rel, int min_groups) {
   char path[2048];
-  snprintf(path, sizeof path, "%s%s", t_root, rel);
-  ir_diag d;
-  ir_diag_init(&d, stderr);
-  fe_file *f = fe_parse_file(path, &d);
-  if (t_check(f != NULL, "%s: cannot read", path)) t_each_graph(f, &d, rel, min_groups, t_check_graph_o2);
-  fe_file_free(f);
-  ir_diag_free(&d);
+  snprintf(path, sizeof path, "%s%s", ts_root(), rel);
+  ts_front fr = {.small = true};
+  bool loaded = ts_load(&fr, path, NULL, NULL, 0);
+  if (t_check(fr.file != NULL, "%s: cannot read", path)) t_each_graph(&fr, loaded, rel, min_groups, t_check_graph_o2);
+  ts_front_free(&fr);
 }
 
 static void t_text(const char *name, const char *src, int min_groups,
                    void (*fn)(const ir_graph *g, bool train, const char *label)) {
-  ir_diag d;
-  ir_diag_init(&d, stderr);
-  fe_file *f = fe_parse_text(name, src, strlen(src), &d);
-  if (t_check(f != NULL, "%s: does not parse", name)) t_each_graph(f, &d, name, min_groups, fn);
-  fe_file_free(f);
-  ir_diag_free(&d);
+  ts_front fr = {.small = true};
+  bool loaded = ts_load(&fr, name, src, NULL, 0);
+  if (t_check(fr.file != NULL, "%s: does not parse", name)) t_each_graph(&fr, loaded, name, min_groups, fn);
+  ts_front_free(&fr);
 }
 
 /* Every unary and binary elementwise op, params, broadcasts (row, column, scalar), gradients
@@ -367,16 +342,11 @@ static void t_vectorized(const ir_graph *g, bool train, const char *label) {
 /* cg_desc_build on chains.kiln's two graphs, then cg_jit fills every fused step. */
 static void t_jit_desc(void) {
   char path[2048], err[1024] = "";
-  snprintf(path, sizeof path, "%stests/passes/models/chains.kiln", t_root);
-  ir_diag dg;
-  ir_diag_init(&dg, stderr);
-  fe_file *f = fe_parse_file(path, &dg);
-  ir_graph *low = f && !dg.errors ? fe_lower_model(f, f->models, NULL, 0, &dg) : NULL, *g[2] = {NULL, NULL};
+  snprintf(path, sizeof path, "%stests/passes/models/chains.kiln", ts_root());
+  ts_front fr = {0};
+  ir_graph *low = ts_lower_file(&fr, path, NULL, 0), *g[2] = {NULL, NULL};
   pass_ctx cx[2];
-  for (int t = 0; t < 2; t++) {
-    pass_ctx_init(&cx[t], t ? IR_MODE_TRAIN : IR_MODE_PREDICT, &dg);
-    g[t] = low ? pass_compile(low, &cx[t]) : NULL;
-  }
+  for (int t = 0; t < 2; t++) g[t] = ts_compile_cx(low, t ? IR_MODE_TRAIN : IR_MODE_PREDICT, 0, &cx[t], &fr.diag);
   rt_model_desc *d = g[0] && g[1] ? cg_desc_build(g[0], g[1], err, sizeof err) : NULL;
   cg_options o = {2, NULL, NULL};
   cg_llvm *m = d ? cg_llvm_new("chains", &o, err, sizeof err) : NULL;
@@ -393,18 +363,12 @@ static void t_jit_desc(void) {
                   "chains: cg_jit filled %d of %d fused steps", filled, fused);
   cg_llvm_free(m);
   if (d) cg_desc_free(d);
-  for (int t = 0; t < 2; t++) {
-    if (g[t]) pass_plan_free(g[t]->plan), g[t]->plan = NULL;
-    ir_graph_free(g[t]);
-    pass_ctx_free(&cx[t]);
-  }
+  for (int t = 0; t < 2; t++) ts_graph_free(g[t]), pass_ctx_free(&cx[t]);
   ir_graph_free(low);
-  fe_file_free(f);
-  ir_diag_free(&dg);
+  ts_front_free(&fr);
 }
 
 int main(void) {
-  t_find_root();
   static const char *const files[] = {"examples/mlp.kiln", "examples/lenet.kiln", "examples/resnet.kiln",
                                       "examples/transformer.kiln", "tests/passes/models/chains.kiln",
                                       "tests/passes/models/normdrop.kiln", "tests/passes/models/shared.kiln"};

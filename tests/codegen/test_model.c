@@ -17,7 +17,7 @@
 
 #include "cg.h"
 #include "exec.h"
-#include "fe.h"
+#include "kiln_test.h"
 #include "runtime.h"
 
 #define TM_STEPS 3
@@ -33,86 +33,14 @@ static void tm_check(bool ok, const char *what, const char *model) {
   else tm_failed++, printf("FAIL %s: %s (engine %s)\n", model, what, tm_engine);
 }
 
-/* ---- models and data (as tests/passes/test_differential.c) ---- */
+/* ---- models and data (tests/support: small dims, random batches) ---- */
 
-static char tm_root[1024];
 static char tm_tmp[512];
 
-static void tm_find_root(void) {
-  snprintf(tm_root, sizeof tm_root, "%s", __FILE__);
-  char *p = strstr(tm_root, "tests/codegen/test_model.c");
-  if (p) *p = 0;
-  else snprintf(tm_root, sizeof tm_root, "./");
-}
+static uint64_t tm_rng = TS_RNG_SEED;
 
-static const fe_define tm_small[] = {{"batch", 4}, {"seq", 8}, {"vocab", 50}, {"d_model", 16},
-                                     {"heads", 2}, {"d_ff", 32}};
-
-static int tm_defines(const fe_file *f, fe_define *out) {
-  int n = 0;
-  for (const fe_dim *d = f->dims; d; d = d->next)
-    for (size_t i = 0; i < sizeof tm_small / sizeof *tm_small; i++)
-      if (strcmp(d->name, tm_small[i].name) == 0) out[n++] = tm_small[i];
-  return n;
-}
-
-static uint64_t tm_rng = 88172645463325252ull;
-static uint32_t tm_next(void) {
-  tm_rng ^= tm_rng << 13, tm_rng ^= tm_rng >> 7, tm_rng ^= tm_rng << 17;
-  return (uint32_t)(tm_rng >> 11);
-}
-
-/* Exclusive bound for an i32 input: the class count of its losses, the input_dim of its embeddings. */
-static int64_t tm_i32_range(const ir_graph *g, int t) {
-  int64_t hi = 1 << 30;
-  for (int i = 0; i < ir_nnodes(g); i++) {
-    const ir_node *n = ir_node_at(g, i);
-    if (n->op == IR_OP_softmax_cross_entropy && n->nin > 1 && n->in[1] == t) {
-      const k_shape *s = &ir_tensor_at(g, n->in[0])->shape;
-      if (s->d[s->rank - 1] < hi) hi = s->d[s->rank - 1];
-    }
-    if (n->op == IR_OP_embedding && n->in[0] == t && ((const k_embedding_param *)n->param)->input_dim < hi)
-      hi = ((const k_embedding_param *)n->param)->input_dim;
-  }
-  return hi == 1 << 30 ? 2 : hi;
-}
-
-static void **tm_batch(const ir_graph *g) {
-  void **b = calloc((size_t)ir_ntensors(g) + 1, sizeof *b);
-  for (int t = 0; t < ir_ntensors(g); t++) {
-    const ir_tensor *x = ir_tensor_at(g, t);
-    if (x->kind != IR_T_INPUT) continue;
-    int64_t n = ir_tensor_numel(x), hi = x->dtype == K_I32 ? tm_i32_range(g, t) : 0;
-    b[t] = malloc((size_t)(n ? n : 1) * 4);
-    for (int64_t i = 0; i < n; i++) {
-      if (x->dtype == K_I32) ((int32_t *)b[t])[i] = (int32_t)(tm_next() % (uint32_t)hi);
-      else ((float *)b[t])[i] = (float)(tm_next() % 2000001) / 1e6f - 1.0f;
-    }
-  }
-  return b;
-}
-
-static void tm_batch_free(const ir_graph *g, void **b) {
-  for (int t = 0; b && t < ir_ntensors(g); t++) free(b[t]);
-  free(b);
-}
-
-static ir_graph *tm_compile(const ir_graph *lowered, ir_mode mode) {
-  ir_diag d;
-  ir_diag_init(&d, stderr);
-  pass_ctx cx;
-  pass_ctx_init(&cx, mode, &d);
-  cx.disabled = 1u << PASS_fusion;
-  ir_graph *g = pass_compile(lowered, &cx);
-  pass_ctx_free(&cx);
-  ir_diag_free(&d);
-  return g;
-}
-
-static void tm_graph_free(ir_graph *g) {
-  if (g) pass_plan_free(g->plan), g->plan = NULL;
-  ir_graph_free(g);
-}
+/* Fusion off: fused steps would need the JIT. */
+static ir_graph *tm_compile(const ir_graph *lowered, ir_mode mode) { return ts_compile(lowered, mode, 1u << PASS_fusion); }
 
 /* ---- one model under test ---- */
 
@@ -133,16 +61,16 @@ static bool tm_model_init(tm_model *tm, const char *name, const ir_graph *g) {
   if (tm->pg && (tm->tg || !g->has_train)) tm->d = cg_desc_build(tm->pg, tm->tg, err, sizeof err);
   tm_check(tm->d != NULL, "the descriptor builds", name);
   if (!tm->d) printf("  %s\n", err);
-  tm->pbatch = tm_batch(g);
-  for (int s = 0; s < TM_STEPS; s++) tm->tbatch[s] = tm_batch(g);
+  tm->pbatch = ts_batch(g, &tm_rng);
+  for (int s = 0; s < TM_STEPS; s++) tm->tbatch[s] = ts_batch(g, &tm_rng);
   return tm->d != NULL;
 }
 
 static void tm_model_free(tm_model *tm) {
   cg_desc_free(tm->d);
-  tm_graph_free(tm->pg), tm_graph_free(tm->tg);
-  tm_batch_free(tm->lowered, tm->pbatch);
-  for (int s = 0; s < TM_STEPS; s++) tm_batch_free(tm->lowered, tm->tbatch[s]);
+  ts_graph_free(tm->pg), ts_graph_free(tm->tg);
+  ts_batch_free(tm->lowered, tm->pbatch);
+  for (int s = 0; s < TM_STEPS; s++) ts_batch_free(tm->lowered, tm->tbatch[s]);
 }
 
 /* The buffers of a program's inputs, picked from a batch. */
@@ -565,9 +493,9 @@ static void tm_bad_lr(const tm_model *tm, rt_model *m) {
  * executor's, dropout masks and all. */
 static void tm_bad_label(const tm_model *tm, rt_model *m) {
   int lt = ir_graph_find_tensor(tm->lowered, "label");
-  void **b = tm_batch(tm->lowered);
+  void **b = ts_batch(tm->lowered, &tm_rng);
   char err[EX_ERR_LEN] = "";
-  if (lt < 0) return tm_check(false, "has a label input", tm->name), tm_batch_free(tm->lowered, b);
+  if (lt < 0) return tm_check(false, "has a label input", tm->name), ts_batch_free(tm->lowered, b);
   ((int32_t *)b[lt])[1] = 1000;
   float loss;
   tm_guard g = tm_guard_new(tm, m);
@@ -586,7 +514,7 @@ static void tm_bad_label(const tm_model *tm, rt_model *m) {
            "after a failed step, training goes on as the executor's", tm->name);
   free(w), free(we), free(g.w);
   ex_model_free(ex);
-  tm_batch_free(tm->lowered, b);
+  ts_batch_free(tm->lowered, b);
 }
 
 static void tm_bad_inputs(const tm_model *tm) {
@@ -640,41 +568,38 @@ static void tm_threads_of(const tm_model *a, const tm_model *b) {
   rt_model_destroy(shared);
 }
 
-/* The first model of a file, lowered with the small dims. */
-static ir_graph *tm_lower_first(const char *rel) {
+/* The first model of a file, lowered with the small dims (fr outlives the graph). */
+static ir_graph *tm_lower_first(ts_front *fr, const char *rel) {
   char path[2048];
-  snprintf(path, sizeof path, "%s%s", tm_root, rel);
-  ir_diag d;
-  ir_diag_init(&d, stderr);
-  fe_file *f = fe_parse_file(path, &d);
-  fe_define defs[16];
-  int nd = f ? tm_defines(f, defs) : 0;
-  ir_graph *g = f && !d.errors && !fe_check_file(f, defs, nd, &d) ? fe_lower_model(f, f->models, defs, nd, &d) : NULL;
-  fe_file_free(f);
-  ir_diag_free(&d);
-  return g;
+  snprintf(path, sizeof path, "%s%s", ts_root(), rel);
+  *fr = (ts_front){.small = true};
+  return ts_lower_file(fr, path, NULL, 0);
 }
 
 static void tm_threads(void) {
-  ir_graph *ga = tm_lower_first("tests/passes/models/normdrop.kiln"), *gb = tm_lower_first("tests/passes/models/shared.kiln");
+  ts_front fa, fb;
+  ir_graph *ga = tm_lower_first(&fa, "tests/passes/models/normdrop.kiln"), *gb = tm_lower_first(&fb, "tests/passes/models/shared.kiln");
   tm_model a, b;
   bool ok = ga && gb && tm_model_init(&a, "normdrop", ga) && tm_model_init(&b, "shared", gb);
   for (int round = 0; ok && round < 3; round++) tm_threads_of(&a, &b);
   if (ga && gb) tm_model_free(&a), tm_model_free(&b);
   ir_graph_free(ga), ir_graph_free(gb);
+  ts_front_free(&fa), ts_front_free(&fb);
 }
 
 /* Graphs of two different models are refused with a message. */
 static void tm_prefix_mismatch(void) {
-  ir_graph *ga = tm_lower_first("examples/mlp.kiln"), *gb = tm_lower_first("examples/lenet.kiln");
+  ts_front fa, fb;
+  ir_graph *ga = tm_lower_first(&fa, "examples/mlp.kiln"), *gb = tm_lower_first(&fb, "examples/lenet.kiln");
   ir_graph *pa = ga ? tm_compile(ga, IR_MODE_PREDICT) : NULL, *tb = gb ? tm_compile(gb, IR_MODE_TRAIN) : NULL;
   char err[512] = "";
   rt_model_desc *d = pa && tb ? cg_desc_build(pa, tb, err, sizeof err) : NULL;
   printf("  predict graph of mlp, train graph of lenet -> \"%s\"\n", err);
   tm_check(pa && tb && !d && err[0], "graphs of two models are refused", "cg_desc_build");
   cg_desc_free(d);
-  tm_graph_free(pa), tm_graph_free(tb);
+  ts_graph_free(pa), ts_graph_free(tb);
   ir_graph_free(ga), ir_graph_free(gb);
+  ts_front_free(&fa), ts_front_free(&fb);
 }
 
 /* ---- walking the models ---- */
@@ -682,14 +607,11 @@ static void tm_prefix_mismatch(void) {
 typedef void (*tm_fn)(const tm_model *tm);
 
 static void tm_each_model(const char *path, tm_fn fn) {
-  ir_diag d;
-  ir_diag_init(&d, stderr);
-  fe_file *f = fe_parse_file(path, &d);
-  fe_define defs[16];
-  int nd = f ? tm_defines(f, defs) : 0;
-  if (!f || d.errors || fe_check_file(f, defs, nd, &d)) tm_check(false, "parses", path);
-  for (fe_model *m = f && !d.errors ? f->models : NULL; m; m = m->next) {
-    ir_graph *g = fe_lower_model(f, m, defs, nd, &d);
+  ts_front fr = {.small = true};
+  bool ok = ts_load(&fr, path, NULL, NULL, 0);
+  if (!ok) tm_check(false, "parses", path);
+  for (fe_model *m = ok ? fr.file->models : NULL; m; m = m->next) {
+    ir_graph *g = ts_lower(&fr, m);
     char label[256];
     snprintf(label, sizeof label, "%s:%s", strrchr(path, '/') ? strrchr(path, '/') + 1 : path, m->name);
     tm_model tm;
@@ -698,31 +620,20 @@ static void tm_each_model(const char *path, tm_fn fn) {
     else tm_check(false, "lowers", label);
     ir_graph_free(g);
   }
-  fe_file_free(f);
-  ir_diag_free(&d);
+  ts_front_free(&fr);
 }
+
+static void tm_file_go(const char *path, void *fn) { tm_each_model(path, *(tm_fn *)fn); }
 
 static void tm_each_file(const char *dir, tm_fn fn) {
   char path[2048];
-  snprintf(path, sizeof path, "%s%s", tm_root, dir);
-  struct dirent **list = NULL;
-  int n = scandir(path, &list, NULL, alphasort);
-  if (n < 0) tm_check(false, "lists its models", path);
-  for (int i = 0; i < n; i++) {
-    size_t len = strlen(list[i]->d_name);
-    if (len > 5 && strcmp(list[i]->d_name + len - 5, ".kiln") == 0) {
-      char file[4096];
-      snprintf(file, sizeof file, "%s/%s", path, list[i]->d_name);
-      tm_each_model(file, fn);
-    }
-    free(list[i]);
-  }
-  free(list);
+  snprintf(path, sizeof path, "%s%s", ts_root(), dir);
+  if (ts_each_model(dir, tm_file_go, &fn) < 0) tm_check(false, "lists its models", path);
 }
 
 static void tm_one_file(const char *rel, tm_fn fn) {
   char path[2048];
-  snprintf(path, sizeof path, "%s%s", tm_root, rel);
+  snprintf(path, sizeof path, "%s%s", ts_root(), rel);
   tm_each_model(path, fn);
 }
 
@@ -732,7 +643,7 @@ static void tm_use_engine(const char *kind) {
   setenv("KILN_ENGINE", kind, 1);
   setenv("KILN_NUM_THREADS", "4", 1);
   tm_engine = kind;
-  tm_rng = 88172645463325252ull;          /* the same data under each engine */
+  tm_rng = TS_RNG_SEED;                   /* the same data under each engine */
   tm_check(rt_engine_get_kind(rt_engine_default()) == (strcmp(kind, "naive") ? RT_ENGINE_THREADED : RT_ENGINE_NAIVE),
            "the default engine is the one asked for", kind);
 }
@@ -743,7 +654,6 @@ static void tm_counters(void) {
 }
 
 int main(void) {
-  tm_find_root();
   snprintf(tm_tmp, sizeof tm_tmp, "/tmp/kiln_test_model_%d", (int)getpid());
   mkdir(tm_tmp, 0700);
   tm_counters();

@@ -8,62 +8,41 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fe.h"
+#include "kiln_test.h"
 
-static int passed, failed;
 static bool covered[IR_OP_COUNT];     /* ops seen in a model that lowered cleanly */
 
-#define CHECK(cond, ...) t_check((cond), __LINE__, __VA_ARGS__)
-static bool t_check(bool ok, int line, const char *fmt, ...) {
-  if (ok) return passed++, true;
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "test_infer.c:%d: FAIL: ", line);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  failed++;
-  return false;
-}
+#define t_check(ok, line, ...) ts_check((ok), __FILE__, (line), __VA_ARGS__)
 
 #define MODEL(body) "model m {\n" body "\n}\n"
 
 /* ---- the harness: parse + lower with diagnostics captured in a memory stream ---- */
 
 typedef struct {
-  fe_file *f;
+  ts_front fr;
   ir_graph *g;
-  ir_diag d;
-  FILE *err;
-  char *msg;
-  size_t len;
+  const char *msg;             /* the diagnostics */
 } t_model;
 
 static t_model *t_lower_defs(const char *src, const fe_define *defs, int ndefs) {
   t_model *m = calloc(1, sizeof *m);
-  m->err = open_memstream(&m->msg, &m->len);
-  ir_diag_init(&m->d, m->err);
-  m->f = fe_parse_text("t.kiln", src, strlen(src), &m->d);
-  if (m->f && m->d.errors == 0 && fe_check_file(m->f, defs, ndefs, &m->d) == 0)
-    m->g = fe_lower_model(m->f, m->f->models, defs, ndefs, &m->d);
-  fflush(m->err);
+  m->fr.capture = true;
+  m->g = ts_lower_text(&m->fr, "t.kiln", src, defs, ndefs);
+  m->msg = ts_diags(&m->fr);
   for (int i = 0; m->g && i < ir_nnodes(m->g); i++) covered[ir_node_at(m->g, i)->op] = true;
   return m;
 }
 
 static void t_free(t_model *m) {
   ir_graph_free(m->g);
-  fe_file_free(m->f);
-  ir_diag_free(&m->d);
-  fclose(m->err);
-  free(m->msg);
+  ts_front_free(&m->fr);
   free(m);
 }
 
 /* A model that must lower cleanly; on failure the diagnostics are shown. */
 static t_model *t_ok_line(const char *src, int line) {
   t_model *m = t_lower_defs(src, NULL, 0);
-  if (!t_check(m->g && m->d.errors == 0, line, "model did not lower:\n%s\n%s", src, m->msg ? m->msg : ""))
+  if (!t_check(m->g && m->fr.diag.errors == 0, line, "model did not lower:\n%s\n%s", src, m->msg ? m->msg : ""))
     return t_free(m), NULL;
   return m;
 }
@@ -74,7 +53,7 @@ static void t_err_line(int line, const char *src, ...) {
   t_model *m = t_lower_defs(src, NULL, 0);
   va_list ap;
   va_start(ap, src);
-  bool ok = t_check(m->g == NULL && m->d.errors > 0, line, "expected an error for:\n%s", src);
+  bool ok = t_check(m->g == NULL && m->fr.diag.errors > 0, line, "expected an error for:\n%s", src);
   for (const char *s; ok && (s = va_arg(ap, const char *));)
     ok = t_check(m->msg && strstr(m->msg, s), line, "error lacks \"%s\":\n%s", s, m->msg ? m->msg : "");
   va_end(ap);
@@ -419,7 +398,7 @@ static void test_convolution(void) {
   /* one mistake, one error: the parameters of the failed node and of later nodes stay quiet */
   t_model *m1 = t_lower_defs(MODEL("input x : f32[2, 3, 9, 9]\n y = convolution(x, num_filter=4, kernel=3)\n"
                                    "z = fully_connected(y, num_hidden=2)\n output z"), NULL, 0);
-  CHECK(m1->d.errors == 1, "a failed convolution gives 1 error, not %d:\n%s", m1->d.errors, m1->msg ? m1->msg : "");
+  CHECK(m1->fr.diag.errors == 1, "a failed convolution gives 1 error, not %d:\n%s", m1->fr.diag.errors, m1->msg ? m1->msg : "");
   t_free(m1);
   t_err(MODEL("input x : f32[2, 3, 9, 9]\n y = convolution(x, num_filter=4, kernel=(3, 3), stride=(1, 1, 1))\n output y"),
         "convolution: stride has 3 entries but the kernel has 2");
@@ -644,6 +623,5 @@ int main(void) {
   test_init_optim();
   test_naming();
   test_coverage();
-  printf("infer: %d passed, %d failed\n", passed, failed);
-  return failed != 0;
+  return ts_summary("infer");
 }

@@ -2,28 +2,13 @@
  * printed with ir_print, parsed and lowered again and printed again. The two texts must be
  * equal and the two graphs structurally equal: nodes, inputs, shapes, attributes, parameters
  * with their kinds and initializers, outputs and the optimizer. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "fe.h"
+#include "kiln_test.h"
 
-static int passed, failed;
 static bool covered[IR_OP_COUNT];
-
-#define CHECK(cond, ...) p_check((cond), __LINE__, __VA_ARGS__)
-static bool p_check(bool ok, int line, const char *fmt, ...) {
-  if (ok) return passed++, true;
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "test_print.c:%d: FAIL: ", line);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  failed++;
-  return false;
-}
 
 #define MODEL(body) "model m {\n" body "\n}\n"
 
@@ -80,22 +65,18 @@ enum { NMODELS = sizeof models / sizeof *models };
 /* ---- lowering and printing ---- */
 
 typedef struct {
-  fe_file *f;
+  ts_front fr;
   ir_graph *g;
-  ir_diag d;
-  FILE *err;
-  char *msg, *text;
-  size_t msglen, textlen;
+  const char *msg;             /* the diagnostics */
+  char *text;
+  size_t textlen;
 } p_model;
 
 static p_model *p_lower(const char *name, const char *src) {
   p_model *m = calloc(1, sizeof *m);
-  m->err = open_memstream(&m->msg, &m->msglen);
-  ir_diag_init(&m->d, m->err);
-  m->f = fe_parse_text(name, src, strlen(src), &m->d);
-  if (m->f && m->d.errors == 0 && fe_check_file(m->f, NULL, 0, &m->d) == 0)
-    m->g = fe_lower_model(m->f, m->f->models, NULL, 0, &m->d);
-  fflush(m->err);
+  m->fr.capture = true;
+  m->g = ts_lower_text(&m->fr, name, src, NULL, 0);
+  m->msg = ts_diags(&m->fr);
   if (m->g) {
     FILE *out = open_memstream(&m->text, &m->textlen);
     ir_print(m->g, out);
@@ -106,10 +87,7 @@ static p_model *p_lower(const char *name, const char *src) {
 
 static void p_free(p_model *m) {
   ir_graph_free(m->g);
-  fe_file_free(m->f);
-  ir_diag_free(&m->d);
-  fclose(m->err);
-  free(m->msg);
+  ts_front_free(&m->fr);
   free(m->text);
   free(m);
 }
@@ -212,6 +190,5 @@ static void p_roundtrip(int k, const char *src) {
 int main(void) {
   for (int k = 0; k < NMODELS; k++) p_roundtrip(k, models[k]);
   for (int op = 0; op < IR_OP_COUNT; op++) CHECK(covered[op], "op %s is not in any round-trip model", ir_ops[op].name);
-  printf("print: %d passed, %d failed\n", passed, failed);
-  return failed != 0;
+  return ts_summary("print");
 }

@@ -2,30 +2,14 @@
  * checked structurally on models from strings and on every example: which backward nodes
  * exist, their exact input slots before and after pruning, kWriteTo/kAddTo accumulation,
  * the bytes pruning releases, update nodes and their state, and ir_verify after each pass.
- * The passes run one by one (not through pass_compile), so this test needs only them. */
-#include <dirent.h>
-#include <stdarg.h>
+ * The passes run one by one, not through pass_compile. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "fe.h"
-#include "passes.h"
+#include "kiln_test.h"
 
-static int passed, failed;
-
-#define CHECK(cond, ...) t_check((cond), __LINE__, __VA_ARGS__)
-static bool t_check(bool ok, int line, const char *fmt, ...) {
-  if (ok) return passed++, true;
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "test_backward.c:%d: FAIL: ", line);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  failed++;
-  return false;
-}
+#define t_check(ok, line, ...) ts_check((ok), __FILE__, (line), __VA_ARGS__)
 
 #define MODEL(body) "model m {\n" body "\n}\n"
 
@@ -34,24 +18,15 @@ static bool t_check(bool ok, int line, const char *fmt, ...) {
 enum { T_PRUNE = 1, T_OPTIM = 2, T_ALL = 3 };
 
 typedef struct {
-  fe_file *f;
+  ts_front fr;
   ir_graph *lowered, *g;
-  ir_diag d;
   pass_ctx cx;
   int nfwd;          /* forward nodes after select */
 } t_model;
 
-/* What pass_ctx_init does; pass_manager.c also holds the pass table, which names passes
- * this test does not link. */
-static void t_ctx_init(pass_ctx *cx, ir_diag *d) {
-  memset(cx, 0, sizeof *cx);
-  cx->mode = IR_MODE_TRAIN, cx->diag = d, cx->print_after = -1;
-  cx->explain.elem = sizeof(char *);
-}
-
 static bool t_step(t_model *m, int (*pass)(ir_graph *, pass_ctx *), const char *name, int line) {
   int rc = pass(m->g, &m->cx);
-  bool ok = t_check(rc == 0 && m->d.errors == 0, line, "pass %s failed on %s", name, m->g->name);
+  bool ok = t_check(rc == 0 && m->fr.diag.errors == 0, line, "pass %s failed on %s", name, m->g->name);
   return ok && t_check(ir_verify(m->g) == 0, line, "ir_verify fails after pass %s on %s", name, m->g->name);
 }
 
@@ -61,7 +36,7 @@ static int t_infer(ir_graph *g, pass_ctx *cx) { return ir_infer_shapes(g, cx->di
 static bool t_run(t_model *m, int steps, int line) {
   m->g = ir_graph_clone(m->lowered);
   m->g->mode = IR_MODE_TRAIN;
-  t_ctx_init(&m->cx, &m->d);
+  pass_ctx_init(&m->cx, IR_MODE_TRAIN, &m->fr.diag);
   bool ok = t_step(m, t_infer, "infer", line) && t_step(m, pass_select, "select", line);
   m->nfwd = ir_nnodes(m->g);
   ok = ok && t_step(m, pass_backward, "backward", line);
@@ -74,17 +49,13 @@ static void t_free(t_model *m) {
   if (!m) return;
   ir_graph_free(m->g);
   ir_graph_free(m->lowered);
-  fe_file_free(m->f);
-  ir_diag_free(&m->d);
+  ts_front_free(&m->fr);
   free(m);
 }
 
 static t_model *t_lower(const char *name, const char *src, int line) {
   t_model *m = calloc(1, sizeof *m);
-  ir_diag_init(&m->d, stderr);
-  m->f = src ? fe_parse_text(name, src, strlen(src), &m->d) : fe_parse_file(name, &m->d);
-  if (m->f && m->d.errors == 0 && fe_check_file(m->f, NULL, 0, &m->d) == 0)
-    m->lowered = fe_lower_model(m->f, m->f->models, NULL, 0, &m->d);
+  m->lowered = ts_lower_text(&m->fr, name, src, NULL, 0);
   if (!t_check(m->lowered != NULL, line, "%s did not lower", name)) return t_free(m), NULL;
   return m;
 }
@@ -439,11 +410,9 @@ static void test_sgd_momentum(void) {
 
 /* ---- the LeNet and every example ---- */
 
-static char t_examples[1024];
-
 static void test_lenet(void) {
   char path[1100];
-  snprintf(path, sizeof path, "%s/lenet.kiln", t_examples);
+  snprintf(path, sizeof path, "%sexamples/lenet.kiln", ts_root());
   t_model *m = t_file(path, T_ALL);
   if (!m) return;
   CHECK(m->nfwd == 11 && t_count_kind(m, IR_N_BACKWARD) == 11 && t_count_kind(m, IR_N_UPDATE) == 8, "lenet: %d forward, %d backward, %d updates",
@@ -458,30 +427,24 @@ static void test_lenet(void) {
 }
 
 /* Every example through every step, ir_verify after each; pruned or not. */
+static void t_example(const char *path, void *ctx) {
+  t_model *on = t_file(path, T_ALL), *off = t_file(path, T_OPTIM);
+  if (on) t_check_invariants(on);
+  if (off) t_check_all_slots(off), t_check_invariants(off);
+  t_free(on);
+  t_free(off);
+}
+
 static void test_examples(void) {
-  DIR *dir = opendir(t_examples);
-  if (!CHECK(dir != NULL, "cannot open %s", t_examples)) return;
-  int seen = 0;
-  for (struct dirent *e; (e = readdir(dir));) {
-    size_t n = strlen(e->d_name);
-    if (n < 6 || strcmp(e->d_name + n - 5, ".kiln") != 0) continue;
-    char path[1400];
-    snprintf(path, sizeof path, "%s/%s", t_examples, e->d_name);
-    t_model *on = t_file(path, T_ALL), *off = t_file(path, T_OPTIM);
-    if (on) t_check_invariants(on);
-    if (off) t_check_all_slots(off), t_check_invariants(off);
-    t_free(on);
-    t_free(off);
-    seen++;
-  }
-  closedir(dir);
+  int seen = ts_each_model("examples", t_example, NULL);
+  if (!CHECK(seen >= 0, "cannot open %sexamples", ts_root())) return;
   CHECK(seen >= 4, "found %d examples", seen);
 }
 
 /* The transformer: embedding's i32 indices get no gradient; a constant scale neither. */
 static void test_transformer(void) {
   char path[1100];
-  snprintf(path, sizeof path, "%s/transformer.kiln", t_examples);
+  snprintf(path, sizeof path, "%sexamples/transformer.kiln", ts_root());
   t_model *m = t_file(path, T_ALL);
   if (!m) return;
   t_dump(m);
@@ -491,16 +454,7 @@ static void test_transformer(void) {
   t_free(m);
 }
 
-/* examples/ sits two folders above this file. */
-static void t_find_examples(void) {
-  snprintf(t_examples, sizeof t_examples, "%s", __FILE__);
-  char *slash = strrchr(t_examples, '/');
-  if (slash) snprintf(slash, sizeof t_examples - (size_t)(slash - t_examples), "/../../examples");
-  else snprintf(t_examples, sizeof t_examples, "../../examples");
-}
-
 int main(void) {
-  t_find_examples();
   test_mlp_pruned();
   test_mlp_head_and_grads();
   test_mlp_unpruned();
@@ -513,6 +467,5 @@ int main(void) {
   test_lenet();
   test_transformer();
   test_examples();
-  printf("passes.test_backward: %d passed, %d failed\n", passed, failed);
-  return failed != 0;
+  return ts_summary("passes.test_backward");
 }

@@ -3,13 +3,12 @@
  * the same initial weights, with all optional passes off (the reference), all on, and each
  * one off in turn, must agree; every plan must validate. Also: the MLP's loss goes down, and a
  * kernel error fails a step cleanly. Prints "differential: N passed, N failed". */
-#include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "exec.h"
-#include "fe.h"
+#include "kiln_test.h"
 
 #define DT_STEPS 3
 #define DT_SEED 20261122u
@@ -23,76 +22,9 @@ static void dt_check(bool ok, const char *what, const char *model, const char *c
   else dt_failed++, printf("FAIL %s: %s (%s)\n", model, what, cfg);
 }
 
-/* ---- source files ---- */
-
-static char dt_root[1024];
-
-/* The source tree, from this file's path (CMake compiles it by absolute path). */
-static void dt_find_root(void) {
-  snprintf(dt_root, sizeof dt_root, "%s", __FILE__);
-  char *p = strstr(dt_root, "tests/passes/test_differential.c");
-  if (p) *p = 0;
-  else snprintf(dt_root, sizeof dt_root, "./");
-}
-
-/* Small sizes for speed; each applies only where the file declares the dim. */
-static const fe_define dt_small[] = {{"batch", 4}, {"seq", 8}, {"vocab", 50}, {"d_model", 16},
-                                     {"heads", 2}, {"d_ff", 32}};
-
-static int dt_defines(const fe_file *f, fe_define *out) {
-  int n = 0;
-  for (const fe_dim *d = f->dims; d; d = d->next)
-    for (size_t i = 0; i < sizeof dt_small / sizeof *dt_small; i++)
-      if (strcmp(d->name, dt_small[i].name) == 0) out[n++] = dt_small[i];
-  return n;
-}
-
 /* ---- random inputs ---- */
 
-static uint64_t dt_rng = 88172645463325252ull;
-static uint32_t dt_next(void) {
-  dt_rng ^= dt_rng << 13, dt_rng ^= dt_rng >> 7, dt_rng ^= dt_rng << 17;
-  return (uint32_t)(dt_rng >> 11);
-}
-
-/* Exclusive upper bound for an i32 input: the class count of the losses and the input_dim of
- * the embeddings that read it. */
-static int64_t dt_i32_range(const ir_graph *g, int t) {
-  int64_t hi = 1 << 30;
-  for (int i = 0; i < ir_nnodes(g); i++) {
-    const ir_node *n = ir_node_at(g, i);
-    if (n->op == IR_OP_softmax_cross_entropy && n->nin > 1 && n->in[1] == t) {
-      const k_shape *s = &ir_tensor_at(g, n->in[0])->shape;
-      if (s->d[s->rank - 1] < hi) hi = s->d[s->rank - 1];
-    }
-    if (n->op == IR_OP_embedding && n->in[0] == t) {
-      int64_t d = ((const k_embedding_param *)n->param)->input_dim;
-      if (d < hi) hi = d;
-    }
-  }
-  return hi == 1 << 30 ? 2 : hi;
-}
-
-/* One batch for every INPUT tensor of the lowered graph (NULL for other tensors). */
-static void **dt_batch(const ir_graph *g) {
-  void **b = calloc((size_t)ir_ntensors(g) + 1, sizeof *b);
-  for (int t = 0; t < ir_ntensors(g); t++) {
-    const ir_tensor *x = ir_tensor_at(g, t);
-    if (x->kind != IR_T_INPUT) continue;
-    int64_t n = ir_tensor_numel(x), hi = x->dtype == K_I32 ? dt_i32_range(g, t) : 0;
-    b[t] = malloc((size_t)(n ? n : 1) * 4);
-    for (int64_t i = 0; i < n; i++) {
-      if (x->dtype == K_I32) ((int32_t *)b[t])[i] = (int32_t)(dt_next() % (uint32_t)hi);
-      else ((float *)b[t])[i] = (float)(dt_next() % 2000001) / 1e6f - 1.0f;
-    }
-  }
-  return b;
-}
-
-static void dt_batch_free(const ir_graph *g, void **b) {
-  for (int t = 0; b && t < ir_ntensors(g); t++) free(b[t]);
-  free(b);
-}
+static uint64_t dt_rng = TS_RNG_SEED;
 
 /* The buffers an entry point takes: the graph's inputs, picked out of a batch. */
 static int dt_args(const ir_graph *g, void **batch, const void **args) {
@@ -120,24 +52,6 @@ typedef struct {
   void **pbatch;              /* predict data */
   void **tbatch[DT_STEPS];    /* a batch per train step */
 } dt_model;
-
-static ir_graph *dt_compile(const ir_graph *lowered, ir_mode mode, uint32_t disabled) {
-  ir_diag d;
-  ir_diag_init(&d, stderr);
-  pass_ctx cx;
-  pass_ctx_init(&cx, mode, &d);
-  cx.disabled = disabled;
-  ir_graph *g = pass_compile(lowered, &cx);
-  pass_ctx_free(&cx);
-  ir_diag_free(&d);
-  return g;
-}
-
-/* Compiled graphs own a plan that ir_graph_free does not know about. */
-static void dt_graph_free(ir_graph *g) {
-  if (g) pass_plan_free(g->plan), g->plan = NULL;
-  ir_graph_free(g);
-}
 
 static int64_t dt_outputs_numel(const ir_graph *g) {
   int64_t n = 0;
@@ -206,7 +120,7 @@ static void dt_describe(const ir_graph *g, const char *what) {
 static void dt_run(const dt_model *dm, uint32_t disabled, const char *cfg, dt_result *r) {
   char err[EX_ERR_LEN] = "";
   memset(r, 0, sizeof *r);
-  ir_graph *pg = dt_compile(dm->lowered, IR_MODE_PREDICT, disabled), *tg = NULL;
+  ir_graph *pg = ts_compile(dm->lowered, IR_MODE_PREDICT, disabled), *tg = NULL;
   ex_model *m = ex_model_new(dm->lowered, DT_SEED, err, sizeof err);
   if (!m) printf("  %s: %s\n", dm->name, err);
   if (m && dt_plan_ok(pg, dm, cfg)) {
@@ -216,7 +130,7 @@ static void dt_run(const dt_model *dm, uint32_t disabled, const char *cfg, dt_re
     if (!r->pred) printf("  %s\n", err);
   }
   if (m && r->pred && dm->lowered->has_train) {
-    tg = dt_compile(dm->lowered, IR_MODE_TRAIN, disabled);
+    tg = ts_compile(dm->lowered, IR_MODE_TRAIN, disabled);
     if (!disabled) dt_describe(pg, "predict"), dt_describe(tg, "train");
     bool ok = dt_plan_ok(tg, dm, cfg) && dt_train(dm, m, tg, r, cfg);
     if (ok) r->pred2 = dt_predict(m, pg, dm->pbatch, err);
@@ -225,8 +139,8 @@ static void dt_run(const dt_model *dm, uint32_t disabled, const char *cfg, dt_re
   if (m) r->w = dt_weights(m, &r->nw);
   r->ran = m && r->pred;
   ex_model_free(m);
-  dt_graph_free(pg);
-  dt_graph_free(tg);
+  ts_graph_free(pg);
+  ts_graph_free(tg);
 }
 
 /* ---- comparison ---- */
@@ -292,55 +206,36 @@ static void dt_model_run(const dt_model *dm) {
 }
 
 static void dt_model_go(const char *label, const ir_graph *g) {
-  dt_model dm = {label, g, dt_batch(g), {NULL}};
-  for (int s = 0; s < DT_STEPS; s++) dm.tbatch[s] = dt_batch(g);
+  dt_model dm = {label, g, ts_batch(g, &dt_rng), {NULL}};
+  for (int s = 0; s < DT_STEPS; s++) dm.tbatch[s] = ts_batch(g, &dt_rng);
   dt_model_run(&dm);
-  dt_batch_free(g, dm.pbatch);
-  for (int s = 0; s < DT_STEPS; s++) dt_batch_free(g, dm.tbatch[s]);
+  ts_batch_free(g, dm.pbatch);
+  for (int s = 0; s < DT_STEPS; s++) ts_batch_free(g, dm.tbatch[s]);
 }
 
 /* Lowers every model of a file (small dims) and hands each graph to fn. */
 static void dt_each_model(const char *path, const fe_define *extra, int nextra,
                           void (*fn)(const char *label, const ir_graph *g)) {
-  ir_diag d;
-  ir_diag_init(&d, stderr);
-  fe_file *f = fe_parse_file(path, &d);
-  fe_define defs[16];
-  int nd = f ? dt_defines(f, defs) : 0;
-  for (int i = 0; i < nextra; i++) {
-    int j = 0;
-    while (j < nd && strcmp(defs[j].name, extra[i].name) != 0) j++;
-    if (j < 16) defs[j] = extra[i], nd += j == nd;
-  }
-  if (!f || d.errors || fe_check_file(f, defs, nd, &d)) dt_check(false, "parses", path, "front end");
-  for (fe_model *m = f && !d.errors ? f->models : NULL; m; m = m->next) {
-    ir_graph *g = fe_lower_model(f, m, defs, nd, &d);
+  ts_front fr = {.small = true};
+  bool ok = ts_load(&fr, path, NULL, extra, nextra);
+  if (!ok) dt_check(false, "parses", path, "front end");
+  for (fe_model *m = ok ? fr.file->models : NULL; m; m = m->next) {
+    ir_graph *g = ts_lower(&fr, m);
     char label[256];
     snprintf(label, sizeof label, "%s:%s", strrchr(path, '/') ? strrchr(path, '/') + 1 : path, m->name);
     if (g) fn(label, g);
     else dt_check(false, "lowers", label, "front end");
     ir_graph_free(g);
   }
-  fe_file_free(f);
-  ir_diag_free(&d);
+  ts_front_free(&fr);
 }
+
+static void dt_file_go(const char *path, void *ctx) { dt_each_model(path, NULL, 0, dt_model_go); }
 
 static void dt_each_file(const char *dir) {
   char path[2048];
-  snprintf(path, sizeof path, "%s%s", dt_root, dir);
-  struct dirent **list = NULL;
-  int n = scandir(path, &list, NULL, alphasort);
-  if (n < 0) dt_check(false, "lists its models", path, "files");
-  for (int i = 0; i < n; i++) {
-    size_t len = strlen(list[i]->d_name);
-    if (len > 5 && strcmp(list[i]->d_name + len - 5, ".kiln") == 0) {
-      char file[4096];
-      snprintf(file, sizeof file, "%s/%s", path, list[i]->d_name);
-      dt_each_model(file, NULL, 0, dt_model_go);
-    }
-    free(list[i]);
-  }
-  free(list);
+  snprintf(path, sizeof path, "%s%s", ts_root(), dir);
+  if (ts_each_model(dir, dt_file_go, NULL) < 0) dt_check(false, "lists its models", path, "files");
 }
 
 /* ---- an independent oracle: the MLP's predict and first SGD step computed here in double ---- */
@@ -415,9 +310,9 @@ static bool dt_mlp_step_ok(const dt_mlp *p0, const float *w0, const ex_model *m,
 
 static void dt_mlp_oracle(const char *label, const ir_graph *g) {
   char err[EX_ERR_LEN] = "";
-  ir_graph *pg = dt_compile(g, IR_MODE_PREDICT, 0), *tg = dt_compile(g, IR_MODE_TRAIN, 0);
+  ir_graph *pg = ts_compile(g, IR_MODE_PREDICT, 0), *tg = ts_compile(g, IR_MODE_TRAIN, 0);
   ex_model *m = ex_model_new(g, DT_SEED, err, sizeof err);
-  void **b = dt_batch(g);
+  void **b = ts_batch(g, &dt_rng);
   int xt = ir_graph_find_tensor(g, "image"), yt = ir_graph_find_tensor(g, "label");
   dt_mlp p = {0};
   bool ok = pg && tg && m && xt >= 0 && yt >= 0 && dt_mlp_weights(m, &p) && p.nh <= 256 && p.no <= 64;
@@ -434,17 +329,17 @@ static void dt_mlp_oracle(const char *label, const ir_graph *g) {
   if (!ok) printf("  %s\n", err);
   free(prob), free(w0);
   ex_model_free(m);
-  dt_batch_free(g, b);
-  dt_graph_free(pg), dt_graph_free(tg);
+  ts_batch_free(g, b);
+  ts_graph_free(pg), ts_graph_free(tg);
 }
 
 /* ---- whole-path sanity: the MLP learns a fixed batch; a bad label fails a step cleanly ---- */
 
 static void dt_learns(const char *label, const ir_graph *g) {
   char err[EX_ERR_LEN] = "";
-  ir_graph *tg = dt_compile(g, IR_MODE_TRAIN, 0);
+  ir_graph *tg = ts_compile(g, IR_MODE_TRAIN, 0);
   ex_model *m = ex_model_new(g, DT_SEED, err, sizeof err);
-  void **b = dt_batch(g);
+  void **b = ts_batch(g, &dt_rng);
   const void *args[DT_MAX_IN];
   float loss[20] = {0};
   bool ran = tg && m && dt_args(tg, b, args) == 2;
@@ -453,16 +348,16 @@ static void dt_learns(const char *label, const ir_graph *g) {
   printf("  %s: loss %.4f after 1 step, %.4f after 20\n", label, loss[0], loss[19]);
   dt_check(ran && loss[19] < 0.5f * loss[0], "loss decreases over 20 train steps", label, "all passes");
   ex_model_free(m);
-  dt_batch_free(g, b);
-  dt_graph_free(tg);
+  ts_batch_free(g, b);
+  ts_graph_free(tg);
 }
 
 /* A label out of range is a kernel error: nonzero, a message, weights and step untouched. */
 static void dt_bad_label(const char *label, const ir_graph *g) {
   char err[EX_ERR_LEN] = "";
-  ir_graph *tg = dt_compile(g, IR_MODE_TRAIN, 0);
+  ir_graph *tg = ts_compile(g, IR_MODE_TRAIN, 0);
   ex_model *m = ex_model_new(g, DT_SEED, err, sizeof err);
-  void **b = dt_batch(g);
+  void **b = ts_batch(g, &dt_rng);
   int lt = ir_graph_find_tensor(g, "label");
   if (lt >= 0) ((int32_t *)b[lt])[1] = 1000;
   const void *args[DT_MAX_IN];
@@ -475,16 +370,15 @@ static void dt_bad_label(const char *label, const ir_graph *g) {
   dt_check(failed && err[0] && same, "a bad label fails the step and leaves the weights", label, "all passes");
   free(w0), free(w1);
   ex_model_free(m);
-  dt_batch_free(g, b);
-  dt_graph_free(tg);
+  ts_batch_free(g, b);
+  ts_graph_free(tg);
 }
 
 int main(void) {
-  dt_find_root();
   dt_each_file("examples");
   dt_each_file("tests/passes/models");
   char mlp[2048];
-  snprintf(mlp, sizeof mlp, "%sexamples/mlp.kiln", dt_root);
+  snprintf(mlp, sizeof mlp, "%sexamples/mlp.kiln", ts_root());
   fe_define b16 = {"batch", 16};
   dt_each_model(mlp, &b16, 1, dt_learns);
   dt_each_model(mlp, NULL, 0, dt_bad_label);

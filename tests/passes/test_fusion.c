@@ -2,58 +2,18 @@
  * the fused node takes and gives, that values used only inside a group get no buffer, the
  * explain line for every unfused neighbour, backward nodes in train mode, and the DOT writer. */
 #define _GNU_SOURCE   /* open_memstream */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "fe.h"
-#include "passes.h"
-
-static int passed, failed;
-
-#define CHECK(cond, ...) t_check((cond), __LINE__, __VA_ARGS__)
-static bool t_check(bool ok, int line, const char *fmt, ...) {
-  if (ok) return passed++, true;
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "test_fusion.c:%d: FAIL: ", line);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  failed++;
-  return false;
-}
+#include "kiln_test.h"
 
 /* ---- the harness: a model from text through the pipeline, explain lines kept ---- */
 
-typedef struct {
-  fe_file *f;
-  ir_graph *lowered, *g;
-  ir_diag d;
-  pass_ctx cx;
-} t_run;
+typedef ts_run t_run;
 
-static t_run *t_compile(const char *src, ir_mode mode, uint32_t disabled) {
-  t_run *r = calloc(1, sizeof *r);
-  ir_diag_init(&r->d, stderr);
-  r->f = fe_parse_text("t.kiln", src, strlen(src), &r->d);
-  if (r->f && !r->d.errors && !fe_check_file(r->f, NULL, 0, &r->d)) r->lowered = fe_lower_model(r->f, r->f->models, NULL, 0, &r->d);
-  pass_ctx_init(&r->cx, mode, &r->d);
-  r->cx.disabled = disabled;
-  if (r->lowered) r->g = pass_compile(r->lowered, &r->cx);
-  return r;
-}
-
-static void t_free(t_run *r) {
-  if (r->g) pass_plan_free(r->g->plan), r->g->plan = NULL;
-  ir_graph_free(r->g);
-  ir_graph_free(r->lowered);
-  fe_file_free(r->f);
-  pass_ctx_free(&r->cx);
-  ir_diag_free(&r->d);
-  free(r);
-}
+static t_run *t_compile(const char *src, ir_mode mode, uint32_t disabled) { return ts_run_new("t.kiln", src, mode, disabled); }
+#define t_free ts_run_free
 
 static int t_count_kind(const ir_graph *g, ir_node_kind k) {
   int c = 0;
@@ -148,7 +108,7 @@ static void test_split_by_gemm(void) {
   CHECK(t_explained(r, "h (relu) -> f (fully_connected): fully_connected is not elementwise", NULL) &&
         t_explained(r, "f (fully_connected) -> ", "(add): fully_connected is not elementwise", NULL),
         "both edges of the FC are explained");
-  if (failed) t_dump_explain(r);
+  if (ts_failed) t_dump_explain(r);
   t_free(r);
 }
 
@@ -168,7 +128,7 @@ static void test_order(void) {
   if (!CHECK(r->g, "order model did not compile")) return t_free(r);
   CHECK(t_count_kind(r->g, IR_N_FUSED) == 0, "no group across the FC");
   CHECK(t_explained(r, "a (exp) -> b (mul): the group would run a after f, which reads a", NULL), "order reason");
-  if (failed) t_dump_explain(r);
+  if (ts_failed) t_dump_explain(r);
   t_free(r);
 }
 
@@ -214,7 +174,7 @@ static void test_backward(void) {
   CHECK(bwd_group, "_backward_mul and _backward_tanh form one group");
   CHECK(t_explained(r, "_backward_mul broadcasts", NULL), "the broadcast backward (s is [8]) is explained");
   CHECK(pass_plan_validate(r->g, r->g->plan, stderr) == 0, "train plan valid");
-  if (failed) t_dump_explain(r);
+  if (ts_failed) t_dump_explain(r);
   t_free(r);
 }
 
@@ -263,6 +223,5 @@ int main(void) {
   test_inplace_through_group();
   test_backward();
   test_dot();
-  printf("test_fusion: %d passed, %d failed\n", passed, failed);
-  return failed != 0;
+  return ts_summary("test_fusion");
 }

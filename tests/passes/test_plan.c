@@ -2,70 +2,18 @@
  * each optional pass on and off (validated, never larger than naive), the validator rejecting
  * broken plans, and the ResNet figures (arena against naive) that docs/passes.md quotes. */
 #define _GNU_SOURCE   /* open_memstream */
-#include <dirent.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "fe.h"
-#include "passes.h"
-
-static int passed, failed;
-
-#define CHECK(cond, ...) t_check((cond), __LINE__, __VA_ARGS__)
-static bool t_check(bool ok, int line, const char *fmt, ...) {
-  if (ok) return passed++, true;
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "test_plan.c:%d: FAIL: ", line);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  failed++;
-  return false;
-}
+#include "kiln_test.h"
 
 /* ---- the harness ---- */
 
-typedef struct {
-  fe_file *f;
-  ir_graph *lowered, *g;
-  ir_diag d;
-  pass_ctx cx;
-} t_run;
+typedef ts_run t_run;
 
-static t_run *t_lower(fe_file *f, ir_diag *d) {
-  t_run *r = calloc(1, sizeof *r);
-  r->f = f;
-  if (f && !d->errors && !fe_check_file(f, NULL, 0, d)) r->lowered = fe_lower_model(f, f->models, NULL, 0, d);
-  return r;
-}
-
-static void t_compile(t_run *r, ir_mode mode, uint32_t disabled) {
-  pass_ctx_init(&r->cx, mode, &r->d);
-  r->cx.disabled = disabled;
-  if (r->lowered) r->g = pass_compile(r->lowered, &r->cx);
-}
-
-static t_run *t_text(const char *src, ir_mode mode, uint32_t disabled) {
-  ir_diag d;
-  ir_diag_init(&d, stderr);
-  t_run *r = t_lower(fe_parse_text("t.kiln", src, strlen(src), &d), &d);
-  r->d = d;
-  t_compile(r, mode, disabled);
-  return r;
-}
-
-static void t_free(t_run *r) {
-  if (r->g) pass_plan_free(r->g->plan), r->g->plan = NULL;
-  ir_graph_free(r->g);
-  ir_graph_free(r->lowered);
-  fe_file_free(r->f);
-  pass_ctx_free(&r->cx);
-  ir_diag_free(&r->d);
-  free(r);
-}
+static t_run *t_text(const char *src, ir_mode mode, uint32_t disabled) { return ts_run_new("t.kiln", src, mode, disabled); }
+#define t_free ts_run_free
 
 /* The node whose first output is tensor `name`, or NULL. */
 static const ir_node *t_writer(const ir_graph *g, const char *name) {
@@ -159,23 +107,7 @@ static void t_check_pairs(const ir_graph *g, const char *what) {
 
 /* ---- the plan on every example ---- */
 
-static const char *t_root(void) {
-  static char root[1024];
-  snprintf(root, sizeof root, "%s", __FILE__);
-  char *p = strstr(root, "tests/passes/test_plan.c");
-  if (p) *p = 0;
-  else snprintf(root, sizeof root, "./");
-  return root;
-}
-
-static t_run *t_example(const char *path, ir_mode mode, uint32_t disabled) {
-  t_run *r = calloc(1, sizeof *r);
-  ir_diag_init(&r->d, stderr);
-  r->f = fe_parse_file(path, &r->d);
-  if (r->f && !r->d.errors && !fe_check_file(r->f, NULL, 0, &r->d)) r->lowered = fe_lower_model(r->f, r->f->models, NULL, 0, &r->d);
-  t_compile(r, mode, disabled);
-  return r;
-}
+static t_run *t_example(const char *path, ir_mode mode, uint32_t disabled) { return ts_run_new(path, NULL, mode, disabled); }
 
 static const uint32_t t_masks[] = {0, OFF(inplace), OFF(fusion), OFF(plan), OFF(prune),
                                    OFF(inplace) | OFF(fusion), OFF(inplace) | OFF(fusion) | OFF(plan) | OFF(prune)};
@@ -198,24 +130,16 @@ static void t_plan_one(const char *path, ir_mode mode, uint32_t mask) {
   t_free(r);
 }
 
-static void test_examples(void) {
-  char dir[1100];
-  snprintf(dir, sizeof dir, "%sexamples", t_root());
-  DIR *d = opendir(dir);
-  if (!CHECK(d != NULL, "cannot open %s", dir)) return;
-  int n = 0;
-  for (struct dirent *e; (e = readdir(d));) {
-    size_t l = strlen(e->d_name);
-    if (l < 6 || strcmp(e->d_name + l - 5, ".kiln")) continue;
-    char path[1400];
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    for (size_t k = 0; k < sizeof t_masks / sizeof *t_masks; k++) {
-      t_plan_one(path, IR_MODE_PREDICT, t_masks[k]);
-      t_plan_one(path, IR_MODE_TRAIN, t_masks[k]);
-    }
-    n++;
+static void t_plan_all(const char *path, void *ctx) {
+  for (size_t k = 0; k < sizeof t_masks / sizeof *t_masks; k++) {
+    t_plan_one(path, IR_MODE_PREDICT, t_masks[k]);
+    t_plan_one(path, IR_MODE_TRAIN, t_masks[k]);
   }
-  closedir(d);
+}
+
+static void test_examples(void) {
+  int n = ts_each_model("examples", t_plan_all, NULL);
+  if (!CHECK(n >= 0, "cannot open %sexamples", ts_root())) return;
   CHECK(n >= 4, "found %d examples", n);
 }
 
@@ -336,7 +260,7 @@ static void t_figure(const char *path, ir_mode mode, double aim) {
 
 static void test_figures(void) {
   char path[1100];
-  snprintf(path, sizeof path, "%sexamples/resnet.kiln", t_root());
+  snprintf(path, sizeof path, "%sexamples/resnet.kiln", ts_root());
   t_figure(path, IR_MODE_PREDICT, 10);
   t_figure(path, IR_MODE_TRAIN, 45);
 }
@@ -349,6 +273,5 @@ int main(void) {
   test_validator_workspace();
   test_examples();
   test_figures();
-  printf("test_plan: %d passed, %d failed\n", passed, failed);
-  return failed != 0;
+  return ts_summary("test_plan");
 }
