@@ -1,0 +1,155 @@
+/* bench_models.c — end-to-end throughput of one generated model .so: train_step and predict
+ * samples per second. It loads the .so through its name-free `kiln_model` descriptor, so one
+ * binary times every model; torch_models.py is its PyTorch twin and run.sh runs both.
+ *
+ * Usage: kiln_bench_models LIB.so [seconds [train|predict]]
+ *   seconds  minimum length of one timed run (default 0.5)
+ *   train|predict  time only that entry point (for profiling under perf); default both
+ * Prints TSV: model, mode, batch, samples/s, iterations per run, then a comment line with the
+ * peak RSS. Threads come from the environment (KILN_NUM_THREADS, OPENBLAS_NUM_THREADS).
+ *
+ * Inputs: f32 inputs are uniform in [-1, 1). An i32 input is an index, so its valid range is
+ * read off the first train step that consumes it: if the step's other input is a parameter
+ * (embedding), the parameter's first dim; otherwise (softmax_cross_entropy's logits) the last
+ * dim of that other input. */
+#include "rt_model.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#define BM_RUNS 5
+#define BM_MAX_IO 64
+
+static double bm_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static long bm_max_rss_kib(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss;
+}
+
+static uint64_t bm_rng = 0x9e3779b97f4a7c15u;
+static uint32_t bm_rand(void) {   /* xorshift64*: deterministic, good enough for data */
+  bm_rng ^= bm_rng >> 12, bm_rng ^= bm_rng << 25, bm_rng ^= bm_rng >> 27;
+  return (uint32_t)((bm_rng * 0x2545f4914f6cdd1dull) >> 32);
+}
+
+/* The exclusive upper bound of index input t, from the first train step that reads it. */
+static int64_t bm_index_range(const rt_model_desc *d, int32_t t) {
+  const rt_program *p = d->has_train ? &d->train : &d->predict;
+  for (int s = 0; s < p->nsteps; s++) {
+    const rt_step *st = &p->steps[s];
+    if (st->kind != RT_STEP_FORWARD) continue;
+    for (int i = 0; i < st->nin; i++) {
+      if (st->in[i] != t) continue;
+      for (int j = 0; j < st->nin; j++) {
+        if (j == i || st->in[j] < 0) continue;
+        const rt_tensor_info *o = &d->tensors[st->in[j]];
+        return o->role == RT_ROLE_PARAM ? o->shape.d[0] : o->shape.d[o->shape.rank - 1];
+      }
+    }
+  }
+  return 2;
+}
+
+static void *bm_fill(const rt_model_desc *d, int32_t t) {
+  const rt_tensor_info *ti = &d->tensors[t];
+  int64_t n = k_shape_numel(&ti->shape);
+  void *buf = malloc((size_t)(n > 0 ? n : 1) * 4);
+  if (!buf) exit(1);
+  if (ti->dtype == K_F32) {
+    for (int64_t i = 0; i < n; i++) ((float *)buf)[i] = (float)bm_rand() * (2.0f / 4294967296.0f) - 1.0f;
+  } else {
+    int64_t r = bm_index_range(d, t);
+    fprintf(stderr, "# %s: %s in [0, %lld)\n", d->name, ti->name, (long long)r);
+    for (int64_t i = 0; i < n; i++) ((int32_t *)buf)[i] = (int32_t)(bm_rand() % (uint32_t)r);
+  }
+  return buf;
+}
+
+typedef struct {
+  const rt_model_api *api;
+  rt_model *m;
+  const void *in[BM_MAX_IO];
+  void *out[BM_MAX_IO];
+  int train;
+} bm_ctx;
+
+static void bm_call(bm_ctx *c, int iters) {
+  for (int i = 0; i < iters; i++) {
+    float loss;
+    int rc = c->train ? c->api->train_step(c->m, c->in, &loss) : c->api->predict(c->m, c->in, c->out);
+    if (rc) fprintf(stderr, "kiln_bench_models: %s\n", c->api->error(c->m)), exit(1);
+  }
+}
+
+/* Warm-up (at least 3 calls and 0.2 s), calibrate iterations to `secs`, best of BM_RUNS. */
+static double bm_time(bm_ctx *c, double secs, int *iters_out) {
+  double t0 = bm_now();
+  int n = 0;
+  do bm_call(c, 1), n++;
+  while (n < 3 || bm_now() - t0 < 0.2);
+  double per = (bm_now() - t0) / n;
+  int iters = (int)ceil(secs / per);
+  if (iters < 2) iters = 2;
+  double best = INFINITY;
+  for (int r = 0; r < BM_RUNS; r++) {
+    double a = bm_now();
+    bm_call(c, iters);
+    double t = bm_now() - a;
+    if (t < best) best = t;
+  }
+  *iters_out = iters;
+  return best / iters;
+}
+
+static int bm_run(const rt_model_api *api, double secs, const char *only) {
+  const rt_model_desc *d = api->desc;
+  if (!d->has_train || d->train.ninputs > BM_MAX_IO || d->predict.ninputs > BM_MAX_IO ||
+      d->predict.noutputs > BM_MAX_IO)
+    return fprintf(stderr, "kiln_bench_models: '%s' has no train_step or too many inputs\n", d->name), 1;
+  long base = bm_max_rss_kib();
+  bm_ctx c = {.api = api, .m = api->create(d, 42)};
+  if (!c.m) return fprintf(stderr, "kiln_bench_models: out of memory\n"), 1;
+  int64_t batch = d->tensors[d->predict.inputs[0]].shape.d[0];
+  for (int pass = 0; pass < 2; pass++) {
+    const rt_program *p = pass == 0 ? &d->train : &d->predict;
+    c.train = pass == 0;
+    if (only && strcmp(only, c.train ? "train" : "predict") != 0) continue;
+    for (int i = 0; i < p->ninputs; i++) c.in[i] = bm_fill(d, p->inputs[i]);
+    for (int i = 0; !c.train && i < p->noutputs; i++) c.out[i] = bm_fill(d, p->outputs[i]);
+    int iters;
+    double per = bm_time(&c, secs, &iters);
+    printf("%s\t%s\t%lld\t%.1f\t%d\n", d->name, c.train ? "train" : "predict", (long long)batch,
+           (double)batch / per, iters);
+    for (int i = 0; i < p->ninputs; i++) free((void *)c.in[i]);
+    for (int i = 0; !c.train && i < p->noutputs; i++) free(c.out[i]);
+  }
+  api->destroy(c.m);
+  printf("# rss_kib\t%s\t%ld\t%ld\n", d->name, base, bm_max_rss_kib());
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) return fprintf(stderr, "usage: %s LIB.so [seconds [train|predict]]\n", argv[0]), 2;
+  double secs = argc > 2 ? atof(argv[2]) : 0.5;
+  char path[4096];   /* dlopen searches the library path for a bare name */
+  snprintf(path, sizeof path, "%s%s", strchr(argv[1], '/') ? "" : "./", argv[1]);
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) return fprintf(stderr, "kiln_bench_models: %s\n", dlerror()), 1;
+  const rt_model_api *api = dlsym(h, "kiln_model");
+  if (!api || !api->abi || strcmp(api->abi, RT_MODEL_ABI) != 0)
+    return fprintf(stderr, "kiln_bench_models: %s: no kiln_model of ABI %s\n", argv[1], RT_MODEL_ABI), 1;
+  int rc = bm_run(api, secs > 0 ? secs : 0.5, argc > 3 ? argv[3] : NULL);
+  dlclose(h);
+  return rc;
+}

@@ -1,0 +1,71 @@
+#!/bin/sh
+# run.sh — whole-model throughput: every example compiled by kiln into a .so and timed by
+# kiln_bench_models, next to its PyTorch twin (torch_models.py), same batch, same thread count.
+# Usage: bench/models/run.sh [build-dir]
+#   build-dir  a Kiln build tree (default: build-bench at the repo root; configure one with
+#              scripts/build.sh build-bench -DCMAKE_BUILD_TYPE=Release); its kiln target is
+#              (re)built first.
+# Environment: THREADS (default "1 2"), MODELS (default "mlp lenet resnet transformer"),
+#   SECS (minimum seconds per timed run, default 0.5), ROUNDS (default 2: the kiln/torch pair is
+#   run ROUNDS times alternately and each side keeps its best), PYTHON (default /usr/bin/python3).
+set -eu
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${1:-$ROOT/build-bench}
+PY=${PYTHON:-/usr/bin/python3}
+THREADS=${THREADS:-1 2}
+MODELS=${MODELS:-mlp lenet resnet transformer}
+SECS=${SECS:-0.5}
+ROUNDS=${ROUNDS:-2}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+cmake --build "$BUILD" --target kiln -j 2 >/dev/null
+for m in $MODELS; do
+  "$BUILD/tools/kiln" compile "$ROOT/examples/$m.kiln" -o "$TMP/lib$m.so" >"$TMP/log" 2>&1 || { cat "$TMP/log" >&2; exit 1; }
+done
+${CC:-cc} -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -I"$ROOT/runtime" -I"$ROOT/kernels" \
+  "$ROOT/bench/models/bench_models.c" -o "$TMP/kiln_bench_models" -ldl -lm
+
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC')  $(uname -m)  $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')  nproc $(nproc)"
+echo "# torch $("$PY" -c 'import torch; print(torch.__version__)')  secs/run $SECS  rounds $ROUNDS  load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+for t in $THREADS; do
+  for r in $(seq "$ROUNDS"); do
+    for m in $MODELS; do
+      KILN_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t \
+        "$TMP/kiln_bench_models" "$TMP/lib$m.so" "$SECS" 2>/dev/null | sed "s/^/kiln\t$t\t/" >> "$TMP/all.tsv"
+      OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t \
+        "$PY" "$ROOT/bench/models/torch_models.py" "$t" "$SECS" "$m" | sed "s/^/torch\t$t\t/" >> "$TMP/all.tsv"
+    done
+  done
+done
+echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+"$PY" - "$TMP/all.tsv" <<'PYEOF'
+import sys
+best, rss = {}, {}
+for line in open(sys.argv[1]):
+    f = line.rstrip("\n").split("\t")
+    side, t = f[0], f[1]
+    if f[2] == "# rss_kib":   # model, RSS before creating the model, peak RSS (KiB)
+        m, base, peak = f[3], int(f[4]), int(f[5])
+        rss[(m, side)] = max(rss.get((m, side), (0, 0)), (peak - base, peak))
+        continue
+    m, mode, batch, sps = f[2], f[3], f[4], float(f[5])
+    key = (m, mode, t, batch)
+    best.setdefault(key, {})
+    best[key][side] = max(best[key].get(side, 0.0), sps)
+print("| model | mode | threads | batch | kiln samples/s | torch samples/s | kiln/torch |")
+print("|---|---|---:|---:|---:|---:|---:|")
+for (m, mode, t, batch), v in best.items():
+    k, p = v.get("kiln", float("nan")), v.get("torch", float("nan"))
+    print(f"| {m} | {mode} | {t} | {batch} | {k:,.0f} | {p:,.0f} | {k / p:.2f} |")
+print()
+print("Peak RSS of the process (MiB), and in parentheses its growth from just before the model was")
+print("created (torch: after `import torch`); the most over thread counts and rounds.")
+print()
+print("| model | kiln | torch |")
+print("|---|---:|---:|")
+for m in dict.fromkeys(k[0] for k in rss):
+    cell = lambda s: "%.0f (+%.0f)" % (rss[(m, s)][1] / 1024, rss[(m, s)][0] / 1024) if (m, s) in rss else "-"
+    print(f"| {m} | {cell('kiln')} | {cell('torch')} |")
+PYEOF
