@@ -317,12 +317,15 @@ static int env_threads(void) {
   return 0;
 }
 
+/* The default is the naive engine: a compiled program is mostly one chain (the memory plan
+ * reuses buffers, which orders the steps), and handing each step to a worker cost the MLP
+ * 1.6x in training (bench/README.md). KILN_ENGINE=threaded runs independent steps together. */
 rt_engine *rt_engine_create_from_env(void) {
   const char *s = getenv("KILN_ENGINE");
-  rt_engine_kind kind = RT_ENGINE_THREADED;
-  if (s && strcmp(s, "naive") == 0) kind = RT_ENGINE_NAIVE;
-  else if (s && *s && strcmp(s, "threaded") != 0)
-    fprintf(stderr, "kiln runtime: unknown KILN_ENGINE='%s'; using threaded\n", s);
+  rt_engine_kind kind = RT_ENGINE_NAIVE;
+  if (s && strcmp(s, "threaded") == 0) kind = RT_ENGINE_THREADED;
+  else if (s && *s && strcmp(s, "naive") != 0)
+    fprintf(stderr, "kiln runtime: unknown KILN_ENGINE='%s'; using naive\n", s);
   return rt_engine_create(kind, env_threads());
 }
 

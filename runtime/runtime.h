@@ -85,7 +85,7 @@ typedef int (*rt_sync_fn)(void *arg, rt_run_ctx *rc);
 typedef void (*rt_async_fn)(void *arg, rt_run_ctx *rc);
 
 rt_engine *rt_engine_create(rt_engine_kind kind, int nthreads);  /* nthreads <= 0: cores */
-rt_engine *rt_engine_create_from_env(void);  /* KILN_ENGINE=naive|threaded, KILN_NUM_THREADS */
+rt_engine *rt_engine_create_from_env(void);  /* KILN_ENGINE=naive (default)|threaded, KILN_NUM_THREADS */
 rt_engine *rt_engine_default(void);          /* created on first use from the environment */
 void rt_engine_shutdown_default(void);
 void rt_engine_destroy(rt_engine *e);  /* waits for all work (dropping unreported errors),

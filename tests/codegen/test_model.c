@@ -508,7 +508,7 @@ static void tm_bad_label(const tm_model *tm, rt_model *m) {
     tm_args(&tm->d->train, tm->tbatch[s], args);
     ok = !ex_train_step(ex, tm->tg, args, &le[s], err, sizeof err) && tm_rt_train(tm, m, tm->tbatch[s], &lr[s]);
   }
-  int64_t nw, ne;
+  int64_t nw = 0, ne = 0;
   float *w = tm_state(tm, m, &nw), *we = ex ? tm_collect(tm, true, tm_get_ex, ex, &ne) : NULL;
   tm_check(ok && memcmp(le, lr, sizeof le) == 0 && w && we && nw == ne && memcmp(w, we, (size_t)nw * 4) == 0,
            "after a failed step, training goes on as the executor's", tm->name);
@@ -612,8 +612,8 @@ static void tm_each_model(const char *path, tm_fn fn) {
   if (!ok) tm_check(false, "parses", path);
   for (fe_model *m = ok ? fr.file->models : NULL; m; m = m->next) {
     ir_graph *g = ts_lower(&fr, m);
-    char label[256];
-    snprintf(label, sizeof label, "%s:%s", strrchr(path, '/') ? strrchr(path, '/') + 1 : path, m->name);
+    char label[512];
+    snprintf(label, sizeof label, "%.200s:%.200s", strrchr(path, '/') ? strrchr(path, '/') + 1 : path, m->name);
     tm_model tm;
     if (g && tm_model_init(&tm, label, g)) fn(&tm);
     if (g) tm_model_free(&tm);

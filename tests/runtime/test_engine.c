@@ -364,7 +364,7 @@ static void test_env(void) {
   unsetenv("KILN_ENGINE");
   unsetenv("KILN_NUM_THREADS");
   e = rt_engine_default();
-  CHECK(e == rt_engine_default() && rt_engine_get_kind(e) == RT_ENGINE_THREADED, "default");
+  CHECK(e == rt_engine_default() && rt_engine_get_kind(e) == RT_ENGINE_NAIVE, "default is naive");
   rt_engine_shutdown_default();
 }
 
