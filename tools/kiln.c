@@ -522,23 +522,8 @@ static int kiln_find_slot(const rt_model_desc *d, const int32_t *list, int n, co
   return -1;
 }
 
-static void kiln_shape_str(const k_shape *s, char *buf, size_t n) {
-  size_t k = (size_t)snprintf(buf, n, "[");
-  for (int i = 0; i < s->rank && k < n; i++) k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? "," : "", (long long)s->d[i]);
-  if (k < n) snprintf(buf + k, n - k, "]");
-}
-
 static void kiln_tensor_str(const rt_tensor_info *t, char *buf, size_t n) {
-  char sh[256];
-  kiln_shape_str(&t->shape, sh, sizeof sh);
-  snprintf(buf, n, "%s%s", t->dtype == K_I32 ? "i32" : "f32", sh);
-}
-
-static bool kiln_same_shape(const k_shape *a, const k_shape *b) {
-  if (a->rank != b->rank) return false;
-  for (int i = 0; i < a->rank; i++)
-    if (a->d[i] != b->d[i]) return false;
-  return true;
+  ir_type_str((k_dtype)t->dtype, &t->shape, buf, n);
 }
 
 /* One --input: NAME=PATH read into arr[slot], checked against the declared dtype and shape. */
@@ -558,7 +543,7 @@ static int kiln_read_input(const rt_model_desc *d, const char *spec, rt_npy *arr
   kiln_tensor_str(t, want, sizeof want);
   rt_tensor_info as = {.dtype = arr[k].dtype, .shape = arr[k].shape};
   kiln_tensor_str(&as, got, sizeof got);
-  if (arr[k].dtype != (k_dtype)t->dtype || !kiln_same_shape(&arr[k].shape, &t->shape))
+  if (arr[k].dtype != (k_dtype)t->dtype || !ir_shape_eq(&arr[k].shape, &t->shape))
     return fprintf(stderr, "kiln run: input '%s' must be %s; %s holds %s\n", t->name, want, eq + 1, got), 1;
   return 0;
 }
