@@ -1,6 +1,7 @@
 /* kiln.c — the command line. Each command is a row in kiln_commands: its name, a one-line
  * summary, its usage text and the function that runs it. Exit codes: 0 success, 1 an error
- * in the user's model or data, 2 a usage error. */
+ * in the user's model or data, 2 a usage error. What the other command files (kiln_train.c)
+ * share with this one is declared in kiln_tools.h. */
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include "fe.h"
 #include "passes.h"
 #include "runtime.h"
+#include "kiln_tools.h"
 
 typedef struct {
   const char *name;
@@ -96,6 +98,31 @@ static const kiln_command kiln_commands[] = {
    "  --seed N              initialise the weights from their initializers with seed N (default 0)\n"
    "  -D, --model, -O       as for kiln compile (.kiln files only)\n",
    kiln_run_main},
+  {"train", "JIT-compile a model and train it on an MNIST-layout data set, with held-out accuracy",
+   "usage: kiln train FILE.kiln --data DIR [--epochs N] [--save W.safetensors] [--lr X] [--seed N]\n"
+   "                  [--limit N] [-D dim=N]... [--model NAME]\n"
+   "\n"
+   "JIT-compiles the model (as kiln run FILE.kiln does), creates it with --seed, and trains it\n"
+   "for N epochs on the images of DIR in shuffled full batches (the last partial batch of each\n"
+   "epoch is dropped), with a progress bar on stderr. After each epoch it prints the training\n"
+   "loss and the accuracy on the test images (all of them: the last batch is padded and the\n"
+   "padding ignored).\n"
+   "\n"
+   "DIR holds IDX files in the MNIST layout, plain or gzipped (.gz):\n"
+   "  train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte\n"
+   "Pixels are scaled to [0,1], then standardised with the training images' mean and deviation.\n"
+   "The model's train_step must take one f32 image tensor [batch, ...] with rows*cols values\n"
+   "per image and one i32 label tensor [batch]; predict must take the same image tensor, and\n"
+   "its first output, [batch, classes], is read as class scores (argmax = the prediction).\n"
+   "\n"
+   "  --data DIR     the data set (required)\n"
+   "  --epochs N     passes over the training images (default 1)\n"
+   "  --save W       write the weights at the end, as safetensors (kiln run --weights reads them)\n"
+   "  --lr X         the learning rate, instead of the model's\n"
+   "  --seed N       the weights' initialisation and the shuffling (default 0)\n"
+   "  --limit N      only the first N training and N test images (quick runs)\n"
+   "  -D, --model    as for kiln compile\n",
+   kiln_train_main},
   {"help", "show help for a command", "usage: kiln help [COMMAND]\n", kiln_help_main},
 };
 enum { KILN_NCOMMANDS = sizeof kiln_commands / sizeof *kiln_commands };
@@ -141,26 +168,6 @@ static bool kiln_parse_define(const char *arg, fe_define *out) {
   *out = (fe_define){name, v};
   return true;
 }
-
-/* Options of the commands that read a model; each command accepts its own subset. */
-typedef struct {
-  const char *cmd;                 /* "check" or "passes", for messages */
-  const char *file, *model;
-  fe_define defs[64];
-  int ndefs;
-  bool print;                      /* check --print */
-  ir_mode mode;                    /* passes --mode (NONE: train if the model trains) */
-  int print_after;                 /* passes --print-after: pass id, PASS_COUNT = all, -1 */
-  const char *dot;
-  bool stats, explain;
-  uint32_t disabled;
-  /* compile and run */
-  const char *out, *emit, *cpu, *features, *target, *weights;
-  int opt_level;
-  uint64_t seed;
-  const char *inputs[64], *outputs[64];  /* NAME=PATH */
-  int ninputs, noutputs;
-} kiln_opts;
 
 static int kiln_opt_define(kiln_opts *o, const char *v) {
   if (!v) return fprintf(stderr, "kiln %s: -D needs NAME=N\n", o->cmd), 2;
@@ -220,10 +227,10 @@ static int kiln_opt_emit(kiln_opts *o, const char *v) {
                  v ? "')" : ""), 2;
 }
 
-static int kiln_opt_seed(kiln_opts *o, const char *v) {
+int kiln_opt_seed(kiln_opts *o, const char *v) {
   char *end = NULL;
   unsigned long long s = v ? strtoull(v, &end, 10) : 0;
-  if (!v || !*v || *end || *v == '-') return fprintf(stderr, "kiln run: --seed expects an unsigned integer\n"), 2;
+  if (!v || !*v || *end || *v == '-') return fprintf(stderr, "kiln %s: --seed expects an unsigned integer\n", o->cmd), 2;
   o->seed = s;
   return 1;
 }
@@ -260,11 +267,12 @@ static int kiln_build_flag(kiln_opts *o, int argc, char **argv, int *i) {
   return kiln_opt_binding(o, a, v, o->outputs, &o->noutputs);
 }
 
-static int kiln_args(int argc, char **argv, kiln_opts *o) {
+int kiln_args(int argc, char **argv, kiln_opts *o) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int r = strcmp(o->cmd, "passes") == 0 ? kiln_passes_flag(o, argc, argv, &i)
-            : strcmp(o->cmd, "compile") == 0 || strcmp(o->cmd, "run") == 0 ? kiln_build_flag(o, argc, argv, &i) : 0;
+            : strcmp(o->cmd, "compile") == 0 || strcmp(o->cmd, "run") == 0 ? kiln_build_flag(o, argc, argv, &i)
+            : strcmp(o->cmd, "train") == 0 ? kiln_train_flag(o, argc, argv, &i) : 0;
     if (r == 2) return 2;
     if (r == 1) continue;
     if (strncmp(a, "-D", 2) == 0) {
@@ -319,7 +327,7 @@ static void kiln_passes_graph(ir_graph *lowered, const kiln_opts *o, ir_diag *d)
 }
 
 /* Lowers each chosen model of FILE and hands its graph to `each`. */
-static int kiln_for_models(const kiln_opts *o, void (*each)(ir_graph *, const kiln_opts *, ir_diag *)) {
+int kiln_for_models(const kiln_opts *o, void (*each)(ir_graph *, const kiln_opts *, ir_diag *)) {
   ir_diag d;
   ir_diag_init(&d, stderr);
   fe_file *f = fe_parse_file(o->file, &d);
@@ -357,7 +365,7 @@ static int kiln_passes_main(int argc, char **argv) {
 
 /* ---- kiln compile, kiln run ---- */
 
-static double kiln_now(void) {
+double kiln_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
@@ -403,7 +411,7 @@ static int kiln_build_model(const ir_graph *lowered, const kiln_opts *o, bool ll
   return 0;
 }
 
-static int kiln_free_defs(kiln_opts *o, int rc) {
+int kiln_free_defs(kiln_opts *o, int rc) {
   for (int i = 0; i < o->ndefs; i++) free((char *)o->defs[i].name);
   o->ndefs = 0;
   return rc;
@@ -424,7 +432,7 @@ static int kiln_count_models(const char *path) {
 }
 
 /* Only one model per -o, and per kiln run: say so before building anything. */
-static int kiln_one_model(const kiln_opts *o, const char *what) {
+int kiln_one_model(const kiln_opts *o, const char *what) {
   if (o->model || kiln_count_models(o->file) <= 1) return 0;
   fprintf(stderr, "kiln %s: %s holds several models; %s one at a time with --model NAME\n", o->cmd, o->file, what);
   return 2;
@@ -636,10 +644,10 @@ static int kiln_run_api(const rt_model_api *api, const kiln_opts *o) {
   return rc;
 }
 
-/* kiln run FILE.kiln: the model JIT-compiled in this process, run by the runtime linked into
+/* A .kiln model JIT-compiled in this process and handed to `use` with the runtime linked into
  * kiln itself (the descriptor's kernel pointers are this process's kernels). */
-static void kiln_run_graph(ir_graph *lowered, const kiln_opts *co, ir_diag *d) {
-  const kiln_opts *o = co;
+void kiln_jit_graph(ir_graph *lowered, const kiln_opts *o, ir_diag *d,
+                    int (*use)(const rt_model_api *api, const kiln_opts *o)) {
   kiln_build b = {0};
   char err[2048];
   if (!kiln_build_model(lowered, o, true, d, &b)) {
@@ -647,11 +655,14 @@ static void kiln_run_graph(ir_graph *lowered, const kiln_opts *co, ir_diag *d) {
     else {
       rt_model_api api = {RT_MODEL_ABI, b.desc, rt_model_create, rt_model_destroy, rt_model_load, rt_model_save,
                           rt_model_predict, rt_model_train_step, rt_model_set_lr, rt_model_error};
-      if (kiln_run_api(&api, o)) d->errors++;   /* already reported */
+      if (use(&api, o)) d->errors++;   /* already reported */
     }
   }
   kiln_build_free(&b);
 }
+
+/* kiln run FILE.kiln: the model JIT-compiled, then predict once. */
+static void kiln_run_graph(ir_graph *lowered, const kiln_opts *o, ir_diag *d) { kiln_jit_graph(lowered, o, d, kiln_run_api); }
 
 /* kiln run LIB.so: the generated object through its name-free kiln_model descriptor. */
 static int kiln_run_so(const kiln_opts *o) {

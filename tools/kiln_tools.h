@@ -1,0 +1,57 @@
+/* kiln_tools.h — what the files of the kiln command line share: the parsed options, the
+ * option parser, the walk over a file's models and the JIT path (kiln.c), and the commands
+ * that live in their own file (kiln_train.c). */
+#ifndef KILN_TOOLS_H
+#define KILN_TOOLS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fe.h"
+#include "passes.h"
+#include "rt_model.h"
+
+/* Options of the commands that read a model; each command accepts its own subset. */
+typedef struct {
+  const char *cmd;                 /* "check", "passes", ..., for messages */
+  const char *file, *model;
+  fe_define defs[64];
+  int ndefs;
+  bool print;                      /* check --print */
+  ir_mode mode;                    /* passes --mode (NONE: train if the model trains) */
+  int print_after;                 /* passes --print-after: pass id, PASS_COUNT = all, -1 */
+  const char *dot;
+  bool stats, explain;
+  uint32_t disabled;
+  /* compile and run */
+  const char *out, *emit, *cpu, *features, *target, *weights;
+  int opt_level;
+  uint64_t seed;
+  const char *inputs[64], *outputs[64];  /* NAME=PATH */
+  int ninputs, noutputs;
+  /* train */
+  const char *data, *save;
+  int epochs;                      /* default 1 */
+  long limit;                      /* 0: every image */
+  float lr;                        /* 0: the model's own */
+} kiln_opts;
+
+/* ---- kiln.c ---- */
+int kiln_args(int argc, char **argv, kiln_opts *o);          /* 0, or 2 after a usage message */
+int kiln_opt_seed(kiln_opts *o, const char *v);              /* 1, or 2 after a message */
+/* Lowers each chosen model of o->file and hands its graph to `each`; 1 when any error was reported. */
+int kiln_for_models(const kiln_opts *o, void (*each)(ir_graph *, const kiln_opts *, ir_diag *));
+int kiln_one_model(const kiln_opts *o, const char *what);    /* 2 (said) when FILE holds several and no --model */
+int kiln_free_defs(kiln_opts *o, int rc);                    /* frees the -D names; returns rc */
+double kiln_now(void);                                       /* monotonic seconds */
+/* JIT-compiles the lowered model and runs `use` on it; a nonzero return counts as an error
+ * `use` has already reported. */
+void kiln_jit_graph(ir_graph *lowered, const kiln_opts *o, ir_diag *d,
+                    int (*use)(const rt_model_api *api, const kiln_opts *o));
+
+/* ---- kiln_train.c ---- */
+int kiln_train_main(int argc, char **argv);
+/* The options only `kiln train` takes; 1 when argv[*i] was one of them, 2 on error, else 0. */
+int kiln_train_flag(kiln_opts *o, int argc, char **argv, int *i);
+
+#endif
