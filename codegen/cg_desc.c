@@ -204,27 +204,16 @@ static int cg_deps(cg_box *b, const ir_graph *g, rt_step *steps) {
 
 /* ---- programs ---- */
 
-static void cg_mark_reads(const ir_node *n, bool *read) {
-  for (int j = 0; j < n->nin; j++)
-    if (n->in[j] >= 0) read[n->in[j]] = true;
-}
-
-/* The INPUT tensors the graph reads (fused members included), in declaration order: what
- * ex_graph_inputs returns. */
+/* The entry point's inputs: the INPUT tensors the graph reads, in declaration order. */
 static int cg_inputs(cg_box *b, const ir_graph *g, rt_program *p) {
-  bool *read = calloc((size_t)ir_ntensors(g) + 1, sizeof *read);
-  int32_t *idx = cg_alloc(b, (size_t)ir_ntensors(g) * sizeof *idx);
-  if (!read || !idx) return free(read), 1;
-  for (int i = 0; i < ir_nnodes(g); i++) {
-    const ir_node *n = ir_node_at(g, i);
-    cg_mark_reads(n, read);
-    for (int s = 0; n->kind == IR_N_FUSED && s < n->nsub; s++) cg_mark_reads(&n->sub[s], read);
-  }
-  p->ninputs = 0;
-  for (int t = 0; t < ir_ntensors(g); t++)
-    if (read[t] && ir_tensor_at(g, t)->kind == IR_T_INPUT) idx[p->ninputs++] = t;
-  p->inputs = idx;
-  free(read);
+  int n = ir_graph_inputs(g, NULL, 0);
+  int32_t *idx = n >= 0 ? cg_alloc(b, (size_t)n * sizeof *idx) : NULL;
+  int *tmp = n >= 0 ? malloc(((size_t)n + 1) * sizeof *tmp) : NULL;
+  if (!idx || !tmp) return free(tmp), 1;
+  ir_graph_inputs(g, tmp, n);
+  for (int k = 0; k < n; k++) idx[k] = tmp[k];
+  free(tmp);
+  p->ninputs = n, p->inputs = idx;
   return 0;
 }
 

@@ -15,25 +15,6 @@ static void ex_walk(const ir_graph *g, void (*f)(const ir_node *, void *), void 
   }
 }
 
-static void ex_mark_reads(const ir_node *n, void *arg) {
-  for (int j = 0; j < n->nin; j++)
-    if (n->in[j] >= 0) ((bool *)arg)[n->in[j]] = true;
-}
-
-int ex_graph_inputs(const ir_graph *g, int *idx, int max) {
-  bool *read = calloc((size_t)ir_ntensors(g) + 1, sizeof *read);
-  if (!read) return -1;
-  ex_walk(g, ex_mark_reads, read);
-  int k = 0;
-  for (int t = 0; t < ir_ntensors(g); t++)
-    if (read[t] && ir_tensor_at(g, t)->kind == IR_T_INPUT) {
-      if (idx && k < max) idx[k] = t;
-      k++;
-    }
-  free(read);
-  return k;
-}
-
 /* ---- one call's state ---- */
 
 static void ex_max_args(const ir_node *n, void *arg) {
@@ -135,12 +116,12 @@ static int ex_bind_one(ex_run *r, int t, const void *const *inputs, const int *i
 
 static int ex_bind(ex_run *r, const void *const *inputs) {
   const ir_plan *p = r->g->plan;
-  int nt = ir_ntensors(r->g), ni = ex_graph_inputs(r->g, NULL, 0);
+  int nt = ir_ntensors(r->g), ni = ir_graph_inputs(r->g, NULL, 0);
   int *idx = malloc(((size_t)ni + 1) * sizeof *idx), *pos = malloc(((size_t)nt + 1) * sizeof *pos);
   int rc = !idx || !pos || ni < 0 ? ex_fail(r->err, r->errn, "out of memory") : 0;
   if (!rc && !ex_grow(&r->m->arena, &r->m->arena_cap, p->arena_bytes)) rc = ex_fail(r->err, r->errn, "out of memory (arena of %lld bytes)", (long long)p->arena_bytes);
   if (!rc) {
-    ex_graph_inputs(r->g, idx, ni);
+    ir_graph_inputs(r->g, idx, ni);
     for (int t = 0; t < nt; t++) pos[t] = -1;
     for (int k = 0; k < ni; k++) pos[idx[k]] = k;
     rc = ex_scratch(r);

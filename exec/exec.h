@@ -42,11 +42,8 @@ int ex_model_get(const ex_model *m, const char *name, const float **data, int64_
 int ex_model_weight(const ex_model *m, int i, const char **name, const float **data, int64_t *n);
 
 /* ---- ex_run.c ---- */
-/* The INPUT tensors the graph reads, in declaration order: their indices into idx (at most
- * max are written); returns how many there are. These are the inputs an entry point takes. */
-int ex_graph_inputs(const ir_graph *g, int *idx, int max);
 /* Runs g (from pass_compile for PREDICT, with g->plan) on the caller's inputs, one buffer per
- * ex_graph_inputs entry, and writes the outputs in g->outputs order. 0, or nonzero with a
+ * ir_graph_inputs entry, and writes the outputs in g->outputs order. 0, or nonzero with a
  * message in err (a kernel's data error, a graph the model does not fit); never crashes. */
 int ex_predict(ex_model *m, const ir_graph *g, const void *const *inputs, void *const *outputs,
                char *err, size_t n);

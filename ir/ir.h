@@ -194,7 +194,11 @@ ir_graph *ir_graph_clone(const ir_graph *g);
 void ir_graph_set_nodes(ir_graph *g, ir_vec *nodes);
 /* Output i's OpReqType (kWriteTo when the node has no req array). */
 static inline k_req ir_node_req(const ir_node *n, int i) { return n->req ? n->req[i] : kWriteTo; }
-const char *ir_node_kind_name(const ir_node *n);   /* "relu", "_backward_relu", "_sgd_update", "_fused" */
+const char *ir_node_kind_name(const ir_node *n);
+/* The INPUT tensors the graph's nodes read (fused members included), in declaration order:
+ * the inputs its entry point takes. Writes at most max indices to idx (idx may be NULL) and
+ * returns how many there are, or -1 without memory. */
+int ir_graph_inputs(const ir_graph *g, int *idx, int max);   /* "relu", "_backward_relu", "_sgd_update", "_fused" */
 static inline ir_tensor *ir_tensor_at(const ir_graph *g, int i) { return &IR_VEC_AT(g->tensors, ir_tensor, i); }
 static inline ir_node *ir_node_at(const ir_graph *g, int i) { return &IR_VEC_AT(g->nodes, ir_node, i); }
 static inline int ir_ntensors(const ir_graph *g) { return g->tensors.len; }

@@ -150,6 +150,26 @@ const char *ir_node_kind_name(const ir_node *n) {
   return "?";
 }
 
+static void ir_mark_reads(const ir_node *n, bool *read) {
+  for (int j = 0; j < n->nin; j++)
+    if (n->in[j] >= 0) read[n->in[j]] = true;
+  for (int s = 0; n->kind == IR_N_FUSED && s < n->nsub; s++) ir_mark_reads(&n->sub[s], read);
+}
+
+int ir_graph_inputs(const ir_graph *g, int *idx, int max) {
+  bool *read = calloc((size_t)ir_ntensors(g) + 1, sizeof *read);
+  if (!read) return -1;
+  for (int i = 0; i < ir_nnodes(g); i++) ir_mark_reads(ir_node_at(g, i), read);
+  int k = 0;
+  for (int t = 0; t < ir_ntensors(g); t++)
+    if (read[t] && ir_tensor_at(g, t)->kind == IR_T_INPUT) {
+      if (idx && k < max) idx[k] = t;
+      k++;
+    }
+  free(read);
+  return k;
+}
+
 /* ---- the verifier ---- */
 
 static int ir_verify_fail(const ir_node *n, const char *what, const char *tensor) {

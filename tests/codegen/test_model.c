@@ -127,7 +127,7 @@ static int tm_get_rt(const void *m, const char *name, const float **x, int64_t *
 static float *tm_ex_predict(const tm_model *tm, ex_model *m, char *err) {
   const void *args[TM_MAX_IN];
   void *outs[TM_MAX_OUT];
-  int idx[TM_MAX_IN], ni = ex_graph_inputs(tm->pg, idx, TM_MAX_IN);
+  int idx[TM_MAX_IN], ni = ir_graph_inputs(tm->pg, idx, TM_MAX_IN);
   for (int k = 0; k < ni; k++) args[k] = tm->pbatch[idx[k]];
   float *buf = malloc((size_t)tm_out_numel(tm->d) * 4 + 4);
   tm_out_ptrs(tm->d, buf, outs);
@@ -145,7 +145,7 @@ static void tm_run_ex(const tm_model *tm, tm_result *r) {
   r->ok = r->pred != NULL;
   for (int s = 0; r->ok && tm->tg && s < TM_STEPS; s++) {
     const void *args[TM_MAX_IN];
-    int idx[TM_MAX_IN], ni = ex_graph_inputs(tm->tg, idx, TM_MAX_IN);
+    int idx[TM_MAX_IN], ni = ir_graph_inputs(tm->tg, idx, TM_MAX_IN);
     for (int k = 0; k < ni; k++) args[k] = tm->tbatch[s][idx[k]];
     r->ok = !ex_train_step(m, tm->tg, args, &r->loss[s], err, sizeof err);
   }
@@ -207,13 +207,13 @@ static void tm_compare(const tm_model *tm, const tm_result *ex, const tm_result 
 
 /* The descriptor's programs take what the executor takes. */
 static void tm_check_inputs(const tm_model *tm) {
-  int idx[TM_MAX_IN], n = ex_graph_inputs(tm->pg, idx, TM_MAX_IN);
+  int idx[TM_MAX_IN], n = ir_graph_inputs(tm->pg, idx, TM_MAX_IN);
   bool ok = n == tm->d->predict.ninputs && memcmp(idx, tm->d->predict.inputs, (size_t)n * sizeof *idx) == 0;
   if (tm->tg) {
-    n = ex_graph_inputs(tm->tg, idx, TM_MAX_IN);
+    n = ir_graph_inputs(tm->tg, idx, TM_MAX_IN);
     ok = ok && n == tm->d->train.ninputs && memcmp(idx, tm->d->train.inputs, (size_t)n * sizeof *idx) == 0;
   }
-  tm_check(ok, "program inputs are ex_graph_inputs", tm->name);
+  tm_check(ok, "program inputs are ir_graph_inputs", tm->name);
 }
 
 /* ---- weights files ---- */

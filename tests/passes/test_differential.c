@@ -28,7 +28,7 @@ static uint64_t dt_rng = TS_RNG_SEED;
 
 /* The buffers an entry point takes: the graph's inputs, picked out of a batch. */
 static int dt_args(const ir_graph *g, void **batch, const void **args) {
-  int idx[DT_MAX_IN], n = ex_graph_inputs(g, idx, DT_MAX_IN);
+  int idx[DT_MAX_IN], n = ir_graph_inputs(g, idx, DT_MAX_IN);
   for (int k = 0; k < n && k < DT_MAX_IN; k++) args[k] = batch[idx[k]];
   return n;
 }
