@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "kiln_tools.h"
+#include "runtime.h"
 
 /* One split of the data set: n images of `size` floats each (standardised) and their labels. */
 typedef struct {
@@ -81,12 +82,11 @@ static int kiln_read_gz(const char *path, kiln_bytes *b) {
 }
 
 static int kiln_read_plain(const char *path, kiln_bytes *b) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return kiln_train_error("cannot open %s", path);
-  int rc = kiln_read_stream(f, b);
-  fclose(f);
-  if (rc) free(b->p), b->p = NULL;
-  return rc ? kiln_train_error("cannot read %s", path) : 0;
+  char err[RT_ERR_LEN];
+  void *data = NULL;
+  if (rt_file_read_all(path, &data, &b->n, err, sizeof err)) return kiln_train_error("%s", err);
+  b->p = data;
+  return 0;
 }
 
 /* DIR/NAME, or else DIR/NAME.gz, read whole; `path` is left naming the file read. */
