@@ -327,12 +327,21 @@ static void kiln_passes_graph(ir_graph *lowered, const kiln_opts *o, ir_diag *d)
 }
 
 /* Lowers each chosen model of FILE and hands its graph to `each`. */
+/* Commands that build one model at a time say so before building anything. */
+static bool kiln_too_many_models(const kiln_opts *o, const fe_file *f) {
+  int n = 0;
+  for (const fe_model *m = f->models; m; m = m->next) n++;
+  if (!o->one_model || o->model || n <= 1) return false;
+  fprintf(stderr, "kiln %s: %s holds several models; %s one at a time with --model NAME\n", o->cmd, o->file, o->one_model);
+  return true;
+}
+
 int kiln_for_models(const kiln_opts *o, void (*each)(ir_graph *, const kiln_opts *, ir_diag *)) {
   ir_diag d;
   ir_diag_init(&d, stderr);
   fe_file *f = fe_parse_file(o->file, &d);
-  bool found = false;
-  if (f && !d.errors && !fe_check_file(f, o->defs, o->ndefs, &d)) {
+  bool found = false, several = f && !d.errors && kiln_too_many_models(o, f);
+  if (f && !d.errors && !several && !fe_check_file(f, o->defs, o->ndefs, &d)) {
     for (fe_model *m = f->models; m; m = m->next) {
       if (o->model && strcmp(o->model, m->name) != 0) continue;
       found = true;
@@ -343,7 +352,7 @@ int kiln_for_models(const kiln_opts *o, void (*each)(ir_graph *, const kiln_opts
     }
     if (!found && o->model) ir_error(&d, (ir_loc){0}, "%s has no model named '%s'", f->path, o->model);
   }
-  int rc = d.errors ? 1 : 0;
+  int rc = several ? 2 : d.errors ? 1 : 0;
   if (d.errors) fprintf(stderr, "%d error%s\n", d.errors, d.errors == 1 ? "" : "s");
   fe_file_free(f);
   ir_diag_free(&d);
@@ -417,27 +426,6 @@ int kiln_free_defs(kiln_opts *o, int rc) {
   return rc;
 }
 
-/* How many models FILE holds (0 when it does not parse: kiln_for_models reports that). */
-static int kiln_count_models(const char *path) {
-  FILE *null = fopen("/dev/null", "w");
-  ir_diag d;
-  ir_diag_init(&d, null ? null : stderr);
-  fe_file *f = fe_parse_file(path, &d);
-  int n = 0;
-  for (fe_model *m = f && !d.errors ? f->models : NULL; m; m = m->next) n++;
-  fe_file_free(f);
-  ir_diag_free(&d);
-  if (null) fclose(null);
-  return n;
-}
-
-/* Only one model per -o, and per kiln run: say so before building anything. */
-int kiln_one_model(const kiln_opts *o, const char *what) {
-  if (o->model || kiln_count_models(o->file) <= 1) return 0;
-  fprintf(stderr, "kiln %s: %s holds several models; %s one at a time with --model NAME\n", o->cmd, o->file, what);
-  return 2;
-}
-
 /* The folder of path, with its trailing '/', or "" for a bare file name. */
 static void kiln_dir_of(const char *path, char *buf, size_t n) {
   const char *slash = strrchr(path, '/');
@@ -506,7 +494,7 @@ static int kiln_compile_main(int argc, char **argv) {
   if ((o.target && strcmp(o.target, "cuda") == 0) || (o.emit && strcmp(o.emit, "ptx") == 0))
     return fprintf(stderr, "kiln compile: the CUDA back end is not available yet; use --target cpu (the default)\n"),
            kiln_free_defs(&o, 1);
-  if (o.out && (rc = kiln_one_model(&o, "compile"))) return kiln_free_defs(&o, rc);
+  o.one_model = o.out ? "compile" : NULL;          /* one -o names one shared object */
   return kiln_for_models(&o, kiln_compile_graph);
 }
 
@@ -691,8 +679,10 @@ static int kiln_run_main(int argc, char **argv) {
   kiln_opts o = {.cmd = "run", .print_after = -1, .opt_level = 2};
   int rc = kiln_args(argc, argv, &o);
   if (rc) return rc;
-  if (kiln_ends_with(o.file, ".kiln"))
-    return kiln_one_model(&o, "run") ? kiln_free_defs(&o, 2) : kiln_for_models(&o, kiln_run_graph);
+  if (kiln_ends_with(o.file, ".kiln")) {
+    o.one_model = "run";
+    return kiln_for_models(&o, kiln_run_graph);
+  }
   if (o.ndefs || o.model)
     return fprintf(stderr, "kiln run: -D and --model apply to .kiln files; %s is already compiled\n", o.file),
            kiln_free_defs(&o, 2);

@@ -15,6 +15,7 @@
 typedef struct {
   const char *cmd;                 /* "check", "passes", ..., for messages */
   const char *file, *model;
+  const char *one_model;           /* set (to a verb): FILE may hold one model unless --model names it */
   fe_define defs[64];
   int ndefs;
   bool print;                      /* check --print */
@@ -39,9 +40,9 @@ typedef struct {
 /* ---- kiln.c ---- */
 int kiln_args(int argc, char **argv, kiln_opts *o);          /* 0, or 2 after a usage message */
 int kiln_opt_seed(kiln_opts *o, const char *v);              /* 1, or 2 after a message */
-/* Lowers each chosen model of o->file and hands its graph to `each`; 1 when any error was reported. */
+/* Lowers each chosen model of o->file and hands its graph to `each`; 1 when any error was
+ * reported, 2 when o->one_model is set and FILE holds several models but no --model says which. */
 int kiln_for_models(const kiln_opts *o, void (*each)(ir_graph *, const kiln_opts *, ir_diag *));
-int kiln_one_model(const kiln_opts *o, const char *what);    /* 2 (said) when FILE holds several and no --model */
 int kiln_free_defs(kiln_opts *o, int rc);                    /* frees the -D names; returns rc */
 double kiln_now(void);                                       /* monotonic seconds */
 /* JIT-compiles the lowered model and runs `use` on it; a nonzero return counts as an error

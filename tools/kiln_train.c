@@ -482,6 +482,6 @@ int kiln_train_main(int argc, char **argv) {
   if (len < 5 || strcmp(o.file + len - 5, ".kiln") != 0)
     return fprintf(stderr, "kiln train: FILE must be a .kiln model (got '%s')\n", o.file), kiln_free_defs(&o, 2);
   if (!o.data) return fprintf(stderr, "kiln train: --data DIR is required (see kiln train --help)\n"), kiln_free_defs(&o, 2);
-  if (kiln_one_model(&o, "train")) return kiln_free_defs(&o, 2);
+  o.one_model = "train";
   return kiln_for_models(&o, kiln_train_graph);
 }
