@@ -144,15 +144,11 @@ static int cg_mem_tensor(cg_mems *v, const ir_graph *g, int t, bool write) {
   return cg_mem_add(v, (cg_mem){0, 0, t, write});
 }
 
-static bool cg_in_written(const ir_graph *g, const ir_node *nd, int j) {
-  if (nd->kind == IR_N_UPDATE) return j != 1;           /* [param, grad, state...] */
-  return nd->kind == IR_N_OP && g->mode == IR_MODE_TRAIN && nd->in[j] >= 0 && ir_tensor_at(g, nd->in[j])->kind == IR_T_AUX;
-}
 
 static int cg_node_mems(const ir_graph *g, int i, cg_mems *v) {
   const ir_node *nd = ir_node_at(g, i);
   int rc = 0;
-  for (int j = 0; j < nd->nin; j++) rc |= cg_mem_tensor(v, g, nd->in[j], cg_in_written(g, nd, j));
+  for (int j = 0; j < nd->nin; j++) rc |= cg_mem_tensor(v, g, nd->in[j], ir_node_mutates_input(g, nd, j));
   for (int j = 0; j < nd->nout; j++) rc |= cg_mem_tensor(v, g, nd->out[j], true);
   int64_t to = g->plan->temp_offset[i], tb = g->plan->temp_bytes[i];
   if (tb) rc |= cg_mem_add(v, (cg_mem){to, to + tb, -1, true});

@@ -198,7 +198,11 @@ const char *ir_node_kind_name(const ir_node *n);
 /* The INPUT tensors the graph's nodes read (fused members included), in declaration order:
  * the inputs its entry point takes. Writes at most max indices to idx (idx may be NULL) and
  * returns how many there are, or -1 without memory. */
-int ir_graph_inputs(const ir_graph *g, int *idx, int max);   /* "relu", "_backward_relu", "_sgd_update", "_fused" */
+int ir_graph_inputs(const ir_graph *g, int *idx, int max);
+/* Whether node n overwrites the tensor in its input slot j (beyond its outputs): an update
+ * its parameter and state, a forward node of a TRAIN graph its aux states (batch_norm's
+ * moving statistics). Outputs written in place of an input are n->inplace, not this. */
+bool ir_node_mutates_input(const ir_graph *g, const ir_node *n, int j);   /* "relu", "_backward_relu", "_sgd_update", "_fused" */
 static inline ir_tensor *ir_tensor_at(const ir_graph *g, int i) { return &IR_VEC_AT(g->tensors, ir_tensor, i); }
 static inline ir_node *ir_node_at(const ir_graph *g, int i) { return &IR_VEC_AT(g->nodes, ir_node, i); }
 static inline int ir_ntensors(const ir_graph *g) { return g->tensors.len; }

@@ -170,6 +170,12 @@ int ir_graph_inputs(const ir_graph *g, int *idx, int max) {
   return k;
 }
 
+bool ir_node_mutates_input(const ir_graph *g, const ir_node *n, int j) {
+  if (n->in[j] < 0) return false;
+  if (n->kind == IR_N_UPDATE) return j != 1;                 /* [param, grad, state...] */
+  return n->kind == IR_N_OP && g->mode == IR_MODE_TRAIN && j >= n->nin - ir_op_naux(&ir_ops[n->op]);
+}
+
 /* ---- the verifier ---- */
 
 static int ir_verify_fail(const ir_node *n, const char *what, const char *tensor) {

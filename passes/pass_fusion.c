@@ -54,17 +54,13 @@ static const char *pass_fuse_unfit(const ir_graph *g, const ir_node *n, char *bu
 
 /* ---- reads and writes, for moving a node past another ---- */
 
-/* Whether node n writes tensor t: an output, an input it overwrites in place, or (update
- * nodes, and forward nodes with aux states) the parameter, state or aux it mutates. */
-static bool pass_fuse_writes(const ir_node *n, int t) {
+/* Whether node n writes tensor t: an output, an input it overwrites in place, or an input it
+ * mutates (ir_node_mutates_input: an update's parameter and state, training aux states). */
+static bool pass_fuse_writes(const ir_graph *g, const ir_node *n, int t) {
   for (int j = 0; j < n->nout; j++)
     if (n->out[j] == t || (n->inplace && n->inplace[j] >= 0 && n->in[n->inplace[j]] == t)) return true;
-  if (n->kind == IR_N_UPDATE)
-    for (int j = 0; j < n->nin; j++)
-      if (j != 1 && n->in[j] == t) return true;
-  if (n->kind == IR_N_OP && ir_op_naux(&ir_ops[n->op]))
-    for (int j = n->nin - ir_op_naux(&ir_ops[n->op]); j < n->nin; j++)
-      if (n->in[j] == t) return true;
+  for (int j = 0; j < n->nin; j++)
+    if (n->in[j] == t && ir_node_mutates_input(g, n, j)) return true;
   return false;
 }
 
@@ -76,13 +72,13 @@ static bool pass_fuse_reads(const ir_node *n, int t) {
 
 /* A tensor that member m and node k cannot both touch if m moves past k, or -1; *k_writes
  * says whether k writes it (else k reads what m writes). */
-static int pass_fuse_conflict(const ir_node *m, const ir_node *k, bool *k_writes) {
+static int pass_fuse_conflict(const ir_graph *g, const ir_node *m, const ir_node *k, bool *k_writes) {
   const ir_node *pair[2] = {m, k};
   for (int s = 0; s < 2; s++) {
     const ir_node *x = pair[s], *y = pair[1 - s];
     for (int j = 0; j < x->nin + x->nout; j++) {
       int t = j < x->nin ? x->in[j] : x->out[j - x->nin];
-      if (t < 0 || !pass_fuse_writes(y, t) || !(pass_fuse_reads(x, t) || pass_fuse_writes(x, t))) continue;
+      if (t < 0 || !pass_fuse_writes(g, y, t) || !(pass_fuse_reads(x, t) || pass_fuse_writes(g, x, t))) continue;
       *k_writes = y == k;
       return t;
     }
@@ -104,7 +100,7 @@ static const char *pass_fuse_check_move(pass_fuse *f, int G, int H, int to, char
     const ir_node *kn = ir_node_at(f->g, k);
     for (int m = f->grp[G].head; m >= 0; m = f->next[m]) {
       bool k_writes;
-      int t = pass_fuse_conflict(ir_node_at(f->g, m), kn, &k_writes);
+      int t = pass_fuse_conflict(f->g, ir_node_at(f->g, m), kn, &k_writes);
       if (t < 0) continue;
       snprintf(buf, len, "the group would run %s after %s, which %s %s", ir_node_at(f->g, m)->name, kn->name,
                k_writes ? "writes" : "reads", ir_tensor_at(f->g, t)->name);
@@ -211,7 +207,7 @@ static int pass_fuse_inside(const pass_fuse *f, const int *m, int nm, int t) {
   int c = 0;
   for (int k = 0; k < nm; k++) {
     const ir_node *n = ir_node_at(f->g, m[k]);
-    c += pass_fuse_reads(n, t) || pass_fuse_writes(n, t);
+    c += pass_fuse_reads(n, t) || pass_fuse_writes(f->g, n, t);
   }
   return c;
 }
