@@ -7,28 +7,9 @@
 
 typedef struct {
   ir_graph *g;
-  int *last;       /* per tensor: the last node position touching it in any slot; n for outputs */
+  ir_plan *live;   /* liveness only: each tensor's last read or write (outputs: the end) */
   bool *reused;    /* per tensor: some output already reuses its buffer */
 } pass_ip;
-
-static void pass_ip_touch(pass_ip *s, int t, int pos) {
-  if (t >= 0 && pos > s->last[t]) s->last[t] = pos;
-}
-
-/* The last position at which each tensor is read or written; graph outputs and the loss (in
- * train mode) are read by the entry point after the last node. */
-static void pass_ip_lastuse(pass_ip *s) {
-  const ir_graph *g = s->g;
-  int nn = ir_nnodes(g);
-  for (int t = 0; t < ir_ntensors(g); t++) s->last[t] = -1;
-  for (int i = 0; i < nn; i++) {
-    const ir_node *n = ir_node_at(g, i);
-    for (int j = 0; j < n->nin; j++) pass_ip_touch(s, n->in[j], i);
-    for (int j = 0; j < n->nout; j++) pass_ip_touch(s, n->out[j], i);
-  }
-  for (int i = 0; i < g->outputs.len; i++) pass_ip_touch(s, IR_VEC_AT(g->outputs, int, i), nn);
-  if (g->mode == IR_MODE_TRAIN && g->loss >= 0) pass_ip_touch(s, g->loss, nn);
-}
 
 /* Whether tensor t appears in an input slot of n other than `slot`. */
 static bool pass_ip_read_elsewhere(const ir_node *n, int slot, int t) {
@@ -44,7 +25,7 @@ static bool pass_ip_legal(const pass_ip *s, int i, int k) {
   if (ir_node_req(n, 0) != kWriteTo) return false;        /* kAddTo accumulates; kNullOp writes nothing */
   int t = n->in[k];
   const ir_tensor *x = ir_tensor_at(s->g, t), *o = ir_tensor_at(s->g, n->out[0]);
-  if (x->kind != IR_T_VALUE || s->reused[t] || s->last[t] != i || t == n->out[0]) return false;
+  if (x->kind != IR_T_VALUE || s->reused[t] || s->live->buf[t].last != i || t == n->out[0]) return false;
   if (x->dtype != o->dtype || !ir_shape_eq(&x->shape, &o->shape)) return false;
   /* An elementwise kernel reads each element before it writes it, whatever slot aliases it;
    * other kernels are only promised that slot k aliases the output. */
@@ -75,9 +56,9 @@ static void pass_ip_apply(pass_ip *s, int i, int k) {
 /* Options are tried lowest slot first; the first legal one wins. */
 int pass_inplace(ir_graph *g, pass_ctx *cx) {
   int nt = ir_ntensors(g), pairs = 0;
-  pass_ip s = {g, malloc(sizeof(int) * ((size_t)nt + 1)), calloc((size_t)nt + 1, sizeof(bool))};
-  if (!s.last || !s.reused) KILN_ICE("out of memory in the in-place pass");
-  pass_ip_lastuse(&s);
+  pass_ip s = {g, pass_plan_new(g), calloc((size_t)nt + 1, sizeof(bool))};
+  if (!s.reused) KILN_ICE("out of memory in the in-place pass");
+  pass_plan_liveness(g, s.live);
   for (int i = 0; i < ir_nnodes(g); i++) {
     uint32_t opts = pass_ip_options(ir_node_at(g, i));
     for (int k = 0; k < 32 && opts >> k; k++)
@@ -87,7 +68,7 @@ int pass_inplace(ir_graph *g, pass_ctx *cx) {
         break;
       }
   }
-  free(s.last);
+  pass_plan_free(s.live);
   free(s.reused);
   cx->stats[PASS_inplace].inplace_pairs = pairs;
   return 0;

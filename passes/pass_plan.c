@@ -58,7 +58,7 @@ void pass_plan_liveness(const ir_graph *g, ir_plan *p) {
   if (g->mode == IR_MODE_TRAIN && g->loss >= 0) pass_plan_touch(p, g, g->loss, nn, false);
 }
 
-static ir_plan *pass_plan_new(const ir_graph *g) {
+ir_plan *pass_plan_new(const ir_graph *g) {
   ir_plan *p = calloc(1, sizeof *p);
   if (p) {
     p->buf = calloc((size_t)ir_ntensors(g) + 1, sizeof *p->buf);

@@ -62,6 +62,8 @@ ir_graph *pass_compile(const ir_graph *lowered, pass_ctx *cx);
 void pass_explain(pass_ctx *cx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- pass_plan.c: the memory plan ---- */
+/* An empty plan for g (buffers and workspaces zeroed); fatal without memory. */
+ir_plan *pass_plan_new(const ir_graph *g);
 /* Which storage each tensor needs and its lifetime (first write, last read) in node order. */
 void pass_plan_liveness(const ir_graph *g, ir_plan *p);
 /* Every ARENA tensor and workspace in its own buffer: the baseline and the oracle. */
