@@ -1,6 +1,7 @@
 /* pass_dot.c — the graph as graphviz DOT (`dot -Tsvg`): a box per node labelled with its op
- * and output shape, inputs and model state as their own shapes, fused groups as clusters of
- * their members, backward nodes shaded red and optimizer updates as green hexagons. */
+ * and output shape, inputs and model state as their own shapes, backward nodes shaded red and
+ * optimizer updates as green hexagons. A fused group is one dashed blue node listing its
+ * members' ops; the full view draws each member as its own node instead. */
 #include "passes.h"
 
 #include <stdlib.h>
@@ -51,7 +52,8 @@ static void pass_dot_node(const ir_graph *g, const ir_node *n, const char *id, F
   fputs("\"];\n", out);
 }
 
-/* who[t]: the DOT id of the node (or fused member) that writes tensor t first. */
+/* who[t]: the DOT id of the node (or fused member) that writes tensor t first; empty for a
+ * tensor nothing in the graph writes. */
 typedef struct { char (*who)[32]; } pass_dot_ids;
 
 static void pass_dot_claim(const ir_node *n, const char *id, pass_dot_ids *ids) {
@@ -59,65 +61,110 @@ static void pass_dot_claim(const ir_node *n, const char *id, pass_dot_ids *ids) 
     if (n->out[j] >= 0 && !ids->who[n->out[j]][0]) snprintf(ids->who[n->out[j]], sizeof ids->who[0], "%s", id);
 }
 
-static void pass_dot_state(const ir_graph *g, FILE *out, pass_dot_ids *ids) {
-  for (int t = 0; t < ir_ntensors(g); t++) {
-    const ir_tensor *x = ir_tensor_at(g, t);
-    if (x->kind == IR_T_VALUE) continue;
-    snprintf(ids->who[t], sizeof ids->who[0], "t%d", t);
-    fprintf(out, "  t%d [%s, label=\"", t, pass_dot_tensor_shape(x->kind));
-    pass_dot_str(out, x->name);
-    if (x->kind == IR_T_CONST) fprintf(out, " = %g", (double)x->value);
-    else {
-      char ty[96];
-      ir_type_str(x->dtype, &x->shape, ty, sizeof ty);
-      fprintf(out, "\\n%s", ty);
-    }
-    fputs("\"];\n", out);
+/* A tensor the graph does not compute (input, parameter, aux, optimizer state, constant)
+ * is drawn once beside each reader, as node `id`, instead of once with an edge to every
+ * reader: a parameter read by its forward node and again deep in the backward graph made
+ * edges spanning the whole picture, and dot needed 15-85 s to place the ResNet train graph. */
+static void pass_dot_source(const ir_graph *g, int t, const char *id, FILE *out) {
+  const ir_tensor *x = ir_tensor_at(g, t);
+  fprintf(out, "  %s [%s, label=\"", id, pass_dot_tensor_shape(x->kind));
+  pass_dot_str(out, x->name);
+  if (x->kind == IR_T_CONST) fprintf(out, " = %g", (double)x->value);
+  else {
+    char ty[96];
+    ir_type_str(x->dtype, &x->shape, ty, sizeof ty);
+    fprintf(out, "\\n%s", ty);
+  }
+  fputs("\"];\n", out);
+}
+
+/* The id to draw an edge from for tensor t read by `reader`: its writer's, or a fresh copy
+ * of the tensor's own node. NULL when nothing writes t (a pruned slot). */
+static const char *pass_dot_from(const ir_graph *g, int t, const char *reader, const pass_dot_ids *ids, char *buf,
+                                 size_t cap, FILE *out) {
+  if (ids->who[t][0]) return ids->who[t];
+  if (ir_tensor_at(g, t)->kind == IR_T_VALUE) return NULL;
+  snprintf(buf, cap, "t%d_%s", t, reader);
+  pass_dot_source(g, t, buf, out);
+  return buf;
+}
+
+/* A fused group drawn as one node: its name, member count and member ops, in order. */
+static void pass_dot_group(const ir_graph *g, const ir_node *n, const char *id, FILE *out) {
+  fprintf(out, "  %s [shape=box, style=\"rounded,dashed,filled\", color=\"#3c78d8\", fillcolor=\"#eef3fc\", label=\"", id);
+  pass_dot_str(out, n->name);
+  fprintf(out, " (%d ops)\\n", n->nsub);
+  for (int k = 0; k < n->nsub; k++) {
+    if (k) fputs(k % 4 ? " \xc2\xb7 " : "\\n", out);   /* a middle dot; four ops a line */
+    pass_dot_str(out, ir_node_kind_name(&n->sub[k]));
+  }
+  for (int j = 0; j < n->nout; j++) {
+    if (n->out[j] < 0) continue;
+    const ir_tensor *t = ir_tensor_at(g, n->out[j]);
+    char ty[96];
+    ir_type_str(t->dtype, &t->shape, ty, sizeof ty);
+    fprintf(out, " -> %s", ty);
+    break;
+  }
+  fputs("\"];\n", out);
+}
+
+/* Full view: each member its own node, outlined in the group's colour and named after it.
+ * Not graphviz clusters: with clusters the ResNet train graph either took 31-85 s to lay out
+ * (newrank) or failed in dot's ranking ("trouble in init_rank") without it. */
+static void pass_dot_members(const ir_graph *g, int i, FILE *out, pass_dot_ids *ids) {
+  const ir_node *n = ir_node_at(g, i);
+  for (int k = 0; k < n->nsub; k++) {
+    char id[32];
+    snprintf(id, sizeof id, "n%d_%d", i, k);
+    pass_dot_node(g, &n->sub[k], id, out);
+    fprintf(out, "    %s [color=\"#3c78d8\", style=\"rounded,dashed\", xlabel=\"", id);
+    pass_dot_str(out, n->name);
+    fputs("\", fontcolor=\"#3c78d8\", fontsize=8];\n", out);
+    pass_dot_claim(&n->sub[k], id, ids);
   }
 }
 
-static void pass_dot_nodes(const ir_graph *g, FILE *out, pass_dot_ids *ids) {
+static void pass_dot_nodes(const ir_graph *g, bool full, FILE *out, pass_dot_ids *ids) {
   for (int i = 0; i < ir_nnodes(g); i++) {
     const ir_node *n = ir_node_at(g, i);
     char id[32];
-    if (n->kind != IR_N_FUSED) {
-      snprintf(id, sizeof id, "n%d", i);
-      pass_dot_node(g, n, id, out);
-      pass_dot_claim(n, id, ids);
+    snprintf(id, sizeof id, "n%d", i);
+    if (n->kind != IR_N_FUSED) pass_dot_node(g, n, id, out);
+    else if (!full) pass_dot_group(g, n, id, out);
+    else {
+      pass_dot_members(g, i, out, ids);
       continue;
     }
-    fprintf(out, "  subgraph cluster_%d {\n    label=\"", i);
-    pass_dot_str(out, n->name);
-    fprintf(out, " (%d ops)\";\n    style=\"rounded,dashed\"; color=\"#3c78d8\";\n", n->nsub);
-    for (int k = 0; k < n->nsub; k++) {
-      snprintf(id, sizeof id, "n%d_%d", i, k);
-      pass_dot_node(g, &n->sub[k], id, out);
-      pass_dot_claim(&n->sub[k], id, ids);
-    }
-    fputs("  }\n", out);
+    pass_dot_claim(n, id, ids);
   }
 }
 
-/* One edge per (writer, reader, tensor), labelled with the tensor's name. */
+/* One edge per (writer, reader, tensor), labelled with the tensor's name. The label is an
+ * xlabel: a plain edge label becomes a node of its own in dot's ranking and doubles the
+ * ranks. */
 static void pass_dot_reads(const ir_graph *g, const ir_node *n, const char *id, const pass_dot_ids *ids, FILE *out) {
   for (int j = 0; j < n->nin; j++) {
     int t = n->in[j];
     bool dup = false;
     for (int k = 0; k < j; k++) dup |= n->in[k] == t;
-    if (t < 0 || dup || !ids->who[t][0]) continue;
-    fprintf(out, "  %s -> %s [label=\"", ids->who[t], id);
+    char buf[64];
+    const char *from = t < 0 || dup ? NULL : pass_dot_from(g, t, id, ids, buf, sizeof buf, out);
+    if (!from) continue;
+    fprintf(out, "  %s -> %s [xlabel=\"", from, id);
     pass_dot_str(out, ir_tensor_at(g, t)->name);
     fputs("\", fontsize=9];\n", out);
   }
 }
 
-static void pass_dot_edges(const ir_graph *g, FILE *out, const pass_dot_ids *ids) {
+static void pass_dot_edges(const ir_graph *g, bool full, FILE *out, const pass_dot_ids *ids) {
   for (int i = 0; i < ir_nnodes(g); i++) {
     const ir_node *n = ir_node_at(g, i);
     char id[32];
-    if (n->kind != IR_N_FUSED) {
+    if (n->kind != IR_N_FUSED || !full) {
       snprintf(id, sizeof id, "n%d", i);
       pass_dot_reads(g, n, id, ids, out);
+      continue;
     }
     for (int k = 0; k < n->nsub; k++) {
       snprintf(id, sizeof id, "n%d_%d", i, k);
@@ -130,22 +177,26 @@ static void pass_dot_edges(const ir_graph *g, FILE *out, const pass_dot_ids *ids
 static void pass_dot_results(const ir_graph *g, FILE *out, const pass_dot_ids *ids) {
   for (int i = 0; i <= g->outputs.len; i++) {
     int t = i < g->outputs.len ? IR_VEC_AT(g->outputs, int, i) : g->mode == IR_MODE_TRAIN ? g->loss : -1;
-    if (t < 0 || !ids->who[t][0]) continue;      /* an output train_step does not compute */
+    char id[32], buf[64];
+    snprintf(id, sizeof id, "r%d", i);
+    const char *from = t < 0 ? NULL : pass_dot_from(g, t, id, ids, buf, sizeof buf, out);
+    if (!from) continue;      /* an output train_step does not compute */
     fprintf(out, "  r%d [shape=doubleoctagon, label=\"%s ", i, i < g->outputs.len ? "output" : "loss");
     pass_dot_str(out, ir_tensor_at(g, t)->name);
-    fprintf(out, "\"];\n  %s -> r%d;\n", ids->who[t], i);
+    fprintf(out, "\"];\n  %s -> r%d;\n", from, i);
   }
 }
 
-void pass_write_dot(const ir_graph *g, FILE *out) {
+/* Plain ranking (no `newrank`, no clusters), edge labels as xlabels and sources copied per
+ * reader: dot lays out every example's graph in under a second. */
+void pass_write_dot(const ir_graph *g, bool full, FILE *out) {
   pass_dot_ids ids = {calloc((size_t)ir_ntensors(g) + 1, sizeof *ids.who)};
   if (!ids.who) KILN_ICE("out of memory writing DOT");
   fputs("digraph \"", out);
   pass_dot_str(out, g->name);
-  fputs("\" {\n  rankdir=TB;\n  newrank=true;\n  node [fontname=\"Helvetica\", fontsize=10];\n  edge [fontname=\"Helvetica\"];\n", out);
-  pass_dot_state(g, out, &ids);
-  pass_dot_nodes(g, out, &ids);
-  pass_dot_edges(g, out, &ids);
+  fputs("\" {\n  rankdir=TB;\n  node [fontname=\"Helvetica\", fontsize=10];\n  edge [fontname=\"Helvetica\"];\n", out);
+  pass_dot_nodes(g, full, out, &ids);
+  pass_dot_edges(g, full, out, &ids);
   pass_dot_results(g, out, &ids);
   fputs("}\n", out);
   free(ids.who);

@@ -77,7 +77,8 @@ int pass_plan_off(ir_graph *g, pass_ctx *cx);           /* the plan pass switche
 size_t pass_node_temp_bytes(const ir_graph *g, const ir_node *n);
 
 /* ---- pass_dot.c ---- */
-void pass_write_dot(const ir_graph *g, FILE *out);
+/* full: every member of a fused group as its own node (default: one node per group). */
+void pass_write_dot(const ir_graph *g, bool full, FILE *out);
 /* ---- stats ---- */
 void pass_print_stats(const ir_graph *g, const pass_ctx *cx, FILE *out);
 

@@ -44,7 +44,8 @@ static const kiln_command kiln_commands[] = {
    kiln_check_main},
   {"passes", "run the optimisation passes; print the graph after any pass, stats, DOT, fusion decisions",
    "usage: kiln passes FILE [-D dim=N]... [--model NAME] [--mode predict|train]\n"
-   "                   [--print-after PASS|all] [--dot OUT.dot] [--stats] [--explain] [--disable PASS]...\n"
+   "                   [--print-after PASS|all] [--dot|--dot-full OUT.dot] [--stats] [--explain]\n"
+   "                   [--disable PASS]...\n"
    "\n"
    "Compiles the model's predict or train_step graph (default: train_step when the model has a\n"
    "train statement) through the pass pipeline and shows what each pass did.\n"
@@ -53,8 +54,9 @@ static const kiln_command kiln_commands[] = {
    "  --stats          per pass: nodes, fused groups, in-place pairs, bytes freed by pruning, time;\n"
    "                   then naive bytes, planned arena bytes, their ratio, and every buffer's\n"
    "                   offset, size and lifetime\n"
-   "  --dot OUT.dot    write the final graph for graphviz (fused groups as clusters, the\n"
-   "                   backward graph apart): dot -Tsvg OUT.dot -o graph.svg\n"
+   "  --dot OUT.dot    write the final graph for graphviz, each fused group as one node listing\n"
+   "                   its ops: dot -Tsvg OUT.dot -o graph.svg\n"
+   "  --dot-full OUT.dot  the same with every member of a fused group as its own node\n"
    "  --explain        list the fusion decisions and their reasons\n"
    "  --disable P      switch an optional pass off (prune, inplace, fusion, plan)\n"
    "\n"
@@ -195,6 +197,7 @@ static int kiln_passes_flag(kiln_opts *o, int argc, char **argv, int *i) {
   if (strcmp(a, "--stats") == 0) return o->stats = true, 1;
   if (strcmp(a, "--explain") == 0) return o->explain = true, 1;
   if (strcmp(a, "--dot") == 0 && v) return o->dot = argv[++*i], 1;
+  if (strcmp(a, "--dot-full") == 0 && v) return o->dot = argv[++*i], o->dot_full = true, 1;
   if (strcmp(a, "--mode") == 0 && v && (!strcmp(v, "predict") || !strcmp(v, "train")))
     return o->mode = !strcmp(argv[++*i], "train") ? IR_MODE_TRAIN : IR_MODE_PREDICT, 1;
   if (strcmp(a, "--mode") == 0) return fprintf(stderr, "kiln passes: --mode is predict or train\n"), 2;
@@ -299,10 +302,11 @@ static void kiln_check_graph(ir_graph *g, const kiln_opts *o, ir_diag *d) {
   else ir_print_summary(g, stdout);
 }
 
-static int kiln_write_dot(const ir_graph *g, const char *path, ir_diag *d) {
+static int kiln_write_dot(const ir_graph *g, const kiln_opts *o, ir_diag *d) {
+  const char *path = o->dot;
   FILE *f = fopen(path, "w");
   if (!f) return ir_error(d, (ir_loc){0}, "cannot write '%s'", path), 1;
-  pass_write_dot(g, f);
+  pass_write_dot(g, o->dot_full, f);
   if (fclose(f)) return ir_error(d, (ir_loc){0}, "cannot write '%s'", path), 1;
   return 0;
 }
@@ -317,7 +321,7 @@ static void kiln_passes_graph(ir_graph *lowered, const kiln_opts *o, ir_diag *d)
   ir_graph *g = pass_compile(lowered, &cx);
   if (g && o->stats) pass_print_stats(g, &cx, stdout);
   for (int i = 0; g && o->explain && i < cx.explain.len; i++) printf("%s\n", IR_VEC_AT(cx.explain, char *, i));
-  if (g && o->dot) kiln_write_dot(g, o->dot, d);
+  if (g && o->dot) kiln_write_dot(g, o, d);
   if (g && o->print_after < 0 && !o->stats && !o->explain && !o->dot) ir_print(g, stdout);
   if (g) {
     pass_plan_free(g->plan);

@@ -21,7 +21,8 @@ typedef struct {
   bool print;                      /* check --print */
   ir_mode mode;                    /* passes --mode (NONE: train if the model trains) */
   int print_after;                 /* passes --print-after: pass id, PASS_COUNT = all, -1 */
-  const char *dot;
+  const char *dot;                 /* passes --dot / --dot-full */
+  bool dot_full;
   bool stats, explain;
   uint32_t disabled;
   /* compile and run */

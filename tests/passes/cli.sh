@@ -11,14 +11,17 @@ for mode in predict train; do
   "$kiln" passes "$src" --mode $mode --stats >"$tmp/stats" 2>"$tmp/err" || fail "--stats --mode $mode: $(cat "$tmp/err")"
   grep -q '^plan ' "$tmp/stats" || fail "no plan row in the stats ($mode)"
   grep -q '% of naive' "$tmp/stats" || fail "no memory figure ($mode)"
-  "$kiln" passes "$src" --mode $mode --dot "$tmp/g.dot" >/dev/null || fail "--dot ($mode)"
-  open=$(tr -cd '{' <"$tmp/g.dot" | wc -c) close=$(tr -cd '}' <"$tmp/g.dot" | wc -c)
-  [ "$open" -gt 0 ] && [ "$open" -eq "$close" ] || fail "DOT braces unbalanced ($open vs $close)"
-  if command -v dot >/dev/null; then
-    dot -Tsvg "$tmp/g.dot" -o "$tmp/g.svg" 2>"$tmp/doterr" || fail "graphviz cannot render the DOT ($mode): $(cat "$tmp/doterr")"
-  else
-    echo "note: graphviz is not installed; the DOT file was checked but not rendered"
-  fi
+  for view in dot dot-full; do
+    "$kiln" passes "$src" --mode $mode --$view "$tmp/g.dot" >/dev/null || fail "--$view ($mode)"
+    open=$(tr -cd '{' <"$tmp/g.dot" | wc -c) close=$(tr -cd '}' <"$tmp/g.dot" | wc -c)
+    [ "$open" -gt 0 ] && [ "$open" -eq "$close" ] || fail "DOT braces unbalanced ($open vs $close, --$view)"
+    if command -v dot >/dev/null; then
+      dot -Tsvg "$tmp/g.dot" -o "$tmp/g.svg" 2>"$tmp/doterr" || fail "graphviz cannot render the --$view DOT ($mode): $(cat "$tmp/doterr")"
+      [ -s "$tmp/doterr" ] && fail "graphviz warned on the --$view DOT ($mode): $(head -3 "$tmp/doterr")"
+    else
+      echo "note: graphviz is not installed; the DOT file was checked but not rendered"
+    fi
+  done
   "$kiln" passes "$src" --mode $mode --print-after all >"$tmp/all" || fail "--print-after all ($mode)"
   want=5; [ $mode = train ] && want=8        # backward, prune and optimizer run only for train
   [ "$(grep -c '^# after pass' "$tmp/all")" -eq $want ] || fail "--print-after all did not print after each of the $want passes ($mode)"
