@@ -7,6 +7,7 @@
 
 #include "k_base.h"
 #include "k_params.h"
+#include "k_parallel.h"
 
 #define K_DECLARE_OP(op) \
   int k_##op##_forward(const k_call *c); \
