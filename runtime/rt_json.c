@@ -154,15 +154,17 @@ static int parse_int(jparser *P, rt_json *v) {
   if (P->p >= P->end || *P->p < '0' || *P->p > '9') return jfail(P, "expected a digit");
   if (*P->p == '0' && P->end - P->p > 1 && P->p[1] >= '0' && P->p[1] <= '9')
     return jfail(P, "leading zero");
-  uint64_t n = 0;
+  int64_t n = 0;
   while (P->p < P->end && *P->p >= '0' && *P->p <= '9') {
-    n = n * 10 + (uint64_t)(*P->p++ - '0');
-    if (n > (uint64_t)INT64_MAX) return jfail(P, "integer too large");
+    int d = *P->p++ - '0';
+    /* Checked before the step, so n never wraps: 10n + d <= INT64_MAX. */
+    if (n > (INT64_MAX - d) / 10) return jfail(P, "integer too large (the limit is 9223372036854775807)");
+    n = n * 10 + d;
   }
   if (P->p < P->end && (*P->p == '.' || *P->p == 'e' || *P->p == 'E'))
     return jfail(P, "only integers are allowed");
   v->kind = RT_JSON_INT;
-  v->num = neg ? -(int64_t)n : (int64_t)n;
+  v->num = neg ? -n : n;
   return 0;
 }
 

@@ -44,6 +44,36 @@ static void test_json(void) {
   CHECK(rt_json_parse(deep, strlen(deep), &v, err, sizeof err) != 0 && strstr(err, "deeply"), "depth+1: %s", err);
 }
 
+/* The value of a JSON integer, or 1 with the message in err. */
+static int json_int(const char *s, int64_t *out, char *err, size_t n) {
+  rt_json v;
+  int r = rt_json_parse(s, strlen(s), &v, err, n);
+  if (r == 0) *out = v.num;
+  rt_json_free(&v);
+  return r;
+}
+
+/* Integers at every edge of int64: the largest is read exactly, anything above is refused —
+ * never wrapped (18446744073709551616 = 2^64 used to read as 0, and ...617 as 1). */
+static void test_json_int_limits(void) {
+  static const struct { const char *s; int64_t want; } ok[] = {
+      {"0", 0}, {"-0", 0}, {"9223372036854775807", INT64_MAX}, {"-9223372036854775807", -INT64_MAX},
+      {"922337203685477580", 922337203685477580}, {"9223372036854775799", 9223372036854775799}};
+  static const char *const bad[] = {"9223372036854775808", "9223372036854775810", "-9223372036854775808",
+                                    "18446744073709551615", "18446744073709551616", "18446744073709551617",
+                                    "18446744073709551744", "92233720368547758070", "99999999999999999999999999"};
+  char err[RT_ERR_LEN];
+  for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+    int64_t v = -1;
+    CHECK(json_int(ok[i].s, &v, err, sizeof err) == 0 && v == ok[i].want, "'%s' reads as %lld (%s)", ok[i].s, (long long)v, err);
+  }
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    int64_t v = 0;
+    CHECK(json_int(bad[i], &v, err, sizeof err) != 0 && strstr(err, "integer too large"), "'%s' must be refused, read %lld",
+          bad[i], (long long)v);
+  }
+}
+
 /* ---- round trip --------------------------------------------------------------------------- */
 
 static float w1[6] = {1, 2, 3, 4, 5, 6.5f};
@@ -136,6 +166,8 @@ static void test_rules(void) {
   expect_error("{\"a\":{\"dtype\":3,\"shape\":[2],\"data_offsets\":[0,4]}}", 4, "'dtype' is not a string");
   expect_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,4294967296],\"data_offsets\":[0,4]}}", 4, "size overflows");
   expect_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 4, "rank 7 exceeds");
+  expect_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[18446744073709551744],\"data_offsets\":[0,4]}}", 4, "integer too large");
+  expect_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,18446744073709551620]}}", 4, "integer too large");
   expect_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4, "shape[0] is not a non-negative");
   expect_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[1.0],\"data_offsets\":[0,4]}}", 4, "only integers");
   expect_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,0]}}", 4, "end before they begin");
@@ -244,6 +276,7 @@ int main(void) {
   snprintf(g_dir, sizeof g_dir, "/tmp/kiln-st-XXXXXX");
   if (!mkdtemp(g_dir)) return 2;
   test_json();
+  test_json_int_limits();
   test_round_trip();
   test_rules();
   test_fuzz();
