@@ -71,7 +71,7 @@ static int cg_build_cmd(cg_link_cmd *c, const char *obj, const char *tmp) {
   const char *fixed[] = {"-shared", "-o", tmp, obj, c->runtime, c->kernels, KILN_BLAS_LIB, "-lm",
                          "-lpthread", "-Wl,--exclude-libs,ALL", "-Wl,--no-undefined", "-Wl,--as-needed",
 #ifdef KILN_SANITIZE
-                         "-fsanitize=address,undefined",
+                         KILN_SANITIZE_FLAG,
 #endif
                          NULL};
   for (int i = 0; fixed[i]; i++) cg_arg(c, fixed[i]);

@@ -24,7 +24,7 @@
 #define AT_RTOL 1e-5
 #define AT_MAX 16
 #ifdef KILN_SANITIZE
-#define AT_SAN_FLAGS " -fsanitize=address,undefined"   /* the .so carries the sanitizer runtimes' references */
+#define AT_SAN_FLAGS " " KILN_SANITIZE_FLAG   /* the .so carries the sanitizer runtimes' references */
 #else
 #define AT_SAN_FLAGS ""
 #endif
