@@ -3,9 +3,11 @@
  * in the user's model or data, 2 a usage error. What the other command files (kiln_train.c)
  * share with this one is declared in kiln_tools.h. */
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -445,6 +447,76 @@ static int kiln_write_header(const rt_model_desc *desc, const char *path, ir_dia
   return 0;
 }
 
+/* The outputs of one command appear together or not at all. Each is first written under a
+ * temporary name in its destination's folder; kiln_outs_commit then renames them all, and if
+ * one rename fails it undoes those already done (a replaced file comes back from a hard link
+ * kept until the end). */
+enum { KILN_MAX_OUTS = 2 };
+typedef struct {
+  char dest[4096], tmp[4112], keep[4112];   /* dest + ".tmpXXXXXX" / ".oldXXXXXX" */
+  bool kept, moved;
+} kiln_out;
+typedef struct { kiln_out o[KILN_MAX_OUTS]; int n; } kiln_outs;
+
+/* A fresh temporary name beside dest, or NULL with the error reported. */
+static const char *kiln_outs_add(kiln_outs *s, const char *dest, ir_diag *d) {
+  kiln_out *o = &s->o[s->n];
+  snprintf(o->dest, sizeof o->dest, "%s", dest);
+  snprintf(o->tmp, sizeof o->tmp, "%s.tmpXXXXXX", dest);
+  int fd = mkstemp(o->tmp);
+  if (fd < 0) return ir_error(d, (ir_loc){0}, "cannot write '%s': %s", dest, strerror(errno)), NULL;
+  close(fd);
+  s->n++;
+  return o->tmp;
+}
+
+static void kiln_outs_discard(kiln_outs *s) {
+  for (int i = 0; i < s->n; i++) unlink(s->o[i].tmp);
+  s->n = 0;
+}
+
+/* Keeps a hard link to the file dest replaces, so a later failure can put it back. */
+static int kiln_out_keep(kiln_out *o) {
+  struct stat st;
+  if (lstat(o->dest, &st) != 0) return errno == ENOENT ? 0 : -1;
+  if (S_ISDIR(st.st_mode)) return errno = EISDIR, -1;
+  snprintf(o->keep, sizeof o->keep, "%s.oldXXXXXX", o->dest);
+  int fd = mkstemp(o->keep);
+  if (fd < 0) return -1;
+  close(fd);
+  unlink(o->keep);
+  if (link(o->dest, o->keep) != 0) return -1;
+  return o->kept = true, 0;
+}
+
+static void kiln_outs_undo(kiln_outs *s) {
+  for (int i = 0; i < s->n; i++) {
+    kiln_out *o = &s->o[i];
+    if (o->moved && o->kept) rename(o->keep, o->dest);
+    else if (o->moved) unlink(o->dest);
+    else if (o->kept) unlink(o->keep);
+  }
+}
+
+static int kiln_outs_commit(kiln_outs *s, ir_diag *d) {
+  const char *failed = NULL;
+  int err = 0;
+  for (int i = 0; i < s->n && !failed; i++)
+    if (kiln_out_keep(&s->o[i])) failed = s->o[i].dest, err = errno;
+  for (int i = 0; i < s->n && !failed; i++)
+    if (rename(s->o[i].tmp, s->o[i].dest) == 0) s->o[i].moved = true;
+    else failed = s->o[i].dest, err = errno;
+  if (!failed) {
+    for (int i = 0; i < s->n; i++)
+      if (s->o[i].kept) unlink(s->o[i].keep);
+    return s->n = 0, 0;
+  }
+  ir_error(d, (ir_loc){0}, "cannot write '%s': %s", failed, strerror(err));
+  kiln_outs_undo(s);
+  kiln_outs_discard(s);
+  return 1;
+}
+
 /* The object into a temporary file next to nothing the user owns, then linked into so. */
 static int kiln_link(kiln_build *b, const char *so, ir_diag *d) {
   char obj[4096], err[8192];
@@ -477,7 +549,10 @@ static int kiln_compile_emit(kiln_build *b, const kiln_opts *o, const char *name
   char dir[2048];
   kiln_dir_of(out, dir, sizeof dir);
   snprintf(p->hdr, sizeof p->hdr, "%s%s.h", dir, name);
-  return kiln_link(b, out, d) || kiln_write_header(b->desc, p->hdr, d);
+  kiln_outs outs = {.n = 0};
+  const char *so_tmp = kiln_outs_add(&outs, out, d), *h_tmp = so_tmp ? kiln_outs_add(&outs, p->hdr, d) : NULL;
+  if (!h_tmp || kiln_link(b, so_tmp, d) || kiln_write_header(b->desc, h_tmp, d)) return kiln_outs_discard(&outs), 1;
+  return kiln_outs_commit(&outs, d);
 }
 
 static void kiln_compile_graph(ir_graph *lowered, const kiln_opts *co, ir_diag *d) {

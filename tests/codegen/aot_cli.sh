@@ -82,6 +82,16 @@ printf 'model a {\n  input x : f32[2]\n  y = relu(x)\n  output y\n}\nmodel b {\n
 # A link that cannot succeed leaves no .so behind (no runtime archive in KILN_LIB_DIR).
 KILN_LIB_DIR=/nonexistent "$KILN" compile "$ROOT/examples/mlp.kiln" -o "$TMP/liblinkfail.so" 2>"$TMP/link.log"
 [ $? -eq 1 ] && [ -z "$(ls "$TMP" | grep liblinkfail)" ] && grep -q 'linking failed' "$TMP/link.log" && ok || bad "a failed link should exit 1 and leave nothing: $(cat "$TMP/link.log")"
+# All outputs or none: when the header cannot be written (NAME.h is a folder) the .so is not
+# written either, and a .so already there is left as it was; no temporary files remain.
+mkdir -p "$TMP/both" "$TMP/both/mlp.h"
+printf 'old' > "$TMP/both/libmlp.so"
+"$KILN" compile "$ROOT/examples/mlp.kiln" -o "$TMP/both/libmlp.so" 2>"$TMP/both.log"
+[ $? -eq 1 ] && [ "$(cat "$TMP/both/libmlp.so")" = old ] && [ -d "$TMP/both/mlp.h" ] && [ "$(ls "$TMP/both" | wc -l)" -eq 2 ] &&
+  grep -q "cannot write .*mlp.h" "$TMP/both.log" && ok || bad "a header that cannot be written must leave the .so as it was: $(ls "$TMP/both"; cat "$TMP/both.log")"
+rmdir "$TMP/both/mlp.h"
+"$KILN" compile "$ROOT/examples/mlp.kiln" -o "$TMP/both/libmlp.so" 2>/dev/null && [ "$(cat "$TMP/both/libmlp.so")" != old ] &&
+  [ -f "$TMP/both/mlp.h" ] && [ "$(ls "$TMP/both" | wc -l)" -eq 2 ] && ok || bad "a compile that succeeds replaces both outputs: $(ls "$TMP/both")"
 
 # The time kiln compile takes on the full-size ResNet (reported, no threshold).
 start=$(date +%s.%N)
