@@ -223,13 +223,31 @@ static const char *fe_ret_name(fe_lower *L, const fe_scope *callee, const char *
   return fe_unique(L, n);
 }
 
-static int fe_def_returns(fe_lower *L, fe_scope *callee, const char *ret_name, const fe_name *targets, int *out, int max) {
+/* A returned value that a statement of the def computed (`return a, d`) carries that
+ * statement's inner name (p.a); it takes its call-site name instead, as a value computed in
+ * the return expression does. Its producer node and hidden outputs follow (node name =
+ * visible output name). Tensors from before the call (arguments, parameters) and values
+ * already renamed by an earlier return keep their names. */
+static void fe_ret_rename(fe_lower *L, int t, int first, const char *name) {
+  ir_tensor *x = ir_tensor_at(L->g, t);
+  if (t < first || x->kind != IR_T_VALUE || x->producer < 0 || strcmp(x->name, name) == 0) return;
+  ir_node *n = ir_node_at(L->g, x->producer);
+  if (n->out[0] != t || strcmp(n->name, x->name) != 0) return;   /* a hidden output, or renamed already */
+  n->name = ir_strdup(&L->g->arena, name);
+  for (int j = 0; j < n->nout; j++)
+    if (n->out[j] >= 0)
+      ir_tensor_at(L->g, n->out[j])->name = j == 0 ? n->name : ir_strfmt(&L->g->arena, "%s.%s", name, ir_ops[n->op].outs[j]);
+}
+
+static int fe_def_returns(fe_lower *L, fe_scope *callee, const char *ret_name, const fe_name *targets, int first,
+                          int *out, int max) {
   fe_stmt_ctx rst = {.pfx = callee->prefix};
   int n = 0;
   for (const fe_arg *r = callee->def->rets; r; r = r->next) {
     const char *name = fe_ret_name(L, callee, ret_name, &targets);
     int t = fe_tensor(L, callee, &rst, r->value, name);
     if (t < 0) return -1;
+    fe_ret_rename(L, t, first, name);
     if (n < max) out[n] = t;
     n++;
   }
@@ -241,11 +259,11 @@ int fe_call_def(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, con
   if (fe_def_recursion(L, s, def, e->loc)) return -1;
   if (s->depth >= 64) return ir_error(L->d, e->loc, "defs are nested more than 64 calls deep"), -1;
   fe_scope callee = {.prefix = callsite, .def = def, .caller = s, .depth = s->depth + 1};
-  int before = fe_count_params(L->g), errors = L->d->errors;
+  int before = fe_count_params(L->g), errors = L->d->errors, first = ir_ntensors(L->g);
   if (fe_def_bind_tensors(L, s, st, &callee, e) | fe_def_bind_attrs(L, s, &callee, e)) return -1;
   fe_lower_stmts(L, &callee, def->body);
   if (L->d->errors != errors) return -1;
-  int n = fe_def_returns(L, &callee, ret_name, st->targets, out, max);
+  int n = fe_def_returns(L, &callee, ret_name, st->targets, first, out, max);
   if (n > 0 && fe_count_params(L->g) > before && fe_op_claim(L, st, ir_strfmt(&L->g->arena, "call of '%s'", def->name), e->loc)) return -1;
   return n;
 }

@@ -576,12 +576,29 @@ static void test_naming(void) {
     t_type(m, "h", "f32[4, 8]"), t_weight(m, "h.weight", "f32[8, 6]", 6.0), t_param(m, "h.bias", "f32[8]", IR_INIT_ZEROS, 0, 0);
     t_weight(m, "b1.c.weight", "f32[6, 8]", 8.0), t_weight(m, "b1.weight", "f32[3, 6]", 6.0), t_type(m, "b1", "f32[4, 3]");
     t_node(m, "b1", relu), t_node(m, "b1.c", fully_connected);
-    /* p is the def's own `a` (named p.a); q is a fresh node, named by its target */
-    const ir_tensor *p = t_tensor(m, "p.a", __LINE__), *q = t_tensor(m, "q", __LINE__);
+    /* every returned value takes its target's name: p is the def's own `a` (its node renamed
+       from p.a), q a value computed in the return expression */
+    const ir_tensor *p = t_tensor(m, "p", __LINE__), *q = t_tensor(m, "q", __LINE__);
     CHECK(p && q && p->producer >= 0 && q->producer >= 0 && ir_node_at(m->g, p->producer)->op == IR_OP_relu &&
           ir_node_at(m->g, q->producer)->op == IR_OP_sigmoid, "multi-target assignment binds p to relu, q to sigmoid");
+    CHECK(p && !strcmp(ir_node_at(m->g, p->producer)->name, "p") && ir_graph_find_tensor(m->g, "p.a") < 0, "p's node is named p");
     CHECK(m->g->outputs.len == 2 && IR_VEC_AT(m->g->outputs, int, 1) == ir_graph_find_tensor(m->g, "q"), "output q");
-    t_type(m, "p.a", "f32[4, 3]"), t_type(m, "q", "f32[4, 3]");
+    t_type(m, "p", "f32[4, 3]"), t_type(m, "q", "f32[4, 3]");
+    t_free(m);
+  }
+  /* however the values are written: both statements, or an expression and a statement; the
+     parameters of a returned statement keep that statement's names */
+  m = t_ok("def two(x) {\n a = x + 1.0\n d = x * 2.0\n return a, d\n}\n"
+           "def rev(x) {\n d = x * 2.0\n return x + 1.0, d\n}\n"
+           "def fc(x) {\n a = fully_connected(x, num_hidden=3)\n return a, relu(a)\n}\n"
+           MODEL("input x : f32[2, 4]\n p, q = two(x)\n r, s = rev(x)\n u, v = fc(x)\n output p, q, r, s, u, v"));
+  if (m) {
+    t_node(m, "p", add), t_node(m, "q", mul), t_node(m, "r", add), t_node(m, "s", mul), t_node(m, "u", fully_connected), t_node(m, "v", relu);
+    t_weight(m, "u.a.weight", "f32[3, 4]", 4.0);
+    const char *want[] = {"p", "q", "r", "s", "u", "v"};
+    CHECK(m->g->outputs.len == 6, "six outputs");
+    for (int i = 0; i < 6 && m->g->outputs.len == 6; i++)
+      CHECK(!strcmp(ir_tensor_at(m->g, IR_VEC_AT(m->g->outputs, int, i))->name, want[i]), "output %d is %s", i, want[i]);
     t_free(m);
   }
   const char *src = "dim batch = 4\n" MODEL("input x : f32[batch, 6]\n y = fully_connected(x, num_hidden=2)\n output y");
