@@ -178,8 +178,11 @@ int ir_infer_squeeze(ir_infer *x) {
   bool drop[K_MAX_RANK] = {0};
   int r = x->in[0].rank;
   k_ints given = p->axis;
+  bool seen[K_MAX_RANK] = {0};
   for (int i = 0; i < p->axis.n; i++) {
     if (ir_norm_axis(x, &p->axis.v[i], r, "axis")) return 1;
+    if (seen[p->axis.v[i]]) return ir_infer_fail(x, "axis %lld is listed twice", (long long)given.v[i]);
+    seen[p->axis.v[i]] = true;
     drop[p->axis.v[i]] = x->in[0].d[p->axis.v[i]] == 1;
   }
   for (int i = 0; i < r && p->axis.n == 0; i++) drop[i] = x->in[0].d[i] == 1;
@@ -340,11 +343,24 @@ int ir_infer_convolution(ir_infer *x) {
   return 0;
 }
 
+/* global_pool=true with a kernel, stride or pad other than what it implies (the whole input,
+ * stride 1, pad 0): the SPEC refuses them. Values equal to the implied ones are what this
+ * function itself writes, so inferring a graph twice (or printing and re-reading it) passes. */
+static bool ir_pool_global_conflict(const k_pool_param *p, const k_shape *d, int sp) {
+  if ((p->kernel.n && p->kernel.n != sp) || (p->stride.n && p->stride.n != sp) || (p->pad.n && p->pad.n != sp)) return true;
+  for (int i = 0; i < sp; i++)
+    if ((p->kernel.n && p->kernel.v[i] != d->d[2 + i]) || (p->stride.n && p->stride.v[i] != 1) || (p->pad.n && p->pad.v[i] != 0))
+      return true;
+  return false;
+}
+
 int ir_infer_pooling(ir_infer *x) {
   k_pool_param *p = x->param;
   const k_shape *d = &x->in[0];
   int sp = d->rank - 2;
   if (sp != 1 && sp != 2) return ir_infer_fail(x, "needs data of rank 3 or 4 (1-D or 2-D pooling), got rank %d", d->rank);
+  if (p->global_pool && ir_pool_global_conflict(p, d, sp))
+    return ir_infer_fail(x, "takes no kernel, stride or pad with global_pool=true (the kernel is the whole input)");
   if (p->global_pool) {
     p->kernel.n = sp;
     for (int i = 0; i < sp; i++) p->kernel.v[i] = d->d[2 + i], p->stride.v[i] = 1;
