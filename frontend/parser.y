@@ -14,6 +14,7 @@
 %define api.pure full
 %define api.prefix {fe_yy}
 %define parse.error custom
+%define parse.lac full   /* expected tokens from the real stack: "')' or ','", not only "')'" */
 %locations
 %parse-param {fe_parser *p}
 %lex-param {void *scanner}
@@ -280,6 +281,13 @@ static bool fe_starts_expr(yysymbol_kind_t k) {
          strcmp(yysymbol_name(k), "'-'") == 0;
 }
 
+/* The operators that continue an expression. When all five are expected the value just read
+ * could go on, which a message need not say: "expected ')' or ','" is the useful part. */
+static bool fe_continues_expr(yysymbol_kind_t k) {
+  const char *s = yysymbol_name(k);
+  return k == YYSYMBOL_T_POW || !strcmp(s, "'+'") || !strcmp(s, "'-'") || !strcmp(s, "'*'") || !strcmp(s, "'/'");
+}
+
 /* Keywords cannot be names; say where each one belongs. */
 static const char *fe_keyword_hint(yysymbol_kind_t k) {
   switch (k) {
@@ -326,10 +334,17 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, fe_parser *p) {
     p->skipping = true;              /* the lexer has reported what broke this line */
     return 0;
   }
-  for (int i = 0; i < n; i++) firsts += fe_starts_expr(expected[i]);
+  int ops = 0;
+  for (int i = 0; i < n; i++) firsts += fe_starts_expr(expected[i]), ops += fe_continues_expr(expected[i]);
   bool expr = firsts == 8;           /* every first token of an expression is expected */
-  for (int i = 0; i < n; i++)            /* 'dim' here is the keyword argument dim= */
-    if (!expr || !(fe_starts_expr(expected[i]) || expected[i] == YYSYMBOL_T_DIM)) items[ni++] = yysymbol_name(expected[i]);
+  bool more = ops == 5 && !expr;     /* the expression read so far may continue */
+  for (int i = 0; i < n; i++) {          /* 'dim' here is the keyword argument dim= */
+    if (expr && (fe_starts_expr(expected[i]) || expected[i] == YYSYMBOL_T_DIM)) continue;
+    if (more && (fe_continues_expr(expected[i]) || !strcmp(yysymbol_name(expected[i]), "'('") ||
+                 !strcmp(yysymbol_name(expected[i]), "'='")))
+      continue;                          /* a name just read could also become a call or a keyword */
+    items[ni++] = yysymbol_name(expected[i]);
+  }
   if (expr) items[ni++] = "an expression";
   char msg[512];
   if (fe_missing_at_eol(p, got, items, ni)) return 0;
