@@ -254,6 +254,12 @@ static int fe_def_returns(fe_lower *L, fe_scope *callee, const char *ret_name, c
   return n;
 }
 
+/* An error inside a def's body points into the def; this note says which call led there (one
+ * per level of nesting, innermost first). */
+static void fe_def_expansion_note(fe_lower *L, const fe_def *def, const fe_expr *call) {
+  ir_note(L->d, call->loc, "in the expansion of def '%s' called here", def->name);
+}
+
 int fe_call_def(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, const fe_def *def,
                 const char *callsite, const char *ret_name, int *out, int max) {
   if (fe_def_recursion(L, s, def, e->loc)) return -1;
@@ -262,8 +268,9 @@ int fe_call_def(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, con
   int before = fe_count_params(L->g), errors = L->d->errors, first = ir_ntensors(L->g);
   if (fe_def_bind_tensors(L, s, st, &callee, e) | fe_def_bind_attrs(L, s, &callee, e)) return -1;
   fe_lower_stmts(L, &callee, def->body);
-  if (L->d->errors != errors) return -1;
+  if (L->d->errors != errors) return fe_def_expansion_note(L, def, e), -1;
   int n = fe_def_returns(L, &callee, ret_name, st->targets, first, out, max);
+  if (n < 0 && L->d->errors != errors) fe_def_expansion_note(L, def, e);
   if (n > 0 && fe_count_params(L->g) > before && fe_op_claim(L, st, ir_strfmt(&L->g->arena, "call of '%s'", def->name), e->loc)) return -1;
   return n;
 }
