@@ -4,6 +4,7 @@
 #include "fe_lower.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 fe_binding *fe_lookup(const fe_scope *s, const char *name) {
@@ -351,6 +352,24 @@ static void fe_model_item(fe_lower *L, fe_scope *s, const fe_stmt *a) {
   }
 }
 
+/* Whether any learnable parameter feeds tensor t (a walk up through the producers). */
+static bool fe_reaches_param(const ir_graph *g, int t) {
+  int n = ir_ntensors(g), top = 0;
+  int *stack = malloc(sizeof(int) * (size_t)n);
+  bool *seen = calloc((size_t)n, 1), found = false;
+  if (!stack || !seen) KILN_ICE("out of memory");
+  stack[top++] = t, seen[t] = true;
+  while (top && !found) {
+    const ir_tensor *x = ir_tensor_at(g, stack[--top]);
+    found = x->kind == IR_T_PARAM;
+    const ir_node *p = x->producer >= 0 ? ir_node_at(g, x->producer) : NULL;
+    for (int j = 0; p && j < p->nin; j++)
+      if (p->in[j] >= 0 && !seen[p->in[j]]) seen[p->in[j]] = true, stack[top++] = p->in[j];
+  }
+  free(stack), free(seen);
+  return found;
+}
+
 ir_graph *fe_lower_model(fe_file *f, fe_model *m, const fe_define *defs, int ndefs, ir_diag *d) {
   int before = d->errors;
   fe_lower L = {.file = f, .g = ir_graph_new(m->name), .d = d, .defines = defs, .ndefines = ndefs};
@@ -359,6 +378,9 @@ ir_graph *fe_lower_model(fe_file *f, fe_model *m, const fe_define *defs, int nde
   if (L.g->outputs.len == 0 && !L.g->has_train && d->errors == before)
     ir_error(d, m->loc, "model '%s' has no output and no train statement", m->name);
   if (d->errors == before) ir_infer_shapes(L.g, d);
+  if (d->errors == before && L.g->has_train && L.g->loss >= 0 && !fe_reaches_param(L.g, L.g->loss))
+    ir_warning(d, L.g->train_loc, "no parameter reaches the loss '%s': train_step will change no weight",
+               ir_tensor_at(L.g, L.g->loss)->name);
 #ifdef KILN_DEBUG
   if (d->errors == before && ir_verify(L.g)) KILN_ICE("lowering produced an invalid graph");
 #endif

@@ -51,6 +51,7 @@ void ir_diag_add_source(ir_diag *d, const char *name, const char *text, size_t l
 void ir_error(ir_diag *d, ir_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void ir_verror(ir_diag *d, ir_loc loc, const char *fmt, va_list ap);
 void ir_note(ir_diag *d, ir_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void ir_warning(ir_diag *d, ir_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void ir_diag_free(ir_diag *d);
 /* Length of the valid UTF-8 sequence of 2 to 4 bytes at s (n bytes left), else 0. */
 int ir_utf8_len(const unsigned char *s, long n);

@@ -131,6 +131,15 @@ void ir_error(ir_diag *d, ir_loc loc, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* Printed like an error but not counted: the model still compiles. */
+void ir_warning(ir_diag *d, ir_loc loc, const char *fmt, ...) {
+  if (d->errors >= d->max_errors) return;
+  va_list ap;
+  va_start(ap, fmt);
+  ir_diag_emit(d, loc, "warning", fmt, ap);
+  va_end(ap);
+}
+
 void ir_note(ir_diag *d, ir_loc loc, const char *fmt, ...) {
   if (d->errors >= d->max_errors || d->dropped) return;
   va_list ap;

@@ -601,6 +601,16 @@ static void test_naming(void) {
       CHECK(!strcmp(ir_tensor_at(m->g, IR_VEC_AT(m->g->outputs, int, i))->name, want[i]), "output %d is %s", i, want[i]);
     t_free(m);
   }
+  /* a loss no parameter reaches still compiles, with a warning; one that a parameter reaches
+     gets none */
+  m = t_ok(MODEL("input x : f32[2, 4]\n input l : i32[2]\n y = x * 2.0\n loss = softmax_cross_entropy(y, l)\n"
+                 " train loss with sgd(lr=0.1)"));
+  if (m) CHECK(m->msg && strstr(m->msg, "warning: no parameter reaches the loss 'loss'"), "warning for an unreachable loss: %s", m->msg);
+  if (m) t_free(m);
+  m = t_ok(MODEL("input x : f32[2, 4]\n input l : i32[2]\n y = fully_connected(x, num_hidden=3)\n"
+                 " loss = softmax_cross_entropy(y, l)\n train loss with sgd(lr=0.1)"));
+  if (m) CHECK(!m->msg || !strstr(m->msg, "warning"), "no warning when a parameter reaches the loss: %s", m->msg);
+  if (m) t_free(m);
   const char *src = "dim batch = 4\n" MODEL("input x : f32[batch, 6]\n y = fully_connected(x, num_hidden=2)\n output y");
   fe_define one = {"batch", 1};
   t_model *d = t_lower_defs(src, &one, 1);
