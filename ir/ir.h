@@ -180,7 +180,8 @@ typedef struct {
 
 /* ---- ir_graph.c ---- */
 ir_graph *ir_graph_new(const char *name);
-void ir_graph_free(ir_graph *g);
+void ir_graph_free(ir_graph *g);       /* its plan too */
+void ir_plan_free(ir_plan *p);
 int ir_graph_add_tensor(ir_graph *g, const char *name, ir_tensor_kind kind, ir_loc loc);
 int ir_graph_add_node(ir_graph *g, int op, const char *name, int nin, const int *in, ir_loc loc);
 int ir_graph_find_tensor(const ir_graph *g, const char *name);   /* -1 if absent */

@@ -19,8 +19,17 @@ ir_graph *ir_graph_new(const char *name) {
   return g;
 }
 
+void ir_plan_free(ir_plan *p) {
+  if (!p) return;
+  free(p->buf);
+  free(p->temp_offset);
+  free(p->temp_bytes);
+  free(p);
+}
+
 void ir_graph_free(ir_graph *g) {
   if (!g) return;
+  ir_plan_free(g->plan);
   ir_vec_free(&g->tensors);
   ir_vec_free(&g->nodes);
   ir_vec_free(&g->outputs);

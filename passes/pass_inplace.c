@@ -68,7 +68,7 @@ int pass_inplace(ir_graph *g, pass_ctx *cx) {
         break;
       }
   }
-  pass_plan_free(s.live);
+  ir_plan_free(s.live);
   free(s.reused);
   cx->stats[PASS_inplace].inplace_pairs = pairs;
   return 0;

@@ -69,13 +69,6 @@ ir_plan *pass_plan_new(const ir_graph *g) {
   return p;
 }
 
-void pass_plan_free(ir_plan *p) {
-  if (!p) return;
-  free(p->buf);
-  free(p->temp_offset);
-  free(p->temp_bytes);
-  free(p);
-}
 
 /* The bytes of every ARENA tensor and workspace, each in its own buffer. */
 static int64_t pass_plan_naive_layout(const ir_graph *g, ir_plan *p) {
@@ -97,7 +90,7 @@ ir_plan *pass_plan_naive(const ir_graph *g) {
 
 int pass_plan_off(ir_graph *g, pass_ctx *cx) {
   (void)cx;
-  pass_plan_free(g->plan);
+  ir_plan_free(g->plan);
   g->plan = pass_plan_naive(g);
   return 0;
 }
@@ -343,7 +336,7 @@ int pass_plan(ir_graph *g, pass_ctx *cx) {
   for (int i = 0; i < n; i++)
     if (it[i].node >= 0) p->temp_offset[it[i].node] = it[i].offset;
   free(it), free(item_of);
-  pass_plan_free(g->plan);
+  ir_plan_free(g->plan);
   g->plan = p;
 #ifdef KILN_DEBUG
   if (pass_plan_validate(g, p, stderr)) KILN_ICE("the memory plan of %s is invalid", g->name);

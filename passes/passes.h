@@ -71,7 +71,6 @@ ir_plan *pass_plan_naive(const ir_graph *g);
 /* No two tensors live at once overlap; in-place pairs are legal; every read follows its
  * write. Returns 0, or prints the first violation to `out` and returns 1. */
 int pass_plan_validate(const ir_graph *g, const ir_plan *p, FILE *out);
-void pass_plan_free(ir_plan *p);
 int pass_plan_off(ir_graph *g, pass_ctx *cx);           /* the plan pass switched off: naive */
 /* The workspace a node's kernel asks for (its temp-space resource request). */
 size_t pass_node_temp_bytes(const ir_graph *g, const ir_node *n);

@@ -325,10 +325,7 @@ static void kiln_passes_graph(ir_graph *lowered, const kiln_opts *o, ir_diag *d)
   for (int i = 0; g && o->explain && i < cx.explain.len; i++) printf("%s\n", IR_VEC_AT(cx.explain, char *, i));
   if (g && o->dot) kiln_write_dot(g, o, d);
   if (g && o->print_after < 0 && !o->stats && !o->explain && !o->dot) ir_print(g, stdout);
-  if (g) {
-    pass_plan_free(g->plan);
-    ir_graph_free(g);
-  }
+  ir_graph_free(g);
   pass_ctx_free(&cx);
 }
 
@@ -402,7 +399,7 @@ static void kiln_build_free(kiln_build *b) {
   cg_desc_free(b->desc);
   for (int k = 0; k < 2; k++) {
     ir_graph *g = k ? b->train : b->predict;
-    if (g) pass_plan_free(g->plan), ir_graph_free(g);
+    ir_graph_free(g);
   }
 }
 

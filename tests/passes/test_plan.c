@@ -180,39 +180,39 @@ static void test_validator(void) {
   ir_plan *p = t_copy_plan(g);            /* a and b are live together (a is read by d) */
   p->buf[b].offset = p->buf[a].offset, p->buf[c].offset = p->buf[a].offset;
   CHECK(t_rejects(g, p, "overlap"), "overlapping live tensors are rejected");
-  pass_plan_free(p);
+  ir_plan_free(p);
 
   p = t_copy_plan(g);                     /* c reusing a, which d reads later */
   p->buf[c].share = a, p->buf[c].offset = p->buf[a].offset;
   CHECK(t_rejects(g, p, "still read after"), "reusing a tensor read later is rejected");
-  pass_plan_free(p);
+  ir_plan_free(p);
 
   p = t_copy_plan(g);                     /* d reusing the caller's input */
   p->buf[d].share = x, p->buf[d].offset = p->arena_bytes;   /* alone in the arena, so only the pair is wrong */
   p->arena_bytes += p->buf[d].bytes;
   CHECK(t_rejects(g, p, "not an arena value"), "reusing a caller input is rejected");
-  pass_plan_free(p);
+  ir_plan_free(p);
 
   p = t_copy_plan(g);                     /* a pair at different offsets */
   p->buf[c].offset += 64;
   p->arena_bytes += 64;
   CHECK(t_rejects(g, p, "another offset") || t_rejects(g, p, "overlap"), "a pair split across offsets is rejected");
-  pass_plan_free(p);
+  ir_plan_free(p);
 
   p = t_copy_plan(g);                     /* b written only at node 3: read before write */
   p->buf[b].first = p->buf[c].first;
   CHECK(t_rejects(g, p, "before its write") || t_rejects(g, p, "still read after"), "read before write is rejected");
-  pass_plan_free(p);
+  ir_plan_free(p);
 
   p = t_copy_plan(g);
   p->buf[a].offset = p->arena_bytes;
   CHECK(t_rejects(g, p, "past the arena"), "a buffer past the arena end is rejected");
-  pass_plan_free(p);
+  ir_plan_free(p);
 
   p = t_copy_plan(g);
   p->buf[a].cls = IR_MEM_NONE;
   CHECK(t_rejects(g, p, "wrong storage class"), "a used value without storage is rejected");
-  pass_plan_free(p);
+  ir_plan_free(p);
   t_free(r);
 }
 
@@ -231,7 +231,7 @@ static void test_validator_workspace(void) {
     p->temp_offset[conv] = p->buf[c].offset;
     if (p->temp_offset[conv] + p->temp_bytes[conv] > p->arena_bytes) p->arena_bytes = p->temp_offset[conv] + p->temp_bytes[conv];
     CHECK(t_rejects(r->g, p, "workspace"), "a workspace over a live output is rejected");
-    pass_plan_free(p);
+    ir_plan_free(p);
   }
   t_free(r);
 }

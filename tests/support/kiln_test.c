@@ -130,7 +130,6 @@ ir_graph *ts_compile(const ir_graph *lowered, ir_mode mode, uint32_t disabled) {
 }
 
 void ts_graph_free(ir_graph *g) {
-  if (g) pass_plan_free(g->plan), g->plan = NULL;
   ir_graph_free(g);
 }
 
