@@ -120,9 +120,19 @@ static void pass_fuse_join(pass_fuse *f, int G, int H) {
   g->count = 0;
 }
 
+/* The most members a group takes. Past a few dozen ops a loop gains nothing more (it is
+ * compute-bound by then), while the group's bookkeeping here and LLVM's register allocation
+ * of one huge loop body grow faster than linearly: a 10k-node chain fused whole took 22 s to
+ * compile. */
+#define PASS_FUSE_MAX_MEMBERS 64
+
 /* Merges the group G (ending before node i) into node i's group H, or says why not. */
 static const char *pass_fuse_try(pass_fuse *f, int G, int H, int i, char *buf, size_t len) {
   char a[64], b[64];
+  if (f->grp[G].count + f->grp[H].count > PASS_FUSE_MAX_MEMBERS) {
+    snprintf(buf, len, "the group would have more than %d members", PASS_FUSE_MAX_MEMBERS);
+    return buf;
+  }
   if (!pass_fuse_same_type(&f->grp[G], &f->grp[H])) {
     ir_type_str(f->grp[H].dtype, &f->grp[H].shape, a, sizeof a);
     ir_type_str(f->grp[G].dtype, &f->grp[G].shape, b, sizeof b);
