@@ -141,6 +141,18 @@ static int fe_def_recursion(fe_lower *L, const fe_scope *s, const fe_def *def, i
   return 1;
 }
 
+/* Past FE_MAX_NODES the model is refused once, naming the chain of calls that got there;
+ * every later call returns at once, so building stops. */
+static int fe_def_too_big(fe_lower *L, const fe_scope *s, const fe_def *def, ir_loc loc) {
+  if (L->too_big) return 1;
+  if (ir_nnodes(L->g) < FE_MAX_NODES) return 0;
+  const char *chain = def->name;
+  for (; s && s->def; s = s->caller) chain = ir_strfmt(&L->g->arena, "%s <- %s", chain, s->def->name);
+  ir_error(L->d, loc, "the model grows past %d nodes while inlining defs (def calls, innermost first: %s); "
+           "defs that call others several times grow the graph exponentially with their depth", FE_MAX_NODES, chain);
+  return L->too_big = true, 1;
+}
+
 static const fe_dparam *fe_def_param(const fe_def *def, const char *name) {
   for (const fe_dparam *p = def->params; p; p = p->next)
     if (strcmp(p->name, name) == 0) return p;
@@ -208,10 +220,14 @@ static int fe_def_bind_attrs(fe_lower *L, fe_scope *s, fe_scope *callee, const f
   return err;
 }
 
-static int fe_count_params(const ir_graph *g) {
-  int n = 0;
-  for (int i = 0; i < ir_ntensors(g); i++) n += ir_tensor_at(g, i)->kind == IR_T_PARAM || ir_tensor_at(g, i)->kind == IR_T_AUX;
-  return n;
+/* PARAM and AUX tensors so far, counted once each (tensors are only appended, and a PARAM
+ * that becomes AUX still counts once): a def call asks before and after its body. */
+static int fe_count_params(fe_lower *L) {
+  for (; L->params_counted < ir_ntensors(L->g); L->params_counted++) {
+    ir_tensor_kind k = ir_tensor_at(L->g, L->params_counted)->kind;
+    L->nparams += k == IR_T_PARAM || k == IR_T_AUX;
+  }
+  return L->nparams;
 }
 
 /* The name of a return value's node: ret_name, or for `p, q = blk(x)` (ret_name NULL) the
@@ -234,9 +250,13 @@ static void fe_ret_rename(fe_lower *L, int t, int first, const char *name) {
   ir_node *n = ir_node_at(L->g, x->producer);
   if (n->out[0] != t || strcmp(n->name, x->name) != 0) return;   /* a hidden output, or renamed already */
   n->name = ir_strdup(&L->g->arena, name);
-  for (int j = 0; j < n->nout; j++)
-    if (n->out[j] >= 0)
-      ir_tensor_at(L->g, n->out[j])->name = j == 0 ? n->name : ir_strfmt(&L->g->arena, "%s.%s", name, ir_ops[n->op].outs[j]);
+  fe_find_tensor(L, name);                     /* index every tensor under its old name first */
+  for (int j = 0; j < n->nout; j++) {
+    if (n->out[j] < 0) continue;
+    ir_tensor *o = ir_tensor_at(L->g, n->out[j]);
+    o->name = j == 0 ? n->name : ir_strfmt(&L->g->arena, "%s.%s", name, ir_ops[n->op].outs[j]);
+    fe_map_put(&L->tensors, &L->file->arena, o->name, (void *)(intptr_t)(n->out[j] + 1));   /* taken now */
+  }
 }
 
 static int fe_def_returns(fe_lower *L, fe_scope *callee, const char *ret_name, const fe_name *targets, int first,
@@ -262,15 +282,15 @@ static void fe_def_expansion_note(fe_lower *L, const fe_def *def, const fe_expr 
 
 int fe_call_def(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, const fe_def *def,
                 const char *callsite, const char *ret_name, int *out, int max) {
-  if (fe_def_recursion(L, s, def, e->loc)) return -1;
+  if (fe_def_recursion(L, s, def, e->loc) || fe_def_too_big(L, s, def, e->loc)) return -1;
   if (s->depth >= 64) return ir_error(L->d, e->loc, "defs are nested more than 64 calls deep"), -1;
   fe_scope callee = {.prefix = callsite, .def = def, .caller = s, .depth = s->depth + 1};
-  int before = fe_count_params(L->g), errors = L->d->errors, first = ir_ntensors(L->g);
+  int before = fe_count_params(L), errors = L->d->errors, first = ir_ntensors(L->g);
   if (fe_def_bind_tensors(L, s, st, &callee, e) | fe_def_bind_attrs(L, s, &callee, e)) return -1;
   fe_lower_stmts(L, &callee, def->body);
   if (L->d->errors != errors) return fe_def_expansion_note(L, def, e), -1;
   int n = fe_def_returns(L, &callee, ret_name, st->targets, first, out, max);
   if (n < 0 && L->d->errors != errors) fe_def_expansion_note(L, def, e);
-  if (n > 0 && fe_count_params(L->g) > before && fe_op_claim(L, st, ir_strfmt(&L->g->arena, "call of '%s'", def->name), e->loc)) return -1;
+  if (n > 0 && fe_count_params(L) > before && fe_op_claim(L, st, ir_strfmt(&L->g->arena, "call of '%s'", def->name), e->loc)) return -1;
   return n;
 }

@@ -47,11 +47,15 @@ const char *fe_join(fe_lower *L, const char *a, const char *b) {
 }
 
 /* base, or base_1, base_2...: names of nodes nested in a statement must not collide. */
+/* base, or base_1, base_2, ...: the first that no tensor has. The last suffix handed out per
+ * base is remembered, so naming many nodes after one base stays linear. */
 const char *fe_unique(fe_lower *L, const char *base) {
   if (fe_find_tensor(L, base) < 0) return base;
-  for (int i = 1;; i++) {
-    const char *n = ir_strfmt(&L->g->arena, "%s_%d", base, i);
-    if (fe_find_tensor(L, n) < 0) return n;
+  for (intptr_t i = (intptr_t)fe_map_get(&L->suffix, base) + 1;; i++) {
+    const char *n = ir_strfmt(&L->g->arena, "%s_%ld", base, (long)i);
+    if (fe_find_tensor(L, n) >= 0) continue;
+    fe_map_set(&L->suffix, &L->file->arena, ir_strdup(&L->file->arena, base), (void *)i);
+    return n;
   }
 }
 

@@ -8,7 +8,8 @@
 /* fe_map.c — string-keyed hash table in arena memory; values are never NULL */
 typedef struct { const char **keys; void **vals; int cap, len; } fe_map;
 void *fe_map_get(const fe_map *m, const char *key);          /* NULL if absent */
-void fe_map_put(fe_map *m, ir_arena *a, const char *key, void *val);
+void fe_map_put(fe_map *m, ir_arena *a, const char *key, void *val);  /* keeps an existing value */
+void fe_map_set(fe_map *m, ir_arena *a, const char *key, void *val);  /* replaces it */
 
 typedef enum { FE_B_TENSOR, FE_B_ATTR } fe_bkind;
 typedef struct fe_binding {
@@ -47,7 +48,15 @@ typedef struct {
   int depth;                   /* fe_tensor recursion, bounded */
   fe_map tensors;              /* tensor name -> index + 1, for the first `indexed` tensors */
   int indexed;
+  fe_map suffix;               /* fe_unique: base name -> the last suffix it handed out */
+  int nparams, params_counted; /* PARAM and AUX tensors among the first params_counted */
+  bool too_big;                /* FE_MAX_NODES reached: lowering stops building */
 } fe_lower;
+
+/* The most nodes one model's lowering may create. Defs that call each other several times
+ * grow a graph exponentially with their depth; past this the model is refused (naming the
+ * def chain that crossed it) instead of being built for minutes. */
+#define FE_MAX_NODES 300000
 
 /* fe_eval.c — compile-time values: dims, attribute arithmetic, type checks of def params */
 bool fe_dim_value(const fe_lower *L, const char *name, int64_t *out);

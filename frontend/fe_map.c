@@ -35,3 +35,9 @@ void fe_map_put(fe_map *m, ir_arena *a, const char *key, void *val) {
   if (m->keys[i]) return;
   m->keys[i] = key, m->vals[i] = val, m->len++;
 }
+
+void fe_map_set(fe_map *m, ir_arena *a, const char *key, void *val) {
+  int i = m->cap ? fe_map_slot(m, key) : -1;
+  if (i >= 0 && m->keys[i]) m->vals[i] = val;
+  else fe_map_put(m, a, key, val);
+}

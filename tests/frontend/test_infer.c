@@ -564,6 +564,30 @@ static void test_init_optim(void) {
   t_err(MODEL("input x : f32[2, 3]\n param w : f32[2, 3]\n y = relu(x)\n output y\n param v\n"), "parameter 'v' has no declared shape and no op infers one");
 }
 
+/* ---- size limits ---- */
+
+/* Defs d_i calling d_{i-1} twice: 2^depth relu nodes. 16 levels lower (65536 nodes); 40
+ * levels are refused at FE_MAX_NODES with the chain of calls, instead of running forever. */
+static void test_def_growth(void) {
+  char *src = NULL;
+  size_t len = 0;
+  for (int depth = 16; depth <= 40; depth += 24) {
+    FILE *o = open_memstream(&src, &len);
+    fprintf(o, "def d0(x) {\n return relu(x)\n}\n");
+    for (int i = 1; i <= depth; i++) fprintf(o, "def d%d(x) {\n a = d%d(x)\n return d%d(a)\n}\n", i, i - 1, i - 1);
+    fprintf(o, "model m {\n input x : f32[4]\n y = d%d(x)\n output y\n}\n", depth);
+    fclose(o);
+    if (depth == 16) {
+      t_model *m = t_ok(src);
+      if (m) CHECK(ir_nnodes(m->g) == 1 << 16, "16 levels of doubling defs: %d nodes", ir_nnodes(m->g));
+      if (m) t_free(m);
+    } else {
+      t_err(src, "the model grows past 300000 nodes while inlining defs", "d40);");
+    }
+    free(src);
+  }
+}
+
 /* ---- naming rules of SPEC section 1 ---- */
 
 static void test_naming(void) {
@@ -611,6 +635,7 @@ static void test_naming(void) {
                  " loss = softmax_cross_entropy(y, l)\n train loss with sgd(lr=0.1)"));
   if (m) CHECK(!m->msg || !strstr(m->msg, "warning"), "no warning when a parameter reaches the loss: %s", m->msg);
   if (m) t_free(m);
+  test_def_growth();
   const char *src = "dim batch = 4\n" MODEL("input x : f32[batch, 6]\n y = fully_connected(x, num_hidden=2)\n output y");
   fe_define one = {"batch", 1};
   t_model *d = t_lower_defs(src, &one, 1);
