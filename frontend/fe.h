@@ -112,6 +112,8 @@ typedef struct fe_parser {
   int err_line, err_col;     /* where the last syntax error was reported */
   int lex_err_line;          /* the last line with a lexical error: no syntax errors there */
   int def_errors;            /* the error count where the current def's body began */
+  bool stop;                 /* the file is refused already (an expression too deep, too many
+                                errors): the lexer ends the input, so nothing more is built */
   bool err_again;            /* the last error was at that same token: recovery made no progress */
 } fe_parser;
 

@@ -194,8 +194,12 @@ static void fe_assign(fe_lower *L, fe_scope *s, const fe_stmt *a) {
   fe_bind(L, s, a->names->name, FE_B_TENSOR, t, NULL, a->names->loc);
 }
 
+/* Stops once the error limit is reached: nothing more would be printed, and the graph is
+ * refused anyway. */
+static bool fe_gave_up(const fe_lower *L) { return L->d->errors >= L->d->max_errors; }
+
 void fe_lower_stmts(fe_lower *L, fe_scope *s, const fe_stmt *body) {
-  for (const fe_stmt *a = body; a; a = a->next) fe_assign(L, s, a);
+  for (const fe_stmt *a = body; a && !fe_gave_up(L); a = a->next) fe_assign(L, s, a);
 }
 
 /* ---- declarations ---- */
@@ -378,7 +382,7 @@ ir_graph *fe_lower_model(fe_file *f, fe_model *m, const fe_define *defs, int nde
   int before = d->errors;
   fe_lower L = {.file = f, .g = ir_graph_new(m->name), .d = d, .defines = defs, .ndefines = ndefs};
   fe_scope s = {.prefix = ""};
-  for (const fe_stmt *a = m->items; a; a = a->next) fe_model_item(&L, &s, a);
+  for (const fe_stmt *a = m->items; a && !fe_gave_up(&L); a = a->next) fe_model_item(&L, &s, a);
   if (L.g->outputs.len == 0 && !L.g->has_train && d->errors == before)
     ir_error(d, m->loc, "model '%s' has no output and no train statement", m->name);
   if (d->errors == before) ir_infer_shapes(L.g, d);

@@ -49,8 +49,10 @@ static fe_expr *fe_deepen(fe_parser *p, fe_expr *e) {
   for (const fe_arg *a = e->args; a; a = a->next)
     if (a->value->depth > d) d = a->value->depth;
   e->depth = d + 1;
-  if (e->depth == FE_MAX_DEPTH + 1)
+  if (e->depth == FE_MAX_DEPTH + 1) {
     ir_error(p->diag, e->loc, "expression is nested more than %d levels deep; split it over several statements", FE_MAX_DEPTH);
+    p->stop = true;
+  }
   return e;
 }
 static fe_expr *fe_binop(fe_parser *p, char op, fe_expr *a, fe_expr *b, FE_YYLTYPE l) {
@@ -88,7 +90,7 @@ FE_REVERSE(fe_dim, fe_rev_dims)
  * inside a block) is dropped instead, or at the end of file ends the parse; otherwise
  * recovery would loop on it forever. */
 #define FE_RECOVER() do { \
-    if (p->err_again && yychar == FE_YYEOF) YYABORT; \
+    if (p->stop || (p->err_again && yychar == FE_YYEOF)) YYABORT; \
     if (!p->err_again && (p->tok_at_bol || yychar == '}' || yychar == FE_YYEOF)) p->skipping = false; \
     else yyclearin; \
     p->err_again = false; \
@@ -325,6 +327,7 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, fe_parser *p) {
   int n = yypcontext_expected_tokens(ctx, expected, YYNTOKENS), ni = 0, firsts = 0;
   yysymbol_kind_t got = yypcontext_token(ctx);
   const FE_YYLTYPE *loc = yypcontext_location(ctx);
+  if (p->stop) return 0;             /* the end of input the lexer made up: said already */
   if (loc->first_line == p->err_line && loc->first_column == p->err_col) {
     p->err_again = p->skipping = true;
     return 0;

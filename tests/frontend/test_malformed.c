@@ -14,6 +14,7 @@
 #include "fe.h"
 
 static int passed, failed;
+static int last_errors;               /* the errors the last t_case counted */
 static const char *current = "";     /* the case running, for the watchdog */
 
 static void t_fail(const char *name, const char *fmt, ...) {
@@ -64,7 +65,7 @@ static t_result t_run(const char *name, const char *text, size_t len) {
       r.graphs += g != NULL;
       ir_graph_free(g);
     }
-  r.errors = d.errors;
+  r.errors = last_errors = d.errors;
   fe_file_free(f);
   ir_diag_free(&d);
   fclose(err);
@@ -100,6 +101,13 @@ static void t_case(const char *name, const char *text, size_t len, int want, dou
   if (dt > 0.5 && getenv("T_TIMES")) fprintf(stderr, "%s: %.2f s\n", name, dt);
   passed += ok;
   free(r.msg);
+}
+
+/* The exact error count of the case just run: a refused file stops being read, so its
+ * errors do not grow with its length. */
+static void t_expect_errors(const char *name, int want) {
+  if (last_errors == want) passed++;
+  else t_fail(name, "%d errors counted, want %d", last_errors, want);
 }
 
 static void t_text(const char *name, const char *text, int want) { t_case(name, text, strlen(text), want, 5); }
@@ -198,6 +206,7 @@ static void test_huge_lines(void) {
   free(s);
   s = t_repeat("model m {\n  input x : f32[2]\n  h = x", " + x", mb / 4, "\n  output h\n}\n", &len);
   t_case("long_sum.kiln", s, len, T_ANY, 20);   /* left-recursive: shallow stack, 256K nodes */
+  t_expect_errors("long_sum.kiln", 1);           /* too deep, said once; nothing read after it */
   free(s);
 }
 
@@ -288,10 +297,12 @@ static void test_many_statements(void) {
   for (int i = 1; i < N; i++) w += (size_t)snprintf(s + w, cap - w, "  h%d = rleu(x) )\n", i);
   w += (size_t)snprintf(s + w, cap - w, "  output x\n}\n");
   t_case("errors_20000.kiln", s, w, T_ERR, 20);
+  t_expect_errors("errors_20000.kiln", 100);     /* reading stops at the error limit */
   w = (size_t)snprintf(s, cap, "model m {\n  input x : f32[2, 3]\n");
   for (int i = 1; i < N; i++) w += (size_t)snprintf(s + w, cap - w, "  h%d = rleu(x)\n", i);
   w += (size_t)snprintf(s + w, cap - w, "  output x\n}\n");
   t_case("lower_errors_20000.kiln", s, w, T_ERR, 20);
+  t_expect_errors("lower_errors_20000.kiln", 100);   /* and so does lowering */
   free(s);
 }
 
