@@ -20,8 +20,8 @@ static pthread_mutex_t rt_engine_mu = PTHREAD_MUTEX_INITIALIZER;
 /* The shape of an absent output: a backward node's in_grad slot takes its in_data partner's. */
 static k_shape rt_out_shape(const rt_model_desc *d, const rt_step *s, int j) {
   if (s->out[j] >= 0) return d->tensors[s->out[j]].shape;
-  int nof = (s->nin - s->nout) / 2;
-  if (s->kind == RT_STEP_BACKWARD && s->nin == 2 * nof + s->nout) return s->in_shape[nof + j];
+  int nof = (s->nin - s->nout) / 2;     /* a step with fewer inputs than outputs has no partner */
+  if (s->kind == RT_STEP_BACKWARD && s->in_shape && nof >= 0 && s->nin == 2 * nof + s->nout) return s->in_shape[nof + j];
   return rt_scalar;
 }
 
@@ -37,6 +37,7 @@ static void rt_step_args(rt_step_run *r, const rt_model_desc *d) {
 static int rt_step_valid(const rt_model_desc *d, const rt_step *s, int i) {
   if (s->nin < 0 || s->nout < 0 || s->ndeps < 0 || (s->nin && !s->in) || (s->nout && !s->out)) return 0;
   if ((s->nout && !s->req) || (s->ndeps && !s->deps) || !s->name) return 0;
+  if (s->kind == RT_STEP_BACKWARD && s->nin < s->nout) return 0;   /* in_grads pair with in_data inputs */
   for (int j = 0; j < s->nin; j++)
     if (s->in[j] < -1 || s->in[j] >= d->ntensors) return 0;
   for (int j = 0; j < s->nout; j++)

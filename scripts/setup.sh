@@ -6,7 +6,8 @@ set -euo pipefail
 # graphviz: the tests render `kiln passes --dot` output.
 # python3-torch and python3-numpy serve only the PyTorch conformance suite (tests/conformance).
 # Extra packages may be named as arguments (demo.sh adds the Fashion-MNIST data set).
-pkgs=(cmake make gcc g++ flex bison libopenblas-dev llvm-dev clang graphviz python3-torch python3-numpy "$@")
+# libclang-rt-14-dev: libFuzzer and the sanitizer runtimes for clang (tests/fuzz).
+pkgs=(cmake make gcc g++ flex bison libopenblas-dev llvm-dev clang libclang-rt-14-dev graphviz python3-torch python3-numpy "$@")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -258,6 +258,25 @@ static int tm_overlapping(const rt_program *p) {
   return n;
 }
 
+/* A backward step with fewer inputs than outputs (found by tests/fuzz/fuzz_model_desc: the
+ * shape of its absent outputs was read at in_shape[-1]) is refused. */
+static void tm_malformed_backward(const tm_model *tm) {
+  const rt_program *p = &tm->d->train;
+  int b = -1;
+  for (int i = 0; tm->d->has_train && i < p->nsteps && b < 0; i++)
+    if (p->steps[i].kind == RT_STEP_BACKWARD && p->steps[i].nout >= 2) b = i;
+  if (b < 0) return;
+  rt_step *steps = malloc((size_t)p->nsteps * sizeof *steps);
+  memcpy(steps, p->steps, (size_t)p->nsteps * sizeof *steps);
+  steps[b].nin = steps[b].nout - 1;
+  rt_model_desc d = *tm->d;
+  d.train.steps = steps;
+  rt_model *m = rt_model_create(&d, 1);
+  tm_check(!m, "a backward step with fewer inputs than outputs is refused", tm->name);
+  rt_model_destroy(m);
+  free(steps);
+}
+
 /* A descriptor of another ABI, or with a dependency on a later step, is refused. */
 static void tm_malformed(const tm_model *tm) {
   rt_model_desc d = *tm->d;
@@ -273,6 +292,7 @@ static void tm_malformed(const tm_model *tm) {
   tm_check(!m && !m2, "malformed descriptors are refused", tm->name);
   rt_model_destroy(m), rt_model_destroy(m2);
   free(steps);
+  tm_malformed_backward(tm);
 }
 
 /* ---- one model: every check that runs per engine ---- */
