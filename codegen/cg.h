@@ -2,7 +2,7 @@
  * model descriptor (runtime/rt_model.h), LLVM IR for each fused group, and then either an
  * in-memory JIT (kiln run FILE.kiln, kiln train, kiln repl) or an object file linked into a
  * self-contained shared object with its C header (kiln compile).
- *   cg_common.c       fused-loop symbol names, error text
+ *   cg_common.c       fused-loop symbol names
  *   cg_desc.c         the descriptor, built in memory; step i of a program is node i of its graph
  *   cg_header.c       NAME.h: the SPEC section 3 ABI for one model
  *   cg_link.c         cc -shared: the object + the runtime and kernel archives + BLAS, libm, pthreads
@@ -21,6 +21,7 @@
 
 #include "passes.h"
 #include "rt_model.h"
+#include "runtime.h"   /* rt_errf: errors are reported with the runtime's helper */
 
 typedef struct {
   int opt_level;               /* 0..3: LLVM's default<O0..O3> pipelines */
@@ -39,8 +40,6 @@ void cg_desc_free(rt_model_desc *d);
 /* ---- cg_common.c ---- */
 /* "kiln_fused_p<step>" or "kiln_fused_t<step>": the symbol of a fused step's loop. */
 void cg_fused_name(char *buf, size_t n, bool train, int step);
-/* Writes a message into err (when err is not NULL) and returns 1. */
-int cg_fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* ---- cg_header.c ---- */
 /* NAME.h for the model: the opaque type, create/destroy/load/save/predict/train_step/

@@ -58,7 +58,7 @@ static int32_t cg_role(ir_tensor_kind k) {
 }
 
 static rt_tensor_info cg_tensor(cg_box *b, const ir_tensor *x) {
-  rt_tensor_info t = {cg_strdup(b, x->name), cg_role(x->kind), (int32_t)x->dtype, x->shape, RT_INIT_ZEROS, 0, 0};
+  rt_tensor_info t = {cg_strdup(b, x->name), cg_role(x->kind), (int32_t)x->dtype, x->shape, K_INIT_ZEROS, 0, 0};
   if ((x->kind == IR_T_PARAM || x->kind == IR_T_AUX) && x->has_init)
     t.init = (int32_t)x->init.kind, t.init_a = x->init.a, t.init_b = x->init.b;
   if (x->kind == IR_T_CONST) t.init_a = x->value;
@@ -68,10 +68,10 @@ static rt_tensor_info cg_tensor(cg_box *b, const ir_tensor *x) {
 /* The predict graph's tensors must be the first ones of the train graph, index for index. */
 static int cg_check_prefix(const ir_graph *p, const ir_graph *t, char *err, size_t n) {
   if (ir_ntensors(p) > ir_ntensors(t))
-    return cg_fail(err, n, "%s: the predict graph has %d tensors, the train graph only %d", p->name, ir_ntensors(p), ir_ntensors(t));
+    return rt_errf(err, n, "%s: the predict graph has %d tensors, the train graph only %d", p->name, ir_ntensors(p), ir_ntensors(t));
   for (int i = 0; i < ir_ntensors(p); i++)
     if (strcmp(ir_tensor_at(p, i)->name, ir_tensor_at(t, i)->name) != 0)
-      return cg_fail(err, n, "%s: tensor %d is '%s' in the predict graph but '%s' in the train graph", p->name, i,
+      return rt_errf(err, n, "%s: tensor %d is '%s' in the predict graph but '%s' in the train graph", p->name, i,
                      ir_tensor_at(p, i)->name, ir_tensor_at(t, i)->name);
   return 0;
 }
@@ -236,23 +236,23 @@ static int cg_updates_last(const ir_graph *g, char *err, size_t n) {
   for (int i = 0; i < ir_nnodes(g); i++) {
     const ir_node *nd = ir_node_at(g, i);
     if (seen && nd->kind != IR_N_UPDATE)
-      return cg_fail(err, n, "%s: node %s follows an optimizer update (updates must come last)", g->name, nd->name);
+      return rt_errf(err, n, "%s: node %s follows an optimizer update (updates must come last)", g->name, nd->name);
     seen |= nd->kind == IR_N_UPDATE;
   }
   return 0;
 }
 
 static int cg_program(cg_box *b, const ir_graph *g, bool train, rt_program *p, char *err, size_t n) {
-  if (!g->plan) return cg_fail(err, n, "%s: the graph has no memory plan (run pass_compile)", g->name);
-  if (train && g->loss < 0) return cg_fail(err, n, "%s: the train graph has no loss", g->name);
+  if (!g->plan) return rt_errf(err, n, "%s: the graph has no memory plan (run pass_compile)", g->name);
+  if (train && g->loss < 0) return rt_errf(err, n, "%s: the train graph has no loss", g->name);
   if (cg_updates_last(g, err, n)) return 1;
   rt_step *steps = cg_alloc(b, (size_t)ir_nnodes(g) * sizeof *steps);
-  if (!steps) return cg_fail(err, n, "out of memory");
+  if (!steps) return rt_errf(err, n, "out of memory");
   for (int i = 0; i < ir_nnodes(g); i++) cg_step(b, g, i, &steps[i]);
   *p = (rt_program){.nsteps = ir_nnodes(g), .steps = steps, .arena_bytes = g->plan->arena_bytes, .is_train = train};
   p->offset = cg_offsets(b, g, b->d.ntensors);
   if (cg_deps(b, g, steps) || cg_inputs(b, g, p) || cg_outputs(b, g, train, p) || b->failed)
-    return cg_fail(err, n, "out of memory");
+    return rt_errf(err, n, "out of memory");
   return 0;
 }
 
@@ -267,22 +267,22 @@ static int cg_tensors(cg_box *b, const ir_graph *g) {
 }
 
 static void cg_optimizer(rt_model_desc *d, const ir_graph *g) {
-  d->optim = g->has_train ? (int32_t)g->optim.kind : RT_OPT_SGD;
+  d->optim = g->has_train ? (int32_t)g->optim.kind : K_OPT_SGD;
   d->lr = g->has_train ? g->optim.lr : 0.0f;
   d->sgd = g->optim.sgd, d->adam = g->optim.adam;
 }
 
 rt_model_desc *cg_desc_build(const ir_graph *predict, const ir_graph *train, char *err, size_t n) {
-  if (!predict) return cg_fail(err, n, "cg_desc_build: no predict graph"), NULL;
+  if (!predict) return rt_errf(err, n, "cg_desc_build: no predict graph"), NULL;
   if (train && cg_check_prefix(predict, train, err, n)) return NULL;
   cg_box *b = calloc(1, sizeof *b);
-  if (!b) return cg_fail(err, n, "out of memory"), NULL;
+  if (!b) return rt_errf(err, n, "out of memory"), NULL;
   rt_model_desc *d = &b->d;
   const ir_graph *g = train ? train : predict;
   d->abi = RT_MODEL_ABI, d->name = cg_strdup(b, predict->name);
   d->has_train = train != NULL;
   cg_optimizer(d, g);
-  int rc = cg_tensors(b, g) ? cg_fail(err, n, "out of memory") : 0;
+  int rc = cg_tensors(b, g) ? rt_errf(err, n, "out of memory") : 0;
   if (!rc) rc = cg_program(b, predict, false, &d->predict, err, n);
   if (!rc && train) rc = cg_program(b, train, true, &d->train, err, n);
   if (rc) return cg_desc_free(d), NULL;

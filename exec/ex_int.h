@@ -40,7 +40,6 @@ typedef struct {
 } ex_run;
 
 /* ex_model.c */
-int ex_fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 ex_entry *ex_model_find(const ex_model *m, const char *name);
 /* The optimizer state `name` of n elements, created zeroed on first use; NULL if out of
  * memory or an entry of that name has another size. */

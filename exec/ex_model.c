@@ -8,17 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-uint32_t ex_fnv1a32(const char *s) { return rt_fnv1a32(s); }   /* the runtime's: one hash */
-
-int ex_fail(char *err, size_t n, const char *fmt, ...) {
-  if (err && n) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, n, fmt, ap);
-    va_end(ap);
-  }
-  return 1;
-}
 
 void *ex_grow(void **buf, int64_t *cap, int64_t bytes) {
   if (bytes <= *cap && *buf) return *buf;
@@ -35,7 +24,7 @@ void *ex_grow(void **buf, int64_t *cap, int64_t bytes) {
 /* ---- the name table ---- */
 
 static int ex_slot_of(const ex_model *m, const char *name) {
-  uint32_t mask = (uint32_t)m->nslot - 1, i = ex_fnv1a32(name) & mask;
+  uint32_t mask = (uint32_t)m->nslot - 1, i = rt_fnv1a32(name) & mask;
   while (m->slot[i] && strcmp(m->ent[m->slot[i] - 1].name, name) != 0) i = (i + 1) & mask;
   return (int)i;
 }
@@ -83,10 +72,10 @@ ex_entry *ex_model_state(ex_model *m, const char *name, int64_t n) {
 
 /* ---- initialisation ---- */
 
-_Static_assert((int)IR_INIT_XAVIER == (int)K_INIT_XAVIER && (int)IR_INIT_CONSTANT == (int)K_INIT_CONSTANT, "initializer kinds differ");
+_Static_assert((int)K_INIT_XAVIER == (int)K_INIT_XAVIER && (int)K_INIT_CONSTANT == (int)K_INIT_CONSTANT, "initializer kinds differ");
 
 static void ex_init(float *x, const ir_tensor *t, uint64_t seed, uint64_t ctr) {
-  ir_init in = t->has_init ? t->init : (ir_init){IR_INIT_ZEROS, 0, 0};
+  ir_init in = t->has_init ? t->init : (ir_init){K_INIT_ZEROS, 0, 0};
   k_init_fill(x, &t->shape, (int)in.kind, in.a, in.b, seed, ctr);
 }
 
@@ -94,10 +83,10 @@ static int ex_model_fill(ex_model *m, const ir_graph *g, char *err, size_t n) {
   for (int i = 0; i < ir_ntensors(g); i++) {
     const ir_tensor *t = ir_tensor_at(g, i);
     if (t->kind != IR_T_PARAM && t->kind != IR_T_AUX) continue;
-    if (!t->shape_known) return ex_fail(err, n, "%s: shape unknown (infer shapes first)", t->name);
-    if (ex_model_find(m, t->name)) return ex_fail(err, n, "%s: two tensors of that name", t->name);
+    if (!t->shape_known) return rt_errf(err, n, "%s: shape unknown (infer shapes first)", t->name);
+    if (ex_model_find(m, t->name)) return rt_errf(err, n, "%s: two tensors of that name", t->name);
     ex_entry *e = ex_model_add(m, t->name, ir_tensor_numel(t), t->kind);
-    if (!e) return ex_fail(err, n, "out of memory for %s", t->name);
+    if (!e) return rt_errf(err, n, "out of memory for %s", t->name);
     ex_init(e->data, t, m->seed, EX_CTR_INIT(i));
   }
   m->nweights = m->nent;
@@ -106,7 +95,7 @@ static int ex_model_fill(ex_model *m, const ir_graph *g, char *err, size_t n) {
 
 ex_model *ex_model_new(const ir_graph *lowered, uint64_t seed, char *err, size_t n) {
   ex_model *m = calloc(1, sizeof *m);
-  if (!m) return ex_fail(err, n, "out of memory"), NULL;
+  if (!m) return rt_errf(err, n, "out of memory"), NULL;
   m->seed = seed;
   m->lr = lowered->has_train ? lowered->optim.lr : 0.0f;
   if (ex_model_fill(m, lowered, err, n)) return ex_model_free(m), NULL;

@@ -18,16 +18,16 @@ static int ex_call(ex_run *r, const ir_node *nd, k_fn fn, int nin, int nout, voi
   char msg[EX_ERR_LEN] = "";
   k_call c = {r->tin, nin, r->tout, nout, r->req, nd->param, temp, tb, r->m->seed,
               EX_CTR_OP(r->m->step, nd->name), r->is_train, msg, sizeof msg};
-  if (!fn) return ex_fail(r->err, r->errn, "%s: %s has no kernel", nd->name, ir_node_kind_name(nd));
+  if (!fn) return rt_errf(r->err, r->errn, "%s: %s has no kernel", nd->name, ir_node_kind_name(nd));
   if (fn(&c) == 0) return 0;
-  return ex_fail(r->err, r->errn, "%s (%s): %s", nd->name, ir_node_kind_name(nd), msg[0] ? msg : "kernel failed");
+  return rt_errf(r->err, r->errn, "%s (%s): %s", nd->name, ir_node_kind_name(nd), msg[0] ? msg : "kernel failed");
 }
 
 /* Inputs must have storage; an output without any is not written (kNullOp). */
 static int ex_bind_in(ex_run *r, const ir_node *nd, int j, k_tensor *kt) {
   *kt = ex_tensor(r, nd->in[j], &ex_scalar);
   if (nd->in[j] >= 0 && !kt->data)
-    return ex_fail(r->err, r->errn, "%s: input %s has no storage in the plan", nd->name, ir_tensor_at(r->g, nd->in[j])->name);
+    return rt_errf(r->err, r->errn, "%s: input %s has no storage in the plan", nd->name, ir_tensor_at(r->g, nd->in[j])->name);
   return 0;
 }
 
@@ -57,7 +57,7 @@ static void ex_fill_shapes(ex_run *r, const ir_node *nd) {
 static int ex_backward(ex_run *r, const ir_node *nd, void *temp, size_t tb) {
   int nof = ir_op_nouts(&ir_ops[nd->op]), nargs = nd->nout;
   if (nd->nin != 2 * nof + nargs || !nd->slot_shape)
-    return ex_fail(r->err, r->errn, "%s: %d inputs (expected %d) or no slot shapes", nd->name, nd->nin, 2 * nof + nargs);
+    return rt_errf(r->err, r->errn, "%s: %d inputs (expected %d) or no slot shapes", nd->name, nd->nin, 2 * nof + nargs);
   for (int j = 0; j < nd->nin; j++)
     if (ex_bind_in(r, nd, j, &r->tin[j])) return 1;
   for (int j = 0; j < nd->nout; j++) ex_bind_out(r, nd, j);
@@ -77,12 +77,12 @@ static int ex_update(ex_run *r, const ir_node *nd) {
   int64_t n = nd->nin > 0 && nd->in[0] >= 0 ? ir_tensor_numel(ir_tensor_at(r->g, nd->in[0])) : 0;
   float *w = ex_update_arg(r, nd, 0, n), *gr = ex_update_arg(r, nd, 1, n);
   float *s0 = ex_update_arg(r, nd, 2, n), *s1 = ex_update_arg(r, nd, 3, n);
-  bool need_s0 = nd->op == IR_OPT_ADAM || o->sgd.momentum != 0.0f, need_s1 = nd->op == IR_OPT_ADAM;
+  bool need_s0 = nd->op == K_OPT_ADAM || o->sgd.momentum != 0.0f, need_s1 = nd->op == K_OPT_ADAM;
   if (!w || !gr || (need_s0 && !s0) || (need_s1 && !s1))
-    return ex_fail(r->err, r->errn, "%s: update without its parameter, gradient or state", nd->name);
-  if (nd->op == IR_OPT_SGD) k_sgd_update(w, gr, s0, n, r->m->lr, &o->sgd);
-  else if (nd->op == IR_OPT_ADAM) k_adam_update(w, gr, s0, s1, n, r->m->lr, &o->adam, r->m->step);
-  else return ex_fail(r->err, r->errn, "%s: unknown optimizer %d", nd->name, nd->op);
+    return rt_errf(r->err, r->errn, "%s: update without its parameter, gradient or state", nd->name);
+  if (nd->op == K_OPT_SGD) k_sgd_update(w, gr, s0, n, r->m->lr, &o->sgd);
+  else if (nd->op == K_OPT_ADAM) k_adam_update(w, gr, s0, s1, n, r->m->lr, &o->adam, r->m->step);
+  else return rt_errf(r->err, r->errn, "%s: unknown optimizer %d", nd->name, nd->op);
   return 0;
 }
 
@@ -98,5 +98,5 @@ int ex_node_run(ex_run *r, const ir_node *nd, void *temp, size_t temp_bytes) {
       if (ex_node_run(r, &nd->sub[s], NULL, 0)) return 1;
     return 0;
   }
-  return ex_fail(r->err, r->errn, "%s: unknown node kind %d", nd->name, (int)nd->kind);
+  return rt_errf(r->err, r->errn, "%s: unknown node kind %d", nd->name, (int)nd->kind);
 }

@@ -29,13 +29,13 @@ static void ex_run_free(ex_run *r) {
 
 static int ex_run_init(ex_run *r, ex_model *m, const ir_graph *g, char *err, size_t n) {
   *r = (ex_run){.m = m, .g = g, .is_train = g->mode == IR_MODE_TRAIN, .err = err, .errn = n};
-  if (!g->plan) return ex_fail(err, n, "%s: the graph has no memory plan (run pass_compile)", g->name);
+  if (!g->plan) return rt_errf(err, n, "%s: the graph has no memory plan (run pass_compile)", g->name);
   r->cap = 1;
   ex_walk(g, ex_max_args, &r->cap);
   size_t nt = (size_t)ir_ntensors(g) + 1, c = (size_t)r->cap;
   r->ptr = calloc(nt, sizeof *r->ptr), r->scr = malloc(nt * sizeof *r->scr);
   r->tin = calloc(c, sizeof *r->tin), r->tout = calloc(c, sizeof *r->tout), r->req = calloc(c, sizeof *r->req);
-  if (!r->ptr || !r->scr || !r->tin || !r->tout || !r->req) return ex_fail(err, n, "out of memory");
+  if (!r->ptr || !r->scr || !r->tin || !r->tout || !r->req) return rt_errf(err, n, "out of memory");
   for (size_t t = 0; t < nt; t++) r->scr[t] = -1;
   return 0;
 }
@@ -73,7 +73,7 @@ static void ex_scratch_mark(ex_scratch_walk *w, const ir_node *n) {
 static int ex_scratch(ex_run *r) {
   ex_scratch_walk w = {r, 0};
   for (int i = 0; i < ir_nnodes(r->g); i++) ex_scratch_mark(&w, ir_node_at(r->g, i));
-  if (!ex_grow(&r->m->scratch, &r->m->scratch_cap, w.bytes)) return ex_fail(r->err, r->errn, "out of memory (scratch)");
+  if (!ex_grow(&r->m->scratch, &r->m->scratch_cap, w.bytes)) return rt_errf(r->err, r->errn, "out of memory (scratch)");
   for (int t = 0; t < ir_ntensors(r->g); t++) {
     if (r->scr[t] < 0) continue;
     const ir_tensor *x = ir_tensor_at(r->g, t);
@@ -89,8 +89,8 @@ static int ex_bind_persist(ex_run *r, int t) {
   const ir_tensor *x = ir_tensor_at(r->g, t);
   int64_t n = ir_tensor_numel(x);
   ex_entry *e = x->kind == IR_T_STATE ? ex_model_state(r->m, x->name, n) : ex_model_find(r->m, x->name);
-  if (!e) return ex_fail(r->err, r->errn, "%s: not a tensor of this model (or out of memory)", x->name);
-  if (e->n != n) return ex_fail(r->err, r->errn, "%s: %lld elements in the model, %lld in the graph", x->name, (long long)e->n, (long long)n);
+  if (!e) return rt_errf(r->err, r->errn, "%s: not a tensor of this model (or out of memory)", x->name);
+  if (e->n != n) return rt_errf(r->err, r->errn, "%s: %lld elements in the model, %lld in the graph", x->name, (long long)e->n, (long long)n);
   r->ptr[t] = e->data;
   return 0;
 }
@@ -102,12 +102,12 @@ static int ex_bind_one(ex_run *r, int t, const void *const *inputs, const int *i
   if (r->ptr[t] || b->cls == IR_MEM_NONE) return 0;        /* scratch, or no storage */
   if (b->cls == IR_MEM_ARENA) {
     if (b->offset < 0 || b->offset + ir_tensor_numel(x) * 4 > p->arena_bytes)
-      return ex_fail(r->err, r->errn, "%s: arena interval out of range", x->name);
+      return rt_errf(r->err, r->errn, "%s: arena interval out of range", x->name);
     r->ptr[t] = (char *)r->m->arena + b->offset;
     return 0;
   }
   if (b->cls == IR_MEM_INPUT) {
-    if (in_pos[t] < 0 || !inputs || !inputs[in_pos[t]]) return ex_fail(r->err, r->errn, "input %s: no buffer given", x->name);
+    if (in_pos[t] < 0 || !inputs || !inputs[in_pos[t]]) return rt_errf(r->err, r->errn, "input %s: no buffer given", x->name);
     r->ptr[t] = (void *)inputs[in_pos[t]];
     return 0;
   }
@@ -118,8 +118,8 @@ static int ex_bind(ex_run *r, const void *const *inputs) {
   const ir_plan *p = r->g->plan;
   int nt = ir_ntensors(r->g), ni = ir_graph_inputs(r->g, NULL, 0);
   int *idx = malloc(((size_t)ni + 1) * sizeof *idx), *pos = malloc(((size_t)nt + 1) * sizeof *pos);
-  int rc = !idx || !pos || ni < 0 ? ex_fail(r->err, r->errn, "out of memory") : 0;
-  if (!rc && !ex_grow(&r->m->arena, &r->m->arena_cap, p->arena_bytes)) rc = ex_fail(r->err, r->errn, "out of memory (arena of %lld bytes)", (long long)p->arena_bytes);
+  int rc = !idx || !pos || ni < 0 ? rt_errf(r->err, r->errn, "out of memory") : 0;
+  if (!rc && !ex_grow(&r->m->arena, &r->m->arena_cap, p->arena_bytes)) rc = rt_errf(r->err, r->errn, "out of memory (arena of %lld bytes)", (long long)p->arena_bytes);
   if (!rc) {
     ir_graph_inputs(r->g, idx, ni);
     for (int t = 0; t < nt; t++) pos[t] = -1;
@@ -138,7 +138,7 @@ static int ex_run_nodes(ex_run *r) {
   for (int i = 0; i < ir_nnodes(r->g); i++) {
     void *temp = p->temp_bytes[i] ? (char *)r->m->arena + p->temp_offset[i] : NULL;
     if (p->temp_bytes[i] && p->temp_offset[i] + p->temp_bytes[i] > p->arena_bytes)
-      return ex_fail(r->err, r->errn, "%s: workspace past the arena", ir_node_at(r->g, i)->name);
+      return rt_errf(r->err, r->errn, "%s: workspace past the arena", ir_node_at(r->g, i)->name);
     if (ex_node_run(r, ir_node_at(r->g, i), temp, (size_t)p->temp_bytes[i])) return 1;
   }
   return 0;
@@ -146,20 +146,20 @@ static int ex_run_nodes(ex_run *r) {
 
 static int ex_check_mode(const ir_graph *g, ir_mode want, char *err, size_t n) {
   if (g->mode == want) return 0;
-  return ex_fail(err, n, "%s: a graph compiled for %s cannot run as %s", g->name,
+  return rt_errf(err, n, "%s: a graph compiled for %s cannot run as %s", g->name,
                  g->mode == IR_MODE_TRAIN ? "train" : "predict", want == IR_MODE_TRAIN ? "train_step" : "predict");
 }
 
 int ex_predict(ex_model *m, const ir_graph *g, const void *const *inputs, void *const *outputs,
                char *err, size_t n) {
-  if (!m || !g) return ex_fail(err, n, "NULL model or graph");
+  if (!m || !g) return rt_errf(err, n, "NULL model or graph");
   if (ex_check_mode(g, IR_MODE_PREDICT, err, n)) return 1;
-  if (g->outputs.len && !outputs) return ex_fail(err, n, "no output buffers given");
+  if (g->outputs.len && !outputs) return rt_errf(err, n, "no output buffers given");
   ex_run r;
   int rc = ex_run_init(&r, m, g, err, n) || ex_bind(&r, inputs) || ex_run_nodes(&r);
   for (int i = 0; !rc && i < g->outputs.len; i++) {
     int t = IR_VEC_AT(g->outputs, int, i);
-    if (!outputs[i] || !r.ptr[t]) rc = ex_fail(err, n, "output %s: no buffer", ir_tensor_at(g, t)->name);
+    if (!outputs[i] || !r.ptr[t]) rc = rt_errf(err, n, "output %s: no buffer", ir_tensor_at(g, t)->name);
     else memcpy(outputs[i], r.ptr[t], (size_t)ir_tensor_numel(ir_tensor_at(g, t)) * 4);
   }
   ex_run_free(&r);
@@ -193,14 +193,14 @@ static float ex_loss_value(const ex_run *r) {
 
 int ex_train_step(ex_model *m, const ir_graph *g, const void *const *inputs, float *loss,
                   char *err, size_t n) {
-  if (!m || !g) return ex_fail(err, n, "NULL model or graph");
+  if (!m || !g) return rt_errf(err, n, "NULL model or graph");
   if (ex_check_mode(g, IR_MODE_TRAIN, err, n)) return 1;
-  if (g->loss < 0) return ex_fail(err, n, "%s: no loss", g->name);
-  if (ex_aux_save(m, false)) return ex_fail(err, n, "out of memory");
+  if (g->loss < 0) return rt_errf(err, n, "%s: no loss", g->name);
+  if (ex_aux_save(m, false)) return rt_errf(err, n, "out of memory");
   m->step++;                                  /* Adam's t and the dropout counters start at 1 */
   ex_run r;
   int rc = ex_run_init(&r, m, g, err, n) || ex_bind(&r, inputs) || ex_run_nodes(&r);
-  if (!rc && !r.ptr[g->loss]) rc = ex_fail(err, n, "loss %s: no buffer", ir_tensor_at(g, g->loss)->name);
+  if (!rc && !r.ptr[g->loss]) rc = rt_errf(err, n, "loss %s: no buffer", ir_tensor_at(g, g->loss)->name);
   if (rc) m->step--, ex_aux_save(m, true);
   else if (loss) *loss = ex_loss_value(&r);
   ex_run_free(&r);

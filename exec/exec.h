@@ -15,14 +15,15 @@
 #define KILN_EXEC_H
 
 #include "passes.h"
+#include "rt_model.h"
+#include "runtime.h"   /* rt_errf */
 
 #define EX_ERR_LEN 512
 
-/* Counters of the random draws (see above); fnv1a32 is FNV-1a over the name's bytes. */
-#define EX_CTR_INIT(i) ((uint64_t)(uint32_t)(i))
-#define EX_CTR_OP(step, name) \
-  ((UINT64_C(1) << 63) | ((uint64_t)(step) & 0x7fffffffu) << 32 | ex_fnv1a32(name))
-uint32_t ex_fnv1a32(const char *s);
+/* Counters of the random draws (see above): the runtime's formulas, so a compiled model and
+ * this executor draw alike by construction. */
+#define EX_CTR_INIT(i) RT_CTR_INIT(i)
+#define EX_CTR_OP(step, name) RT_CTR_OP(step, rt_fnv1a32(name))
 
 typedef struct ex_model ex_model;
 

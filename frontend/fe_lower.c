@@ -278,13 +278,13 @@ static int fe_schema_call(fe_lower *L, fe_scope *s, const fe_expr *call, const i
 static int fe_decl_init(fe_lower *L, fe_scope *s, const fe_expr *call, ir_tensor *t) {
   int k = ir_init_lookup(call->str);
   if (k < 0) {
-    const char *names[IR_INIT_COUNT];
-    for (int i = 0; i < IR_INIT_COUNT; i++) names[i] = ir_inits[i].name;
-    const char *sug = ir_suggest(call->str, names, IR_INIT_COUNT);
+    const char *names[K_INIT_COUNT];
+    for (int i = 0; i < K_INIT_COUNT; i++) names[i] = ir_inits[i].name;
+    const char *sug = ir_suggest(call->str, names, K_INIT_COUNT);
     ir_error(L->d, call->loc, "unknown initializer '%s'%s%s%s", call->str, sug ? "; did you mean '" : "", sug ? sug : "", sug ? "'?" : "");
     return 1;
   }
-  t->init = (ir_init){.kind = (ir_init_kind)k};
+  t->init = (ir_init){.kind = (k_init_kind)k};
   ir_attr_defaults(ir_inits[k].attrs, &t->init);
   t->has_init = true;
   if (fe_schema_call(L, s, call, ir_inits[k].attrs, &t->init, ir_inits[k].name)) return 1;
@@ -334,18 +334,18 @@ static void fe_decl_train(fe_lower *L, fe_scope *s, const fe_stmt *a) {
   int t = fe_model_tensor(L, s, a->names);
   int k = ir_optim_lookup(a->expr->str);
   if (k < 0) {
-    const char *names[IR_OPT_COUNT] = {ir_optims[0].name, ir_optims[1].name};
-    const char *sug = ir_suggest(a->expr->str, names, IR_OPT_COUNT);
+    const char *names[K_OPT_COUNT] = {ir_optims[0].name, ir_optims[1].name};
+    const char *sug = ir_suggest(a->expr->str, names, K_OPT_COUNT);
     ir_error(L->d, a->expr->loc, "unknown optimizer '%s'; %s%s%s", a->expr->str, sug ? "did you mean '" : "use sgd or adam", sug ? sug : "", sug ? "'?" : "");
     return;
   }
   ir_optimizer *o = &L->g->optim;
-  *o = (ir_optimizer){.kind = (ir_optim_kind)k};
+  *o = (ir_optimizer){.kind = (k_optim_kind)k};
   ir_attr_defaults(ir_optims[k].attrs, o);
   if (fe_schema_call(L, s, a->expr, ir_optims[k].attrs, o, ir_optims[k].name)) return;
   bool lr = false;
   for (const fe_arg *x = a->expr->args; x; x = x->next) lr |= !x->key || strcmp(x->key, "lr") == 0;
-  if (k == IR_OPT_SGD && !lr) return ir_error(L->d, a->expr->loc, "sgd needs a learning rate: sgd(lr=0.1)"), (void)0;
+  if (k == K_OPT_SGD && !lr) return ir_error(L->d, a->expr->loc, "sgd needs a learning rate: sgd(lr=0.1)"), (void)0;
   if (!(o->lr > 0)) return ir_error(L->d, a->expr->loc, "the learning rate must be positive"), (void)0;
   L->g->has_train = true, L->g->loss = t, L->g->train_loc = a->names->loc;
 }

@@ -80,9 +80,7 @@ typedef enum {
 } ir_tensor_kind;
 
 /* Initializers (ir_init.c holds their registry). */
-typedef enum { IR_INIT_ZEROS, IR_INIT_ONES, IR_INIT_CONSTANT, IR_INIT_UNIFORM, IR_INIT_NORMAL,
-               IR_INIT_XAVIER, IR_INIT_COUNT } ir_init_kind;
-typedef struct { ir_init_kind kind; float a, b; } ir_init;  /* a,b: value | low,high | mean,std */
+typedef struct { k_init_kind kind; float a, b; } ir_init;  /* kinds: k_params.h */  /* a,b: value | low,high | mean,std */
 
 typedef struct {
   const char *name;
@@ -106,7 +104,7 @@ typedef enum {
                         -1 where the op's backward dependencies leave a slot out;
                         out = [in_grad[nargs]], -1 where no gradient is needed */
   IR_N_UPDATE,       /* optimizer step: in = [param, grad, state...]; no outputs: it updates
-                        the parameter and its state in place (op = ir_optim_kind) */
+                        the parameter and its state in place (op = k_optim_kind) */
   IR_N_FUSED         /* a group of elementwise nodes run as one loop: sub[] in order; in/out
                         are the group's external tensors; values used only inside the group
                         get no buffer */
@@ -114,7 +112,7 @@ typedef enum {
 
 typedef struct ir_node {
   ir_node_kind kind;
-  int op;              /* index into ir_ops (OP, BACKWARD), ir_optim_kind (UPDATE), -1 (FUSED) */
+  int op;              /* index into ir_ops (OP, BACKWARD), k_optim_kind (UPDATE), -1 (FUSED) */
   const char *name;    /* the statement target, with def prefixes; "_backward_<name>" etc. */
   int nin, nout;
   int *in, *out;       /* tensor indices; in = [args..., aux...] for OP */
@@ -133,9 +131,8 @@ typedef struct ir_node {
 } ir_node;
 
 /* Optimizers (ir_optim.c holds their registry). */
-typedef enum { IR_OPT_SGD, IR_OPT_ADAM, IR_OPT_COUNT } ir_optim_kind;
 typedef struct {
-  ir_optim_kind kind;
+  k_optim_kind kind;                  /* kinds: k_params.h */
   float lr;
   k_sgd_param sgd;
   k_adam_param adam;

@@ -8,12 +8,12 @@
 
 #define OPT_ATTRS(...) (const ir_attr_def[]){__VA_ARGS__, {0}}
 
-const ir_optim_def ir_optims[IR_OPT_COUNT] = {
-  [IR_OPT_SGD] = {"sgd", OPT_ATTRS(
+const ir_optim_def ir_optims[K_OPT_COUNT] = {
+  [K_OPT_SGD] = {"sgd", OPT_ATTRS(
       IR_ATTR(ir_optimizer, lr, "lr", IR_AT_FLOAT, true, 0),
       IR_ATTR(ir_optimizer, sgd.momentum, "momentum", IR_AT_FLOAT, false, 0),
       IR_ATTR(ir_optimizer, sgd.wd, "wd", IR_AT_FLOAT, false, 0)), "torch.optim.SGD"},
-  [IR_OPT_ADAM] = {"adam", OPT_ATTRS(
+  [K_OPT_ADAM] = {"adam", OPT_ATTRS(
       IR_ATTR(ir_optimizer, lr, "lr", IR_AT_FLOAT, false, 0.001),
       IR_ATTR(ir_optimizer, adam.beta1, "beta1", IR_AT_FLOAT, false, 0.9),
       IR_ATTR(ir_optimizer, adam.beta2, "beta2", IR_AT_FLOAT, false, 0.999),
@@ -21,28 +21,28 @@ const ir_optim_def ir_optims[IR_OPT_COUNT] = {
       IR_ATTR(ir_optimizer, adam.wd, "wd", IR_AT_FLOAT, false, 0)), "torch.optim.Adam"},
 };
 
-const ir_init_def ir_inits[IR_INIT_COUNT] = {
-  [IR_INIT_ZEROS] = {"zeros", NULL, "torch.nn.init.zeros_"},
-  [IR_INIT_ONES] = {"ones", NULL, "torch.nn.init.ones_"},
-  [IR_INIT_CONSTANT] = {"constant", OPT_ATTRS(IR_ATTR(ir_init, a, "value", IR_AT_FLOAT, true, 0)),
+const ir_init_def ir_inits[K_INIT_COUNT] = {
+  [K_INIT_ZEROS] = {"zeros", NULL, "torch.nn.init.zeros_"},
+  [K_INIT_ONES] = {"ones", NULL, "torch.nn.init.ones_"},
+  [K_INIT_CONSTANT] = {"constant", OPT_ATTRS(IR_ATTR(ir_init, a, "value", IR_AT_FLOAT, true, 0)),
                         "torch.nn.init.constant_"},
-  [IR_INIT_UNIFORM] = {"uniform", OPT_ATTRS(IR_ATTR(ir_init, a, "low", IR_AT_FLOAT, false, 0),
+  [K_INIT_UNIFORM] = {"uniform", OPT_ATTRS(IR_ATTR(ir_init, a, "low", IR_AT_FLOAT, false, 0),
                                             IR_ATTR(ir_init, b, "high", IR_AT_FLOAT, false, 1)),
                        "torch.nn.init.uniform_"},
-  [IR_INIT_NORMAL] = {"normal", OPT_ATTRS(IR_ATTR(ir_init, a, "mean", IR_AT_FLOAT, false, 0),
+  [K_INIT_NORMAL] = {"normal", OPT_ATTRS(IR_ATTR(ir_init, a, "mean", IR_AT_FLOAT, false, 0),
                                           IR_ATTR(ir_init, b, "std", IR_AT_FLOAT, false, 1)),
                       "torch.nn.init.normal_"},
-  [IR_INIT_XAVIER] = {"xavier", NULL, "torch.nn.init.xavier_uniform_"},
+  [K_INIT_XAVIER] = {"xavier", NULL, "torch.nn.init.xavier_uniform_"},
 };
 
 int ir_optim_lookup(const char *name) {
-  for (int i = 0; i < IR_OPT_COUNT; i++)
+  for (int i = 0; i < K_OPT_COUNT; i++)
     if (strcmp(ir_optims[i].name, name) == 0) return i;
   return -1;
 }
 
 int ir_init_lookup(const char *name) {
-  for (int i = 0; i < IR_INIT_COUNT; i++)
+  for (int i = 0; i < K_INIT_COUNT; i++)
     if (strcmp(ir_inits[i].name, name) == 0) return i;
   return -1;
 }
@@ -62,11 +62,11 @@ ir_init ir_init_default(const ir_graph *g, const ir_node *n, int input) {
   int nargs = ir_op_nargs(op);
   const char *role = input < nargs ? op->args[input] : op->aux[input - nargs];
   const k_shape *s = &ir_tensor_at(g, n->in[input])->shape;
-  if (strcmp(role, "weight") == 0 && n->op == IR_OP_embedding) return (ir_init){IR_INIT_NORMAL, 0, 1};
+  if (strcmp(role, "weight") == 0 && n->op == IR_OP_embedding) return (ir_init){K_INIT_NORMAL, 0, 1};
   if (strcmp(role, "weight") == 0) {
     float bound = (float)(1.0 / sqrt(ir_fan_in(s)));
-    return (ir_init){IR_INIT_UNIFORM, -bound, bound};
+    return (ir_init){K_INIT_UNIFORM, -bound, bound};
   }
-  if (strcmp(role, "gamma") == 0 || strcmp(role, "moving_var") == 0) return (ir_init){IR_INIT_ONES, 0, 0};
-  return (ir_init){IR_INIT_ZEROS, 0, 0};
+  if (strcmp(role, "gamma") == 0 || strcmp(role, "moving_var") == 0) return (ir_init){K_INIT_ONES, 0, 0};
+  return (ir_init){K_INIT_ZEROS, 0, 0};
 }

@@ -130,13 +130,13 @@ typedef struct {
   const ir_attr_def *attrs;     /* fields of ir_optimizer */
   const char *doc;
 } ir_optim_def;
-extern const ir_optim_def ir_optims[IR_OPT_COUNT];
+extern const ir_optim_def ir_optims[K_OPT_COUNT];
 typedef struct {
   const char *name;
   const ir_attr_def *attrs;     /* fields of ir_init */
   const char *doc;
 } ir_init_def;
-extern const ir_init_def ir_inits[IR_INIT_COUNT];
+extern const ir_init_def ir_inits[K_INIT_COUNT];
 int ir_optim_lookup(const char *name);
 int ir_init_lookup(const char *name);
 /* The initializer an op gives its learnable arg or aux state when the user names none

@@ -59,6 +59,11 @@ typedef struct { int32_t axis; } k_softmax_param;         /* normalised: >= 0 */
 typedef struct { int64_t input_dim, output_dim; } k_embedding_param;
 
 /* Optimizers: lr lives apart from the struct because set_lr changes it at run time. */
+/* Optimizers and initializers by kind: the one list the IR, the runtime, the executor and the
+ * kernels (k_optim.c, k_init.c) share. */
+typedef enum { K_OPT_SGD, K_OPT_ADAM, K_OPT_COUNT } k_optim_kind;
+typedef enum { K_INIT_ZEROS, K_INIT_ONES, K_INIT_CONSTANT, K_INIT_UNIFORM, K_INIT_NORMAL, K_INIT_XAVIER,
+               K_INIT_COUNT } k_init_kind;
 typedef struct { float momentum, wd; } k_sgd_param;
 typedef struct { float beta1, beta2, eps, wd; } k_adam_param;
 

@@ -77,8 +77,6 @@ void k_adam_update(float *w, const float *g, float *m, float *v, int64_t n, floa
 void k_init_constant(float *x, int64_t n, float value);
 void k_init_uniform(float *x, int64_t n, float low, float high, uint64_t seed, uint64_t counter);
 void k_init_normal(float *x, int64_t n, float mean, float std, uint64_t seed, uint64_t counter);
-/* Initializer kinds, in the order of the IR's ir_init_kind and the runtime's RT_INIT_*. */
-enum { K_INIT_ZEROS, K_INIT_ONES, K_INIT_CONSTANT, K_INIT_UNIFORM, K_INIT_NORMAL, K_INIT_XAVIER };
 /* Fills a tensor of `shape` by initializer `kind` with attributes a, b (value | low, high |
  * mean, std). Xavier is U(+-sqrt(6 / (fan_in + fan_out))) with torch's fans. The one place
  * both the reference executor and compiled models initialise weights, so they agree. */

@@ -73,8 +73,8 @@ static int pass_opt_state(ir_graph *g, int p, const char *what) {
  * carries no param struct of its own. */
 static void pass_opt_update(ir_graph *g, int p, int grad) {
   int in[4] = {p, grad}, nin = 2;
-  if (g->optim.kind == IR_OPT_SGD && g->optim.sgd.momentum != 0) in[nin++] = pass_opt_state(g, p, "momentum");
-  if (g->optim.kind == IR_OPT_ADAM) {
+  if (g->optim.kind == K_OPT_SGD && g->optim.sgd.momentum != 0) in[nin++] = pass_opt_state(g, p, "momentum");
+  if (g->optim.kind == K_OPT_ADAM) {
     in[nin++] = pass_opt_state(g, p, "adam_m");
     in[nin++] = pass_opt_state(g, p, "adam_v");
   }

@@ -12,12 +12,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-void rt_errf(char *err, size_t err_len, const char *fmt, ...) {
-  if (!err || !err_len) return;
+int rt_errf(char *err, size_t err_len, const char *fmt, ...) {
+  if (!err || !err_len) return 1;
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(err, err_len, fmt, ap);
   va_end(ap);
+  return 1;
 }
 
 static int read_fully(int fd, char *buf, size_t len) {

@@ -24,24 +24,22 @@
 uint32_t rt_fnv1a32(const char *s);            /* FNV-1a over the bytes of s */
 
 enum { RT_ROLE_INPUT, RT_ROLE_PARAM, RT_ROLE_AUX, RT_ROLE_STATE, RT_ROLE_CONST, RT_ROLE_VALUE };
-/* Initializers, in the order of ir_init_kind. */
-enum { RT_INIT_ZEROS, RT_INIT_ONES, RT_INIT_CONSTANT, RT_INIT_UNIFORM, RT_INIT_NORMAL, RT_INIT_XAVIER };
+/* Initializers, in the order of k_init_kind. */
 
 typedef struct {
   const char *name;
   int32_t role, dtype;
   k_shape shape;
-  int32_t init;                 /* PARAM, AUX: RT_INIT_*; CONST: unused */
+  int32_t init;                 /* PARAM, AUX: K_INIT_* (k_params.h); CONST: unused */
   float init_a, init_b;         /* the initializer's attributes; CONST: init_a is the value */
 } rt_tensor_info;
 
 enum { RT_STEP_FORWARD, RT_STEP_BACKWARD, RT_STEP_UPDATE, RT_STEP_FUSED };
-enum { RT_OPT_SGD, RT_OPT_ADAM };                /* as ir_optim_kind */
 
 typedef struct {
   int32_t kind;
   int32_t op;                   /* FORWARD, BACKWARD: the op's index in the IR's op table
-                                   (its kernels are k_<op>_forward/backward); UPDATE: RT_OPT_* */
+                                   (its kernels are k_<op>_forward/backward); UPDATE: K_OPT_* */
   k_fn kernel;                  /* FORWARD, BACKWARD */
   void (*fused)(void *const *ptrs);  /* FUSED: pointers to the tensors of in[], then out[] */
   const void *param;            /* the op's k_*_param, or NULL */
@@ -77,7 +75,7 @@ typedef struct {
   rt_program predict;
   int32_t has_train;
   rt_program train;
-  int32_t optim;                /* RT_OPT_* */
+  int32_t optim;                /* K_OPT_* */
   float lr;
   k_sgd_param sgd;
   k_adam_param adam;

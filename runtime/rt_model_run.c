@@ -123,8 +123,8 @@ static void rt_bind_step(rt_model *m, rt_step_run *r) {
 static int rt_check_update(rt_model *m, const rt_step *s) {
   const rt_model_desc *d = m->d;
   int64_t n = s->nin > 0 && s->in[0] >= 0 ? rt_tensor_numel(&d->tensors[s->in[0]]) : -1;
-  int need = 2 + (s->op == RT_OPT_ADAM ? 2 : d->sgd.momentum != 0.0f);
-  if (s->op != RT_OPT_SGD && s->op != RT_OPT_ADAM) return rt_model_fail(m, "%s: unknown optimizer %d", s->name, s->op);
+  int need = 2 + (s->op == K_OPT_ADAM ? 2 : d->sgd.momentum != 0.0f);
+  if (s->op != K_OPT_SGD && s->op != K_OPT_ADAM) return rt_model_fail(m, "%s: unknown optimizer %d", s->name, s->op);
   for (int j = 0; j < need; j++)
     if (j >= s->nin || s->in[j] < 0 || !m->ptr[s->in[j]] || rt_tensor_numel(&d->tensors[s->in[j]]) != n)
       return rt_model_fail(m, "%s: update without its parameter, gradient or state", s->name);
@@ -173,7 +173,7 @@ static void rt_run_update(const rt_step_run *r) {
   const rt_step *s = r->s;
   int64_t n = rt_tensor_numel(&m->d->tensors[s->in[0]]);
   float *w = r->in[0].data, *s0 = s->nin > 2 ? r->in[2].data : NULL, *s1 = s->nin > 3 ? r->in[3].data : NULL;
-  if (s->op == RT_OPT_SGD) k_sgd_update(w, r->in[1].data, s0, n, m->lr, &m->d->sgd);
+  if (s->op == K_OPT_SGD) k_sgd_update(w, r->in[1].data, s0, n, m->lr, &m->d->sgd);
   else k_adam_update(w, r->in[1].data, s0, s1, n, m->lr, &m->d->adam, m->step);
 }
 

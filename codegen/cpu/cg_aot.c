@@ -98,11 +98,11 @@ static int cg_struct(cg_aot *a, const char *cname, const cg_field *f, int nf, si
   for (int i = 0; i < nf; i++) {
     unsigned long long off = LLVMOffsetOfElement(a->m->td, t, (unsigned)i);
     if (off != f[i].offset)
-      return cg_fail(a->err, a->n, "internal error: %s.%s at LLVM offset %llu, C offset %zu (please report)",
+      return rt_errf(a->err, a->n, "internal error: %s.%s at LLVM offset %llu, C offset %zu (please report)",
                      cname, f[i].name, off, f[i].offset);
   }
   if (LLVMABISizeOfType(a->m->td, t) != csize)
-    return cg_fail(a->err, a->n, "internal error: sizeof %s is %llu in LLVM, %zu in C (please report)", cname,
+    return rt_errf(a->err, a->n, "internal error: sizeof %s is %llu in LLVM, %zu in C (please report)", cname,
                    LLVMABISizeOfType(a->m->td, t), csize);
   *out = t;
   return 0;
@@ -219,7 +219,7 @@ static int cg_step_kernel(cg_aot *a, const rt_step *s, LLVMValueRef *out) {
   bool fwd = s->kind == RT_STEP_FORWARD;
   if ((!fwd && s->kind != RT_STEP_BACKWARD) || s->op < 0 || s->op >= IR_OP_COUNT ||
       s->kernel != (fwd ? ir_ops[s->op].forward : ir_ops[s->op].backward))
-    return cg_fail(a->err, a->n, "internal error: step '%s' names a kernel that is not its op's (please report)", s->name);
+    return rt_errf(a->err, a->n, "internal error: step '%s' names a kernel that is not its op's (please report)", s->name);
   char name[128];
   snprintf(name, sizeof name, "k_%s_%s", ir_ops[s->op].name, fwd ? "forward" : "backward");
   LLVMValueRef fn = LLVMGetNamedFunction(a->m->mod, name);
@@ -235,13 +235,13 @@ static int cg_step_fused(cg_aot *a, const rt_step *s, bool train, int i, LLVMVal
   cg_fused_name(name, sizeof name, train, i);
   LLVMValueRef fn = LLVMGetNamedFunction(a->m->mod, name);
   if (!fn || LLVMIsDeclaration(fn))
-    return cg_fail(a->err, a->n, "internal error: fused step %d has no function %s (please report)", i, name);
+    return rt_errf(a->err, a->n, "internal error: fused step %d has no function %s (please report)", i, name);
   *out = LLVMConstBitCast(fn, a->ptr);
   return 0;
 }
 
 static size_t cg_param_size(const rt_step *s) {
-  if (s->kind == RT_STEP_UPDATE) return s->op == RT_OPT_ADAM ? sizeof(k_adam_param) : sizeof(k_sgd_param);
+  if (s->kind == RT_STEP_UPDATE) return s->op == K_OPT_ADAM ? sizeof(k_adam_param) : sizeof(k_sgd_param);
   if ((s->kind == RT_STEP_FORWARD || s->kind == RT_STEP_BACKWARD) && s->op >= 0 && s->op < IR_OP_COUNT)
     return ir_ops[s->op].param_size;
   return 0;
@@ -251,7 +251,7 @@ static int cg_step_param(cg_aot *a, const rt_step *s, LLVMValueRef *out) {
   *out = cg_null(a);
   if (!s->param) return 0;
   size_t n = cg_param_size(s);
-  if (n == 0) return cg_fail(a->err, a->n, "internal error: step '%s' has a param of unknown size (please report)", s->name);
+  if (n == 0) return rt_errf(a->err, a->n, "internal error: step '%s' has a param of unknown size (please report)", s->name);
   *out = cg_bytes(a, s->param, n);
   return 0;
 }
@@ -273,7 +273,7 @@ static int cg_program_val(cg_aot *a, const rt_program *p, bool train, LLVMValueR
   LLVMValueRef steps = cg_null(a);
   if (p->nsteps > 0) {
     LLVMValueRef *tmp = malloc(sizeof *tmp * (size_t)p->nsteps);
-    if (!tmp) return cg_fail(a->err, a->n, "out of memory");
+    if (!tmp) return rt_errf(a->err, a->n, "out of memory");
     for (int i = 0; i < p->nsteps; i++)
       if (cg_step_val(a, &p->steps[i], train, i, &tmp[i])) return free(tmp), 1;
     steps = cg_array(a, a->step, tmp, p->nsteps, train ? "tsteps" : "psteps");
@@ -291,7 +291,7 @@ static int cg_program_val(cg_aot *a, const rt_program *p, bool train, LLVMValueR
 static int cg_descriptor(cg_aot *a) {
   const rt_model_desc *d = a->d;
   LLVMValueRef predict, train, tensors = cg_tensors(a);
-  if (!tensors) return cg_fail(a->err, a->n, "out of memory");
+  if (!tensors) return rt_errf(a->err, a->n, "out of memory");
   if (cg_program_val(a, &d->predict, false, &predict) || cg_program_val(a, &d->train, true, &train)) return 1;
   LLVMValueRef sgd[] = {cg_f32c(a, d->sgd.momentum), cg_f32c(a, d->sgd.wd)};
   LLVMValueRef adam[] = {cg_f32c(a, d->adam.beta1), cg_f32c(a, d->adam.beta2), cg_f32c(a, d->adam.eps), cg_f32c(a, d->adam.wd)};
@@ -314,7 +314,7 @@ static LLVMValueRef cg_define(cg_aot *a, const char *suffix, LLVMTypeRef ret, LL
   char name[512];
   snprintf(name, sizeof name, "%s_%s", a->d->name, suffix);
   if (LLVMGetNamedFunction(a->m->mod, name) || LLVMGetNamedGlobal(a->m->mod, name)) {
-    cg_fail(a->err, a->n, "model name '%s' clashes with the symbol %s of the runtime or the generated code; rename the model",
+    rt_errf(a->err, a->n, "model name '%s' clashes with the symbol %s of the runtime or the generated code; rename the model",
             a->d->name, name);
     return NULL;
   }
@@ -389,7 +389,7 @@ static LLVMValueRef cg_rt_fn(cg_aot *a, const char *name) {
 }
 
 static int cg_api(cg_aot *a) {
-  if (LLVMGetNamedGlobal(a->m->mod, "kiln_model")) return cg_fail(a->err, a->n, "kiln_model is already defined");
+  if (LLVMGetNamedGlobal(a->m->mod, "kiln_model")) return rt_errf(a->err, a->n, "kiln_model is already defined");
   static const char *const fns[] = {"rt_model_create", "rt_model_destroy", "rt_model_load", "rt_model_save",
                                     "rt_model_predict", "rt_model_train_step", "rt_model_set_lr", "rt_model_error"};
   LLVMValueRef f[2 + 8] = {cg_str(a, RT_MODEL_ABI), a->desc_ptr};
@@ -433,14 +433,14 @@ static int cg_check_name(cg_aot *a) {
   static const char *const taken[] = {"rt", "rt_model", "nd", "k", "kiln", "cg", "ex", "ir", "fe", "pass", NULL};
   for (int i = 0; taken[i]; i++)
     if (strcmp(a->d->name, taken[i]) == 0)
-      return cg_fail(a->err, a->n, "model name '%s' is reserved (its NAME_* functions would clash with Kiln's own); rename the model",
+      return rt_errf(a->err, a->n, "model name '%s' is reserved (its NAME_* functions would clash with Kiln's own); rename the model",
                      a->d->name);
   return 0;
 }
 
 int cg_emit_aot(cg_llvm *m, const rt_model_desc *d, char *err, size_t n) {
   cg_aot a = {.m = m, .d = d, .err = err, .n = n};
-  if (!m || !m->mod || !d || !d->name) return cg_fail(err, n, "internal error: cg_emit_aot without a module or descriptor");
+  if (!m || !m->mod || !d || !d->name) return rt_errf(err, n, "internal error: cg_emit_aot without a module or descriptor");
   if (cg_check_name(&a) || cg_types(&a) || cg_descriptor(&a) || cg_wrappers(&a) || cg_api(&a)) return 1;
   cg_localise_all(&a);
   return 0;

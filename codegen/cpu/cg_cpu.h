@@ -26,7 +26,7 @@ struct cg_llvm {
   LLVMOrcLLJITRef jit;                /* set by cg_jit, disposed by cg_llvm_free */
 };
 
-/* ---- cg_llvm.c (cg_fail is in cg.h) ---- */
+/* ---- cg_llvm.c (rt_errf is in cg.h) ---- */
 /* Links kernels/k_scalar.h's bitcode into m->mod once (the wrappers k_sf_<name> with their
  * real names, external until cg_scalars_finish). 0, or 1 with a message. */
 int cg_link_scalars(cg_llvm *m, char *err, size_t n);

@@ -36,14 +36,14 @@ static LLVMValueRef cg_load(cg_lower *l, LLVMValueRef base, LLVMValueRef off) {
 /* A CALL node: the scalar function, checked against the arguments the expression gives. */
 static int cg_lower_call(cg_lower *l, const cg_fx *x, LLVMValueRef *out) {
   LLVMValueRef f = LLVMGetNamedFunction(l->m->mod, x->fn), args[CG_FX_MAXARG];
-  if (!f) return cg_fail(l->err, l->n, "%s is not in kernels/k_scalar.h", x->fn);
+  if (!f) return rt_errf(l->err, l->n, "%s is not in kernels/k_scalar.h", x->fn);
   LLVMTypeRef ft = LLVMGlobalGetValueType(f);
-  if ((int)LLVMCountParamTypes(ft) != x->narg) return cg_fail(l->err, l->n, "%s takes %u arguments, the op gives %d", x->fn, LLVMCountParamTypes(ft), x->narg);
+  if ((int)LLVMCountParamTypes(ft) != x->narg) return rt_errf(l->err, l->n, "%s takes %u arguments, the op gives %d", x->fn, LLVMCountParamTypes(ft), x->narg);
   LLVMTypeRef pt[CG_FX_MAXARG];
   LLVMGetParamTypes(ft, pt);
   for (int k = 0; k < x->narg; k++) {
     args[k] = l->val[x->arg[k]];
-    if (LLVMTypeOf(args[k]) != pt[k]) return cg_fail(l->err, l->n, "%s: argument %d has the wrong type", x->fn, k);
+    if (LLVMTypeOf(args[k]) != pt[k]) return rt_errf(l->err, l->n, "%s: argument %d has the wrong type", x->fn, k);
   }
   *out = LLVMBuildCall2(l->m->b, ft, f, args, (unsigned)x->narg, "");
   return 0;
@@ -61,7 +61,7 @@ static int cg_lower_node(cg_lower *l, int i) {
   case CG_FX_ADD: l->val[i] = LLVMBuildFAdd(m->b, l->val[x->arg[0]], l->val[x->arg[1]], ""); return 0;
   case CG_FX_CALL: return cg_lower_call(l, x, &l->val[i]);
   }
-  return cg_fail(l->err, l->n, "unknown fused expression node %d", (int)x->kind);
+  return rt_errf(l->err, l->n, "unknown fused expression node %d", (int)x->kind);
 }
 
 static int cg_lower_body(cg_lower *l) {
@@ -177,7 +177,7 @@ static int cg_fused_emit(cg_llvm *m, const cg_fexpr *fx, const char *name, char 
   int nops = fx->nin + fx->nout;
   LLVMValueRef in[fx->nin + 1], out[fx->nout + 1], off[nops + 1];
   LLVMValueRef *val = calloc((size_t)fx->nx + 1, sizeof *val);
-  if (!val) return cg_fail(err, n, "out of memory");
+  if (!val) return rt_errf(err, n, "out of memory");
   cg_lower l = {m, fx, cg_fused_decl(m, name), in, out, off, val, err, n};
   LLVMPositionBuilderAtEnd(m->b, LLVMAppendBasicBlockInContext(m->ctx, l.fn, "entry"));
   int bad = 0;
@@ -197,18 +197,18 @@ static int cg_emit_graph(cg_llvm *m, const ir_graph *g, bool train, char *err, s
     if (fn->kind != IR_N_FUSED) continue;
     char name[64], msg[512];
     cg_fused_name(name, sizeof name, train, i);
-    if (LLVMGetNamedFunction(m->mod, name)) return cg_fail(err, n, "%s is already in the module", name);
+    if (LLVMGetNamedFunction(m->mod, name)) return rt_errf(err, n, "%s is already in the module", name);
     cg_fexpr fx;
-    if (cg_fexpr_build(g, fn, &fx, msg, sizeof msg)) return cg_fail(err, n, "%s graph: %s", train ? "train" : "predict", msg);
+    if (cg_fexpr_build(g, fn, &fx, msg, sizeof msg)) return rt_errf(err, n, "%s graph: %s", train ? "train" : "predict", msg);
     int bad = cg_fused_emit(m, &fx, name, msg, sizeof msg);
     cg_fexpr_free(&fx);
-    if (bad) return cg_fail(err, n, "%s (%s): %s", name, fn->name, msg);
+    if (bad) return rt_errf(err, n, "%s (%s): %s", name, fn->name, msg);
   }
   return 0;
 }
 
 int cg_emit_fused_all(cg_llvm *m, const ir_graph *predict, const ir_graph *train, char *err, size_t n) {
-  if (!m || !m->mod) return cg_fail(err, n, "no module to emit into (already handed to the JIT?)");
+  if (!m || !m->mod) return rt_errf(err, n, "no module to emit into (already handed to the JIT?)");
   if (cg_link_scalars(m, err, n)) return 1;
   return cg_emit_graph(m, predict, false, err, n) || cg_emit_graph(m, train, true, err, n);
 }

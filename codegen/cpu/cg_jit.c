@@ -8,14 +8,14 @@
 
 static int cg_jit_error(LLVMErrorRef e, const char *what, char *err, size_t n) {
   char *msg = LLVMGetErrorMessage(e);
-  cg_fail(err, n, "JIT: %s: %s", what, msg ? msg : "?");
+  rt_errf(err, n, "JIT: %s: %s", what, msg ? msg : "?");
   LLVMDisposeErrorMessage(msg);
   return 1;
 }
 
 static int cg_jit_create(cg_llvm *m, char *err, size_t n) {
   LLVMTargetMachineRef tm = cg_make_tm(m, LLVMRelocPIC, LLVMCodeModelJITDefault);
-  if (!tm) return cg_fail(err, n, "JIT: no target machine for %s (cpu %s)", m->triple, m->cpu);
+  if (!tm) return rt_errf(err, n, "JIT: no target machine for %s (cpu %s)", m->triple, m->cpu);
   LLVMOrcLLJITBuilderRef jb = LLVMOrcCreateLLJITBuilder();
   /* both take ownership: the builder of the target machine builder, the JIT of the builder */
   LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(jb, LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(tm));
@@ -31,7 +31,7 @@ static int cg_jit_create(cg_llvm *m, char *err, size_t n) {
 /* Hands the module to the JIT (once); afterwards m->mod is NULL and only lookups remain. */
 int cg_jit_start(cg_llvm *m, char *err, size_t n) {
   if (m->jit) return 0;
-  if (!m->mod) return cg_fail(err, n, "JIT: no module");
+  if (!m->mod) return rt_errf(err, n, "JIT: no module");
   cg_scalars_finish(m);
   if (cg_jit_create(m, err, n)) return 1;
   LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(m->mod, m->tsctx);
@@ -46,7 +46,7 @@ int cg_jit_start(cg_llvm *m, char *err, size_t n) {
 
 void *cg_jit_lookup(cg_llvm *m, const char *name, char *err, size_t n) {
   LLVMOrcExecutorAddress addr = 0;
-  if (!m->jit) return cg_fail(err, n, "JIT: %s: not started", name), NULL;
+  if (!m->jit) return rt_errf(err, n, "JIT: %s: not started", name), NULL;
   LLVMErrorRef e = LLVMOrcLLJITLookup(m->jit, &addr, name);
   if (e) return cg_jit_error(e, name, err, n), NULL;
   return (void *)(uintptr_t)addr;
@@ -74,7 +74,7 @@ static bool cg_has_fused(const rt_program *p) {
 }
 
 int cg_jit(cg_llvm *m, rt_model_desc *d, char *err, size_t n) {
-  if (!m || !d) return cg_fail(err, n, "JIT: no module or descriptor");
+  if (!m || !d) return rt_errf(err, n, "JIT: no module or descriptor");
   if (!cg_has_fused(&d->predict) && !(d->has_train && cg_has_fused(&d->train))) return 0;
   if (cg_jit_start(m, err, n)) return 1;
   if (cg_jit_fill(m, &d->predict, false, err, n)) return 1;

@@ -45,7 +45,7 @@ static int cg_init_target(cg_llvm *m, char *err, size_t n) {
   char *msg = NULL;
   m->triple = LLVMGetDefaultTargetTriple();
   if (LLVMGetTargetFromTriple(m->triple, &t, &msg)) {
-    cg_fail(err, n, "no LLVM target for %s: %s", m->triple, msg ? msg : "?");
+    rt_errf(err, n, "no LLVM target for %s: %s", m->triple, msg ? msg : "?");
     LLVMDisposeMessage(msg);
     return 1;
   }
@@ -54,7 +54,7 @@ static int cg_init_target(cg_llvm *m, char *err, size_t n) {
                 : m->opt.cpu   ? LLVMCreateMessage("")
                                : LLVMGetHostCPUFeatures();
   m->tm = cg_make_tm(m, LLVMRelocPIC, LLVMCodeModelDefault);
-  if (!m->tm) return cg_fail(err, n, "cannot create a target machine for %s (cpu %s)", m->triple, m->cpu);
+  if (!m->tm) return rt_errf(err, n, "cannot create a target machine for %s (cpu %s)", m->triple, m->cpu);
   m->td = LLVMCreateTargetDataLayout(m->tm);
   LLVMSetTarget(m->mod, m->triple);
   LLVMSetModuleDataLayout(m->mod, m->td);
@@ -63,11 +63,11 @@ static int cg_init_target(cg_llvm *m, char *err, size_t n) {
 
 cg_llvm *cg_llvm_new(const char *module_name, const cg_options *o, char *err, size_t n) {
   cg_llvm *m = calloc(1, sizeof *m);
-  if (!m) return cg_fail(err, n, "out of memory"), NULL;
+  if (!m) return rt_errf(err, n, "out of memory"), NULL;
   if (o) m->opt = *o;
   if (m->opt.opt_level < 0 || m->opt.opt_level > 3) {
     free(m);
-    return cg_fail(err, n, "optimisation level %d is not 0..3", o->opt_level), NULL;
+    return rt_errf(err, n, "optimisation level %d is not 0..3", o->opt_level), NULL;
   }
   cg_init_native();
   m->tsctx = LLVMOrcCreateNewThreadSafeContext();
@@ -102,16 +102,16 @@ void cg_llvm_free(cg_llvm *m) {
 
 int cg_link_scalars(cg_llvm *m, char *err, size_t n) {
   if (m->scalars_linked) return 0;
-  if (!m->mod) return cg_fail(err, n, "the module was already handed to the JIT");
+  if (!m->mod) return rt_errf(err, n, "the module was already handed to the JIT");
   LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRange((const char *)cg_scalar_bc, cg_scalar_bc_len,
                                                                   "k_scalar.bc", 0);
   LLVMModuleRef sm = NULL;
   int bad = LLVMParseBitcodeInContext2(m->ctx, buf, &sm);
   LLVMDisposeMemoryBuffer(buf);
-  if (bad || !sm) return cg_fail(err, n, "the embedded k_scalar.h bitcode does not parse");
+  if (bad || !sm) return rt_errf(err, n, "the embedded k_scalar.h bitcode does not parse");
   LLVMSetTarget(sm, m->triple);
   LLVMSetModuleDataLayout(sm, m->td);
-  if (LLVMLinkModules2(m->mod, sm)) return cg_fail(err, n, "linking k_scalar.h's bitcode failed");
+  if (LLVMLinkModules2(m->mod, sm)) return rt_errf(err, n, "linking k_scalar.h's bitcode failed");
   m->scalars_linked = true;
   return 0;
 }
@@ -147,11 +147,11 @@ void cg_scalars_finish(cg_llvm *m) {
 /* ---- pipelines and output ---- */
 
 int cg_optimize(cg_llvm *m, char *err, size_t n) {
-  if (!m->mod) return cg_fail(err, n, "the module was already handed to the JIT");
+  if (!m->mod) return rt_errf(err, n, "the module was already handed to the JIT");
   cg_scalars_finish(m);
   char *msg = NULL;
   if (LLVMVerifyModule(m->mod, LLVMReturnStatusAction, &msg)) {
-    cg_fail(err, n, "internal error: the generated module does not verify: %s", msg ? msg : "?");
+    rt_errf(err, n, "internal error: the generated module does not verify: %s", msg ? msg : "?");
     LLVMDisposeMessage(msg);
     return 1;
   }
@@ -165,32 +165,32 @@ int cg_optimize(cg_llvm *m, char *err, size_t n) {
   LLVMDisposePassBuilderOptions(po);
   if (!e) return 0;
   char *em = LLVMGetErrorMessage(e);
-  cg_fail(err, n, "LLVM pipeline %s: %s", pipe, em);
+  rt_errf(err, n, "LLVM pipeline %s: %s", pipe, em);
   LLVMDisposeErrorMessage(em);
   return 1;
 }
 
 int cg_write_ir(cg_llvm *m, const char *path, char *err, size_t n) {
-  if (!m->mod) return cg_fail(err, n, "the module was already handed to the JIT");
+  if (!m->mod) return rt_errf(err, n, "the module was already handed to the JIT");
   cg_scalars_finish(m);
   char *msg = NULL;
   if (!LLVMPrintModuleToFile(m->mod, path, &msg)) return 0;
-  cg_fail(err, n, "%s: %s", path, msg ? msg : "cannot write");
+  rt_errf(err, n, "%s: %s", path, msg ? msg : "cannot write");
   LLVMDisposeMessage(msg);
   return 1;
 }
 
 int cg_write_object(cg_llvm *m, const char *path, char *err, size_t n) {
-  if (!m->mod) return cg_fail(err, n, "the module was already handed to the JIT");
+  if (!m->mod) return rt_errf(err, n, "the module was already handed to the JIT");
   cg_scalars_finish(m);
   char *msg = NULL;
   /* LLVMTargetMachineEmitToFile takes a non-const char * path. */
   char *p = strdup(path);
-  if (!p) return cg_fail(err, n, "out of memory");
+  if (!p) return rt_errf(err, n, "out of memory");
   int bad = LLVMTargetMachineEmitToFile(m->tm, m->mod, p, LLVMObjectFile, &msg);
   free(p);
   if (!bad) return 0;
-  cg_fail(err, n, "%s: %s", path, msg ? msg : "cannot write the object");
+  rt_errf(err, n, "%s: %s", path, msg ? msg : "cannot write the object");
   LLVMDisposeMessage(msg);
   return 1;
 }

@@ -669,8 +669,8 @@ static void tm_use_engine(const char *kind) {
 }
 
 static void tm_counters(void) {
-  tm_check(EX_CTR_INIT(7) == RT_CTR_INIT(7) && EX_CTR_OP(3, "d") == RT_CTR_OP(3, rt_fnv1a32("d")) &&
-           ex_fnv1a32("b1.n") == rt_fnv1a32("b1.n"), "exec and runtime random counters agree", "counters");
+  tm_check(EX_CTR_INIT(7) == RT_CTR_INIT(7) && EX_CTR_OP(3, "d") == RT_CTR_OP(3, rt_fnv1a32("d")),
+           "exec and runtime random counters agree", "counters");
 }
 
 int main(void) {

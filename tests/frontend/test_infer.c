@@ -80,14 +80,14 @@ static bool t_near(double a, double b) { return fabs(a - b) <= 1e-6 * (1 + fabs(
 
 /* A parameter or aux state: its type, kind and initializer (a, b as in ir_init). */
 static void t_param_line(const t_model *m, const char *name, const char *type, ir_tensor_kind kind,
-                         ir_init_kind ik, double a, double b, int line) {
+                         k_init_kind ik, double a, double b, int line) {
   t_type_line(m, name, type, line);
   const ir_tensor *t = t_tensor(m, name, line);
   if (!t) return;
   t_check(t->kind == kind, line, "'%s' has kind %d, want %d", name, t->kind, kind);
   t_check(t->has_init && t->init.kind == ik, line, "'%s' has initializer %s, want %s", name,
           ir_inits[t->init.kind].name, ir_inits[ik].name);
-  if (ik == IR_INIT_CONSTANT || ik == IR_INIT_UNIFORM || ik == IR_INIT_NORMAL)
+  if (ik == K_INIT_CONSTANT || ik == K_INIT_UNIFORM || ik == K_INIT_NORMAL)
     t_check(t_near(t->init.a, a) && t_near(t->init.b, b), line, "'%s' init (%g, %g), want (%g, %g)", name,
             t->init.a, t->init.b, a, b);
 }
@@ -96,7 +96,7 @@ static void t_param_line(const t_model *m, const char *name, const char *type, i
 
 /* The default weight init of Linear/Conv: U(-1/sqrt(fan_in), 1/sqrt(fan_in)). */
 #define t_weight(m, name, type, fan_in) \
-  t_param((m), (name), (type), IR_INIT_UNIFORM, -1 / sqrt(fan_in), 1 / sqrt(fan_in))
+  t_param((m), (name), (type), K_INIT_UNIFORM, -1 / sqrt(fan_in), 1 / sqrt(fan_in))
 
 static const ir_node *t_node_line(const t_model *m, const char *name, int op, int line) {
   for (int i = 0; i < ir_nnodes(m->g); i++) {
@@ -343,11 +343,11 @@ static void test_fully_connected(void) {
                           "output a, b, c"));
   if (m) {
     t_type(m, "a", "f32[8, 5]"), t_type(m, "b", "f32[8, 2, 4]"), t_type(m, "c", "f32[8, 7]");
-    t_weight(m, "a.weight", "f32[5, 6]", 6.0), t_param(m, "a.bias", "f32[5]", IR_INIT_ZEROS, 0, 0);
+    t_weight(m, "a.weight", "f32[5, 6]", 6.0), t_param(m, "a.bias", "f32[5]", K_INIT_ZEROS, 0, 0);
     t_weight(m, "b.weight", "f32[4, 3]", 3.0);
     CHECK(ir_graph_find_tensor(m->g, "b.bias") < 0, "no_bias creates no b.bias");
     CHECK(t_node(m, "b", fully_connected)->nin == 2, "no_bias: two inputs");
-    t_weight(m, "w", "f32[7, 6]", 6.0), t_param(m, "bias", "f32[7]", IR_INIT_CONSTANT, 0.5, 0);
+    t_weight(m, "w", "f32[7, 6]", 6.0), t_param(m, "bias", "f32[7]", K_INIT_CONSTANT, 0.5, 0);
     t_flops(m, "a", 2 * 8 * 5 * 6), t_flops(m, "b", 2 * 8 * 2 * 4 * 3);
     const k_fc_param *p = t_param_of(m, "b", fully_connected, k_fc_param);
     CHECK(p->num_hidden == 4 && p->no_bias == 1 && p->flatten == 0, "fc param struct");
@@ -374,7 +374,7 @@ static void test_convolution(void) {
                           "c = convolution(x, num_filter=4, kernel=(3, 3))\n output a, b, c"));
   if (m) {
     t_type(m, "a", "f32[2, 8, 5, 4]"), t_type(m, "b", "f32[2, 6, 4]"), t_type(m, "c", "f32[2, 4, 7, 9]");
-    t_weight(m, "a.weight", "f32[8, 3, 3, 5]", 45.0), t_param(m, "a.bias", "f32[8]", IR_INIT_ZEROS, 0, 0);
+    t_weight(m, "a.weight", "f32[8, 3, 3, 5]", 45.0), t_param(m, "a.bias", "f32[8]", K_INIT_ZEROS, 0, 0);
     t_weight(m, "b.weight", "f32[6, 2, 3]", 6.0);
     CHECK(ir_graph_find_tensor(m->g, "b.bias") < 0, "no_bias conv creates no bias");
     const k_conv_param *p = t_param_of(m, "b", convolution, k_conv_param);
@@ -446,17 +446,17 @@ static void test_norm(void) {
                           "output bn, b2, ln, ln2"));
   if (m) {
     t_type(m, "bn", "f32[4, 3, 5, 5]"), t_type(m, "bn.saved_mean", "f32[3]"), t_type(m, "bn.saved_invstd", "f32[3]");
-    t_param(m, "bn.gamma", "f32[3]", IR_INIT_ONES, 0, 0), t_param(m, "bn.beta", "f32[3]", IR_INIT_ZEROS, 0, 0);
-    t_aux(m, "bn.moving_mean", "f32[3]", IR_INIT_ZEROS), t_aux(m, "bn.moving_var", "f32[3]", IR_INIT_ONES);
+    t_param(m, "bn.gamma", "f32[3]", K_INIT_ONES, 0, 0), t_param(m, "bn.beta", "f32[3]", K_INIT_ZEROS, 0, 0);
+    t_aux(m, "bn.moving_mean", "f32[3]", K_INIT_ZEROS), t_aux(m, "bn.moving_var", "f32[3]", K_INIT_ONES);
     const ir_node *n = t_node(m, "bn", batch_norm);
     CHECK(n && n->nin == 5 && n->nout == 3, "batch_norm reads data, gamma, beta, two aux; writes three outputs");
     const k_batch_norm_param *p = t_param_of(m, "bn", batch_norm, k_batch_norm_param);
     CHECK(p->axis == 1 && p->eps == 1e-5f && p->momentum == 0.9f, "batch_norm defaults");
     p = t_param_of(m, "b2", batch_norm, k_batch_norm_param);
     CHECK(p->axis == 2 && p->eps == 0.001f && p->momentum == 0.5f, "batch_norm axis -1 -> 2");
-    t_aux(m, "b2.moving_var", "f32[7]", IR_INIT_ONES);
+    t_aux(m, "b2.moving_var", "f32[7]", K_INIT_ONES);
     t_type(m, "ln", "f32[4, 6, 7]"), t_type(m, "ln.saved_mean", "f32[4, 6]");
-    t_param(m, "ln.gamma", "f32[7]", IR_INIT_ONES, 0, 0), t_param(m, "ln.beta", "f32[7]", IR_INIT_ZEROS, 0, 0);
+    t_param(m, "ln.gamma", "f32[7]", K_INIT_ONES, 0, 0), t_param(m, "ln.beta", "f32[7]", K_INIT_ZEROS, 0, 0);
     CHECK(t_param_of(m, "ln", layer_norm, k_layer_norm_param)->axis == 2, "layer_norm axis -1 -> 2");
     CHECK(t_param_of(m, "ln", layer_norm, k_layer_norm_param)->eps == 1e-5f, "layer_norm eps default");
     t_flops(m, "bn", 4 * 300);
@@ -473,9 +473,9 @@ static void test_norm(void) {
         "batch_norm's aux state 'moving_mean' must be a param, but 'z' is not one");
   m = t_ok(MODEL("input x : f32[4, 3]\n param g : f32[3]\n param mm = constant(0.5)\n param mv\n y = batch_norm(x, g, g, mm, mv)\n output y"));
   if (m) {
-    t_param(m, "g", "f32[3]", IR_INIT_ONES, 0, 0);
-    t_param_line(m, "mm", "f32[3]", IR_T_AUX, IR_INIT_CONSTANT, 0.5, 0, __LINE__);   /* declared aux keeps its init */
-    t_aux(m, "mv", "f32[3]", IR_INIT_ONES);
+    t_param(m, "g", "f32[3]", K_INIT_ONES, 0, 0);
+    t_param_line(m, "mm", "f32[3]", IR_T_AUX, K_INIT_CONSTANT, 0.5, 0, __LINE__);   /* declared aux keeps its init */
+    t_aux(m, "mv", "f32[3]", K_INIT_ONES);
     t_free(m);
   }
 }
@@ -506,7 +506,7 @@ static void test_embedding_loss(void) {
                           "output e\n train loss with sgd(lr=0.1)"));
   if (m) {
     t_type(m, "e", "f32[2, 3, 4]"), t_type(m, "loss", "f32[]");
-    t_param(m, "e.weight", "f32[10, 4]", IR_INIT_NORMAL, 0, 1);
+    t_param(m, "e.weight", "f32[10, 4]", K_INIT_NORMAL, 0, 1);
     t_weight(m, "logits.weight", "f32[5, 12]", 12.0);
     t_flops(m, "loss", 4 * 10);
     t_free(m);
@@ -536,12 +536,12 @@ static void test_init_optim(void) {
                           "o = fully_connected(h, w4, num_hidden=1, no_bias=true)\n"
                           "loss = mean(k)\n output j, n, o\n train loss with adam()"));
   if (m) {
-    t_param(m, "w", "f32[4, 3]", IR_INIT_NORMAL, 0, 0.01), t_param(m, "b", "f32[4]", IR_INIT_CONSTANT, 0.5, 0);
-    t_param(m, "w2", "f32[2, 4]", IR_INIT_UNIFORM, -0.2, 0.3), t_param(m, "b2", "f32[2]", IR_INIT_ZEROS, 0, 0);
-    t_param(m, "w3", "f32[2, 4]", IR_INIT_XAVIER, 0, 0), t_param(m, "g", "f32[4]", IR_INIT_ONES, 0, 0);
-    t_param(m, "w4", "f32[1, 4]", IR_INIT_NORMAL, 1, 2), t_param(m, "n.beta", "f32[4]", IR_INIT_ZEROS, 0, 0);
+    t_param(m, "w", "f32[4, 3]", K_INIT_NORMAL, 0, 0.01), t_param(m, "b", "f32[4]", K_INIT_CONSTANT, 0.5, 0);
+    t_param(m, "w2", "f32[2, 4]", K_INIT_UNIFORM, -0.2, 0.3), t_param(m, "b2", "f32[2]", K_INIT_ZEROS, 0, 0);
+    t_param(m, "w3", "f32[2, 4]", K_INIT_XAVIER, 0, 0), t_param(m, "g", "f32[4]", K_INIT_ONES, 0, 0);
+    t_param(m, "w4", "f32[1, 4]", K_INIT_NORMAL, 1, 2), t_param(m, "n.beta", "f32[4]", K_INIT_ZEROS, 0, 0);
     const ir_optimizer *o = &m->g->optim;
-    CHECK(m->g->has_train && o->kind == IR_OPT_ADAM && o->lr == 0.001f && o->adam.beta1 == 0.9f && o->adam.beta2 == 0.999f &&
+    CHECK(m->g->has_train && o->kind == K_OPT_ADAM && o->lr == 0.001f && o->adam.beta1 == 0.9f && o->adam.beta2 == 0.999f &&
           o->adam.eps == 1e-8f && o->adam.wd == 0, "adam defaults");
     CHECK(m->g->loss == ir_graph_find_tensor(m->g, "loss"), "train target");
     t_free(m);
@@ -549,7 +549,7 @@ static void test_init_optim(void) {
   m = t_ok(MODEL("input x : f32[2]\n loss = sum(x * x)\n train loss with sgd(lr=0.05, momentum=0.9)"));
   if (m) {
     const ir_optimizer *o = &m->g->optim;
-    CHECK(o->kind == IR_OPT_SGD && o->lr == 0.05f && o->sgd.momentum == 0.9f && o->sgd.wd == 0, "sgd attributes");
+    CHECK(o->kind == K_OPT_SGD && o->lr == 0.05f && o->sgd.momentum == 0.9f && o->sgd.wd == 0, "sgd attributes");
     t_free(m);
   }
   m = t_ok(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with adam(lr=0.01, beta2=0.99, wd=0.1)"));
@@ -597,7 +597,7 @@ static void test_naming(void) {
                     MODEL("input x : f32[batch, 6]\n h = relu(fully_connected(x, num_hidden=8))\n b1 = blk(h, n=3)\n"
                           "p, q = two(b1)\n output p, q"));
   if (m) {
-    t_type(m, "h", "f32[4, 8]"), t_weight(m, "h.weight", "f32[8, 6]", 6.0), t_param(m, "h.bias", "f32[8]", IR_INIT_ZEROS, 0, 0);
+    t_type(m, "h", "f32[4, 8]"), t_weight(m, "h.weight", "f32[8, 6]", 6.0), t_param(m, "h.bias", "f32[8]", K_INIT_ZEROS, 0, 0);
     t_weight(m, "b1.c.weight", "f32[6, 8]", 8.0), t_weight(m, "b1.weight", "f32[3, 6]", 6.0), t_type(m, "b1", "f32[4, 3]");
     t_node(m, "b1", relu), t_node(m, "b1.c", fully_connected);
     /* every returned value takes its target's name: p is the def's own `a` (its node renamed

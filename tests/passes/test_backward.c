@@ -351,7 +351,7 @@ static void test_fanout(void) {
   t_expect(m, "_update_h.bias", "h.bias h.bias@grad h.bias@adam_m h.bias@adam_v", "", NULL);
   const ir_node *u = t_node(m, "_update_h.bias");
   int st = t_tensor(m, "h.bias@adam_v");
-  CHECK(u && u->op == IR_OPT_ADAM && st >= 0 && ir_tensor_at(m->g, st)->kind == IR_T_STATE &&
+  CHECK(u && u->op == K_OPT_ADAM && st >= 0 && ir_tensor_at(m->g, st)->kind == IR_T_STATE &&
         ir_tensor_at(m->g, st)->shape.rank == 1 && ir_tensor_at(m->g, st)->shape.d[0] == 8, "adam: state shaped like the parameter");
   t_check_invariants(m);
   t_free(m);
@@ -403,7 +403,7 @@ static void test_sgd_momentum(void) {
   t_expect(m, "_update_logits.bias", "logits.bias logits.bias@grad logits.bias@momentum", "", NULL);
   const ir_node *u = t_node(m, "_update_logits.bias");
   int st = t_tensor(m, "logits.bias@momentum");
-  CHECK(u && u->op == IR_OPT_SGD && st >= 0 && ir_tensor_at(m->g, st)->kind == IR_T_STATE && ir_tensor_at(m->g, st)->dtype == K_F32,
+  CHECK(u && u->op == K_OPT_SGD && st >= 0 && ir_tensor_at(m->g, st)->kind == IR_T_STATE && ir_tensor_at(m->g, st)->dtype == K_F32,
         "sgd: momentum state");
   t_free(m);
 }
