@@ -6,6 +6,8 @@
 #              scripts/build.sh build-bench -DCMAKE_BUILD_TYPE=Release); its kiln target is
 #              (re)built first.
 # Environment: THREADS (default "1 2"), MODELS (default "mlp lenet resnet transformer"),
+#   BATCH (default "native 1": each model at its .kiln file's own batch, then at batch 1; a
+#   number N recompiles the kiln side with -D batch=N and builds torch's inputs at N),
 #   SECS (minimum seconds per timed run, default 0.5), ROUNDS (default 2: the kiln/torch pair is
 #   run ROUNDS times alternately and each side keeps its best), PYTHON (default /usr/bin/python3).
 set -eu
@@ -16,25 +18,32 @@ THREADS=${THREADS:-1 2}
 MODELS=${MODELS:-mlp lenet resnet transformer}
 SECS=${SECS:-0.5}
 ROUNDS=${ROUNDS:-2}
+BATCH=${BATCH:-native 1}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
 cmake --build "$BUILD" --target kiln -j 2 >/dev/null
-for m in $MODELS; do
-  "$BUILD/tools/kiln" compile "$ROOT/examples/$m.kiln" -o "$TMP/lib$m.so" >"$TMP/log" 2>&1 || { cat "$TMP/log" >&2; exit 1; }
+for b in $BATCH; do
+  def=""; [ "$b" = native ] || def="-D batch=$b"
+  for m in $MODELS; do
+    "$BUILD/tools/kiln" compile "$ROOT/examples/$m.kiln" $def -o "$TMP/lib$m-$b.so" >"$TMP/log" 2>&1 || { cat "$TMP/log" >&2; exit 1; }
+  done
 done
 ${CC:-cc} -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -I"$ROOT/runtime" -I"$ROOT/kernels" \
   "$ROOT/bench/models/bench_models.c" -o "$TMP/kiln_bench_models" -ldl -lm
 
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC')  $(uname -m)  $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')  nproc $(nproc)"
 echo "# torch $("$PY" -c 'import torch; print(torch.__version__)')  secs/run $SECS  rounds $ROUNDS  load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-for t in $THREADS; do
-  for r in $(seq "$ROUNDS"); do
-    for m in $MODELS; do
-      KILN_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t \
-        "$TMP/kiln_bench_models" "$TMP/lib$m.so" "$SECS" 2>/dev/null | sed "s/^/kiln\t$t\t/" >> "$TMP/all.tsv"
-      OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t \
-        "$PY" "$ROOT/bench/models/torch_models.py" "$t" "$SECS" "$m" | sed "s/^/torch\t$t\t/" >> "$TMP/all.tsv"
+for b in $BATCH; do
+  tb=""; [ "$b" = native ] || tb=$b
+  for t in $THREADS; do
+    for r in $(seq "$ROUNDS"); do
+      for m in $MODELS; do
+        KILN_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t \
+          "$TMP/kiln_bench_models" "$TMP/lib$m-$b.so" "$SECS" 2>/dev/null | sed "s/^/kiln\t$t\t/" >> "$TMP/all.tsv"
+        BATCH=$tb OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t \
+          "$PY" "$ROOT/bench/models/torch_models.py" "$t" "$SECS" "$m" | sed "s/^/torch\t$t\t/" >> "$TMP/all.tsv"
+      done
     done
   done
 done
@@ -50,15 +59,27 @@ for line in open(sys.argv[1]):
         m, base, peak = f[3], int(f[4]), int(f[5])
         rss[(m, side)] = max(rss.get((m, side), (0, 0)), (peak - base, peak))
         continue
+    if f[2].startswith("#"):  # another comment (a model TorchScript could not compile)
+        print(" ".join(f[2:]))
+        continue
     m, mode, batch, sps = f[2], f[3], f[4], float(f[5])
+    if mode == "predict_ts":  # torch's compiled predict: a third column of the predict row
+        mode, side = "predict", "ts"
     key = (m, mode, t, batch)
     best.setdefault(key, {})
     best[key][side] = max(best[key].get(side, 0.0), sps)
-print("| model | mode | threads | batch | kiln samples/s | torch samples/s | kiln/torch |")
-print("|---|---|---:|---:|---:|---:|---:|")
-for (m, mode, t, batch), v in best.items():
-    k, p = v.get("kiln", float("nan")), v.get("torch", float("nan"))
-    print(f"| {m} | {mode} | {t} | {batch} | {k:,.0f} | {p:,.0f} | {k / p:.2f} |")
+# One table per batch size; predict rows carry torch's TorchScript-frozen,
+# optimized-for-inference twin as a third column.
+for b in dict.fromkeys(k[3] for k in best):
+    print(f"\nbatch {b}\n")
+    print("| model | mode | threads | kiln samples/s | torch samples/s | kiln/torch | torchscript samples/s | kiln/torchscript |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for (m, mode, t, batch), v in best.items():
+        if batch != b:
+            continue
+        k, p, ts = v.get("kiln", float("nan")), v.get("torch", float("nan")), v.get("ts")
+        tcols = f"{ts:,.0f} | {k / ts:.2f}" if ts else "- | -"
+        print(f"| {m} | {mode} | {t} | {k:,.0f} | {p:,.0f} | {k / p:.2f} | {tcols} |")
 print()
 print("Peak RSS of the process (MiB), and in parentheses its growth from just before the model was")
 print("created (torch: after `import torch`); the most over thread counts and rounds.")

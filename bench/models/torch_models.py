@@ -2,13 +2,18 @@
 same timing as bench_models.c: train_step (forward, loss, backward, optimizer step) and predict
 (model.eval(), torch.no_grad(), softmax of the logits) in samples per second.
 
-Usage: torch_models.py THREADS [seconds] [model...]
+Usage: torch_models.py THREADS [seconds] [model...]; BATCH=N in the environment builds the
+inputs at batch N instead of the .kiln file's own batch.
 Prints TSV lines in bench_models.c's format (model, mode, batch, samples/s, iterations per run)
-and a '# rss_kib' comment line per model. Architectures, initialisation (Kiln's defaults:
+and a '# rss_kib' comment line per model. Besides eager train and predict it times predict
+through PyTorch's own compiler for inference, mode "predict_ts":
+torch.jit.optimize_for_inference(torch.jit.freeze(torch.jit.trace(model.eval(), inputs)))
+(conv + batch_norm + relu folded, oneDNN blocked layouts where they pay). Architectures, initialisation (Kiln's defaults:
 Linear/Conv weights U(+-1/sqrt(fan_in)), biases 0, Embedding N(0, 1), BN/LN gamma 1 beta 0)
 and optimizer settings follow the .kiln files.
 """
 import math
+import os
 import resource
 import sys
 import time
@@ -120,25 +125,31 @@ class Transformer(nn.Module):  # examples/transformer.kiln: one post-norm encode
         return self.head(n2.mean(dim=1))
 
 
+def batch_or(default):
+    """The batch: $BATCH when set (bench/models/run.sh's BATCH=N), else the .kiln file's."""
+    return int(os.environ.get("BATCH") or default)
+
+
 def mlp():
     m = kiln_init(MLP())
-    return m, torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9), [torch.rand(64, 784) * 2 - 1], 10
+    return m, torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9), [torch.rand(batch_or(64), 784) * 2 - 1], 10
 
 
 def lenet():
     m = kiln_init(LeNet())
-    return m, torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9), [torch.rand(64, 1, 28, 28) * 2 - 1], 10
+    return m, torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9), [torch.rand(batch_or(64), 1, 28, 28) * 2 - 1], 10
 
 
 def resnet():
     m = kiln_init(ResNet())
     opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9, weight_decay=0.0001)
-    return m, opt, [torch.rand(64, 3, 32, 32) * 2 - 1], 10
+    return m, opt, [torch.rand(batch_or(64), 3, 32, 32) * 2 - 1], 10
 
 
 def transformer():
-    m = kiln_init(Transformer())
-    return m, torch.optim.Adam(m.parameters(), lr=0.001), [torch.randint(0, 1000, (8, 64))], 2
+    b = batch_or(8)
+    m = kiln_init(Transformer(batch=b))
+    return m, torch.optim.Adam(m.parameters(), lr=0.001), [torch.randint(0, 1000, (b, 64))], 2
 
 
 MODELS = {"mlp": mlp, "lenet": lenet, "resnet": resnet, "transformer": transformer}
@@ -182,7 +193,26 @@ def bench(name, secs):
     model.eval()
     per, iters = best_per_call(predict, secs)
     print(f"{name}\tpredict\t{batch}\t{batch / per:.1f}\t{iters}", flush=True)
+    bench_torchscript(name, model, inputs, batch, secs)
     print(f"# rss_kib\t{name}\t{base}\t{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}", flush=True)
+
+
+def bench_torchscript(name, model, inputs, batch, secs):
+    """Predict through the traced, frozen, optimized-for-inference module."""
+    try:
+        with torch.no_grad():
+            ts = torch.jit.optimize_for_inference(torch.jit.freeze(torch.jit.trace(model.eval(), tuple(inputs))))
+            ts(*inputs)
+    except Exception as e:  # a model torch's compiler cannot take: said, not timed
+        print(f"# torchscript\t{name}\tfailed: {type(e).__name__}: {str(e).splitlines()[0][:120]}", flush=True)
+        return
+
+    def predict():
+        with torch.no_grad():
+            torch.softmax(ts(*inputs), dim=1)
+
+    per, iters = best_per_call(predict, secs)
+    print(f"{name}\tpredict_ts\t{batch}\t{batch / per:.1f}\t{iters}", flush=True)
 
 
 def main():
