@@ -100,7 +100,8 @@ rt_model *rt_model_create(const rt_model_desc *d, uint64_t seed) {
   pthread_mutex_init(&m->mu, NULL);
   size_t nt = (size_t)d->ntensors + 1;
   m->tptr = calloc(nt, sizeof *m->tptr), m->ptr = calloc(nt, sizeof *m->ptr);
-  int bad = !m->tptr || !m->ptr || rt_model_storage(m) || rt_model_arena(m);
+  m->engine = rt_engine_create_from_env();
+  int bad = !m->engine || !m->tptr || !m->ptr || rt_model_storage(m) || rt_model_arena(m);
   if (!bad) bad = rt_prog_state_init(&m->ps[0], m, &d->predict);
   if (!bad && d->has_train) bad = rt_prog_state_init(&m->ps[1], m, &d->train);
   if (bad) return rt_model_destroy(m), NULL;
@@ -109,6 +110,7 @@ rt_model *rt_model_create(const rt_model_desc *d, uint64_t seed) {
 
 void rt_model_destroy(rt_model *m) {
   if (!m) return;
+  if (m->engine) rt_engine_destroy(m->engine);   /* first: it may still be deleting variables */
   rt_prog_state_free(&m->ps[0]), rt_prog_state_free(&m->ps[1]);
   free(m->tptr), free(m->ptr);
   free(m->store), free(m->arena), free(m->aux_backup);

@@ -39,6 +39,9 @@ struct rt_model {
   int64_t step;                 /* train steps taken: Adam's t and the random counters */
   float lr;
   pthread_mutex_t mu;           /* every entry point holds it */
+  rt_engine *engine;            /* this instance's own (KILN_ENGINE), used under mu only: the
+                                   engine wants its pushes from one thread at a time, and with
+                                   one per instance two models run at the same time */
   char err[RT_MODEL_ERR_LEN];
   void *store;                  /* PARAM, AUX, STATE and CONST tensors, 64-byte aligned each */
   void **tptr;                  /* per tensor: its place in store, or NULL */

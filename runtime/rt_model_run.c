@@ -11,10 +11,6 @@
 
 static const k_shape rt_scalar = {0, {0}};
 
-/* Pushes and waits of different models go through one engine, whose contract wants them
- * from one thread at a time. */
-static pthread_mutex_t rt_engine_mu = PTHREAD_MUTEX_INITIALIZER;
-
 /* ---- per-program state: each step's kernel arguments, shapes fixed at creation ---- */
 
 /* The shape of an absent output: a backward node's in_grad slot takes its in_data partner's. */
@@ -204,16 +200,15 @@ static int rt_push_range(rt_model *m, rt_engine *e, rt_prog_state *ps, int lo, i
   return rc;
 }
 
-/* Runs steps [0, split), then [split, nsteps) only if all of those succeeded. */
+/* Runs steps [0, split), then [split, nsteps) only if all of those succeeded, on the model's
+ * own engine (the caller holds m->mu). */
 static int rt_run(rt_model *m, rt_prog_state *ps, int split) {
   int n = ps->p->nsteps;
-  pthread_mutex_lock(&rt_engine_mu);
-  rt_engine *e = rt_engine_default();
+  rt_engine *e = m->engine;
   for (int i = 0; i < n; i++) ps->vars[i] = rt_engine_new_var(e);
   int rc = rt_push_range(m, e, ps, 0, split);
   if (!rc) rc = rt_push_range(m, e, ps, split, n);
   for (int i = 0; i < n; i++) rt_engine_push_delete(e, ps->vars[i]), ps->vars[i] = NULL;
-  pthread_mutex_unlock(&rt_engine_mu);
   return rc;
 }
 
