@@ -161,6 +161,77 @@ static void test_specials(void) {
   KT_CHECK(nan_kept == (int)(sizeof fns / sizeof *fns), "NaN stays NaN (%d of %zu)", nan_kept, sizeof fns / sizeof *fns);
 }
 
+/* ---- the kernels give the scalar definition's bits ----
+ * k_elemwise.c runs these functions in vector loops (gcc, SSE2 or an AVX2/AVX-512 clone);
+ * this file calls them one at a time. Any difference in rounding (an FMA, a reordering)
+ * between the two shows up as a bit difference. */
+typedef int (*vm_kernel)(const k_call *);
+typedef struct {
+  const char *name;
+  vm_kernel fwd, bwd;
+  float (*f)(float);
+  float (*grad)(float, float, float);
+} vm_op;
+
+static float g_exp(float og, float x, float y) { return k_sf_exp_grad(og, x, y); }
+static float g_log(float og, float x, float y) { return k_sf_log_grad(og, x, y); }
+static float g_tanh(float og, float x, float y) { return k_sf_tanh_grad(og, x, y); }
+static float g_sigmoid(float og, float x, float y) { return k_sf_sigmoid_grad(og, x, y); }
+static float g_softplus(float og, float x, float y) { return k_sf_softplus_grad(og, x, y); }
+static float g_gelu(float og, float x, float y) { return k_sf_gelu_grad(og, x, y); }
+static float g_sin(float og, float x, float y) { return k_sf_sin_grad(og, x, y); }
+static float g_cos(float og, float x, float y) { return k_sf_cos_grad(og, x, y); }
+static float s_exp(float x) { return k_sf_exp(x); }
+static float s_log(float x) { return k_sf_log(x); }
+static float s_tanh(float x) { return k_sf_tanh(x); }
+static float s_sigmoid(float x) { return k_sf_sigmoid(x); }
+static float s_sin(float x) { return k_sf_sin(x); }
+static float s_cos(float x) { return k_sf_cos(x); }
+
+static const vm_op VM_OPS[] = {
+    {"exp", k_exp_forward, k_exp_backward, s_exp, g_exp},
+    {"log", k_log_forward, k_log_backward, s_log, g_log},
+    {"tanh", k_tanh_forward, k_tanh_backward, s_tanh, g_tanh},
+    {"sigmoid", k_sigmoid_forward, k_sigmoid_backward, s_sigmoid, g_sigmoid},
+    {"softplus", k_softplus_forward, k_softplus_backward, f_softplus, g_softplus},
+    {"gelu", k_gelu_forward, k_gelu_backward, f_gelu, g_gelu},
+    {"sin", k_sin_forward, k_sin_backward, s_sin, g_sin},
+    {"cos", k_cos_forward, k_cos_backward, s_cos, g_cos},
+};
+
+static int same_bits(float a, float b) { return (a != a && b != b) || memcmp(&a, &b, sizeof a) == 0; }
+
+static int vm_run(vm_kernel k, k_tensor *in, int nin, float *out, int64_t n) {
+  k_tensor o = {.data = out, .shape = {.rank = 1, .d = {n}}};
+  k_req req = kWriteTo;
+  k_call c = {.in = in, .nin = nin, .out = &o, .nout = 1, .req = &req};
+  return k(&c);
+}
+
+static void test_kernels_match(void) {
+  enum { N = 1 << 20 };
+  float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y), *og = malloc(N * sizeof *og),
+        *g = malloc(N * sizeof *g);
+  for (int64_t i = 0; i < N; i++) x[i] = bits_float((uint32_t)(i * 4099u)), og[i] = 1.0f - (float)(i % 7) * 0.25f;
+  k_shape s = {.rank = 1, .d = {N}};
+  for (size_t j = 0; j < sizeof VM_OPS / sizeof *VM_OPS; j++) {
+    const vm_op *op = &VM_OPS[j];
+    k_tensor fin[1] = {{.data = x, .shape = s}};
+    int rc = vm_run(op->fwd, fin, 1, y, N);
+    k_tensor bin[3] = {{.data = og, .shape = s}, {.data = x, .shape = s}, {.data = y, .shape = s}};
+    rc |= vm_run(op->bwd, bin, 3, g, N);
+    int64_t bad = 0, first = -1;
+    for (int64_t i = 0; i < N; i++) {
+      int ok = same_bits(y[i], op->f(x[i])) && same_bits(g[i], op->grad(og[i], x[i], y[i]));
+      if (!ok && first < 0) first = i;
+      bad += !ok;
+    }
+    KT_CHECK(rc == 0 && bad == 0, "%s kernels: %lld of %d differ from k_sf_ (first at x = %a)", op->name,
+             (long long)bad, N, first < 0 ? 0.0f : x[first]);
+  }
+  free(x), free(y), free(og), free(g);
+}
+
 int main(int argc, char **argv) {
   uint64_t stride = 389;      /* every 389th bit pattern: 11M inputs per function */
   const char *only = NULL;
@@ -170,6 +241,7 @@ int main(int argc, char **argv) {
   }
   if (stride == 0) stride = 1;
   test_specials();
+  test_kernels_match();
   printf("%-9s %10s %6s  %s\n", "function", "max ulp", "bound", "at x");
   for (size_t i = 0; i < sizeof VM_FNS / sizeof *VM_FNS; i++) {
     const vm_fn *fn = &VM_FNS[i];
