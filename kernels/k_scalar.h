@@ -3,8 +3,8 @@
  * code generator compiles it to LLVM bitcode and inlines it into fused loops, and the GPU
  * generator pastes it into NVRTC source as device functions. So it must stay portable C:
  * only `static inline` functions (of floats, and one int selector, for the ops; the k_vm_
- * math below also reads float bits through unions), from <math.h> only fabsf, sqrtf, NAN
- * and INFINITY (libm's calls would stop vectorisation), no static data, no variadics, no
+ * math below also reads float bits through unions), from <math.h> only fabsf and sqrtf
+ * (libm's calls would stop vectorisation), no static data, no variadics, no
  * asserts, no other libc.
  *
  * Naming: unary k_sf_<op>(x[, p1, p2]) and k_sf_<op>_grad(og, x, y[, p1, p2]) where x is the
@@ -40,6 +40,10 @@ static inline float k_vm_asfloat(unsigned int u) {
   b.u = u;
   return b.f;
 }
+
+/* inf and a quiet NaN from their bits (the <math.h> macros need not exist in NVRTC). */
+static inline float k_vm_inf(void) { return k_vm_asfloat(0x7f800000u); }
+static inline float k_vm_nan(void) { return k_vm_asfloat(0x7fc00000u); }
 
 /* 2^n for -126 <= n <= 127, built from its exponent bits. */
 static inline float k_vm_pow2i(int n) { return k_vm_asfloat((unsigned int)(n + 127) << 23); }
@@ -89,9 +93,9 @@ static inline float k_vm_log(float x) {
   float f = m - 1.0f, s = f / (2.0f + f), z = s * s, hfsq = 0.5f * f * f;
   float R = z * (2.0f / 3.0f + z * (2.0f / 5.0f + z * (2.0f / 7.0f + z * (2.0f / 9.0f))));
   float y = e * 0.693359375f + (f - (hfsq - (s * (hfsq + R) + e * -2.12194442e-4f)));
-  y = x == INFINITY ? x : y;
-  y = x == 0.0f ? -INFINITY : y;
-  y = x < 0.0f ? NAN : y;
+  y = x == k_vm_inf() ? x : y;
+  y = x == 0.0f ? -k_vm_inf() : y;
+  y = x < 0.0f ? k_vm_nan() : y;
   return x != x ? x + x : y;
 }
 
@@ -205,14 +209,14 @@ static inline float k_vm_exp2d(double t) {
 static inline float k_vm_pow(float x, float y) {
   float ax = fabsf(x), ay = fabsf(y);
   double l = k_vm_log2d(ax);
-  l = ax == 0.0f ? -INFINITY : (ax == INFINITY ? INFINITY : l);
+  l = ax == 0.0f ? -(double)k_vm_inf() : (ax == k_vm_inf() ? (double)k_vm_inf() : l);
   float r = k_vm_exp2d((double)y * l);
   int is_int = ay >= 8388608.0f || k_vm_round(ay) == ay;
   int odd = is_int && ((int)(ay < 16777216.0f ? ay : 0.0f) & 1);
   r = (odd && (k_vm_asuint(x) >> 31)) ? -r : r;
-  r = (x < 0.0f && x > -INFINITY && !is_int) ? NAN : r;
+  r = (x < 0.0f && x > -k_vm_inf() && !is_int) ? k_vm_nan() : r;
   r = (x != x || y != y) ? x + y : r;
-  r = (ax == 1.0f && ay == INFINITY) ? 1.0f : r;
+  r = (ax == 1.0f && ay == k_vm_inf()) ? 1.0f : r;
   return (y == 0.0f || x == 1.0f) ? 1.0f : r;
 }
 
