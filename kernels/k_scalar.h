@@ -139,35 +139,37 @@ static inline float k_vm_erf(float x) {
   return a < 0.9f ? small : (x < 0.0f ? -big : big);
 }
 
-/* sin and cos of r, |r| <= pi/4: Taylor series (the first omitted terms are < 2^-30). */
-static inline float k_vm_sin_r(float r) {
-  float z = r * r;
-  return r + r * (z * (-1.0f / 6.0f + z * (1.0f / 120.0f + z * (-1.0f / 5040.0f + z * (1.0f / 362880.0f)))));
+/* sin and cos of r, |r| <= pi/4, in double: Taylor series whose first omitted term is
+ * below 2^-36 of the result, so the one rounding to float is all but correct. */
+static inline double k_vm_sin_r(double r) {
+  double z = r * r;
+  double p = -1.0 / 5040 + z * (1.0 / 362880 + z * (-1.0 / 39916800));
+  return r + r * (z * (-1.0 / 6 + z * (1.0 / 120 + z * p)));
 }
-static inline float k_vm_cos_r(float r) {
-  float z = r * r;
-  float q = 1.0f / 24.0f + z * (-1.0f / 720.0f + z * (1.0f / 40320.0f + z * (-1.0f / 3628800.0f)));
-  return 1.0f - (0.5f * z - z * z * q);
+static inline double k_vm_cos_r(double r) {
+  double z = r * r;
+  double q = 1.0 / 24 + z * (-1.0 / 720 + z * (1.0 / 40320 + z * (-1.0 / 3628800 + z * (1.0 / 479001600))));
+  return 1.0 - (0.5 * z - z * z * q);
 }
 
-/* Accurate range of the reduction below: |x| < K_VM_TRIG_MAX. */
-#define K_VM_TRIG_MAX 8192.0f
+/* Accurate range of the reduction below: |x| < K_VM_TRIG_MAX (2^26). */
+#define K_VM_TRIG_MAX 67108864.0f
 
-/* sin (quarter 0) or cos (quarter 1) of x: x = n pi/2 + r, with pi/2 in four parts, the first
- * three of at most 11 bits so that n * part is exact for n < 2^13 (Cody and Waite). The
- * result is sin or cos of r by quadrant (n + quarter) mod 4. Beyond K_VM_TRIG_MAX the
- * reduction loses accuracy (a table-free Payne-Hanek would be needed); the result stays in
- * [-1, 1]. inf and NaN give NaN. */
+/* sin (quarter 0) or cos (quarter 1) of x: x = n pi/2 + r in double, with pi/2 in three
+ * parts, the first two of 27 bits so that n * part is exact for n < 2^26 (Cody and Waite;
+ * 107 bits of pi/2 in all). The result is sin or cos of r by quadrant (n + quarter) mod 4.
+ * Beyond K_VM_TRIG_MAX it would take the bits of 2/pi from a table (Payne and Hanek), which
+ * this header may not hold: there x is treated as 0, so the result is in [-1, 1] but not
+ * sin x. inf and NaN give NaN. */
 static inline float k_vm_sincos(float x, int quarter) {
   float a = fabsf(x);
-  float xc = a < 4194304.0f ? x : 0.0f;
-  float kf = k_vm_round(xc * 0.636619747f);
-  float r = ((xc - kf * 0x1.92p0f) - kf * 0x1.fb4p-12f) - kf * 0x1.444p-24f;
-  r = r - kf * 0x1.68c234p-39f;
-  unsigned int q = (unsigned int)((int)kf + quarter);
-  float v = (q & 1u) ? k_vm_cos_r(r) : k_vm_sin_r(r);
-  v = (q & 2u) ? -v : v;
-  return a <= 3.40282347e+38f ? v : x - x;
+  double xd = (double)(a < K_VM_TRIG_MAX ? x : 0.0f);
+  double nd = (xd * 0.63661977236758138 + 6755399441055744.0) - 6755399441055744.0;
+  double r = ((xd - nd * 0x1.921fb54p0) - nd * 0x1.10b461p-30) - nd * 0x1.a62633145c06ep-58;
+  unsigned int q = (unsigned int)((int)nd + quarter);
+  double v = (q & 1u) ? k_vm_cos_r(r) : k_vm_sin_r(r);
+  float y = (float)((q & 2u) ? -v : v);
+  return a <= 3.40282347e+38f ? y : x - x;
 }
 static inline float k_vm_sin(float x) {
   float y = k_vm_sincos(x, 0);

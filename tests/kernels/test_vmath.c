@@ -68,8 +68,8 @@ static const vm_fn VM_FNS[] = {
     {"softplus", f_softplus, r_softplus, 3, INFINITY, 0},
     {"erf", f_erf, erf, 2, INFINITY, 0},
     {"gelu", f_gelu, r_gelu, 3, INFINITY, 1},
-    {"sin", f_sin, sin, 3, K_VM_TRIG_MAX, 0},
-    {"cos", f_cos, cos, 3, K_VM_TRIG_MAX, 0},
+    {"sin", f_sin, sin, 1, K_VM_TRIG_MAX, 0},
+    {"cos", f_cos, cos, 1, K_VM_TRIG_MAX, 0},
 };
 
 typedef struct {
