@@ -22,7 +22,8 @@
  * cases (NaN, ±inf, ±0, denormals, overflow and underflow) are picked by selects at the
  * end, so a loop over them becomes vector code. Ranges are reduced by reading and writing
  * the float's bits through a union; the polynomials are Taylor series or least-squares fits
- * made for these ranges (docs/kernels.md has the measured error of each in ulp).
+ * made for these ranges (docs/kernels.md has the measured error of each in ulp). pow, sin
+ * and cos work in double and round once, where float would lose bits in the reduction.
  * Bit-identical everywhere: only +, -, *, / and conversions, each rounded once, in an
  * order fixed by the parentheses. The build compiles this text without FMA contraction
  * (gcc for the kernels, clang for the bitcode), so no result depends on the compiler or
