@@ -251,12 +251,12 @@ int main(int argc, char **argv) {
     const vm_fn *fn = &VM_FNS[i];
     if (only && strcmp(only, fn->name) != 0) continue;
     vm_result r = vm_sweep(fn, stride);
-    printf("%-9s %10.3f %6.1f  %a\n", fn->name, r.worst, fn->bound, r.at);
+    printf("%-9s %10.3f %6.2f  %a\n", fn->name, r.worst, fn->bound, r.at);
     KT_CHECK(r.worst <= fn->bound, "%s: %.3f ulp at %a (bound %.1f)", fn->name, r.worst, r.at, fn->bound);
   }
   if (!only || strcmp(only, "pow") == 0) {
     vm_result r = pow_sweep(stride);
-    printf("%-9s %10.3f %6.1f  %a\n", "pow", r.worst, 1.0, r.at);
+    printf("%-9s %10.3f %6.2f  %a\n", "pow", r.worst, 1.0, r.at);
     KT_CHECK(r.worst <= 1, "pow: %.3f ulp at %a", r.worst, r.at);
   }
   return kt_finish("vmath");
