@@ -10,22 +10,22 @@
 /* An undeclared backward dependency arrives as NULL; its value is then unused. */
 static inline float k_ld(const float *p, int64_t i) { return p ? p[i] : 0.0f; }
 
+/* The library is built for baseline x86-64 (SSE2: 4 floats a vector); the unary loops,
+ * where the k_vm_* math is, also get AVX2 and AVX-512 clones, picked at load time by the
+ * CPU (gcc's target_clones). The clones compute the same bits: the same IEEE operations
+ * with -ffp-contract=off, so no FMA, only wider. */
+#if defined(__GNUC__) && __GNUC__ >= 12 && !defined(__clang__) && defined(__x86_64__) && !defined(KILN_SANITIZE)
+#define K_VEC_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define K_VEC_CLONES
+#endif
+
 /* ---- unary: forward in=[x] out=[y]; backward in=[og, x, y] out=[gx] ----
  * Element i is read before it is written, so out may alias an input, but only as the same
  * buffer (kWriteInplace): no iteration reads what another wrote, which `ivdep` tells gcc,
  * whose runtime overlap check would otherwise send every in-place call to the scalar loop.
  * The loop is written twice, for kAddTo and for the writes, so that no branch stays inside
  * it: gcc unswitches only small loops, and one with k_vm_* math inlined is not small. */
-/* The library is built for baseline x86-64 (SSE2: 4 floats a vector); the unary loops,
- * where the k_vm_* math is, also get AVX2 and AVX-512 clones, picked at load time by the
- * CPU (gcc's target_clones). The clones compute the same bits: the same IEEE operations
- * with -ffp-contract=off, so no FMA, only wider. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(KILN_SANITIZE)
-#define K_VEC_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define K_VEC_CLONES
-#endif
-
 #define K_UNARY_LOOP(n, out, LOAD, EXPR, req)                           \
   do {                                                                  \
     if ((req) == kAddTo) {                                              \
