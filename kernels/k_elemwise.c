@@ -10,33 +10,62 @@
 /* An undeclared backward dependency arrives as NULL; its value is then unused. */
 static inline float k_ld(const float *p, int64_t i) { return p ? p[i] : 0.0f; }
 
+/* The library is built for baseline x86-64 (SSE2: 4 floats a vector); the unary loops,
+ * where the k_vm_* math is, also get AVX2 and AVX-512 clones, picked at load time by the
+ * CPU (gcc's target_clones). The clones compute the same bits: the same IEEE operations
+ * with -ffp-contract=off, so no FMA, only wider. */
+#if defined(__GNUC__) && __GNUC__ >= 12 && !defined(__clang__) && defined(__x86_64__) && !defined(KILN_SANITIZE)
+#define K_VEC_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define K_VEC_CLONES
+#endif
+
 /* ---- unary: forward in=[x] out=[y]; backward in=[og, x, y] out=[gx] ----
- * Element i is read before it is written, so out may alias in (kWriteInplace). */
+ * Element i is read before it is written, so out may alias an input, but only as the same
+ * buffer (kWriteInplace): no iteration reads what another wrote, which `ivdep` tells gcc,
+ * whose runtime overlap check would otherwise send every in-place call to the scalar loop.
+ * The loop is written twice, for kAddTo and for the writes, so that no branch stays inside
+ * it: gcc unswitches only small loops, and one with k_vm_* math inlined is not small. */
+#define K_UNARY_LOOP(n, out, LOAD, EXPR, req)                           \
+  do {                                                                  \
+    if ((req) == kAddTo) {                                              \
+      _Pragma("GCC ivdep")                                              \
+      for (int64_t i = 0; i < (n); i++) { LOAD; (out)[i] += (EXPR); }   \
+    } else {                                                            \
+      _Pragma("GCC ivdep")                                              \
+      for (int64_t i = 0; i < (n); i++) { LOAD; (out)[i] = (EXPR); }    \
+    }                                                                   \
+  } while (0)
+
 #define K_UNARY_FWD(op, EXPR)                                           \
-  int k_##op##_forward(const k_call *c) {                               \
+  K_VEC_CLONES int k_##op##_forward(const k_call *c) {                  \
     k_req req = c->req[0];                                              \
     if (req == kNullOp) return 0;                                       \
     const float *xs = c->in[0].data;                                    \
     float *ys = c->out[0].data;                                         \
     int64_t n = k_shape_numel(&c->out[0].shape);                        \
-    for (int64_t i = 0; i < n; i++) {                                   \
-      float x = xs[i];                                                  \
-      k_put(ys, i, (EXPR), req);                                        \
-    }                                                                   \
+    K_UNARY_LOOP(n, ys, float x = xs[i], EXPR, req);                    \
     return 0;                                                           \
   }
 
+/* An undeclared x or y (NULL) reads og's element instead, masked to +0 by its bits: a load
+ * that always happens and an AND let gcc vectorise the loop, which `p ? p[i] : 0` (a
+ * conditional load) and even `has ? v : 0` (with a large body) do not. */
 #define K_UNARY_BWD(op, EXPR)                                           \
-  int k_##op##_backward(const k_call *c) {                              \
+  K_VEC_CLONES int k_##op##_backward(const k_call *c) {                 \
     k_req req = c->req[0];                                              \
     if (req == kNullOp) return 0;                                       \
     const float *ogs = c->in[0].data, *xs = c->in[1].data, *ys = c->in[2].data; \
+    unsigned int mx = xs ? ~0u : 0u, my = ys ? ~0u : 0u;                \
+    xs = xs ? xs : ogs;                                                 \
+    ys = ys ? ys : ogs;                                                 \
     float *gx = c->out[0].data;                                         \
     int64_t n = k_shape_numel(&c->out[0].shape);                        \
-    for (int64_t i = 0; i < n; i++) {                                   \
-      float og = ogs[i], x = k_ld(xs, i), y = k_ld(ys, i);              \
-      k_put(gx, i, (EXPR), req);                                        \
-    }                                                                   \
+    K_UNARY_LOOP(n, gx,                                                 \
+                 float og = ogs[i];                                     \
+                 float x = k_vm_asfloat(k_vm_asuint(xs[i]) & mx);       \
+                 float y = k_vm_asfloat(k_vm_asuint(ys[i]) & my),       \
+                 EXPR, req);                                            \
     return 0;                                                           \
   }
 

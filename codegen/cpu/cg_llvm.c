@@ -122,8 +122,9 @@ LLVMValueRef cg_scalar_fn(cg_llvm *m, const char *stem, const char *suffix) {
   return m->mod ? LLVMGetNamedFunction(m->mod, name) : NULL;
 }
 
-/* clang stamped the bitcode for baseline x86-64; the functions take the target machine's
- * cpu and features instead, so they inline into (and vectorize with) the fused loops. */
+/* clang stamped the bitcode for baseline x86-64; the functions (k_sf_* and the k_vm_* math
+ * they call) take the target machine's cpu and features instead, so they inline into (and
+ * vectorize with) the fused loops. */
 static void cg_scalar_strip(cg_llvm *m, LLVMValueRef f) {
   static const char *const drop[] = {"target-cpu", "target-features", "tune-cpu"};
   for (size_t i = 0; i < sizeof drop / sizeof *drop; i++)
@@ -140,7 +141,8 @@ void cg_scalars_finish(cg_llvm *m) {
   for (LLVMValueRef f = LLVMGetFirstFunction(m->mod); f; f = LLVMGetNextFunction(f)) {
     size_t len;
     const char *name = LLVMGetValueName2(f, &len);
-    if (len > 5 && strncmp(name, "k_sf_", 5) == 0 && !LLVMIsDeclaration(f)) cg_scalar_strip(m, f);
+    bool ours = len > 5 && (strncmp(name, "k_sf_", 5) == 0 || strncmp(name, "k_vm_", 5) == 0);
+    if (ours && !LLVMIsDeclaration(f)) cg_scalar_strip(m, f);
   }
 }
 
