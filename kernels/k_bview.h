@@ -10,9 +10,8 @@
 #define KILN_K_BVIEW_H
 
 #include "k_util.h"
+#include "k_vec.h"
 
-#define K_BLOCK 256   /* floats per stack block: 1 KiB, stays in L1 */
-#define K_LANES 16    /* partial sums of a horizontal reduction: one AVX-512 register */
 
 /* Operand 0 is the output (contiguous), 1 and 2 the broadcast inputs. */
 typedef struct {
@@ -70,19 +69,6 @@ static inline unsigned k_bview_kept(const k_bview *v, int op) {
   unsigned m = 0;
   for (int i = 0; i < v->rank; i++) m |= (v->st[op][i] != 0) << i;
   return m;
-}
-
-/* y[k] = t[k] or y[k] += t[k]; t is a stack block, so it never overlaps y. */
-static inline void k_store_block(float *y, const float *restrict t, int64_t n, k_req req) {
-  if (req == kAddTo) for (int64_t k = 0; k < n; k++) y[k] += t[k];
-  else for (int64_t k = 0; k < n; k++) y[k] = t[k];
-}
-
-/* The lanes of a horizontal sum, added pairwise in a fixed order. */
-static inline float k_lanes_sum(float *l) {
-  for (int w = K_LANES / 2; w > 0; w /= 2)
-    for (int i = 0; i < w; i++) l[i] += l[i + w];
-  return l[0];
 }
 
 /* ---- reducing a broadcast view onto one operand ----

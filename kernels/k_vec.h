@@ -1,0 +1,36 @@
+/* k_vec.h — the building blocks of the kernels' vectorised loops: stack blocks that outputs
+ * pass through (so an output may alias an input, and OpReqType is applied once per block), and
+ * horizontal sums kept in K_LANES partial sums combined in one fixed order. Header-only and
+ * free of k_util.h, so any kernel file can include it. */
+#ifndef KILN_K_VEC_H
+#define KILN_K_VEC_H
+
+#include "k_base.h"
+
+#define K_BLOCK 256   /* floats per stack block: 1 KiB, stays in L1 */
+#define K_LANES 16    /* partial sums of a horizontal reduction: one AVX-512 register */
+
+/* y[k] = t[k] or y[k] += t[k]; t is a stack block, so it never overlaps y. */
+static inline void k_store_block(float *y, const float *restrict t, int64_t n, k_req req) {
+  if (req == kAddTo) for (int64_t k = 0; k < n; k++) y[k] += t[k];
+  else for (int64_t k = 0; k < n; k++) y[k] = t[k];
+}
+
+/* The lanes of a horizontal sum, added pairwise in a fixed order. */
+static inline float k_lanes_sum(float *l) {
+  for (int w = K_LANES / 2; w > 0; w /= 2)
+    for (int i = 0; i < w; i++) l[i] += l[i + w];
+  return l[0];
+}
+
+/* Sum of x[0..n) in lanes: element k goes to lane k % K_LANES. */
+static inline float k_vec_sum(const float *x, int64_t n) {
+  float l[K_LANES] = {0};
+  int64_t k = 0;
+  for (; k + K_LANES <= n; k += K_LANES)
+    for (int i = 0; i < K_LANES; i++) l[i] += x[k + i];
+  for (int i = 0; k + i < n; i++) l[i] += x[k + i];
+  return k_lanes_sum(l);
+}
+
+#endif
