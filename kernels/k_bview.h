@@ -96,7 +96,7 @@ static inline k_bsrc k_bsrc_at(k_bsrc s, const k_iter *a, const k_iter *b, int64
  * are stored. With nothing reduced this is the plain elementwise gradient, and a gradient
  * written in place over og reads each block before it overwrites it. */
 static inline void k_breduce_cols(const k_bview *v, int j, k_bsrc s, float *out, k_req req,
-                                  k_cols_fn cols) {
+                                  float scale, k_cols_fn cols) {
   int in = v->rank - 1;
   unsigned kept = k_bview_kept(v, j), all = (1u << v->rank) - 1;
   k_iter ko, ro;
@@ -109,13 +109,14 @@ static inline void k_breduce_cols(const k_bview *v, int j, k_bsrc s, float *out,
       k_iter_rewind(&ro);
       for (int64_t q = 0; q < nr; q++, k_iter_next(&ro))
         cols(t, q == 0, k_bsrc_at(s, &ko, &ro, k0, v, in), len, v->st[1][in], v->st[2][in]);
+      if (scale != 1.0f) for (int64_t k = 0; k < len; k++) t[k] *= scale;
       k_store_block(out + ko.off[j] + k0, t, len, req);
     }
 }
 
 /* Innermost axis reduced for j: each kept element sums its runs horizontally. */
 static inline void k_breduce_rows(const k_bview *v, int j, k_bsrc s, float *out, k_req req,
-                                  k_rows_fn rows) {
+                                  float scale, k_rows_fn rows) {
   int in = v->rank - 1;
   unsigned kept = k_bview_kept(v, j), all = (1u << v->rank) - 1;
   k_iter ko, ro;
@@ -125,22 +126,23 @@ static inline void k_breduce_rows(const k_bview *v, int j, k_bsrc s, float *out,
     k_iter_rewind(&ro);
     for (int64_t q = 0; q < nr; q++, k_iter_next(&ro))
       rows(lanes, k_bsrc_at(s, &ko, &ro, 0, v, in), v->d[in], v->st[1][in], v->st[2][in]);
-    k_put(out, ko.off[j], k_lanes_sum(lanes), req);
+    k_put(out, ko.off[j], scale * k_lanes_sum(lanes), req);
   }
 }
 
-/* Reduces the view onto operand j's buffer `out` (its numel elements) under req. */
+/* Reduces the view onto operand j's buffer `out` (its numel elements) under req, each sum
+ * multiplied by scale (1 for a sum, 1/count for a mean). */
 static inline void k_breduce(const k_bview *v, int j, k_bsrc s, float *out, int64_t numel,
-                             k_req req, k_cols_fn cols, k_rows_fn rows) {
+                             k_req req, float scale, k_cols_fn cols, k_rows_fn rows) {
   if (req == kNullOp) return;
   int64_t total = 1;
   for (int i = 0; i < v->rank; i++) total *= v->d[i];
-  if (total == 0) {                         /* every sum is over nothing */
-    for (int64_t i = 0; i < numel && req != kAddTo; i++) out[i] = 0.0f;
+  if (total == 0) {     /* every sum is over nothing: 0, or NaN for a mean (scale 1/0) */
+    for (int64_t i = 0; i < numel && req != kAddTo; i++) out[i] = 0.0f * scale;
     return;
   }
-  if (v->st[j][v->rank - 1]) k_breduce_cols(v, j, s, out, req, cols);
-  else k_breduce_rows(v, j, s, out, req, rows);
+  if (v->st[j][v->rank - 1]) k_breduce_cols(v, j, s, out, req, scale, cols);
+  else k_breduce_rows(v, j, s, out, req, scale, rows);
 }
 
 #endif

@@ -104,7 +104,7 @@ static void k_binary_grad(const k_call *c, int j, k_grad_blocks g) {
   const k_shape *full = &c->in[0].shape;
   k_bview v = k_bview_make(full, &c->in[1].shape, &c->in[2].shape);
   k_breduce(&v, 1 + j, k_binary_sources(c), c->out[j].data, k_shape_numel(&c->in[1 + j].shape),
-            c->req[j], g.cols, g.rows);
+            c->req[j], 1.0f, g.cols, g.rows);
 }
 
 /* A gradient written in place over og must be computed last, after the other read og. */

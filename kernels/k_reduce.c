@@ -1,13 +1,13 @@
 /* k_reduce.c — sum, mean and max (torch.amax) over the axes of k_reduce_param.
- * Each output element walks its group of input elements (k_iter_split), so no temp space is
- * needed and every OpReqType is honoured; sums accumulate in double. */
+ * sum and mean, forward and backward, run on a collapsed view (k_bview.h): the input seen
+ * against the keepdims output as a broadcast, reduced or spread in vectorised blocks with one
+ * fixed summation order. max walks each group of input elements (k_iter_split). No temp space
+ * is needed and every OpReqType is honoured. */
 #include <math.h>
 #include <stdio.h>
 
 #include "kernels.h"
-#include "k_util.h"
-
-typedef enum { K_RED_SUM, K_RED_MEAN, K_RED_MAX } k_red_kind;
+#include "k_bview.h"
 
 /* x's shape with the reduced axes set to 1: the keepdims output, in the output's layout. */
 static k_shape k_reduce_keep(const k_shape *x, const k_reduce_param *p) {
@@ -25,52 +25,29 @@ static int64_t k_reduce_iters(const k_shape *x, const k_shape *keep, k_iter *o, 
   return n ? k_shape_numel(x) / n : 0;
 }
 
-/* Returns the group's sum, or its max (NaN wins, as in torch.amax). */
-static double k_reduce_group(const float *x, int64_t base, k_iter *in, int64_t m, k_red_kind kind) {
-  double s = kind == K_RED_MAX ? -INFINITY : 0.0;
+/* The group's max; NaN wins, as in torch.amax. */
+static float k_max_group(const float *x, int64_t base, k_iter *in, int64_t m) {
+  float s = -INFINITY;
   k_iter_rewind(in);
-  for (int64_t r = 0; r < m; r++, k_iter_next(in)) {
-    double v = x[base + in->off[0]];
-    if (kind != K_RED_MAX) s += v;
-    else if (v > s || v != v) s = v;
-    if (s != s && kind == K_RED_MAX) break;
+  for (int64_t r = 0; r < m && s == s; r++, k_iter_next(in)) {
+    float v = x[base + in->off[0]];
+    if (v > s || v != v) s = v;
   }
   return s;
 }
 
-static int k_reduce_forward(const k_call *c, k_red_kind kind) {
+int k_max_forward(const k_call *c) {
   k_req req = c->req[0];
   if (req == kNullOp) return 0;
-  const k_reduce_param *p = c->param;
-  k_shape keep = k_reduce_keep(&c->in[0].shape, p);
+  k_shape keep = k_reduce_keep(&c->in[0].shape, c->param);
   k_iter o, in;
   int64_t m = k_reduce_iters(&c->in[0].shape, &keep, &o, &in), n = k_shape_numel(&keep);
-  if (m == 0 && kind == K_RED_MAX && n > 0) {
+  if (m == 0 && n > 0) {
     snprintf(c->err, c->err_len, "max: reduction over an empty axis");
     return 1;
   }
-  for (int64_t i = 0; i < n; i++, k_iter_next(&o)) {
-    double s = k_reduce_group(c->in[0].data, o.off[0], &in, m, kind);
-    k_put(c->out[0].data, i, (float)(kind == K_RED_MEAN ? s / (double)m : s), req);
-  }
-  return 0;
-}
-
-/* sum / mean backward: in=[og] (x, y undeclared); og broadcast back over each group. */
-static int k_reduce_backward_spread(const k_call *c, int mean) {
-  k_req req = c->req[0];
-  if (req == kNullOp) return 0;
-  const k_shape *xs = &c->out[0].shape;
-  k_shape keep = k_reduce_keep(xs, c->param);
-  int64_t st[K_MAX_RANK], n = k_shape_numel(xs), nk = k_shape_numel(&keep);
-  float scale = (mean && nk) ? (float)((double)nk / (double)n) : 1.0f;
-  const float *og = c->in[0].data;
-  float *gx = c->out[0].data;
-  k_iter it;
-  k_iter_init(&it, xs, 1);
-  k_bcast_strides(&keep, xs, st);
-  k_iter_set(&it, 0, st);
-  for (int64_t i = 0; i < n; i++, k_iter_next(&it)) k_put(gx, i, og[it.off[0]] * scale, req);
+  for (int64_t i = 0; i < n; i++, k_iter_next(&o))
+    k_put(c->out[0].data, i, k_max_group(c->in[0].data, o.off[0], &in, m), req);
   return 0;
 }
 
@@ -101,8 +78,58 @@ int k_max_backward(const k_call *c) {
   return 0;
 }
 
-int k_sum_forward(const k_call *c) { return k_reduce_forward(c, K_RED_SUM); }
-int k_mean_forward(const k_call *c) { return k_reduce_forward(c, K_RED_MEAN); }
-int k_max_forward(const k_call *c) { return k_reduce_forward(c, K_RED_MAX); }
-int k_sum_backward(const k_call *c) { return k_reduce_backward_spread(c, 0); }
-int k_mean_backward(const k_call *c) { return k_reduce_backward_spread(c, 1); }
+/* ---- sum and mean on the collapsed view: x is the output role, the keepdims result operand 1 */
+static void k_sum_cols(float *restrict t, int first, k_bsrc s, int64_t n, int64_t s1, int64_t s2) {
+  if (first) for (int64_t k = 0; k < n; k++) t[k] = s.og[k];
+  else for (int64_t k = 0; k < n; k++) t[k] += s.og[k];
+}
+
+static void k_sum_rows(float *restrict l, k_bsrc s, int64_t n, int64_t s1, int64_t s2) {
+  int64_t k = 0;
+  for (; k + K_LANES <= n; k += K_LANES)
+    for (int i = 0; i < K_LANES; i++) l[i] += s.og[k + i];
+  for (int i = 0; k + i < n; i++) l[i] += s.og[k + i];
+}
+
+static int k_sum_mean_forward(const k_call *c, int mean) {
+  const k_shape *xs = &c->in[0].shape;
+  k_shape keep = k_reduce_keep(xs, c->param);
+  int64_t n = k_shape_numel(xs), nk = k_shape_numel(&keep);
+  k_bview v = k_bview_make(xs, &keep, &keep);
+  const float *x = c->in[0].data;
+  k_bsrc s = {x, x, x, x};
+  float scale = mean ? (float)((double)nk / (double)n) : 1.0f;   /* 1/0 = inf: NaN means */
+  if (mean && n == 0) scale = INFINITY;
+  k_breduce(&v, 1, s, c->out[0].data, nk, c->req[0], scale, k_sum_cols, k_sum_rows);
+  return 0;
+}
+
+/* sum / mean backward: in=[og] (x, y undeclared); og broadcast back over each group, scaled. */
+static int k_sum_mean_backward(const k_call *c, int mean) {
+  k_req req = c->req[0];
+  if (req == kNullOp) return 0;
+  const k_shape *xs = &c->out[0].shape;
+  k_shape keep = k_reduce_keep(xs, c->param);
+  int64_t n = k_shape_numel(xs), nk = k_shape_numel(&keep);
+  float scale = (mean && nk) ? (float)((double)nk / (double)n) : 1.0f, t[K_BLOCK];
+  k_bview v = k_bview_make(xs, &keep, &keep);
+  const float *og = c->in[0].data;
+  int in = v.rank - 1;
+  int64_t len_in = v.d[in], so = v.st[1][in];
+  k_iter it;
+  int64_t rows = k_bview_iter(&v, (1u << in) - 1, &it);
+  for (int64_t r = 0; r < rows && n > 0; r++, k_iter_next(&it))
+    for (int64_t k0 = 0; k0 < len_in; k0 += K_BLOCK) {
+      int64_t len = len_in - k0 < K_BLOCK ? len_in - k0 : K_BLOCK;
+      const float *g = og + it.off[1] + k0 * so;
+      if (so) for (int64_t k = 0; k < len; k++) t[k] = g[k] * scale;
+      else for (int64_t k = 0; k < len; k++) t[k] = g[0] * scale;
+      k_store_block((float *)c->out[0].data + it.off[0] + k0, t, len, req);
+    }
+  return 0;
+}
+
+int k_sum_forward(const k_call *c) { return k_sum_mean_forward(c, 0); }
+int k_mean_forward(const k_call *c) { return k_sum_mean_forward(c, 1); }
+int k_sum_backward(const k_call *c) { return k_sum_mean_backward(c, 0); }
+int k_mean_backward(const k_call *c) { return k_sum_mean_backward(c, 1); }

@@ -143,6 +143,31 @@ static void test_shapes(void) {
   kt_tensor_free(&t);
 }
 
+/* Runs longer than a block (256) and off the 16 lanes, reduced along the run (lanes), across
+ * it (blocks accumulating rows) and both, for every kind. */
+static void test_long_runs(void) {
+  static const int axes[][3] = {{1}, {2}, {0, 2}, {0, 1}, {0, 1, 2}};
+  static const int nax[] = {1, 1, 2, 2, 3};
+  k_tensor x = kt_tensor_f32(kt_shape(3, 3, 7, 300), -2, 2, 77);
+  for (int k = SUM; k <= MAX; k++)
+    for (int a = 0; a < 5; a++) {
+      k_reduce_param p = make_param(nax[a], axes[a], a & 1);
+      kt_case c = make_case(k, &x, &p);
+      c.atol = 2e-3f;   /* float sums of up to 6300 terms, against a double reference */
+      if (k != MAX) kt_gradcheck(&c);   /* a 1e-3 step reorders near-ties among 6300 values */
+      check_overwrites(k, &c);
+      k_tensor y;
+      int64_t n = k_shape_numel(&c.out_shape[0]);
+      float *want = malloc((size_t)n * sizeof(float) + 4);
+      reference(k, x.data, x.shape, &p, want);
+      KT_CHECK(kt_forward(&c, &y) == 0 && kt_expect_close(names[k], y.data, want, n, 1e-5f, 2e-5f) == 0,
+               "%s forward vs reference, axes %d", names[k], a);
+      free(y.data);
+      free(want);
+    }
+  kt_tensor_free(&x);
+}
+
 /* amax backward: og split evenly among the elements equal to the max. */
 static void test_max_ties(void) {
   float x[8] = {1, 3, 3, 2, 5, 5, 5, 0}, og[2] = {0.9f, 0.6f}, y[2], g[8];
@@ -164,6 +189,7 @@ static void test_max_ties(void) {
 int main(void) {
   test_axes();
   test_shapes();
+  test_long_runs();
   test_max_ties();
   return kt_finish("reduce");
 }
