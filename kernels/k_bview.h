@@ -145,4 +145,26 @@ static inline void k_breduce(const k_bview *v, int j, k_bsrc s, float *out, int6
   else k_breduce_rows(v, j, s, out, req, scale, rows);
 }
 
+/* ---- plain sums: x (shape full) summed onto `keep` (full's rank, each axis full's or 1) ---- */
+static inline void k_sum_cols(float *restrict t, int first, k_bsrc s, int64_t n, int64_t s1,
+                              int64_t s2) {
+  if (first) for (int64_t k = 0; k < n; k++) t[k] = s.og[k];
+  else for (int64_t k = 0; k < n; k++) t[k] += s.og[k];
+}
+
+static inline void k_sum_rows(float *restrict l, k_bsrc s, int64_t n, int64_t s1, int64_t s2) {
+  int64_t k = 0;
+  for (; k + K_LANES <= n; k += K_LANES)
+    for (int i = 0; i < K_LANES; i++) l[i] += s.og[k + i];
+  for (int i = 0; k + i < n; i++) l[i] += s.og[k + i];
+}
+
+/* out (keep's elements) = scale * the sums of x over the axes keep has as 1, under req. */
+static inline void k_breduce_sum(const float *x, const k_shape *full, const k_shape *keep,
+                                 float *out, k_req req, float scale) {
+  k_bview v = k_bview_make(full, keep, keep);
+  k_bsrc s = {x, x, x, x};
+  k_breduce(&v, 1, s, out, k_shape_numel(keep), req, scale, k_sum_cols, k_sum_rows);
+}
+
 #endif

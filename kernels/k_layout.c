@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "kernels.h"
-#include "k_util.h"
+#include "k_bview.h"
 
 /* One element move under req: bitwise for writes, f32 addition for kAddTo. */
 static inline void k_move(void *dst, int64_t di, const void *src, int64_t si, k_req req) {
@@ -140,22 +140,8 @@ int k_broadcast_to_forward(const k_call *c) {
 
 /* gx sums og over the axes x was broadcast along. */
 int k_broadcast_to_backward(const k_call *c) {
-  k_req req = c->req[0];
-  if (req == kNullOp) return 0;
-  const k_shape *full = &c->in[0].shape;
-  k_shape keep = k_shape_align(&c->out[0].shape, full->rank);
-  const float *og = c->in[0].data;
-  int64_t st[K_MAX_RANK], n = k_shape_numel(&keep), m = n ? k_shape_numel(full) / n : 0;
-  k_iter o, in;
-  k_iter_split(&o, &in, full, &keep, 1);
-  k_contig_strides(full, st);
-  k_iter_split_set(&o, &in, 0, st);
-  for (int64_t i = 0; i < n; i++, k_iter_next(&o)) {
-    double s = 0;
-    k_iter_rewind(&in);
-    for (int64_t r = 0; r < m; r++, k_iter_next(&in)) s += og[o.off[0] + in.off[0]];
-    k_put(c->out[0].data, i, (float)s, req);
-  }
+  k_shape keep = k_shape_align(&c->out[0].shape, c->in[0].shape.rank);
+  k_breduce_sum(c->in[0].data, &c->in[0].shape, &keep, c->out[0].data, c->req[0], 1.0f);
   return 0;
 }
 

@@ -78,29 +78,14 @@ int k_max_backward(const k_call *c) {
   return 0;
 }
 
-/* ---- sum and mean on the collapsed view: x is the output role, the keepdims result operand 1 */
-static void k_sum_cols(float *restrict t, int first, k_bsrc s, int64_t n, int64_t s1, int64_t s2) {
-  if (first) for (int64_t k = 0; k < n; k++) t[k] = s.og[k];
-  else for (int64_t k = 0; k < n; k++) t[k] += s.og[k];
-}
-
-static void k_sum_rows(float *restrict l, k_bsrc s, int64_t n, int64_t s1, int64_t s2) {
-  int64_t k = 0;
-  for (; k + K_LANES <= n; k += K_LANES)
-    for (int i = 0; i < K_LANES; i++) l[i] += s.og[k + i];
-  for (int i = 0; k + i < n; i++) l[i] += s.og[k + i];
-}
-
+/* ---- sum and mean on the collapsed view (k_breduce_sum) ---- */
 static int k_sum_mean_forward(const k_call *c, int mean) {
   const k_shape *xs = &c->in[0].shape;
   k_shape keep = k_reduce_keep(xs, c->param);
   int64_t n = k_shape_numel(xs), nk = k_shape_numel(&keep);
-  k_bview v = k_bview_make(xs, &keep, &keep);
-  const float *x = c->in[0].data;
-  k_bsrc s = {x, x, x, x};
-  float scale = mean ? (float)((double)nk / (double)n) : 1.0f;   /* 1/0 = inf: NaN means */
-  if (mean && n == 0) scale = INFINITY;
-  k_breduce(&v, 1, s, c->out[0].data, nk, c->req[0], scale, k_sum_cols, k_sum_rows);
+  float scale = mean ? (float)((double)nk / (double)n) : 1.0f;
+  if (mean && n == 0) scale = INFINITY;     /* an empty mean is NaN, as 0/0 */
+  k_breduce_sum(c->in[0].data, xs, &keep, c->out[0].data, c->req[0], scale);
   return 0;
 }
 
