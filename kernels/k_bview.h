@@ -5,10 +5,12 @@
  * run (stride 1) or a broadcast one (stride 0) for every operand. Per-element work happens in
  * op-specific block functions the compiler can vectorise; these drivers only walk the runs.
  * Every reduction here sums in one fixed order (row-major over the reduced axes, lanes of
- * K_LANES combined pairwise), so results do not depend on how the work is split. */
+ * K_LANES combined pairwise) inside one unit of work, and units are what k_parallel_for
+ * splits, so results do not depend on the thread count. */
 #ifndef KILN_K_BVIEW_H
 #define KILN_K_BVIEW_H
 
+#include "k_parallel.h"
 #include "k_util.h"
 #include "k_vec.h"
 
@@ -85,48 +87,77 @@ typedef void (*k_cols_fn)(float *restrict t, int first, k_bsrc s, int64_t n, int
                           int64_t s2);
 typedef void (*k_rows_fn)(float *restrict lanes, k_bsrc s, int64_t n, int64_t s1, int64_t s2);
 
-static inline k_bsrc k_bsrc_at(k_bsrc s, const k_iter *a, const k_iter *b, int64_t k0,
+/* Offsets of the three operands at position `index` of the row-major walk over mask's axes. */
+static inline void k_bview_at(const k_bview *v, unsigned mask, int64_t index, int64_t off[3]) {
+  off[0] = off[1] = off[2] = 0;
+  for (int i = v->rank - 1; i >= 0; i--) {
+    if (!(mask >> i & 1u)) continue;
+    int64_t c = index % v->d[i];
+    index /= v->d[i];
+    for (int op = 0; op < 3; op++) off[op] += c * v->st[op][i];
+  }
+}
+
+static inline k_bsrc k_bsrc_at(k_bsrc s, const int64_t *a, const int64_t *b, int64_t k0,
                                const k_bview *v, int in) {
-  k_bsrc r = {s.og + a->off[0] + b->off[0] + k0, s.x1 + a->off[1] + b->off[1] + k0 * v->st[1][in],
-              s.x2 + a->off[2] + b->off[2] + k0 * v->st[2][in], s.y + a->off[0] + b->off[0] + k0};
+  k_bsrc r = {s.og + a[0] + b[0] + k0, s.x1 + a[1] + b[1] + k0 * v->st[1][in],
+              s.x2 + a[2] + b[2] + k0 * v->st[2][in], s.y + a[0] + b[0] + k0};
   return r;
 }
 
-/* Innermost axis kept by j: blocks of the run accumulate over every reduced position, then
- * are stored. With nothing reduced this is the plain elementwise gradient, and a gradient
+/* One reduction, split by k_parallel_for over units: a unit is one block of one kept run
+ * (cols) or one kept element (rows); each unit sums every reduced position in order itself,
+ * so the split changes no bits. */
+typedef struct {
+  const k_bview *v;
+  int j, in;
+  k_bsrc s;
+  float *out;
+  k_req req;
+  float scale;
+  k_cols_fn cols;
+  k_rows_fn rows;
+  unsigned kmask, rmask;      /* the kept axes walked per unit, the reduced ones */
+  int64_t nb;                 /* blocks per run (cols) */
+} k_breduce_job;
+
+/* Innermost axis kept by j: a block of the run accumulates over every reduced position, then
+ * is stored. With nothing reduced this is the plain elementwise gradient, and a gradient
  * written in place over og reads each block before it overwrites it. */
-static inline void k_breduce_cols(const k_bview *v, int j, k_bsrc s, float *out, k_req req,
-                                  float scale, k_cols_fn cols) {
-  int in = v->rank - 1;
-  unsigned kept = k_bview_kept(v, j), all = (1u << v->rank) - 1;
-  k_iter ko, ro;
-  int64_t nk = k_bview_iter(v, kept & ~(1u << in), &ko), nr = k_bview_iter(v, all & ~kept, &ro);
-  int64_t n = v->d[in];
+static inline void k_breduce_cols_range(void *ctx, int64_t lo, int64_t hi) {
+  const k_breduce_job *jb = ctx;
+  const k_bview *v = jb->v;
+  int in = jb->in;
+  int64_t n = v->d[in], ko[3], nr;
   float t[K_BLOCK];
-  for (int64_t p = 0; p < nk; p++, k_iter_next(&ko))
-    for (int64_t k0 = 0; k0 < n; k0 += K_BLOCK) {
-      int64_t len = n - k0 < K_BLOCK ? n - k0 : K_BLOCK;
-      k_iter_rewind(&ro);
-      for (int64_t q = 0; q < nr; q++, k_iter_next(&ro))
-        cols(t, q == 0, k_bsrc_at(s, &ko, &ro, k0, v, in), len, v->st[1][in], v->st[2][in]);
-      if (scale != 1.0f) for (int64_t k = 0; k < len; k++) t[k] *= scale;
-      k_store_block(out + ko.off[j] + k0, t, len, req);
-    }
+  k_iter ro;
+  nr = k_bview_iter(v, jb->rmask, &ro);
+  for (int64_t u = lo; u < hi; u++) {
+    int64_t k0 = u % jb->nb * K_BLOCK, len = n - k0 < K_BLOCK ? n - k0 : K_BLOCK;
+    k_bview_at(v, jb->kmask, u / jb->nb, ko);
+    k_iter_rewind(&ro);
+    for (int64_t q = 0; q < nr; q++, k_iter_next(&ro))
+      jb->cols(t, q == 0, k_bsrc_at(jb->s, ko, ro.off, k0, v, in), len, v->st[1][in], v->st[2][in]);
+    if (jb->scale != 1.0f) for (int64_t k = 0; k < len; k++) t[k] *= jb->scale;
+    k_store_block(jb->out + ko[jb->j] + k0, t, len, jb->req);
+  }
 }
 
 /* Innermost axis reduced for j: each kept element sums its runs horizontally. */
-static inline void k_breduce_rows(const k_bview *v, int j, k_bsrc s, float *out, k_req req,
-                                  float scale, k_rows_fn rows) {
-  int in = v->rank - 1;
-  unsigned kept = k_bview_kept(v, j), all = (1u << v->rank) - 1;
-  k_iter ko, ro;
-  int64_t nk = k_bview_iter(v, kept, &ko), nr = k_bview_iter(v, all & ~kept & ~(1u << in), &ro);
-  for (int64_t p = 0; p < nk; p++, k_iter_next(&ko)) {
+static inline void k_breduce_rows_range(void *ctx, int64_t lo, int64_t hi) {
+  const k_breduce_job *jb = ctx;
+  const k_bview *v = jb->v;
+  int in = jb->in;
+  int64_t ko[3], nr;
+  k_iter ro;
+  nr = k_bview_iter(v, jb->rmask, &ro);
+  for (int64_t u = lo; u < hi; u++) {
     float lanes[K_LANES] = {0};
+    k_bview_at(v, jb->kmask, u, ko);
     k_iter_rewind(&ro);
     for (int64_t q = 0; q < nr; q++, k_iter_next(&ro))
-      rows(lanes, k_bsrc_at(s, &ko, &ro, 0, v, in), v->d[in], v->st[1][in], v->st[2][in]);
-    k_put(out, ko.off[j], scale * k_lanes_sum(lanes), req);
+      jb->rows(lanes, k_bsrc_at(jb->s, ko, ro.off, 0, v, in), v->d[in], v->st[1][in], v->st[2][in]);
+    k_put(jb->out, ko[jb->j], jb->scale * k_lanes_sum(lanes), jb->req);
   }
 }
 
@@ -135,14 +166,21 @@ static inline void k_breduce_rows(const k_bview *v, int j, k_bsrc s, float *out,
 static inline void k_breduce(const k_bview *v, int j, k_bsrc s, float *out, int64_t numel,
                              k_req req, float scale, k_cols_fn cols, k_rows_fn rows) {
   if (req == kNullOp) return;
+  int in = v->rank - 1;
   int64_t total = 1;
   for (int i = 0; i < v->rank; i++) total *= v->d[i];
   if (total == 0) {     /* every sum is over nothing: 0, or NaN for a mean (scale 1/0) */
     for (int64_t i = 0; i < numel && req != kAddTo; i++) out[i] = 0.0f * scale;
     return;
   }
-  if (v->st[j][v->rank - 1]) k_breduce_cols(v, j, s, out, req, scale, cols);
-  else k_breduce_rows(v, j, s, out, req, scale, rows);
+  unsigned kept = k_bview_kept(v, j), all = (1u << v->rank) - 1;
+  int is_cols = v->st[j][in] != 0;
+  k_breduce_job jb = {v, j, in, s, out, req, scale, cols, rows, kept & ~(1u << in),
+                      all & ~kept & ~(1u << in), (v->d[in] + K_BLOCK - 1) / K_BLOCK};
+  int64_t run = v->d[in] < K_BLOCK ? v->d[in] : K_BLOCK;
+  int64_t per_unit = total / numel * (is_cols ? run : 1);     /* elements read per unit */
+  if (is_cols) k_parallel_for(numel / v->d[in] * jb.nb, k_vec_grain(per_unit), k_breduce_cols_range, &jb);
+  else k_parallel_for(numel, k_vec_grain(per_unit), k_breduce_rows_range, &jb);
 }
 
 /* ---- plain sums: x (shape full) summed onto `keep` (full's rank, each axis full's or 1) ---- */

@@ -65,23 +65,38 @@ K_UNARY_BWD(activation, k_sf_activation_grad(og, x, y, K_PARAM(k_activation_para
 typedef void (*k_fwd_block_fn)(float *restrict t, const float *a, const float *b, int64_t n,
                                int64_t sa, int64_t sb);
 
-/* y over a same-shaped input (kWriteInplace) is safe: each block is read before it is stored. */
+typedef struct {
+  const k_bview *v;
+  const float *a, *b;
+  float *y;
+  k_req req;
+  k_fwd_block_fn blk;
+  int64_t nb;                 /* blocks per run */
+} k_fwd_job;
+
+/* Units are blocks of runs; y over a same-shaped input (kWriteInplace) is safe because each
+ * block is read before it is stored. */
+static void k_binary_forward_range(void *ctx, int64_t lo, int64_t hi) {
+  const k_fwd_job *j = ctx;
+  const k_bview *v = j->v;
+  int in = v->rank - 1;
+  int64_t n = v->d[in], sa = v->st[1][in], sb = v->st[2][in], off[3];
+  float t[K_BLOCK];
+  for (int64_t u = lo; u < hi; u++) {
+    int64_t k0 = u % j->nb * K_BLOCK, len = n - k0 < K_BLOCK ? n - k0 : K_BLOCK;
+    k_bview_at(v, (1u << in) - 1, u / j->nb, off);
+    j->blk(t, j->a + off[1] + k0 * sa, j->b + off[2] + k0 * sb, len, sa, sb);
+    k_store_block(j->y + off[0] + k0, t, len, j->req);
+  }
+}
+
 static int k_binary_forward(const k_call *c, k_fwd_block_fn blk) {
-  k_req req = c->req[0];
-  if (req == kNullOp) return 0;
+  if (c->req[0] == kNullOp) return 0;
   k_bview v = k_bview_make(&c->out[0].shape, &c->in[0].shape, &c->in[1].shape);
-  const float *a = c->in[0].data, *b = c->in[1].data;
-  float *y = c->out[0].data, t[K_BLOCK];
-  int in = v.rank - 1;
-  int64_t n = v.d[in], sa = v.st[1][in], sb = v.st[2][in];
-  k_iter it;
-  int64_t rows = k_bview_iter(&v, (1u << in) - 1, &it);
-  for (int64_t r = 0; r < rows && n > 0; r++, k_iter_next(&it))
-    for (int64_t k0 = 0; k0 < n; k0 += K_BLOCK) {
-      int64_t len = n - k0 < K_BLOCK ? n - k0 : K_BLOCK;
-      blk(t, a + it.off[1] + k0 * sa, b + it.off[2] + k0 * sb, len, sa, sb);
-      k_store_block(y + it.off[0] + k0, t, len, req);
-    }
+  int64_t n = v.d[v.rank - 1], nb = (n + K_BLOCK - 1) / K_BLOCK;
+  int64_t units = n ? k_shape_numel(&c->out[0].shape) / n * nb : 0;
+  k_fwd_job j = {&v, c->in[0].data, c->in[1].data, c->out[0].data, c->req[0], blk, nb};
+  k_parallel_for(units, k_vec_grain(n < K_BLOCK ? n : K_BLOCK), k_binary_forward_range, &j);
   return 0;
 }
 

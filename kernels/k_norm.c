@@ -171,7 +171,7 @@ int k_layer_norm_forward(const k_call *c) {
   int64_t d = s->d[s->rank - 1], rows = d ? k_shape_numel(s) / d : 0;
   k_ln_job j = {.c = c, .x = c->in[0].data, .gamma = c->in[1].data, .beta = c->in[2].data,
                 .out = c->out[0].data, .mean = k_hidden(c, 1), .inv = k_hidden(c, 2), .d = d};
-  k_parallel_for(rows, d < 8192 ? 8192 / (d + 1) + 1 : 1, k_ln_forward_range, &j);
+  k_parallel_for(rows, k_vec_grain(d), k_ln_forward_range, &j);
   return 0;
 }
 
@@ -241,6 +241,6 @@ int k_layer_norm_backward(const k_call *c) {
                 .out = c->out[0].data, .dgamma = k_grad_acc(c, 1, d), .dbeta = k_grad_acc(c, 2, d),
                 .d = d, .rows = rows};
   if (j.dgamma || j.dbeta) k_parallel_for(d, K_BLOCK, k_ln_dparams_range, &j);
-  if (c->req[0] != kNullOp) k_parallel_for(rows, d < 8192 ? 8192 / (d + 1) + 1 : 1, k_ln_dx_range, &j);
+  if (c->req[0] != kNullOp) k_parallel_for(rows, k_vec_grain(d), k_ln_dx_range, &j);
   return 0;
 }

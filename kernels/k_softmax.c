@@ -21,11 +21,6 @@ static k_rows k_rows_of(const k_shape *s, int axis) {
   return r;
 }
 
-/* Units of work per chunk so that a chunk is about 16K elements. */
-static int64_t k_grain(int64_t unit_elems) {
-  return unit_elems > 0 && unit_elems < 16384 ? 16384 / unit_elems : 1;
-}
-
 /* ---- contiguous rows ---- */
 
 /* The row's max; a NaN is passed over here but still turns the row NaN through exp. */
@@ -170,7 +165,7 @@ static int k_softmax_run(const k_call *c, int is_log, int backward) {
   k_softmax_job j = {c->in[0].data, backward ? c->in[2].data : NULL, c->out[0].data,
                      k_rows_of(&c->in[0].shape, ((const k_softmax_param *)c->param)->axis),
                      is_log, backward, c->req[0]};
-  k_parallel_for(j.r.outer, k_grain(j.r.n * j.r.inner), k_softmax_range, &j);
+  k_parallel_for(j.r.outer, k_vec_grain(j.r.n * j.r.inner), k_softmax_range, &j);
   return 0;
 }
 
@@ -244,6 +239,6 @@ int k_softmax_cross_entropy_backward(const k_call *c) {
   if (c->req[0] == kNullOp) return 0;
   k_sce_job j = {c->in[1].data, label, c->out[0].data, classes,
                  ((const float *)c->in[0].data)[0] / (float)rows, c->req[0]};
-  k_parallel_for(rows, k_grain(classes), k_sce_grad_range, &j);
+  k_parallel_for(rows, k_vec_grain(classes), k_sce_grad_range, &j);
   return 0;
 }

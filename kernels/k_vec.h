@@ -9,6 +9,12 @@
 
 #define K_BLOCK 256   /* floats per stack block: 1 KiB, stays in L1 */
 #define K_LANES 16    /* partial sums of a horizontal reduction: one AVX-512 register */
+#define K_GRAIN 16384 /* elements a k_parallel_for chunk should cover: ~64 KiB of input */
+
+/* Units per k_parallel_for chunk when each unit covers `unit_elems` elements. */
+static inline int64_t k_vec_grain(int64_t unit_elems) {
+  return unit_elems > 0 && unit_elems < K_GRAIN ? K_GRAIN / unit_elems : 1;
+}
 
 /* y[k] = t[k] or y[k] += t[k]; t is a stack block, so it never overlaps y. */
 static inline void k_store_block(float *y, const float *restrict t, int64_t n, k_req req) {
