@@ -184,13 +184,13 @@ static inline void k_breduce(const k_bview *v, int j, k_bsrc s, float *out, int6
 }
 
 /* ---- plain sums: x (shape full) summed onto `keep` (full's rank, each axis full's or 1) ---- */
-static inline void k_sum_cols(float *restrict t, int first, k_bsrc s, int64_t n, int64_t s1,
+K_VEC_TARGETS static void k_sum_cols(float *restrict t, int first, k_bsrc s, int64_t n, int64_t s1,
                               int64_t s2) {
   if (first) for (int64_t k = 0; k < n; k++) t[k] = s.og[k];
   else for (int64_t k = 0; k < n; k++) t[k] += s.og[k];
 }
 
-static inline void k_sum_rows(float *restrict l, k_bsrc s, int64_t n, int64_t s1, int64_t s2) {
+K_VEC_TARGETS static void k_sum_rows(float *restrict l, k_bsrc s, int64_t n, int64_t s1, int64_t s2) {
   int64_t k = 0;
   for (; k + K_LANES <= n; k += K_LANES)
     for (int i = 0; i < K_LANES; i++) l[i] += s.og[k + i];

@@ -142,7 +142,7 @@ static int k_binary_backward(const k_call *c, k_grad_blocks ga, k_grad_blocks gb
                                      int64_t n, int64_t sa, int64_t sb) {                  \
     for (int64_t k = 0; k < n; k++) t[k] = k_sf_##op(a[k * sa], b[k * sb]);                \
   }                                                                                        \
-  static void k_##op##_fwd_block(float *restrict t, const float *a, const float *b,        \
+  K_VEC_TARGETS static void k_##op##_fwd_block(float *restrict t, const float *a, const float *b,        \
                                  int64_t n, int64_t sa, int64_t sb) {                      \
     if (sa && sb) k_##op##_fwd_at(t, a, b, n, 1, 1);                                       \
     else if (sa) k_##op##_fwd_at(t, a, b, n, 1, 0);                                        \
@@ -158,7 +158,7 @@ static int k_binary_backward(const k_call *c, k_grad_blocks ga, k_grad_blocks gb
     if (first) for (int64_t k = 0; k < n; k++) t[k] = K_GRAD_TERM(G, s, k, s1, s2);        \
     else for (int64_t k = 0; k < n; k++) t[k] += K_GRAD_TERM(G, s, k, s1, s2);            \
   }                                                                                        \
-  static void name##_cols(float *restrict t, int first, k_bsrc s, int64_t n, int64_t s1,   \
+  K_VEC_TARGETS static void name##_cols(float *restrict t, int first, k_bsrc s, int64_t n, int64_t s1,   \
                           int64_t s2) {                                                    \
     if (s1 && s2) name##_cols_at(t, first, s, n, 1, 1);                                    \
     else if (s1) name##_cols_at(t, first, s, n, 1, 0);                                     \
@@ -172,7 +172,7 @@ static int k_binary_backward(const k_call *c, k_grad_blocks ga, k_grad_blocks gb
       for (int i = 0; i < K_LANES; i++) l[i] += K_GRAD_TERM(G, s, k + i, s1, s2);          \
     for (int i = 0; k + i < n; i++) l[i] += K_GRAD_TERM(G, s, k + i, s1, s2);              \
   }                                                                                        \
-  static void name##_rows(float *restrict l, k_bsrc s, int64_t n, int64_t s1, int64_t s2) { \
+  K_VEC_TARGETS static void name##_rows(float *restrict l, k_bsrc s, int64_t n, int64_t s1, int64_t s2) { \
     if (s1 && !s2) name##_rows_at(l, s, n, 1, 0);                                          \
     else if (s2 && !s1) name##_rows_at(l, s, n, 0, 1);                                     \
     else name##_rows_at(l, s, n, s1, s2);                                                  \

@@ -127,7 +127,7 @@ int k_batch_norm_backward(const k_call *c) {
  * order, so no sum depends on the split. */
 #include "k_vec.h"
 
-static void k_ln_row_stats(const float *x, int64_t d, float eps, float *mean, float *invstd) {
+static inline void k_ln_row_stats(const float *x, int64_t d, float eps, float *mean, float *invstd) {
   float l[K_LANES] = {0}, m = d ? k_vec_sum(x, d) / (float)d : 0.0f;
   int64_t k = 0;
   for (; k + K_LANES <= d; k += K_LANES)
@@ -146,7 +146,7 @@ typedef struct {
   int64_t d, rows;
 } k_ln_job;
 
-static void k_ln_forward_range(void *ctx, int64_t lo, int64_t hi) {
+K_VEC_TARGETS static void k_ln_forward_range(void *ctx, int64_t lo, int64_t hi) {
   const k_ln_job *j = ctx;
   int64_t d = j->d;
   float t[K_BLOCK], eps = ((const k_layer_norm_param *)j->c->param)->eps;
@@ -176,7 +176,7 @@ int k_layer_norm_forward(const k_call *c) {
 }
 
 /* One row of dX: invstd * (g - mean(g) - xhat * mean(g*xhat)) with g = dY*gamma. */
-static void k_ln_row_grad(const float *x, const float *dy, const float *gamma, int64_t d,
+K_VEC_TARGETS static void k_ln_row_grad(const float *x, const float *dy, const float *gamma, int64_t d,
                           float mean, float invstd, k_req r, float *dx) {
   float lg[K_LANES] = {0}, lgx[K_LANES] = {0}, t[K_BLOCK];
   int64_t k = 0;
@@ -209,7 +209,7 @@ static void k_ln_dx_range(void *ctx, int64_t lo, int64_t hi) {
 }
 
 /* dgamma += sum_r dY * xhat and dbeta += sum_r dY for columns [lo, hi), rows in order. */
-static void k_ln_dparams_range(void *ctx, int64_t lo, int64_t hi) {
+K_VEC_TARGETS static void k_ln_dparams_range(void *ctx, int64_t lo, int64_t hi) {
   const k_ln_job *j = ctx;
   int64_t d = j->d, rows = j->rows;
   float ag[K_BLOCK], ab[K_BLOCK];

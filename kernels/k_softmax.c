@@ -24,7 +24,7 @@ static k_rows k_rows_of(const k_shape *s, int axis) {
 /* ---- contiguous rows ---- */
 
 /* The row's max; a NaN is passed over here but still turns the row NaN through exp. */
-static float k_row_max(const float *x, int64_t n) {
+static inline float k_row_max(const float *x, int64_t n) {
   float l[K_LANES];
   int64_t k = 0;
   for (int i = 0; i < K_LANES; i++) l[i] = -INFINITY;
@@ -37,7 +37,7 @@ static float k_row_max(const float *x, int64_t n) {
 }
 
 /* t[k] = exp(x[k] - m) for a block, added into the lanes in order. */
-static void k_exp_block(float *restrict t, float *restrict l, const float *x, int64_t n, float m) {
+static inline void k_exp_block(float *restrict t, float *restrict l, const float *x, int64_t n, float m) {
   int64_t k = 0;
   for (int64_t j = 0; j < n; j++) t[j] = k_sf_exp(x[j] - m);
   for (; k + K_LANES <= n; k += K_LANES)
@@ -46,7 +46,7 @@ static void k_exp_block(float *restrict t, float *restrict l, const float *x, in
 }
 
 /* Sum of exp(x - m) over the row; with y (not kAddTo) the terms are stored there too. */
-static float k_row_expsum(const float *x, int64_t n, float m, float *y) {
+static inline float k_row_expsum(const float *x, int64_t n, float m, float *y) {
   float l[K_LANES] = {0}, t[K_BLOCK];
   for (int64_t k0 = 0; k0 < n; k0 += K_BLOCK) {
     int64_t len = n - k0 < K_BLOCK ? n - k0 : K_BLOCK;
@@ -57,7 +57,7 @@ static float k_row_expsum(const float *x, int64_t n, float m, float *y) {
 }
 
 /* One row of softmax (is_log 0) or log_softmax (1). */
-static void k_softmax_row(const float *x, float *y, int64_t n, int is_log, k_req req) {
+K_VEC_TARGETS static void k_softmax_row(const float *x, float *y, int64_t n, int is_log, k_req req) {
   float m = k_row_max(x, n), t[K_BLOCK];
   int keep_exp = !is_log && req != kAddTo;     /* y may hold the terms until scaled */
   float s = k_row_expsum(x, n, m, keep_exp ? y : NULL), inv = 1.0f / s, ls = logf(s);
@@ -75,7 +75,7 @@ static void k_softmax_row(const float *x, float *y, int64_t n, int is_log, k_req
 }
 
 /* softmax: gx = y * (og - <og, y>);  log_softmax: gx = og - exp(y) * sum(og). */
-static void k_softmax_row_grad(const float *og, const float *y, float *gx, int64_t n, int is_log,
+K_VEC_TARGETS static void k_softmax_row_grad(const float *og, const float *y, float *gx, int64_t n, int is_log,
                                k_req req) {
   float l[K_LANES] = {0}, t[K_BLOCK];
   int64_t k = 0;
@@ -95,7 +95,7 @@ static void k_softmax_row_grad(const float *og, const float *y, float *gx, int64
 /* ---- strided rows (an axis other than the last): one outer position, a block of columns ---- */
 
 /* Column-wise max and sum of exp(x - max) over the n rows of a [n, inner] slab's block. */
-static void k_cols_stats(const float *x, int64_t n, int64_t inner, int64_t len, float *restrict mx,
+static inline void k_cols_stats(const float *x, int64_t n, int64_t inner, int64_t len, float *restrict mx,
                          float *restrict s) {
   for (int64_t k = 0; k < len; k++) { mx[k] = -INFINITY; s[k] = 0.0f; }
   for (int64_t j = 0; j < n; j++)
@@ -104,7 +104,7 @@ static void k_cols_stats(const float *x, int64_t n, int64_t inner, int64_t len, 
     for (int64_t k = 0; k < len; k++) s[k] += k_sf_exp(x[j * inner + k] - mx[k]);
 }
 
-static void k_softmax_cols(const float *x, float *y, int64_t n, int64_t inner, int is_log, k_req req) {
+K_VEC_TARGETS static void k_softmax_cols(const float *x, float *y, int64_t n, int64_t inner, int is_log, k_req req) {
   float mx[K_BLOCK], s[K_BLOCK], t[K_BLOCK];
   for (int64_t k0 = 0; k0 < inner; k0 += K_BLOCK) {
     int64_t len = inner - k0 < K_BLOCK ? inner - k0 : K_BLOCK;
@@ -119,7 +119,7 @@ static void k_softmax_cols(const float *x, float *y, int64_t n, int64_t inner, i
   }
 }
 
-static void k_softmax_cols_grad(const float *og, const float *y, float *gx, int64_t n,
+K_VEC_TARGETS static void k_softmax_cols_grad(const float *og, const float *y, float *gx, int64_t n,
                                 int64_t inner, int is_log, k_req req) {
   float s[K_BLOCK], t[K_BLOCK];
   for (int64_t k0 = 0; k0 < inner; k0 += K_BLOCK) {
@@ -214,7 +214,7 @@ typedef struct {
 } k_sce_job;
 
 /* g = scale * (softmax(x) - onehot(label)) for rows [lo, hi). */
-static void k_sce_grad_range(void *ctx, int64_t lo, int64_t hi) {
+K_VEC_TARGETS static void k_sce_grad_range(void *ctx, int64_t lo, int64_t hi) {
   const k_sce_job *j = ctx;
   int64_t n = j->classes;
   float t[K_BLOCK];

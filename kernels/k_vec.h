@@ -16,6 +16,19 @@ static inline int64_t k_vec_grain(int64_t unit_elems) {
   return unit_elems > 0 && unit_elems < K_GRAIN ? K_GRAIN / unit_elems : 1;
 }
 
+/* The archive is built for baseline x86-64 (SSE2); a function carrying K_VEC_TARGETS is also
+ * compiled for AVX2 and AVX-512F and the best one is picked once, at load time, through an
+ * ifunc (in the generated .so and in the process the JIT resolves kernels from alike). None of
+ * the targets enables FMA, and every loop sums in fixed lanes, so all versions give the same
+ * bits. Put it on the function that holds the loop, not on the small inline pieces it calls. */
+#ifndef K_VEC_TARGETS       /* -DK_VEC_TARGETS= builds the baseline alone, to compare */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
+#define K_VEC_TARGETS __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define K_VEC_TARGETS
+#endif
+#endif
+
 /* y[k] = t[k] or y[k] += t[k]; t is a stack block, so it never overlaps y. */
 static inline void k_store_block(float *y, const float *restrict t, int64_t n, k_req req) {
   if (req == kAddTo) for (int64_t k = 0; k < n; k++) y[k] += t[k];
