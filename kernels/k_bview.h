@@ -87,6 +87,14 @@ typedef void (*k_cols_fn)(float *restrict t, int first, k_bsrc s, int64_t n, int
                           int64_t s2);
 typedef void (*k_rows_fn)(float *restrict lanes, k_bsrc s, int64_t n, int64_t s1, int64_t s2);
 
+/* A reduction: its block functions, the lanes' starting value and how lanes combine. */
+typedef struct {
+  k_cols_fn cols;
+  k_rows_fn rows;
+  float init;                        /* 0 for a sum, -inf for a max */
+  float (*finish)(float *lanes);     /* k_lanes_sum, k_lanes_max */
+} k_reducer;
+
 /* Offsets of the three operands at position `index` of the row-major walk over mask's axes. */
 static inline void k_bview_at(const k_bview *v, unsigned mask, int64_t index, int64_t off[3]) {
   off[0] = off[1] = off[2] = 0;
@@ -115,8 +123,7 @@ typedef struct {
   float *out;
   k_req req;
   float scale;
-  k_cols_fn cols;
-  k_rows_fn rows;
+  const k_reducer *r;
   unsigned kmask, rmask;      /* the kept axes walked per unit, the reduced ones */
   int64_t nb;                 /* blocks per run (cols) */
 } k_breduce_job;
@@ -137,7 +144,7 @@ static inline void k_breduce_cols_range(void *ctx, int64_t lo, int64_t hi) {
     k_bview_at(v, jb->kmask, u / jb->nb, ko);
     k_iter_rewind(&ro);
     for (int64_t q = 0; q < nr; q++, k_iter_next(&ro))
-      jb->cols(t, q == 0, k_bsrc_at(jb->s, ko, ro.off, k0, v, in), len, v->st[1][in], v->st[2][in]);
+      jb->r->cols(t, q == 0, k_bsrc_at(jb->s, ko, ro.off, k0, v, in), len, v->st[1][in], v->st[2][in]);
     if (jb->scale != 1.0f) for (int64_t k = 0; k < len; k++) t[k] *= jb->scale;
     k_store_block(jb->out + ko[jb->j] + k0, t, len, jb->req);
   }
@@ -152,19 +159,20 @@ static inline void k_breduce_rows_range(void *ctx, int64_t lo, int64_t hi) {
   k_iter ro;
   nr = k_bview_iter(v, jb->rmask, &ro);
   for (int64_t u = lo; u < hi; u++) {
-    float lanes[K_LANES] = {0};
+    float lanes[K_LANES];
+    for (int i = 0; i < K_LANES; i++) lanes[i] = jb->r->init;
     k_bview_at(v, jb->kmask, u, ko);
     k_iter_rewind(&ro);
     for (int64_t q = 0; q < nr; q++, k_iter_next(&ro))
-      jb->rows(lanes, k_bsrc_at(jb->s, ko, ro.off, 0, v, in), v->d[in], v->st[1][in], v->st[2][in]);
-    k_put(jb->out, ko[jb->j], jb->scale * k_lanes_sum(lanes), jb->req);
+      jb->r->rows(lanes, k_bsrc_at(jb->s, ko, ro.off, 0, v, in), v->d[in], v->st[1][in], v->st[2][in]);
+    k_put(jb->out, ko[jb->j], jb->scale * jb->r->finish(lanes), jb->req);
   }
 }
 
 /* Reduces the view onto operand j's buffer `out` (its numel elements) under req, each sum
  * multiplied by scale (1 for a sum, 1/count for a mean). */
 static inline void k_breduce(const k_bview *v, int j, k_bsrc s, float *out, int64_t numel,
-                             k_req req, float scale, k_cols_fn cols, k_rows_fn rows) {
+                             k_req req, float scale, const k_reducer *r) {
   if (req == kNullOp) return;
   int in = v->rank - 1;
   int64_t total = 1;
@@ -175,7 +183,7 @@ static inline void k_breduce(const k_bview *v, int j, k_bsrc s, float *out, int6
   }
   unsigned kept = k_bview_kept(v, j), all = (1u << v->rank) - 1;
   int is_cols = v->st[j][in] != 0;
-  k_breduce_job jb = {v, j, in, s, out, req, scale, cols, rows, kept & ~(1u << in),
+  k_breduce_job jb = {v, j, in, s, out, req, scale, r, kept & ~(1u << in),
                       all & ~kept & ~(1u << in), (v->d[in] + K_BLOCK - 1) / K_BLOCK};
   int64_t run = v->d[in] < K_BLOCK ? v->d[in] : K_BLOCK;
   int64_t per_unit = total / numel * (is_cols ? run : 1);     /* elements read per unit */
@@ -202,7 +210,8 @@ static inline void k_breduce_sum(const float *x, const k_shape *full, const k_sh
                                  float *out, k_req req, float scale) {
   k_bview v = k_bview_make(full, keep, keep);
   k_bsrc s = {x, x, x, x};
-  k_breduce(&v, 1, s, out, k_shape_numel(keep), req, scale, k_sum_cols, k_sum_rows);
+  static const k_reducer sum = {k_sum_cols, k_sum_rows, 0.0f, k_lanes_sum};
+  k_breduce(&v, 1, s, out, k_shape_numel(keep), req, scale, &sum);
 }
 
 #endif

@@ -111,19 +111,18 @@ static k_bsrc k_binary_sources(const k_call *c) {
   return s;
 }
 
-typedef struct { k_cols_fn cols; k_rows_fn rows; } k_grad_blocks;
 
 /* Gradient of operand j (0 = a, 1 = b): the sum of its per-element term over the output
  * positions it was broadcast to. */
-static void k_binary_grad(const k_call *c, int j, k_grad_blocks g) {
+static void k_binary_grad(const k_call *c, int j, const k_reducer *g) {
   const k_shape *full = &c->in[0].shape;
   k_bview v = k_bview_make(full, &c->in[1].shape, &c->in[2].shape);
   k_breduce(&v, 1 + j, k_binary_sources(c), c->out[j].data, k_shape_numel(&c->in[1 + j].shape),
-            c->req[j], 1.0f, g.cols, g.rows);
+            c->req[j], 1.0f, g);
 }
 
 /* A gradient written in place over og must be computed last, after the other read og. */
-static int k_binary_backward(const k_call *c, k_grad_blocks ga, k_grad_blocks gb) {
+static int k_binary_backward(const k_call *c, const k_reducer *ga, const k_reducer *gb) {
   int a_over_og = c->req[0] != kNullOp && c->out[0].data == c->in[0].data;
   if (a_over_og) {
     k_binary_grad(c, 1, gb);
@@ -184,8 +183,8 @@ static int k_binary_backward(const k_call *c, k_grad_blocks ga, k_grad_blocks gb
   K_GRAD_BLOCKS(k_##op##_gb, k_sf_##op##_grad_b)                                          \
   int k_##op##_forward(const k_call *c) { return k_binary_forward(c, k_##op##_fwd_block); } \
   int k_##op##_backward(const k_call *c) {                                                \
-    k_grad_blocks ga = {k_##op##_ga_cols, k_##op##_ga_rows};                              \
-    k_grad_blocks gb = {k_##op##_gb_cols, k_##op##_gb_rows};                              \
-    return k_binary_backward(c, ga, gb);                                                  \
+    static const k_reducer ga = {k_##op##_ga_cols, k_##op##_ga_rows, 0.0f, k_lanes_sum};   \
+    static const k_reducer gb = {k_##op##_gb_cols, k_##op##_gb_rows, 0.0f, k_lanes_sum};   \
+    return k_binary_backward(c, &ga, &gb);                                                \
   }
 K_BINARY_OPS(K_DEFINE_BINARY)

@@ -1,8 +1,9 @@
 /* k_reduce.c — sum, mean and max (torch.amax) over the axes of k_reduce_param.
  * sum and mean, forward and backward, run on a collapsed view (k_bview.h): the input seen
  * against the keepdims output as a broadcast, reduced or spread in vectorised blocks with one
- * fixed summation order. max walks each group of input elements (k_iter_split). No temp space
- * is needed and every OpReqType is honoured. */
+ * fixed summation order; max forward is the same walk with a NaN-propagating max. max's
+ * backward walks each group of input elements (k_iter_split). No temp space is needed and
+ * every OpReqType is honoured. */
 #include <math.h>
 #include <stdio.h>
 
@@ -25,29 +26,34 @@ static int64_t k_reduce_iters(const k_shape *x, const k_shape *keep, k_iter *o, 
   return n ? k_shape_numel(x) / n : 0;
 }
 
-/* The group's max; NaN wins, as in torch.amax. */
-static float k_max_group(const float *x, int64_t base, k_iter *in, int64_t m) {
-  float s = -INFINITY;
-  k_iter_rewind(in);
-  for (int64_t r = 0; r < m && s == s; r++, k_iter_next(in)) {
-    float v = x[base + in->off[0]];
-    if (v > s || v != v) s = v;
-  }
-  return s;
+/* max on the same view: NaN wins, as in torch.amax. */
+K_VEC_TARGETS static void k_max_cols(float *restrict t, int first, k_bsrc s, int64_t n, int64_t s1,
+                                     int64_t s2) {
+  if (first) for (int64_t k = 0; k < n; k++) t[k] = s.og[k];
+  else for (int64_t k = 0; k < n; k++) t[k] = k_vec_max2(t[k], s.og[k]);
+}
+
+K_VEC_TARGETS static void k_max_rows(float *restrict l, k_bsrc s, int64_t n, int64_t s1, int64_t s2) {
+  int64_t k = 0;
+  for (; k + K_LANES <= n; k += K_LANES)
+    for (int i = 0; i < K_LANES; i++) l[i] = k_vec_max2(l[i], s.og[k + i]);
+  for (int i = 0; k + i < n; i++) l[i] = k_vec_max2(l[i], s.og[k + i]);
 }
 
 int k_max_forward(const k_call *c) {
-  k_req req = c->req[0];
-  if (req == kNullOp) return 0;
-  k_shape keep = k_reduce_keep(&c->in[0].shape, c->param);
-  k_iter o, in;
-  int64_t m = k_reduce_iters(&c->in[0].shape, &keep, &o, &in), n = k_shape_numel(&keep);
-  if (m == 0 && n > 0) {
+  static const k_reducer max = {k_max_cols, k_max_rows, -INFINITY, k_lanes_max};
+  if (c->req[0] == kNullOp) return 0;
+  const k_shape *xs = &c->in[0].shape;
+  k_shape keep = k_reduce_keep(xs, c->param);
+  int64_t n = k_shape_numel(xs), nk = k_shape_numel(&keep);
+  if (n == 0 && nk > 0) {
     snprintf(c->err, c->err_len, "max: reduction over an empty axis");
     return 1;
   }
-  for (int64_t i = 0; i < n; i++, k_iter_next(&o))
-    k_put(c->out[0].data, i, k_max_group(c->in[0].data, o.off[0], &in, m), req);
+  k_bview v = k_bview_make(xs, &keep, &keep);
+  const float *x = c->in[0].data;
+  k_bsrc s = {x, x, x, x};
+  k_breduce(&v, 1, s, c->out[0].data, nk, c->req[0], 1.0f, &max);
   return 0;
 }
 

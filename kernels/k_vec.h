@@ -42,6 +42,16 @@ static inline float k_lanes_sum(float *l) {
   return l[0];
 }
 
+/* NaN-propagating max (torch.amax): NaN wins, else the larger. */
+static inline float k_vec_max2(float a, float b) { return (b > a || b != b) ? b : a; }
+
+/* The lanes of a max, combined pairwise; once a lane is NaN the result is NaN. */
+static inline float k_lanes_max(float *l) {
+  for (int w = K_LANES / 2; w > 0; w /= 2)
+    for (int i = 0; i < w; i++) l[i] = k_vec_max2(l[i], l[i + w]);
+  return l[0];
+}
+
 /* Sum of x[0..n) in lanes: element k goes to lane k % K_LANES. */
 static inline float k_vec_sum(const float *x, int64_t n) {
   float l[K_LANES] = {0};

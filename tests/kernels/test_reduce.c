@@ -168,6 +168,29 @@ static void test_long_runs(void) {
   kt_tensor_free(&x);
 }
 
+/* A NaN anywhere in a group makes that group's max NaN (torch.amax), along the run (lanes)
+ * and across runs (blocks), and leaves the other groups alone. */
+static void test_max_nan(void) {
+  int run[] = {1}, across[] = {0};
+  k_tensor x = kt_tensor_f32(kt_shape(2, 3, 300), -2, 2, 78);
+  float *xs = x.data, y[300];
+  xs[1 * 300 + 257] = NAN;                     /* row 1, past the first block */
+  k_reduce_param p1 = make_param(1, run, 0), p0 = make_param(1, across, 0);
+  k_tensor ty = {y, kt_shape(1, 3), K_F32};
+  k_req w = kWriteTo;
+  char err[64];
+  k_call c = {&x, 1, &ty, 1, &w, &p1, NULL, 0, 0, 0, 0, err, sizeof err};
+  k_max_forward(&c);
+  KT_CHECK(!isnan(y[0]) && isnan(y[1]) && !isnan(y[2]), "max along the run: NaN only in row 1");
+  ty.shape = kt_shape(1, 300);
+  c.param = &p0;
+  k_max_forward(&c);
+  int others_ok = 1;
+  for (int j = 0; j < 300; j++) others_ok &= (j == 257) == (isnan(y[j]) != 0);
+  KT_CHECK(others_ok, "max across runs: NaN only in column 257");
+  kt_tensor_free(&x);
+}
+
 /* amax backward: og split evenly among the elements equal to the max. */
 static void test_max_ties(void) {
   float x[8] = {1, 3, 3, 2, 5, 5, 5, 0}, og[2] = {0.9f, 0.6f}, y[2], g[8];
@@ -190,6 +213,7 @@ int main(void) {
   test_axes();
   test_shapes();
   test_long_runs();
+  test_max_nan();
   test_max_ties();
   return kt_finish("reduce");
 }
