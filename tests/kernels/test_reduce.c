@@ -90,6 +90,23 @@ static void check_spread(kind k, const kt_case *c, const float *og, const float 
   free(want);
 }
 
+/* amax backward by hand: og of the element's group over the group's ties, 0 off the max. */
+static void check_max_spread(const kt_case *c, const float *og, const float *y, const float *got) {
+  k_shape xs = c->in[0].shape;
+  int64_t n = k_shape_numel(&xs), no = k_shape_numel(&c->out_shape[0]);
+  const float *x = c->in[0].data;
+  float *want = malloc((size_t)n * sizeof(float) + 4);
+  int *ties = calloc((size_t)no + 1, sizeof(int));
+  for (int64_t i = 0; i < n; i++) ties[out_index(i, xs, c->param)] += x[i] == y[out_index(i, xs, c->param)];
+  for (int64_t i = 0; i < n; i++) {
+    int64_t o = out_index(i, xs, c->param);
+    want[i] = x[i] == y[o] ? og[o] / (float)ties[o] : 0.0f;
+  }
+  KT_CHECK(kt_expect_close("max", got, want, n, 1e-6f, 0) == 0, "max backward values");
+  free(want);
+  free(ties);
+}
+
 /* The same backward into a NaN-filled and a zeroed buffer must agree under kWriteTo. */
 static void check_overwrites(kind k, kt_case *c) {
   k_tensor y, og = kt_tensor_f32(c->out_shape[0], -1, 1, 3);
@@ -107,6 +124,7 @@ static void check_overwrites(kind k, kt_case *c) {
   KT_CHECK(kt_expect_close("overwrite", g2.data, g1.data, n, 0, 0) == 0,
            "%s backward kWriteTo overwrites", names[k]);
   if (k != MAX) check_spread(k, c, og.data, g1.data);
+  else check_max_spread(c, og.data, y.data, g1.data);
   kt_tensor_free(&og); kt_tensor_free(&g1); kt_tensor_free(&g2); free(y.data);
 }
 
