@@ -14,7 +14,6 @@
 #include "k_util.h"
 #include "k_vec.h"
 
-
 /* Operand 0 is the output (contiguous), 1 and 2 the broadcast inputs. */
 typedef struct {
   int rank;                         /* >= 1 */
@@ -74,9 +73,10 @@ static inline unsigned k_bview_kept(const k_bview *v, int op) {
 }
 
 /* ---- reducing a broadcast view onto one operand ----
- * Operand j (1 or 2) of the view receives, per element, the sum over the output positions it
- * was broadcast to of a per-element term g(og, x1, x2, y), where og and y are read at the
- * output's offsets. The op supplies g through two block functions:
+ * Operand j (1 or 2) of the view receives, per element, the sum (or another combine, such as
+ * max) over the output positions it was broadcast to of a per-element term g(og, x1, x2, y),
+ * where og and y are read at the output's offsets. The op supplies g through two block
+ * functions (shown for a sum):
  *   cols: t[k] = g(...) (first) or t[k] += g(...) for k < n, operand strides s1, s2 on k;
  *   rows: lanes[k % K_LANES] += g(...) for k < n, in that order.
  * og, x1, x2, y point at element 0 of the run. */
