@@ -124,17 +124,22 @@ int k_transpose_backward(const k_call *c) {
   return 0;
 }
 
-/* ---- broadcast_to ---- */
+/* ---- broadcast_to: runs of the collapsed view, copied (x contiguous along the run) or filled
+ * (x broadcast along it) ---- */
 int k_broadcast_to_forward(const k_call *c) {
-  if (c->req[0] == kNullOp) return 0;
-  const k_shape *ys = &c->out[0].shape;
-  int64_t st[K_MAX_RANK], n = k_shape_numel(ys);
+  k_req req = c->req[0];
+  if (req == kNullOp || k_shape_numel(&c->out[0].shape) == 0) return 0;
+  k_bview v = k_bview_make(&c->out[0].shape, &c->in[0].shape, &c->in[0].shape);
+  int in = v.rank - 1;
+  int64_t n = v.d[in];
   k_iter it;
-  k_iter_init(&it, ys, 1);
-  k_bcast_strides(&c->in[0].shape, ys, st);
-  k_iter_set(&it, 0, st);
-  for (int64_t i = 0; i < n; i++, k_iter_next(&it))
-    k_move(c->out[0].data, i, c->in[0].data, it.off[0], c->req[0]);
+  int64_t rows = k_bview_iter(&v, (1u << in) - 1, &it);
+  for (int64_t r = 0; r < rows; r++, k_iter_next(&it)) {
+    uint32_t *y = (uint32_t *)c->out[0].data + it.off[0];
+    const uint32_t *x = (const uint32_t *)c->in[0].data + it.off[1];
+    if (v.st[1][in]) k_copy_req(y, x, n, req);
+    else for (int64_t k = 0; k < n; k++) k_move(y, k, x, 0, req);
+  }
   return 0;
 }
 
