@@ -151,29 +151,20 @@ static int k_sum_mean_forward(const k_call *c, int mean) {
   return 0;
 }
 
-/* sum / mean backward: in=[og] (x, y undeclared); og broadcast back over each group, scaled. */
+/* sum / mean backward: in=[og] (x, y undeclared). gx is og broadcast over each group times
+ * the scale (1, or count/n for a mean): the broadcasting multiply itself, keepdims og by a
+ * scalar, so it shares that kernel's vector loops and its split across threads. */
 static int k_sum_mean_backward(const k_call *c, int mean) {
-  k_req req = c->req[0];
-  if (req == kNullOp) return 0;
   const k_shape *xs = &c->out[0].shape;
   k_shape keep = k_reduce_keep(xs, c->param);
   int64_t n = k_shape_numel(xs), nk = k_shape_numel(&keep);
-  float scale = (mean && nk) ? (float)((double)nk / (double)n) : 1.0f, t[K_BLOCK];
-  k_bview v = k_bview_make(xs, &keep, &keep);
-  const float *og = c->in[0].data;
-  int in = v.rank - 1;
-  int64_t len_in = v.d[in], so = v.st[1][in];
-  k_iter it;
-  int64_t rows = k_bview_iter(&v, (1u << in) - 1, &it);
-  for (int64_t r = 0; r < rows && n > 0; r++, k_iter_next(&it))
-    for (int64_t k0 = 0; k0 < len_in; k0 += K_BLOCK) {
-      int64_t len = len_in - k0 < K_BLOCK ? len_in - k0 : K_BLOCK;
-      const float *g = og + it.off[1] + k0 * so;
-      if (so) for (int64_t k = 0; k < len; k++) t[k] = g[k] * scale;
-      else for (int64_t k = 0; k < len; k++) t[k] = g[0] * scale;
-      k_store_block((float *)c->out[0].data + it.off[0] + k0, t, len, req);
-    }
-  return 0;
+  float scale = (mean && nk) ? (float)((double)nk / (double)n) : 1.0f;
+  k_tensor in[2] = {{c->in[0].data, keep, K_F32}, {&scale, {0, {0}}, K_F32}};
+  k_call m = *c;
+  m.in = in;
+  m.nin = 2;
+  m.param = NULL;
+  return k_mul_forward(&m);
 }
 
 int k_sum_forward(const k_call *c) { return k_sum_mean_forward(c, 0); }
