@@ -3,7 +3,7 @@
  * fused loops compute the same thing; this file only supplies the loops and OpReqType. */
 #include "kernels.h"
 #include "k_scalar.h"
-#include "k_util.h"
+#include "k_bview.h"
 
 #define K_PARAM(T) ((const T *)c->param)
 
@@ -86,72 +86,72 @@ K_UNARY_BWD(smooth_l1, k_sf_smooth_l1_grad(og, x, y, K_PARAM(k_smooth_l1_param)-
 K_UNARY_FWD(activation, k_sf_activation(x, K_PARAM(k_activation_param)->act_type))
 K_UNARY_BWD(activation, k_sf_activation_grad(og, x, y, K_PARAM(k_activation_param)->act_type))
 
-/* ---- binary: forward in=[a, b] out=[y]; backward in=[og, a, b, y] out=[ga, gb] ---- */
-typedef float (*k_fwd2_fn)(float a, float b);
-typedef float (*k_grad2_fn)(float og, float a, float b, float y);
+/* ---- binary: forward in=[a, b] out=[y]; backward in=[og, a, b, y] out=[ga, gb] ----
+ * Both directions run on a collapsed broadcast view (k_bview.h): the innermost run reads each
+ * operand at stride 1 or 0, and each op gets its own loops per stride case with its scalar
+ * function inlined, so they vectorise. The generic per-element iterator these replaced lives
+ * on only as the reference in tests/kernels/test_elemwise.c. */
+typedef void (*k_fwd_block_fn)(float *restrict t, const float *a, const float *b, int64_t n,
+                               int64_t sa, int64_t sb);
 
-/* Walks the output with a and b at broadcast strides; y may alias a same-shaped input.
- * Same-shaped operands take a plain loop, the common case in fused-free execution. */
-static int k_binary_forward(const k_call *c, k_fwd2_fn f) {
-  k_req req = c->req[0];
-  if (req == kNullOp) return 0;
-  const k_shape *os = &c->out[0].shape;
-  const float *a = c->in[0].data, *b = c->in[1].data;
-  float *y = c->out[0].data;
-  int64_t n = k_shape_numel(os), sa[K_MAX_RANK], sb[K_MAX_RANK];
-  if (k_shape_numel(&c->in[0].shape) == n && k_shape_numel(&c->in[1].shape) == n) {
-    for (int64_t i = 0; i < n; i++) k_put(y, i, f(a[i], b[i]), req);
-    return 0;
+typedef struct {
+  const k_bview *v;
+  const float *a, *b;
+  float *y;
+  k_req req;
+  k_fwd_block_fn blk;
+  int64_t nb;                 /* blocks per run */
+} k_fwd_job;
+
+/* Units are blocks of runs; y over a same-shaped input (kWriteInplace) is safe because each
+ * block is read before it is stored. */
+static void k_binary_forward_range(void *ctx, int64_t lo, int64_t hi) {
+  const k_fwd_job *j = ctx;
+  const k_bview *v = j->v;
+  int in = v->rank - 1;
+  int64_t n = v->d[in], sa = v->st[1][in], sb = v->st[2][in], off[3];
+  float t[K_BLOCK];
+  for (int64_t u = lo; u < hi; u++) {
+    int64_t k0 = u % j->nb * K_BLOCK, len = n - k0 < K_BLOCK ? n - k0 : K_BLOCK;
+    k_bview_at(v, (1u << in) - 1, u / j->nb, off);
+    j->blk(t, j->a + off[1] + k0 * sa, j->b + off[2] + k0 * sb, len, sa, sb);
+    k_store_block(j->y + off[0] + k0, t, len, j->req);
   }
-  k_iter it;
-  k_iter_init(&it, os, 2);
-  k_bcast_strides(&c->in[0].shape, os, sa);
-  k_bcast_strides(&c->in[1].shape, os, sb);
-  k_iter_set(&it, 0, sa);
-  k_iter_set(&it, 1, sb);
-  for (int64_t i = 0; i < n; i++, k_iter_next(&it))
-    k_put(y, i, f(a[it.off[0]], b[it.off[1]]), req);
+}
+
+static int k_binary_forward(const k_call *c, k_fwd_block_fn blk) {
+  if (c->req[0] == kNullOp) return 0;
+  k_bview v = k_bview_make(&c->out[0].shape, &c->in[0].shape, &c->in[1].shape);
+  int64_t n = v.d[v.rank - 1], nb = (n + K_BLOCK - 1) / K_BLOCK;
+  int64_t units = n ? k_shape_numel(&c->out[0].shape) / n * nb : 0;
+  k_fwd_job j = {&v, c->in[0].data, c->in[1].data, c->out[0].data, c->req[0], blk, nb};
+  k_parallel_for(units, k_vec_grain(n < K_BLOCK ? n : K_BLOCK), k_binary_forward_range, &j);
   return 0;
 }
 
-/* Operands of the backward walk: 0 og, 1 a, 2 b, 3 y; outer over operand j's elements,
- * inner over the output positions each was broadcast to. Returns the inner count. */
-static int64_t k_binary_grad_iters(const k_call *c, int j, k_iter *o, k_iter *in) {
-  const k_shape *full = &c->in[0].shape;
-  k_shape keep = k_shape_align(&c->in[1 + j].shape, full->rank);
-  int64_t st[K_MAX_RANK], n = k_shape_numel(&keep);
-  k_iter_split(o, in, full, &keep, 4);
-  k_contig_strides(full, st);
-  k_iter_split_set(o, in, 0, st);
-  k_iter_split_set(o, in, 3, st);
-  for (int k = 1; k <= 2; k++) {
-    k_bcast_strides(&c->in[k].shape, full, st);
-    k_iter_split_set(o, in, k, st);
-  }
-  return n ? k_shape_numel(full) / n : 0;
+/* An undeclared operand (NULL) reads og instead: the op's gradient does not use its value,
+ * and every offset of an input is inside og, which has the output's (larger) size. */
+static k_bsrc k_binary_sources(const k_call *c) {
+  const float *og = c->in[0].data;
+  k_bsrc s = {og, c->in[1].data, c->in[2].data, c->in[3].data};
+  if (!s.x1) s.x1 = og;
+  if (!s.x2) s.x2 = og;
+  if (!s.y) s.y = og;
+  return s;
 }
 
-/* Gradient of operand j: each element sums g over its output positions (one position when
- * it was not broadcast, so writing over og in place is safe). */
-static void k_binary_grad(const k_call *c, int j, k_grad2_fn g) {
-  k_req req = c->req[j];
-  if (req == kNullOp) return;
-  const float *og = c->in[0].data, *a = c->in[1].data, *b = c->in[2].data, *y = c->in[3].data;
-  k_iter o, in;
-  int64_t m = k_binary_grad_iters(c, j, &o, &in), n = k_shape_numel(&c->in[1 + j].shape);
-  for (int64_t i = 0; i < n; i++, k_iter_next(&o)) {
-    double s = 0;
-    k_iter_rewind(&in);
-    for (int64_t r = 0; r < m; r++, k_iter_next(&in)) {
-      const int64_t *p = o.off, *q = in.off;
-      s += g(og[p[0] + q[0]], k_ld(a, p[1] + q[1]), k_ld(b, p[2] + q[2]), k_ld(y, p[3] + q[3]));
-    }
-    k_put(c->out[j].data, i, (float)s, req);
-  }
+
+/* Gradient of operand j (0 = a, 1 = b): the sum of its per-element term over the output
+ * positions it was broadcast to. */
+static void k_binary_grad(const k_call *c, int j, const k_reducer *g) {
+  const k_shape *full = &c->in[0].shape;
+  k_bview v = k_bview_make(full, &c->in[1].shape, &c->in[2].shape);
+  k_breduce(&v, 1 + j, k_binary_sources(c), c->out[j].data, k_shape_numel(&c->in[1 + j].shape),
+            c->req[j], 1.0f, g);
 }
 
 /* A gradient written in place over og must be computed last, after the other read og. */
-static int k_binary_backward(const k_call *c, k_grad2_fn ga, k_grad2_fn gb) {
+static int k_binary_backward(const k_call *c, const k_reducer *ga, const k_reducer *gb) {
   int a_over_og = c->req[0] != kNullOp && c->out[0].data == c->in[0].data;
   if (a_over_og) {
     k_binary_grad(c, 1, gb);
@@ -163,9 +163,57 @@ static int k_binary_backward(const k_call *c, k_grad2_fn ga, k_grad2_fn gb) {
   return 0;
 }
 
-#define K_DEFINE_BINARY(op)                                                   \
-  int k_##op##_forward(const k_call *c) { return k_binary_forward(c, k_sf_##op); } \
-  int k_##op##_backward(const k_call *c) {                                    \
-    return k_binary_backward(c, k_sf_##op##_grad_a, k_sf_##op##_grad_b);      \
+/* The block functions of one op. Each *_at body is written once with strides as arguments and
+ * called with constant strides per case, so every case compiles to its own vector loop. */
+#define K_FWD_BLOCKS(op)                                                                   \
+  static inline void k_##op##_fwd_at(float *restrict t, const float *a, const float *b,    \
+                                     int64_t n, int64_t sa, int64_t sb) {                  \
+    for (int64_t k = 0; k < n; k++) t[k] = k_sf_##op(a[k * sa], b[k * sb]);                \
+  }                                                                                        \
+  K_VEC_TARGETS static void k_##op##_fwd_block(float *restrict t, const float *a, const float *b,        \
+                                 int64_t n, int64_t sa, int64_t sb) {                      \
+    if (sa && sb) k_##op##_fwd_at(t, a, b, n, 1, 1);                                       \
+    else if (sa) k_##op##_fwd_at(t, a, b, n, 1, 0);                                        \
+    else if (sb) k_##op##_fwd_at(t, a, b, n, 0, 1);                                        \
+    else k_##op##_fwd_at(t, a, b, n, 0, 0);                                                \
+  }
+
+#define K_GRAD_TERM(G, s, k, s1, s2) G(s.og[k], s.x1[(k) * (s1)], s.x2[(k) * (s2)], s.y[k])
+
+#define K_GRAD_BLOCKS(name, G)                                                             \
+  static inline void name##_cols_at(float *restrict t, int first, k_bsrc s, int64_t n,     \
+                                    int64_t s1, int64_t s2) {                              \
+    if (first) for (int64_t k = 0; k < n; k++) t[k] = K_GRAD_TERM(G, s, k, s1, s2);        \
+    else for (int64_t k = 0; k < n; k++) t[k] += K_GRAD_TERM(G, s, k, s1, s2);            \
+  }                                                                                        \
+  K_VEC_TARGETS static void name##_cols(float *restrict t, int first, k_bsrc s, int64_t n, int64_t s1,   \
+                          int64_t s2) {                                                    \
+    if (s1 && s2) name##_cols_at(t, first, s, n, 1, 1);                                    \
+    else if (s1) name##_cols_at(t, first, s, n, 1, 0);                                     \
+    else if (s2) name##_cols_at(t, first, s, n, 0, 1);                                     \
+    else name##_cols_at(t, first, s, n, 0, 0);                                             \
+  }                                                                                        \
+  static inline void name##_rows_at(float *restrict l, k_bsrc s, int64_t n, int64_t s1,    \
+                                    int64_t s2) {                                          \
+    int64_t k = 0;                                                                         \
+    for (; k + K_LANES <= n; k += K_LANES)                                                 \
+      for (int i = 0; i < K_LANES; i++) l[i] += K_GRAD_TERM(G, s, k + i, s1, s2);          \
+    for (int i = 0; k + i < n; i++) l[i] += K_GRAD_TERM(G, s, k + i, s1, s2);              \
+  }                                                                                        \
+  K_VEC_TARGETS static void name##_rows(float *restrict l, k_bsrc s, int64_t n, int64_t s1, int64_t s2) { \
+    if (s1 && !s2) name##_rows_at(l, s, n, 1, 0);                                          \
+    else if (s2 && !s1) name##_rows_at(l, s, n, 0, 1);                                     \
+    else name##_rows_at(l, s, n, s1, s2);                                                  \
+  }
+
+#define K_DEFINE_BINARY(op)                                                               \
+  K_FWD_BLOCKS(op)                                                                        \
+  K_GRAD_BLOCKS(k_##op##_ga, k_sf_##op##_grad_a)                                          \
+  K_GRAD_BLOCKS(k_##op##_gb, k_sf_##op##_grad_b)                                          \
+  int k_##op##_forward(const k_call *c) { return k_binary_forward(c, k_##op##_fwd_block); } \
+  int k_##op##_backward(const k_call *c) {                                                \
+    static const k_reducer ga = {k_##op##_ga_cols, k_##op##_ga_rows, 0.0f, k_lanes_sum};   \
+    static const k_reducer gb = {k_##op##_gb_cols, k_##op##_gb_rows, 0.0f, k_lanes_sum};   \
+    return k_binary_backward(c, &ga, &gb);                                                \
   }
 K_BINARY_OPS(K_DEFINE_BINARY)

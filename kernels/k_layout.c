@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "kernels.h"
-#include "k_util.h"
+#include "k_bview.h"
 
 /* One element move under req: bitwise for writes, f32 addition for kAddTo. */
 static inline void k_move(void *dst, int64_t di, const void *src, int64_t si, k_req req) {
@@ -32,71 +32,121 @@ int k_expand_dims_backward(const k_call *c) { return k_copy_backward(c); }
 int k_squeeze_forward(const k_call *c) { return k_copy_forward(c); }
 int k_squeeze_backward(const k_call *c) { return k_copy_backward(c); }
 
-/* ---- transpose: out axis k is in axis axes[k] ---- */
-/* An iterator over the output shape whose operand 0 walks x (the transpose's input). */
-static void k_transpose_iter(k_iter *it, const k_shape *x, const k_shape *y, const k_ints *axes) {
-  int64_t xs[K_MAX_RANK], st[K_MAX_RANK];
-  k_contig_strides(x, xs);
-  for (int k = 0; k < y->rank; k++) st[k] = xs[axes->v[k]];
-  k_iter_init(it, y, 1);
-  k_iter_set(it, 0, st);
+/* ---- transpose: out axis k is in axis axes[k] ----
+ * The permutation is collapsed first: size-1 axes dropped, and output neighbours that are also
+ * neighbours, in order, in the input merged. When the last output axis is then contiguous in
+ * the input too ([B,T,H,D] -> [B,H,T,D]: runs of D) the copy moves whole runs; otherwise it
+ * moves 16x16 tiles between the input's innermost axis and the output's. */
+typedef struct { int rank; int64_t d[K_MAX_RANK], xs[K_MAX_RANK]; } k_perm_view;
+
+/* y's axes (y = x permuted by axes) with their strides in x. */
+static k_perm_view k_perm_collapse(const k_shape *x, const int64_t *axes) {
+  int64_t st[K_MAX_RANK];
+  k_perm_view v;
+  memset(&v, 0, sizeof v);
+  k_contig_strides(x, st);
+  for (int k = 0; k < x->rank; k++) {
+    int64_t d = x->d[axes[k]], s = st[axes[k]];
+    if (d == 1) continue;
+    if (v.rank && v.xs[v.rank - 1] == s * d) {
+      v.d[v.rank - 1] *= d;
+      v.xs[v.rank - 1] = s;
+      continue;
+    }
+    v.d[v.rank] = d;
+    v.xs[v.rank++] = s;
+  }
+  if (!v.rank) { v.d[0] = 1; v.xs[0] = 1; v.rank = 1; }
+  return v;
+}
+
+/* An iterator over v's axes except those in `skip`: operand 0 walks x, operand 1 walks y. */
+static int64_t k_perm_iter(const k_perm_view *v, unsigned skip, k_iter *it) {
+  int64_t ys[K_MAX_RANK], st[2][K_MAX_RANK], m = 1;
+  k_shape s = {0, {0}};
+  for (int i = v->rank - 1; i >= 0; i--) { ys[i] = m; m *= v->d[i]; }
+  for (int i = 0; i < v->rank; i++) {
+    if (skip >> i & 1u) continue;
+    st[0][s.rank] = v->xs[i];
+    st[1][s.rank] = ys[i];
+    s.d[s.rank++] = v->d[i];
+  }
+  k_iter_init(it, &s, 2);
+  k_iter_set(it, 0, st[0]);
+  k_iter_set(it, 1, st[1]);
+  return k_shape_numel(&s);
+}
+
+/* Tile of rows i < ni (x stride 1, y stride ys) by columns j < nj (x stride xs, y stride 1). */
+static void k_move_tile(uint32_t *y, const uint32_t *x, int64_t ni, int64_t nj, int64_t ys,
+                        int64_t xs, k_req req) {
+  for (int64_t i0 = 0; i0 < ni; i0 += 16)
+    for (int64_t j0 = 0; j0 < nj; j0 += 16) {
+      int64_t ie = i0 + 16 < ni ? i0 + 16 : ni, je = j0 + 16 < nj ? j0 + 16 : nj;
+      for (int64_t i = i0; i < ie; i++)
+        for (int64_t j = j0; j < je; j++) k_move(y, i * ys + j, x, i + j * xs, req);
+    }
+}
+
+/* y = x permuted by axes (y's shape is x's permuted). */
+static void k_permute(void *y, const void *x, const k_shape *xshape, const int64_t *axes, k_req req) {
+  if (req == kNullOp || k_shape_numel(xshape) == 0) return;
+  k_perm_view v = k_perm_collapse(xshape, axes);
+  int in = v.rank - 1, q = 0;
+  k_iter it;
+  if (v.xs[in] == 1) {                       /* runs contiguous on both sides */
+    int64_t rows = k_perm_iter(&v, 1u << in, &it);
+    for (int64_t r = 0; r < rows; r++, k_iter_next(&it))
+      k_copy_req((uint32_t *)y + it.off[1], (const uint32_t *)x + it.off[0], v.d[in], req);
+    return;
+  }
+  while (v.xs[q] != 1) q++;                  /* the output axis that is x's innermost */
+  int64_t ys_q = 1;
+  for (int i = q + 1; i < v.rank; i++) ys_q *= v.d[i];
+  int64_t n = k_perm_iter(&v, 1u << in | 1u << q, &it);
+  for (int64_t r = 0; r < n; r++, k_iter_next(&it))
+    k_move_tile((uint32_t *)y + it.off[1], (const uint32_t *)x + it.off[0], v.d[q], v.d[in], ys_q,
+                v.xs[in], req);
 }
 
 int k_transpose_forward(const k_call *c) {
-  if (c->req[0] == kNullOp) return 0;
   const k_transpose_param *p = c->param;
-  int64_t n = k_shape_numel(&c->out[0].shape);
-  k_iter it;
-  k_transpose_iter(&it, &c->in[0].shape, &c->out[0].shape, &p->axes);
-  for (int64_t i = 0; i < n; i++, k_iter_next(&it))
-    k_move(c->out[0].data, i, c->in[0].data, it.off[0], c->req[0]);
+  k_permute(c->out[0].data, c->in[0].data, &c->in[0].shape, p->axes.v, c->req[0]);
   return 0;
 }
 
-/* Scatter og back through the same permutation: each gx element is hit once. */
+/* og permuted back: gx = og transposed by the inverse permutation. */
 int k_transpose_backward(const k_call *c) {
-  if (c->req[0] == kNullOp) return 0;
   const k_transpose_param *p = c->param;
-  int64_t n = k_shape_numel(&c->in[0].shape);
-  k_iter it;
-  k_transpose_iter(&it, &c->out[0].shape, &c->in[0].shape, &p->axes);
-  for (int64_t i = 0; i < n; i++, k_iter_next(&it))
-    k_move(c->out[0].data, it.off[0], c->in[0].data, i, c->req[0]);
+  int64_t inv[K_MAX_RANK];
+  for (int k = 0; k < p->axes.n; k++) inv[p->axes.v[k]] = k;
+  k_permute(c->out[0].data, c->in[0].data, &c->in[0].shape, inv, c->req[0]);
   return 0;
 }
 
-/* ---- broadcast_to ---- */
+/* ---- broadcast_to: runs of the collapsed view, copied (x contiguous along the run) or filled
+ * (x broadcast along it) ---- */
 int k_broadcast_to_forward(const k_call *c) {
-  if (c->req[0] == kNullOp) return 0;
-  const k_shape *ys = &c->out[0].shape;
-  int64_t st[K_MAX_RANK], n = k_shape_numel(ys);
+  k_req req = c->req[0];
+  if (req == kNullOp || k_shape_numel(&c->out[0].shape) == 0) return 0;
+  k_bview v = k_bview_make(&c->out[0].shape, &c->in[0].shape, &c->in[0].shape);
+  int in = v.rank - 1;
+  int64_t n = v.d[in];
   k_iter it;
-  k_iter_init(&it, ys, 1);
-  k_bcast_strides(&c->in[0].shape, ys, st);
-  k_iter_set(&it, 0, st);
-  for (int64_t i = 0; i < n; i++, k_iter_next(&it))
-    k_move(c->out[0].data, i, c->in[0].data, it.off[0], c->req[0]);
+  int64_t rows = k_bview_iter(&v, (1u << in) - 1, &it);
+  for (int64_t r = 0; r < rows; r++, k_iter_next(&it)) {
+    uint32_t *y = (uint32_t *)c->out[0].data + it.off[0];
+    const uint32_t *x = (const uint32_t *)c->in[0].data + it.off[1];
+    if (v.st[1][in]) k_copy_req(y, x, n, req);
+    else for (int64_t k = 0; k < n; k++) k_move(y, k, x, 0, req);
+  }
   return 0;
 }
 
 /* gx sums og over the axes x was broadcast along. */
 int k_broadcast_to_backward(const k_call *c) {
-  k_req req = c->req[0];
-  if (req == kNullOp) return 0;
-  const k_shape *full = &c->in[0].shape;
-  k_shape keep = k_shape_align(&c->out[0].shape, full->rank);
-  const float *og = c->in[0].data;
-  int64_t st[K_MAX_RANK], n = k_shape_numel(&keep), m = n ? k_shape_numel(full) / n : 0;
-  k_iter o, in;
-  k_iter_split(&o, &in, full, &keep, 1);
-  k_contig_strides(full, st);
-  k_iter_split_set(&o, &in, 0, st);
-  for (int64_t i = 0; i < n; i++, k_iter_next(&o)) {
-    double s = 0;
-    k_iter_rewind(&in);
-    for (int64_t r = 0; r < m; r++, k_iter_next(&in)) s += og[o.off[0] + in.off[0]];
-    k_put(c->out[0].data, i, (float)s, req);
-  }
+  k_shape keep = k_shape_align(&c->out[0].shape, c->in[0].shape.rank);
+  k_breduce_sum(c->in[0].data, &c->in[0].shape, &keep, c->out[0].data, c->req[0], 1.0f);
   return 0;
 }
 

@@ -120,64 +120,127 @@ int k_batch_norm_backward(const k_call *c) {
 }
 
 /* ---- layer_norm ------------------------------------------------------------------------ */
+/* Rows are contiguous (the axis is the last), so every pass vectorises along the row: the mean,
+ * the centred sum of squares (two passes over a row in L1: one pass would lose digits to
+ * cancellation), then the normalisation through a stack block. Rows are split with
+ * k_parallel_for; dgamma and dbeta are split by columns instead, each summing all rows in
+ * order, so no sum depends on the split. */
+#include "k_vec.h"
 
-static void k_ln_row_stats(const float *x, int64_t d, float eps, float *mean, float *invstd) {
-  double s = 0, ss = 0;
-  for (int64_t j = 0; j < d; j++) s += x[j];
-  double m = s / (double)d;
-  for (int64_t j = 0; j < d; j++) ss += (x[j] - m) * (x[j] - m);
-  *mean = (float)m;
-  *invstd = (float)(1.0 / sqrt(ss / (double)d + eps));
+static inline void k_ln_row_stats(const float *x, int64_t d, float eps, float *mean, float *invstd) {
+  float l[K_LANES] = {0}, m = d ? k_vec_sum(x, d) / (float)d : 0.0f;
+  int64_t k = 0;
+  for (; k + K_LANES <= d; k += K_LANES)
+    for (int i = 0; i < K_LANES; i++) l[i] += (x[k + i] - m) * (x[k + i] - m);
+  for (int i = 0; k + i < d; i++) l[i] += (x[k + i] - m) * (x[k + i] - m);
+  *mean = m;
+  *invstd = 1.0f / sqrtf(k_lanes_sum(l) / (float)d + eps);
+}
+
+typedef struct {
+  const k_call *c;
+  const float *x, *dy, *gamma, *beta, *smean, *sinv;
+  float *out;                       /* y, or dX */
+  float *mean, *inv;                /* forward: the hidden outputs (NULL when pruned) */
+  float *dgamma, *dbeta;            /* backward: NULL when not wanted */
+  int64_t d, rows;
+} k_ln_job;
+
+K_VEC_TARGETS static void k_ln_forward_range(void *ctx, int64_t lo, int64_t hi) {
+  const k_ln_job *j = ctx;
+  int64_t d = j->d;
+  float t[K_BLOCK], eps = ((const k_layer_norm_param *)j->c->param)->eps;
+  for (int64_t r = lo; r < hi; r++) {
+    const float *x = j->x + r * d;
+    float mean, invstd;
+    k_ln_row_stats(x, d, eps, &mean, &invstd);
+    if (j->mean) j->mean[r] = mean;
+    if (j->inv) j->inv[r] = invstd;
+    if (j->c->req[0] == kNullOp) continue;
+    for (int64_t k0 = 0; k0 < d; k0 += K_BLOCK) {
+      int64_t len = d - k0 < K_BLOCK ? d - k0 : K_BLOCK;
+      const float *xb = x + k0, *g = j->gamma + k0, *b = j->beta + k0;
+      for (int64_t k = 0; k < len; k++) t[k] = (xb[k] - mean) * invstd * g[k] + b[k];
+      k_store_block(j->out + r * d + k0, t, len, j->c->req[0]);
+    }
+  }
 }
 
 int k_layer_norm_forward(const k_call *c) {
-  const k_layer_norm_param *p = c->param;
   const k_shape *s = &c->in[0].shape;
   int64_t d = s->d[s->rank - 1], rows = d ? k_shape_numel(s) / d : 0;
-  const float *x = c->in[0].data, *gamma = c->in[1].data, *beta = c->in[2].data;
-  float *y = c->out[0].data, *smean = k_hidden(c, 1), *sinv = k_hidden(c, 2);
-  for (int64_t r = 0; r < rows; r++) {
-    float mean, invstd;
-    k_ln_row_stats(x + r * d, d, p->eps, &mean, &invstd);
-    if (smean) smean[r] = mean;
-    if (sinv) sinv[r] = invstd;
-    if (c->req[0] == kNullOp) continue;
-    for (int64_t j = 0; j < d; j++)
-      k_put(&y[r * d + j], (x[r * d + j] - mean) * invstd * gamma[j] + beta[j], c->req[0]);
-  }
+  k_ln_job j = {.c = c, .x = c->in[0].data, .gamma = c->in[1].data, .beta = c->in[2].data,
+                .out = c->out[0].data, .mean = k_hidden(c, 1), .inv = k_hidden(c, 2), .d = d};
+  k_parallel_for(rows, k_vec_grain(d), k_ln_forward_range, &j);
   return 0;
 }
 
 /* One row of dX: invstd * (g - mean(g) - xhat * mean(g*xhat)) with g = dY*gamma. */
-static void k_ln_row_grad(const float *x, const float *dy, const float *gamma, int64_t d,
+K_VEC_TARGETS static void k_ln_row_grad(const float *x, const float *dy, const float *gamma, int64_t d,
                           float mean, float invstd, k_req r, float *dx) {
-  double sg = 0, sgx = 0;
-  for (int64_t j = 0; j < d; j++) {
-    double g = (double)dy[j] * gamma[j];
-    sg += g;
-    sgx += g * (x[j] - mean) * invstd;
+  float lg[K_LANES] = {0}, lgx[K_LANES] = {0}, t[K_BLOCK];
+  int64_t k = 0;
+  for (; k + K_LANES <= d; k += K_LANES)
+    for (int i = 0; i < K_LANES; i++) {
+      float g = dy[k + i] * gamma[k + i];
+      lg[i] += g;
+      lgx[i] += g * ((x[k + i] - mean) * invstd);
+    }
+  for (int i = 0; k + i < d; i++) {
+    float g = dy[k + i] * gamma[k + i];
+    lg[i] += g;
+    lgx[i] += g * ((x[k + i] - mean) * invstd);
   }
-  float mg = (float)(sg / (double)d), mgx = (float)(sgx / (double)d);
-  for (int64_t j = 0; j < d; j++)
-    k_put(&dx[j], invstd * (dy[j] * gamma[j] - mg - (x[j] - mean) * invstd * mgx), r);
+  float mg = k_lanes_sum(lg) / (float)d, mgx = k_lanes_sum(lgx) / (float)d;
+  for (int64_t k0 = 0; k0 < d; k0 += K_BLOCK) {
+    int64_t len = d - k0 < K_BLOCK ? d - k0 : K_BLOCK;
+    const float *xb = x + k0, *dyb = dy + k0, *gb = gamma + k0;
+    for (int64_t i = 0; i < len; i++)
+      t[i] = invstd * (dyb[i] * gb[i] - mg - (xb[i] - mean) * invstd * mgx);
+    k_store_block(dx + k0, t, len, r);
+  }
 }
 
-/* Backward in = [dY, -, -, X, gamma, -, -, saved_mean, saved_invstd]; out = [dX, dgamma, dbeta]. */
+static void k_ln_dx_range(void *ctx, int64_t lo, int64_t hi) {
+  const k_ln_job *j = ctx;
+  for (int64_t r = lo; r < hi; r++)
+    k_ln_row_grad(j->x + r * j->d, j->dy + r * j->d, j->gamma, j->d, j->smean[r], j->sinv[r],
+                  j->c->req[0], j->out + r * j->d);
+}
+
+/* dgamma += sum_r dY * xhat and dbeta += sum_r dY for columns [lo, hi), rows in order. */
+K_VEC_TARGETS static void k_ln_dparams_range(void *ctx, int64_t lo, int64_t hi) {
+  const k_ln_job *j = ctx;
+  int64_t d = j->d, rows = j->rows;
+  float ag[K_BLOCK], ab[K_BLOCK];
+  for (int64_t k0 = lo; k0 < hi; k0 += K_BLOCK) {
+    int64_t len = hi - k0 < K_BLOCK ? hi - k0 : K_BLOCK;
+    for (int64_t k = 0; k < len; k++) ag[k] = ab[k] = 0.0f;
+    for (int64_t r = 0; r < rows; r++) {
+      const float *x = j->x + r * d + k0, *dy = j->dy + r * d + k0;
+      float m = j->smean[r], inv = j->sinv[r];
+      for (int64_t k = 0; k < len; k++) {
+        ag[k] += dy[k] * ((x[k] - m) * inv);
+        ab[k] += dy[k];
+      }
+    }
+    if (j->dgamma) for (int64_t k = 0; k < len; k++) j->dgamma[k0 + k] += ag[k];
+    if (j->dbeta) for (int64_t k = 0; k < len; k++) j->dbeta[k0 + k] += ab[k];
+  }
+}
+
+/* Backward in = [dY, -, -, X, gamma, -, -, saved_mean, saved_invstd]; out = [dX, dgamma, dbeta].
+ * dgamma and dbeta are summed before dX is written, and each dX row through a block, so dX
+ * could even overwrite dY. */
 int k_layer_norm_backward(const k_call *c) {
   int nf = (c->nin - c->nout) / 2;
   const k_shape *s = &c->in[nf].shape;
   int64_t d = s->d[s->rank - 1], rows = d ? k_shape_numel(s) / d : 0;
-  const float *dy = c->in[0].data, *x = c->in[nf].data, *gamma = c->in[nf + 1].data;
-  const float *smean = c->in[2 * nf + 1].data, *sinv = c->in[2 * nf + 2].data;
-  float *dg = k_grad_acc(c, 1, d), *db = k_grad_acc(c, 2, d);
-  for (int64_t r = 0; r < rows; r++) {
-    const float *xr = x + r * d, *dyr = dy + r * d;
-    for (int64_t j = 0; j < d && (dg || db); j++) {
-      if (dg) dg[j] += dyr[j] * (xr[j] - smean[r]) * sinv[r];
-      if (db) db[j] += dyr[j];
-    }
-    if (c->req[0] != kNullOp)
-      k_ln_row_grad(xr, dyr, gamma, d, smean[r], sinv[r], c->req[0], (float *)c->out[0].data + r * d);
-  }
+  k_ln_job j = {.c = c, .x = c->in[nf].data, .dy = c->in[0].data, .gamma = c->in[nf + 1].data,
+                .smean = c->in[2 * nf + 1].data, .sinv = c->in[2 * nf + 2].data,
+                .out = c->out[0].data, .dgamma = k_grad_acc(c, 1, d), .dbeta = k_grad_acc(c, 2, d),
+                .d = d, .rows = rows};
+  if (j.dgamma || j.dbeta) k_parallel_for(d, K_BLOCK, k_ln_dparams_range, &j);
+  if (c->req[0] != kNullOp) k_parallel_for(rows, k_vec_grain(d), k_ln_dx_range, &j);
   return 0;
 }

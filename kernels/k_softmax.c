@@ -1,11 +1,16 @@
 /* k_softmax.c — softmax and log_softmax over any axis, and softmax_cross_entropy.
- * Every row subtracts its max before exponentiating, so large logits (1000) stay finite;
- * a row is the axis of a tensor viewed as [outer, n, inner], walked at stride inner. */
+ * Every row subtracts its max before exponentiating, so large logits (1000) stay finite.
+ * A tensor is viewed as [outer, n, inner] around the axis. With inner == 1 (the last axis) a
+ * row is contiguous and every pass vectorises along it, sums kept in K_LANES partial sums; on
+ * another axis the passes vectorise across a block of inner positions instead. Outputs go
+ * through a stack block (k_store_block), so y may alias x and gx may alias og. Work is split
+ * over the outer positions with k_parallel_for; no sum crosses a chunk. */
 #include <math.h>
 #include <stdio.h>
 
 #include "kernels.h"
-#include "k_util.h"
+#include "k_bview.h"
+#include "k_scalar.h"
 
 typedef struct { int64_t outer, n, inner; } k_rows;
 
@@ -16,64 +21,158 @@ static k_rows k_rows_of(const k_shape *s, int axis) {
   return r;
 }
 
-/* Max and sum of exp(x - max) of one row; *lse = log-sum-exp. */
-static void k_row_stats(const float *x, int64_t n, int64_t st, float *mx, double *lse) {
-  float m = -INFINITY;
-  double s = 0;
-  for (int64_t j = 0; j < n; j++) m = x[j * st] > m ? x[j * st] : m;
-  for (int64_t j = 0; j < n; j++) s += expf(x[j * st] - m);
-  *mx = m;
-  *lse = m + log(s);
+/* ---- contiguous rows ---- */
+
+/* The row's max; a NaN is passed over here but still turns the row NaN through exp. */
+static inline float k_row_max(const float *x, int64_t n) {
+  float l[K_LANES];
+  int64_t k = 0;
+  for (int i = 0; i < K_LANES; i++) l[i] = -INFINITY;
+  for (; k + K_LANES <= n; k += K_LANES)
+    for (int i = 0; i < K_LANES; i++) l[i] = x[k + i] > l[i] ? x[k + i] : l[i];
+  for (int i = 0; k + i < n; i++) l[i] = x[k + i] > l[i] ? x[k + i] : l[i];
+  for (int w = K_LANES / 2; w > 0; w /= 2)
+    for (int i = 0; i < w; i++) l[i] = l[i + w] > l[i] ? l[i + w] : l[i];
+  return l[0];
 }
 
-/* Reads x[j] before writing y[j], so y may alias x. */
-static int k_softmax_any_forward(const k_call *c, int is_log) {
-  k_req req = c->req[0];
-  if (req == kNullOp) return 0;
-  k_rows r = k_rows_of(&c->in[0].shape, ((const k_softmax_param *)c->param)->axis);
-  for (int64_t o = 0; o < r.outer; o++)
-    for (int64_t i = 0; i < r.inner; i++) {
-      int64_t base = o * r.n * r.inner + i;
-      const float *x = (const float *)c->in[0].data + base;
-      float *y = (float *)c->out[0].data + base, m;
-      double lse;
-      k_row_stats(x, r.n, r.inner, &m, &lse);
-      for (int64_t j = 0; j < r.n; j++) {
-        float z = (float)((double)x[j * r.inner] - lse);
-        k_put(y, j * r.inner, is_log ? z : expf(z), req);
-      }
-    }
-  return 0;
+/* t[k] = exp(x[k] - m) for a block, added into the lanes in order. */
+static inline void k_exp_block(float *restrict t, float *restrict l, const float *x, int64_t n, float m) {
+  int64_t k = 0;
+  for (int64_t j = 0; j < n; j++) t[j] = k_sf_exp(x[j] - m);
+  for (; k + K_LANES <= n; k += K_LANES)
+    for (int i = 0; i < K_LANES; i++) l[i] += t[k + i];
+  for (int i = 0; k + i < n; i++) l[i] += t[k + i];
 }
 
-/* softmax: gx = y * (og - <og, y>);  log_softmax: gx = og - exp(y) * sum(og).
- * in = [og, x (NULL), y]; og[j] is read before gx[j] is written, so gx may alias og. */
-static void k_softmax_row_grad(const float *og, const float *y, float *gx, int64_t n,
-                               int64_t st, int is_log, k_req req) {
-  double s = 0;
-  for (int64_t j = 0; j < n; j++) s += is_log ? og[j * st] : (double)og[j * st] * y[j * st];
-  for (int64_t j = 0; j < n; j++) {
-    float g = og[j * st], v = y[j * st];
-    k_put(gx, j * st, is_log ? g - expf(v) * (float)s : v * (g - (float)s), req);
+/* Sum of exp(x - m) over the row; with y (not kAddTo) the terms are stored there too. */
+static inline float k_row_expsum(const float *x, int64_t n, float m, float *y) {
+  float l[K_LANES] = {0}, t[K_BLOCK];
+  for (int64_t k0 = 0; k0 < n; k0 += K_BLOCK) {
+    int64_t len = n - k0 < K_BLOCK ? n - k0 : K_BLOCK;
+    k_exp_block(t, l, x + k0, len, m);
+    if (y) k_store_block(y + k0, t, len, kWriteTo);
+  }
+  return k_lanes_sum(l);
+}
+
+/* One row of softmax (is_log 0) or log_softmax (1). */
+K_VEC_TARGETS static void k_softmax_row(const float *x, float *y, int64_t n, int is_log, k_req req) {
+  float m = k_row_max(x, n), t[K_BLOCK];
+  int keep_exp = !is_log && req != kAddTo;     /* y may hold the terms until scaled */
+  float s = k_row_expsum(x, n, m, keep_exp ? y : NULL), inv = 1.0f / s, ls = logf(s);
+  if (keep_exp) {
+    for (int64_t j = 0; j < n; j++) y[j] *= inv;
+    return;
+  }
+  for (int64_t k0 = 0; k0 < n; k0 += K_BLOCK) {
+    int64_t len = n - k0 < K_BLOCK ? n - k0 : K_BLOCK;
+    const float *xb = x + k0;
+    if (is_log) for (int64_t j = 0; j < len; j++) t[j] = (xb[j] - m) - ls;   /* x - m is exact */
+    else for (int64_t j = 0; j < len; j++) t[j] = k_sf_exp(xb[j] - m) * inv;
+    k_store_block(y + k0, t, len, req);
   }
 }
 
-static int k_softmax_any_backward(const k_call *c, int is_log) {
-  if (c->req[0] == kNullOp) return 0;
-  k_rows r = k_rows_of(&c->in[0].shape, ((const k_softmax_param *)c->param)->axis);
-  for (int64_t o = 0; o < r.outer; o++)
-    for (int64_t i = 0; i < r.inner; i++) {
-      int64_t base = o * r.n * r.inner + i;
-      k_softmax_row_grad((const float *)c->in[0].data + base, (const float *)c->in[2].data + base,
-                         (float *)c->out[0].data + base, r.n, r.inner, is_log, c->req[0]);
+/* softmax: gx = y * (og - <og, y>);  log_softmax: gx = og - exp(y) * sum(og). */
+K_VEC_TARGETS static void k_softmax_row_grad(const float *og, const float *y, float *gx, int64_t n, int is_log,
+                               k_req req) {
+  float l[K_LANES] = {0}, t[K_BLOCK];
+  int64_t k = 0;
+  for (; k + K_LANES <= n; k += K_LANES)
+    for (int i = 0; i < K_LANES; i++) l[i] += is_log ? og[k + i] : og[k + i] * y[k + i];
+  for (int i = 0; k + i < n; i++) l[i] += is_log ? og[k + i] : og[k + i] * y[k + i];
+  float s = k_lanes_sum(l);
+  for (int64_t k0 = 0; k0 < n; k0 += K_BLOCK) {
+    int64_t len = n - k0 < K_BLOCK ? n - k0 : K_BLOCK;
+    const float *g = og + k0, *v = y + k0;
+    if (is_log) for (int64_t j = 0; j < len; j++) t[j] = g[j] - k_sf_exp(v[j]) * s;
+    else for (int64_t j = 0; j < len; j++) t[j] = v[j] * (g[j] - s);
+    k_store_block(gx + k0, t, len, req);
+  }
+}
+
+/* ---- strided rows (an axis other than the last): one outer position, a block of columns ---- */
+
+/* Column-wise max and sum of exp(x - max) over the n rows of a [n, inner] slab's block. */
+static inline void k_cols_stats(const float *x, int64_t n, int64_t inner, int64_t len, float *restrict mx,
+                         float *restrict s) {
+  for (int64_t k = 0; k < len; k++) { mx[k] = -INFINITY; s[k] = 0.0f; }
+  for (int64_t j = 0; j < n; j++)
+    for (int64_t k = 0; k < len; k++) mx[k] = x[j * inner + k] > mx[k] ? x[j * inner + k] : mx[k];
+  for (int64_t j = 0; j < n; j++)
+    for (int64_t k = 0; k < len; k++) s[k] += k_sf_exp(x[j * inner + k] - mx[k]);
+}
+
+K_VEC_TARGETS static void k_softmax_cols(const float *x, float *y, int64_t n, int64_t inner, int is_log, k_req req) {
+  float mx[K_BLOCK], s[K_BLOCK], t[K_BLOCK];
+  for (int64_t k0 = 0; k0 < inner; k0 += K_BLOCK) {
+    int64_t len = inner - k0 < K_BLOCK ? inner - k0 : K_BLOCK;
+    k_cols_stats(x + k0, n, inner, len, mx, s);
+    for (int64_t k = 0; k < len; k++) s[k] = is_log ? logf(s[k]) : 1.0f / s[k];
+    for (int64_t j = 0; j < n; j++) {
+      const float *xr = x + j * inner + k0;
+      if (is_log) for (int64_t k = 0; k < len; k++) t[k] = (xr[k] - mx[k]) - s[k];
+      else for (int64_t k = 0; k < len; k++) t[k] = k_sf_exp(xr[k] - mx[k]) * s[k];
+      k_store_block(y + j * inner + k0, t, len, req);
     }
+  }
+}
+
+K_VEC_TARGETS static void k_softmax_cols_grad(const float *og, const float *y, float *gx, int64_t n,
+                                int64_t inner, int is_log, k_req req) {
+  float s[K_BLOCK], t[K_BLOCK];
+  for (int64_t k0 = 0; k0 < inner; k0 += K_BLOCK) {
+    int64_t len = inner - k0 < K_BLOCK ? inner - k0 : K_BLOCK;
+    for (int64_t k = 0; k < len; k++) s[k] = 0.0f;
+    for (int64_t j = 0; j < n; j++) {
+      const float *g = og + j * inner + k0, *v = y + j * inner + k0;
+      for (int64_t k = 0; k < len; k++) s[k] += is_log ? g[k] : g[k] * v[k];
+    }
+    for (int64_t j = 0; j < n; j++) {
+      const float *g = og + j * inner + k0, *v = y + j * inner + k0;
+      if (is_log) for (int64_t k = 0; k < len; k++) t[k] = g[k] - k_sf_exp(v[k]) * s[k];
+      else for (int64_t k = 0; k < len; k++) t[k] = v[k] * (g[k] - s[k]);
+      k_store_block(gx + j * inner + k0, t, len, req);
+    }
+  }
+}
+
+/* ---- drivers: forward reads in = [x]; backward in = [og, x (NULL), y] ---- */
+typedef struct {
+  const float *a, *b;    /* forward: x, unused; backward: og, y */
+  float *out;
+  k_rows r;
+  int is_log, backward;
+  k_req req;
+} k_softmax_job;
+
+static void k_softmax_range(void *ctx, int64_t lo, int64_t hi) {
+  const k_softmax_job *j = ctx;
+  int64_t n = j->r.n, in = j->r.inner, slab = n * in;
+  for (int64_t o = lo; o < hi; o++) {
+    const float *a = j->a + o * slab, *b = j->b ? j->b + o * slab : NULL;
+    float *out = j->out + o * slab;
+    if (in == 1 && !j->backward) k_softmax_row(a, out, n, j->is_log, j->req);
+    else if (in == 1) k_softmax_row_grad(a, b, out, n, j->is_log, j->req);
+    else if (!j->backward) k_softmax_cols(a, out, n, in, j->is_log, j->req);
+    else k_softmax_cols_grad(a, b, out, n, in, j->is_log, j->req);
+  }
+}
+
+static int k_softmax_run(const k_call *c, int is_log, int backward) {
+  if (c->req[0] == kNullOp) return 0;
+  k_softmax_job j = {c->in[0].data, backward ? c->in[2].data : NULL, c->out[0].data,
+                     k_rows_of(&c->in[0].shape, ((const k_softmax_param *)c->param)->axis),
+                     is_log, backward, c->req[0]};
+  k_parallel_for(j.r.outer, k_vec_grain(j.r.n * j.r.inner), k_softmax_range, &j);
   return 0;
 }
 
-int k_softmax_forward(const k_call *c) { return k_softmax_any_forward(c, 0); }
-int k_log_softmax_forward(const k_call *c) { return k_softmax_any_forward(c, 1); }
-int k_softmax_backward(const k_call *c) { return k_softmax_any_backward(c, 0); }
-int k_log_softmax_backward(const k_call *c) { return k_softmax_any_backward(c, 1); }
+int k_softmax_forward(const k_call *c) { return k_softmax_run(c, 0, 0); }
+int k_log_softmax_forward(const k_call *c) { return k_softmax_run(c, 1, 0); }
+int k_softmax_backward(const k_call *c) { return k_softmax_run(c, 0, 1); }
+int k_log_softmax_backward(const k_call *c) { return k_softmax_run(c, 1, 1); }
 
 /* ---- softmax_cross_entropy: logits [N, C], label i32 [N] -> mean_n(lse_n - x[n, label_n]) */
 static int k_check_labels(const k_call *c, const int32_t *label, int64_t rows, int64_t classes) {
@@ -87,6 +186,7 @@ static int k_check_labels(const k_call *c, const int32_t *label, int64_t rows, i
   return 0;
 }
 
+/* Rows in order, summed in double: the loss is one number, so this stays on one thread. */
 int k_softmax_cross_entropy_forward(const k_call *c) {
   const k_shape *ls = &c->in[0].shape;
   int64_t rows = ls->d[0], classes = ls->d[1];
@@ -94,35 +194,51 @@ int k_softmax_cross_entropy_forward(const k_call *c) {
   const int32_t *label = c->in[1].data;
   if (k_check_labels(c, label, rows, classes)) return 1;
   if (c->req[0] == kNullOp) return 0;
-  double total = 0, lse;
-  float m;
+  double total = 0;
   for (int64_t i = 0; i < rows; i++) {
-    k_row_stats(x + i * classes, classes, 1, &m, &lse);
-    total += lse - x[i * classes + label[i]];
+    const float *row = x + i * classes;
+    float m = k_row_max(row, classes), lsum = logf(k_row_expsum(row, classes, m, NULL));
+    total += (double)lsum - (double)(row[label[i]] - m);
   }
   k_put(c->out[0].data, 0, (float)(total / (double)rows), c->req[0]);
   return 0;
 }
 
-/* in = [og (scalar), logits, label, loss (NULL)]; out = [g_logits, g_label (kNullOp)].
- * g = og / N * (softmax(x) - onehot(label)). */
+typedef struct {
+  const float *x;
+  const int32_t *label;
+  float *gx;
+  int64_t classes;
+  float scale;
+  k_req req;
+} k_sce_job;
+
+/* g = scale * (softmax(x) - onehot(label)) for rows [lo, hi). */
+K_VEC_TARGETS static void k_sce_grad_range(void *ctx, int64_t lo, int64_t hi) {
+  const k_sce_job *j = ctx;
+  int64_t n = j->classes;
+  float t[K_BLOCK];
+  for (int64_t i = lo; i < hi; i++) {
+    const float *row = j->x + i * n;
+    float m = k_row_max(row, n), inv = j->scale / k_row_expsum(row, n, m, NULL);
+    for (int64_t k0 = 0; k0 < n; k0 += K_BLOCK) {
+      int64_t len = n - k0 < K_BLOCK ? n - k0 : K_BLOCK, hit = j->label[i] - k0;
+      for (int64_t k = 0; k < len; k++) t[k] = k_sf_exp(row[k0 + k] - m) * inv;
+      if (hit >= 0 && hit < len) t[hit] -= j->scale;
+      k_store_block(j->gx + i * n + k0, t, len, j->req);
+    }
+  }
+}
+
+/* in = [og (scalar), logits, label, loss (NULL)]; out = [g_logits, g_label (kNullOp)]. */
 int k_softmax_cross_entropy_backward(const k_call *c) {
   const k_shape *ls = &c->in[1].shape;
   int64_t rows = ls->d[0], classes = ls->d[1];
-  const float *x = c->in[1].data;
   const int32_t *label = c->in[2].data;
   if (k_check_labels(c, label, rows, classes)) return 1;
   if (c->req[0] == kNullOp) return 0;
-  float scale = ((const float *)c->in[0].data)[0] / (float)rows, m;
-  float *gx = c->out[0].data;
-  double lse;
-  for (int64_t i = 0; i < rows; i++) {
-    const float *row = x + i * classes;
-    k_row_stats(row, classes, 1, &m, &lse);
-    for (int64_t j = 0; j < classes; j++) {
-      float p = expf((float)((double)row[j] - lse));
-      k_put(gx, i * classes + j, scale * (p - (j == label[i] ? 1.0f : 0.0f)), c->req[0]);
-    }
-  }
+  k_sce_job j = {c->in[1].data, label, c->out[0].data, classes,
+                 ((const float *)c->in[0].data)[0] / (float)rows, c->req[0]};
+  k_parallel_for(rows, k_vec_grain(classes), k_sce_grad_range, &j);
   return 0;
 }

@@ -14,7 +14,8 @@
   int k_##op##_backward(const k_call *c);
 
 /* k_elemwise.c — unary ops over any shape; binary ops with NumPy broadcasting, whose
- * backward reduces the gradient over broadcast axes. Scalar math comes from k_scalar.h. */
+ * backward reduces the gradient over broadcast axes (vectorised loops on a collapsed view,
+ * k_bview.h, split with k_parallel_for). Scalar math comes from k_scalar.h. */
 #define K_UNARY_OPS(X) X(neg) X(abs) X(exp) X(log) X(sqrt) X(rsqrt) X(square) X(sin) X(cos) \
   X(sign) X(reciprocal) X(relu) X(sigmoid) X(tanh) X(softplus) X(gelu) X(leaky_relu) X(clip) \
   X(smooth_l1) X(activation)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kt_harness.h"
+#include "k_scalar.h"
 
 static const k_leaky_relu_param leaky = {0.2f};
 static const k_clip_param clip = {-0.5f, 0.7f};
@@ -247,6 +248,106 @@ static void test_binary(void) {
     }
 }
 
+/* ---- the vectorised broadcast loops against the generic per-element reference ----
+ * The reference walks every output element and adds its term into the operand element it
+ * came from (src_index), in double; it is the function-pointer iterator the kernels used
+ * before their loops were specialised. */
+typedef float (*grad2_fn)(float og, float a, float b, float y);
+typedef struct { grad2_fn ga, gb; } grad_pair;
+static const grad_pair grads[] = {
+  {k_sf_add_grad_a, k_sf_add_grad_b}, {k_sf_sub_grad_a, k_sf_sub_grad_b},
+  {k_sf_mul_grad_a, k_sf_mul_grad_b}, {k_sf_div_grad_a, k_sf_div_grad_b},
+  {k_sf_pow_grad_a, k_sf_pow_grad_b}, {k_sf_maximum_grad_a, k_sf_maximum_grad_b},
+  {k_sf_minimum_grad_a, k_sf_minimum_grad_b},
+};
+typedef float (*fwd2_fn)(float a, float b);
+static const fwd2_fn fwds[] = {k_sf_add, k_sf_sub, k_sf_mul, k_sf_div, k_sf_pow, k_sf_maximum,
+                               k_sf_minimum};
+
+/* out += sum over o's elements of g into the operand element each came from (shape s). */
+static void ref_grad(grad2_fn g, int j, const float *og, const float *a, const float *b,
+                     const float *y, k_shape o, k_shape sa, k_shape sb, float *out, int64_t nout) {
+  int64_t n = k_shape_numel(&o);
+  double *acc = calloc((size_t)nout + 1, sizeof(double));
+  for (int64_t i = 0; i < n; i++) {
+    int64_t ia = src_index(i, o, sa), ib = src_index(i, o, sb);
+    acc[j ? ib : ia] += g(og[i], a[ia], b[ib], y[i]);
+  }
+  for (int64_t i = 0; i < nout; i++) out[i] += (float)acc[i];
+  free(acc);
+}
+
+/* Operand shape for output o: axis i kept when bit i of keep is set, else 1; with `drop`, the
+ * leading 1s are removed (a lower-rank operand, right-aligned). */
+static k_shape operand_shape(k_shape o, unsigned keep, int drop) {
+  k_shape s = o;
+  for (int i = 0; i < o.rank; i++) if (!(keep >> i & 1u)) s.d[i] = 1;
+  while (drop && s.rank > 0 && s.d[0] == 1) {
+    memmove(s.d, s.d + 1, (size_t)(s.rank - 1) * sizeof s.d[0]);
+    s.rank--;
+  }
+  return s;
+}
+
+static void fill_const(float *x, int64_t n, float v) { for (int64_t i = 0; i < n; i++) x[i] = v; }
+
+/* One op on one pair of shapes: forward bit-identical to the per-element reference, both
+ * gradients within float summation error of the double reference, kWriteTo and kAddTo. */
+static int check_vs_reference(size_t op, k_shape sa, k_shape sb) {
+  const binary_row *r = &binary[op];
+  k_tensor a = kt_tensor_f32(sa, r->alo, r->ahi, 900 + op), b = kt_tensor_f32(sb, r->blo, r->bhi, 901);
+  k_shape o = bcast(sa, sb);
+  int64_t n = k_shape_numel(&o), na = k_shape_numel(&sa), nb = k_shape_numel(&sb), fails = 0;
+  k_tensor y = kt_tensor_f32(o, 0, 0, 1), og = kt_tensor_f32(o, -1, 1, 902);
+  k_tensor g[2] = {kt_tensor_f32(sa, 0, 0, 1), kt_tensor_f32(sb, 0, 0, 1)};
+  float *want = malloc((size_t)(n + na + nb) * sizeof(float) + 4), *wa = want + n, *wb = wa + na;
+  for (int64_t i = 0; i < n; i++)
+    want[i] = fwds[op](((float *)a.data)[src_index(i, o, sa)], ((float *)b.data)[src_index(i, o, sb)]);
+  k_tensor ab[2] = {a, b};
+  for (int pass = 0; pass < 2; pass++) {
+    k_req req[2] = {pass ? kAddTo : kWriteTo, pass ? kAddTo : kWriteTo};
+    float pre = pass ? 0.25f : NAN;         /* kWriteTo must overwrite NaN */
+    fill_const(y.data, n, pass ? 0.0f : NAN);
+    call(r->fwd, ab, 2, &y, 1, req, NULL);
+    fails += kt_expect_close("forward", y.data, want, n, 0, 0);
+    k_tensor in4[4] = {og, r->deps_in & 1 ? a : (k_tensor){NULL, sa, K_F32},
+                       r->deps_in & 2 ? b : (k_tensor){NULL, sb, K_F32},
+                       r->uses_y ? y : (k_tensor){NULL, o, K_F32}};
+    fill_const(g[0].data, na, pre);
+    fill_const(g[1].data, nb, pre);
+    fill_const(wa, na, pass ? pre : 0.0f);
+    fill_const(wb, nb, pass ? pre : 0.0f);
+    ref_grad(grads[op].ga, 0, og.data, a.data, b.data, y.data, o, sa, sb, wa, na);
+    ref_grad(grads[op].gb, 1, og.data, a.data, b.data, y.data, o, sa, sb, wb, nb);
+    call(r->bwd, in4, 4, g, 2, req, NULL);
+    fails += kt_expect_close("ga", g[0].data, wa, na, 1e-5f, 1e-5f);
+    fails += kt_expect_close("gb", g[1].data, wb, nb, 1e-5f, 1e-5f);
+  }
+  k_tensor all[] = {a, b, y, og, g[0], g[1]};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) kt_tensor_free(&all[i]);
+  free(want);
+  return (int)fails;
+}
+
+/* Every keep/broadcast pattern of both operands on outputs with odd runs, runs longer than a
+ * block (K_BLOCK = 256), size-1 axes, and an empty axis. */
+static void test_binary_vs_reference(void) {
+  k_shape outs[] = {kt_shape(3, 2, 3, 5), kt_shape(3, 3, 17, 33), kt_shape(3, 2, 1, 300),
+                    kt_shape(4, 2, 3, 1, 7), kt_shape(1, 600), kt_shape(2, 4, 0),
+                    kt_shape(4, 3, 1, 2, 19)};
+  for (size_t k = 0; k < sizeof outs / sizeof outs[0]; k++) {
+    unsigned masks = 1u << outs[k].rank;
+    for (size_t op = 0; op < sizeof binary / sizeof binary[0]; op++)
+      for (unsigned ma = 0; ma < masks; ma++)
+        for (unsigned mb = 0; mb < masks; mb++) {
+          if ((ma | mb) != masks - 1) continue;   /* the output must be o itself */
+          k_shape sa = operand_shape(outs[k], ma, 0), sb = operand_shape(outs[k], mb, (ma ^ mb) & 1);
+          KT_CHECK(check_vs_reference(op, sa, sb) == 0, "%s vs reference: out rank %d, keep a %x b %x",
+                   binary[op].name, outs[k].rank, ma, mb);
+        }
+  }
+}
+
 /* y over a (b broadcast), then ga over og: both must match the out-of-place results. */
 static void check_binary_inplace(const binary_row *r) {
   k_tensor a = kt_tensor_f32(kt_shape(2, 2, 3), r->alo, r->ahi, 5);
@@ -295,5 +396,6 @@ int main(void) {
   test_binary();
   for (size_t k = 0; k < sizeof binary / sizeof binary[0]; k++) check_binary_inplace(&binary[k]);
   test_ties_and_nan();
+  test_binary_vs_reference();
   return kt_finish("elemwise");
 }

@@ -162,6 +162,27 @@ static k_transpose_param perm(int n, int a, int b, int c, int d) {
   return p;
 }
 
+/* Every permutation of two rank-4 shapes: one with a size-1 axis and sides over a 16-wide tile
+ * ([3,1,19,20]: contiguous runs, tiles with partial edges), one shaped like attention heads
+ * ([2,5,4,32]: the [B,T,H,D] <-> [B,H,T,D] runs of 32). */
+static void test_transpose_all_perms(void) {
+  k_shape shapes[] = {kt_shape(4, 3, 1, 19, 20), kt_shape(4, 2, 5, 4, 32)};
+  for (int s = 0; s < 2; s++) {
+    k_tensor x = kt_tensor_f32(shapes[s], -1, 1, 60 + s);
+    for (int code = 0; code < 256; code++) {
+      int a[4] = {code & 3, code >> 2 & 3, code >> 4 & 3, code >> 6 & 3}, seen = 0;
+      for (int k = 0; k < 4; k++) seen |= 1 << a[k];
+      if (seen != 15) continue;
+      k_transpose_param p = perm(4, a[0], a[1], a[2], a[3]);
+      k_shape out = kt_shape(4, shapes[s].d[a[0]], shapes[s].d[a[1]], shapes[s].d[a[2]], shapes[s].d[a[3]]);
+      kt_case c = one_input("transpose (all permutations)", k_transpose_forward, k_transpose_backward,
+                            &x, out, &p);
+      check_all(&c, map_transpose);
+    }
+    kt_tensor_free(&x);
+  }
+}
+
 static void test_transpose(void) {
   k_transpose_param p3 = perm(3, 2, 0, 1, 0), p2 = perm(2, 1, 0, 0, 0), p4 = perm(4, 3, 1, 0, 2);
   k_tensor a = kt_tensor_f32(kt_shape(3, 2, 3, 4), -1, 1, 4), b = kt_tensor_f32(kt_shape(2, 3, 5), -1, 1, 5);
@@ -237,6 +258,7 @@ static void test_concat(void) {
 int main(void) {
   test_copies();
   test_transpose();
+  test_transpose_all_perms();
   test_broadcast_to();
   test_slice();
   test_concat();

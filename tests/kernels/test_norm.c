@@ -155,5 +155,8 @@ int main(void) {
   bn_gradcheck("bn grad 2-D", kt_shape(2, 6, 4), 1);
   ln_check("layer_norm 2-D", kt_shape(2, 5, 8));
   ln_check("layer_norm 3-D", kt_shape(3, 2, 3, 6));
+  ln_check("layer_norm rows over one block", kt_shape(2, 3, 300));   /* 256-float blocks */
+  ln_check("layer_norm rows off the lanes", kt_shape(3, 2, 7, 19));   /* 16 lanes + a tail */
+  ln_check("layer_norm rows of one", kt_shape(2, 5, 1));
   return kt_finish("test_norm");
 }

@@ -90,6 +90,23 @@ static void check_spread(kind k, const kt_case *c, const float *og, const float 
   free(want);
 }
 
+/* amax backward by hand: og of the element's group over the group's ties, 0 off the max. */
+static void check_max_spread(const kt_case *c, const float *og, const float *y, const float *got) {
+  k_shape xs = c->in[0].shape;
+  int64_t n = k_shape_numel(&xs), no = k_shape_numel(&c->out_shape[0]);
+  const float *x = c->in[0].data;
+  float *want = malloc((size_t)n * sizeof(float) + 4);
+  int *ties = calloc((size_t)no + 1, sizeof(int));
+  for (int64_t i = 0; i < n; i++) ties[out_index(i, xs, c->param)] += x[i] == y[out_index(i, xs, c->param)];
+  for (int64_t i = 0; i < n; i++) {
+    int64_t o = out_index(i, xs, c->param);
+    want[i] = x[i] == y[o] ? og[o] / (float)ties[o] : 0.0f;
+  }
+  KT_CHECK(kt_expect_close("max", got, want, n, 1e-6f, 0) == 0, "max backward values");
+  free(want);
+  free(ties);
+}
+
 /* The same backward into a NaN-filled and a zeroed buffer must agree under kWriteTo. */
 static void check_overwrites(kind k, kt_case *c) {
   k_tensor y, og = kt_tensor_f32(c->out_shape[0], -1, 1, 3);
@@ -107,6 +124,7 @@ static void check_overwrites(kind k, kt_case *c) {
   KT_CHECK(kt_expect_close("overwrite", g2.data, g1.data, n, 0, 0) == 0,
            "%s backward kWriteTo overwrites", names[k]);
   if (k != MAX) check_spread(k, c, og.data, g1.data);
+  else check_max_spread(c, og.data, y.data, g1.data);
   kt_tensor_free(&og); kt_tensor_free(&g1); kt_tensor_free(&g2); free(y.data);
 }
 
@@ -143,6 +161,54 @@ static void test_shapes(void) {
   kt_tensor_free(&t);
 }
 
+/* Runs longer than a block (256) and off the 16 lanes, reduced along the run (lanes), across
+ * it (blocks accumulating rows) and both, for every kind. */
+static void test_long_runs(void) {
+  static const int axes[][3] = {{1}, {2}, {0, 2}, {0, 1}, {0, 1, 2}};
+  static const int nax[] = {1, 1, 2, 2, 3};
+  k_tensor x = kt_tensor_f32(kt_shape(3, 3, 7, 300), -2, 2, 77);
+  for (int k = SUM; k <= MAX; k++)
+    for (int a = 0; a < 5; a++) {
+      k_reduce_param p = make_param(nax[a], axes[a], a & 1);
+      kt_case c = make_case(k, &x, &p);
+      c.atol = 2e-3f;   /* float sums of up to 6300 terms, against a double reference */
+      if (k != MAX) kt_gradcheck(&c);   /* a 1e-3 step reorders near-ties among 6300 values */
+      check_overwrites(k, &c);
+      k_tensor y;
+      int64_t n = k_shape_numel(&c.out_shape[0]);
+      float *want = malloc((size_t)n * sizeof(float) + 4);
+      reference(k, x.data, x.shape, &p, want);
+      KT_CHECK(kt_forward(&c, &y) == 0 && kt_expect_close(names[k], y.data, want, n, 1e-5f, 2e-5f) == 0,
+               "%s forward vs reference, axes %d", names[k], a);
+      free(y.data);
+      free(want);
+    }
+  kt_tensor_free(&x);
+}
+
+/* A NaN anywhere in a group makes that group's max NaN (torch.amax), along the run (lanes)
+ * and across runs (blocks), and leaves the other groups alone. */
+static void test_max_nan(void) {
+  int run[] = {1}, across[] = {0};
+  k_tensor x = kt_tensor_f32(kt_shape(2, 3, 300), -2, 2, 78);
+  float *xs = x.data, y[300];
+  xs[1 * 300 + 257] = NAN;                     /* row 1, past the first block */
+  k_reduce_param p1 = make_param(1, run, 0), p0 = make_param(1, across, 0);
+  k_tensor ty = {y, kt_shape(1, 3), K_F32};
+  k_req w = kWriteTo;
+  char err[64];
+  k_call c = {&x, 1, &ty, 1, &w, &p1, NULL, 0, 0, 0, 0, err, sizeof err};
+  k_max_forward(&c);
+  KT_CHECK(!isnan(y[0]) && isnan(y[1]) && !isnan(y[2]), "max along the run: NaN only in row 1");
+  ty.shape = kt_shape(1, 300);
+  c.param = &p0;
+  k_max_forward(&c);
+  int others_ok = 1;
+  for (int j = 0; j < 300; j++) others_ok &= (j == 257) == (isnan(y[j]) != 0);
+  KT_CHECK(others_ok, "max across runs: NaN only in column 257");
+  kt_tensor_free(&x);
+}
+
 /* amax backward: og split evenly among the elements equal to the max. */
 static void test_max_ties(void) {
   float x[8] = {1, 3, 3, 2, 5, 5, 5, 0}, og[2] = {0.9f, 0.6f}, y[2], g[8];
@@ -164,6 +230,8 @@ static void test_max_ties(void) {
 int main(void) {
   test_axes();
   test_shapes();
+  test_long_runs();
+  test_max_nan();
   test_max_ties();
   return kt_finish("reduce");
 }

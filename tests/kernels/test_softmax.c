@@ -66,6 +66,29 @@ static void test_axes(void) {
   kt_tensor_free(&v);
 }
 
+/* Rows longer than a block (256) and not a multiple of the 16 lanes, on the last axis
+ * (contiguous rows) and on a middle axis with more than a block of inner positions. */
+static void test_long_rows(void) {
+  struct { k_shape s; int axis; } cases[] = {{kt_shape(2, 3, 300), 1}, {kt_shape(2, 5, 19), 1},
+                                             {kt_shape(3, 2, 37, 260), 1}, {kt_shape(2, 7, 1), 0}};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    k_tensor x = kt_tensor_f32(cases[k].s, -4, 4, 40 + k);
+    k_softmax_param p = {cases[k].axis};
+    for (int is_log = 0; is_log < 2; is_log++) {
+      kt_case c = softmax_case(is_log, &x, &p);
+      /* Every output moves with each input here, so the float rounding of hundreds of
+       * log-probabilities swamps a 1e-3 step: a larger step and the harness's default
+       * tolerances (the formulas are held tight by test_axes; the values by check_values). */
+      c.eps = 1e-2f;
+      c.rtol = 2e-2f;
+      c.atol = 2e-3f;
+      kt_gradcheck(&c);
+      check_values(&c, cases[k].axis, is_log, 0);
+    }
+    kt_tensor_free(&x);
+  }
+}
+
 /* x = 1000 + u: a naive float exp overflows; the result must equal the shifted reference. */
 static void test_large(void) {
   k_tensor x = kt_tensor_f32(kt_shape(2, 3, 5), 999, 1001, 3);
@@ -87,12 +110,13 @@ static void test_large(void) {
   kt_tensor_free(&x);
 }
 
-/* y over x, then gx over og: both equal to the out-of-place results. */
-static void test_inplace(void) {
+/* y over x, then gx over og: both equal to the out-of-place results (on [4, 5], axis 1:
+ * contiguous rows, axis 0: strided ones). */
+static void test_inplace(int axis) {
   k_tensor x = kt_tensor_f32(kt_shape(2, 4, 5), -2, 2, 4), og = kt_tensor_f32(x.shape, -1, 1, 5);
   k_tensor y = kt_tensor_f32(x.shape, 0, 0, 1), g = kt_tensor_f32(x.shape, 0, 0, 1);
   k_tensor buf = kt_tensor_f32(x.shape, 0, 0, 1);
-  k_softmax_param p = {1};
+  k_softmax_param p = {axis};
   k_req w = kWriteTo, ip = kWriteInplace;
   size_t bytes = 20 * sizeof(float);
   char err[64];
@@ -158,6 +182,15 @@ static void test_xent(void) {
   kt_tensor_free(&l);
 }
 
+/* More classes than a block: the gradient's row crosses block boundaries. */
+static void test_xent_wide(void) {
+  k_tensor x = kt_tensor_f32(kt_shape(2, 3, 300), -3, 3, 8), l = kt_tensor_i32(kt_shape(1, 3), 250, 300, 9);
+  kt_case c = xent_case(&x, &l);
+  kt_gradcheck(&c);
+  kt_tensor_free(&x);
+  kt_tensor_free(&l);
+}
+
 /* A label outside [0, C) is a data error: nonzero return and a message, forward and backward. */
 static void test_bad_label(void) {
   float x[6] = {0}, loss = 0, og = 1, g[6], g_label[2];
@@ -181,9 +214,12 @@ static void test_bad_label(void) {
 
 int main(void) {
   test_axes();
+  test_long_rows();
   test_large();
-  test_inplace();
+  test_inplace(0);
+  test_inplace(1);
   test_xent();
+  test_xent_wide();
   test_bad_label();
   return kt_finish("softmax");
 }

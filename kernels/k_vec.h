@@ -1,0 +1,65 @@
+/* k_vec.h — the building blocks of the kernels' vectorised loops: stack blocks that outputs
+ * pass through (so an output may alias an input, and OpReqType is applied once per block), and
+ * horizontal sums kept in K_LANES partial sums combined in one fixed order. Header-only and
+ * free of k_util.h, so any kernel file can include it. */
+#ifndef KILN_K_VEC_H
+#define KILN_K_VEC_H
+
+#include "k_base.h"
+
+#define K_BLOCK 256   /* floats per stack block: 1 KiB, stays in L1 */
+#define K_LANES 16    /* partial sums of a horizontal reduction: one AVX-512 register */
+#define K_GRAIN 16384 /* elements a k_parallel_for chunk should cover: ~64 KiB of input */
+
+/* Units per k_parallel_for chunk when each unit covers `unit_elems` elements. */
+static inline int64_t k_vec_grain(int64_t unit_elems) {
+  return unit_elems > 0 && unit_elems < K_GRAIN ? K_GRAIN / unit_elems : 1;
+}
+
+/* The archive is built for baseline x86-64 (SSE2); a function carrying K_VEC_TARGETS is also
+ * compiled for AVX2 and AVX-512F and the best one is picked once, at load time, through an
+ * ifunc (in the generated .so and in the process the JIT resolves kernels from alike). None of
+ * the targets enables FMA, and every loop sums in fixed lanes, so all versions give the same
+ * bits. Put it on the function that holds the loop, not on the small inline pieces it calls. */
+#ifndef K_VEC_TARGETS       /* -DK_VEC_TARGETS= builds the baseline alone, to compare */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
+#define K_VEC_TARGETS __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define K_VEC_TARGETS
+#endif
+#endif
+
+/* y[k] = t[k] or y[k] += t[k]; t is a stack block, so it never overlaps y. */
+static inline void k_store_block(float *y, const float *restrict t, int64_t n, k_req req) {
+  if (req == kAddTo) for (int64_t k = 0; k < n; k++) y[k] += t[k];
+  else for (int64_t k = 0; k < n; k++) y[k] = t[k];
+}
+
+/* The lanes of a horizontal sum, added pairwise in a fixed order. */
+static inline float k_lanes_sum(float *l) {
+  for (int w = K_LANES / 2; w > 0; w /= 2)
+    for (int i = 0; i < w; i++) l[i] += l[i + w];
+  return l[0];
+}
+
+/* NaN-propagating max (torch.amax): NaN wins, else the larger. */
+static inline float k_vec_max2(float a, float b) { return (b > a || b != b) ? b : a; }
+
+/* The lanes of a max, combined pairwise; once a lane is NaN the result is NaN. */
+static inline float k_lanes_max(float *l) {
+  for (int w = K_LANES / 2; w > 0; w /= 2)
+    for (int i = 0; i < w; i++) l[i] = k_vec_max2(l[i], l[i + w]);
+  return l[0];
+}
+
+/* Sum of x[0..n) in lanes: element k goes to lane k % K_LANES. */
+static inline float k_vec_sum(const float *x, int64_t n) {
+  float l[K_LANES] = {0};
+  int64_t k = 0;
+  for (; k + K_LANES <= n; k += K_LANES)
+    for (int i = 0; i < K_LANES; i++) l[i] += x[k + i];
+  for (int i = 0; k + i < n; i++) l[i] += x[k + i];
+  return k_lanes_sum(l);
+}
+
+#endif
