@@ -4,9 +4,10 @@
  * A 1-D convolution runs as a 2-D one of height 1. Buffers live in c->temp. */
 #include "kernels.h"
 
-#include <cblas.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "k_blas.h"
 
 typedef struct {
   int64_t N, C, H, W;            /* input */
@@ -151,7 +152,7 @@ static void k_conv_gemm_fwd(const k_conv_geom *g, const float *Wt, const float *
                             float beta, float *out) {
   int64_t ckk_g = g->Cg * g->kh * g->kw, wg = g->Fg * ckk_g;
   for (int64_t gi = 0; gi < g->G; gi++)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->Fg, (int)ld, (int)ckk_g, 1.0f,
+    k_sgemm(CblasNoTrans, CblasNoTrans, (int)g->Fg, (int)ld, (int)ckk_g, 1.0f,
                 Wt + gi * wg, (int)ckk_g, cols + gi * ckk_g * ld, (int)ld, beta,
                 out + gi * g->Fg * ld, (int)ld);
 }
@@ -211,7 +212,7 @@ static void k_conv_grad_w(const k_conv_geom *g, const float *dy, const float *co
                           float *dW) {
   int64_t ckk_g = g->Cg * g->kh * g->kw, wg = g->Fg * ckk_g;
   for (int64_t gi = 0; gi < g->G; gi++)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g->Fg, (int)ckk_g, (int)ld, 1.0f,
+    k_sgemm(CblasNoTrans, CblasTrans, (int)g->Fg, (int)ckk_g, (int)ld, 1.0f,
                 dy + gi * g->Fg * ld, (int)ld, cols + gi * ckk_g * ld, (int)ld, 1.0f,
                 dW + gi * wg, (int)ckk_g);
 }
@@ -221,7 +222,7 @@ static void k_conv_grad_cols(const k_conv_geom *g, const float *dy, int64_t ld, 
                              float beta, float *dcol) {
   int64_t ckk_g = g->Cg * g->kh * g->kw, wg = g->Fg * ckk_g;
   for (int64_t gi = 0; gi < g->G; gi++)
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)ckk_g, (int)ld, (int)g->Fg, 1.0f,
+    k_sgemm(CblasTrans, CblasNoTrans, (int)ckk_g, (int)ld, (int)g->Fg, 1.0f,
                 Wt + gi * wg, (int)ckk_g, dy + gi * g->Fg * ld, (int)ld, beta,
                 dcol + gi * ckk_g * ld, (int)ld);
 }

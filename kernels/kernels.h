@@ -47,7 +47,8 @@ K_DECLARE_OP(softmax_cross_entropy)
 /* k_dropout.c — dropout: identity when !is_train; mask from k_philox_uniform otherwise. */
 K_DECLARE_OP(dropout)
 
-/* k_gemm.c — matmul (batched, broadcast batch dims) and fully_connected, on cblas_sgemm. */
+/* k_gemm.c — matmul (batched, broadcast batch dims) and fully_connected, on k_sgemm
+ * (k_blas.h: OpenBLAS single-threaded, large products split over the k_parallel pool). */
 K_DECLARE_OP(matmul)
 K_DECLARE_OP(fully_connected)
 
