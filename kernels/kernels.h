@@ -59,11 +59,12 @@ K_DECLARE_OP(fully_connected)
 K_DECLARE_OP(convolution)
 size_t k_conv_temp_bytes(const k_shape *data, const k_shape *weight, const k_conv_param *p);
 
-/* k_pool.c — max and average pooling (count_include_pad), 1-D and 2-D. */
+/* k_pool.c — max and average pooling (count_include_pad), 1-D and 2-D; planes split over
+ * threads, unclipped windows done together so the inner loops vectorise. */
 K_DECLARE_OP(pooling)
 
-/* k_norm.c — batch_norm (train: batch statistics, moving update; predict: moving statistics)
- * and layer_norm. */
+/* k_norm.c — batch_norm (train: batch statistics in one pass, moving update; predict: moving
+ * statistics; channels split over threads) and layer_norm. */
 K_DECLARE_OP(batch_norm)
 K_DECLARE_OP(layer_norm)
 
