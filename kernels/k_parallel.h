@@ -33,7 +33,9 @@ static inline int64_t k_parallel_chunks(int64_t n, int64_t grain) {
 void k_parallel_for(int64_t n, int64_t grain, k_range_fn fn, void *ctx);
 
 /* The threads k_parallel_for may use, the caller's included: KILN_NUM_THREADS when it is set
- * and valid, else the CPUs this process may run on. Fixed at the first call. */
+ * and valid, else the CPUs this process may run on. Read once, at the first use (or set by
+ * k_parallel_set_threads). Each shared object that links the kernels (every generated model
+ * .so) has its own pool of this size. */
 int k_parallel_threads(void);
 
 /* KILN_NUM_THREADS parsed strictly (a whole number in 1..1024), 0 when unset; an invalid value
