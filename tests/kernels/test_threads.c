@@ -53,7 +53,7 @@ static float *tt_run(const tt_call *c, int threads, int64_t *n) {
     kt_tensor_free(&out[k]);
   }
   for (int i = 0; i < c->nin; i++) {
-    memcpy(p, in[i].data, (size_t)tt_numel(&c->in[i]) * 4), p += tt_numel(&c->in[i]);
+    if (in[i].data) memcpy(p, in[i].data, (size_t)tt_numel(&c->in[i]) * 4), p += tt_numel(&c->in[i]);
     free(in[i].data);
   }
   free(temp);
