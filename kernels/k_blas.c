@@ -58,5 +58,7 @@ void k_sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64
   if (M <= 0 || N <= 0) return;
   k_sgemm_job j = {ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C, M >= N};
   int64_t dim = j.by_rows ? M : N;
-  k_parallel_for(dim, k_sgemm_grain(dim, M * N * (K > 0 ? K : 1)), k_sgemm_block, &j);
+  /* inside another loop's chunk the blocks would run one after another: one call packs less */
+  int64_t grain = k_parallel_nested() ? dim : k_sgemm_grain(dim, M * N * (K > 0 ? K : 1));
+  k_parallel_for(dim, grain, k_sgemm_block, &j);
 }

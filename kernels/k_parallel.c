@@ -142,9 +142,16 @@ static void k_par_stop_workers(void) {
   pthread_mutex_unlock(&g_pool.mu);
 }
 
+/* A loop of several chunks marks its chunks as nested even when it runs them all itself, so
+ * that k_parallel_nested() says the same with any thread count. */
 static void k_par_inline(int64_t n, int64_t grain, k_range_fn fn, void *ctx) {
+  int outer = t_inside;
+  if (n > grain) t_inside = 1;
   for (int64_t lo = 0; lo < n; lo += grain) fn(ctx, lo, lo + grain < n ? lo + grain : n);
+  t_inside = outer;
 }
+
+int k_parallel_nested(void) { return t_inside; }
 
 /* Publishes j, runs chunks alongside the workers, and returns once all have finished. */
 static void k_par_run_pooled(k_job *j) {

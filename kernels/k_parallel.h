@@ -32,6 +32,11 @@ static inline int64_t k_parallel_chunks(int64_t n, int64_t grain) {
  * nested loop then runs on the calling thread) and from several threads at once. */
 void k_parallel_for(int64_t n, int64_t grain, k_range_fn fn, void *ctx);
 
+/* 1 inside a chunk of a loop of more than one chunk (whichever thread runs it), where a
+ * nested loop runs on its caller: a kernel may then choose a coarser split, and since this
+ * does not depend on the thread count, neither do its bits. */
+int k_parallel_nested(void);
+
 /* The threads k_parallel_for may use, the caller's included: KILN_NUM_THREADS when it is set
  * and valid, else the CPUs this process may run on. Read once, at the first use (or set by
  * k_parallel_set_threads). Each shared object that links the kernels (every generated model

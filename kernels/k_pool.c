@@ -70,12 +70,15 @@ static float k_pool_value(const k_pool_geom *g, const float *x, k_window w, int 
   return s / (float)(g->kh * g->kw);   /* count_include_pad: padding counts as zeros */
 }
 
-/* Output columns [lo, hi) whose windows lie wholly inside an input row (no clipping). */
+/* Output columns [lo, hi) whose windows lie wholly inside an input row (no clipping). Fewer
+ * than K_POOL_MIN_RUN of them (global pooling has one) go the scalar way: a vector loop over a
+ * handful of columns per tap costs more than it saves. */
+#define K_POOL_MIN_RUN 4
 static void k_pool_inner_cols(const k_pool_geom *g, int64_t *lo, int64_t *hi) {
   *lo = (g->pw + g->sw - 1) / g->sw;
   *hi = g->W + g->pw - g->kw < 0 ? 0 : (g->W + g->pw - g->kw) / g->sw + 1;
   if (*hi > g->OW) *hi = g->OW;
-  if (*lo > *hi) *lo = *hi;
+  if (*hi - *lo < K_POOL_MIN_RUN) *lo = *hi;
 }
 
 /* Columns handled per step, so the per-row scratch stays on the stack. */

@@ -75,6 +75,30 @@ static void test_nested(void) {
   KT_CHECK(atomic_load(&nc.wrong_thread) == 0, "a nested loop runs on the thread that called it");
 }
 
+/* k_parallel_nested: set in the chunks of a loop of several chunks with any thread count
+ * (kernels pick their split by it, so it must not depend on the threads), not at top level
+ * nor in a loop of one chunk. */
+static void nested_fn(void *p, int64_t lo, int64_t hi) {
+  atomic_int *flags = p;
+  atomic_fetch_add(&flags[0], 1);
+  if (k_parallel_nested()) atomic_fetch_add(&flags[1], 1);
+}
+
+static void test_nested_flag(void) {
+  const int counts[] = {1, 2};
+  for (int i = 0; i < 2; i++) {
+    k_parallel_set_threads(counts[i]);
+    atomic_int flags[2] = {0, 0};
+    k_parallel_for(8, 1, nested_fn, flags);
+    KT_CHECK(atomic_load(&flags[0]) == 8 && atomic_load(&flags[1]) == 8, "%d threads: chunks are nested", counts[i]);
+    atomic_int one[2] = {0, 0};
+    k_parallel_for(8, 8, nested_fn, one);
+    KT_CHECK(atomic_load(&one[0]) == 1 && atomic_load(&one[1]) == 0, "%d threads: a one-chunk loop is not", counts[i]);
+    KT_CHECK(!k_parallel_nested(), "%d threads: top level is not nested", counts[i]);
+  }
+  k_parallel_set_threads(0);
+}
+
 /* ---- a chunked reduction: same bits with any thread count ------------------------------- */
 
 #define RED_N 100003
@@ -175,6 +199,7 @@ static void test_env(void) {
 int main(void) {
   test_cover();
   test_nested();
+  test_nested_flag();
   test_thread_counts();
   test_two_at_once();
   test_many_callers();
