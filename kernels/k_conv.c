@@ -5,6 +5,7 @@
  * otherwise make many thin GEMMs). A 1-D convolution runs as a 2-D one of height 1. */
 #include "kernels.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,9 +28,9 @@ typedef struct {
 #define K_CONV_COLS 1024
 
 /* The temp space is planned at compile time but the thread count is known only at run time,
- * so the batch is split into a fixed number of parts (not one per thread): each has its own
- * column and staging buffers, and in backward its own weight-gradient partial, summed into
- * dW in part order. Fixed parts make the result independent of the thread count; up to
+ * so the batch is split into a fixed number of parts (not one per thread): each running part
+ * borrows one of P column and staging buffers, and in backward owns a weight-gradient
+ * partial, summed into dW in part order. Fixed parts make the result independent of the thread count; up to
  * K_CONV_PARTS threads work on one convolution of a batch of at least that many samples. */
 #define K_CONV_PARTS 4
 
@@ -160,12 +161,15 @@ static int k_conv_check_temp(const k_call *c, const k_conv_geom *g) {
   return 1;
 }
 
-/* The buffers of part p inside c->temp: columns, staging, and (p >= 1) its dW partial. */
-static float *k_conv_cols(const k_call *c, const k_conv_geom *g, int64_t p) {
-  return (float *)c->temp + p * k_conv_part_floats(g);
+/* Column and staging buffer b inside c->temp, and (p >= 1) part p's dW partial. The P
+ * column/staging buffers are scratch lent to whichever parts run at the same time (a part
+ * takes the lowest free one), so one thread reuses one buffer, warm in cache, as before the
+ * split; the partials belong to their parts, which keeps the sum's order fixed. */
+static float *k_conv_cols(const k_call *c, const k_conv_geom *g, int64_t b) {
+  return (float *)c->temp + b * k_conv_part_floats(g);
 }
-static float *k_conv_stage(const k_call *c, const k_conv_geom *g, int64_t p) {
-  return k_conv_cols(c, g, p) + g->ckk * g->S * g->ohw;
+static float *k_conv_stage(const k_call *c, const k_conv_geom *g, int64_t b) {
+  return k_conv_cols(c, g, b) + g->ckk * g->S * g->ohw;
 }
 static float *k_conv_wpart(const k_call *c, const k_conv_geom *g, int64_t p) {
   return (float *)c->temp + g->P * k_conv_part_floats(g) + (p - 1) * g->wsz;
@@ -180,8 +184,23 @@ static int64_t k_conv_part(const k_conv_geom *g, int64_t p, int64_t *n0, int64_t
   return chunks > 0 ? (len + chunks - 1) / chunks : 1;
 }
 
-/* What a part needs: the call and its geometry (k_parallel_for's ctx). */
-typedef struct { const k_call *c; const k_conv_geom *g; } k_conv_job;
+/* What a part needs: the call, its geometry, and which column buffers are lent out (bit b). */
+typedef struct {
+  const k_call *c;
+  const k_conv_geom *g;
+  atomic_uint busy;
+} k_conv_job;
+
+/* At most P parts run at once, so a free buffer always exists. */
+static int64_t k_conv_buf_take(k_conv_job *j) {
+  for (;;)
+    for (unsigned b = 0; b < (unsigned)j->g->P; b++) {
+      unsigned cur = atomic_load(&j->busy);
+      if (!(cur & (1u << b)) && atomic_compare_exchange_weak(&j->busy, &cur, cur | (1u << b))) return b;
+    }
+}
+
+static void k_conv_buf_give(k_conv_job *j, int64_t b) { atomic_fetch_and(&j->busy, ~(1u << b)); }
 
 /* Out[g] (beta) = W[g] . cols[g] for every group; cols and out have row stride ld. */
 static void k_conv_gemm_fwd(const k_conv_geom *g, const float *Wt, const float *cols, int64_t ld,
@@ -214,14 +233,14 @@ static void k_conv_unstage(const k_conv_geom *g, const float *stage, int64_t s, 
     }
 }
 
-/* Forward for samples [n0, n0+s) in part pt's buffers: im2col side by side, one GEMM per
+/* Forward for samples [n0, n0+s) in column buffer b: im2col side by side, one GEMM per
  * group. A single-sample chunk writes Y directly; a wider one goes through the staging buffer. */
-static void k_conv_forward_chunk(const k_call *c, const k_conv_geom *g, int64_t pt, int64_t n0,
+static void k_conv_forward_chunk(const k_call *c, const k_conv_geom *g, int64_t b, int64_t n0,
                                  int64_t s) {
   const k_conv_param *p = c->param;
   const float *X = (const float *)c->in[0].data + n0 * g->C * g->H * g->W;
   const float *bias = p->no_bias ? NULL : c->in[2].data;
-  float *Y = (float *)c->out[0].data + n0 * g->F * g->ohw, *col = k_conv_cols(c, g, pt);
+  float *Y = (float *)c->out[0].data + n0 * g->F * g->ohw, *col = k_conv_cols(c, g, b);
   int64_t ld = s * g->ohw;
   if (s == 1) {
     float beta = k_conv_bias_init(g, bias, c->req[0], Y);
@@ -231,15 +250,16 @@ static void k_conv_forward_chunk(const k_call *c, const k_conv_geom *g, int64_t 
     return;
   }
   for (int64_t i = 0; i < s; i++) k_im2col(g, X + i * g->C * g->H * g->W, col + i * g->ohw, ld);
-  k_conv_gemm_fwd(g, c->in[1].data, col, ld, 0.0f, k_conv_stage(c, g, pt));
-  k_conv_unstage(g, k_conv_stage(c, g, pt), s, bias, c->req[0], Y);
+  k_conv_gemm_fwd(g, c->in[1].data, col, ld, 0.0f, k_conv_stage(c, g, b));
+  k_conv_unstage(g, k_conv_stage(c, g, b), s, bias, c->req[0], Y);
 }
 
 static void k_conv_forward_parts(void *ctx, int64_t lo, int64_t hi) {
-  const k_conv_job *j = ctx;
+  k_conv_job *j = ctx;
   for (int64_t pt = lo; pt < hi; pt++) {
-    int64_t n0, n1, s = k_conv_part(j->g, pt, &n0, &n1);
-    for (; n0 < n1; n0 += s) k_conv_forward_chunk(j->c, j->g, pt, n0, n1 - n0 < s ? n1 - n0 : s);
+    int64_t n0, n1, s = k_conv_part(j->g, pt, &n0, &n1), b = k_conv_buf_take(j);
+    for (; n0 < n1; n0 += s) k_conv_forward_chunk(j->c, j->g, b, n0, n1 - n0 < s ? n1 - n0 : s);
+    k_conv_buf_give(j, b);
   }
 }
 
@@ -247,7 +267,7 @@ int k_convolution_forward(const k_call *c) {
   if (c->req[0] == kNullOp) return 0;
   k_conv_geom g = k_conv_geometry(&c->in[0].shape, &c->in[1].shape, c->param);
   if (k_conv_check_temp(c, &g)) return 1;
-  k_conv_job j = {c, &g};
+  k_conv_job j = {c, &g, 0};
   k_parallel_for(g.N > 0 ? g.P : 0, 1, k_conv_forward_parts, &j);
   return 0;
 }
@@ -292,11 +312,11 @@ static void k_conv_grad_bias_rows(void *ctx, int64_t lo, int64_t hi) {
 
 /* dY[n0 .. n0+s) as [F, s*OHW] so a chunk's gradients are one GEMM per group; a single
  * sample is already in that layout. */
-static const float *k_conv_stage_dy(const k_call *c, const k_conv_geom *g, int64_t pt,
+static const float *k_conv_stage_dy(const k_call *c, const k_conv_geom *g, int64_t b,
                                     int64_t n0, int64_t s) {
   const float *dy = (const float *)c->in[0].data + n0 * g->F * g->ohw;
   if (s == 1) return dy;
-  float *stage = k_conv_stage(c, g, pt);
+  float *stage = k_conv_stage(c, g, b);
   int64_t ld = s * g->ohw;
   for (int64_t i = 0; i < s; i++)
     for (int64_t f = 0; f < g->F; f++)
@@ -305,10 +325,10 @@ static const float *k_conv_stage_dy(const k_call *c, const k_conv_geom *g, int64
 }
 
 /* Input gradient of a chunk: columns by GEMM, then col2im into each sample. */
-static void k_conv_grad_x(const k_call *c, const k_conv_geom *g, const float *dy, int64_t pt,
+static void k_conv_grad_x(const k_call *c, const k_conv_geom *g, const float *dy, int64_t b,
                           int64_t n0, int64_t s) {
   int64_t xsz = g->C * g->H * g->W, ld = s * g->ohw;
-  float *dX = (float *)c->out[0].data + n0 * xsz, *col = k_conv_cols(c, g, pt);
+  float *dX = (float *)c->out[0].data + n0 * xsz, *col = k_conv_cols(c, g, b);
   if (k_conv_is_pointwise(g)) {
     k_conv_grad_cols(g, dy, ld, c->in[2].data, c->req[0] == kAddTo ? 1.0f : 0.0f, dX);
     return;
@@ -318,30 +338,31 @@ static void k_conv_grad_x(const k_call *c, const k_conv_geom *g, const float *dy
   for (int64_t i = 0; i < s; i++) k_col2im(g, col + i * g->ohw, ld, dX + i * xsz);
 }
 
-/* One chunk's weight and input gradients; the column buffer serves both in turn. Part pt's
- * weight gradient goes to dW (part 0) or to the part's own partial. */
-static void k_conv_backward_chunk(const k_call *c, const k_conv_geom *g, int64_t pt, int64_t n0,
-                                  int64_t s) {
+/* One chunk's weight and input gradients in buffer b; the column buffer serves both in turn.
+ * Part pt's weight gradient goes to dW (part 0) or to the part's own partial. */
+static void k_conv_backward_chunk(const k_call *c, const k_conv_geom *g, int64_t b, int64_t pt,
+                                  int64_t n0, int64_t s) {
   int64_t xsz = g->C * g->H * g->W, ld = s * g->ohw;
   const float *X = (const float *)c->in[1].data + n0 * xsz;
-  const float *dy = k_conv_stage_dy(c, g, pt, n0, s);
-  float *col = k_conv_cols(c, g, pt);
+  const float *dy = k_conv_stage_dy(c, g, b, n0, s);
+  float *col = k_conv_cols(c, g, b);
   if (c->req[1] != kNullOp) {
     const float *cols = k_conv_is_pointwise(g) ? X : col;
     if (cols == col)
       for (int64_t i = 0; i < s; i++) k_im2col(g, X + i * xsz, col + i * g->ohw, ld);
     k_conv_grad_w(g, dy, cols, ld, pt == 0 ? (float *)c->out[1].data : k_conv_wpart(c, g, pt));
   }
-  if (c->req[0] != kNullOp) k_conv_grad_x(c, g, dy, pt, n0, s);
+  if (c->req[0] != kNullOp) k_conv_grad_x(c, g, dy, b, n0, s);
 }
 
 static void k_conv_backward_parts(void *ctx, int64_t lo, int64_t hi) {
-  const k_conv_job *j = ctx;
+  k_conv_job *j = ctx;
   for (int64_t pt = lo; pt < hi; pt++) {
-    int64_t n0, n1, s = k_conv_part(j->g, pt, &n0, &n1);
+    int64_t n0, n1, s = k_conv_part(j->g, pt, &n0, &n1), b = k_conv_buf_take(j);
     if (pt > 0 && j->c->req[1] != kNullOp)
       memset(k_conv_wpart(j->c, j->g, pt), 0, (size_t)j->g->wsz * sizeof(float));
-    for (; n0 < n1; n0 += s) k_conv_backward_chunk(j->c, j->g, pt, n0, n1 - n0 < s ? n1 - n0 : s);
+    for (; n0 < n1; n0 += s) k_conv_backward_chunk(j->c, j->g, b, pt, n0, n1 - n0 < s ? n1 - n0 : s);
+    k_conv_buf_give(j, b);
   }
 }
 
@@ -360,7 +381,7 @@ int k_convolution_backward(const k_call *c) {
   const k_conv_param *p = c->param;
   k_conv_geom g = k_conv_geometry(&c->in[1].shape, &c->in[2].shape, p);
   if (k_conv_check_temp(c, &g)) return 1;
-  k_conv_job j = {c, &g};
+  k_conv_job j = {c, &g, 0};
   if (c->req[1] == kWriteTo || c->req[1] == kWriteInplace)
     memset(c->out[1].data, 0, (size_t)k_shape_numel(&c->out[1].shape) * sizeof(float));
   if (g.N > 0 && (c->req[0] != kNullOp || c->req[1] != kNullOp))

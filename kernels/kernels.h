@@ -54,8 +54,8 @@ K_DECLARE_OP(fully_connected)
 
 /* k_conv.c — convolution (1-D and 2-D, groups, dilation) by im2col + GEMM; needs temp space
  * of k_conv_temp_bytes(): the batch is cut into at most 4 parts (fixed by N, not by the
- * thread count) run in parallel, each with its own column buffer and weight-gradient partial,
- * the partials summed in part order. */
+ * thread count) run in parallel, each with a column buffer lent for its run and its own
+ * weight-gradient partial, the partials summed in part order. */
 K_DECLARE_OP(convolution)
 size_t k_conv_temp_bytes(const k_shape *data, const k_shape *weight, const k_conv_param *p);
 
