@@ -72,7 +72,8 @@ K_DECLARE_OP(layer_norm)
 K_DECLARE_OP(embedding)
 
 /* k_optim.c — updates exactly as torch.optim.SGD / Adam (weight decay added to the
- * gradient, dampening 0, no Nesterov). Buffers start at zero; step counts from 1. */
+ * gradient, dampening 0, no Nesterov). Buffers start at zero; step counts from 1. Large
+ * tensors are split over threads. */
 void k_sgd_update(float *w, const float *g, float *mom, int64_t n, float lr, const k_sgd_param *p);
 void k_adam_update(float *w, const float *g, float *m, float *v, int64_t n, float lr,
                    const k_adam_param *p, int64_t step);

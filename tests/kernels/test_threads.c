@@ -1,7 +1,8 @@
 /* test_threads.c — every kernel that splits its work with k_parallel_for gives the same bits
  * with 1, 2 and 3 threads: convolution (a batch in parts, and batch 1 through split GEMMs),
  * fully_connected, matmul (one GEMM, batches, a broadcast operand), pooling and batch_norm,
- * forward and backward, at sizes large enough that the work really is split. */
+ * forward and backward, and the SGD and Adam updates, at sizes large enough that the work
+ * really is split. */
 #include "kt_harness.h"
 
 #include <stdlib.h>
@@ -145,6 +146,39 @@ static void tt_batch_norm(int is_train) {
   tt_check(&b);
 }
 
+/* ---- optimizer updates ------------------------------------------------------------------- */
+
+#define TT_OPT_N 100003
+
+/* Weights and state after 3 updates with `threads` threads: w, then mom or m, v. */
+static float *tt_optim(int adam, int threads) {
+  k_parallel_set_threads(threads);
+  float *buf = calloc(4 * TT_OPT_N, sizeof(float)), *w = buf, *g = buf + TT_OPT_N;
+  float *m = buf + 2 * TT_OPT_N, *v = buf + 3 * TT_OPT_N;
+  kt_fill_uniform(w, TT_OPT_N, -1.0f, 1.0f, 31);
+  kt_fill_uniform(g, TT_OPT_N, -1.0f, 1.0f, 32);
+  k_sgd_param sp = {0.9f, 1e-4f};
+  k_adam_param ap = {0.9f, 0.999f, 1e-8f, 1e-4f};
+  for (int step = 1; step <= 3; step++) {
+    if (adam) k_adam_update(w, g, m, v, TT_OPT_N, 1e-3f, &ap, step);
+    else k_sgd_update(w, g, m, TT_OPT_N, 0.05f, &sp);
+  }
+  return buf;
+}
+
+static void tt_optimizers(void) {
+  for (int adam = 0; adam < 2; adam++) {
+    float *one = tt_optim(adam, 1);
+    for (int t = 2; t <= 3; t++) {
+      float *got = tt_optim(adam, t);
+      KT_CHECK(memcmp(one, got, 4 * TT_OPT_N * sizeof(float)) == 0, "%s: %d threads differ from 1",
+               adam ? "adam" : "sgd", t);
+      free(got);
+    }
+    free(one);
+  }
+}
+
 int main(void) {
   tt_conv("convolution, batch of 20 in parts", 20, 16, 16, 32);
   tt_conv("convolution, batch 1", 1, 32, 32, 64);
@@ -156,5 +190,6 @@ int main(void) {
   tt_pool("avg pooling 2x2 s2", K_POOL_AVG, 2, 2, 0);
   tt_batch_norm(1);
   tt_batch_norm(0);
+  tt_optimizers();
   return kt_finish("threads");
 }
