@@ -1,12 +1,15 @@
 /* k_conv.c — convolution (F.conv1d / F.conv2d with stride, padding, dilation and groups),
- * forward and backward, by im2col + cblas_sgemm. Samples are taken in chunks wide enough to give
- * the GEMM about K_CONV_COLS columns (small feature maps otherwise make many thin GEMMs).
- * A 1-D convolution runs as a 2-D one of height 1. Buffers live in c->temp. */
+ * forward and backward, by im2col + GEMM. The batch is cut into at most K_CONV_PARTS parts,
+ * run in parallel by k_parallel_for, each with its own buffers in c->temp; a part takes its
+ * samples in chunks wide enough to give the GEMM about K_CONV_COLS columns (small feature maps
+ * otherwise make many thin GEMMs). A 1-D convolution runs as a 2-D one of height 1. */
 #include "kernels.h"
 
-#include <cblas.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "k_blas.h"
 
 typedef struct {
   int64_t N, C, H, W;            /* input */
@@ -14,13 +17,22 @@ typedef struct {
   int64_t kh, kw, sh, sw, ph, pw, dh, dw;
   int64_t OH, OW;
   int64_t ckk, ohw;              /* rows (C*kh*kw) and columns per sample (OH*OW) of im2col */
-  int64_t S;                     /* samples per chunk */
+  int64_t P;                     /* parts of the batch, each with its own buffers */
+  int64_t S;                     /* samples per chunk, at most */
+  int64_t wsz;                   /* weight elements, F * Cg*kh*kw */
 } k_conv_geom;
 
 /* Minimum GEMM width: samples are batched so that a product has at least this many columns,
  * amortising OpenBLAS's per-call packing of the weights (and its thread start-up when it is
  * threaded) — an 8x8 feature map gives only 64 columns per sample. */
 #define K_CONV_COLS 1024
+
+/* The temp space is planned at compile time but the thread count is known only at run time,
+ * so the batch is split into a fixed number of parts (not one per thread): each running part
+ * borrows one of P column and staging buffers, and in backward owns a weight-gradient
+ * partial, summed into dW in part order. Fixed parts make the result independent of the thread count; up to
+ * K_CONV_PARTS threads work on one convolution of a batch of at least that many samples. */
+#define K_CONV_PARTS 4
 
 static int64_t k_conv_out_len(int64_t in, int64_t k, int64_t s, int64_t pad, int64_t dil) {
   int64_t span = dil * (k - 1) + 1;
@@ -49,22 +61,31 @@ static k_conv_geom k_conv_geometry(const k_shape *x, const k_shape *w, const k_c
   g.OW = k_conv_out_len(g.W, g.kw, g.sw, g.pw, g.dw);
   g.ckk = g.C * g.kh * g.kw;
   g.ohw = g.OH * g.OW;
+  g.wsz = g.F * g.Cg * g.kh * g.kw;
+  g.P = g.N < K_CONV_PARTS ? (g.N > 0 ? g.N : 1) : K_CONV_PARTS;
+  int64_t per_part = (g.N + g.P - 1) / g.P;
   g.S = (k_conv_is_pointwise(&g) || g.ohw == 0) ? 1 : (K_CONV_COLS + g.ohw - 1) / g.ohw;
-  if (g.S > g.N) g.S = g.N > 0 ? g.N : 1;
+  if (g.S > per_part) g.S = per_part > 0 ? per_part : 1;
   return g;
 }
 
-/* Temp floats: the column buffer [C*kh*kw, S*OH*OW] and, when a chunk holds more than one
- * sample, an [F, S*OH*OW] staging buffer for the output (forward) or output gradient
- * (backward), since a chunk's GEMM result interleaves samples. */
-static int64_t k_conv_temp_floats(const k_conv_geom *g) {
+/* Floats of one part's buffers: the column buffer [C*kh*kw, S*OH*OW] and, when a chunk holds
+ * more than one sample, an [F, S*OH*OW] staging buffer for the output (forward) or output
+ * gradient (backward), since a chunk's GEMM result interleaves samples. */
+static int64_t k_conv_part_floats(const k_conv_geom *g) {
   int64_t cols = g->S * g->ohw;
   return g->ckk * cols + (g->S > 1 ? g->F * cols : 0);
 }
 
-/* 4 * (C*kh*kw + (S > 1 ? F : 0)) * S*OH*OW bytes, S = min(N, ceil(K_CONV_COLS / (OH*OW)))
- * (S = 1 for a 1x1 unit-stride unpadded kernel). Backward reuses the column buffer for the input
- * gradient columns after the weight gradient has consumed the im2col copy. */
+/* P parts' buffers, then P - 1 weight-gradient partials (part 0 accumulates into dW). */
+static int64_t k_conv_temp_floats(const k_conv_geom *g) {
+  return g->P * k_conv_part_floats(g) + (g->P - 1) * g->wsz;
+}
+
+/* 4 * (P * (C*kh*kw + (S > 1 ? F : 0)) * S*OH*OW + (P - 1) * F*C/G*kh*kw) bytes, with
+ * P = min(N, K_CONV_PARTS) parts and S = min(ceil(N / P), ceil(K_CONV_COLS / (OH*OW))) samples
+ * per chunk (S = 1 for a 1x1 unit-stride unpadded kernel). Backward reuses the column buffer
+ * for the input gradient columns after the weight gradient has consumed the im2col copy. */
 size_t k_conv_temp_bytes(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
   k_conv_geom g = k_conv_geometry(data, weight, p);
   return (size_t)k_conv_temp_floats(&g) * sizeof(float);
@@ -135,23 +156,58 @@ static void k_col2im(const k_conv_geom *g, const float *col, int64_t ld, float *
 
 static int k_conv_check_temp(const k_call *c, const k_conv_geom *g) {
   size_t need = (size_t)k_conv_temp_floats(g) * sizeof(float);
-  if (k_conv_is_pointwise(g) || (c->temp && c->temp_bytes >= need)) return 0;
+  if (need == 0 || (c->temp && c->temp_bytes >= need)) return 0;
   snprintf(c->err, c->err_len, "convolution: temp space %zu bytes, need %zu", c->temp_bytes, need);
   return 1;
 }
 
-/* The two buffers of a chunk inside c->temp. */
-static float *k_conv_cols(const k_call *c) { return c->temp; }
-static float *k_conv_stage(const k_call *c, const k_conv_geom *g) {
-  return (float *)c->temp + g->ckk * g->S * g->ohw;
+/* Column and staging buffer b inside c->temp, and (p >= 1) part p's dW partial. The P
+ * column/staging buffers are scratch lent to whichever parts run at the same time (a part
+ * takes the lowest free one), so one thread reuses one buffer, warm in cache, as before the
+ * split; the partials belong to their parts, which keeps the sum's order fixed. */
+static float *k_conv_cols(const k_call *c, const k_conv_geom *g, int64_t b) {
+  return (float *)c->temp + b * k_conv_part_floats(g);
 }
+static float *k_conv_stage(const k_call *c, const k_conv_geom *g, int64_t b) {
+  return k_conv_cols(c, g, b) + g->ckk * g->S * g->ohw;
+}
+static float *k_conv_wpart(const k_call *c, const k_conv_geom *g, int64_t p) {
+  return (float *)c->temp + g->P * k_conv_part_floats(g) + (p - 1) * g->wsz;
+}
+
+/* A part's samples [*n0, *n1), and how many go in each of its chunks: the part's samples
+ * spread evenly over as few chunks as keep each within S. */
+static int64_t k_conv_part(const k_conv_geom *g, int64_t p, int64_t *n0, int64_t *n1) {
+  *n0 = p * g->N / g->P;
+  *n1 = (p + 1) * g->N / g->P;
+  int64_t len = *n1 - *n0, chunks = (len + g->S - 1) / g->S;
+  return chunks > 0 ? (len + chunks - 1) / chunks : 1;
+}
+
+/* What a part needs: the call, its geometry, and which column buffers are lent out (bit b). */
+typedef struct {
+  const k_call *c;
+  const k_conv_geom *g;
+  atomic_uint busy;
+} k_conv_job;
+
+/* At most P parts run at once, so a free buffer always exists. */
+static int64_t k_conv_buf_take(k_conv_job *j) {
+  for (;;)
+    for (unsigned b = 0; b < (unsigned)j->g->P; b++) {
+      unsigned cur = atomic_load(&j->busy);
+      if (!(cur & (1u << b)) && atomic_compare_exchange_weak(&j->busy, &cur, cur | (1u << b))) return b;
+    }
+}
+
+static void k_conv_buf_give(k_conv_job *j, int64_t b) { atomic_fetch_and(&j->busy, ~(1u << b)); }
 
 /* Out[g] (beta) = W[g] . cols[g] for every group; cols and out have row stride ld. */
 static void k_conv_gemm_fwd(const k_conv_geom *g, const float *Wt, const float *cols, int64_t ld,
                             float beta, float *out) {
   int64_t ckk_g = g->Cg * g->kh * g->kw, wg = g->Fg * ckk_g;
   for (int64_t gi = 0; gi < g->G; gi++)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->Fg, (int)ld, (int)ckk_g, 1.0f,
+    k_sgemm(CblasNoTrans, CblasNoTrans, (int)g->Fg, (int)ld, (int)ckk_g, 1.0f,
                 Wt + gi * wg, (int)ckk_g, cols + gi * ckk_g * ld, (int)ld, beta,
                 out + gi * g->Fg * ld, (int)ld);
 }
@@ -177,13 +233,14 @@ static void k_conv_unstage(const k_conv_geom *g, const float *stage, int64_t s, 
     }
 }
 
-/* Forward for samples [n0, n0+s): im2col side by side, one GEMM per group. A single-sample
- * chunk writes Y directly; a wider one goes through the staging buffer. */
-static void k_conv_forward_chunk(const k_call *c, const k_conv_geom *g, int64_t n0, int64_t s) {
+/* Forward for samples [n0, n0+s) in column buffer b: im2col side by side, one GEMM per
+ * group. A single-sample chunk writes Y directly; a wider one goes through the staging buffer. */
+static void k_conv_forward_chunk(const k_call *c, const k_conv_geom *g, int64_t b, int64_t n0,
+                                 int64_t s) {
   const k_conv_param *p = c->param;
   const float *X = (const float *)c->in[0].data + n0 * g->C * g->H * g->W;
   const float *bias = p->no_bias ? NULL : c->in[2].data;
-  float *Y = (float *)c->out[0].data + n0 * g->F * g->ohw, *col = k_conv_cols(c);
+  float *Y = (float *)c->out[0].data + n0 * g->F * g->ohw, *col = k_conv_cols(c, g, b);
   int64_t ld = s * g->ohw;
   if (s == 1) {
     float beta = k_conv_bias_init(g, bias, c->req[0], Y);
@@ -193,16 +250,25 @@ static void k_conv_forward_chunk(const k_call *c, const k_conv_geom *g, int64_t 
     return;
   }
   for (int64_t i = 0; i < s; i++) k_im2col(g, X + i * g->C * g->H * g->W, col + i * g->ohw, ld);
-  k_conv_gemm_fwd(g, c->in[1].data, col, ld, 0.0f, k_conv_stage(c, g));
-  k_conv_unstage(g, k_conv_stage(c, g), s, bias, c->req[0], Y);
+  k_conv_gemm_fwd(g, c->in[1].data, col, ld, 0.0f, k_conv_stage(c, g, b));
+  k_conv_unstage(g, k_conv_stage(c, g, b), s, bias, c->req[0], Y);
+}
+
+static void k_conv_forward_parts(void *ctx, int64_t lo, int64_t hi) {
+  k_conv_job *j = ctx;
+  for (int64_t pt = lo; pt < hi; pt++) {
+    int64_t n0, n1, s = k_conv_part(j->g, pt, &n0, &n1), b = k_conv_buf_take(j);
+    for (; n0 < n1; n0 += s) k_conv_forward_chunk(j->c, j->g, b, n0, n1 - n0 < s ? n1 - n0 : s);
+    k_conv_buf_give(j, b);
+  }
 }
 
 int k_convolution_forward(const k_call *c) {
   if (c->req[0] == kNullOp) return 0;
   k_conv_geom g = k_conv_geometry(&c->in[0].shape, &c->in[1].shape, c->param);
   if (k_conv_check_temp(c, &g)) return 1;
-  for (int64_t n0 = 0; n0 < g.N; n0 += g.S)
-    k_conv_forward_chunk(c, &g, n0, g.N - n0 < g.S ? g.N - n0 : g.S);
+  k_conv_job j = {c, &g, 0};
+  k_parallel_for(g.N > 0 ? g.P : 0, 1, k_conv_forward_parts, &j);
   return 0;
 }
 
@@ -211,7 +277,7 @@ static void k_conv_grad_w(const k_conv_geom *g, const float *dy, const float *co
                           float *dW) {
   int64_t ckk_g = g->Cg * g->kh * g->kw, wg = g->Fg * ckk_g;
   for (int64_t gi = 0; gi < g->G; gi++)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g->Fg, (int)ckk_g, (int)ld, 1.0f,
+    k_sgemm(CblasNoTrans, CblasTrans, (int)g->Fg, (int)ckk_g, (int)ld, 1.0f,
                 dy + gi * g->Fg * ld, (int)ld, cols + gi * ckk_g * ld, (int)ld, 1.0f,
                 dW + gi * wg, (int)ckk_g);
 }
@@ -221,29 +287,36 @@ static void k_conv_grad_cols(const k_conv_geom *g, const float *dy, int64_t ld, 
                              float beta, float *dcol) {
   int64_t ckk_g = g->Cg * g->kh * g->kw, wg = g->Fg * ckk_g;
   for (int64_t gi = 0; gi < g->G; gi++)
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)ckk_g, (int)ld, (int)g->Fg, 1.0f,
+    k_sgemm(CblasTrans, CblasNoTrans, (int)ckk_g, (int)ld, (int)g->Fg, 1.0f,
                 Wt + gi * wg, (int)ckk_g, dy + gi * g->Fg * ld, (int)ld, beta,
                 dcol + gi * ckk_g * ld, (int)ld);
 }
 
-static void k_conv_grad_bias(const k_conv_geom *g, const float *dY, k_req r, float *db) {
-  if (r == kNullOp) return;
-  if (r != kAddTo) memset(db, 0, (size_t)g->F * sizeof(float));
-  for (int64_t n = 0; n < g->N; n++)
-    for (int64_t f = 0; f < g->F; f++) {
+/* db[f] (op)= sum over samples, in order, of the sample's sum of dY[n, f]. */
+static void k_conv_grad_bias_rows(void *ctx, int64_t lo, int64_t hi) {
+  const k_conv_job *j = ctx;
+  const k_conv_geom *g = j->g;
+  const float *dY = j->c->in[0].data;
+  float *db = j->c->out[2].data;
+  for (int64_t f = lo; f < hi; f++) {
+    float acc = j->c->req[2] == kAddTo ? db[f] : 0.0f;
+    for (int64_t n = 0; n < g->N; n++) {
       const float *d = dY + (n * g->F + f) * g->ohw;
       float s = 0.0f;
       for (int64_t i = 0; i < g->ohw; i++) s += d[i];
-      db[f] += s;
+      acc += s;
     }
+    db[f] = acc;
+  }
 }
 
 /* dY[n0 .. n0+s) as [F, s*OHW] so a chunk's gradients are one GEMM per group; a single
  * sample is already in that layout. */
-static const float *k_conv_stage_dy(const k_call *c, const k_conv_geom *g, int64_t n0, int64_t s) {
+static const float *k_conv_stage_dy(const k_call *c, const k_conv_geom *g, int64_t b,
+                                    int64_t n0, int64_t s) {
   const float *dy = (const float *)c->in[0].data + n0 * g->F * g->ohw;
   if (s == 1) return dy;
-  float *stage = k_conv_stage(c, g);
+  float *stage = k_conv_stage(c, g, b);
   int64_t ld = s * g->ohw;
   for (int64_t i = 0; i < s; i++)
     for (int64_t f = 0; f < g->F; f++)
@@ -252,10 +325,10 @@ static const float *k_conv_stage_dy(const k_call *c, const k_conv_geom *g, int64
 }
 
 /* Input gradient of a chunk: columns by GEMM, then col2im into each sample. */
-static void k_conv_grad_x(const k_call *c, const k_conv_geom *g, const float *dy, int64_t n0,
-                          int64_t s) {
+static void k_conv_grad_x(const k_call *c, const k_conv_geom *g, const float *dy, int64_t b,
+                          int64_t n0, int64_t s) {
   int64_t xsz = g->C * g->H * g->W, ld = s * g->ohw;
-  float *dX = (float *)c->out[0].data + n0 * xsz, *col = k_conv_cols(c);
+  float *dX = (float *)c->out[0].data + n0 * xsz, *col = k_conv_cols(c, g, b);
   if (k_conv_is_pointwise(g)) {
     k_conv_grad_cols(g, dy, ld, c->in[2].data, c->req[0] == kAddTo ? 1.0f : 0.0f, dX);
     return;
@@ -265,19 +338,42 @@ static void k_conv_grad_x(const k_call *c, const k_conv_geom *g, const float *dy
   for (int64_t i = 0; i < s; i++) k_col2im(g, col + i * g->ohw, ld, dX + i * xsz);
 }
 
-/* One chunk's weight and input gradients; the column buffer serves both in turn. */
-static void k_conv_backward_chunk(const k_call *c, const k_conv_geom *g, int64_t n0, int64_t s) {
+/* One chunk's weight and input gradients in buffer b; the column buffer serves both in turn.
+ * Part pt's weight gradient goes to dW (part 0) or to the part's own partial. */
+static void k_conv_backward_chunk(const k_call *c, const k_conv_geom *g, int64_t b, int64_t pt,
+                                  int64_t n0, int64_t s) {
   int64_t xsz = g->C * g->H * g->W, ld = s * g->ohw;
   const float *X = (const float *)c->in[1].data + n0 * xsz;
-  const float *dy = k_conv_stage_dy(c, g, n0, s);
-  float *col = k_conv_cols(c);
+  const float *dy = k_conv_stage_dy(c, g, b, n0, s);
+  float *col = k_conv_cols(c, g, b);
   if (c->req[1] != kNullOp) {
     const float *cols = k_conv_is_pointwise(g) ? X : col;
     if (cols == col)
       for (int64_t i = 0; i < s; i++) k_im2col(g, X + i * xsz, col + i * g->ohw, ld);
-    k_conv_grad_w(g, dy, cols, ld, c->out[1].data);
+    k_conv_grad_w(g, dy, cols, ld, pt == 0 ? (float *)c->out[1].data : k_conv_wpart(c, g, pt));
   }
-  if (c->req[0] != kNullOp) k_conv_grad_x(c, g, dy, n0, s);
+  if (c->req[0] != kNullOp) k_conv_grad_x(c, g, dy, b, n0, s);
+}
+
+static void k_conv_backward_parts(void *ctx, int64_t lo, int64_t hi) {
+  k_conv_job *j = ctx;
+  for (int64_t pt = lo; pt < hi; pt++) {
+    int64_t n0, n1, s = k_conv_part(j->g, pt, &n0, &n1), b = k_conv_buf_take(j);
+    if (pt > 0 && j->c->req[1] != kNullOp)
+      memset(k_conv_wpart(j->c, j->g, pt), 0, (size_t)j->g->wsz * sizeof(float));
+    for (; n0 < n1; n0 += s) k_conv_backward_chunk(j->c, j->g, b, pt, n0, n1 - n0 < s ? n1 - n0 : s);
+    k_conv_buf_give(j, b);
+  }
+}
+
+/* dW += partial 1, += partial 2, ...: the same order whichever threads made them. */
+static void k_conv_sum_wparts(void *ctx, int64_t lo, int64_t hi) {
+  const k_conv_job *j = ctx;
+  float *dW = j->c->out[1].data;
+  for (int64_t pt = 1; pt < j->g->P; pt++) {
+    const float *w = k_conv_wpart(j->c, j->g, pt);
+    for (int64_t i = lo; i < hi; i++) dW[i] += w[i];
+  }
 }
 
 /* Backward in = [dY, X, W, (b), Y]; out = [dX, dW, (db)]. */
@@ -285,11 +381,12 @@ int k_convolution_backward(const k_call *c) {
   const k_conv_param *p = c->param;
   k_conv_geom g = k_conv_geometry(&c->in[1].shape, &c->in[2].shape, p);
   if (k_conv_check_temp(c, &g)) return 1;
+  k_conv_job j = {c, &g, 0};
   if (c->req[1] == kWriteTo || c->req[1] == kWriteInplace)
     memset(c->out[1].data, 0, (size_t)k_shape_numel(&c->out[1].shape) * sizeof(float));
-  if (c->req[0] != kNullOp || c->req[1] != kNullOp)
-    for (int64_t n0 = 0; n0 < g.N; n0 += g.S)
-      k_conv_backward_chunk(c, &g, n0, g.N - n0 < g.S ? g.N - n0 : g.S);
-  if (!p->no_bias) k_conv_grad_bias(&g, c->in[0].data, c->req[2], c->out[2].data);
+  if (g.N > 0 && (c->req[0] != kNullOp || c->req[1] != kNullOp))
+    k_parallel_for(g.P, 1, k_conv_backward_parts, &j);
+  if (g.N > 0 && c->req[1] != kNullOp) k_parallel_for(g.wsz, 1 << 14, k_conv_sum_wparts, &j);
+  if (!p->no_bias && c->req[2] != kNullOp) k_parallel_for(g.F, 8, k_conv_grad_bias_rows, &j);
   return 0;
 }

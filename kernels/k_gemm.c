@@ -1,10 +1,12 @@
 /* k_gemm.c — matmul (torch.matmul for rank >= 2, broadcast batch dims, optional transposes of
- * the last two dims) and fully_connected (F.linear), forward and backward, on cblas_sgemm.
+ * the last two dims) and fully_connected (F.linear), forward and backward, on k_sgemm (which
+ * splits one large product over the threads); batches of small products are split instead.
  * OpReqType maps onto sgemm's beta: kWriteTo -> 0, kAddTo -> 1, kNullOp skips the product. */
 #include "kernels.h"
 
-#include <cblas.h>
 #include <string.h>
+
+#include "k_blas.h"
 
 /* beta for a single product written straight into a req'd output. */
 static float k_beta(k_req r) { return r == kAddTo ? 1.0f : 0.0f; }
@@ -71,6 +73,27 @@ static int k_mm_foldable(const k_mm_geom *g) {
   return 1;
 }
 
+/* Batches [lo, hi) of a matmul that is not one GEMM: the products are independent. */
+typedef struct { const k_call *c; const k_mm_geom *g; int which; } k_mm_job;
+
+/* Batches per chunk: enough that a chunk is worth a thread (each product is usually small). */
+static int64_t k_mm_batch_grain(const k_mm_geom *g) {
+  int64_t macs = g->M * g->N * (g->K > 0 ? g->K : 1);
+  return macs >= (1 << 18) ? 1 : (1 << 18) / (macs > 0 ? macs : 1);
+}
+
+static void k_mm_forward_batches(void *ctx, int64_t lo, int64_t hi) {
+  const k_mm_job *j = ctx;
+  const k_mm_geom *g = j->g;
+  const float *A = j->c->in[0].data, *B = j->c->in[1].data;
+  float *C = j->c->out[0].data;
+  int lda = (int)(g->ta ? g->M : g->K), ldb = (int)(g->tb ? g->K : g->N);
+  for (int64_t i = lo; i < hi; i++)
+    k_sgemm(g->ta ? CblasTrans : CblasNoTrans, g->tb ? CblasTrans : CblasNoTrans, g->M, g->N,
+            g->K, 1.0f, A + k_mm_offset(g, g->sa, i), lda, B + k_mm_offset(g, g->sb, i), ldb,
+            k_beta(j->c->req[0]), C + i * g->M * g->N, g->N);
+}
+
 int k_matmul_forward(const k_call *c) {
   if (c->req[0] == kNullOp) return 0;
   k_mm_geom g = k_mm_geometry(&c->in[0].shape, &c->in[1].shape, &c->out[0].shape, c->param);
@@ -79,14 +102,12 @@ int k_matmul_forward(const k_call *c) {
   int lda = (int)(g.ta ? g.M : g.K), ldb = (int)(g.tb ? g.K : g.N);
   CBLAS_TRANSPOSE TA = g.ta ? CblasTrans : CblasNoTrans, TB = g.tb ? CblasTrans : CblasNoTrans;
   if (k_mm_foldable(&g)) {
-    cblas_sgemm(CblasRowMajor, TA, TB, (int)(g.batch * g.M), (int)g.N, (int)g.K, 1.0f, A, lda,
+    k_sgemm(TA, TB, (int)(g.batch * g.M), (int)g.N, (int)g.K, 1.0f, A, lda,
                 B, ldb, k_beta(c->req[0]), C, (int)g.N);
     return 0;
   }
-  for (int64_t i = 0; i < g.batch; i++)
-    cblas_sgemm(CblasRowMajor, TA, TB, (int)g.M, (int)g.N, (int)g.K, 1.0f,
-                A + k_mm_offset(&g, g.sa, i), lda, B + k_mm_offset(&g, g.sb, i), ldb,
-                k_beta(c->req[0]), C + i * g.M * g.N, (int)g.N);
+  k_mm_job j = {c, &g, 0};
+  k_parallel_for(g.batch, k_mm_batch_grain(&g), k_mm_forward_batches, &j);
   return 0;
 }
 
@@ -95,10 +116,10 @@ static void k_mm_grad_a(const k_mm_geom *g, int64_t rows, const float *dC, const
                         float beta, float *dA) {
   int ldb = (int)(g->tb ? g->K : g->N);
   if (!g->ta)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, g->tb ? CblasNoTrans : CblasTrans, (int)rows,
+    k_sgemm(CblasNoTrans, g->tb ? CblasNoTrans : CblasTrans, (int)rows,
                 (int)g->K, (int)g->N, 1.0f, dC, (int)g->N, B, ldb, beta, dA, (int)g->K);
   else
-    cblas_sgemm(CblasRowMajor, g->tb ? CblasTrans : CblasNoTrans, CblasTrans, (int)g->K,
+    k_sgemm(g->tb ? CblasTrans : CblasNoTrans, CblasTrans, (int)g->K,
                 (int)g->M, (int)g->N, 1.0f, B, ldb, dC, (int)g->N, beta, dA, (int)g->M);
 }
 
@@ -107,10 +128,10 @@ static void k_mm_grad_b(const k_mm_geom *g, int64_t rows, const float *dC, const
                         float beta, float *dB) {
   int lda = (int)(g->ta ? g->M : g->K);
   if (!g->tb)
-    cblas_sgemm(CblasRowMajor, g->ta ? CblasNoTrans : CblasTrans, CblasNoTrans, (int)g->K,
+    k_sgemm(g->ta ? CblasNoTrans : CblasTrans, CblasNoTrans, (int)g->K,
                 (int)g->N, (int)rows, 1.0f, A, lda, dC, (int)g->N, beta, dB, (int)g->N);
   else
-    cblas_sgemm(CblasRowMajor, CblasTrans, g->ta ? CblasTrans : CblasNoTrans, (int)g->N,
+    k_sgemm(CblasTrans, g->ta ? CblasTrans : CblasNoTrans, (int)g->N,
                 (int)g->K, (int)rows, 1.0f, dC, (int)g->N, A, lda, beta, dB, (int)g->K);
 }
 
@@ -119,6 +140,27 @@ static void k_mm_grad_b(const k_mm_geom *g, int64_t rows, const float *dC, const
 static void k_mm_prepare(k_req r, k_tensor *t) {
   if (r == kWriteTo || r == kWriteInplace)
     memset(t->data, 0, (size_t)k_shape_numel(&t->shape) * sizeof(float));
+}
+
+/* True when an operand with batch strides s is reused by several output batches. */
+static int k_mm_broadcast(const k_mm_geom *g, const int64_t *s) {
+  for (int d = 0; d < g->nb; d++)
+    if (s[d] == 0 && g->bd[d] != 1) return 1;
+  return 0;
+}
+
+/* Gradient of operand j->which for batches [lo, hi), accumulated onto the prepared output. */
+static void k_mm_backward_batches(void *ctx, int64_t lo, int64_t hi) {
+  const k_mm_job *j = ctx;
+  const k_mm_geom *g = j->g;
+  const float *dC = j->c->in[0].data, *A = j->c->in[1].data, *B = j->c->in[2].data;
+  float *out = j->c->out[j->which].data;
+  for (int64_t i = lo; i < hi; i++) {
+    const float *dCi = dC + i * g->M * g->N;
+    int64_t oa = k_mm_offset(g, g->sa, i), ob = k_mm_offset(g, g->sb, i);
+    if (j->which == 0) k_mm_grad_a(g, g->M, dCi, B + ob, 1.0f, out + oa);
+    else k_mm_grad_b(g, g->M, dCi, A + oa, 1.0f, out + ob);
+  }
 }
 
 int k_matmul_backward(const k_call *c) {
@@ -130,13 +172,13 @@ int k_matmul_backward(const k_call *c) {
     if (c->req[1] != kNullOp) k_mm_grad_b(&g, g.batch * g.M, dC, A, k_beta(c->req[1]), c->out[1].data);
     return 0;
   }
-  for (int k = 0; k < 2; k++)
-    if (c->req[k] != kNullOp) k_mm_prepare(c->req[k], &c->out[k]);
-  for (int64_t i = 0; i < g.batch; i++) {
-    const float *dCi = dC + i * g.M * g.N;
-    int64_t oa = k_mm_offset(&g, g.sa, i), ob = k_mm_offset(&g, g.sb, i);
-    if (c->req[0] != kNullOp) k_mm_grad_a(&g, g.M, dCi, B + ob, 1.0f, (float *)c->out[0].data + oa);
-    if (c->req[1] != kNullOp) k_mm_grad_b(&g, g.M, dCi, A + oa, 1.0f, (float *)c->out[1].data + ob);
+  for (int k = 0; k < 2; k++) {
+    if (c->req[k] == kNullOp) continue;
+    k_mm_prepare(c->req[k], &c->out[k]);
+    k_mm_job j = {c, &g, k};
+    /* a broadcast operand's gradient sums over batches: those go in order, one at a time */
+    int64_t grain = k_mm_broadcast(&g, k ? g.sb : g.sa) ? g.batch : k_mm_batch_grain(&g);
+    k_parallel_for(g.batch, grain, k_mm_backward_batches, &j);
   }
   return 0;
 }
@@ -165,7 +207,7 @@ int k_fully_connected_forward(const k_call *c) {
       for (int64_t h = 0; h < H; h++) Y[r * H + h] = (add ? Y[r * H + h] : 0.0f) + bias[h];
     beta = 1.0f;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)H, (int)in, 1.0f,
+  k_sgemm(CblasNoTrans, CblasTrans, (int)rows, (int)H, (int)in, 1.0f,
               c->in[0].data, (int)in, c->in[1].data, (int)in, beta, Y, (int)H);
   return 0;
 }
@@ -186,10 +228,10 @@ int k_fully_connected_backward(const k_call *c) {
   k_fc_dims(&c->in[1].shape, p, &rows, &in);
   const float *dY = c->in[0].data, *X = c->in[1].data, *W = c->in[2].data;
   if (c->req[0] != kNullOp)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)in, (int)H, 1.0f,
+    k_sgemm(CblasNoTrans, CblasNoTrans, (int)rows, (int)in, (int)H, 1.0f,
                 dY, (int)H, W, (int)in, k_beta(c->req[0]), c->out[0].data, (int)in);
   if (c->req[1] != kNullOp)
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)H, (int)in, (int)rows, 1.0f,
+    k_sgemm(CblasTrans, CblasNoTrans, (int)H, (int)in, (int)rows, 1.0f,
                 dY, (int)H, X, (int)in, k_beta(c->req[1]), c->out[1].data, (int)in);
   if (nargs == 3) k_fc_bias_grad(dY, rows, H, c->req[2], c->out[2].data);
   return 0;

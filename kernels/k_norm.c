@@ -1,7 +1,8 @@
 /* k_norm.c — batch_norm (F.batch_norm: batch statistics and a moving-average update in train
  * mode, moving statistics in predict mode) and layer_norm (F.layer_norm over the last axis).
  * Both save the mean and 1/sqrt(var + eps) as hidden outputs for the backward pass. Statistics
- * are accumulated in double so that large batches match torch to float precision. */
+ * are accumulated in double so that large batches match torch to float precision. batch_norm
+ * is split over channels with k_parallel_for. */
 #include "kernels.h"
 
 #include <math.h>
@@ -23,52 +24,91 @@ static float *k_grad_acc(const k_call *c, int k, int64_t n) {
 
 /* ---- batch_norm ------------------------------------------------------------------------ */
 
+/* Channels are split over threads; each channel's statistics are summed by one chunk, in a
+ * fixed order, so the bits do not depend on the thread count. Sums run in K_BN_LANES double
+ * lanes (which vectorise; the compiler may not reorder a single sum) folded in lane order. */
+#define K_BN_LANES 8
+
 /* data viewed as [outer, C, inner] around the channel axis. */
-static void k_bn_dims(const k_shape *s, int axis, int64_t *outer, int64_t *C, int64_t *inner) {
-  *outer = 1; *inner = 1; *C = s->d[axis];
-  for (int i = 0; i < axis; i++) *outer *= s->d[i];
-  for (int i = axis + 1; i < s->rank; i++) *inner *= s->d[i];
+typedef struct {
+  const k_call *c;
+  int64_t outer, C, inner;
+} k_bn_job;
+
+static k_bn_job k_bn_dims(const k_call *c, const k_shape *s, int axis) {
+  k_bn_job j = {c, 1, s->d[axis], 1};
+  for (int i = 0; i < axis; i++) j.outer *= s->d[i];
+  for (int i = axis + 1; i < s->rank; i++) j.inner *= s->d[i];
+  return j;
 }
 
-/* Mean and biased variance of channel ch (two passes, double). */
-static void k_bn_stats(const float *x, int64_t outer, int64_t C, int64_t inner, int64_t ch,
-                       double *mean, double *var) {
-  double s = 0, ss = 0, M = (double)(outer * inner);
-  for (int64_t o = 0; o < outer; o++)
-    for (int64_t i = 0; i < inner; i++) s += x[(o * C + ch) * inner + i];
-  *mean = s / M;
-  for (int64_t o = 0; o < outer; o++)
-    for (int64_t i = 0; i < inner; i++) {
-      double d = x[(o * C + ch) * inner + i] - *mean;
-      ss += d * d;
-    }
-  *var = ss / M;
+static double k_bn_fold(const double *lane) {
+  double t = 0;
+  for (int l = 0; l < K_BN_LANES; l++) t += lane[l];
+  return t;
 }
 
-/* Train mode: batch statistics, saved outputs, and the moving update with unbiased variance. */
-static void k_bn_train_stats(const k_call *c, int64_t outer, int64_t C, int64_t inner, int64_t ch,
-                             float *mean, float *invstd) {
-  const k_batch_norm_param *p = c->param;
-  double m, v, M = (double)(outer * inner);
-  k_bn_stats(c->in[0].data, outer, C, inner, ch, &m, &v);
+/* Channel ch's sum and sum of squares, in one pass. */
+static void k_bn_sums(const k_bn_job *j, const float *x, int64_t ch, double *sum, double *sumsq) {
+  double s[K_BN_LANES] = {0}, q[K_BN_LANES] = {0};
+  int64_t n = j->inner, body = n - n % K_BN_LANES;
+  for (int64_t o = 0; o < j->outer; o++) {
+    const float *r = x + (o * j->C + ch) * n;
+    for (int64_t i = 0; i < body; i += K_BN_LANES)
+      for (int l = 0; l < K_BN_LANES; l++) {
+        double v = r[i + l];
+        s[l] += v;
+        q[l] += v * v;
+      }
+    for (int64_t i = body; i < n; i++) s[i - body] += r[i], q[i - body] += (double)r[i] * r[i];
+  }
+  *sum = k_bn_fold(s);
+  *sumsq = k_bn_fold(q);
+}
+
+/* Train mode: batch mean and biased variance from one pass (in double, E[x^2] - mean^2 loses
+ * nothing that matters at float precision unless |mean| / std exceeds ~1e4), the moving
+ * update with the unbiased variance. */
+static void k_bn_train_stats(const k_bn_job *j, int64_t ch, float *mean, float *invstd) {
+  const k_batch_norm_param *p = j->c->param;
+  double S, Q, M = (double)(j->outer * j->inner);
+  k_bn_sums(j, j->c->in[0].data, ch, &S, &Q);
+  double m = S / M, v = Q / M - m * m;
+  if (v < 0) v = 0;
   *mean = (float)m;
   *invstd = (float)(1.0 / sqrt(v + p->eps));
-  float *mm = c->in[3].data, *mv = c->in[4].data;
+  float *mm = j->c->in[3].data, *mv = j->c->in[4].data;
   double unbiased = M > 1 ? v * M / (M - 1) : v;
   if (mm) mm[ch] = (float)(p->momentum * mm[ch] + (1.0 - p->momentum) * m);
   if (mv) mv[ch] = (float)(p->momentum * mv[ch] + (1.0 - p->momentum) * unbiased);
 }
 
-int k_batch_norm_forward(const k_call *c) {
+/* y = x * a + b over channel ch, honouring req. */
+static void k_bn_apply(const k_bn_job *j, int64_t ch, float a, float b) {
+  const float *x = j->c->in[0].data;
+  float *y = j->c->out[0].data;
+  int add = j->c->req[0] == kAddTo;
+  for (int64_t o = 0; o < j->outer; o++) {
+    int64_t at = (o * j->C + ch) * j->inner;
+    const float *xr = x + at;
+    float *yr = y + at;
+    if (add)
+      for (int64_t i = 0; i < j->inner; i++) yr[i] += xr[i] * a + b;
+    else
+      for (int64_t i = 0; i < j->inner; i++) yr[i] = xr[i] * a + b;
+  }
+}
+
+static void k_bn_forward_channels(void *ctx, int64_t lo, int64_t hi) {
+  const k_bn_job *j = ctx;
+  const k_call *c = j->c;
   const k_batch_norm_param *p = c->param;
-  int64_t outer, C, inner;
-  k_bn_dims(&c->in[0].shape, p->axis, &outer, &C, &inner);
-  const float *x = c->in[0].data, *gamma = c->in[1].data, *beta = c->in[2].data;
-  float *y = c->out[0].data, *smean = k_hidden(c, 1), *sinv = k_hidden(c, 2);
-  for (int64_t ch = 0; ch < C; ch++) {
+  const float *gamma = c->in[1].data, *beta = c->in[2].data;
+  float *smean = k_hidden(c, 1), *sinv = k_hidden(c, 2);
+  for (int64_t ch = lo; ch < hi; ch++) {
     float mean, invstd;
     if (c->is_train) {
-      k_bn_train_stats(c, outer, C, inner, ch, &mean, &invstd);
+      k_bn_train_stats(j, ch, &mean, &invstd);
     } else {
       mean = ((const float *)c->in[3].data)[ch];
       invstd = (float)(1.0 / sqrt((double)((const float *)c->in[4].data)[ch] + p->eps));
@@ -76,46 +116,88 @@ int k_batch_norm_forward(const k_call *c) {
     if (smean) smean[ch] = mean;
     if (sinv) sinv[ch] = invstd;
     if (c->req[0] == kNullOp) continue;
-    float a = gamma[ch] * invstd, b = beta[ch] - mean * a;
-    for (int64_t o = 0; o < outer; o++)
-      for (int64_t i = 0; i < inner; i++) {
-        int64_t k = (o * C + ch) * inner + i;
-        k_put(&y[k], x[k] * a + b, c->req[0]);
-      }
+    float a = gamma[ch] * invstd;
+    k_bn_apply(j, ch, a, beta[ch] - mean * a);
   }
+}
+
+/* Channels per chunk: about 16K elements each. */
+static int64_t k_bn_grain(const k_bn_job *j) {
+  int64_t per = j->outer * j->inner;
+  return per >= 16384 ? 1 : 16384 / (per > 0 ? per : 1);
+}
+
+int k_batch_norm_forward(const k_call *c) {
+  const k_batch_norm_param *p = c->param;
+  k_bn_job j = k_bn_dims(c, &c->in[0].shape, p->axis);
+  k_parallel_for(j.C, k_bn_grain(&j), k_bn_forward_channels, &j);
   return 0;
 }
 
 /* Backward in = [dY, -, -, X, gamma, -, -, saved_mean, saved_invstd]; out = [dX, dgamma, dbeta].
  * dX = gamma*invstd * (dY - mean(dY) - xhat * mean(dY*xhat)) per channel (train formula). */
+typedef struct {
+  k_bn_job d;
+  const float *dy, *x, *gamma, *smean, *sinv;
+  float *dg, *db;
+} k_bn_back;
+
+/* Channel ch's sum of dY and of dY * (x - mean), in one pass. */
+static void k_bn_grad_sums(const k_bn_back *b, int64_t ch, double *sdy, double *sdyd) {
+  double s[K_BN_LANES] = {0}, q[K_BN_LANES] = {0}, m = b->smean[ch];
+  int64_t n = b->d.inner, body = n - n % K_BN_LANES;
+  for (int64_t o = 0; o < b->d.outer; o++) {
+    int64_t at = (o * b->d.C + ch) * n;
+    const float *x = b->x + at, *dy = b->dy + at;
+    for (int64_t i = 0; i < body; i += K_BN_LANES)
+      for (int l = 0; l < K_BN_LANES; l++) {
+        double g = dy[i + l];
+        s[l] += g;
+        q[l] += g * ((double)x[i + l] - m);
+      }
+    for (int64_t i = body; i < n; i++) s[i - body] += dy[i], q[i - body] += (double)dy[i] * ((double)x[i] - m);
+  }
+  *sdy = k_bn_fold(s);
+  *sdyd = k_bn_fold(q);
+}
+
+static void k_bn_grad_x(const k_bn_back *b, int64_t ch, float a, float mdy, float mdyx) {
+  float mean = b->smean[ch], inv = b->sinv[ch];
+  int add = b->d.c->req[0] == kAddTo;
+  float *dx = b->d.c->out[0].data;
+  for (int64_t o = 0; o < b->d.outer; o++) {
+    int64_t at = (o * b->d.C + ch) * b->d.inner;
+    const float *x = b->x + at, *dy = b->dy + at;
+    float *d = dx + at;
+    for (int64_t i = 0; i < b->d.inner; i++) {
+      float v = a * (dy[i] - mdy - (x[i] - mean) * inv * mdyx);
+      d[i] = add ? d[i] + v : v;
+    }
+  }
+}
+
+static void k_bn_backward_channels(void *ctx, int64_t lo, int64_t hi) {
+  const k_bn_back *b = ctx;
+  double M = (double)(b->d.outer * b->d.inner);
+  for (int64_t ch = lo; ch < hi; ch++) {
+    double sdy, sdyd;
+    k_bn_grad_sums(b, ch, &sdy, &sdyd);
+    double sdyx = sdyd * b->sinv[ch];
+    if (b->dg) b->dg[ch] += (float)sdyx;
+    if (b->db) b->db[ch] += (float)sdy;
+    if (b->d.c->req[0] == kNullOp) continue;
+    k_bn_grad_x(b, ch, b->gamma[ch] * b->sinv[ch], (float)(sdy / M), (float)(sdyx / M));
+  }
+}
+
 int k_batch_norm_backward(const k_call *c) {
   const k_batch_norm_param *p = c->param;
   int nf = (c->nin - c->nout) / 2;            /* forward outputs: 3 */
-  const float *dy = c->in[0].data, *x = c->in[nf].data, *gamma = c->in[nf + 1].data;
-  const float *smean = c->in[2 * nf + 1].data, *sinv = c->in[2 * nf + 2].data;
-  int64_t outer, C, inner;
-  k_bn_dims(&c->in[nf].shape, p->axis, &outer, &C, &inner);
-  float *dg = k_grad_acc(c, 1, C), *db = k_grad_acc(c, 2, C), *dx = c->out[0].data;
-  double M = (double)(outer * inner);
-  for (int64_t ch = 0; ch < C; ch++) {
-    double sdy = 0, sdyx = 0;
-    for (int64_t o = 0; o < outer; o++)
-      for (int64_t i = 0; i < inner; i++) {
-        int64_t k = (o * C + ch) * inner + i;
-        sdy += dy[k];
-        sdyx += dy[k] * (x[k] - smean[ch]) * sinv[ch];
-      }
-    if (dg) dg[ch] += (float)sdyx;
-    if (db) db[ch] += (float)sdy;
-    if (c->req[0] == kNullOp) continue;
-    float a = gamma[ch] * sinv[ch], mdy = (float)(sdy / M), mdyx = (float)(sdyx / M);
-    for (int64_t o = 0; o < outer; o++)
-      for (int64_t i = 0; i < inner; i++) {
-        int64_t k = (o * C + ch) * inner + i;
-        float xhat = (x[k] - smean[ch]) * sinv[ch];
-        k_put(&dx[k], a * (dy[k] - mdy - xhat * mdyx), c->req[0]);
-      }
-  }
+  k_bn_back b = {k_bn_dims(c, &c->in[nf].shape, p->axis), c->in[0].data, c->in[nf].data,
+                 c->in[nf + 1].data, c->in[2 * nf + 1].data, c->in[2 * nf + 2].data, NULL, NULL};
+  b.dg = k_grad_acc(c, 1, b.d.C);
+  b.db = k_grad_acc(c, 2, b.d.C);
+  k_parallel_for(b.d.C, k_bn_grain(&b.d), k_bn_backward_channels, &b);
   return 0;
 }
 

@@ -1,15 +1,31 @@
 /* k_optim.c — in-place parameter updates that follow torch.optim.SGD and torch.optim.Adam
  * (PyTorch 1.13 single-tensor path) operation by operation, so a Kiln model and its PyTorch
- * twin stay within float rounding of each other over many steps. */
+ * twin stay within float rounding of each other over many steps. Elementwise, so large
+ * tensors are split over threads (k_parallel_for) with the same bits. */
 #include "kernels.h"
 
 #include <math.h>
 
+/* Elements per chunk: below this a second thread is not worth waking. */
+#define K_OPTIM_GRAIN 32768
+
+typedef struct {
+  float *w, *mom, *m, *v;
+  const float *g;
+  float lr, step_size, bc2_sqrt, a1, a2;
+  const k_sgd_param *sgd;
+  const k_adam_param *adam;
+} k_optim_job;
+
 /* SGD: d = g + wd*w; with momentum, buf = momentum*buf + d (torch clones d into the buffer on
  * the first step, which is the same as starting the buffer at zero since dampening is 0);
  * w -= lr * d. mom may be NULL when momentum is 0. */
-void k_sgd_update(float *w, const float *g, float *mom, int64_t n, float lr, const k_sgd_param *p) {
-  for (int64_t i = 0; i < n; i++) {
+static void k_sgd_range(void *ctx, int64_t lo, int64_t hi) {
+  const k_optim_job *j = ctx;
+  const k_sgd_param *p = j->sgd;
+  float *w = j->w, *mom = j->mom, lr = j->lr;
+  const float *g = j->g;
+  for (int64_t i = lo; i < hi; i++) {
     float d = p->wd != 0.0f ? g[i] + p->wd * w[i] : g[i];
     if (p->momentum != 0.0f) {
       mom[i] = p->momentum * mom[i] + d;
@@ -19,20 +35,36 @@ void k_sgd_update(float *w, const float *g, float *mom, int64_t n, float lr, con
   }
 }
 
+void k_sgd_update(float *w, const float *g, float *mom, int64_t n, float lr, const k_sgd_param *p) {
+  k_optim_job j = {.w = w, .mom = mom, .g = g, .lr = lr, .sgd = p};
+  k_parallel_for(n, K_OPTIM_GRAIN, k_sgd_range, &j);
+}
+
 /* Adam: d = g + wd*w; m = b1*m + (1-b1)*d; v = b2*v + (1-b2)*d*d;
  * w -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps). The bias corrections are computed in
  * double, as torch computes them in Python floats, then rounded once. */
-void k_adam_update(float *w, const float *g, float *m, float *v, int64_t n, float lr,
-                   const k_adam_param *p, int64_t step) {
-  double t = (double)(step < 1 ? 1 : step);
-  float step_size = (float)((double)lr / (1.0 - pow((double)p->beta1, t)));
-  float bc2_sqrt = (float)sqrt(1.0 - pow((double)p->beta2, t));
-  float a1 = (float)(1.0 - (double)p->beta1), a2 = (float)(1.0 - (double)p->beta2);
-  for (int64_t i = 0; i < n; i++) {
+static void k_adam_range(void *ctx, int64_t lo, int64_t hi) {
+  const k_optim_job *j = ctx;
+  const k_adam_param *p = j->adam;
+  float *w = j->w, *m = j->m, *v = j->v, step_size = j->step_size, bc2_sqrt = j->bc2_sqrt;
+  float a1 = j->a1, a2 = j->a2;
+  const float *g = j->g;
+  for (int64_t i = lo; i < hi; i++) {
     float d = p->wd != 0.0f ? g[i] + p->wd * w[i] : g[i];
     m[i] = m[i] * p->beta1 + a1 * d;
     v[i] = v[i] * p->beta2 + a2 * d * d;
     float denom = sqrtf(v[i]) / bc2_sqrt + p->eps;
     w[i] -= step_size * (m[i] / denom);
   }
+}
+
+void k_adam_update(float *w, const float *g, float *m, float *v, int64_t n, float lr,
+                   const k_adam_param *p, int64_t step) {
+  double t = (double)(step < 1 ? 1 : step);
+  k_optim_job j = {.w = w, .m = m, .v = v, .g = g, .adam = p};
+  j.step_size = (float)((double)lr / (1.0 - pow((double)p->beta1, t)));
+  j.bc2_sqrt = (float)sqrt(1.0 - pow((double)p->beta2, t));
+  j.a1 = (float)(1.0 - (double)p->beta1);
+  j.a2 = (float)(1.0 - (double)p->beta2);
+  k_parallel_for(n, K_OPTIM_GRAIN, k_adam_range, &j);
 }

@@ -4,7 +4,15 @@
  * Work [0, n) is cut into chunks of `grain` items (the last may be shorter). The chunks depend
  * only on n and grain, never on the thread count: a kernel that reduces within each chunk and
  * then combines the chunk results in chunk order gets the same bits with any number of
- * threads. */
+ * threads.
+ *
+ * Behind it sits one process-wide pool of k_parallel_threads() - 1 workers (the calling thread
+ * is the last one), created on the first loop that has more than one chunk. Idle workers sleep
+ * on a condition variable. The pool serves one loop at a time: a loop started while another
+ * thread's loop holds it, and any loop started from inside a chunk, runs on its own calling
+ * thread, so concurrent callers never wait for each other and nothing can deadlock. The
+ * workers stop when the object holding this code is unloaded (dlclose) or the process exits;
+ * loops after that run on the caller. */
 #ifndef KILN_K_PARALLEL_H
 #define KILN_K_PARALLEL_H
 
@@ -20,10 +28,32 @@ static inline int64_t k_parallel_chunks(int64_t n, int64_t grain) {
 }
 
 /* Calls fn once per chunk, [c*grain, min(n, (c+1)*grain)), and returns when every chunk is
- * done. Safe to call from inside a chunk (the nested loop then runs on the calling thread). */
+ * done. Chunks run in any order and on any thread. Safe to call from inside a chunk (the
+ * nested loop then runs on the calling thread) and from several threads at once. */
 void k_parallel_for(int64_t n, int64_t grain, k_range_fn fn, void *ctx);
 
-/* The threads k_parallel_for may use (1 when it runs everything on the caller's thread). */
+/* 1 inside a chunk of a loop of more than one chunk (whichever thread runs it), where a
+ * nested loop runs on its caller: a kernel may then choose a coarser split, and since this
+ * does not depend on the thread count, neither do its bits. */
+int k_parallel_nested(void);
+
+/* The threads k_parallel_for may use, the caller's included: KILN_NUM_THREADS when it is set
+ * and valid, else the CPUs this process may run on. Read once, at the first use (or set by
+ * k_parallel_set_threads). Each shared object that links the kernels (every generated model
+ * .so) has its own pool of this size. */
 int k_parallel_threads(void);
+
+/* KILN_NUM_THREADS parsed strictly (a whole number in 1..1024), 0 when unset; an invalid value
+ * is reported on stderr once per call and reads as 0. The one parse of the variable: the
+ * runtime sizes its engine with it too. */
+int k_parallel_env_threads(void);
+
+/* The CPUs this process may run on (sched_getaffinity), at least 1. */
+int k_parallel_cpu_count(void);
+
+/* Resizes the pool to n threads (n < 1: back to the default above): waits for the loop in
+ * flight, stops the workers, and the next loop starts n - 1 new ones. For tests and tools
+ * that compare thread counts in one process; results do not depend on it. */
+void k_parallel_set_threads(int n);
 
 #endif

@@ -1,6 +1,11 @@
 /* k_pool.c — max and average pooling over 1 or 2 spatial axes (F.max_pool1d/2d, F.avg_pool1d/2d
  * with count_include_pad=True, ceil_mode=False). 1-D runs as 2-D with height 1. Max pooling
- * treats padding as -inf and sends the gradient to the first maximum in scan order, as torch. */
+ * treats padding as -inf and sends the gradient to the first maximum in scan order, as torch.
+ *
+ * Planes (N*C) are split over threads. Within an output row the windows that lie wholly inside
+ * the input row are done together, one window tap at a time across all of them, so the inner
+ * loops run along contiguous (or evenly strided) memory and vectorise; the clipped windows at
+ * the borders take the scalar path. Each output still sees its taps in scan order. */
 #include "kernels.h"
 
 #include <math.h>
@@ -65,35 +70,170 @@ static float k_pool_value(const k_pool_geom *g, const float *x, k_window w, int 
   return s / (float)(g->kh * g->kw);   /* count_include_pad: padding counts as zeros */
 }
 
-int k_pooling_forward(const k_call *c) {
-  const k_pool_param *p = c->param;
-  k_req r = c->req[0];
-  if (r == kNullOp) return 0;
-  k_pool_geom g = k_pool_geometry(&c->in[0].shape, &c->out[0].shape, p);
-  int is_max = p->pool_type == K_POOL_MAX;
-  for (int64_t pl = 0; pl < g.planes; pl++) {
-    const float *x = (const float *)c->in[0].data + pl * g.H * g.W;
-    float *y = (float *)c->out[0].data + pl * g.OH * g.OW;
-    for (int64_t oh = 0; oh < g.OH; oh++)
-      for (int64_t ow = 0; ow < g.OW; ow++) {
-        float v = k_pool_value(&g, x, k_pool_window(&g, oh, ow), is_max);
-        y[oh * g.OW + ow] = r == kAddTo ? y[oh * g.OW + ow] + v : v;
+/* Output columns [lo, hi) whose windows lie wholly inside an input row (no clipping). Fewer
+ * than K_POOL_MIN_RUN of them (global pooling has one) go the scalar way: a vector loop over a
+ * handful of columns per tap costs more than it saves. */
+#define K_POOL_MIN_RUN 4
+static void k_pool_inner_cols(const k_pool_geom *g, int64_t *lo, int64_t *hi) {
+  *lo = (g->pw + g->sw - 1) / g->sw;
+  *hi = g->W + g->pw - g->kw < 0 ? 0 : (g->W + g->pw - g->kw) / g->sw + 1;
+  if (*hi > g->OW) *hi = g->OW;
+  if (*hi - *lo < K_POOL_MIN_RUN) *lo = *hi;
+}
+
+/* Columns handled per step, so the per-row scratch stays on the stack. */
+#define K_POOL_BLOCK 256
+
+/* Max or average of the unclipped windows [lo, hi) of output row oh (input rows [h0, h1)). */
+static void k_pool_row_inner(const k_pool_geom *g, const float *x, int64_t h0, int64_t h1,
+                             int64_t lo, int64_t hi, int is_max, float *v) {
+  for (int64_t ow = lo; ow < hi; ow++) v[ow - lo] = is_max ? -INFINITY : 0.0f;
+  for (int64_t h = h0; h < h1; h++)
+    for (int64_t kj = 0; kj < g->kw; kj++) {
+      const float *xr = x + h * g->W + lo * g->sw - g->pw + kj;
+      int64_t n = hi - lo, sw = g->sw;
+      if (is_max)
+        for (int64_t i = 0; i < n; i++) {
+          float a = xr[i * sw];
+          v[i] = (a > v[i] || a != a) ? a : v[i];   /* a NaN wins, as torch's scan */
+        }
+      else
+        for (int64_t i = 0; i < n; i++) v[i] += xr[i * sw];
+    }
+  if (!is_max)
+    for (int64_t i = 0; i < hi - lo; i++) v[i] /= (float)(g->kh * g->kw);
+}
+
+/* Output row oh, columns [b0, b1), into v. */
+static void k_pool_row(const k_pool_geom *g, const float *x, int64_t oh, int64_t b0, int64_t b1,
+                       int is_max, float *v) {
+  int64_t lo, hi;
+  k_pool_inner_cols(g, &lo, &hi);
+  if (lo < b0) lo = b0;
+  if (hi > b1) hi = b1;
+  k_window w = k_pool_window(g, oh, 0);
+  if (lo > hi || w.h0 >= w.h1) lo = hi = b1;   /* no unclipped window here */
+  if (lo < hi) k_pool_row_inner(g, x, w.h0, w.h1, lo, hi, is_max, v + (lo - b0));
+  for (int64_t ow = b0; ow < b1; ow++)
+    if (ow < lo || ow >= hi) v[ow - b0] = k_pool_value(g, x, k_pool_window(g, oh, ow), is_max);
+}
+
+typedef struct { const k_call *c; k_pool_geom g; int is_max; } k_pool_job;
+
+/* Planes per chunk: about 16K input elements each, so small maps do not pay one wake-up each. */
+static int64_t k_pool_grain(const k_pool_geom *g) {
+  int64_t per = g->H * g->W;
+  return per >= 16384 ? 1 : 16384 / (per > 0 ? per : 1);
+}
+
+static void k_pool_forward_planes(void *ctx, int64_t lo, int64_t hi) {
+  const k_pool_job *j = ctx;
+  const k_pool_geom *g = &j->g;
+  k_req r = j->c->req[0];
+  float v[K_POOL_BLOCK];
+  for (int64_t pl = lo; pl < hi; pl++) {
+    const float *x = (const float *)j->c->in[0].data + pl * g->H * g->W;
+    float *y = (float *)j->c->out[0].data + pl * g->OH * g->OW;
+    for (int64_t oh = 0; oh < g->OH; oh++)
+      for (int64_t b0 = 0; b0 < g->OW; b0 += K_POOL_BLOCK) {
+        int64_t b1 = b0 + K_POOL_BLOCK < g->OW ? b0 + K_POOL_BLOCK : g->OW;
+        float *yr = y + oh * g->OW + b0;
+        k_pool_row(g, x, oh, b0, b1, j->is_max, v);
+        if (r == kAddTo)
+          for (int64_t i = 0; i < b1 - b0; i++) yr[i] += v[i];
+        else
+          for (int64_t i = 0; i < b1 - b0; i++) yr[i] = v[i];
       }
   }
+}
+
+int k_pooling_forward(const k_call *c) {
+  const k_pool_param *p = c->param;
+  if (c->req[0] == kNullOp) return 0;
+  k_pool_job j = {c, k_pool_geometry(&c->in[0].shape, &c->out[0].shape, p), p->pool_type == K_POOL_MAX};
+  k_parallel_for(j.g.planes, k_pool_grain(&j.g), k_pool_forward_planes, &j);
   return 0;
 }
 
-/* Scatters one output's gradient back over its window. */
-static void k_pool_scatter(const k_pool_geom *g, const float *x, k_window w, float dy, int is_max,
-                           float *dx) {
-  if (is_max) {
-    int64_t i = k_pool_argmax(g, x, w);
-    if (i >= 0) dx[i] += dy;
-    return;
+/* Index in the plane of the first maximum of each unclipped window [lo, hi) of row oh. */
+static void k_pool_argmax_inner(const k_pool_geom *g, const float *x, int64_t h0, int64_t h1,
+                                int64_t lo, int64_t hi, int32_t *idx) {
+  float m[K_POOL_BLOCK];
+  int64_t n = hi - lo, sw = g->sw;
+  int32_t first = (int32_t)(h0 * g->W + lo * sw - g->pw);
+  for (int64_t i = 0; i < n; i++) {
+    m[i] = -INFINITY;
+    idx[i] = first + (int32_t)(i * sw);
   }
-  float share = dy / (float)(g->kh * g->kw);
+  for (int64_t h = h0; h < h1; h++)
+    for (int64_t kj = 0; kj < g->kw; kj++) {
+      int32_t at = (int32_t)(h * g->W + lo * sw - g->pw + kj);
+      const float *xr = x + at;
+      for (int64_t i = 0; i < n; i++) {
+        float a = xr[i * sw];
+        int take = a > m[i] || a != a;
+        m[i] = take ? a : m[i];
+        idx[i] = take ? at + (int32_t)(i * sw) : idx[i];
+      }
+    }
+}
+
+/* Max backward for output row oh, columns [b0, b1): argmaxes first, then the gradients added
+ * in column order (overlapping windows may share a maximum). */
+static void k_pool_max_back_row(const k_pool_geom *g, const float *x, const float *dy, int64_t oh,
+                                int64_t b0, int64_t b1, float *dx) {
+  int32_t idx[K_POOL_BLOCK];
+  int64_t lo, hi;
+  k_pool_inner_cols(g, &lo, &hi);
+  if (lo < b0) lo = b0;
+  if (hi > b1) hi = b1;
+  k_window w = k_pool_window(g, oh, 0);
+  if (lo > hi || w.h0 >= w.h1) lo = hi = b1;
+  if (lo < hi) k_pool_argmax_inner(g, x, w.h0, w.h1, lo, hi, idx + (lo - b0));
+  for (int64_t ow = b0; ow < b1; ow++)
+    if (ow < lo || ow >= hi) idx[ow - b0] = (int32_t)k_pool_argmax(g, x, k_pool_window(g, oh, ow));
+  for (int64_t ow = b0; ow < b1; ow++)
+    if (idx[ow - b0] >= 0) dx[idx[ow - b0]] += dy[ow];
+}
+
+static void k_pool_avg_scatter(const k_pool_geom *g, k_window w, float share, float *dx) {
   for (int64_t h = w.h0; h < w.h1; h++)
     for (int64_t v = w.w0; v < w.w1; v++) dx[h * g->W + v] += share;
+}
+
+/* Average backward for output row oh: each window's share added tap by tap across the
+ * unclipped windows, the clipped ones scalar. */
+static void k_pool_avg_back_row(const k_pool_geom *g, const float *dy, int64_t oh, float *dx) {
+  int64_t lo, hi, sw = g->sw;
+  k_pool_inner_cols(g, &lo, &hi);
+  k_window w = k_pool_window(g, oh, 0);
+  float kk = (float)(g->kh * g->kw);
+  for (int64_t ow = 0; ow < g->OW; ow++)
+    if (ow < lo || ow >= hi) k_pool_avg_scatter(g, k_pool_window(g, oh, ow), dy[ow] / kk, dx);
+  for (int64_t h = w.h0; h < w.h1 && lo < hi; h++)
+    for (int64_t kj = 0; kj < g->kw; kj++) {
+      float *dr = dx + h * g->W + lo * sw - g->pw + kj;
+      for (int64_t i = 0; i < hi - lo; i++) dr[i * sw] += dy[lo + i] / kk;
+    }
+}
+
+static void k_pool_backward_planes(void *ctx, int64_t lo, int64_t hi) {
+  const k_pool_job *j = ctx;
+  const k_pool_geom *g = &j->g;
+  for (int64_t pl = lo; pl < hi; pl++) {
+    const float *x = (const float *)j->c->in[1].data + pl * g->H * g->W;
+    const float *dy = (const float *)j->c->in[0].data + pl * g->OH * g->OW;
+    float *dx = (float *)j->c->out[0].data + pl * g->H * g->W;
+    if (j->c->req[0] != kAddTo) memset(dx, 0, (size_t)(g->H * g->W) * sizeof(float));
+    for (int64_t oh = 0; oh < g->OH; oh++) {
+      if (!j->is_max) {
+        k_pool_avg_back_row(g, dy + oh * g->OW, oh, dx);
+        continue;
+      }
+      for (int64_t b0 = 0; b0 < g->OW; b0 += K_POOL_BLOCK)
+        k_pool_max_back_row(g, x, dy + oh * g->OW, oh, b0, b0 + K_POOL_BLOCK < g->OW ? b0 + K_POOL_BLOCK : g->OW, dx);
+    }
+  }
 }
 
 /* Backward in = [dY, X, Y]. The argmax is recomputed from X rather than matched against Y so
@@ -101,17 +241,7 @@ static void k_pool_scatter(const k_pool_geom *g, const float *x, k_window w, flo
 int k_pooling_backward(const k_call *c) {
   const k_pool_param *p = c->param;
   if (c->req[0] == kNullOp) return 0;
-  k_pool_geom g = k_pool_geometry(&c->in[1].shape, &c->in[0].shape, p);
-  int is_max = p->pool_type == K_POOL_MAX;
-  float *dX = c->out[0].data;
-  if (c->req[0] != kAddTo) memset(dX, 0, (size_t)(g.planes * g.H * g.W) * sizeof(float));
-  for (int64_t pl = 0; pl < g.planes; pl++) {
-    const float *x = (const float *)c->in[1].data + pl * g.H * g.W;
-    const float *dy = (const float *)c->in[0].data + pl * g.OH * g.OW;
-    float *dx = dX + pl * g.H * g.W;
-    for (int64_t oh = 0; oh < g.OH; oh++)
-      for (int64_t ow = 0; ow < g.OW; ow++)
-        k_pool_scatter(&g, x, k_pool_window(&g, oh, ow), dy[oh * g.OW + ow], is_max, dx);
-  }
+  k_pool_job j = {c, k_pool_geometry(&c->in[1].shape, &c->in[0].shape, p), p->pool_type == K_POOL_MAX};
+  k_parallel_for(j.g.planes, k_pool_grain(&j.g), k_pool_backward_planes, &j);
   return 0;
 }

@@ -48,20 +48,24 @@ K_DECLARE_OP(softmax_cross_entropy)
 /* k_dropout.c — dropout: identity when !is_train; mask from k_philox_uniform otherwise. */
 K_DECLARE_OP(dropout)
 
-/* k_gemm.c — matmul (batched, broadcast batch dims) and fully_connected, on cblas_sgemm. */
+/* k_gemm.c — matmul (batched, broadcast batch dims) and fully_connected, on k_sgemm
+ * (k_blas.h: OpenBLAS single-threaded, large products split over the k_parallel pool). */
 K_DECLARE_OP(matmul)
 K_DECLARE_OP(fully_connected)
 
 /* k_conv.c — convolution (1-D and 2-D, groups, dilation) by im2col + GEMM; needs temp space
- * of k_conv_temp_bytes(). */
+ * of k_conv_temp_bytes(): the batch is cut into at most 4 parts (fixed by N, not by the
+ * thread count) run in parallel, each with a column buffer lent for its run and its own
+ * weight-gradient partial, the partials summed in part order. */
 K_DECLARE_OP(convolution)
 size_t k_conv_temp_bytes(const k_shape *data, const k_shape *weight, const k_conv_param *p);
 
-/* k_pool.c — max and average pooling (count_include_pad), 1-D and 2-D. */
+/* k_pool.c — max and average pooling (count_include_pad), 1-D and 2-D; planes split over
+ * threads, unclipped windows done together so the inner loops vectorise. */
 K_DECLARE_OP(pooling)
 
-/* k_norm.c — batch_norm (train: batch statistics, moving update; predict: moving statistics)
- * and layer_norm. */
+/* k_norm.c — batch_norm (train: batch statistics in one pass, moving update; predict: moving
+ * statistics; channels split over threads) and layer_norm. */
 K_DECLARE_OP(batch_norm)
 K_DECLARE_OP(layer_norm)
 
@@ -69,7 +73,8 @@ K_DECLARE_OP(layer_norm)
 K_DECLARE_OP(embedding)
 
 /* k_optim.c — updates exactly as torch.optim.SGD / Adam (weight decay added to the
- * gradient, dampening 0, no Nesterov). Buffers start at zero; step counts from 1. */
+ * gradient, dampening 0, no Nesterov). Buffers start at zero; step counts from 1. Large
+ * tensors are split over threads. */
 void k_sgd_update(float *w, const float *g, float *mom, int64_t n, float lr, const k_sgd_param *p);
 void k_adam_update(float *w, const float *g, float *m, float *v, int64_t n, float lr,
                    const k_adam_param *p, int64_t step);

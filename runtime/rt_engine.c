@@ -10,11 +10,12 @@
  * outside it. The FIFO order is the push order, which is the ordering guarantee. */
 #include "runtime.h"
 
+#include "k_parallel.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 typedef struct rt_block rt_block;
 
@@ -281,15 +282,10 @@ static void drain_inline(rt_engine *e) {
 
 /* ---- creation ------------------------------------------------------------------------ */
 
-static int default_threads(void) {
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n < 1 ? 1 : (n > 256 ? 256 : (int)n);
-}
-
 rt_engine *rt_engine_create(rt_engine_kind kind, int nthreads) {
   rt_engine *e = xcalloc(1, sizeof *e);
   e->kind = kind;
-  e->nthreads = kind == RT_ENGINE_NAIVE ? 0 : (nthreads > 0 ? nthreads : default_threads());
+  e->nthreads = kind == RT_ENGINE_NAIVE ? 0 : (nthreads > 0 ? nthreads : k_parallel_cpu_count());
   pthread_mutex_init(&e->mu, NULL);
   pthread_cond_init(&e->work_cv, NULL);
   pthread_cond_init(&e->idle_cv, NULL);
@@ -305,18 +301,6 @@ rt_engine *rt_engine_create(rt_engine_kind kind, int nthreads) {
   return e;
 }
 
-/* Strict parse: the whole string must be a number in [1, 1024]; anything else is ignored
- * with a warning rather than silently meaning something else. */
-static int env_threads(void) {
-  const char *s = getenv("KILN_NUM_THREADS");
-  if (!s || !*s) return 0;
-  char *end;
-  long n = strtol(s, &end, 10);
-  if (*end == '\0' && n >= 1 && n <= 1024) return (int)n;
-  fprintf(stderr, "kiln runtime: ignoring KILN_NUM_THREADS='%s' (want 1..1024)\n", s);
-  return 0;
-}
-
 /* The default is the naive engine: a compiled program is mostly one chain (the memory plan
  * reuses buffers, which orders the steps), and handing each step to a worker cost the MLP
  * 1.6x in training (bench/README.md). KILN_ENGINE=threaded runs independent steps together. */
@@ -326,7 +310,7 @@ rt_engine *rt_engine_create_from_env(void) {
   if (s && strcmp(s, "threaded") == 0) kind = RT_ENGINE_THREADED;
   else if (s && *s && strcmp(s, "naive") != 0)
     fprintf(stderr, "kiln runtime: unknown KILN_ENGINE='%s'; using naive\n", s);
-  return rt_engine_create(kind, env_threads());
+  return rt_engine_create(kind, k_parallel_env_threads());
 }
 
 static pthread_mutex_t g_default_mu = PTHREAD_MUTEX_INITIALIZER;

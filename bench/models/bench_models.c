@@ -5,8 +5,10 @@
  * Usage: kiln_bench_models LIB.so [seconds [train|predict]]
  *   seconds  minimum length of one timed run (default 0.5)
  *   train|predict  time only that entry point (for profiling under perf); default both
- * Prints TSV: model, mode, batch, samples/s, iterations per run, then a comment line with the
- * peak RSS. Threads come from the environment (KILN_NUM_THREADS, OPENBLAS_NUM_THREADS).
+ * Prints TSV: model, mode, batch, samples/s, iterations per run, then the CPU milliseconds per
+ * call of the whole process and of the calling thread (least over the runs: on a loaded machine
+ * they still say what the work costs and how much of it stayed on the calling thread), then a
+ * comment line with the peak RSS. Threads come from the environment (KILN_NUM_THREADS, OPENBLAS_NUM_THREADS).
  *
  * Inputs: f32 inputs are uniform in [-1, 1). An i32 input is an index, so its valid range is
  * read off the first train step that consumes it: if the step's other input is a parameter
@@ -25,11 +27,16 @@
 #define BM_RUNS 5
 #define BM_MAX_IO 64
 
-static double bm_now(void) {
+static double bm_clock(clockid_t id) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(id, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+static double bm_now(void) { return bm_clock(CLOCK_MONOTONIC); }
+
+/* CPU seconds per call: all threads of the process, and the calling thread alone. */
+typedef struct { double proc, self; } bm_cpu;
 
 static long bm_max_rss_kib(void) {
   struct rusage ru;
@@ -93,7 +100,7 @@ static void bm_call(bm_ctx *c, int iters) {
 }
 
 /* Warm-up (at least 3 calls and 0.2 s), calibrate iterations to `secs`, best of BM_RUNS. */
-static double bm_time(bm_ctx *c, double secs, int *iters_out) {
+static double bm_time(bm_ctx *c, double secs, int *iters_out, bm_cpu *cpu) {
   double t0 = bm_now();
   int n = 0;
   do bm_call(c, 1), n++;
@@ -102,11 +109,15 @@ static double bm_time(bm_ctx *c, double secs, int *iters_out) {
   int iters = (int)ceil(secs / per);
   if (iters < 2) iters = 2;
   double best = INFINITY;
+  *cpu = (bm_cpu){INFINITY, INFINITY};
   for (int r = 0; r < BM_RUNS; r++) {
-    double a = bm_now();
+    double a = bm_now(), pa = bm_clock(CLOCK_PROCESS_CPUTIME_ID), sa = bm_clock(CLOCK_THREAD_CPUTIME_ID);
     bm_call(c, iters);
     double t = bm_now() - a;
+    double pt = (bm_clock(CLOCK_PROCESS_CPUTIME_ID) - pa) / iters, st = (bm_clock(CLOCK_THREAD_CPUTIME_ID) - sa) / iters;
     if (t < best) best = t;
+    if (pt < cpu->proc) cpu->proc = pt;
+    if (st < cpu->self) cpu->self = st;
   }
   *iters_out = iters;
   return best / iters;
@@ -128,9 +139,10 @@ static int bm_run(const rt_model_api *api, double secs, const char *only) {
     for (int i = 0; i < p->ninputs; i++) c.in[i] = bm_fill(d, p->inputs[i]);
     for (int i = 0; !c.train && i < p->noutputs; i++) c.out[i] = bm_fill(d, p->outputs[i]);
     int iters;
-    double per = bm_time(&c, secs, &iters);
-    printf("%s\t%s\t%lld\t%.1f\t%d\n", d->name, c.train ? "train" : "predict", (long long)batch,
-           (double)batch / per, iters);
+    bm_cpu cpu;
+    double per = bm_time(&c, secs, &iters, &cpu);
+    printf("%s\t%s\t%lld\t%.1f\t%d\t%.2f\t%.2f\n", d->name, c.train ? "train" : "predict", (long long)batch,
+           (double)batch / per, iters, 1e3 * cpu.proc, 1e3 * cpu.self);
     for (int i = 0; i < p->ninputs; i++) free((void *)c.in[i]);
     for (int i = 0; !c.train && i < p->noutputs; i++) free(c.out[i]);
   }

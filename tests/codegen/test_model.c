@@ -3,7 +3,9 @@
  * steps would need the JIT), the same initial weights, predict outputs, losses, weights and
  * optimizer state after 3 steps, bit for bit, with the naive and the threaded engine; weights
  * files round-trip; every entry point survives bad input and leaves the weights as they were;
- * instances used from several threads agree with sequential runs. Prints "model: N passed, N failed". */
+ * instances used from several threads agree with sequential runs; the kernels' thread pool at 1
+ * and at 2 threads gives the same bits (every example at the small dims, LeNet at full size).
+ * Prints "model: N passed, N failed". */
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -666,6 +668,32 @@ static void tm_soak(void) {
   }
   ir_graph_free(ga), ir_graph_free(gb);
   ts_front_free(&fa), ts_front_free(&fb);
+
+/* The same run with the kernels' pool at 1 and at 2 threads: bit for bit. */
+static void tm_thread_counts(const tm_model *tm) {
+  tm_result r[2];
+  for (int t = 0; t < 2; t++) {
+    k_parallel_set_threads(t + 1);
+    tm_run_rt(tm, &r[t]);
+  }
+  k_parallel_set_threads(0);
+  tm_check(tm_result_same(tm, &r[0], &r[1]), "1 and 2 kernel threads give the same bits", tm->name);
+  tm_result_free(&r[0]), tm_result_free(&r[1]);
+}
+
+/* LeNet at its own dims (batch 64): convolution parts, pooling planes and the GEMM blocks
+ * all split, which the small dims barely do. */
+static void tm_thread_counts_full(void) {
+  ts_front fr = {.small = false};
+  char path[2048];
+  snprintf(path, sizeof path, "%sexamples/lenet.kiln", ts_root());
+  ir_graph *g = ts_lower_file(&fr, path, NULL, 0);
+  tm_model tm;
+  if (g && tm_model_init(&tm, "lenet (batch 64)", g)) tm_thread_counts(&tm);
+  if (g) tm_model_free(&tm);
+  tm_check(g != NULL, "lowers", path);
+  ir_graph_free(g);
+  ts_front_free(&fr);
 }
 
 /* Graphs of two different models are refused with a message. */
@@ -755,6 +783,8 @@ int main(int argc, char **argv) {
     tm_threads();
   }
   tm_prefix_mismatch();
+  tm_each_file("examples", tm_thread_counts);
+  tm_thread_counts_full();
   rt_engine_shutdown_default();
   rmdir(tm_tmp);
   printf("model: %d passed, %d failed\n", tm_passed, tm_failed);

@@ -97,7 +97,9 @@ static const conv_spec specs[] = {
   {"conv1d stride pad dil", 0, 2, 2, 1, 11, 3, 1, 1, 3, 1, 2, 0, 2, 1, 2, 0},
   {"conv1d groups no_bias", 0, 3, 4, 1, 7, 2, 2, 1, 2, 1, 1, 0, 1, 1, 1, 1},
   {"conv1d taps in padding", 0, 2, 2, 1, 3, 2, 1, 1, 3, 1, 1, 0, 2, 1, 2, 0},
-  {"conv2d chunks 3+1",      1, 4, 2, 20, 20, 3, 1, 3, 3, 1, 1, 1, 1, 1, 1, 0},
+  /* 14 samples in 4 parts of 3, 4, 3, 4; at most 3 per chunk (400 columns each): chunks of 3
+   * and of 2 + 2, through the staging buffer, and three weight-gradient partials */
+  {"conv2d parts in chunks", 1, 14, 2, 20, 20, 3, 1, 3, 3, 1, 1, 1, 1, 1, 1, 0},
   {"conv2d stride 3 pad 2",  1, 2, 2, 5, 7, 3, 1, 3, 4, 3, 3, 2, 2, 1, 1, 0},
 };
 
@@ -107,12 +109,14 @@ static void test_temp_contract(void) {
   k_conv_param p = make_param(&s);
   kt_case c = make_case(&s, &p);
   size_t need = c.temp_bytes;
-  /* Both samples fit one chunk (S = 2): columns [C*kh*kw, S*OH*OW] plus staging [F, S*OH*OW]. */
-  KT_CHECK(need == (size_t)((2 * 3 * 2 + 3) * 2 * 4 * 4) * sizeof(float), "temp bytes %zu", need);
+  /* Two parts of one sample (S = 1): per part columns [C*kh*kw, OH*OW], no staging; one
+   * weight-gradient partial [F, C*kh*kw]. */
+  KT_CHECK(need == (size_t)(2 * (2 * 3 * 2) * 4 * 4 + 3 * 2 * 3 * 2) * sizeof(float), "temp bytes %zu", need);
   conv_spec big = {"", 1, 5, 3, 40, 40, 4, 1, 3, 3, 1, 1, 1, 1, 1, 1, 0};   /* OH*OW >= 1024: S = 1 */
   k_conv_param bp = make_param(&big);
   k_shape bx = kt_shape(4, 5, 3, 40, 40), bw = kt_shape(4, 4, 3, 3, 3);
-  KT_CHECK(k_conv_temp_bytes(&bx, &bw, &bp) == (size_t)(3 * 9 * 1600) * sizeof(float), "temp bytes, S = 1");
+  KT_CHECK(k_conv_temp_bytes(&bx, &bw, &bp) == (size_t)(4 * 3 * 9 * 1600 + 3 * 4 * 3 * 9) * sizeof(float),
+           "temp bytes, 4 parts, S = 1");
   c.temp_bytes = need - 4;
   k_tensor out[KT_MAX_IO];
   KT_CHECK(kt_forward(&c, out) != 0, "forward with short temp space must fail");

@@ -96,6 +96,10 @@ static const pool_spec specs[] = {
   {"max2d global",         1, 2, 3, 4, 5, 4, 5, 1, 1, 0, 0, K_POOL_MAX, 1},
   {"avg2d global",         1, 2, 3, 4, 5, 4, 5, 1, 1, 0, 0, K_POOL_AVG, 1},
   {"avg1d global",         0, 2, 3, 1, 6, 1, 6, 1, 1, 0, 0, K_POOL_AVG, 1},
+  /* rows wider than the kernel's 256-column blocks */
+  {"max1d wide 3 s1 pad1", 0, 1, 2, 1, 600, 1, 3, 1, 1, 0, 1, K_POOL_MAX, 0},
+  {"avg1d wide 4 s3 pad2", 0, 1, 2, 1, 800, 1, 4, 1, 3, 0, 2, K_POOL_AVG, 0},
+  {"max2d wide 2x3 s2",    1, 1, 2, 3, 700, 2, 3, 2, 2, 0, 1, K_POOL_MAX, 0},
 };
 
 /* A window of equal values: torch puts the whole gradient on the first one. Padding counts as

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "k_parallel.h"
 #include "rt_test.h"
 #include "runtime.h"
 
@@ -359,7 +360,7 @@ static void test_env(void) {
   rt_engine_destroy(e);
   setenv("KILN_NUM_THREADS", "3x", 1);  /* rejected, so the core count is used */
   e = rt_engine_create_from_env();
-  CHECK(rt_engine_num_threads(e) == (int)sysconf(_SC_NPROCESSORS_ONLN), "bad value ignored");
+  CHECK(rt_engine_num_threads(e) == k_parallel_cpu_count(), "bad value ignored");
   rt_engine_destroy(e);
   unsetenv("KILN_ENGINE");
   unsetenv("KILN_NUM_THREADS");
