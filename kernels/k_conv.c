@@ -3,6 +3,7 @@
  * the GEMM about K_CONV_COLS columns (small feature maps otherwise make many thin GEMMs).
  * A 1-D convolution runs as a 2-D one of height 1. Buffers live in c->temp. */
 #include "kernels.h"
+#include "k_conv_direct.h"
 
 #include <cblas.h>
 #include <stdio.h>
@@ -67,7 +68,9 @@ static int64_t k_conv_temp_floats(const k_conv_geom *g) {
  * gradient columns after the weight gradient has consumed the im2col copy. */
 size_t k_conv_temp_bytes(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
   k_conv_geom g = k_conv_geometry(data, weight, p);
-  return (size_t)k_conv_temp_floats(&g) * sizeof(float);
+  size_t im2col = (size_t)k_conv_temp_floats(&g) * sizeof(float);
+  size_t direct = k_conv_direct_temp_bytes(data, weight, p);   /* 0 unless that path is wanted */
+  return direct > im2col ? direct : im2col;
 }
 
 /* Output columns [lo, hi) whose tap kj lands inside the row (iw = ow*sw - pw + kj*dw in
@@ -199,6 +202,7 @@ static void k_conv_forward_chunk(const k_call *c, const k_conv_geom *g, int64_t 
 
 int k_convolution_forward(const k_call *c) {
   if (c->req[0] == kNullOp) return 0;
+  if (k_conv_direct_runs(c, &c->in[0].shape, &c->in[1].shape)) return k_conv_direct_forward(c);
   k_conv_geom g = k_conv_geometry(&c->in[0].shape, &c->in[1].shape, c->param);
   if (k_conv_check_temp(c, &g)) return 1;
   for (int64_t n0 = 0; n0 < g.N; n0 += g.S)
@@ -283,6 +287,7 @@ static void k_conv_backward_chunk(const k_call *c, const k_conv_geom *g, int64_t
 /* Backward in = [dY, X, W, (b), Y]; out = [dX, dW, (db)]. */
 int k_convolution_backward(const k_call *c) {
   const k_conv_param *p = c->param;
+  if (k_conv_direct_runs(c, &c->in[1].shape, &c->in[2].shape)) return k_conv_direct_backward(c);
   k_conv_geom g = k_conv_geometry(&c->in[1].shape, &c->in[2].shape, p);
   if (k_conv_check_temp(c, &g)) return 1;
   if (c->req[1] == kWriteTo || c->req[1] == kWriteInplace)

@@ -51,8 +51,9 @@ K_DECLARE_OP(dropout)
 K_DECLARE_OP(matmul)
 K_DECLARE_OP(fully_connected)
 
-/* k_conv.c — convolution (1-D and 2-D, groups, dilation) by im2col + GEMM; needs temp space
- * of k_conv_temp_bytes(). */
+/* k_conv.c — convolution (1-D and 2-D, groups, dilation); needs temp space of
+ * k_conv_temp_bytes(). Ungrouped shapes where it measured faster run k_conv_direct.c's direct
+ * convolution on channel-blocked tensors, the rest im2col + GEMM (KILN_CONV overrides). */
 K_DECLARE_OP(convolution)
 size_t k_conv_temp_bytes(const k_shape *data, const k_shape *weight, const k_conv_param *p);
 
