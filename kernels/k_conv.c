@@ -202,7 +202,7 @@ static void k_conv_forward_chunk(const k_call *c, const k_conv_geom *g, int64_t 
 
 int k_convolution_forward(const k_call *c) {
   if (c->req[0] == kNullOp) return 0;
-  if (k_conv_direct_runs(c, &c->in[0].shape, &c->in[1].shape)) return k_conv_direct_forward(c);
+  if (k_conv_direct_runs(c, &c->in[0].shape, &c->in[1].shape, 0)) return k_conv_direct_forward(c);
   k_conv_geom g = k_conv_geometry(&c->in[0].shape, &c->in[1].shape, c->param);
   if (k_conv_check_temp(c, &g)) return 1;
   for (int64_t n0 = 0; n0 < g.N; n0 += g.S)
@@ -287,7 +287,7 @@ static void k_conv_backward_chunk(const k_call *c, const k_conv_geom *g, int64_t
 /* Backward in = [dY, X, W, (b), Y]; out = [dX, dW, (db)]. */
 int k_convolution_backward(const k_call *c) {
   const k_conv_param *p = c->param;
-  if (k_conv_direct_runs(c, &c->in[1].shape, &c->in[2].shape)) return k_conv_direct_backward(c);
+  if (k_conv_direct_runs(c, &c->in[1].shape, &c->in[2].shape, 1)) return k_conv_direct_backward(c);
   k_conv_geom g = k_conv_geometry(&c->in[1].shape, &c->in[2].shape, p);
   if (k_conv_check_temp(c, &g)) return 1;
   if (c->req[1] == kWriteTo || c->req[1] == kWriteInplace)

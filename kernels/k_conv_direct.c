@@ -36,6 +36,10 @@ typedef struct {
 typedef struct {
   const char *name;
   int64_t V;
+  /* dst[w*V + c] = src[c*ld + w] (w < len, c < cn; other lanes 0), and its inverse for
+   * c < cn, adding to dst when add is set. */
+  void (*pack_rows)(const float *src, int64_t ld, int64_t cn, int64_t len, float *dst);
+  void (*unpack_rows)(const float *src, int64_t cn, int64_t len, float *dst, int64_t ld, int add);
   /* yb[n][fb .. fb+nf), nf = 1 or 2, plus bias (F floats, or NULL). */
   void (*fwd_block)(const k_cd_geom *g, const float *xb, const float *wf, const float *bias,
                     float *yb, int64_t n, int64_t fb, int nf);
@@ -217,64 +221,69 @@ static k_cd_bufs k_cd_layout(const k_cd_geom *g, void *temp) {
 
 /* ---- which path ------------------------------------------------------------------------- */
 
-/* Measured on the example models' layers (bench/kernels, AVX-512; see bench/README.md): the
- * direct path wins once there are enough input channels to fill most of a vector and the
- * output channels fill at least one. */
-static int k_cd_shape_wins(const k_cd_geom *g) { return g->C >= 8 && g->F >= 8; }
+/* Measured on the example models' layers (bench/kernels, 1 thread, AVX-512; bench/README.md):
+ * the direct forward pass beats im2col + GEMM on every one, down to 1 input channel. The
+ * backward passes lose with few input channels: the weight gradient then has too few
+ * accumulators per loaded vector and the data gradient fills few lanes of each vector. */
+static int k_cd_shape_wins(const k_cd_geom *g, int backward) { return !backward || g->C >= 8; }
 
-int k_conv_direct_wanted(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
+int k_conv_direct_wanted(const k_shape *data, const k_shape *weight, const k_conv_param *p,
+                         int backward) {
   k_cd_geom g = k_cd_geometry(data, weight, p, K_CD_VMAX);
   if (p->num_group > 1 || g.N == 0 || g.OH == 0 || g.OW == 0) return 0;
   const char *force = getenv("KILN_CONV");
   if (force && !strcmp(force, "im2col")) return 0;
   if (force && !strncmp(force, "direct", 6)) return 1;
-  return k_cd_shape_wins(&g);
+  return k_cd_shape_wins(&g, backward);
 }
 
 size_t k_conv_direct_temp_bytes(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
-  if (!k_conv_direct_wanted(data, weight, p)) return 0;
+  if (!k_conv_direct_wanted(data, weight, p, 0) && !k_conv_direct_wanted(data, weight, p, 1)) return 0;
   k_cd_geom g = k_cd_geometry(data, weight, p, K_CD_VMAX);
   int64_t sizes[4];
   return (size_t)k_cd_floats(&g, sizes) * sizeof(float);
 }
 
-int k_conv_direct_runs(const k_call *c, const k_shape *data, const k_shape *weight) {
+int k_conv_direct_runs(const k_call *c, const k_shape *data, const k_shape *weight, int backward) {
   size_t need = k_conv_direct_temp_bytes(data, weight, c->param);
-  return need && c->temp && c->temp_bytes >= need;
+  return need && k_conv_direct_wanted(data, weight, c->param, backward) && c->temp &&
+         c->temp_bytes >= need;
 }
 
 /* ---- layout conversion ------------------------------------------------------------------ */
 
 /* Channels [cb*V, cb*V + V) of one NCHW image src [nch][H][W] -> one block dst [H+2ph][W+2pw][V],
- * zero in the padding and in lanes past nch. */
-static void k_cd_pack_block(const float *src, int64_t nch, int64_t H, int64_t W, int64_t ph,
-                            int64_t pw, int64_t V, int64_t cb, float *dst) {
-  int64_t Wp = W + 2 * pw, cn = nch - cb * V < V ? nch - cb * V : V;
-  memset(dst, 0, (size_t)((H + 2 * ph) * Wp * V) * sizeof(float));
-  for (int64_t ci = 0; ci < cn; ci++) {
-    const float *s = src + (cb * V + ci) * H * W;
-    for (int64_t h = 0; h < H; h++) {
-      float *d = dst + ((h + ph) * Wp + pw) * V + ci;
-      for (int64_t w = 0; w < W; w++) d[w * V] = s[h * W + w];
-    }
+ * zero in the padding and in lanes past nch. Unpadded, the image is one long row. */
+static void k_cd_pack_block(const k_cd_isa *isa, const float *src, int64_t nch, int64_t H, int64_t W,
+                            int64_t ph, int64_t pw, int64_t cb, float *dst) {
+  int64_t V = isa->V, Wp = W + 2 * pw, cn = nch - cb * V < V ? nch - cb * V : V;
+  src += cb * V * H * W;
+  if (ph == 0 && pw == 0) {
+    isa->pack_rows(src, H * W, cn, H * W, dst);
+    return;
+  }
+  memset(dst, 0, (size_t)(ph * Wp * V) * sizeof(float));
+  memset(dst + (ph + H) * Wp * V, 0, (size_t)(ph * Wp * V) * sizeof(float));
+  for (int64_t h = 0; h < H; h++) {
+    float *row = dst + (h + ph) * Wp * V;
+    memset(row, 0, (size_t)(pw * V) * sizeof(float));
+    memset(row + (pw + W) * V, 0, (size_t)(pw * V) * sizeof(float));
+    isa->pack_rows(src + h * W, H * W, cn, W, row + pw * V);
   }
 }
 
 /* The inverse for the real channels: block src -> dst [nch][H][W], adding when req is kAddTo. */
-static void k_cd_unpack_block(const float *src, int64_t nch, int64_t H, int64_t W, int64_t ph,
-                              int64_t pw, int64_t V, int64_t cb, k_req req, float *dst) {
-  int64_t Wp = W + 2 * pw, cn = nch - cb * V < V ? nch - cb * V : V;
-  for (int64_t ci = 0; ci < cn; ci++) {
-    float *d = dst + (cb * V + ci) * H * W;
-    for (int64_t h = 0; h < H; h++) {
-      const float *s = src + ((h + ph) * Wp + pw) * V + ci;
-      float *dr = d + h * W;
-      if (req == kAddTo)
-        for (int64_t w = 0; w < W; w++) dr[w] += s[w * V];
-      else
-        for (int64_t w = 0; w < W; w++) dr[w] = s[w * V];
-    }
+static void k_cd_unpack_block(const k_cd_isa *isa, const float *src, int64_t nch, int64_t H, int64_t W,
+                              int64_t ph, int64_t pw, int64_t cb, k_req req, float *dst) {
+  int64_t V = isa->V, Wp = W + 2 * pw, cn = nch - cb * V < V ? nch - cb * V : V;
+  int add = req == kAddTo;
+  dst += cb * V * H * W;
+  if (ph == 0 && pw == 0) {
+    isa->unpack_rows(src, cn, H * W, dst, H * W, add);
+    return;
   }
+  for (int64_t h = 0; h < H; h++)
+    isa->unpack_rows(src + ((h + ph) * Wp + pw) * V, cn, W, dst + h * W, H * W, add);
 }
 
 /* W [F][C][kh][kw] -> wf [Fb][Cb][kh][kw][V c][V f] (fwd) or wd [Cb][Fb][kh][kw][V f][V c],
@@ -322,8 +331,8 @@ static void k_cd_task_pack_x(void *p, int64_t lo, int64_t hi) {
   const k_cd_geom *g = t->g;
   for (int64_t i = lo; i < hi; i++) {
     int64_t n = i / g->Cb, cb = i % g->Cb;
-    k_cd_pack_block(t->src + (t->n0 + n) * g->C * g->H * g->W, g->C, g->H, g->W, g->ph, g->pw,
-                    g->V, cb, t->b.xb + (n * g->Cb + cb) * g->Hp * g->Wp * g->V);
+    k_cd_pack_block(t->isa, t->src + (t->n0 + n) * g->C * g->H * g->W, g->C, g->H, g->W, g->ph,
+                    g->pw, cb, t->b.xb + (n * g->Cb + cb) * g->Hp * g->Wp * g->V);
   }
 }
 
@@ -333,7 +342,7 @@ static void k_cd_task_pack_dy(void *p, int64_t lo, int64_t hi) {
   const k_cd_geom *g = t->g;
   for (int64_t i = lo; i < hi; i++) {
     int64_t n = i / g->Fb, fb = i % g->Fb;
-    k_cd_pack_block(t->src + (t->n0 + n) * g->F * g->OH * g->OW, g->F, g->OH, g->OW, 0, 0, g->V,
+    k_cd_pack_block(t->isa, t->src + (t->n0 + n) * g->F * g->OH * g->OW, g->F, g->OH, g->OW, 0, 0,
                     fb, t->b.yb + (n * g->Fb + fb) * g->OH * g->OW * g->V);
   }
 }
@@ -350,7 +359,7 @@ static void k_cd_task_fwd(void *p, int64_t lo, int64_t hi) {
     int nf = fb + 1 < g->Fb ? 2 : 1;
     t->isa->fwd_block(g, t->b.xb, t->b.w, bias, t->b.yb, n, fb, nf);
     for (int64_t j = fb; j < fb + nf; j++)
-      k_cd_unpack_block(t->b.yb + (n * g->Fb + j) * ysz * g->V, g->F, g->OH, g->OW, 0, 0, g->V, j,
+      k_cd_unpack_block(t->isa, t->b.yb + (n * g->Fb + j) * ysz * g->V, g->F, g->OH, g->OW, 0, 0, j,
                         t->c->req[0], (float *)t->c->out[0].data + (t->n0 + n) * g->F * ysz);
   }
 }
@@ -374,8 +383,8 @@ static void k_cd_task_dx(void *p, int64_t lo, int64_t hi) {
   for (int64_t i = lo; i < hi; i++) {
     int64_t n = i / g->Cb, cb = i % g->Cb;
     t->isa->bwd_data_block(g, t->b.yb, t->b.w, t->b.xb, n, cb);
-    k_cd_unpack_block(t->b.xb + (n * g->Cb + cb) * g->Hp * g->Wp * g->V, g->C, g->H, g->W, g->ph,
-                      g->pw, g->V, cb, t->c->req[0],
+    k_cd_unpack_block(t->isa, t->b.xb + (n * g->Cb + cb) * g->Hp * g->Wp * g->V, g->C, g->H, g->W,
+                      g->ph, g->pw, cb, t->c->req[0],
                       (float *)t->c->out[0].data + (t->n0 + n) * g->C * g->H * g->W);
   }
 }

@@ -48,6 +48,67 @@ static VEC KCD(ld_part)(const float *p, int64_t n) {
   return v;
 }
 
+/* ---- layout conversion ------------------------------------------------------------------ */
+
+#if K_CD_V == 16
+#define KCD_ROUNDS 4
+#define KCD_LO {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23}
+#define KCD_HI {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31}
+#else
+#define KCD_ROUNDS 3
+#define KCD_LO {0, 8, 1, 9, 2, 10, 3, 11}
+#define KCD_HI {4, 12, 5, 13, 6, 14, 7, 15}
+#endif
+typedef int KCD(ivec) __attribute__((vector_size(K_CD_V * sizeof(int))));
+
+/* Transposes the V x V matrix whose rows are r[0..V). Each round interleaves row i with row
+ * i + V/2 into rows 2i and 2i+1, which rotates the bits of (row, column) left by one; log2(V)
+ * rounds rotate them by half, which swaps row and column. */
+KCD_INLINE void KCD(transpose)(VEC *r) {
+  const KCD(ivec) lo = KCD_LO, hi = KCD_HI;
+  for (int round = 0; round < KCD_ROUNDS; round++) {
+    VEC t[K_CD_V];
+#pragma GCC unroll 16
+    for (int i = 0; i < K_CD_V / 2; i++) {
+      t[2 * i] = __builtin_shuffle(r[i], r[i + K_CD_V / 2], lo);
+      t[2 * i + 1] = __builtin_shuffle(r[i], r[i + K_CD_V / 2], hi);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < K_CD_V; i++) r[i] = t[i];
+  }
+}
+
+/* dst[w*V + c] = src[c*ld + w] for w < len and c < cn; lanes c >= cn are zero. V columns at
+ * a time through a register transpose; a last part-filled group as well. */
+static void KCD(pack_rows)(const float *src, int64_t ld, int64_t cn, int64_t len, float *dst) {
+  for (int64_t w = 0; w < len; w += K_CD_V) {
+    int64_t m = len - w < K_CD_V ? len - w : K_CD_V;
+    VEC r[K_CD_V];
+    for (int64_t c = 0; c < K_CD_V; c++)
+      r[c] = c >= cn ? (VEC){0} : m == K_CD_V ? KCD(ld)(src + c * ld + w) : KCD(ld_part)(src + c * ld + w, m);
+    KCD(transpose)(r);
+    for (int64_t j = 0; j < m; j++) KCD(st)(dst + (w + j) * K_CD_V, r[j]);
+  }
+}
+
+/* The inverse for the real channels: dst[c*ld + w] (+)= src[w*V + c], c < cn. */
+static void KCD(unpack_rows)(const float *src, int64_t cn, int64_t len, float *dst, int64_t ld, int add) {
+  for (int64_t w = 0; w < len; w += K_CD_V) {
+    int64_t m = len - w < K_CD_V ? len - w : K_CD_V;
+    VEC r[K_CD_V];
+    for (int64_t j = 0; j < K_CD_V; j++) r[j] = j < m ? KCD(ld)(src + (w + j) * K_CD_V) : (VEC){0};
+    KCD(transpose)(r);
+    for (int64_t c = 0; c < cn; c++) {
+      float *d = dst + c * ld + w;
+      if (m == K_CD_V) {
+        KCD(st)(d, add ? KCD(ld)(d) + r[c] : r[c]);
+      } else {
+        for (int64_t j = 0; j < m; j++) d[j] = add ? d[j] + r[c][j] : r[c][j];
+      }
+    }
+  }
+}
+
 /* ---- forward ---------------------------------------------------------------------------- */
 
 /* Output positions [ow0, ow0+T) of row oh, output-channel blocks fb (and fb+1 when NF = 2):
@@ -224,10 +285,13 @@ static void KCD(bwd_weight_block)(const k_cd_geom *g, const float *xb, const flo
 }
 
 /* The width's entry in the dispatch table. */
-static const k_cd_isa KCD(isa) = {K_CD_NAME, K_CD_V, KCD(fwd_block), KCD(bwd_data_block),
-                                  KCD(bwd_weight_block)};
+static const k_cd_isa KCD(isa) = {K_CD_NAME, K_CD_V, KCD(pack_rows), KCD(unpack_rows),
+                                  KCD(fwd_block), KCD(bwd_data_block), KCD(bwd_weight_block)};
 
 #undef VEC
+#undef KCD_ROUNDS
+#undef KCD_LO
+#undef KCD_HI
 #undef KCD_FWD_CASE
 #undef KCD_BWD_CASE
 #undef KCD_BWW_CASE
