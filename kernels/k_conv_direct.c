@@ -36,19 +36,23 @@ typedef struct {
 typedef struct {
   const char *name;
   int64_t V;
-  /* dst[w*V + c] = src[c*ld + w] (w < len, c < cn; other lanes 0), and its inverse for
-   * c < cn, adding to dst when add is set. */
-  void (*pack_rows)(const float *src, int64_t ld, int64_t cn, int64_t len, float *dst);
-  void (*unpack_rows)(const float *src, int64_t cn, int64_t len, float *dst, int64_t ld, int add);
+  /* Plane positions q < len in rows of W, blocked rows drs floats apart:
+   * dst[(q / W)*drs + (q % W)*V + c] = src[c*ld + q] (c < cn; other lanes 0), and the
+   * inverse for c < cn, adding to dst when add is set. */
+  void (*pack_rows)(const float *src, int64_t ld, int64_t cn, int64_t len, int64_t W, int64_t drs,
+                    float *dst);
+  void (*unpack_rows)(const float *src, int64_t W, int64_t srs, int64_t cn, int64_t len, float *dst,
+                      int64_t ld, int add);
   /* yb[n][fb .. fb+nf), nf = 1 or 2, plus bias (F floats, or NULL). */
   void (*fwd_block)(const k_cd_geom *g, const float *xb, const float *wf, const float *bias,
                     float *yb, int64_t n, int64_t fb, int nf);
-  /* dxb[n][cb] (padded) from dyb and wd, overwritten. */
+  /* dxb[n][cb .. cb+nc), nc = 1 or 2 (padded), from dyb and wd, overwritten. */
   void (*bwd_data_block)(const k_cd_geom *g, const float *dyb, const float *wd, float *dxb,
-                         int64_t n, int64_t cb);
-  /* dwb[fb][cb][ki][kj] = (add ? itself : 0) + the sum over samples [0, ns). */
+                         int64_t n, int64_t cb, int nc);
+  /* dwb[fb .. fb+nf][cb][ki][kj] = (add ? itself : 0) + the sum over samples [0, ns). */
   void (*bwd_weight_block)(const k_cd_geom *g, const float *xb, const float *dyb, float *dwb,
-                           int64_t ns, int add, int64_t fb, int64_t cb, int64_t ki, int64_t kj);
+                           int64_t ns, int add, int64_t fb, int nf, int64_t cb, int64_t ki,
+                           int64_t kj);
 } k_cd_isa;
 
 #define K_CD_VMAX 16
@@ -78,6 +82,7 @@ typedef struct {
 #define K_CD_CASES_F1 K_SEQ_4
 #define K_CD_CASES_BT K_SEQ_4
 #define K_CD_CASES_V K_SEQ_8
+#define K_CD_CASES_HV K_SEQ_4
 #include "k_conv_direct_isa.h"
 #undef K_CD_V
 #undef K_CD_SFX
@@ -89,6 +94,7 @@ typedef struct {
 #undef K_CD_CASES_F1
 #undef K_CD_CASES_BT
 #undef K_CD_CASES_V
+#undef K_CD_CASES_HV
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #define K_CD_X86 1
@@ -106,6 +112,7 @@ typedef struct {
 #define K_CD_CASES_F1 K_SEQ_12
 #define K_CD_CASES_BT K_SEQ_12
 #define K_CD_CASES_V K_SEQ_8
+#define K_CD_CASES_HV K_SEQ_4
 #include "k_conv_direct_isa.h"
 #undef K_CD_V
 #undef K_CD_SFX
@@ -117,6 +124,7 @@ typedef struct {
 #undef K_CD_CASES_F1
 #undef K_CD_CASES_BT
 #undef K_CD_CASES_V
+#undef K_CD_CASES_HV
 #pragma GCC pop_options
 
 /* AVX-512: 32 zmm registers, broadcasts fold into the FMA. 2 x 12 or 24 accumulators. */
@@ -132,6 +140,7 @@ typedef struct {
 #define K_CD_CASES_F1 K_SEQ_24
 #define K_CD_CASES_BT K_SEQ_24
 #define K_CD_CASES_V K_SEQ_16
+#define K_CD_CASES_HV K_SEQ_8
 #include "k_conv_direct_isa.h"
 #undef K_CD_V
 #undef K_CD_SFX
@@ -143,6 +152,7 @@ typedef struct {
 #undef K_CD_CASES_F1
 #undef K_CD_CASES_BT
 #undef K_CD_CASES_V
+#undef K_CD_CASES_HV
 #pragma GCC pop_options
 #endif
 
@@ -253,37 +263,26 @@ int k_conv_direct_runs(const k_call *c, const k_shape *data, const k_shape *weig
 /* ---- layout conversion ------------------------------------------------------------------ */
 
 /* Channels [cb*V, cb*V + V) of one NCHW image src [nch][H][W] -> one block dst [H+2ph][W+2pw][V],
- * zero in the padding and in lanes past nch. Unpadded, the image is one long row. */
+ * zero in the padding and in lanes past nch. */
 static void k_cd_pack_block(const k_cd_isa *isa, const float *src, int64_t nch, int64_t H, int64_t W,
                             int64_t ph, int64_t pw, int64_t cb, float *dst) {
   int64_t V = isa->V, Wp = W + 2 * pw, cn = nch - cb * V < V ? nch - cb * V : V;
-  src += cb * V * H * W;
-  if (ph == 0 && pw == 0) {
-    isa->pack_rows(src, H * W, cn, H * W, dst);
-    return;
-  }
   memset(dst, 0, (size_t)(ph * Wp * V) * sizeof(float));
   memset(dst + (ph + H) * Wp * V, 0, (size_t)(ph * Wp * V) * sizeof(float));
-  for (int64_t h = 0; h < H; h++) {
+  for (int64_t h = 0; pw > 0 && h < H; h++) {
     float *row = dst + (h + ph) * Wp * V;
     memset(row, 0, (size_t)(pw * V) * sizeof(float));
     memset(row + (pw + W) * V, 0, (size_t)(pw * V) * sizeof(float));
-    isa->pack_rows(src + h * W, H * W, cn, W, row + pw * V);
   }
+  isa->pack_rows(src + cb * V * H * W, H * W, cn, H * W, W, Wp * V, dst + (ph * Wp + pw) * V);
 }
 
 /* The inverse for the real channels: block src -> dst [nch][H][W], adding when req is kAddTo. */
 static void k_cd_unpack_block(const k_cd_isa *isa, const float *src, int64_t nch, int64_t H, int64_t W,
                               int64_t ph, int64_t pw, int64_t cb, k_req req, float *dst) {
   int64_t V = isa->V, Wp = W + 2 * pw, cn = nch - cb * V < V ? nch - cb * V : V;
-  int add = req == kAddTo;
-  dst += cb * V * H * W;
-  if (ph == 0 && pw == 0) {
-    isa->unpack_rows(src, cn, H * W, dst, H * W, add);
-    return;
-  }
-  for (int64_t h = 0; h < H; h++)
-    isa->unpack_rows(src + ((h + ph) * Wp + pw) * V, cn, W, dst + h * W, H * W, add);
+  isa->unpack_rows(src + (ph * Wp + pw) * V, W, Wp * V, cn, H * W, dst + cb * V * H * W, H * W,
+                   req == kAddTo);
 }
 
 /* W [F][C][kh][kw] -> wf [Fb][Cb][kh][kw][V c][V f] (fwd) or wd [Cb][Fb][kh][kw][V f][V c],
@@ -364,28 +363,33 @@ static void k_cd_task_fwd(void *p, int64_t lo, int64_t hi) {
   }
 }
 
-/* Task i = (fb, cb, ki, kj): one weight-gradient block, adding the chunk's samples to what the
- * earlier chunks left (chunks run in order, so the sum's order is fixed). */
+/* Task i = (pair of output blocks, cb, ki, kj): weight-gradient blocks, adding the chunk's
+ * samples to what the earlier chunks left (chunks run in order, so the sum's order is fixed). */
 static void k_cd_task_dw(void *p, int64_t lo, int64_t hi) {
   k_cd_ctx *t = p;
   const k_cd_geom *g = t->g;
   for (int64_t i = lo; i < hi; i++) {
     int64_t kj = i % g->kw, ki = i / g->kw % g->kh, cb = i / (g->kw * g->kh) % g->Cb;
-    int64_t fb = i / (g->kw * g->kh * g->Cb);
-    t->isa->bwd_weight_block(g, t->b.xb, t->b.yb, t->b.dwb, t->ns, t->n0 > 0, fb, cb, ki, kj);
+    int64_t fb = i / (g->kw * g->kh * g->Cb) * 2;
+    int nf = fb + 1 < g->Fb ? 2 : 1;
+    t->isa->bwd_weight_block(g, t->b.xb, t->b.yb, t->b.dwb, t->ns, t->n0 > 0, fb, nf, cb, ki, kj);
   }
 }
 
-/* Task i = (sample, cb): one data-gradient block (into the xb region), then into dX. */
+/* Task i = (sample, pair of input blocks): data-gradient blocks (into the xb region), then
+ * into dX. */
 static void k_cd_task_dx(void *p, int64_t lo, int64_t hi) {
   k_cd_ctx *t = p;
   const k_cd_geom *g = t->g;
+  int64_t pairs = (g->Cb + 1) / 2;
   for (int64_t i = lo; i < hi; i++) {
-    int64_t n = i / g->Cb, cb = i % g->Cb;
-    t->isa->bwd_data_block(g, t->b.yb, t->b.w, t->b.xb, n, cb);
-    k_cd_unpack_block(t->isa, t->b.xb + (n * g->Cb + cb) * g->Hp * g->Wp * g->V, g->C, g->H, g->W,
-                      g->ph, g->pw, cb, t->c->req[0],
-                      (float *)t->c->out[0].data + (t->n0 + n) * g->C * g->H * g->W);
+    int64_t n = i / pairs, cb = i % pairs * 2;
+    int nc = cb + 1 < g->Cb ? 2 : 1;
+    t->isa->bwd_data_block(g, t->b.yb, t->b.w, t->b.xb, n, cb, nc);
+    for (int64_t j = cb; j < cb + nc; j++)
+      k_cd_unpack_block(t->isa, t->b.xb + (n * g->Cb + j) * g->Hp * g->Wp * g->V, g->C, g->H, g->W,
+                        g->ph, g->pw, j, t->c->req[0],
+                        (float *)t->c->out[0].data + (t->n0 + n) * g->C * g->H * g->W);
   }
 }
 
@@ -431,9 +435,9 @@ static void k_cd_backward_chunk(k_cd_ctx *t) {
   if (c->req[1] != kNullOp) {
     t->src = c->in[1].data;
     k_parallel_for(t->ns * g->Cb, 1, k_cd_task_pack_x, t);
-    k_parallel_for(g->Fb * g->Cb * g->kh * g->kw, 1, k_cd_task_dw, t);
+    k_parallel_for((g->Fb + 1) / 2 * g->Cb * g->kh * g->kw, 1, k_cd_task_dw, t);
   }
-  if (c->req[0] != kNullOp) k_parallel_for(t->ns * g->Cb, 1, k_cd_task_dx, t);
+  if (c->req[0] != kNullOp) k_parallel_for(t->ns * ((g->Cb + 1) / 2), 1, k_cd_task_dx, t);
 }
 
 /* Backward in = [dY, X, W, (b), Y]; out = [dX, dW, (db)]. */

@@ -78,28 +78,34 @@ KCD_INLINE void KCD(transpose)(VEC *r) {
   }
 }
 
-/* dst[w*V + c] = src[c*ld + w] for w < len and c < cn; lanes c >= cn are zero. V columns at
- * a time through a register transpose; a last part-filled group as well. */
-static void KCD(pack_rows)(const float *src, int64_t ld, int64_t cn, int64_t len, float *dst) {
-  for (int64_t w = 0; w < len; w += K_CD_V) {
-    int64_t m = len - w < K_CD_V ? len - w : K_CD_V;
+/* Position q of a plane of rows W long, stored rows drs floats apart: its vector. */
+KCD_INLINE int64_t KCD(pos)(int64_t q, int64_t W, int64_t drs) { return q / W * drs + q % W * K_CD_V; }
+
+/* dst[pos(q)] lane c = src[c*ld + q] for positions q < len and channels c < cn (lanes past cn
+ * are zero): V positions at a time through a register transpose, whatever rows they span,
+ * since the source plane is contiguous; a last part-filled group as well. */
+static void KCD(pack_rows)(const float *src, int64_t ld, int64_t cn, int64_t len, int64_t W,
+                           int64_t drs, float *dst) {
+  for (int64_t q = 0; q < len; q += K_CD_V) {
+    int64_t m = len - q < K_CD_V ? len - q : K_CD_V;
     VEC r[K_CD_V];
     for (int64_t c = 0; c < K_CD_V; c++)
-      r[c] = c >= cn ? (VEC){0} : m == K_CD_V ? KCD(ld)(src + c * ld + w) : KCD(ld_part)(src + c * ld + w, m);
+      r[c] = c >= cn ? (VEC){0} : m == K_CD_V ? KCD(ld)(src + c * ld + q) : KCD(ld_part)(src + c * ld + q, m);
     KCD(transpose)(r);
-    for (int64_t j = 0; j < m; j++) KCD(st)(dst + (w + j) * K_CD_V, r[j]);
+    for (int64_t j = 0; j < m; j++) KCD(st)(dst + KCD(pos)(q + j, W, drs), r[j]);
   }
 }
 
-/* The inverse for the real channels: dst[c*ld + w] (+)= src[w*V + c], c < cn. */
-static void KCD(unpack_rows)(const float *src, int64_t cn, int64_t len, float *dst, int64_t ld, int add) {
-  for (int64_t w = 0; w < len; w += K_CD_V) {
-    int64_t m = len - w < K_CD_V ? len - w : K_CD_V;
+/* The inverse for the real channels: dst[c*ld + q] (+)= lane c of src[pos(q)], c < cn. */
+static void KCD(unpack_rows)(const float *src, int64_t W, int64_t srs, int64_t cn, int64_t len,
+                             float *dst, int64_t ld, int add) {
+  for (int64_t q = 0; q < len; q += K_CD_V) {
+    int64_t m = len - q < K_CD_V ? len - q : K_CD_V;
     VEC r[K_CD_V];
-    for (int64_t j = 0; j < K_CD_V; j++) r[j] = j < m ? KCD(ld)(src + (w + j) * K_CD_V) : (VEC){0};
+    for (int64_t j = 0; j < K_CD_V; j++) r[j] = j < m ? KCD(ld)(src + KCD(pos)(q + j, W, srs)) : (VEC){0};
     KCD(transpose)(r);
     for (int64_t c = 0; c < cn; c++) {
-      float *d = dst + c * ld + w;
+      float *d = dst + c * ld + q;
       if (m == K_CD_V) {
         KCD(st)(d, add ? KCD(ld)(d) + r[c] : r[c]);
       } else {
@@ -192,96 +198,145 @@ static void KCD(fwd_block)(const k_cd_geom *g, const float *xb, const float *wf,
 
 /* ---- backward: data gradient ------------------------------------------------------------ */
 
-/* Scatters output positions [ow0, ow0+T) of row oh into the padded input gradient of one
- * input-channel block: for each tap, the T input positions it touches are loaded, receive
- * sum over output channels of dy * w, and are stored back. */
+/* Scatters output positions [ow0, ow0+T) of row oh into the padded input gradient of input
+ * blocks cb (and cb+1 when NC = 2): for each tap, the T input positions it touches are
+ * loaded, receive the sum over output channels of dy * w, and are stored back. */
 KCD_INLINE void KCD(bwd_data_tile)(const k_cd_geom *g, const float *dyn, const float *wd, float *dx,
-                                   int64_t oh, int64_t ow0, int T, int SW) {
+                                   int64_t oh, int64_t ow0, int T, int NC, int SW) {
   int64_t sw = SW ? SW : g->sw, xrs = g->Wp * K_CD_V, ycs = g->OH * g->OW * K_CD_V;
+  int64_t xcs = g->Hp * g->Wp * K_CD_V, wcs = g->Fb * g->kh * g->kw * K_CD_V * K_CD_V;
   const float *dyo = dyn + (oh * g->OW + ow0) * K_CD_V;
   for (int64_t ki = 0; ki < g->kh; ki++)
     for (int64_t kj = 0; kj < g->kw; kj++) {
-      VEC a[K_CD_BT];
+      VEC a0[K_CD_BT], a1[K_CD_FT];
       float *dp = dx + (oh * g->sh + ki * g->dh) * xrs + (ow0 * sw + kj * g->dw) * K_CD_V;
 #pragma GCC unroll 32
-      for (int t = 0; t < T; t++) a[t] = KCD(ld)(dp + t * sw * K_CD_V);
+      for (int t = 0; t < T; t++) {
+        a0[t] = KCD(ld)(dp + t * sw * K_CD_V);
+        if (NC > 1) a1[t] = KCD(ld)(dp + xcs + t * sw * K_CD_V);
+      }
       for (int64_t fb = 0; fb < g->Fb; fb++) {
         int64_t fn = g->F - fb * K_CD_V < K_CD_V ? g->F - fb * K_CD_V : K_CD_V;
         const float *dyp = dyo + fb * ycs;
         const float *wp = wd + ((fb * g->kh + ki) * g->kw + kj) * K_CD_V * K_CD_V;
         for (int64_t f = 0; f < fn; f++) {
-          VEC w0 = KCD(ld)(wp + f * K_CD_V);
+          VEC w0 = KCD(ld)(wp + f * K_CD_V), w1 = NC > 1 ? KCD(ld)(wp + wcs + f * K_CD_V) : w0;
 #pragma GCC unroll 32
-          for (int t = 0; t < T; t++) a[t] += KCD(bc)(dyp[t * K_CD_V + f]) * w0;
+          for (int t = 0; t < T; t++) {
+            VEC d = KCD(bc)(dyp[t * K_CD_V + f]);
+            a0[t] += d * w0;
+            if (NC > 1) a1[t] += d * w1;
+          }
         }
       }
 #pragma GCC unroll 32
-      for (int t = 0; t < T; t++) KCD(st)(dp + t * sw * K_CD_V, a[t]);
+      for (int t = 0; t < T; t++) {
+        KCD(st)(dp + t * sw * K_CD_V, a0[t]);
+        if (NC > 1) KCD(st)(dp + xcs + t * sw * K_CD_V, a1[t]);
+      }
     }
 }
 
-#define KCD_BWD_CASE(T) case T: KCD(bwd_data_tile)(g, dyn, wd, dx, oh, ow, T, SW); break;
+#define KCD_BWD_CASE(T) case T: KCD(bwd_data_tile)(g, dyn, wd, dx, oh, ow, T, NC, SW); break;
 KCD_INLINE void KCD(bwd_data_row)(const k_cd_geom *g, const float *dyn, const float *wd, float *dx,
-                                  int64_t oh, int SW) {
-  int64_t tiles = (g->OW + K_CD_BT - 1) / K_CD_BT;
+                                  int64_t oh, int NC, int SW) {
+  int64_t tmax = NC > 1 ? K_CD_FT : K_CD_BT;
+  int64_t tiles = (g->OW + tmax - 1) / tmax;
   for (int64_t i = 0, ow = 0; i < tiles; i++) {
     int64_t T = (g->OW - ow) / (tiles - i);
-    switch (T) { K_CD_CASES_BT(KCD_BWD_CASE) }
+    if (NC > 1) switch (T) { K_CD_CASES_FT(KCD_BWD_CASE) }
+    else switch (T) { K_CD_CASES_BT(KCD_BWD_CASE) }
     ow += T;
   }
 }
 
-/* dxb[n][cb] = the data gradient of one sample and input-channel block (padding included),
- * from dyb and wd. The block is owned by the caller's task: nothing else writes it. */
+static void KCD(bwd_data_rows)(const k_cd_geom *g, const float *dyn, const float *wd, float *dx, int nc) {
+  for (int64_t oh = 0; oh < g->OH; oh++) {
+    if (nc > 1) {
+      if (g->sw == 1) KCD(bwd_data_row)(g, dyn, wd, dx, oh, 2, 1);
+      else if (g->sw == 2) KCD(bwd_data_row)(g, dyn, wd, dx, oh, 2, 2);
+      else KCD(bwd_data_row)(g, dyn, wd, dx, oh, 2, 0);
+    } else {
+      if (g->sw == 1) KCD(bwd_data_row)(g, dyn, wd, dx, oh, 1, 1);
+      else if (g->sw == 2) KCD(bwd_data_row)(g, dyn, wd, dx, oh, 1, 2);
+      else KCD(bwd_data_row)(g, dyn, wd, dx, oh, 1, 0);
+    }
+  }
+}
+
+/* dxb[n][cb .. cb+nc) = the data gradient of one sample and nc = 1 or 2 input-channel blocks
+ * (padding included), from dyb and wd. The blocks are owned by the caller's task. */
 static void KCD(bwd_data_block)(const k_cd_geom *g, const float *dyb, const float *wd, float *dxb,
-                                int64_t n, int64_t cb) {
+                                int64_t n, int64_t cb, int nc) {
   int64_t xsz = g->Hp * g->Wp * K_CD_V;
   float *dx = dxb + (n * g->Cb + cb) * xsz;
   const float *dyn = dyb + n * g->Fb * g->OH * g->OW * K_CD_V;
   const float *w = wd + cb * g->Fb * g->kh * g->kw * K_CD_V * K_CD_V;
-  memset(dx, 0, (size_t)xsz * sizeof(float));
-  for (int64_t oh = 0; oh < g->OH; oh++) {
-    if (g->sw == 1) KCD(bwd_data_row)(g, dyn, w, dx, oh, 1);
-    else if (g->sw == 2) KCD(bwd_data_row)(g, dyn, w, dx, oh, 2);
-    else KCD(bwd_data_row)(g, dyn, w, dx, oh, 0);
-  }
+  memset(dx, 0, (size_t)(nc * xsz) * sizeof(float));
+  KCD(bwd_data_rows)(g, dyn, w, dx, nc);
 }
 
 /* ---- backward: weight gradient ---------------------------------------------------------- */
 
-/* dwb[fb][cb][ki][kj] (+)= sum over samples [0, ns) and output positions of x[c] * dy[f-vector],
- * CN input channels held as CN accumulators (the block's other rows are written as 0). */
+/* dwb[fb][cb][ki][kj] rows c0 .. c0+CN (and the same of block fb+1 when NF = 2) (+)= the sum
+ * over samples [0, ns) and output positions of x[c] * dy[f-vector]: CN x NF accumulators. */
 KCD_INLINE void KCD(bwd_weight_tap)(const k_cd_geom *g, const float *xb, const float *dyb, float *dw,
                                     int64_t ns, int add, int64_t fb, int64_t cb, int64_t ki, int64_t kj,
-                                    int CN) {
-  VEC a[K_CD_V];
-  int64_t xrs = g->Wp * K_CD_V, xstep = g->sw * K_CD_V;
+                                    int64_t c0, int CN, int NF) {
+  VEC a0[K_CD_V], a1[K_CD_V / 2];
+  int64_t xrs = g->Wp * K_CD_V, xstep = g->sw * K_CD_V, ycs = g->OH * g->OW * K_CD_V;
+  int64_t wfs = g->Cb * g->kh * g->kw * K_CD_V * K_CD_V;
+  float *d0 = dw + c0 * K_CD_V, *d1 = d0 + wfs;
 #pragma GCC unroll 32
-  for (int c = 0; c < CN; c++) a[c] = add ? KCD(ld)(dw + c * K_CD_V) : (VEC){0};
+  for (int c = 0; c < CN; c++) {
+    a0[c] = add ? KCD(ld)(d0 + c * K_CD_V) : (VEC){0};
+    if (NF > 1) a1[c] = add ? KCD(ld)(d1 + c * K_CD_V) : (VEC){0};
+  }
   for (int64_t n = 0; n < ns; n++) {
-    const float *xn = xb + ((n * g->Cb + cb) * g->Hp + ki * g->dh) * xrs + kj * g->dw * K_CD_V;
-    const float *dyn = dyb + (n * g->Fb + fb) * g->OH * g->OW * K_CD_V;
+    const float *xn = xb + ((n * g->Cb + cb) * g->Hp + ki * g->dh) * xrs + kj * g->dw * K_CD_V + c0;
+    const float *dyn = dyb + (n * g->Fb + fb) * ycs;
     for (int64_t oh = 0; oh < g->OH; oh++) {
       const float *xp = xn + oh * g->sh * xrs, *dyp = dyn + oh * g->OW * K_CD_V;
       for (int64_t ow = 0; ow < g->OW; ow++, xp += xstep, dyp += K_CD_V) {
-        VEC d = KCD(ld)(dyp);
+        VEC e0 = KCD(ld)(dyp), e1 = NF > 1 ? KCD(ld)(dyp + ycs) : e0;
 #pragma GCC unroll 32
-        for (int c = 0; c < CN; c++) a[c] += KCD(bc)(xp[c]) * d;
+        for (int c = 0; c < CN; c++) {
+          VEC x = KCD(bc)(xp[c]);
+          a0[c] += x * e0;
+          if (NF > 1) a1[c] += x * e1;
+        }
       }
     }
   }
-  for (int c = 0; c < K_CD_V; c++) KCD(st)(dw + c * K_CD_V, c < CN ? a[c] : (VEC){0});
+#pragma GCC unroll 32
+  for (int c = 0; c < CN; c++) {
+    KCD(st)(d0 + c * K_CD_V, a0[c]);
+    if (NF > 1) KCD(st)(d1 + c * K_CD_V, a1[c]);
+  }
 }
 
-#define KCD_BWW_CASE(CN) case CN: KCD(bwd_weight_tap)(g, xb, dyb, dw, ns, add, fb, cb, ki, kj, CN); break;
-/* The weight-gradient block of output block fb, input block cb and tap (ki, kj), summed over
- * samples [0, ns) in a fixed order, onto its old value when add is set: one task owns it, so
- * no reduction across tasks. */
+#define KCD_BWW_CASE1(CN) case CN: KCD(bwd_weight_tap)(g, xb, dyb, dw, ns, add, fb, cb, ki, kj, 0, CN, 1); break;
+#define KCD_BWW_CASE2(CN) case CN: KCD(bwd_weight_tap)(g, xb, dyb, dw, ns, add, fb, cb, ki, kj, c0, CN, 2); break;
+/* The weight-gradient blocks of output blocks fb .. fb+nf (nf = 1 or 2), input block cb and
+ * tap (ki, kj), summed over samples [0, ns) in a fixed order, onto their old value when add
+ * is set: one task owns them, so no reduction across tasks. Two output vectors hold half an
+ * input block at a time (V/2 x 2 accumulators); rows past C are written as 0. */
 static void KCD(bwd_weight_block)(const k_cd_geom *g, const float *xb, const float *dyb, float *dwb,
-                                  int64_t ns, int add, int64_t fb, int64_t cb, int64_t ki, int64_t kj) {
+                                  int64_t ns, int add, int64_t fb, int nf, int64_t cb, int64_t ki,
+                                  int64_t kj) {
   int64_t cn = g->C - cb * K_CD_V < K_CD_V ? g->C - cb * K_CD_V : K_CD_V;
+  int64_t wfs = g->Cb * g->kh * g->kw * K_CD_V * K_CD_V;
   float *dw = dwb + (((fb * g->Cb + cb) * g->kh + ki) * g->kw + kj) * K_CD_V * K_CD_V;
-  switch (cn) { K_CD_CASES_V(KCD_BWW_CASE) }
+  if (!add)
+    for (int j = 0; j < nf; j++) memset(dw + j * wfs, 0, K_CD_V * K_CD_V * sizeof(float));
+  if (nf == 1) {
+    switch (cn) { K_CD_CASES_V(KCD_BWW_CASE1) }
+    return;
+  }
+  for (int64_t c0 = 0; c0 < cn; c0 += K_CD_V / 2) {
+    int64_t m = cn - c0 < K_CD_V / 2 ? cn - c0 : K_CD_V / 2;
+    switch (m) { K_CD_CASES_HV(KCD_BWW_CASE2) }
+  }
 }
 
 /* The width's entry in the dispatch table. */
@@ -294,4 +349,5 @@ static const k_cd_isa KCD(isa) = {K_CD_NAME, K_CD_V, KCD(pack_rows), KCD(unpack_
 #undef KCD_HI
 #undef KCD_FWD_CASE
 #undef KCD_BWD_CASE
-#undef KCD_BWW_CASE
+#undef KCD_BWW_CASE1
+#undef KCD_BWW_CASE2
