@@ -12,10 +12,13 @@
  * tensors only, so that a layout pass keeping activations blocked can call them directly.
  * TODO(issue 8): the weights should be repacked once per load and per update, not per call.
  *
- * Work is split with k_parallel_for over (sample x channel block) for the forward pass and
- * the data gradient, and over (output block x input block x tap) for the weight gradient:
- * each task owns what it writes and sums in a fixed order, so results do not depend on the
- * thread count. Grouped (and depthwise) convolution stays on the im2col path for now. */
+ * The batch runs in chunks of S samples whose blocked copies fit K_CD_CHUNK_FLOATS. Within a
+ * chunk, work is split with k_parallel_for over (sample x pair of channel blocks) for the
+ * forward pass and the data gradient, and over (pair of output blocks x input block x tap) for
+ * the weight gradient, which adds each chunk onto the previous ones: each task owns what it
+ * writes and sums in a fixed order, so results do not depend on the thread count. Grouped
+ * (and depthwise) convolution stays on the im2col path for now. The instruction set is picked
+ * at run time, not from the model's --cpu/--features (TODO(issue 8)). */
 #include "kernels.h"
 #include "k_conv_direct.h"
 
