@@ -4,6 +4,7 @@
  * samples in chunks wide enough to give the GEMM about K_CONV_COLS columns (small feature maps
  * otherwise make many thin GEMMs). A 1-D convolution runs as a 2-D one of height 1. */
 #include "kernels.h"
+#include "k_conv_direct.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -88,7 +89,9 @@ static int64_t k_conv_temp_floats(const k_conv_geom *g) {
  * for the input gradient columns after the weight gradient has consumed the im2col copy. */
 size_t k_conv_temp_bytes(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
   k_conv_geom g = k_conv_geometry(data, weight, p);
-  return (size_t)k_conv_temp_floats(&g) * sizeof(float);
+  size_t im2col = (size_t)k_conv_temp_floats(&g) * sizeof(float);
+  size_t direct = k_conv_direct_temp_bytes(data, weight, p);   /* 0 unless that path is wanted */
+  return direct > im2col ? direct : im2col;
 }
 
 /* Output columns [lo, hi) whose tap kj lands inside the row (iw = ow*sw - pw + kj*dw in
@@ -265,6 +268,7 @@ static void k_conv_forward_parts(void *ctx, int64_t lo, int64_t hi) {
 
 int k_convolution_forward(const k_call *c) {
   if (c->req[0] == kNullOp) return 0;
+  if (k_conv_direct_runs(c, &c->in[0].shape, &c->in[1].shape, 0)) return k_conv_direct_forward(c);
   k_conv_geom g = k_conv_geometry(&c->in[0].shape, &c->in[1].shape, c->param);
   if (k_conv_check_temp(c, &g)) return 1;
   k_conv_job j = {c, &g, 0};
@@ -379,6 +383,7 @@ static void k_conv_sum_wparts(void *ctx, int64_t lo, int64_t hi) {
 /* Backward in = [dY, X, W, (b), Y]; out = [dX, dW, (db)]. */
 int k_convolution_backward(const k_call *c) {
   const k_conv_param *p = c->param;
+  if (k_conv_direct_runs(c, &c->in[1].shape, &c->in[2].shape, 1)) return k_conv_direct_backward(c);
   k_conv_geom g = k_conv_geometry(&c->in[1].shape, &c->in[2].shape, p);
   if (k_conv_check_temp(c, &g)) return 1;
   k_conv_job j = {c, &g, 0};

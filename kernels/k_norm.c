@@ -1,14 +1,13 @@
 /* k_norm.c — batch_norm (F.batch_norm: batch statistics and a moving-average update in train
  * mode, moving statistics in predict mode) and layer_norm (F.layer_norm over the last axis).
- * Both save the mean and 1/sqrt(var + eps) as hidden outputs for the backward pass. Statistics
- * are accumulated in double so that large batches match torch to float precision. batch_norm
- * is split over channels with k_parallel_for. */
+ * Both save the mean and 1/sqrt(var + eps) as hidden outputs for the backward pass. batch_norm
+ * accumulates its statistics in double lanes (large batches match torch to float precision)
+ * and is split over channels with k_parallel_for; layer_norm keeps a row in float partial
+ * sums (a row is short and in cache) and is split over rows. Every sum has one fixed order. */
 #include "kernels.h"
 
 #include <math.h>
 #include <string.h>
-
-static void k_put(float *y, float v, k_req r) { *y = r == kAddTo ? *y + v : v; }
 
 /* A hidden output the caller may have pruned (predict mode): NULL when not wanted. */
 static float *k_hidden(const k_call *c, int k) {

@@ -4,6 +4,9 @@
 #   threads    OpenBLAS and torch threads (default 1)
 #   build-dir  a Release build tree with bench/ hooked in (default: build-rel at the repo root);
 #              the kiln_bench_kernels target is (re)built there first.
+# BENCH_CLOCK=cpu times both sides by process CPU time instead of the wall clock: at 1 thread
+# on a shared, loaded machine that leaves out the time other processes held the core (it
+# still counts their effect on the caches). Meaningless with more than one thread.
 set -eu
 THREADS=${1:-1}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -16,6 +19,7 @@ cmake --build "$BUILD" --target kiln_bench_kernels -j 2 >/dev/null
 BIN=$(find "$BUILD" -name kiln_bench_kernels -type f -perm -u+x | head -n 1)
 
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC')  $(uname -m)  $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+echo "# clock: ${BENCH_CLOCK:-wall}  load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# threads: $THREADS (OPENBLAS_NUM_THREADS, torch.set_num_threads)  torch $("$PY" -c 'import torch; print(torch.__version__)')"
 OPENBLAS_NUM_THREADS=$THREADS OMP_NUM_THREADS=$THREADS "$BIN" > "$TMP/kiln.tsv"
 OMP_NUM_THREADS=$THREADS "$PY" "$ROOT/bench/kernels/torch_kernels.py" "$THREADS" > "$TMP/torch.tsv"

@@ -668,6 +668,7 @@ static void tm_soak(void) {
   }
   ir_graph_free(ga), ir_graph_free(gb);
   ts_front_free(&fa), ts_front_free(&fb);
+}
 
 /* The same run with the kernels' pool at 1 and at 2 threads: bit for bit. */
 static void tm_thread_counts(const tm_model *tm) {

@@ -438,9 +438,40 @@ def conv_cases(R):
             ((2, 6, 40), 9, (5,), (1,), (2,), (1,), 3, False),
             ((8, 4, 16, 16), 8, (3, 3), (1, 1), (1, 1), (1, 1), 1, False),   # several samples per GEMM chunk
             ((5, 3, 33, 33), 4, (1, 1), (2, 2), (0, 0), (1, 1), 1, True),
-            ((3, 4, 700), 5, (7,), (1,), (3,), (1,), 1, False)]
+            ((3, 4, 700), 5, (7,), (1,), (3,), (1,), 1, False),
+            # sizes that leave a channel vector part-filled, batch 1, and the ResNet's shapes
+            ((1, 17, 7, 13), 33, (3, 3), (1, 1), (1, 1), (1, 1), 1, False),
+            ((2, 20, 11, 9), 50, (5, 5), (1, 1), (0, 0), (1, 1), 1, False),
+            ((2, 16, 12, 12), 32, (3, 3), (2, 2), (1, 1), (1, 1), 1, True),
+            ((2, 16, 10, 10), 32, (1, 1), (2, 2), (0, 0), (1, 1), 1, True),
+            ((1, 9, 10, 15), 18, (3, 2), (3, 3), (2, 1), (1, 1), 1, False),
+            ((2, 8, 12, 15), 9, (3, 3), (2, 2), (1, 3), (2, 3), 1, False),
+            ((2, 10, 33), 12, (3,), (1,), (1,), (1,), 1, False)]
     if R.quick:
-        conv = [conv[1], conv[4]]
+        conv = [conv[1], conv[4], conv[13]]
+    # Each shape through the path the shape rule picks, then forced through the direct
+    # (channel-blocked) convolution at the CPU's widest vector and at AVX2's (KILN_CONV reaches
+    # kiln_opcheck through the environment; grouped shapes stay on im2col whatever it says).
+    saved = os.environ.get("KILN_CONV")
+    try:
+        for mode in (None, "direct", "direct-avx2"):
+            if mode:
+                os.environ["KILN_CONV"] = mode
+            elif saved is None:
+                os.environ.pop("KILN_CONV", None)
+            conv_mode_cases(R, conv, " [KILN_CONV=%s]" % mode if mode else "")
+    finally:
+        if saved is None:
+            os.environ.pop("KILN_CONV", None)
+        else:
+            os.environ["KILN_CONV"] = saved
+    R.case("convolution defaults", "y = convolution(x, num_filter=2, kernel=(3, 3))",
+           {"x": R.randn(1, 2, 5, 5), "y.weight": R.randn(2, 2, 3, 3), "y.bias": R.randn(2)},
+           lambda T: F.conv2d(T["x"], T["y.weight"], T["y.bias"]),
+           grads={"data": "x", "weight": "y.weight", "bias": "y.bias"}, tol=SUM_TOL)
+
+
+def conv_mode_cases(R, conv, suffix):
     for s, f, k, st, pd, dl, g, nb in conv:
         arrays = {"x": R.randn(*s), "y.weight": R.randn(f, s[1] // g, *k)}
         if not nb:
@@ -456,12 +487,8 @@ def conv_cases(R):
         if not nb:
             grads["bias"] = "y.bias"
         # Each output sums C/g * prod(kernel) products and the weight gradient sums over N*OH*OW.
-        R.case("convolution %s f=%d k=%s s=%s p=%s d=%s g=%d no_bias=%s" % (shp(s), f, k, st, pd, dl, g, nb),
+        R.case("convolution %s f=%d k=%s s=%s p=%s d=%s g=%d no_bias=%s%s" % (shp(s), f, k, st, pd, dl, g, nb, suffix),
                "y = convolution(x, %s)" % attrs, arrays, ref, grads=grads, tol=SUM_TOL)
-    R.case("convolution defaults", "y = convolution(x, num_filter=2, kernel=(3, 3))",
-           {"x": R.randn(1, 2, 5, 5), "y.weight": R.randn(2, 2, 3, 3), "y.bias": R.randn(2)},
-           lambda T: F.conv2d(T["x"], T["y.weight"], T["y.bias"]),
-           grads={"data": "x", "weight": "y.weight", "bias": "y.bias"}, tol=SUM_TOL)
 
 
 def pool_cases(R):

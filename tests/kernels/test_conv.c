@@ -1,4 +1,4 @@
-/* test_conv.c — convolution 1-D and 2-D: forward values against a naive direct convolution in
+/* test_conv.c — convolution 1-D and 2-D on the im2col path: forward values against a naive direct convolution in
  * double written here (stride, padding, dilation, groups, no_bias), gradient checks through the
  * shared harness, and the temp-space contract (too little temp space is an error). */
 #include "kt_harness.h"
@@ -135,6 +135,9 @@ static void test_no_data_grad(const conv_spec *s) {
 }
 
 int main(void) {
+  /* This file checks the im2col path (its values, gradients and temp formula); the direct
+   * path the dispatch prefers for most ungrouped shapes has test_conv_direct.c. */
+  setenv("KILN_CONV", "im2col", 1);
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) check_conv(&specs[i]);
   test_no_data_grad(&specs[1]);
   test_no_data_grad(&specs[6]);

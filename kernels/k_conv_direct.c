@@ -1,0 +1,461 @@
+/* k_conv_direct.c — convolution computed directly on channel-blocked tensors (NCHW[V]c: the
+ * channels in blocks of V, one vector, innermost), without im2col. Forward, data gradient
+ * and weight gradient each run a register-blocked inner loop (k_conv_direct_isa.h): a tile of
+ * output positions of one row times one or two channel vectors held in registers.
+ *
+ * The vector width follows the CPU at run time: V = 16 with AVX-512, 8 with AVX2 + FMA, and a
+ * portable V = 8 build otherwise (or when KILN_CONV asks for it). Workspace is always sized for
+ * V = 16, the largest: every buffer rounds channels up to V, so a narrower V needs no more.
+ *
+ * Today the kernel converts per call: NCHW input -> padded blocked input, blocked output ->
+ * NCHW, and the weights -> blocked weights. The block functions (k_cd_isa) take blocked
+ * tensors only, so that a layout pass keeping activations blocked can call them directly.
+ * TODO(issue 8): the weights should be repacked once per load and per update, not per call.
+ *
+ * The batch runs in chunks of S samples whose blocked copies fit K_CD_CHUNK_FLOATS. Within a
+ * chunk, work is split with k_parallel_for over (sample x pair of channel blocks) for the
+ * forward pass and the data gradient, and over (pair of output blocks x input block x tap) for
+ * the weight gradient, which adds each chunk onto the previous ones: each task owns what it
+ * writes and sums in a fixed order, so results do not depend on the thread count. Grouped
+ * (and depthwise) convolution stays on the im2col path for now. The instruction set is picked
+ * at run time, not from the model's --cpu/--features (TODO(issue 8)). */
+#include "kernels.h"
+#include "k_conv_direct.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The sizes of one convolution in blocked form: 1-D runs as 2-D of height 1. The blocked
+ * activations hold S samples at a time (a chunk of the batch), indexed from 0. */
+typedef struct {
+  int64_t N, S, C, H, W, F;
+  int64_t kh, kw, sh, sw, ph, pw, dh, dw, OH, OW;
+  int64_t V, Cb, Fb;      /* vector width; input and output channel blocks */
+  int64_t Hp, Wp;         /* the input's padded height and width */
+} k_cd_geom;
+
+/* The block functions of one vector width (k_conv_direct_isa.h documents the layouts). */
+typedef struct {
+  const char *name;
+  int64_t V;
+  /* Plane positions q < len in rows of W, blocked rows drs floats apart:
+   * dst[(q / W)*drs + (q % W)*V + c] = src[c*ld + q] (c < cn; other lanes 0), and the
+   * inverse for c < cn, adding to dst when add is set. */
+  void (*pack_rows)(const float *src, int64_t ld, int64_t cn, int64_t len, int64_t W, int64_t drs,
+                    float *dst);
+  void (*unpack_rows)(const float *src, int64_t W, int64_t srs, int64_t cn, int64_t len, float *dst,
+                      int64_t ld, int add);
+  /* yb[n][fb .. fb+nf), nf = 1 or 2, plus bias (F floats, or NULL). */
+  void (*fwd_block)(const k_cd_geom *g, const float *xb, const float *wf, const float *bias,
+                    float *yb, int64_t n, int64_t fb, int nf);
+  /* dxb[n][cb .. cb+nc), nc = 1 or 2 (padded), from dyb and wd, overwritten. */
+  void (*bwd_data_block)(const k_cd_geom *g, const float *dyb, const float *wd, float *dxb,
+                         int64_t n, int64_t cb, int nc);
+  /* dwb[fb .. fb+nf][cb][ki][kj] = (add ? itself : 0) + the sum over samples [0, ns). */
+  void (*bwd_weight_block)(const k_cd_geom *g, const float *xb, const float *dyb, float *dwb,
+                           int64_t ns, int add, int64_t fb, int nf, int64_t cb, int64_t ki,
+                           int64_t kj);
+} k_cd_isa;
+
+#define K_CD_VMAX 16
+
+/* X(1) ... X(n): one case per compile-time tile width. */
+#define K_SEQ_2(X) X(1) X(2)
+#define K_SEQ_4(X) K_SEQ_2(X) X(3) X(4)
+#define K_SEQ_6(X) K_SEQ_4(X) X(5) X(6)
+#define K_SEQ_8(X) K_SEQ_6(X) X(7) X(8)
+#define K_SEQ_12(X) K_SEQ_8(X) X(9) X(10) X(11) X(12)
+#define K_SEQ_16(X) K_SEQ_12(X) X(13) X(14) X(15) X(16)
+#define K_SEQ_24(X) K_SEQ_16(X) X(17) X(18) X(19) X(20) X(21) X(22) X(23) X(24)
+
+/* The portable build's static functions pass 32-byte vectors, which GCC warns (at the end of
+ * the file) would change the ABI without AVX; nothing outside this file calls them, so there
+ * is no ABI to keep. */
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+/* Portable: V = 8 in SSE registers (two per vector), small tiles to limit spilling. */
+#define K_CD_V 8
+#define K_CD_SFX generic
+#define K_CD_NAME "generic"
+#define K_CD_FT 2
+#define K_CD_F1 4
+#define K_CD_BT 4
+#define K_CD_CASES_FT K_SEQ_2
+#define K_CD_CASES_F1 K_SEQ_4
+#define K_CD_CASES_BT K_SEQ_4
+#define K_CD_CASES_V K_SEQ_8
+#define K_CD_CASES_HV K_SEQ_4
+#include "k_conv_direct_isa.h"
+#undef K_CD_V
+#undef K_CD_SFX
+#undef K_CD_NAME
+#undef K_CD_FT
+#undef K_CD_F1
+#undef K_CD_BT
+#undef K_CD_CASES_FT
+#undef K_CD_CASES_F1
+#undef K_CD_CASES_BT
+#undef K_CD_CASES_V
+#undef K_CD_CASES_HV
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define K_CD_X86 1
+
+/* AVX2 + FMA: 16 ymm registers; a broadcast needs its own register. 2 x 6 or 12 accumulators. */
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#define K_CD_V 8
+#define K_CD_SFX avx2
+#define K_CD_NAME "avx2"
+#define K_CD_FT 6
+#define K_CD_F1 12
+#define K_CD_BT 12
+#define K_CD_CASES_FT K_SEQ_6
+#define K_CD_CASES_F1 K_SEQ_12
+#define K_CD_CASES_BT K_SEQ_12
+#define K_CD_CASES_V K_SEQ_8
+#define K_CD_CASES_HV K_SEQ_4
+#include "k_conv_direct_isa.h"
+#undef K_CD_V
+#undef K_CD_SFX
+#undef K_CD_NAME
+#undef K_CD_FT
+#undef K_CD_F1
+#undef K_CD_BT
+#undef K_CD_CASES_FT
+#undef K_CD_CASES_F1
+#undef K_CD_CASES_BT
+#undef K_CD_CASES_V
+#undef K_CD_CASES_HV
+#pragma GCC pop_options
+
+/* AVX-512: 32 zmm registers, broadcasts fold into the FMA. 2 x 12 or 24 accumulators. */
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx2,fma")
+#define K_CD_V 16
+#define K_CD_SFX avx512
+#define K_CD_NAME "avx512"
+#define K_CD_FT 12
+#define K_CD_F1 24
+#define K_CD_BT 24
+#define K_CD_CASES_FT K_SEQ_12
+#define K_CD_CASES_F1 K_SEQ_24
+#define K_CD_CASES_BT K_SEQ_24
+#define K_CD_CASES_V K_SEQ_16
+#define K_CD_CASES_HV K_SEQ_8
+#include "k_conv_direct_isa.h"
+#undef K_CD_V
+#undef K_CD_SFX
+#undef K_CD_NAME
+#undef K_CD_FT
+#undef K_CD_F1
+#undef K_CD_BT
+#undef K_CD_CASES_FT
+#undef K_CD_CASES_F1
+#undef K_CD_CASES_BT
+#undef K_CD_CASES_V
+#undef K_CD_CASES_HV
+#pragma GCC pop_options
+#endif
+
+/* The widest instruction set the CPU has, narrowed by KILN_CONV=direct-avx2 / direct-generic. */
+static const k_cd_isa *k_cd_pick(void) {
+  const char *want = getenv("KILN_CONV");
+  if (want && !strcmp(want, "direct-generic")) return &isa_generic;
+#ifdef K_CD_X86
+  int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (__builtin_cpu_supports("avx512f") && !(want && !strcmp(want, "direct-avx2"))) return &isa_avx512;
+  if (avx2) return &isa_avx2;
+#endif
+  return &isa_generic;
+}
+
+static int64_t k_cd_out_len(int64_t in, int64_t k, int64_t s, int64_t pad, int64_t dil) {
+  int64_t span = dil * (k - 1) + 1;
+  return in + 2 * pad < span ? 0 : (in + 2 * pad - span) / s + 1;
+}
+
+/* Samples per chunk: as many as keep the blocked activations (sized at V = 16, the widest)
+ * within K_CD_CHUNK_FLOATS, so the workspace stays near im2col's and a chunk's blocked
+ * copies are still in cache (L2) when the block functions read them; at least one. */
+#define K_CD_CHUNK_FLOATS (256 * 1024)
+
+static k_cd_geom k_cd_geometry(const k_shape *x, const k_shape *w, const k_conv_param *p, int64_t V) {
+  k_cd_geom g;
+  int two = p->kernel.n == 2, last = p->kernel.n - 1;
+  g.N = x->d[0]; g.C = x->d[1];
+  g.H = two ? x->d[2] : 1; g.W = x->d[x->rank - 1];
+  g.F = w->d[0];
+  g.kh = two ? p->kernel.v[0] : 1; g.kw = p->kernel.v[last];
+  g.sh = two ? p->stride.v[0] : 1; g.sw = p->stride.v[last];
+  g.ph = two ? p->pad.v[0] : 0;    g.pw = p->pad.v[last];
+  g.dh = two ? p->dilate.v[0] : 1; g.dw = p->dilate.v[last];
+  g.OH = k_cd_out_len(g.H, g.kh, g.sh, g.ph, g.dh);
+  g.OW = k_cd_out_len(g.W, g.kw, g.sw, g.pw, g.dw);
+  g.V = V;
+  g.Cb = (g.C + V - 1) / V; g.Fb = (g.F + V - 1) / V;
+  g.Hp = g.H + 2 * g.ph; g.Wp = g.W + 2 * g.pw;
+  int64_t vm = K_CD_VMAX, per = ((g.C + vm - 1) / vm * g.Hp * g.Wp + (g.F + vm - 1) / vm * g.OH * g.OW) * vm;
+  g.S = per > 0 ? K_CD_CHUNK_FLOATS / per : g.N;
+  g.S = g.S < 1 ? 1 : g.S > g.N ? g.N : g.S;
+  return g;
+}
+
+/* ---- workspace ---------------------------------------------------------------------------- */
+
+/* The blocked buffers inside c->temp, each starting on a 64-byte boundary:
+ *   xb   padded input of S samples; in backward reused for their padded data gradient once
+ *        the weight gradient (its only other reader) is done,
+ *   yb   output (forward) or output gradient (backward) of S samples,
+ *   w    weights, forward or data-gradient layout,
+ *   dwb  weight gradient (backward only; the forward pass reserves it too, since the planner
+ *        asks one size for both). */
+typedef struct { float *xb, *yb, *w, *dwb; } k_cd_bufs;
+
+static int64_t k_cd_round(int64_t floats) { return (floats + 15) / 16 * 16; }
+
+static int64_t k_cd_floats(const k_cd_geom *g, int64_t sizes[4]) {
+  int64_t V = g->V, wsz = g->Fb * g->Cb * g->kh * g->kw * V * V;
+  sizes[0] = k_cd_round(g->S * g->Cb * g->Hp * g->Wp * V);
+  sizes[1] = k_cd_round(g->S * g->Fb * g->OH * g->OW * V);
+  sizes[2] = k_cd_round(wsz);
+  sizes[3] = k_cd_round(wsz);
+  return sizes[0] + sizes[1] + sizes[2] + sizes[3] + 16;   /* + alignment slack */
+}
+
+static k_cd_bufs k_cd_layout(const k_cd_geom *g, void *temp) {
+  int64_t sizes[4];
+  k_cd_floats(g, sizes);
+  float *p = (float *)(((uintptr_t)temp + 63) & ~(uintptr_t)63);
+  k_cd_bufs b = {p, p + sizes[0], p + sizes[0] + sizes[1], p + sizes[0] + sizes[1] + sizes[2]};
+  return b;
+}
+
+/* ---- which path ------------------------------------------------------------------------- */
+
+/* Measured on the example models' layers (bench/kernels, 1 thread, AVX-512; bench/README.md):
+ * the direct forward pass beats im2col + GEMM on every one, down to 1 input channel. The
+ * backward passes lose with few input channels: the weight gradient then has too few
+ * accumulators per loaded vector and the data gradient fills few lanes of each vector. */
+static int k_cd_shape_wins(const k_cd_geom *g, int backward) { return !backward || g->C >= 8; }
+
+int k_conv_direct_wanted(const k_shape *data, const k_shape *weight, const k_conv_param *p,
+                         int backward) {
+  k_cd_geom g = k_cd_geometry(data, weight, p, K_CD_VMAX);
+  if (p->num_group > 1 || g.N == 0 || g.OH == 0 || g.OW == 0) return 0;
+  const char *force = getenv("KILN_CONV");
+  if (force && !strcmp(force, "im2col")) return 0;
+  if (force && !strncmp(force, "direct", 6)) return 1;
+  return k_cd_shape_wins(&g, backward);
+}
+
+size_t k_conv_direct_temp_bytes(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
+  if (!k_conv_direct_wanted(data, weight, p, 0) && !k_conv_direct_wanted(data, weight, p, 1)) return 0;
+  k_cd_geom g = k_cd_geometry(data, weight, p, K_CD_VMAX);
+  int64_t sizes[4];
+  return (size_t)k_cd_floats(&g, sizes) * sizeof(float);
+}
+
+int k_conv_direct_runs(const k_call *c, const k_shape *data, const k_shape *weight, int backward) {
+  size_t need = k_conv_direct_temp_bytes(data, weight, c->param);
+  return need && k_conv_direct_wanted(data, weight, c->param, backward) && c->temp &&
+         c->temp_bytes >= need;
+}
+
+/* ---- layout conversion ------------------------------------------------------------------ */
+
+/* Channels [cb*V, cb*V + V) of one NCHW image src [nch][H][W] -> one block dst [H+2ph][W+2pw][V],
+ * zero in the padding and in lanes past nch. */
+static void k_cd_pack_block(const k_cd_isa *isa, const float *src, int64_t nch, int64_t H, int64_t W,
+                            int64_t ph, int64_t pw, int64_t cb, float *dst) {
+  int64_t V = isa->V, Wp = W + 2 * pw, cn = nch - cb * V < V ? nch - cb * V : V;
+  memset(dst, 0, (size_t)(ph * Wp * V) * sizeof(float));
+  memset(dst + (ph + H) * Wp * V, 0, (size_t)(ph * Wp * V) * sizeof(float));
+  for (int64_t h = 0; pw > 0 && h < H; h++) {
+    float *row = dst + (h + ph) * Wp * V;
+    memset(row, 0, (size_t)(pw * V) * sizeof(float));
+    memset(row + (pw + W) * V, 0, (size_t)(pw * V) * sizeof(float));
+  }
+  isa->pack_rows(src + cb * V * H * W, H * W, cn, H * W, W, Wp * V, dst + (ph * Wp + pw) * V);
+}
+
+/* The inverse for the real channels: block src -> dst [nch][H][W], adding when req is kAddTo. */
+static void k_cd_unpack_block(const k_cd_isa *isa, const float *src, int64_t nch, int64_t H, int64_t W,
+                              int64_t ph, int64_t pw, int64_t cb, k_req req, float *dst) {
+  int64_t V = isa->V, Wp = W + 2 * pw, cn = nch - cb * V < V ? nch - cb * V : V;
+  isa->unpack_rows(src + (ph * Wp + pw) * V, W, Wp * V, cn, H * W, dst + cb * V * H * W, H * W,
+                   req == kAddTo);
+}
+
+/* W [F][C][kh][kw] -> wf [Fb][Cb][kh][kw][V c][V f] (fwd) or wd [Cb][Fb][kh][kw][V f][V c],
+ * zero past F and C. TODO(issue 8): once per load and per update, not per call. */
+static void k_cd_pack_weights(const k_cd_geom *g, const float *W, int for_data, float *out) {
+  int64_t V = g->V, taps = g->kh * g->kw;
+  memset(out, 0, (size_t)(g->Fb * g->Cb * taps * V * V) * sizeof(float));
+  for (int64_t f = 0; f < g->F; f++)
+    for (int64_t c = 0; c < g->C; c++)
+      for (int64_t t = 0; t < taps; t++) {
+        int64_t fb = f / V, fi = f % V, cb = c / V, ci = c % V;
+        int64_t blk = for_data ? (cb * g->Fb + fb) * taps + t : (fb * g->Cb + cb) * taps + t;
+        out[blk * V * V + (for_data ? fi * V + ci : ci * V + fi)] = W[(f * g->C + c) * taps + t];
+      }
+}
+
+/* dwb [Fb][Cb][kh][kw][V c][V f] -> dW [F][C][kh][kw], honouring req. */
+static void k_cd_unpack_weights(const k_cd_geom *g, const float *dwb, k_req req, float *dW) {
+  int64_t V = g->V, taps = g->kh * g->kw;
+  for (int64_t f = 0; f < g->F; f++)
+    for (int64_t c = 0; c < g->C; c++)
+      for (int64_t t = 0; t < taps; t++) {
+        float v = dwb[((f / V * g->Cb + c / V) * taps + t) * V * V + (c % V) * V + f % V];
+        float *d = dW + (f * g->C + c) * taps + t;
+        *d = req == kAddTo ? *d + v : v;
+      }
+}
+
+/* ---- tasks ------------------------------------------------------------------------------ */
+
+/* One chunk of the batch: samples [n0, n0 + ns) of the NCHW tensors are samples [0, ns) of
+ * the blocked buffers. */
+typedef struct {
+  const k_cd_geom *g;
+  const k_cd_isa *isa;
+  const k_call *c;
+  k_cd_bufs b;
+  const float *src;      /* what a pack task reads (x or dy, NCHW, whole batch) */
+  int64_t n0, ns;
+} k_cd_ctx;
+
+/* Task i = (sample, cb) packs that block of x, padded. */
+static void k_cd_task_pack_x(void *p, int64_t lo, int64_t hi) {
+  k_cd_ctx *t = p;
+  const k_cd_geom *g = t->g;
+  for (int64_t i = lo; i < hi; i++) {
+    int64_t n = i / g->Cb, cb = i % g->Cb;
+    k_cd_pack_block(t->isa, t->src + (t->n0 + n) * g->C * g->H * g->W, g->C, g->H, g->W, g->ph,
+                    g->pw, cb, t->b.xb + (n * g->Cb + cb) * g->Hp * g->Wp * g->V);
+  }
+}
+
+/* Task i = (sample, fb) packs that block of dy. */
+static void k_cd_task_pack_dy(void *p, int64_t lo, int64_t hi) {
+  k_cd_ctx *t = p;
+  const k_cd_geom *g = t->g;
+  for (int64_t i = lo; i < hi; i++) {
+    int64_t n = i / g->Fb, fb = i % g->Fb;
+    k_cd_pack_block(t->isa, t->src + (t->n0 + n) * g->F * g->OH * g->OW, g->F, g->OH, g->OW, 0, 0,
+                    fb, t->b.yb + (n * g->Fb + fb) * g->OH * g->OW * g->V);
+  }
+}
+
+/* Task i = (sample, pair of output blocks): computes them and writes them to Y. */
+static void k_cd_task_fwd(void *p, int64_t lo, int64_t hi) {
+  k_cd_ctx *t = p;
+  const k_cd_geom *g = t->g;
+  const k_conv_param *prm = t->c->param;
+  const float *bias = prm->no_bias ? NULL : t->c->in[2].data;
+  int64_t pairs = (g->Fb + 1) / 2, ysz = g->OH * g->OW;
+  for (int64_t i = lo; i < hi; i++) {
+    int64_t n = i / pairs, fb = i % pairs * 2;
+    int nf = fb + 1 < g->Fb ? 2 : 1;
+    t->isa->fwd_block(g, t->b.xb, t->b.w, bias, t->b.yb, n, fb, nf);
+    for (int64_t j = fb; j < fb + nf; j++)
+      k_cd_unpack_block(t->isa, t->b.yb + (n * g->Fb + j) * ysz * g->V, g->F, g->OH, g->OW, 0, 0, j,
+                        t->c->req[0], (float *)t->c->out[0].data + (t->n0 + n) * g->F * ysz);
+  }
+}
+
+/* Task i = (pair of output blocks, cb, ki, kj): weight-gradient blocks, adding the chunk's
+ * samples to what the earlier chunks left (chunks run in order, so the sum's order is fixed). */
+static void k_cd_task_dw(void *p, int64_t lo, int64_t hi) {
+  k_cd_ctx *t = p;
+  const k_cd_geom *g = t->g;
+  for (int64_t i = lo; i < hi; i++) {
+    int64_t kj = i % g->kw, ki = i / g->kw % g->kh, cb = i / (g->kw * g->kh) % g->Cb;
+    int64_t fb = i / (g->kw * g->kh * g->Cb) * 2;
+    int nf = fb + 1 < g->Fb ? 2 : 1;
+    t->isa->bwd_weight_block(g, t->b.xb, t->b.yb, t->b.dwb, t->ns, t->n0 > 0, fb, nf, cb, ki, kj);
+  }
+}
+
+/* Task i = (sample, pair of input blocks): data-gradient blocks (into the xb region), then
+ * into dX. */
+static void k_cd_task_dx(void *p, int64_t lo, int64_t hi) {
+  k_cd_ctx *t = p;
+  const k_cd_geom *g = t->g;
+  int64_t pairs = (g->Cb + 1) / 2;
+  for (int64_t i = lo; i < hi; i++) {
+    int64_t n = i / pairs, cb = i % pairs * 2;
+    int nc = cb + 1 < g->Cb ? 2 : 1;
+    t->isa->bwd_data_block(g, t->b.yb, t->b.w, t->b.xb, n, cb, nc);
+    for (int64_t j = cb; j < cb + nc; j++)
+      k_cd_unpack_block(t->isa, t->b.xb + (n * g->Cb + j) * g->Hp * g->Wp * g->V, g->C, g->H, g->W,
+                        g->ph, g->pw, j, t->c->req[0],
+                        (float *)t->c->out[0].data + (t->n0 + n) * g->C * g->H * g->W);
+  }
+}
+
+/* ---- entry points ----------------------------------------------------------------------- */
+
+int k_conv_direct_forward(const k_call *c) {
+  if (c->req[0] == kNullOp) return 0;
+  const k_cd_isa *isa = k_cd_pick();
+  k_cd_geom g = k_cd_geometry(&c->in[0].shape, &c->in[1].shape, c->param, isa->V);
+  k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), c->in[0].data, 0, 0};
+  k_cd_pack_weights(&g, c->in[1].data, 0, t.b.w);
+  for (t.n0 = 0; t.n0 < g.N; t.n0 += g.S) {
+    t.ns = g.N - t.n0 < g.S ? g.N - t.n0 : g.S;
+    k_parallel_for(t.ns * g.Cb, 1, k_cd_task_pack_x, &t);
+    k_parallel_for(t.ns * ((g.Fb + 1) / 2), 1, k_cd_task_fwd, &t);
+  }
+  return 0;
+}
+
+/* db[f] = sum over samples and positions of dY, per (sample, channel) then over samples. */
+static void k_cd_grad_bias(const k_cd_geom *g, const float *dY, k_req r, float *db) {
+  if (r == kNullOp) return;
+  int64_t ysz = g->OH * g->OW;
+  for (int64_t f = 0; f < g->F; f++) {
+    float s = r == kAddTo ? db[f] : 0.0f;
+    for (int64_t n = 0; n < g->N; n++) {
+      const float *d = dY + (n * g->F + f) * ysz;
+      float part = 0.0f;
+      for (int64_t i = 0; i < ysz; i++) part += d[i];
+      s += part;
+    }
+    db[f] = s;
+  }
+}
+
+/* One chunk's gradients. The weight gradient runs first because the data gradient overwrites
+ * the blocked input it reads. */
+static void k_cd_backward_chunk(k_cd_ctx *t) {
+  const k_cd_geom *g = t->g;
+  const k_call *c = t->c;
+  t->src = c->in[0].data;
+  k_parallel_for(t->ns * g->Fb, 1, k_cd_task_pack_dy, t);
+  if (c->req[1] != kNullOp) {
+    t->src = c->in[1].data;
+    k_parallel_for(t->ns * g->Cb, 1, k_cd_task_pack_x, t);
+    k_parallel_for((g->Fb + 1) / 2 * g->Cb * g->kh * g->kw, 1, k_cd_task_dw, t);
+  }
+  if (c->req[0] != kNullOp) k_parallel_for(t->ns * ((g->Cb + 1) / 2), 1, k_cd_task_dx, t);
+}
+
+/* Backward in = [dY, X, W, (b), Y]; out = [dX, dW, (db)]. */
+int k_conv_direct_backward(const k_call *c) {
+  const k_conv_param *p = c->param;
+  const k_cd_isa *isa = k_cd_pick();
+  k_cd_geom g = k_cd_geometry(&c->in[1].shape, &c->in[2].shape, p, isa->V);
+  k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), NULL, 0, 0};
+  if (c->req[0] != kNullOp) k_cd_pack_weights(&g, c->in[2].data, 1, t.b.w);
+  if (c->req[0] != kNullOp || c->req[1] != kNullOp)
+    for (t.n0 = 0; t.n0 < g.N; t.n0 += g.S) {
+      t.ns = g.N - t.n0 < g.S ? g.N - t.n0 : g.S;
+      k_cd_backward_chunk(&t);
+    }
+  if (c->req[1] != kNullOp) k_cd_unpack_weights(&g, t.b.dwb, c->req[1], c->out[1].data);
+  if (!p->no_bias) k_cd_grad_bias(&g, c->in[0].data, c->req[2], c->out[2].data);
+  return 0;
+}

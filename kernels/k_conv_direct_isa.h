@@ -1,0 +1,353 @@
+/* k_conv_direct_isa.h — the register-blocked inner loops of the direct convolution for one
+ * vector width. Not a normal header: k_conv_direct.c includes it once per instruction set,
+ * inside `#pragma GCC target(...)`, after defining
+ *   K_CD_V      floats per vector (16 for AVX-512, 8 for AVX2 and the portable build),
+ *   K_CD_SFX    the suffix of every function defined here (avx512, avx2, generic), and
+ *   K_CD_NAME   the same as a string,
+ *   K_CD_FT, K_CD_F1, K_CD_BT  the most output positions of a forward tile holding two
+ *               output-channel vectors, of one holding one, and of a data-gradient tile
+ *               (chosen so the accumulators fit the target's vector registers), with
+ *   K_CD_CASES_FT(X), ..._F1, ..._BT, ..._V  X(1) ... X(that maximum), one per tile width,
+ * so each width gets its own copy compiled for its target. GCC vector extensions, not
+ * intrinsics: the same source serves every width.
+ *
+ * Blocked layouts (k_cd_geom in k_conv_direct.c names the sizes):
+ *   xb  [N][Cb][Hp][Wp][V]   input, zero-padded by ph/pw on each side, channel c of block cb
+ *   yb  [N][Fb][OH][OW][V]   output (or output gradient)
+ *   wf  [Fb][Cb][kh][kw][V c][V f]   weights for the forward pass (and the weight gradient)
+ *   wd  [Cb][Fb][kh][kw][V f][V c]   weights for the data gradient
+ * Channels past C (or F) in the last block are never read as inputs to a sum: loops over
+ * input channels stop at the real count, and output lanes past F are dropped on conversion.
+ *
+ * The tile functions take their sizes (T positions, NF vectors, stride SW) as arguments but
+ * are always inlined into callers that pass constants, so the accumulators live in registers
+ * and every load has a constant displacement; SW = 0 means "stride from g". */
+
+#define KCD_CAT2(a, b) a##_##b
+#define KCD_CAT(a, b) KCD_CAT2(a, b)
+#define KCD(name) KCD_CAT(name, K_CD_SFX)
+#define KCD_INLINE static inline __attribute__((always_inline))
+
+typedef float KCD(vec) __attribute__((vector_size(K_CD_V * sizeof(float))));
+#define VEC KCD(vec)
+
+KCD_INLINE VEC KCD(ld)(const float *p) {
+  VEC v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+
+KCD_INLINE void KCD(st)(float *p, VEC v) { memcpy(p, &v, sizeof v); }
+
+KCD_INLINE VEC KCD(bc)(float s) { return (VEC){0} + s; }
+
+/* The first n lanes of p (n < V allowed: a bias past F reads as zero). */
+static VEC KCD(ld_part)(const float *p, int64_t n) {
+  VEC v = {0};
+  for (int64_t i = 0; i < n && i < K_CD_V; i++) v[i] = p[i];
+  return v;
+}
+
+/* ---- layout conversion ------------------------------------------------------------------ */
+
+#if K_CD_V == 16
+#define KCD_ROUNDS 4
+#define KCD_LO {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23}
+#define KCD_HI {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31}
+#else
+#define KCD_ROUNDS 3
+#define KCD_LO {0, 8, 1, 9, 2, 10, 3, 11}
+#define KCD_HI {4, 12, 5, 13, 6, 14, 7, 15}
+#endif
+typedef int KCD(ivec) __attribute__((vector_size(K_CD_V * sizeof(int))));
+
+/* Transposes the V x V matrix whose rows are r[0..V). Each round interleaves row i with row
+ * i + V/2 into rows 2i and 2i+1, which rotates the bits of (row, column) left by one; log2(V)
+ * rounds rotate them by half, which swaps row and column. */
+KCD_INLINE void KCD(transpose)(VEC *r) {
+  const KCD(ivec) lo = KCD_LO, hi = KCD_HI;
+  for (int round = 0; round < KCD_ROUNDS; round++) {
+    VEC t[K_CD_V];
+#pragma GCC unroll 16
+    for (int i = 0; i < K_CD_V / 2; i++) {
+      t[2 * i] = __builtin_shuffle(r[i], r[i + K_CD_V / 2], lo);
+      t[2 * i + 1] = __builtin_shuffle(r[i], r[i + K_CD_V / 2], hi);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < K_CD_V; i++) r[i] = t[i];
+  }
+}
+
+/* Position q of a plane of rows W long, stored rows drs floats apart: its vector. */
+KCD_INLINE int64_t KCD(pos)(int64_t q, int64_t W, int64_t drs) { return q / W * drs + q % W * K_CD_V; }
+
+/* dst[pos(q)] lane c = src[c*ld + q] for positions q < len and channels c < cn (lanes past cn
+ * are zero): V positions at a time through a register transpose, whatever rows they span,
+ * since the source plane is contiguous; a last part-filled group as well. */
+static void KCD(pack_rows)(const float *src, int64_t ld, int64_t cn, int64_t len, int64_t W,
+                           int64_t drs, float *dst) {
+  for (int64_t q = 0; q < len; q += K_CD_V) {
+    int64_t m = len - q < K_CD_V ? len - q : K_CD_V;
+    VEC r[K_CD_V];
+    for (int64_t c = 0; c < K_CD_V; c++)
+      r[c] = c >= cn ? (VEC){0} : m == K_CD_V ? KCD(ld)(src + c * ld + q) : KCD(ld_part)(src + c * ld + q, m);
+    KCD(transpose)(r);
+    for (int64_t j = 0; j < m; j++) KCD(st)(dst + KCD(pos)(q + j, W, drs), r[j]);
+  }
+}
+
+/* The inverse for the real channels: dst[c*ld + q] (+)= lane c of src[pos(q)], c < cn. */
+static void KCD(unpack_rows)(const float *src, int64_t W, int64_t srs, int64_t cn, int64_t len,
+                             float *dst, int64_t ld, int add) {
+  for (int64_t q = 0; q < len; q += K_CD_V) {
+    int64_t m = len - q < K_CD_V ? len - q : K_CD_V;
+    VEC r[K_CD_V];
+    for (int64_t j = 0; j < K_CD_V; j++) r[j] = j < m ? KCD(ld)(src + KCD(pos)(q + j, W, srs)) : (VEC){0};
+    KCD(transpose)(r);
+    for (int64_t c = 0; c < cn; c++) {
+      float *d = dst + c * ld + q;
+      if (m == K_CD_V) {
+        KCD(st)(d, add ? KCD(ld)(d) + r[c] : r[c]);
+      } else {
+        for (int64_t j = 0; j < m; j++) d[j] = add ? d[j] + r[c][j] : r[c][j];
+      }
+    }
+  }
+}
+
+/* ---- forward ---------------------------------------------------------------------------- */
+
+/* Output positions [ow0, ow0+T) of row oh, output-channel blocks fb (and fb+1 when NF = 2):
+ * acc[t][j] = bias + sum over input blocks, taps and channels of x * w. */
+KCD_INLINE void KCD(fwd_tile)(const k_cd_geom *g, const float *xn, const float *wf, VEC b0, VEC b1,
+                              float *y, int64_t oh, int64_t ow0, int T, int NF, int SW) {
+  VEC a0[K_CD_F1 > K_CD_FT ? K_CD_F1 : K_CD_FT], a1[K_CD_FT];
+  int64_t sw = SW ? SW : g->sw, xcs = g->Hp * g->Wp * K_CD_V, xrs = g->Wp * K_CD_V;
+  int64_t wfs = g->Cb * g->kh * g->kw * K_CD_V * K_CD_V, ycs = g->OH * g->OW * K_CD_V;
+#pragma GCC unroll 32
+  for (int t = 0; t < T; t++) { a0[t] = b0; if (NF > 1) a1[t] = b1; }
+  const float *xo = xn + oh * g->sh * xrs + ow0 * sw * K_CD_V;
+  for (int64_t cb = 0; cb < g->Cb; cb++) {
+    int64_t cn = g->C - cb * K_CD_V < K_CD_V ? g->C - cb * K_CD_V : K_CD_V;
+    for (int64_t ki = 0; ki < g->kh; ki++)
+      for (int64_t kj = 0; kj < g->kw; kj++) {
+        const float *xp = xo + cb * xcs + ki * g->dh * xrs + kj * g->dw * K_CD_V;
+        const float *wp = wf + ((cb * g->kh + ki) * g->kw + kj) * K_CD_V * K_CD_V;
+        for (int64_t c = 0; c < cn; c++) {
+          VEC w0 = KCD(ld)(wp + c * K_CD_V), w1 = NF > 1 ? KCD(ld)(wp + wfs + c * K_CD_V) : w0;
+#pragma GCC unroll 32
+          for (int t = 0; t < T; t++) {
+            VEC xv = KCD(bc)(xp[t * sw * K_CD_V + c]);
+            a0[t] += xv * w0;
+            if (NF > 1) a1[t] += xv * w1;
+          }
+        }
+      }
+  }
+  float *yo = y + (oh * g->OW + ow0) * K_CD_V;
+#pragma GCC unroll 32
+  for (int t = 0; t < T; t++) {
+    KCD(st)(yo + t * K_CD_V, a0[t]);
+    if (NF > 1) KCD(st)(yo + ycs + t * K_CD_V, a1[t]);
+  }
+}
+
+/* One row of output, cut into tiles of near-equal width (no more than K_CD_FT positions with
+ * two vectors, K_CD_F1 with one), each tile width a compile-time constant. */
+#define KCD_FWD_CASE(T) case T: KCD(fwd_tile)(g, xn, wf, b0, b1, y, oh, ow, T, NF, SW); break;
+KCD_INLINE void KCD(fwd_row)(const k_cd_geom *g, const float *xn, const float *wf, VEC b0, VEC b1,
+                             float *y, int64_t oh, int NF, int SW) {
+  int64_t tmax = NF > 1 ? K_CD_FT : K_CD_F1;
+  int64_t tiles = (g->OW + tmax - 1) / tmax;
+  for (int64_t i = 0, ow = 0; i < tiles; i++) {
+    int64_t T = (g->OW - ow) / (tiles - i);
+    if (NF > 1) switch (T) { K_CD_CASES_FT(KCD_FWD_CASE) }
+    else switch (T) { K_CD_CASES_F1(KCD_FWD_CASE) }
+    ow += T;
+  }
+}
+
+static void KCD(fwd_rows)(const k_cd_geom *g, const float *xn, const float *wf, VEC b0, VEC b1,
+                          float *y, int NF) {
+  for (int64_t oh = 0; oh < g->OH; oh++) {
+    if (NF > 1) {
+      if (g->sw == 1) KCD(fwd_row)(g, xn, wf, b0, b1, y, oh, 2, 1);
+      else if (g->sw == 2) KCD(fwd_row)(g, xn, wf, b0, b1, y, oh, 2, 2);
+      else KCD(fwd_row)(g, xn, wf, b0, b1, y, oh, 2, 0);
+    } else {
+      if (g->sw == 1) KCD(fwd_row)(g, xn, wf, b0, b1, y, oh, 1, 1);
+      else if (g->sw == 2) KCD(fwd_row)(g, xn, wf, b0, b1, y, oh, 1, 2);
+      else KCD(fwd_row)(g, xn, wf, b0, b1, y, oh, 1, 0);
+    }
+  }
+}
+
+/* yb[n][fb .. fb+nf) for nf = 1 or 2, from xb and wf; bias (F floats) may be NULL. */
+static void KCD(fwd_block)(const k_cd_geom *g, const float *xb, const float *wf, const float *bias,
+                           float *yb, int64_t n, int64_t fb, int nf) {
+  VEC b0 = {0}, b1 = {0};
+  if (bias) {
+    b0 = KCD(ld_part)(bias + fb * K_CD_V, g->F - fb * K_CD_V);
+    if (nf > 1) b1 = KCD(ld_part)(bias + (fb + 1) * K_CD_V, g->F - (fb + 1) * K_CD_V);
+  }
+  const float *xn = xb + n * g->Cb * g->Hp * g->Wp * K_CD_V;
+  const float *w = wf + fb * g->Cb * g->kh * g->kw * K_CD_V * K_CD_V;
+  float *y = yb + (n * g->Fb + fb) * g->OH * g->OW * K_CD_V;
+  KCD(fwd_rows)(g, xn, w, b0, b1, y, nf);
+}
+
+/* ---- backward: data gradient ------------------------------------------------------------ */
+
+/* Scatters output positions [ow0, ow0+T) of row oh into the padded input gradient of input
+ * blocks cb (and cb+1 when NC = 2): for each tap, the T input positions it touches are
+ * loaded, receive the sum over output channels of dy * w, and are stored back. */
+KCD_INLINE void KCD(bwd_data_tile)(const k_cd_geom *g, const float *dyn, const float *wd, float *dx,
+                                   int64_t oh, int64_t ow0, int T, int NC, int SW) {
+  int64_t sw = SW ? SW : g->sw, xrs = g->Wp * K_CD_V, ycs = g->OH * g->OW * K_CD_V;
+  int64_t xcs = g->Hp * g->Wp * K_CD_V, wcs = g->Fb * g->kh * g->kw * K_CD_V * K_CD_V;
+  const float *dyo = dyn + (oh * g->OW + ow0) * K_CD_V;
+  for (int64_t ki = 0; ki < g->kh; ki++)
+    for (int64_t kj = 0; kj < g->kw; kj++) {
+      VEC a0[K_CD_BT], a1[K_CD_FT];
+      float *dp = dx + (oh * g->sh + ki * g->dh) * xrs + (ow0 * sw + kj * g->dw) * K_CD_V;
+#pragma GCC unroll 32
+      for (int t = 0; t < T; t++) {
+        a0[t] = KCD(ld)(dp + t * sw * K_CD_V);
+        if (NC > 1) a1[t] = KCD(ld)(dp + xcs + t * sw * K_CD_V);
+      }
+      for (int64_t fb = 0; fb < g->Fb; fb++) {
+        int64_t fn = g->F - fb * K_CD_V < K_CD_V ? g->F - fb * K_CD_V : K_CD_V;
+        const float *dyp = dyo + fb * ycs;
+        const float *wp = wd + ((fb * g->kh + ki) * g->kw + kj) * K_CD_V * K_CD_V;
+        for (int64_t f = 0; f < fn; f++) {
+          VEC w0 = KCD(ld)(wp + f * K_CD_V), w1 = NC > 1 ? KCD(ld)(wp + wcs + f * K_CD_V) : w0;
+#pragma GCC unroll 32
+          for (int t = 0; t < T; t++) {
+            VEC d = KCD(bc)(dyp[t * K_CD_V + f]);
+            a0[t] += d * w0;
+            if (NC > 1) a1[t] += d * w1;
+          }
+        }
+      }
+#pragma GCC unroll 32
+      for (int t = 0; t < T; t++) {
+        KCD(st)(dp + t * sw * K_CD_V, a0[t]);
+        if (NC > 1) KCD(st)(dp + xcs + t * sw * K_CD_V, a1[t]);
+      }
+    }
+}
+
+#define KCD_BWD_CASE(T) case T: KCD(bwd_data_tile)(g, dyn, wd, dx, oh, ow, T, NC, SW); break;
+KCD_INLINE void KCD(bwd_data_row)(const k_cd_geom *g, const float *dyn, const float *wd, float *dx,
+                                  int64_t oh, int NC, int SW) {
+  int64_t tmax = NC > 1 ? K_CD_FT : K_CD_BT;
+  int64_t tiles = (g->OW + tmax - 1) / tmax;
+  for (int64_t i = 0, ow = 0; i < tiles; i++) {
+    int64_t T = (g->OW - ow) / (tiles - i);
+    if (NC > 1) switch (T) { K_CD_CASES_FT(KCD_BWD_CASE) }
+    else switch (T) { K_CD_CASES_BT(KCD_BWD_CASE) }
+    ow += T;
+  }
+}
+
+static void KCD(bwd_data_rows)(const k_cd_geom *g, const float *dyn, const float *wd, float *dx, int nc) {
+  for (int64_t oh = 0; oh < g->OH; oh++) {
+    if (nc > 1) {
+      if (g->sw == 1) KCD(bwd_data_row)(g, dyn, wd, dx, oh, 2, 1);
+      else if (g->sw == 2) KCD(bwd_data_row)(g, dyn, wd, dx, oh, 2, 2);
+      else KCD(bwd_data_row)(g, dyn, wd, dx, oh, 2, 0);
+    } else {
+      if (g->sw == 1) KCD(bwd_data_row)(g, dyn, wd, dx, oh, 1, 1);
+      else if (g->sw == 2) KCD(bwd_data_row)(g, dyn, wd, dx, oh, 1, 2);
+      else KCD(bwd_data_row)(g, dyn, wd, dx, oh, 1, 0);
+    }
+  }
+}
+
+/* dxb[n][cb .. cb+nc) = the data gradient of one sample and nc = 1 or 2 input-channel blocks
+ * (padding included), from dyb and wd. The blocks are owned by the caller's task. */
+static void KCD(bwd_data_block)(const k_cd_geom *g, const float *dyb, const float *wd, float *dxb,
+                                int64_t n, int64_t cb, int nc) {
+  int64_t xsz = g->Hp * g->Wp * K_CD_V;
+  float *dx = dxb + (n * g->Cb + cb) * xsz;
+  const float *dyn = dyb + n * g->Fb * g->OH * g->OW * K_CD_V;
+  const float *w = wd + cb * g->Fb * g->kh * g->kw * K_CD_V * K_CD_V;
+  memset(dx, 0, (size_t)(nc * xsz) * sizeof(float));
+  KCD(bwd_data_rows)(g, dyn, w, dx, nc);
+}
+
+/* ---- backward: weight gradient ---------------------------------------------------------- */
+
+/* dwb[fb][cb][ki][kj] rows c0 .. c0+CN (and the same of block fb+1 when NF = 2) (+)= the sum
+ * over samples [0, ns) and output positions of x[c] * dy[f-vector]: CN x NF accumulators. */
+KCD_INLINE void KCD(bwd_weight_tap)(const k_cd_geom *g, const float *xb, const float *dyb, float *dw,
+                                    int64_t ns, int add, int64_t fb, int64_t cb, int64_t ki, int64_t kj,
+                                    int64_t c0, int CN, int NF) {
+  VEC a0[K_CD_V], a1[K_CD_V / 2];
+  int64_t xrs = g->Wp * K_CD_V, xstep = g->sw * K_CD_V, ycs = g->OH * g->OW * K_CD_V;
+  int64_t wfs = g->Cb * g->kh * g->kw * K_CD_V * K_CD_V;
+  float *d0 = dw + c0 * K_CD_V, *d1 = d0 + wfs;
+#pragma GCC unroll 32
+  for (int c = 0; c < CN; c++) {
+    a0[c] = add ? KCD(ld)(d0 + c * K_CD_V) : (VEC){0};
+    if (NF > 1) a1[c] = add ? KCD(ld)(d1 + c * K_CD_V) : (VEC){0};
+  }
+  for (int64_t n = 0; n < ns; n++) {
+    const float *xn = xb + ((n * g->Cb + cb) * g->Hp + ki * g->dh) * xrs + kj * g->dw * K_CD_V + c0;
+    const float *dyn = dyb + (n * g->Fb + fb) * ycs;
+    for (int64_t oh = 0; oh < g->OH; oh++) {
+      const float *xp = xn + oh * g->sh * xrs, *dyp = dyn + oh * g->OW * K_CD_V;
+      for (int64_t ow = 0; ow < g->OW; ow++, xp += xstep, dyp += K_CD_V) {
+        VEC e0 = KCD(ld)(dyp), e1 = NF > 1 ? KCD(ld)(dyp + ycs) : e0;
+#pragma GCC unroll 32
+        for (int c = 0; c < CN; c++) {
+          VEC x = KCD(bc)(xp[c]);
+          a0[c] += x * e0;
+          if (NF > 1) a1[c] += x * e1;
+        }
+      }
+    }
+  }
+#pragma GCC unroll 32
+  for (int c = 0; c < CN; c++) {
+    KCD(st)(d0 + c * K_CD_V, a0[c]);
+    if (NF > 1) KCD(st)(d1 + c * K_CD_V, a1[c]);
+  }
+}
+
+#define KCD_BWW_CASE1(CN) case CN: KCD(bwd_weight_tap)(g, xb, dyb, dw, ns, add, fb, cb, ki, kj, 0, CN, 1); break;
+#define KCD_BWW_CASE2(CN) case CN: KCD(bwd_weight_tap)(g, xb, dyb, dw, ns, add, fb, cb, ki, kj, c0, CN, 2); break;
+/* The weight-gradient blocks of output blocks fb .. fb+nf (nf = 1 or 2), input block cb and
+ * tap (ki, kj), summed over samples [0, ns) in a fixed order, onto their old value when add
+ * is set: one task owns them, so no reduction across tasks. Two output vectors hold half an
+ * input block at a time (V/2 x 2 accumulators); rows past C are written as 0. */
+static void KCD(bwd_weight_block)(const k_cd_geom *g, const float *xb, const float *dyb, float *dwb,
+                                  int64_t ns, int add, int64_t fb, int nf, int64_t cb, int64_t ki,
+                                  int64_t kj) {
+  int64_t cn = g->C - cb * K_CD_V < K_CD_V ? g->C - cb * K_CD_V : K_CD_V;
+  int64_t wfs = g->Cb * g->kh * g->kw * K_CD_V * K_CD_V;
+  float *dw = dwb + (((fb * g->Cb + cb) * g->kh + ki) * g->kw + kj) * K_CD_V * K_CD_V;
+  if (!add)
+    for (int j = 0; j < nf; j++) memset(dw + j * wfs, 0, K_CD_V * K_CD_V * sizeof(float));
+  if (nf == 1) {
+    switch (cn) { K_CD_CASES_V(KCD_BWW_CASE1) }
+    return;
+  }
+  for (int64_t c0 = 0; c0 < cn; c0 += K_CD_V / 2) {
+    int64_t m = cn - c0 < K_CD_V / 2 ? cn - c0 : K_CD_V / 2;
+    switch (m) { K_CD_CASES_HV(KCD_BWW_CASE2) }
+  }
+}
+
+/* The width's entry in the dispatch table. */
+static const k_cd_isa KCD(isa) = {K_CD_NAME, K_CD_V, KCD(pack_rows), KCD(unpack_rows),
+                                  KCD(fwd_block), KCD(bwd_data_block), KCD(bwd_weight_block)};
+
+#undef VEC
+#undef KCD_ROUNDS
+#undef KCD_LO
+#undef KCD_HI
+#undef KCD_FWD_CASE
+#undef KCD_BWD_CASE
+#undef KCD_BWW_CASE1
+#undef KCD_BWW_CASE2

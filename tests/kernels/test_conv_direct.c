@@ -1,0 +1,240 @@
+/* test_conv_direct.c — the direct (channel-blocked) convolution of k_conv_direct.c against the
+ * im2col path of k_conv.c, which test_conv.c checks against a naive definition: forward,
+ * data, weight and bias gradients (kWriteTo and kAddTo, with and without a data gradient), on
+ * shapes chosen to hit every edge of the blocked loops — channel counts that do not fill a
+ * vector, rows wider than one register tile, strides 1, 2 and 3 (the generic-stride loop),
+ * padding, dilation, 1-D, batch 1, a batch split in chunks — for every instruction set the CPU has (KILN_CONV picks
+ * them). The workspace is filled with NaN first, so a read of a byte the kernel did not write
+ * shows. Then finite-difference gradient checks of the direct path itself, and the dispatch
+ * contract: KILN_CONV=im2col keeps the old path, and too little temp space falls back to it. */
+#include "kt_harness.h"
+#include "k_conv_direct.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  const char *name;
+  int two_d;
+  int N, C, H, W, F;
+  int kh, kw, sh, sw, ph, pw, dh, dw;
+  int no_bias;
+} cd_spec;
+
+static const cd_spec specs[] = {
+  /* name                      2d N  C   H   W   F  kh kw sh sw ph pw dh dw nb */
+  {"3x3 pad 1, one block",      1, 2, 16, 8,  8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0},
+  {"3x3 odd channels",          1, 2, 5,  7,  9, 7,  3, 3, 1, 1, 1, 1, 1, 1, 0},
+  {"channels past one block",   1, 1, 17, 6, 37, 33, 3, 3, 1, 1, 1, 1, 1, 1, 0},
+  {"stride 2 pad 1",            1, 2, 20, 9, 11, 40, 3, 3, 2, 2, 1, 1, 1, 1, 0},
+  {"stride 3, uneven",          1, 2, 9,  10, 13, 18, 3, 2, 3, 3, 2, 1, 1, 1, 1},
+  {"dilation",                  1, 2, 8,  11, 12, 9, 3, 3, 1, 1, 2, 2, 2, 2, 0},
+  {"dilation + stride 2",       1, 1, 6,  12, 15, 17, 3, 3, 2, 2, 1, 3, 2, 3, 0},
+  {"1x1",                       1, 2, 32, 5,  5, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1},
+  {"1x1 stride 2",              1, 3, 16, 9,  9, 32, 1, 1, 2, 2, 0, 0, 1, 1, 1},
+  {"5x5 no padding (LeNet 2)",  1, 2, 20, 12, 12, 50, 5, 5, 1, 1, 0, 0, 1, 1, 0},
+  {"one input channel",         1, 2, 1,  9,  9, 20, 5, 5, 1, 1, 0, 0, 1, 1, 0},
+  {"one output channel",        1, 2, 12, 6,  6, 1, 3, 3, 1, 1, 1, 1, 1, 1, 0},
+  {"wide row, many tiles",      1, 1, 8,  3, 61, 35, 3, 3, 1, 1, 1, 1, 1, 1, 0},
+  {"tall kernel, 1 wide out",   1, 2, 4,  9,  3, 5, 4, 3, 1, 1, 0, 0, 1, 1, 0},
+  {"1-D",                       0, 3, 10, 1, 29, 12, 1, 3, 1, 1, 0, 1, 1, 1, 0},
+  {"1-D stride pad dilate",     0, 2, 7,  1, 40, 19, 1, 5, 1, 2, 0, 3, 1, 2, 0},
+  {"batch 1",                   1, 1, 24, 8,  8, 48, 3, 3, 1, 1, 1, 1, 1, 1, 0},
+  {"chunks of 2 + 1 samples",   1, 3, 16, 60, 60, 20, 3, 3, 1, 1, 1, 1, 1, 1, 0},
+};
+
+static int out_len(int in, int k, int s, int p, int d) { return (in + 2 * p - d * (k - 1) - 1) / s + 1; }
+
+static k_conv_param cd_param(const cd_spec *s) {
+  k_conv_param p = {0};
+  int n = s->two_d ? 2 : 1;
+  p.num_filter = s->F;
+  p.num_group = 1;
+  p.no_bias = s->no_bias;
+  p.kernel.n = p.stride.n = p.pad.n = p.dilate.n = n;
+  if (s->two_d) {
+    p.kernel.v[0] = s->kh; p.stride.v[0] = s->sh; p.pad.v[0] = s->ph; p.dilate.v[0] = s->dh;
+  }
+  p.kernel.v[n - 1] = s->kw; p.stride.v[n - 1] = s->sw; p.pad.v[n - 1] = s->pw; p.dilate.v[n - 1] = s->dw;
+  return p;
+}
+
+/* The tensors of one case: x, w, b, y (for the output shape), dy. */
+typedef struct {
+  k_tensor x, w, b, y, dy;
+} cd_data;
+
+static cd_data cd_make(const cd_spec *s) {
+  int OH = out_len(s->H, s->kh, s->sh, s->ph, s->dh), OW = out_len(s->W, s->kw, s->sw, s->pw, s->dw);
+  cd_data d;
+  d.x = kt_tensor_f32(s->two_d ? kt_shape(4, s->N, s->C, s->H, s->W) : kt_shape(3, s->N, s->C, s->W), -1, 1, 21);
+  d.w = kt_tensor_f32(s->two_d ? kt_shape(4, s->F, s->C, s->kh, s->kw) : kt_shape(3, s->F, s->C, s->kw), -1, 1, 22);
+  d.b = kt_tensor_f32(kt_shape(1, s->F), -1, 1, 23);
+  k_shape ys = s->two_d ? kt_shape(4, s->N, s->F, OH, OW) : kt_shape(3, s->N, s->F, OW);
+  d.y = kt_tensor_f32(ys, -1, 1, 24);
+  d.dy = kt_tensor_f32(ys, -1, 1, 25);
+  return d;
+}
+
+static void cd_free(cd_data *d) {
+  kt_tensor_free(&d->x); kt_tensor_free(&d->w); kt_tensor_free(&d->b);
+  kt_tensor_free(&d->y); kt_tensor_free(&d->dy);
+}
+
+static float *cd_copy(const k_tensor *t) {
+  size_t n = (size_t)k_shape_numel(&t->shape);
+  float *p = malloc((n + 1) * sizeof(float));
+  memcpy(p, t->data, n * sizeof(float));
+  return p;
+}
+
+/* Temp space full of NaN, so a kernel that reads what it never wrote poisons its result. */
+static void *cd_temp(size_t bytes) {
+  float *t = malloc(bytes + sizeof(float));
+  for (size_t i = 0; i < bytes / sizeof(float) + 1; i++) t[i] = NAN;
+  return t;
+}
+
+/* One forward through k_convolution_forward under KILN_CONV=mode; out starts as `init`
+ * (kAddTo adds to it). */
+static int cd_forward(const cd_spec *s, const k_conv_param *p, cd_data *d, const char *mode,
+                      k_req req, const float *init, float *out) {
+  setenv("KILN_CONV", mode, 1);
+  k_tensor in[3] = {d->x, d->w, d->b};
+  k_tensor o = d->y;
+  o.data = out;
+  memcpy(out, init, (size_t)k_shape_numel(&o.shape) * sizeof(float));
+  size_t tb = k_conv_temp_bytes(&d->x.shape, &d->w.shape, p);
+  void *temp = cd_temp(tb);
+  char err[128] = "";
+  k_call c = {in, s->no_bias ? 2 : 3, &o, 1, &req, p, temp, tb, 0, 0, 1, err, sizeof err};
+  int direct = k_conv_direct_runs(&c, &d->x.shape, &d->w.shape, 0);
+  int rc = k_convolution_forward(&c);
+  free(temp);
+  KT_CHECK(rc == 0, "%s %s forward: %s", s->name, mode, err);
+  return direct;
+}
+
+/* One backward: grads [dx, dw, db] start as the `init` copies. */
+static int cd_backward(const cd_spec *s, const k_conv_param *p, cd_data *d, const char *mode,
+                       const k_req req[3], float *const init[3], float *grads[3]) {
+  setenv("KILN_CONV", mode, 1);
+  k_tensor in[5] = {d->dy, d->x, d->w, d->b, d->y};
+  in[4].data = NULL;
+  if (s->no_bias) in[3].data = NULL;
+  k_tensor out[3] = {d->x, d->w, d->b};
+  for (int i = 0; i < 3; i++) {
+    out[i].data = grads[i];
+    memcpy(grads[i], init[i], (size_t)k_shape_numel(&out[i].shape) * sizeof(float));
+  }
+  size_t tb = k_conv_temp_bytes(&d->x.shape, &d->w.shape, p);
+  void *temp = cd_temp(tb);
+  char err[128] = "";
+  k_call c = {in, 5, out, s->no_bias ? 2 : 3, req, p, temp, tb, 0, 0, 1, err, sizeof err};
+  int direct = k_conv_direct_runs(&c, &d->x.shape, &d->w.shape, 1);
+  int rc = k_convolution_backward(&c);
+  free(temp);
+  KT_CHECK(rc == 0, "%s %s backward: %s", s->name, mode, err);
+  return direct;
+}
+
+/* The ISA variants to try; on a CPU without one, the direct path picks a narrower one. */
+static const char *const modes[] = {"direct", "direct-avx2", "direct-generic"};
+
+static void cd_compare(const cd_spec *s, const char *mode, k_req req) {
+  k_conv_param p = cd_param(s);
+  cd_data d = cd_make(s);
+  char what[160];
+  int64_t ny = k_shape_numel(&d.y.shape);
+  float *init = cd_copy(&d.y), *want = malloc((size_t)ny * sizeof(float)), *got = malloc((size_t)ny * sizeof(float));
+  cd_forward(s, &p, &d, "im2col", req, init, want);
+  KT_CHECK(cd_forward(s, &p, &d, mode, req, init, got), "%s: %s did not take the direct path", s->name, mode);
+  snprintf(what, sizeof what, "%s %s forward req %d", s->name, mode, (int)req);
+  KT_CHECK(kt_expect_close(what, got, want, ny, 1e-5f, 1e-5f) == 0, "%s", what);
+
+  /* Backward: every gradient, then without the data gradient (a first layer). */
+  const k_tensor *shp[3] = {&d.x, &d.w, &d.b};
+  float *ginit[3], *gwant[3], *ggot[3];
+  for (int i = 0; i < 3; i++) {
+    ginit[i] = cd_copy(shp[i]);
+    gwant[i] = cd_copy(shp[i]);
+    ggot[i] = cd_copy(shp[i]);
+  }
+  for (int no_dx = 0; no_dx < 2; no_dx++) {
+    k_req r[3] = {no_dx ? kNullOp : req, req, s->no_bias ? kNullOp : req};
+    cd_backward(s, &p, &d, "im2col", r, ginit, gwant);
+    KT_CHECK(cd_backward(s, &p, &d, mode, r, ginit, ggot), "%s: %s backward not direct", s->name, mode);
+    static const char *const names[3] = {"dx", "dw", "db"};
+    for (int i = 0; i < (s->no_bias ? 2 : 3); i++) {
+      snprintf(what, sizeof what, "%s %s %s req %d%s", s->name, mode, names[i], (int)r[i], no_dx ? " (no dx)" : "");
+      KT_CHECK(kt_expect_close(what, ggot[i], gwant[i], k_shape_numel(&shp[i]->shape), 1e-4f, 1e-4f) == 0, "%s", what);
+    }
+  }
+  for (int i = 0; i < 3; i++) { free(ginit[i]); free(gwant[i]); free(ggot[i]); }
+  free(init); free(want); free(got);
+  cd_free(&d);
+}
+
+/* Finite differences on the direct path itself (the harness's temp is zeroed, the NaN temp
+ * above covers uninitialised reads). */
+static void cd_gradcheck(const cd_spec *s, const char *mode) {
+  setenv("KILN_CONV", mode, 1);
+  k_conv_param p = cd_param(s);
+  cd_data d = cd_make(s);
+  kt_case c = {0};
+  c.name = s->name; c.fwd = k_convolution_forward; c.bwd = k_convolution_backward;
+  c.nargs = s->no_bias ? 2 : 3; c.nout = 1; c.nvisible = 1;
+  c.in[0] = d.x; c.in[1] = d.w; c.in[2] = d.b;
+  c.out_shape[0] = d.y.shape;
+  c.param = &p;
+  c.temp_bytes = k_conv_temp_bytes(&d.x.shape, &d.w.shape, &p);
+  c.deps_og = 1; c.deps_in = 3;
+  KT_CHECK(k_conv_direct_temp_bytes(&d.x.shape, &d.w.shape, &p) > 0, "%s: direct path not wanted", s->name);
+  kt_gradcheck(&c);
+  cd_free(&d);
+}
+
+/* KILN_CONV=im2col turns the direct path off, and a call whose temp space was planned for the
+ * im2col path (smaller) falls back to it rather than failing. */
+static void cd_dispatch_contract(void) {
+  /* At batch 1 the blocked copies of a 1x1 convolution on a 32x32 map outgrow im2col's column
+     buffer (at larger batches im2col's K_CONV_PARTS buffers are the larger). */
+  static const cd_spec big = {"contract", 1, 1, 16, 32, 32, 16, 1, 1, 1, 1, 0, 0, 1, 1, 0};
+  const cd_spec *s = &big;
+  k_conv_param p = cd_param(s);
+  cd_data d = cd_make(s);
+  setenv("KILN_CONV", "im2col", 1);
+  KT_CHECK(k_conv_direct_temp_bytes(&d.x.shape, &d.w.shape, &p) == 0, "im2col forced: direct wanted");
+  size_t small = k_conv_temp_bytes(&d.x.shape, &d.w.shape, &p);
+  setenv("KILN_CONV", "direct", 1);
+  KT_CHECK(k_conv_temp_bytes(&d.x.shape, &d.w.shape, &p) > small, "direct temp not counted");
+  k_tensor in[3] = {d.x, d.w, d.b};
+  k_req req = kWriteTo;
+  char err[64];
+  void *temp = calloc(1, small);
+  k_call c = {in, 3, &d.y, 1, &req, &p, temp, small, 0, 0, 1, err, sizeof err};
+  KT_CHECK(!k_conv_direct_runs(&c, &d.x.shape, &d.w.shape, 0), "direct path run with too little temp");
+  KT_CHECK(k_convolution_forward(&c) == 0, "fallback to im2col failed: %s", err);
+  k_conv_param grouped = p;
+  grouped.num_group = 2;
+  k_shape gw = kt_shape(4, s->F, s->C / 2, s->kh, s->kw);
+  KT_CHECK(k_conv_direct_temp_bytes(&d.x.shape, &gw, &grouped) == 0, "grouped conv taken by direct path");
+  free(temp);
+  cd_free(&d);
+}
+
+int main(void) {
+  for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+      cd_compare(&specs[i], modes[m], kWriteTo);
+      if (m == 0) cd_compare(&specs[i], modes[m], kAddTo);
+    }
+  cd_gradcheck(&specs[1], "direct");
+  cd_gradcheck(&specs[4], "direct");
+  cd_gradcheck(&specs[6], "direct-avx2");
+  cd_gradcheck(&specs[15], "direct-generic");
+  cd_dispatch_contract();
+  unsetenv("KILN_CONV");
+  return kt_finish("test_conv_direct");
+}
