@@ -15,7 +15,8 @@
  *                     NAME_* wrappers and the exported `kiln_model` (rt_model_api)
  *   cpu/cg_jit.c      ORC LLJIT: compiles the module in memory and stores each fused
  *                     function's address into the descriptor
- * A GPU back end emits the same fused groups as CUDA C from the same IR (see cg_fused.c). */
+ * There is no GPU back end yet; cg_fexpr.c keeps the fused groups free of LLVM so that one
+ * can print them as CUDA C. */
 #ifndef KILN_CG_H
 #define KILN_CG_H
 

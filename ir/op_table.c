@@ -22,6 +22,10 @@
   .deps = {1, 0, 1}, .bwd_inplace = 1, \
   PARAMS(k_softmax_param, IR_ATTR(k_softmax_param, axis, "axis", IR_AT_INT, false, -1))
 
+/* An op that asks for temp space says so with TEMP(op): the request and its size function,
+ * named by the kernels' rule. */
+#define TEMP(id) .resources = IR_RES_TEMP, .temp = k_##id##_temp_bytes
+
 /* Every op's kernels follow one naming rule, so the row gets them without spelling them. */
 #define IR_OP(id, ...) [IR_OP_##id] = {.name = #id, .forward = k_##id##_forward, \
                                        .backward = k_##id##_backward, __VA_ARGS__},

@@ -78,6 +78,7 @@ typedef struct ir_opdef {
   ir_fusion fusion;
   const char *scalar;           /* k_scalar.h function stem (k_sf_<stem>), or NULL */
   k_fn forward, backward;       /* the CPU kernels, k_<op>_forward / k_<op>_backward */
+  k_temp_fn temp;               /* IR_RES_TEMP: the workspace size, k_<op>_temp_bytes */
   const char *doc;              /* the PyTorch function it matches */
 } ir_opdef;
 

@@ -60,6 +60,11 @@ typedef struct k_call {
  * or an embedding index out of range. Shapes are validated before a kernel is called. */
 typedef int (*k_fn)(const k_call *c);
 
+/* The workspace (bytes of c->temp) an op's forward and backward kernels need, from the shapes
+ * of its arguments (forward order) and its param struct: k_<op>_temp_bytes, for the ops whose
+ * row asks for temp space. The memory planner calls it through the op table. */
+typedef size_t (*k_temp_fn)(const k_shape *args, const void *param);
+
 /* Helpers kernels share. */
 static inline int64_t k_shape_numel(const k_shape *s) {
   int64_t n = 1;

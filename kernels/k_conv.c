@@ -94,6 +94,10 @@ size_t k_conv_temp_bytes(const k_shape *data, const k_shape *weight, const k_con
   return direct > im2col ? direct : im2col;
 }
 
+size_t k_convolution_temp_bytes(const k_shape *args, const void *param) {
+  return k_conv_temp_bytes(&args[0], &args[1], param);
+}
+
 /* Output columns [lo, hi) whose tap kj lands inside the row (iw = ow*sw - pw + kj*dw in
  * [0, W)); the columns outside read padding. Hoisting this out of the inner loops lets them
  * copy without a bounds test per element. */

@@ -61,6 +61,7 @@ K_DECLARE_OP(fully_connected)
  * partial, the partials summed in part order. */
 K_DECLARE_OP(convolution)
 size_t k_conv_temp_bytes(const k_shape *data, const k_shape *weight, const k_conv_param *p);
+size_t k_convolution_temp_bytes(const k_shape *args, const void *param);   /* the op row's k_temp_fn */
 
 /* k_pool.c — max and average pooling (count_include_pad), 1-D and 2-D; planes split over
  * threads, unclipped windows done together so the inner loops vectorise. */

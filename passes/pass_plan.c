@@ -12,13 +12,19 @@
 
 static int64_t pass_align(int64_t n) { return (n + PASS_ALIGN - 1) & ~(int64_t)(PASS_ALIGN - 1); }
 
+/* The op row's workspace function on the shapes of the node's arguments (a backward node's
+ * in_data, after its out_grads; a pruned slot's shape is still recorded in slot_shape). */
 size_t pass_node_temp_bytes(const ir_graph *g, const ir_node *n) {
   if ((n->kind != IR_N_OP && n->kind != IR_N_BACKWARD) || !(ir_ops[n->op].resources & IR_RES_TEMP)) return 0;
-  int base = n->kind == IR_N_BACKWARD ? ir_op_nouts(&ir_ops[n->op]) : 0;   /* in_data follows the out_grads */
-  if (n->in[base] < 0 || n->in[base + 1] < 0) KILN_ICE("%s: workspace needs data and weight", n->name);
-  const ir_tensor *d = ir_tensor_at(g, n->in[base]), *w = ir_tensor_at(g, n->in[base + 1]);
-  if (n->op == IR_OP_convolution) return k_conv_temp_bytes(&d->shape, &w->shape, n->param);
-  return 0;
+  const ir_opdef *op = &ir_ops[n->op];
+  int base = n->kind == IR_N_BACKWARD ? ir_op_nouts(op) : 0, nargs = ir_op_nargs(op);
+  k_shape args[16];
+  if (!op->temp || nargs > 16) KILN_ICE("%s: an op asking for temp space needs a k_temp_fn", n->name);
+  for (int j = 0; j < nargs; j++) {
+    int t = base + j < n->nin ? n->in[base + j] : -1;
+    args[j] = t >= 0 ? ir_tensor_at(g, t)->shape : n->slot_shape ? n->slot_shape[base + j] : (k_shape){0, {0}};
+  }
+  return op->temp(args, n->param);
 }
 
 static ir_mem_class pass_plan_class(const ir_tensor *t) {

@@ -1,6 +1,10 @@
 /* runtime.h — the map of the runtime layer: one section per file, listing what it exports.
  * The runtime is what generated code links against: storage, the dependency engine,
- * resources (temp space, RNG), NDArray, and safetensors / .npy I/O. It sits on kernels/. */
+ * resources (temp space, RNG), NDArray, and safetensors / .npy I/O. It sits on kernels/.
+ * The compiled model's side has its own header, rt_model.h: the descriptor and the ABI's
+ * behaviour, in rt_model.c (create, destroy, set_lr, initialisation), rt_model_io.c (save,
+ * load) and rt_model_run.c (program validation, predict, train_step); rt_model_int.h holds
+ * what those three share. */
 #ifndef KILN_RUNTIME_H
 #define KILN_RUNTIME_H
 
