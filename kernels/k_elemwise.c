@@ -10,15 +10,9 @@
 /* An undeclared backward dependency arrives as NULL; its value is then unused. */
 static inline float k_ld(const float *p, int64_t i) { return p ? p[i] : 0.0f; }
 
-/* The library is built for baseline x86-64 (SSE2: 4 floats a vector); the unary loops,
- * where the k_vm_* math is, also get AVX2 and AVX-512 clones, picked at load time by the
- * CPU (gcc's target_clones). The clones compute the same bits: the same IEEE operations
- * with -ffp-contract=off, so no FMA, only wider. */
-#if defined(__GNUC__) && __GNUC__ >= 12 && !defined(__clang__) && defined(__x86_64__) && !defined(KILN_SANITIZE)
-#define K_VEC_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define K_VEC_CLONES
-#endif
+/* The unary loops, where the k_vm_* math is, carry K_VEC_TARGETS (k_vec.h): AVX2 and
+ * AVX-512 clones picked at load time, computing the same bits (-ffp-contract=off: no FMA,
+ * only wider). */
 
 /* ---- unary: forward in=[x] out=[y]; backward in=[og, x, y] out=[gx] ----
  * Element i is read before it is written, so out may alias an input, but only as the same
@@ -38,7 +32,7 @@ static inline float k_ld(const float *p, int64_t i) { return p ? p[i] : 0.0f; }
   } while (0)
 
 #define K_UNARY_FWD(op, EXPR)                                           \
-  K_VEC_CLONES int k_##op##_forward(const k_call *c) {                  \
+  K_VEC_TARGETS int k_##op##_forward(const k_call *c) {                  \
     k_req req = c->req[0];                                              \
     if (req == kNullOp) return 0;                                       \
     const float *xs = c->in[0].data;                                    \
@@ -52,7 +46,7 @@ static inline float k_ld(const float *p, int64_t i) { return p ? p[i] : 0.0f; }
  * that always happens and an AND let gcc vectorise the loop, which `p ? p[i] : 0` (a
  * conditional load) and even `has ? v : 0` (with a large body) do not. */
 #define K_UNARY_BWD(op, EXPR)                                           \
-  K_VEC_CLONES int k_##op##_backward(const k_call *c) {                 \
+  K_VEC_TARGETS int k_##op##_backward(const k_call *c) {                 \
     k_req req = c->req[0];                                              \
     if (req == kNullOp) return 0;                                       \
     const float *ogs = c->in[0].data, *xs = c->in[1].data, *ys = c->in[2].data; \

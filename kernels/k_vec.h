@@ -21,9 +21,13 @@ static inline int64_t k_vec_grain(int64_t unit_elems) {
  * ifunc (in the generated .so and in the process the JIT resolves kernels from alike). None of
  * the targets enables FMA, and every loop sums in fixed lanes, so all versions give the same
  * bits. Put it on the function that holds the loop, not on the small inline pieces it calls. */
+/* x86-64-v4 / v3 rather than bare avx512f / avx2: the k_vm_* math converts between floats and
+ * integers, which wants AVX-512DQ/VL. Not under ThreadSanitizer: its runtime is not yet up
+ * when the dynamic loader runs the ifunc resolvers, and the process dies before main. */
 #ifndef K_VEC_TARGETS       /* -DK_VEC_TARGETS= builds the baseline alone, to compare */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
-#define K_VEC_TARGETS __attribute__((target_clones("avx512f", "avx2", "default")))
+#if defined(__GNUC__) && __GNUC__ >= 12 && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__) && \
+    !defined(__SANITIZE_THREAD__)
+#define K_VEC_TARGETS __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define K_VEC_TARGETS
 #endif
