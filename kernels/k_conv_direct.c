@@ -26,6 +26,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The loops are written with GCC's vector extensions, __builtin_shuffle and GCC's target
+ * pragmas. Another compiler (clang builds the fuzzing harnesses, tests/fuzz) gets no direct
+ * path: nothing wants it, so every convolution runs on im2col. */
+#if defined(__GNUC__) && !defined(__clang__)
+
 /* The sizes of one convolution in blocked form: 1-D runs as 2-D of height 1. The blocked
  * activations hold S samples at a time (a chunk of the batch), indexed from 0. */
 typedef struct {
@@ -86,18 +91,7 @@ typedef struct {
 #define K_CD_CASES_BT K_SEQ_4
 #define K_CD_CASES_V K_SEQ_8
 #define K_CD_CASES_HV K_SEQ_4
-#include "k_conv_direct_isa.h"
-#undef K_CD_V
-#undef K_CD_SFX
-#undef K_CD_NAME
-#undef K_CD_FT
-#undef K_CD_F1
-#undef K_CD_BT
-#undef K_CD_CASES_FT
-#undef K_CD_CASES_F1
-#undef K_CD_CASES_BT
-#undef K_CD_CASES_V
-#undef K_CD_CASES_HV
+#include "k_conv_direct_isa.h"   /* undefines its parameters */
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #define K_CD_X86 1
@@ -116,18 +110,7 @@ typedef struct {
 #define K_CD_CASES_BT K_SEQ_12
 #define K_CD_CASES_V K_SEQ_8
 #define K_CD_CASES_HV K_SEQ_4
-#include "k_conv_direct_isa.h"
-#undef K_CD_V
-#undef K_CD_SFX
-#undef K_CD_NAME
-#undef K_CD_FT
-#undef K_CD_F1
-#undef K_CD_BT
-#undef K_CD_CASES_FT
-#undef K_CD_CASES_F1
-#undef K_CD_CASES_BT
-#undef K_CD_CASES_V
-#undef K_CD_CASES_HV
+#include "k_conv_direct_isa.h"   /* undefines its parameters */
 #pragma GCC pop_options
 
 /* AVX-512: 32 zmm registers, broadcasts fold into the FMA. 2 x 12 or 24 accumulators. */
@@ -144,18 +127,7 @@ typedef struct {
 #define K_CD_CASES_BT K_SEQ_24
 #define K_CD_CASES_V K_SEQ_16
 #define K_CD_CASES_HV K_SEQ_8
-#include "k_conv_direct_isa.h"
-#undef K_CD_V
-#undef K_CD_SFX
-#undef K_CD_NAME
-#undef K_CD_FT
-#undef K_CD_F1
-#undef K_CD_BT
-#undef K_CD_CASES_FT
-#undef K_CD_CASES_F1
-#undef K_CD_CASES_BT
-#undef K_CD_CASES_V
-#undef K_CD_CASES_HV
+#include "k_conv_direct_isa.h"   /* undefines its parameters */
 #pragma GCC pop_options
 #endif
 
@@ -459,3 +431,25 @@ int k_conv_direct_backward(const k_call *c) {
   if (!p->no_bias) k_cd_grad_bias(&g, c->in[0].data, c->req[2], c->out[2].data);
   return 0;
 }
+
+#else /* not GCC */
+
+int k_conv_direct_wanted(const k_shape *data, const k_shape *weight, const k_conv_param *p, int backward) {
+  (void)data, (void)weight, (void)p, (void)backward;
+  return 0;
+}
+size_t k_conv_direct_temp_bytes(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
+  (void)data, (void)weight, (void)p;
+  return 0;
+}
+int k_conv_direct_runs(const k_call *c, const k_shape *data, const k_shape *weight, int backward) {
+  (void)c, (void)data, (void)weight, (void)backward;
+  return 0;
+}
+int k_conv_direct_forward(const k_call *c) {
+  snprintf(c->err, c->err_len, "convolution: no direct path in this build");
+  return 1;
+}
+int k_conv_direct_backward(const k_call *c) { return k_conv_direct_forward(c); }
+
+#endif

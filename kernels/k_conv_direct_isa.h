@@ -8,7 +8,8 @@
  *               output-channel vectors, of one holding one, and of a data-gradient tile
  *               (chosen so the accumulators fit the target's vector registers), with
  *   K_CD_CASES_FT(X), ..._F1, ..._BT, ..._V  X(1) ... X(that maximum), one per tile width,
- * so each width gets its own copy compiled for its target. GCC vector extensions, not
+ * so each width gets its own copy compiled for its target (the header undefines them at its
+ * end). GCC vector extensions, not
  * intrinsics: the same source serves every width.
  *
  * Blocked layouts (k_cd_geom in k_conv_direct.c names the sizes):
@@ -351,3 +352,15 @@ static const k_cd_isa KCD(isa) = {K_CD_NAME, K_CD_V, KCD(pack_rows), KCD(unpack_
 #undef KCD_BWD_CASE
 #undef KCD_BWW_CASE1
 #undef KCD_BWW_CASE2
+/* The parameters too, so the next width defines them afresh. */
+#undef K_CD_V
+#undef K_CD_SFX
+#undef K_CD_NAME
+#undef K_CD_FT
+#undef K_CD_F1
+#undef K_CD_BT
+#undef K_CD_CASES_FT
+#undef K_CD_CASES_F1
+#undef K_CD_CASES_BT
+#undef K_CD_CASES_V
+#undef K_CD_CASES_HV

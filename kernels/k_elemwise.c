@@ -7,8 +7,6 @@
 
 #define K_PARAM(T) ((const T *)c->param)
 
-/* An undeclared backward dependency arrives as NULL; its value is then unused. */
-static inline float k_ld(const float *p, int64_t i) { return p ? p[i] : 0.0f; }
 
 /* The unary loops, where the k_vm_* math is, carry K_VEC_TARGETS (k_vec.h): AVX2 and
  * AVX-512 clones picked at load time, computing the same bits (-ffp-contract=off: no FMA,

@@ -35,12 +35,8 @@ static const char *pass_dot_node_style(const ir_node *n) {
   }
 }
 
-/* A node: "name\nop -> f32[64, 10]" (the type of its first output it writes). */
-static void pass_dot_node(const ir_graph *g, const ir_node *n, const char *id, FILE *out) {
-  fprintf(out, "    %s [%s, label=\"", id, pass_dot_node_style(n));
-  pass_dot_str(out, n->name);
-  fputs("\\n", out);
-  pass_dot_str(out, ir_node_kind_name(n));
+/* " -> f32[64, 10]": the type of the first output node n writes, and the label's end. */
+static void pass_dot_out_type(const ir_graph *g, const ir_node *n, FILE *out) {
   for (int j = 0; j < n->nout; j++) {
     if (n->out[j] < 0) continue;
     const ir_tensor *t = ir_tensor_at(g, n->out[j]);
@@ -50,6 +46,15 @@ static void pass_dot_node(const ir_graph *g, const ir_node *n, const char *id, F
     break;
   }
   fputs("\"];\n", out);
+}
+
+/* A node: "name\nop -> f32[64, 10]" (the type of its first output it writes). */
+static void pass_dot_node(const ir_graph *g, const ir_node *n, const char *id, FILE *out) {
+  fprintf(out, "    %s [%s, label=\"", id, pass_dot_node_style(n));
+  pass_dot_str(out, n->name);
+  fputs("\\n", out);
+  pass_dot_str(out, ir_node_kind_name(n));
+  pass_dot_out_type(g, n, out);
 }
 
 /* who[t]: the DOT id of the node (or fused member) that writes tensor t first; empty for a
@@ -98,15 +103,7 @@ static void pass_dot_group(const ir_graph *g, const ir_node *n, const char *id, 
     if (k) fputs(k % 4 ? " \xc2\xb7 " : "\\n", out);   /* a middle dot; four ops a line */
     pass_dot_str(out, ir_node_kind_name(&n->sub[k]));
   }
-  for (int j = 0; j < n->nout; j++) {
-    if (n->out[j] < 0) continue;
-    const ir_tensor *t = ir_tensor_at(g, n->out[j]);
-    char ty[96];
-    ir_type_str(t->dtype, &t->shape, ty, sizeof ty);
-    fprintf(out, " -> %s", ty);
-    break;
-  }
-  fputs("\"];\n", out);
+  pass_dot_out_type(g, n, out);
 }
 
 /* Full view: each member its own node, outlined in the group's colour and named after it.
