@@ -81,16 +81,23 @@ static inline float k_vm_expm1(float x) {
   return x == 0.0f ? x : y;
 }
 
-/* ln x = e ln2 + ln m with m in [sqrt(1/2), sqrt(2)); ln m = 2 atanh(s), s = f / (2 + f),
- * f = m - 1, written as f - f^2/2 + s (f^2/2 + R(s^2)) so the large terms are exact.
- * Denormals are scaled by 2^23 first. */
-static inline float k_vm_log(float x) {
+/* x = m 2^e with m in [sqrt(1/2), sqrt(2)), for finite x > 0 (denormals scaled by 2^24 first):
+ * the split k_vm_log and k_vm_log2d share. m is exact. */
+static inline float k_vm_split(float x, int *e) {
   int tiny = x < 1.17549435e-38f;
-  unsigned int u = k_vm_asuint(tiny ? x * 8388608.0f : x);
+  unsigned int u = k_vm_asuint(tiny ? x * 16777216.0f : x);
   float m = k_vm_asfloat((u & 0x7fffffu) | 0x3f800000u);
   int big = m > 1.41421356f;
-  m = big ? m * 0.5f : m;
-  float e = (float)((int)((u >> 23) & 0xffu) - 127 + big - (tiny ? 23 : 0));
+  *e = (int)((u >> 23) & 0xffu) - 127 + big - (tiny ? 24 : 0);
+  return big ? m * 0.5f : m;
+}
+
+/* ln x = e ln2 + ln m with m in [sqrt(1/2), sqrt(2)); ln m = 2 atanh(s), s = f / (2 + f),
+ * f = m - 1, written as f - f^2/2 + s (f^2/2 + R(s^2)) so the large terms are exact.
+ * Denormals are scaled first, by k_vm_split. */
+static inline float k_vm_log(float x) {
+  int ei;
+  float m = k_vm_split(x, &ei), e = (float)ei;
   float f = m - 1.0f, s = f / (2.0f + f), z = s * s, hfsq = 0.5f * f * f;
   float R = z * (2.0f / 3.0f + z * (2.0f / 5.0f + z * (2.0f / 7.0f + z * (2.0f / 9.0f))));
   float y = e * 0.693359375f + (f - (hfsq - (s * (hfsq + R) + e * -2.12194442e-4f)));
@@ -180,12 +187,9 @@ static inline float k_vm_cos(float x) { return k_vm_sincos(x, 1); }
 
 /* log2 of a finite a >= 0 in double (relative error near 2^-50), as k_vm_log does it. */
 static inline double k_vm_log2d(float a) {
-  int tiny = a < 1.17549435e-38f;
-  unsigned int u = k_vm_asuint(tiny ? a * 16777216.0f : a);
-  float m = k_vm_asfloat((u & 0x7fffffu) | 0x3f800000u);
-  int big = m > 1.41421356f;
-  m = big ? m * 0.5f : m;
-  double e = (double)((int)((u >> 23) & 0xffu) - 127 + big - (tiny ? 24 : 0));
+  int ei;
+  float m = k_vm_split(a, &ei);
+  double e = (double)ei;
   double f = (double)m - 1.0, s = f / (2.0 + f), z = s * s;
   double R = 2.0 / 9.0 + z * (2.0 / 11.0 + z * (2.0 / 13.0 + z * (2.0 / 15.0)));
   R = z * (2.0 / 3.0 + z * (2.0 / 5.0 + z * (2.0 / 7.0 + z * R)));
