@@ -462,6 +462,9 @@ static const char *kiln_outs_add(kiln_outs *s, const char *dest, ir_diag *d) {
   snprintf(o->tmp, sizeof o->tmp, "%s.tmpXXXXXX", dest);
   int fd = mkstemp(o->tmp);
   if (fd < 0) return ir_error(d, (ir_loc){0}, "cannot write '%s': %s", dest, strerror(errno)), NULL;
+  mode_t um = umask(0);
+  umask(um);
+  (void)fchmod(fd, 0666 & ~um);   /* as fopen would make it, not mkstemp's 0600 */
   close(fd);
   s->n++;
   return o->tmp;

@@ -92,6 +92,8 @@ printf 'old' > "$TMP/both/libmlp.so"
 rmdir "$TMP/both/mlp.h"
 "$KILN" compile "$ROOT/examples/mlp.kiln" -o "$TMP/both/libmlp.so" 2>/dev/null && [ "$(cat "$TMP/both/libmlp.so")" != old ] &&
   [ -f "$TMP/both/mlp.h" ] && [ "$(ls "$TMP/both" | wc -l)" -eq 2 ] && ok || bad "a compile that succeeds replaces both outputs: $(ls "$TMP/both")"
+[ "$(umask 022; "$KILN" compile "$ROOT/examples/mlp.kiln" -o "$TMP/both/libmlp.so" 2>/dev/null; stat -c %a "$TMP/both/mlp.h")" = 644 ] &&
+  ok || bad "the header is readable by all under umask 022, as fopen makes files"
 
 # The time kiln compile takes on the full-size ResNet (reported, no threshold).
 start=$(date +%s.%N)
