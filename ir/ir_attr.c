@@ -76,7 +76,10 @@ static int ir_attr_set_enum(const ir_attr_def *a, void *param, const ir_aval *v,
   for (int i = 0; i < count; i++)
     if (strcmp(v->str, a->choices[i]) == 0) return ir_attr_put_int(a, param, i), 0;
   const char *s = ir_suggest(v->str, a->choices, count);
-  int w = snprintf(msg, n, "attribute '%s' cannot be \"%s\"", a->name, v->str);
+  /* The value is quoted up to 40 bytes, and w never passes n: a long string once wrote past
+   * msg (found by tests/fuzz/fuzz_frontend). */
+  int w = snprintf(msg, n, "attribute '%s' cannot be \"%.40s%s\"", a->name, v->str, strlen(v->str) > 40 ? "..." : "");
+  if (w < 0 || (size_t)w >= n) return 1;
   if (s) return snprintf(msg + w, n - (size_t)w, "; did you mean \"%s\"?", s), 1;
   w += snprintf(msg + w, n - (size_t)w, "; it is one of");
   for (int i = 0; i < count && (size_t)w < n; i++) w += snprintf(msg + w, n - (size_t)w, " \"%s\"", a->choices[i]);

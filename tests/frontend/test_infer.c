@@ -636,6 +636,12 @@ static void test_naming(void) {
   if (m) CHECK(!m->msg || !strstr(m->msg, "warning"), "no warning when a parameter reaches the loss: %s", m->msg);
   if (m) t_free(m);
   test_def_growth();
+  /* an enum value far longer than the message buffer (fuzz_frontend's first finding) */
+  t_err(MODEL("input x : f32[2, 4]\n y = activation(x, act_type=\"softrelu_softrelu_softrelu_softrelu_softrelu_softrelu"
+              "_softrelu_softrelu_softrelu_softrelu_softrelu_softrelu_softrelu_softrelu_softrelu_softrelu_softrelu"
+              "_softrelu_softrelu_softrelu_softrelu_softrelu_softrelu_softrelu_softrelu_softrelu_softrelu_softrelu"
+              "_softrelu_softrelu_softrelu_softrelu_softrelu_softrelu_softrelu_softrelu\")\n output y"),
+        "attribute 'act_type' cannot be \"softrelu_softrelu", "...\"");
   const char *src = "dim batch = 4\n" MODEL("input x : f32[batch, 6]\n y = fully_connected(x, num_hidden=2)\n output y");
   fe_define one = {"batch", 1};
   t_model *d = t_lower_defs(src, &one, 1);
