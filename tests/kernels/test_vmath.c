@@ -32,22 +32,13 @@ static float bits_float(uint32_t u) {
   return f;
 }
 
-/* ---- the functions and their references ---- */
-static float f_exp(float x) { return k_vm_exp(x); }
-static float f_expm1(float x) { return k_vm_expm1(x); }
-static float f_log(float x) { return k_vm_log(x); }
-static float f_tanh(float x) { return k_vm_tanh(x); }
-static float f_sigmoid(float x) { return k_vm_sigmoid(x); }
-static float f_softplus(float x) { return k_sf_softplus(x); }
-static float f_erf(float x) { return k_vm_erf(x); }
-static float f_sin(float x) { return k_vm_sin(x); }
-static float f_cos(float x) { return k_vm_cos(x); }
+/* ---- the functions and their references (static inline functions have addresses: the
+ * tables take k_vm_* and k_sf_* directly) ---- */
 static double r_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 static double r_softplus(double x) { return x > 20.0 ? x : log1p(exp(x)); }
 
 /* gelu's 1 + erf(x/sqrt2) cancels for negative x, in torch's formula as in ours, so its
  * error is measured relative to |x| (in ulp of x/2) rather than to the tiny result. */
-static float f_gelu(float x) { return k_sf_gelu(x); }
 static double r_gelu(double x) { return 0.5 * x * (1.0 + erf(x * 0.70710678118654752)); }
 
 typedef struct {
@@ -60,16 +51,16 @@ typedef struct {
 } vm_fn;
 
 static const vm_fn VM_FNS[] = {
-    {"exp", f_exp, exp, 1.05, INFINITY, 0},
-    {"expm1", f_expm1, expm1, 2, INFINITY, 0},
-    {"log", f_log, log, 1, INFINITY, 0},
-    {"tanh", f_tanh, tanh, 2, INFINITY, 0},
-    {"sigmoid", f_sigmoid, r_sigmoid, 3, INFINITY, 0},
-    {"softplus", f_softplus, r_softplus, 3, INFINITY, 0},
-    {"erf", f_erf, erf, 2, INFINITY, 0},
-    {"gelu", f_gelu, r_gelu, 3.5, INFINITY, 1},
-    {"sin", f_sin, sin, 1, K_VM_TRIG_MAX, 0},
-    {"cos", f_cos, cos, 1, K_VM_TRIG_MAX, 0},
+    {"exp", k_vm_exp, exp, 1.05, INFINITY, 0},
+    {"expm1", k_vm_expm1, expm1, 2, INFINITY, 0},
+    {"log", k_vm_log, log, 1, INFINITY, 0},
+    {"tanh", k_vm_tanh, tanh, 2, INFINITY, 0},
+    {"sigmoid", k_vm_sigmoid, r_sigmoid, 3, INFINITY, 0},
+    {"softplus", k_sf_softplus, r_softplus, 3, INFINITY, 0},
+    {"erf", k_vm_erf, erf, 2, INFINITY, 0},
+    {"gelu", k_sf_gelu, r_gelu, 3.5, INFINITY, 1},
+    {"sin", k_vm_sin, sin, 1, K_VM_TRIG_MAX, 0},
+    {"cos", k_vm_cos, cos, 1, K_VM_TRIG_MAX, 0},
 };
 
 typedef struct {
@@ -173,30 +164,16 @@ typedef struct {
   float (*grad)(float, float, float);
 } vm_op;
 
-static float g_exp(float og, float x, float y) { return k_sf_exp_grad(og, x, y); }
-static float g_log(float og, float x, float y) { return k_sf_log_grad(og, x, y); }
-static float g_tanh(float og, float x, float y) { return k_sf_tanh_grad(og, x, y); }
-static float g_sigmoid(float og, float x, float y) { return k_sf_sigmoid_grad(og, x, y); }
-static float g_softplus(float og, float x, float y) { return k_sf_softplus_grad(og, x, y); }
-static float g_gelu(float og, float x, float y) { return k_sf_gelu_grad(og, x, y); }
-static float g_sin(float og, float x, float y) { return k_sf_sin_grad(og, x, y); }
-static float g_cos(float og, float x, float y) { return k_sf_cos_grad(og, x, y); }
-static float s_exp(float x) { return k_sf_exp(x); }
-static float s_log(float x) { return k_sf_log(x); }
-static float s_tanh(float x) { return k_sf_tanh(x); }
-static float s_sigmoid(float x) { return k_sf_sigmoid(x); }
-static float s_sin(float x) { return k_sf_sin(x); }
-static float s_cos(float x) { return k_sf_cos(x); }
 
 static const vm_op VM_OPS[] = {
-    {"exp", k_exp_forward, k_exp_backward, s_exp, g_exp},
-    {"log", k_log_forward, k_log_backward, s_log, g_log},
-    {"tanh", k_tanh_forward, k_tanh_backward, s_tanh, g_tanh},
-    {"sigmoid", k_sigmoid_forward, k_sigmoid_backward, s_sigmoid, g_sigmoid},
-    {"softplus", k_softplus_forward, k_softplus_backward, f_softplus, g_softplus},
-    {"gelu", k_gelu_forward, k_gelu_backward, f_gelu, g_gelu},
-    {"sin", k_sin_forward, k_sin_backward, s_sin, g_sin},
-    {"cos", k_cos_forward, k_cos_backward, s_cos, g_cos},
+    {"exp", k_exp_forward, k_exp_backward, k_sf_exp, k_sf_exp_grad},
+    {"log", k_log_forward, k_log_backward, k_sf_log, k_sf_log_grad},
+    {"tanh", k_tanh_forward, k_tanh_backward, k_sf_tanh, k_sf_tanh_grad},
+    {"sigmoid", k_sigmoid_forward, k_sigmoid_backward, k_sf_sigmoid, k_sf_sigmoid_grad},
+    {"softplus", k_softplus_forward, k_softplus_backward, k_sf_softplus, k_sf_softplus_grad},
+    {"gelu", k_gelu_forward, k_gelu_backward, k_sf_gelu, k_sf_gelu_grad},
+    {"sin", k_sin_forward, k_sin_backward, k_sf_sin, k_sf_sin_grad},
+    {"cos", k_cos_forward, k_cos_backward, k_sf_cos, k_sf_cos_grad},
 };
 
 static int same_bits(float a, float b) { return (a != a && b != b) || memcmp(&a, &b, sizeof a) == 0; }
