@@ -229,10 +229,11 @@ size_t k_conv_direct_temp_bytes(const k_shape *data, const k_shape *weight, cons
   return (size_t)k_cd_floats(&g, sizes) * sizeof(float);
 }
 
+/* Wanted for this direction, and the planned workspace holds the direct path's (sized the
+ * same for both directions whenever either wants it, so that asking is enough). */
 int k_conv_direct_runs(const k_call *c, const k_shape *data, const k_shape *weight, int backward) {
-  size_t need = k_conv_direct_temp_bytes(data, weight, c->param);
-  return need && k_conv_direct_wanted(data, weight, c->param, backward) && c->temp &&
-         c->temp_bytes >= need;
+  return k_conv_direct_wanted(data, weight, c->param, backward) && c->temp &&
+         c->temp_bytes >= k_conv_direct_temp_bytes(data, weight, c->param);
 }
 
 /* ---- layout conversion ------------------------------------------------------------------ */
