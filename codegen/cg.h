@@ -57,7 +57,9 @@ int cg_link_shared(const char *obj, const char *so_path, char *err, size_t n);
 typedef struct cg_llvm cg_llvm;
 cg_llvm *cg_llvm_new(const char *module_name, const cg_options *o, char *err, size_t n);
 void cg_llvm_free(cg_llvm *m);                      /* also releases JIT'd code */
-/* One function per fused node of each graph, named by cg_fused_name. */
+/* A symbol per fused node of each graph, named by cg_fused_name: one function per distinct
+ * fused expression, and for a group equal to an earlier one (a repeated block) an alias of
+ * that function, so repeats cost no compile time. */
 int cg_emit_fused_all(cg_llvm *m, const ir_graph *predict, const ir_graph *train, char *err, size_t n);
 /* AOT: the descriptor as constants, the NAME_* wrappers, the exported kiln_model. */
 int cg_emit_aot(cg_llvm *m, const rt_model_desc *d, char *err, size_t n);
