@@ -155,7 +155,8 @@ static int rt_prepare(rt_model *m, rt_prog_state *ps, const void *const *inputs)
 static int rt_run_kernel(const rt_step_run *r, k_fn fn, rt_run_ctx *rc) {
   const rt_model *m = r->m;
   const rt_step *s = r->s;
-  char msg[RT_ERR_LEN] = "";
+  char msg[RT_ERR_LEN];
+  msg[0] = 0;     /* not `= ""`: that clears all RT_ERR_LEN bytes on every step */
   void *temp = s->temp_bytes ? (char *)m->arena + s->temp_offset : NULL;
   k_call c = {r->in, s->nin, r->out, s->nout, r->req, s->param, temp, (size_t)s->temp_bytes, m->seed,
               RT_CTR_OP(m->step, s->name_hash), r->p->is_train, msg, sizeof msg};
@@ -200,11 +201,29 @@ static int rt_push_range(rt_model *m, rt_engine *e, rt_prog_state *ps, int lo, i
   return rc;
 }
 
+/* The naive engine would run each pushed step at once on this thread, in push order, so the
+ * steps are called here directly instead, without its per-step variables, blocks and lock.
+ * Stopping at the first failure reports the same step the engine would (the first in step
+ * order); the steps the engine would still run after it (those not depending on it) change
+ * nothing the caller sees: predict then copies no output, train_step restores the aux states
+ * and runs no update. Since every step before train_step's first update has then succeeded,
+ * no split is needed. */
+static int rt_run_direct(rt_model *m, rt_prog_state *ps) {
+  char msg[RT_ERR_LEN];
+  rt_run_ctx rc = {NULL, -1, msg, sizeof msg};
+  for (int i = 0; i < ps->p->nsteps; i++) {
+    msg[0] = 0;
+    if (rt_step_fn(&ps->sr[i], &rc)) return rt_model_fail(m, "%s", msg[0] ? msg : "step failed");
+  }
+  return 0;
+}
+
 /* Runs steps [0, split), then [split, nsteps) only if all of those succeeded, on the model's
  * own engine (the caller holds m->mu). */
 static int rt_run(rt_model *m, rt_prog_state *ps, int split) {
   int n = ps->p->nsteps;
   rt_engine *e = m->engine;
+  if (rt_engine_get_kind(e) == RT_ENGINE_NAIVE) return rt_run_direct(m, ps);
   for (int i = 0; i < n; i++) ps->vars[i] = rt_engine_new_var(e);
   int rc = rt_push_range(m, e, ps, 0, split);
   if (!rc) rc = rt_push_range(m, e, ps, split, n);
