@@ -24,6 +24,7 @@
  * at run time, not from the model's --cpu/--features (TODO(issue 8)). */
 #include "kernels.h"
 #include "k_conv_direct.h"
+#include "k_vec.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -303,6 +304,11 @@ typedef struct {
   int64_t n0, ns;
 } k_cd_ctx;
 
+/* A pack task copies one channel block of one sample, a few KiB at batch 1: tasks are grouped
+ * so that a chunk copies about K_GRAIN floats, since waking the pool for less costs more than
+ * the copy. Each task writes its own block, so the grouping changes no result. */
+static int64_t k_cd_pack_grain(int64_t block_floats) { return k_vec_grain(block_floats); }
+
 /* Task i = (sample, cb) packs that block of x, padded. */
 static void k_cd_task_pack_x(void *p, int64_t lo, int64_t hi) {
   k_cd_ctx *t = p;
@@ -407,7 +413,7 @@ int k_conv_direct_forward(const k_call *c) {
   t.b.w = k_cd_fwd_weights(c, &g, t.b.w);
   for (t.n0 = 0; t.n0 < g.N; t.n0 += g.S) {
     t.ns = g.N - t.n0 < g.S ? g.N - t.n0 : g.S;
-    k_parallel_for(t.ns * g.Cb, 1, k_cd_task_pack_x, &t);
+    k_parallel_for(t.ns * g.Cb, k_cd_pack_grain(g.Hp * g.Wp * g.V), k_cd_task_pack_x, &t);
     k_parallel_for(t.ns * ((g.Fb + 1) / 2), 1, k_cd_task_fwd, &t);
   }
   return 0;
@@ -435,10 +441,10 @@ static void k_cd_backward_chunk(k_cd_ctx *t) {
   const k_cd_geom *g = t->g;
   const k_call *c = t->c;
   t->src = c->in[0].data;
-  k_parallel_for(t->ns * g->Fb, 1, k_cd_task_pack_dy, t);
+  k_parallel_for(t->ns * g->Fb, k_cd_pack_grain(g->OH * g->OW * g->V), k_cd_task_pack_dy, t);
   if (c->req[1] != kNullOp) {
     t->src = c->in[1].data;
-    k_parallel_for(t->ns * g->Cb, 1, k_cd_task_pack_x, t);
+    k_parallel_for(t->ns * g->Cb, k_cd_pack_grain(g->Hp * g->Wp * g->V), k_cd_task_pack_x, t);
     k_parallel_for((g->Fb + 1) / 2 * g->Cb * g->kh * g->kw, 1, k_cd_task_dw, t);
   }
   if (c->req[0] != kNullOp) k_parallel_for(t->ns * ((g->Cb + 1) / 2), 1, k_cd_task_dx, t);
