@@ -1,0 +1,95 @@
+/* api.h — the layer behind include/kiln.h (prefix api_ inside, kiln_ at the ABI), over the
+ * front end, the passes and the code generator:
+ *   api_error.c  the thread-local last error, strings, the text buffer
+ *   api_attrs.c  attribute lists: typed setters and language text, checked by the parser
+ *   api_graph.c  graphs in code: the model kept as .kiln text, lowered by the front end, so
+ *                learnable inputs are created and named by its rules (fe_call.c) and the
+ *                printed text parses back to the same graph
+ *   api_model.c  kiln_graph_jit / kiln_graph_compile and the model's entry points
+ *   api_array.c  imperative arrays: data, initializers, lazy op results
+ *   api_eval.c   deferred compute: the pending subgraph of the arrays read, as a model,
+ *                compiled once per structure (the cache) by pass_compile + cg_jit, and run */
+#ifndef KILN_API_INT_H
+#define KILN_API_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "kiln.h"
+#include "cg.h"
+#include "fe.h"
+
+/* ---- api_error.c ---- */
+/* Sets this thread's last error; returns KILN_ERR so callers can `return api_fail(...)`. */
+int api_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int api_ok(void);                              /* clears the last error; returns KILN_OK */
+char *api_strdup(const char *s);               /* NULL without memory */
+/* A growable NUL-terminated string. */
+typedef struct { char *s; size_t len, cap; bool oom; } api_buf;
+void api_buf_printf(api_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void api_buf_truncate(api_buf *b, size_t len);
+void api_buf_free(api_buf *b);
+/* A name as the language writes one ([A-Za-z_][A-Za-z0-9_]*, dots allowed when dotted). */
+bool api_is_name(const char *s, bool dotted);
+/* The checks every shape argument gets: rank 0..KILN_MAX_RANK, dims >= 1 (0 allowed for none). */
+int api_check_shape(const char *what, int rank, const int64_t *dims, k_shape *out);
+
+/* ---- api_attrs.c ---- */
+struct kiln_attrs { api_buf text; int n; };    /* "k1=v1, k2=v2" as the language writes them */
+
+/* ---- api_graph.c ---- */
+/* A lowered model with the file its locations point into. */
+typedef struct { fe_file *file; ir_graph *g; } api_lowered;
+void api_lowered_free(api_lowered *l);
+/* Parses and lowers the first model of `text` (named `name` in diagnostics); on errors
+ * sets the last error to the diagnostics, with caret lines, and returns KILN_ERR. */
+int api_lower_text(const char *name, const char *text, api_lowered *out);
+
+/* The graph's lowered model (kept until its text changes), and its lock: api_model.c takes
+ * both around a compile. */
+int api_graph_get(kiln_graph *g, const ir_graph **out);
+void api_graph_lock(kiln_graph *g, bool lock);
+
+/* ---- api_model.c ---- */
+/* A graph compiled for predict (and train when it has a train statement), JIT'd. */
+typedef struct {
+  ir_graph *predict, *train;
+  rt_model_desc *desc;
+  cg_llvm *llvm;
+} api_build;
+int api_build_jit(const ir_graph *lowered, int opt_level, api_build *b);
+void api_build_free(api_build *b);
+
+/* ---- api_array.c / api_eval.c ---- */
+typedef struct api_cache_entry api_cache_entry;
+struct kiln_session {
+  pthread_mutex_t mu;
+  struct kiln_array *arrays;       /* every live array, user-held or kept by a lazy one */
+  api_cache_entry *cache;
+  int64_t hits, misses;
+};
+struct kiln_array {
+  kiln_session *s;
+  k_dtype dtype;
+  k_shape shape;
+  void *data;                      /* the value, or NULL while lazy */
+  const char *op;                  /* lazy: the op and its attributes as text */
+  char *attrs;
+  int nin;
+  struct kiln_array **in;          /* lazy: the arrays it reads (each holds a reference) */
+  int refs;                        /* the user's handle (1) plus lazy arrays that read it */
+  bool user_freed;
+  int mark;                        /* eval's numbering, -1 when unvisited */
+  struct kiln_array *prev, *next;  /* the session's list */
+};
+void api_array_unref(kiln_array *a);           /* with the session locked */
+void api_array_forget_inputs(kiln_array *a);   /* computed: its inputs' references dropped */
+size_t api_array_bytes(const kiln_array *a);
+void *api_array_storage(const kiln_array *a);  /* aligned storage for its value, or NULL */
+/* Computes the lazy arrays among `arrays` (session locked). */
+int api_eval(kiln_session *s, int n, kiln_array *const *arrays);
+void api_cache_free(kiln_session *s);
+/* The text `dtype[d0, d1]` of a shape, as the language writes a tensor type. */
+void api_type_text(api_buf *b, k_dtype t, const k_shape *s);
+
+#endif

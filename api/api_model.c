@@ -1,0 +1,201 @@
+/* api_model.c — a graph compiled as `kiln compile` and `kiln run` compile it: the passes for
+ * predict (and train), the descriptor, the fused loops in LLVM; then either the JIT and a
+ * model in this process (kiln_graph_jit), or an object linked into a shared object with its
+ * header (kiln_graph_compile). The model's calls are the runtime's (rt_model.h), which
+ * serialise calls on one instance. */
+#include "api.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct kiln_model {
+  api_build b;
+  rt_model *m;
+};
+
+/* Pass diagnostics (shape errors found late) become the error. */
+static ir_graph *api_compile_mode(const ir_graph *lowered, ir_mode mode) {
+  char *msg = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&msg, &len);
+  if (!mem) return api_fail("out of memory"), NULL;
+  ir_diag d;
+  ir_diag_init(&d, mem);
+  pass_ctx cx;
+  pass_ctx_init(&cx, mode, &d);
+  ir_graph *g = pass_compile(lowered, &cx);
+  pass_ctx_free(&cx);
+  ir_diag_free(&d);
+  fclose(mem);
+  if (!g) api_fail("%s", msg && *msg ? msg : "the passes refused the graph");
+  free(msg);
+  return g;
+}
+
+void api_build_free(api_build *b) {
+  cg_llvm_free(b->llvm);
+  cg_desc_free(b->desc);
+  ir_graph_free(b->predict);
+  ir_graph_free(b->train);
+  *b = (api_build){0};
+}
+
+/* Everything up to the LLVM module with the fused loops (not yet optimised). */
+static int api_build_module(const ir_graph *lowered, int opt_level, api_build *b) {
+  char err[2048];
+  *b = (api_build){0};
+  if (!(b->predict = api_compile_mode(lowered, IR_MODE_PREDICT))) return KILN_ERR;
+  if (lowered->has_train && !(b->train = api_compile_mode(lowered, IR_MODE_TRAIN))) return KILN_ERR;
+  if (!(b->desc = cg_desc_build(b->predict, b->train, err, sizeof err))) return api_fail("%s", err);
+  cg_options co = {.opt_level = opt_level};
+  if (!(b->llvm = cg_llvm_new(lowered->name, &co, err, sizeof err))) return api_fail("%s", err);
+  if (cg_emit_fused_all(b->llvm, b->predict, b->train, err, sizeof err)) return api_fail("%s", err);
+  return KILN_OK;
+}
+
+int api_build_jit(const ir_graph *lowered, int opt_level, api_build *b) {
+  char err[2048];
+  if (api_build_module(lowered, opt_level, b)) return api_build_free(b), KILN_ERR;
+  if (cg_optimize(b->llvm, err, sizeof err) || cg_jit(b->llvm, b->desc, err, sizeof err))
+    return api_build_free(b), api_fail("%s", err);
+  return KILN_OK;
+}
+
+KILN_API int kiln_graph_jit(kiln_graph *g, uint64_t seed, kiln_model **out) {
+  if (!out) return api_fail("kiln_graph_jit: out is NULL");
+  *out = NULL;
+  if (!g) return api_fail("kiln_graph_jit: graph is NULL");
+  kiln_model *m = calloc(1, sizeof *m);
+  if (!m) return api_fail("out of memory");
+  api_graph_lock(g, true);
+  const ir_graph *low;
+  int rc = api_graph_get(g, &low) || api_build_jit(low, 2, &m->b);
+  api_graph_lock(g, false);
+  if (!rc && !(m->m = rt_model_create(m->b.desc, seed))) rc = api_fail("out of memory creating the model");
+  if (rc) return kiln_model_free(m), KILN_ERR;
+  *out = m;
+  return api_ok();
+}
+
+KILN_API void kiln_model_free(kiln_model *m) {
+  if (!m) return;
+  rt_model_destroy(m->m);
+  api_build_free(&m->b);
+  free(m);
+}
+
+/* The runtime validates the arguments; its message becomes the error. */
+static int api_model_rc(kiln_model *m, int rc) { return rc ? api_fail("%s", rt_model_error(m->m)) : api_ok(); }
+
+KILN_API int kiln_model_predict(kiln_model *m, const void *const *inputs, void *const *outputs) {
+  if (!m) return api_fail("kiln_model_predict: model is NULL");
+  return api_model_rc(m, rt_model_predict(m->m, inputs, outputs));
+}
+
+KILN_API int kiln_model_train_step(kiln_model *m, const void *const *inputs, float *loss) {
+  if (!m) return api_fail("kiln_model_train_step: model is NULL");
+  return api_model_rc(m, rt_model_train_step(m->m, inputs, loss));
+}
+
+KILN_API int kiln_model_set_lr(kiln_model *m, float lr) {
+  if (!m) return api_fail("kiln_model_set_lr: model is NULL");
+  return api_model_rc(m, rt_model_set_lr(m->m, lr));
+}
+
+KILN_API int kiln_model_load(kiln_model *m, const char *path) {
+  if (!m) return api_fail("kiln_model_load: model is NULL");
+  return api_model_rc(m, rt_model_load(m->m, path));
+}
+
+KILN_API int kiln_model_save(kiln_model *m, const char *path) {
+  if (!m) return api_fail("kiln_model_save: model is NULL");
+  return api_model_rc(m, rt_model_save(m->m, path));
+}
+
+KILN_API int kiln_model_count(kiln_model *m, int train, int *ninputs, int *noutputs) {
+  if (!m || !ninputs || !noutputs) return api_fail("kiln_model_count: model, ninputs or noutputs is NULL");
+  const rt_model_desc *d = m->b.desc;
+  if (train && !d->has_train) return api_fail("kiln_model_count: model '%s' has no train statement", d->name);
+  const rt_program *p = train ? &d->train : &d->predict;
+  *ninputs = p->ninputs, *noutputs = train ? 0 : p->noutputs;
+  return api_ok();
+}
+
+KILN_API int kiln_model_tensor(kiln_model *m, int train, int output, int index, const char **name,
+                               kiln_dtype *dtype, int *rank, int64_t *dims) {
+  int nin, nout;
+  if (kiln_model_count(m, train, &nin, &nout)) return KILN_ERR;
+  const rt_model_desc *d = m->b.desc;
+  const rt_program *p = train ? &d->train : &d->predict;
+  if (index < 0 || index >= (output ? nout : nin))
+    return api_fail("kiln_model_tensor: %s %d of %d", output ? "output" : "input", index, output ? nout : nin);
+  const rt_tensor_info *t = &d->tensors[(output ? p->outputs : p->inputs)[index]];
+  if (name) *name = t->name;
+  if (dtype) *dtype = (kiln_dtype)t->dtype;
+  if (rank) *rank = t->shape.rank;
+  for (int i = 0; dims && i < t->shape.rank; i++) dims[i] = t->shape.d[i];
+  return api_ok();
+}
+
+/* ---- kiln_graph_compile: the .so and its header, both or neither ---- */
+
+static int api_tmp_beside(const char *dest, char *buf, size_t n) {
+  snprintf(buf, n, "%s.tmpXXXXXX", dest);
+  int fd = mkstemp(buf);
+  if (fd < 0) return api_fail("cannot write '%s': %s", dest, strerror(errno));
+  mode_t um = umask(0);
+  umask(um);
+  (void)fchmod(fd, 0666 & ~um);
+  close(fd);
+  return KILN_OK;
+}
+
+static int api_write_header(const rt_model_desc *d, const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) return api_fail("cannot write '%s': %s", path, strerror(errno));
+  int rc = cg_write_header(d, f);
+  if (fclose(f) || rc) return api_fail("cannot write '%s'", path);
+  return KILN_OK;
+}
+
+static int api_link(api_build *b, const char *so_tmp) {
+  char obj[4096], err[8192];
+  const char *tmpdir = getenv("TMPDIR");
+  snprintf(obj, sizeof obj, "%s/kiln-XXXXXX.o", tmpdir && *tmpdir ? tmpdir : "/tmp");
+  int fd = mkstemps(obj, 2);
+  if (fd < 0) return api_fail("cannot create a temporary object file in %s", obj);
+  close(fd);
+  int rc = cg_write_object(b->llvm, obj, err, sizeof err) || cg_link_shared(obj, so_tmp, err, sizeof err);
+  unlink(obj);
+  return rc ? api_fail("%s", err) : KILN_OK;
+}
+
+static int api_emit_so(api_build *b, const char *so_path) {
+  char hdr[4096], so_tmp[4200], h_tmp[4200], err[2048];
+  const char *slash = strrchr(so_path, '/');
+  snprintf(hdr, sizeof hdr, "%.*s%s.h", slash ? (int)(slash - so_path + 1) : 0, so_path, b->desc->name);
+  if (cg_emit_aot(b->llvm, b->desc, err, sizeof err) || cg_optimize(b->llvm, err, sizeof err)) return api_fail("%s", err);
+  if (api_tmp_beside(so_path, so_tmp, sizeof so_tmp)) return KILN_ERR;
+  if (api_tmp_beside(hdr, h_tmp, sizeof h_tmp)) return unlink(so_tmp), KILN_ERR;
+  int rc = api_link(b, so_tmp) || api_write_header(b->desc, h_tmp);
+  if (!rc && rename(so_tmp, so_path) != 0) rc = api_fail("cannot write '%s': %s", so_path, strerror(errno));
+  if (!rc && rename(h_tmp, hdr) != 0) rc = api_fail("cannot write '%s': %s", hdr, strerror(errno)), unlink(so_path);
+  if (rc) unlink(so_tmp), unlink(h_tmp);
+  return rc;
+}
+
+KILN_API int kiln_graph_compile(kiln_graph *g, const char *so_path, int opt_level) {
+  if (!g || !so_path || !*so_path) return api_fail("kiln_graph_compile: graph or path is NULL");
+  if (opt_level < 0 || opt_level > 3) return api_fail("kiln_graph_compile: opt_level %d is not 0..3", opt_level);
+  api_build b = {0};
+  api_graph_lock(g, true);
+  const ir_graph *low;
+  int rc = api_graph_get(g, &low) || api_build_module(low, opt_level, &b);
+  api_graph_lock(g, false);
+  if (!rc) rc = api_emit_so(&b, so_path);
+  api_build_free(&b);
+  return rc ? KILN_ERR : api_ok();
+}
