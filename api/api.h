@@ -89,6 +89,8 @@ void *api_array_storage(const kiln_array *a);  /* aligned storage for its value,
 /* Computes the lazy arrays among `arrays` (session locked). */
 int api_eval(kiln_session *s, int n, kiln_array *const *arrays);
 void api_cache_free(kiln_session *s);
+/* The pending subgraph of a lazy array as the .kiln model its evaluation compiles. */
+int api_pending_text(kiln_session *s, kiln_array *a, api_buf *out);
 /* The text `dtype[d0, d1]` of a shape, as the language writes a tensor type. */
 void api_type_text(api_buf *b, k_dtype t, const k_shape *s);
 

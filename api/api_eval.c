@@ -189,3 +189,15 @@ int api_eval(kiln_session *s, int n, kiln_array *const *arrays) {
   free(w.leaves), free(w.nodes);
   return rc;
 }
+
+int api_pending_text(kiln_session *s, kiln_array *a, api_buf *out) {
+  (void)s;
+  api_walk w = {0};
+  if (a->data) return api_buf_printf(out, "# computed: nothing pending\n"), KILN_OK;
+  api_walk_from(&w, a);
+  if (!w.oom) api_walk_text(&w, &a, 1, out);
+  for (int i = 0; i < w.nleaves; i++) w.leaves[i]->mark = -1;
+  for (int i = 0; i < w.nnodes; i++) w.nodes[i]->mark = -1;
+  free(w.leaves), free(w.nodes);
+  return w.oom || out->oom ? api_fail("out of memory") : KILN_OK;
+}

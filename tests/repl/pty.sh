@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# pty.sh KILN — `kiln repl` driven through a pseudo-terminal (util-linux `script`), as a person
+# types: a statement with an error and the session going on, a def over several lines (the
+# "...:" continuation prompt), a value shown; then a second session that recalls the last
+# line of the first from ~/.kiln_history with the up arrow.
+set -uo pipefail
+kiln=$1
+command -v script >/dev/null || { echo "SKIP: util-linux 'script' is not installed"; exit 77; }
+home=$(mktemp -d)
+trap 'rm -rf "$home"' EXIT
+out=$(printf ':zeros a f32[2]\nb = relu(c)\nb = exp(a)\ndef f(t) {\n  u = t * 2\n  return u\n}\nf(b)\n:quit\n' |
+      HOME=$home timeout 60 script -qec "$kiln repl" /dev/null | tr -d '\r' | sed 's/\x1b\[[0-9;]*[A-Za-z]//g')
+fail=0
+check() { grep -qF -- "$2" <<<"$out" || { echo "FAIL: $1: no '$2' in:"; echo "$out"; fail=1; }; }
+check "numbered prompt" "[3]: b = exp(a)"
+check "error with its location" "<repl>:2:10: error: unknown name 'c'"
+check "caret under the column" "           ^"
+check "continuation prompt" "...:   return u"
+check "value after the error" "[2. 2.]"
+grep -q 'def\\040f(t)' "$home/.kiln_history" || { echo "FAIL: the def is not in ~/.kiln_history"; fail=1; }
+# Up arrow, Enter: the last line of the history (:quit) runs again and ends the session.
+out=$(printf '\033[A\n' | HOME=$home timeout 60 script -qec "$kiln repl" /dev/null | tr -d '\r' | sed 's/\x1b\[[0-9;]*[A-Za-z]//g')
+check "history recalled with the up arrow" "[1]: :quit"
+[ $fail = 0 ] && echo "repl through a pseudo-terminal: as typed"
+exit $fail

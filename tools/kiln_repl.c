@@ -1,0 +1,532 @@
+/* kiln_repl.c — `kiln repl`: an interactive session of .kiln statements over deferred-compute
+ * arrays (the C API's kiln_session). A statement is lowered by the front end as a one-statement
+ * model whose inputs are the session's arrays, so the language, its errors (file `<repl>`,
+ * caret) and its attribute rules are those of a file; each node of the result becomes a lazy
+ * array (kiln_array_op), so nothing runs until a value is printed or saved, and the compile
+ * cache serves repeated shapes. With a terminal: libedit line editing and ~/.kiln_history;
+ * without one, a script: no prompts, exit status 1 when any statement failed. */
+#include <editline/readline.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "kiln_tools.h"
+
+typedef struct { char *name; kiln_array *a; } repl_var;
+typedef struct {
+  kiln_session *s;
+  repl_var *vars;
+  int nvars, cap;
+  api_buf dims, defs;          /* dim and def statements so far, in order */
+  int stmt;                    /* the statement number the prompt shows */
+  int nconst;                  /* names of the scalar arrays made for constants */
+  bool failed;
+  bool timing;
+} repl;
+
+/* ---- named arrays ---- */
+
+static repl_var *repl_find(repl *r, const char *name) {
+  for (int i = 0; i < r->nvars; i++)
+    if (strcmp(r->vars[i].name, name) == 0) return &r->vars[i];
+  return NULL;
+}
+
+/* Binds name to a (the session keeps what other arrays still need of an old value). */
+static int repl_bind(repl *r, const char *name, kiln_array *a) {
+  repl_var *v = repl_find(r, name);
+  if (v) return kiln_array_free(v->a), v->a = a, 0;
+  if (r->nvars == r->cap) {
+    int cap = r->cap ? r->cap * 2 : 16;
+    repl_var *nv = realloc(r->vars, sizeof *nv * (size_t)cap);
+    if (!nv) return kiln_array_free(a), 1;
+    r->vars = nv, r->cap = cap;
+  }
+  char *copy = api_strdup(name);
+  if (!copy) return kiln_array_free(a), 1;
+  r->vars[r->nvars++] = (repl_var){copy, a};
+  return 0;
+}
+
+static void repl_clear(repl *r) {
+  for (int i = 0; i < r->nvars; i++) kiln_array_free(r->vars[i].a), free(r->vars[i].name);
+  r->nvars = 0;
+  kiln_session_free(r->s);
+  r->s = NULL;
+  api_buf_free(&r->dims), api_buf_free(&r->defs);
+}
+
+/* ---- printing, as NumPy does: a type line, then aligned values, summarised past 1000 ---- */
+
+enum { REPL_SUMMARY = 1000, REPL_EDGE = 3 };
+
+/* How floats print, as NumPy's default: integers as "3.", scientific when magnitudes are far
+ * from 1, otherwise fixed with at most 8 decimals, padded on the right to the longest. */
+typedef enum { REPL_INTS, REPL_FIXED, REPL_SCI } repl_style;
+
+static int repl_decimals(float v) {
+  char buf[64];
+  snprintf(buf, sizeof buf, "%.8f", (double)v);
+  int n = (int)strlen(buf);
+  while (buf[n - 1] == '0') n--;
+  return (int)(n - 1 - (strchr(buf, '.') - buf));
+}
+
+static void repl_fmt(const kiln_array *a, const void *data, int64_t i, repl_style st, int dec, char *buf, size_t n) {
+  float v = a->dtype == K_F32 ? ((const float *)data)[i] : 0;
+  if (a->dtype == K_I32) { snprintf(buf, n, "%d", ((const int32_t *)data)[i]); return; }
+  if (!isfinite(v)) { snprintf(buf, n, "%s", isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"); return; }
+  if (st == REPL_INTS) { snprintf(buf, n, "%.0f.", (double)v); return; }
+  if (st == REPL_SCI) { snprintf(buf, n, "%.8e", (double)v); return; }
+  int d = repl_decimals(v);
+  snprintf(buf, n, d ? "%.*f%*s" : "%.*f.%*s", d, (double)v, dec - d, "");
+}
+
+static repl_style repl_style_of(const kiln_array *a, const void *data, int64_t n, int *dec) {
+  bool ints = true, sci = false;
+  *dec = 0;
+  for (int64_t i = 0; i < n && a->dtype == K_F32; i++) {
+    float v = ((const float *)data)[i], m = fabsf(v);
+    if (!isfinite(v)) continue;
+    ints &= v == floorf(v) && m < 1e16f;
+    sci |= m >= 1e8f || (m > 0 && m < 1e-4f);
+    if (repl_decimals(v) > *dec) *dec = repl_decimals(v);
+  }
+  return ints ? REPL_INTS : sci ? REPL_SCI : REPL_FIXED;
+}
+
+typedef struct { const kiln_array *a; const void *data; repl_style st; int dec; bool summary; int width; FILE *out; } repl_pr;
+
+static bool repl_skip(const repl_pr *p, int64_t i, int64_t n) {
+  return p->summary && n > 2 * REPL_EDGE && i >= REPL_EDGE && i < n - REPL_EDGE;
+}
+
+/* One axis of the nested brackets; base is the flat index of this sub-array's first value. */
+static void repl_print_axis(const repl_pr *p, int axis, int64_t base, int64_t stride) {
+  const k_shape *s = &p->a->shape;
+  int64_t n = s->d[axis], inner = stride / n;
+  fputc('[', p->out);
+  for (int64_t i = 0; i < n; i++) {
+    if (repl_skip(p, i, n)) {
+      fprintf(p->out, axis == s->rank - 1 ? " ..." : "...");
+      if (axis < s->rank - 1) fprintf(p->out, "\n%*s", axis + 1, "");
+      i = n - REPL_EDGE - 1;
+      continue;
+    }
+    if (axis == s->rank - 1) {
+      char buf[64];
+      repl_fmt(p->a, p->data, base + i, p->st, p->dec, buf, sizeof buf);
+      fprintf(p->out, "%s%*s", i ? " " : "", p->width, buf);
+    } else {
+      repl_print_axis(p, axis + 1, base + i * inner, inner);
+      if (i < n - 1) fprintf(p->out, "%.*s%*s", (int)(s->rank - axis - 1), "\n\n\n\n\n\n", axis + 1, "");
+    }
+  }
+  fputc(']', p->out);
+}
+
+static void repl_print_value(const kiln_array *a, const void *data, FILE *out) {
+  char type[200], buf[64];
+  int64_t n = k_shape_numel(&a->shape);
+  ir_type_str(a->dtype, &a->shape, type, sizeof type);
+  fprintf(out, "%s\n", type);
+  repl_pr p = {a, data, REPL_INTS, 0, n > REPL_SUMMARY, 1, out};
+  p.st = repl_style_of(a, data, n, &p.dec);
+  for (int64_t i = 0; i < n; i++) {
+    repl_fmt(a, data, i, p.st, p.dec, buf, sizeof buf);
+    if ((int)strlen(buf) > p.width) p.width = (int)strlen(buf);
+  }
+  if (a->shape.rank == 0) {
+    repl_fmt(a, data, 0, p.st, p.dec, buf, sizeof buf);
+    fprintf(out, "%s\n", buf);
+    return;
+  }
+  repl_print_axis(&p, 0, 0, n);
+  fputc('\n', out);
+}
+
+static int repl_show(repl *r, kiln_array *a) {
+  double t0 = kiln_now();
+  if (kiln_array_eval(r->s, 1, &a)) return fprintf(stderr, "%s\n", kiln_last_error()), 1;
+  if (r->timing) printf("(computed in %.2f ms)\n", (kiln_now() - t0) * 1e3);
+  repl_print_value(a, a->data, stdout);
+  return 0;
+}
+
+/* ---- statements: one-statement models lowered by the front end, their nodes made arrays ---- */
+
+/* The model text: dims and defs, the session's arrays as inputs, and the statement on a
+ * line of its own, the line number of its prompt where possible, so that a diagnostic shows
+ * the user's line and its number; `lead` ("_ =" for a bare expression) ends the line before. */
+static void repl_source(repl *r, const char *lead, const char *stmt, const char *outputs, api_buf *b) {
+  api_buf_printf(b, "%s%s", r->dims.s ? r->dims.s : "", r->defs.s ? r->defs.s : "");
+  int line = 1;
+  for (size_t i = 0; i < b->len; i++) line += b->s[i] == '\n';
+  for (; line < r->stmt - 1; line++) api_buf_printf(b, "\n");
+  api_buf_printf(b, "model repl {");
+  for (int i = 0; i < r->nvars; i++) {
+    api_buf_printf(b, " input %s : ", r->vars[i].name);
+    api_type_text(b, r->vars[i].a->dtype, &r->vars[i].a->shape);
+  }
+  api_buf_printf(b, " %s\n%s\n output %s\n}\n", lead, stmt, outputs);
+}
+
+/* The array of tensor t of the lowered statement: a session array, a scalar constant, or a
+ * node made earlier in this walk. */
+static kiln_array *repl_operand(repl *r, const ir_graph *g, int t, kiln_array **made) {
+  const ir_tensor *x = ir_tensor_at(g, t);
+  if (made[t]) return made[t];
+  if (x->kind == IR_T_INPUT) return repl_find(r, x->name)->a;
+  if (x->kind == IR_T_CONST && !kiln_array_from_data(r->s, KILN_F32, 0, NULL, &x->value, &made[t])) return made[t];
+  if (x->kind == IR_T_PARAM || x->kind == IR_T_AUX)
+    api_fail("<repl>:%d: error: '%s' would be a parameter, but arrays create none; pass it as an array (e.g. from :rand)",
+             r->stmt, x->name);
+  return NULL;
+}
+
+static int repl_node(repl *r, const ir_graph *g, const ir_node *n, kiln_array **made) {
+  const ir_opdef *op = &ir_ops[n->op];
+  kiln_array *in[64];
+  for (int j = 0; j < n->nin; j++)
+    if (!(in[j] = repl_operand(r, g, n->in[j], made))) return KILN_ERR;
+  kiln_attrs at = {{0}, 0};
+  char *text = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&text, &len);
+  if (!mem) return api_fail("out of memory");
+  ir_attr_print(op->attrs, n->param, mem);
+  fclose(mem);
+  at.text = (api_buf){text, len, len + 1, false}, at.n = len > 0;
+  int rc = kiln_array_op(r->s, op->name, n->nin, in, &at, &made[n->out[0]]);
+  free(text);
+  return rc;
+}
+
+/* Every node of the lowered statement as a lazy array; the targets bound to theirs. */
+static int repl_record(repl *r, const ir_graph *g, char **targets, int ntargets) {
+  kiln_array **made = calloc((size_t)ir_ntensors(g), sizeof *made);
+  int rc = made ? KILN_OK : api_fail("out of memory");
+  for (int i = 0; !rc && i < ir_nnodes(g); i++) rc = repl_node(r, g, ir_node_at(g, i), made);
+  for (int i = 0; !rc && i < ntargets; i++) {
+    int t = ir_graph_find_tensor(g, targets[i]);
+    kiln_array *a = t >= 0 ? repl_operand(r, g, t, made) : NULL;
+    /* the name takes over the walk's handle; an existing array has its own name already */
+    if (!a || !made[t]) { rc = api_fail("'%s': assign a computed value (an op or a number)", targets[i]); break; }
+    made[t] = NULL;
+    if (repl_bind(r, targets[i], a)) rc = api_fail("out of memory");
+  }
+  for (int i = 0; made && i < ir_ntensors(g); i++) kiln_array_free(made[i]);
+  free(made);
+  return rc;
+}
+
+/* The names left of '=' when the text is an assignment ("a, b = ..."), else 0. */
+static int repl_targets(const char *text, char **out, int max) {
+  const char *p = text;
+  int n = 0;
+  while (n < max) {
+    while (*p == ' ' || *p == '\t') p++;
+    const char *b = p;
+    while (*p == '_' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9' && p > b)) p++;
+    if (p == b) break;
+    out[n++] = strndup(b, (size_t)(p - b));
+    while (*p == ' ' || *p == '\t') p++;
+    if (*p == ',') { p++; continue; }
+    if (*p == '=' && p[1] != '=') return n;
+    break;
+  }
+  while (n) free(out[--n]);
+  return 0;
+}
+
+/* Lowers `stmt` with the given targets as outputs and records its nodes. */
+static int repl_lower_stmt(repl *r, const char *lead, const char *stmt, char **targets, int ntargets) {
+  api_buf outs = {0}, src = {0};
+  for (int i = 0; i < ntargets; i++) api_buf_printf(&outs, "%s%s", i ? ", " : "", targets[i]);
+  repl_source(r, lead, stmt, outs.s ? outs.s : "", &src);
+  api_lowered low = {0};
+  int rc = src.oom ? api_fail("out of memory") : api_lower_text("<repl>", src.s, &low);
+  if (!rc) rc = repl_record(r, low.g, targets, ntargets);
+  api_lowered_free(&low);
+  api_buf_free(&outs), api_buf_free(&src);
+  return rc;
+}
+
+static int repl_assign(repl *r, const char *text, char **targets, int n) {
+  for (int i = 0; i < n; i++)
+    if (repl_find(r, targets[i]))   /* a new value for an old name: lower under a fresh one */
+      return api_fail("<repl>: error: '%s' is already defined; the language assigns a name once (:reset starts over)", targets[i]);
+  return repl_lower_stmt(r, "", text, targets, n);
+}
+
+/* A bare expression: recorded as `_ = expr`, printed, and the name _ dropped. */
+static int repl_expr(repl *r, const char *text) {
+  repl_var *v = repl_find(r, text);
+  if (v) return repl_show(r, v->a);
+  char *t = "_";
+  int rc = repl_lower_stmt(r, "_ =", text, &t, 1);
+  if (rc) return rc;
+  v = repl_find(r, "_");
+  rc = repl_show(r, v->a);
+  kiln_array_free(v->a), free(v->name);
+  *v = r->vars[--r->nvars];
+  return rc;
+}
+
+/* dim and def statements are kept as text once a parse of the file so far accepts them. */
+static int repl_decl(repl *r, const char *text, bool is_dim) {
+  api_buf *into = is_dim ? &r->dims : &r->defs, src = {0};
+  size_t before = into->len;
+  api_buf_printf(into, "%s\n", text);
+  api_buf_printf(&src, "%s%smodel repl { input _x : f32[1] output _x }\n", r->dims.s ? r->dims.s : "", r->defs.s ? r->defs.s : "");
+  api_lowered low = {0};
+  int rc = api_lower_text("<repl>", src.s, &low);
+  api_lowered_free(&low);
+  api_buf_free(&src);
+  if (rc) api_buf_truncate(into, before);
+  return rc;
+}
+
+static bool repl_starts(const char *text, const char *word) {
+  size_t n = strlen(word);
+  return strncmp(text, word, n) == 0 && (text[n] == ' ' || text[n] == '\t' || text[n] == '\n');
+}
+
+static int repl_statement(repl *r, const char *text) {
+  char *targets[16];
+  while (*text == ' ' || *text == '\t') text++;
+  if (repl_starts(text, "dim")) return repl_decl(r, text, true);
+  if (repl_starts(text, "def")) return repl_decl(r, text, false);
+  int n = repl_targets(text, targets, 16);
+  int rc = n ? repl_assign(r, text, targets, n) : repl_expr(r, text);
+  while (n) free(targets[--n]);
+  return rc;
+}
+
+/* ---- commands ---- */
+
+static const char repl_help[] =
+  "Statements are the .kiln language, recorded and computed only when a value is shown:\n"
+  "  x = relu(w * 2)        an assignment (a name is assigned once)\n"
+  "  x                      a name or an expression: its value, as NumPy prints it\n"
+  "  dim n = 4, def f(...) { ... }   as in a .kiln file (a def may span lines)\n"
+  "Every tensor input of an op is an array: arrays create no parameters.\n"
+  "Commands:\n"
+  "  :help                  this text\n"
+  "  :load NAME FILE.npy    an array from a .npy file\n"
+  "  :save NAME FILE.npy    computes NAME and writes it\n"
+  "  :rand NAME f32[2,3] [normal|uniform] [seed=N]   random values (Philox, as a model's\n"
+  "                         initializer draws them); normal(0, 1) or uniform(-1, 1)\n"
+  "  :zeros NAME f32[2,3]   zeros (also i32)\n"
+  "  :vars                  the arrays, their types, and whether they are computed\n"
+  "  :graph NAME            the pending graph NAME needs, as the .kiln model it compiles to\n"
+  "  :time on|off           compile and run time of each shown value\n"
+  "  :reset                 forget every array, dim and def\n"
+  "  :quit                  leave (also Ctrl-D)\n";
+
+static int repl_parse_type(const char *text, k_dtype *t, int *rank, int64_t *dims) {
+  if (strncmp(text, "f32[", 4) == 0) *t = K_F32;
+  else if (strncmp(text, "i32[", 4) == 0) *t = K_I32;
+  else return api_fail("'%s' is not a type like f32[2, 3]", text);
+  const char *p = text + 4;
+  for (*rank = 0; *p && *p != ']';) {
+    char *end;
+    long long v = strtoll(p, &end, 10);
+    if (end == p || *rank == KILN_MAX_RANK) return api_fail("'%s' is not a type like f32[2, 3]", text);
+    dims[(*rank)++] = v;
+    p = end;
+    while (*p == ' ' || *p == ',') p++;
+  }
+  if (*p != ']' || p[1]) return api_fail("'%s' is not a type like f32[2, 3]", text);
+  return KILN_OK;
+}
+
+static int repl_new_name(repl *r, const char *name) {
+  if (!name || !api_is_name(name, false)) return api_fail("'%s' is not a name", name ? name : "");
+  if (repl_find(r, name)) return api_fail("'%s' is already defined (:reset starts over)", name);
+  return KILN_OK;
+}
+
+static int repl_cmd_rand(repl *r, char **arg, int n, bool zeros) {
+  k_dtype t = K_F32;
+  int rank = 0;
+  int64_t dims[KILN_MAX_RANK];
+  bool uniform = false;
+  uint64_t seed = 0;
+  if (n < 3) return api_fail("usage: %s NAME f32[2,3]%s", arg[0], zeros ? "" : " [normal|uniform] [seed=N]");
+  if (repl_new_name(r, arg[1]) || repl_parse_type(arg[2], &t, &rank, dims)) return KILN_ERR;
+  for (int i = 3; i < n && !zeros; i++) {
+    if (strcmp(arg[i], "uniform") == 0 || strcmp(arg[i], "normal") == 0) uniform = arg[i][0] == 'u';
+    else if (strncmp(arg[i], "seed=", 5) == 0) seed = strtoull(arg[i] + 5, NULL, 10);
+    else return api_fail("%s: unknown option '%s'", arg[0], arg[i]);
+  }
+  if (!zeros && t != K_F32) return api_fail(":rand makes f32 arrays");
+  kiln_array *a = NULL;
+  int rc = zeros ? kiln_array_zeros(r->s, (kiln_dtype)t, rank, dims, &a)
+         : uniform ? kiln_array_uniform(r->s, rank, dims, -1, 1, seed, &a) : kiln_array_normal(r->s, rank, dims, 0, 1, seed, &a);
+  return rc ? rc : repl_bind(r, arg[1], a) ? api_fail("out of memory") : KILN_OK;
+}
+
+static int repl_cmd_load(repl *r, char **arg, int n) {
+  kiln_array *a = NULL;
+  if (n != 3) return api_fail("usage: :load NAME FILE.npy");
+  if (repl_new_name(r, arg[1]) || kiln_array_load_npy(r->s, arg[2], &a)) return KILN_ERR;
+  return repl_bind(r, arg[1], a) ? api_fail("out of memory") : KILN_OK;
+}
+
+static repl_var *repl_var_arg(repl *r, char **arg, int n, int want, const char *usage) {
+  repl_var *v = n == want ? repl_find(r, arg[1]) : NULL;
+  if (n != want) api_fail("usage: %s", usage);
+  else if (!v) api_fail("no array named '%s' (:vars lists them)", arg[1]);
+  return v;
+}
+
+static int repl_cmd_vars(repl *r) {
+  for (int i = 0; i < r->nvars; i++) {
+    char type[200];
+    ir_type_str(r->vars[i].a->dtype, &r->vars[i].a->shape, type, sizeof type);
+    printf("%-12s %-20s %s\n", r->vars[i].name, type, r->vars[i].a->data ? "computed" : "lazy");
+  }
+  return KILN_OK;
+}
+
+static int repl_cmd_graph(repl *r, repl_var *v) {
+  api_buf b = {0};
+  int rc = api_pending_text(r->s, v->a, &b);
+  if (!rc) fputs(b.s, stdout);
+  api_buf_free(&b);
+  return rc;
+}
+
+static int repl_reset(repl *r) {
+  repl_clear(r);
+  return kiln_session_new(&r->s);
+}
+
+/* Runs a command; 1 when it asks to quit. */
+static int repl_command(repl *r, char *line, bool *quit) {
+  char *arg[8];
+  int n = 0;
+  for (char *tok = strtok(line, " \t"); tok && n < 8; tok = strtok(NULL, " \t")) arg[n++] = tok;
+  repl_var *v;
+  if (!strcmp(arg[0], ":quit") || !strcmp(arg[0], ":q")) return *quit = true, KILN_OK;
+  if (!strcmp(arg[0], ":help")) return fputs(repl_help, stdout), KILN_OK;
+  if (!strcmp(arg[0], ":rand") || !strcmp(arg[0], ":zeros")) return repl_cmd_rand(r, arg, n, arg[0][1] == 'z');
+  if (!strcmp(arg[0], ":load")) return repl_cmd_load(r, arg, n);
+  if (!strcmp(arg[0], ":vars")) return repl_cmd_vars(r);
+  if (!strcmp(arg[0], ":reset")) return repl_reset(r);
+  if (!strcmp(arg[0], ":save")) return (v = repl_var_arg(r, arg, n, 3, ":save NAME FILE.npy")) ? kiln_array_save_npy(v->a, arg[2]) : KILN_ERR;
+  if (!strcmp(arg[0], ":graph")) return (v = repl_var_arg(r, arg, n, 2, ":graph NAME")) ? repl_cmd_graph(r, v) : KILN_ERR;
+  if (!strcmp(arg[0], ":time") && n == 2 && (!strcmp(arg[1], "on") || !strcmp(arg[1], "off")))
+    return r->timing = arg[1][1] == 'n', KILN_OK;
+  if (!strcmp(arg[0], ":time")) return api_fail("usage: :time on|off");
+  return api_fail("unknown command '%s' (:help lists them; :model, :weights, :grad, :export and :passes are not "
+                  "available yet)", arg[0]);
+}
+
+/* ---- input: a statement may span lines while brackets are open ---- */
+
+/* Open brackets minus closed ones, outside strings and comments. */
+static int repl_depth(const char *text) {
+  int depth = 0;
+  bool str = false;
+  for (const char *p = text; *p; p++) {
+    if (str) { str = *p != '"'; continue; }
+    if (*p == '#') { while (p[1] && p[1] != '\n') p++; continue; }
+    str = *p == '"';
+    depth += (*p == '(' || *p == '[' || *p == '{') - (*p == ')' || *p == ']' || *p == '}');
+  }
+  return depth;
+}
+
+static bool repl_blank(const char *text) {
+  for (const char *p = text; *p; p++) {
+    if (*p == '#') return true;
+    if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') return false;
+  }
+  return true;
+}
+
+static void repl_trim(char *text) {
+  size_t n = strlen(text);
+  while (n && (text[n - 1] == '\n' || text[n - 1] == ' ' || text[n - 1] == '\t' || text[n - 1] == '\r')) text[--n] = 0;
+}
+
+/* One complete input: a command or a statement. Errors go to stderr; the session goes on. */
+static bool repl_run(repl *r, char *text) {
+  bool quit = false;
+  repl_trim(text);
+  char *p = text;
+  while (*p == ' ' || *p == '\t' || *p == '\n') p++;
+  if (repl_blank(p)) return false;
+  r->stmt++;
+  int rc = *p == ':' ? repl_command(r, p, &quit) : repl_statement(r, p);
+  fflush(stdout);
+  if (rc) fprintf(stderr, "%s\n", kiln_last_error()), r->failed = true;
+  fflush(stderr);
+  return quit;
+}
+
+typedef char *(*repl_reader)(repl *r, bool more);
+
+/* "[3]: " for a new statement, "...: " while one continues. */
+static char *repl_read_tty(repl *r, bool more) {
+  char prompt[32];
+  if (more) snprintf(prompt, sizeof prompt, "...: ");
+  else snprintf(prompt, sizeof prompt, "[%d]: ", r->stmt + 1);
+  return readline(prompt);
+}
+
+static char *repl_read_pipe(repl *r, bool more) {
+  char *line = NULL;
+  size_t cap = 0;
+  if (getline(&line, &cap, stdin) < 0) return free(line), NULL;
+  repl_trim(line);
+  return line;
+}
+
+/* Lines joined until the brackets balance, then run; history gets each complete input. */
+static void repl_loop(repl *r, repl_reader read, bool tty) {
+  api_buf input = {0};
+  for (;;) {
+    char *line = read(r, input.len > 0);
+    if (!line) break;
+    api_buf_printf(&input, "%s%s", input.len ? "\n" : "", line);
+    free(line);
+    if (input.oom) break;
+    if (repl_depth(input.s) > 0 && input.s[0] != ':') continue;
+    if (tty && !repl_blank(input.s)) add_history(input.s);
+    bool quit = repl_run(r, input.s);
+    api_buf_truncate(&input, 0);
+    if (quit) break;
+  }
+  if (input.len) repl_run(r, input.s);   /* unbalanced at the end: the front end says where */
+  api_buf_free(&input);
+}
+
+static void repl_history_path(char *buf, size_t n) {
+  const char *home = getenv("HOME");
+  snprintf(buf, n, "%s/.kiln_history", home && *home ? home : ".");
+}
+
+int kiln_repl_main(int argc, char **argv) {
+  if (argc > 1) return fprintf(stderr, "kiln repl: takes no arguments (a script comes on stdin: kiln repl < s.kiln)\n"), 2;
+  repl r = {0};
+  if (kiln_session_new(&r.s)) return fprintf(stderr, "kiln repl: %s\n", kiln_last_error()), 1;
+  bool tty = isatty(STDIN_FILENO);
+  char hist[4096];
+  repl_history_path(hist, sizeof hist);
+  if (tty) {
+    using_history();
+    read_history(hist);
+    printf("Kiln (%s): statements are recorded and computed when shown; :help lists the commands.\n", kiln_version());
+  }
+  repl_loop(&r, tty ? repl_read_tty : repl_read_pipe, tty);
+  if (tty && write_history(hist) != 0) fprintf(stderr, "kiln repl: cannot write %s: %s\n", hist, strerror(errno));
+  repl_clear(&r);
+  free(r.vars);
+  return r.failed && !tty ? 1 : 0;
+}
