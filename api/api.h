@@ -7,8 +7,11 @@
  *                printed text parses back to the same graph
  *   api_model.c  kiln_graph_jit / kiln_graph_compile and the model's entry points
  *   api_array.c  imperative arrays: data, initializers, lazy op results
+ *   api_walk.c   the recorded graph behind arrays as .kiln text (names from the walk alone)
  *   api_eval.c   deferred compute: the pending subgraph of the arrays read, as a model,
- *                compiled once per structure (the cache) by pass_compile + cg_jit, and run */
+ *                compiled once per structure (the cache) by pass_compile + cg_jit, and run
+ *   api_grad.c   kiln_grad: lazy gradients by the passes train_step uses (backward, prune)
+ *   api_export.c the recorded graph of chosen arrays as a .kiln model and safetensors */
 #ifndef KILN_API_INT_H
 #define KILN_API_INT_H
 
@@ -58,6 +61,13 @@ typedef struct {
   cg_llvm *llvm;
 } api_build;
 int api_build_jit(const ir_graph *lowered, int opt_level, api_build *b);
+/* From compiled graphs (which b takes over) to JIT'd code: descriptor, fused loops, LLVM. */
+int api_build_finish(api_build *b, int opt_level);
+/* Diagnostics of a pass run into the last error: a memstream the caller reads back. */
+typedef struct { FILE *mem; char *msg; size_t len; ir_diag d; } api_diags;
+int api_diags_open(api_diags *x);
+/* Closes the stream; with fail set, its text (or `fallback`) becomes the last error. */
+int api_diags_close(api_diags *x, bool fail, const char *fallback);
 void api_build_free(api_build *b);
 
 /* ---- api_array.c / api_eval.c ---- */
@@ -77,20 +87,70 @@ struct kiln_array {
   char *attrs;
   int nin;
   struct kiln_array **in;          /* lazy: the arrays it reads (each holds a reference) */
-  int refs;                        /* the user's handle (1) plus lazy arrays that read it */
+  int refs;                        /* the user's handle (1) plus arrays that read it */
   bool user_freed;
-  int mark;                        /* eval's numbering, -1 when unvisited */
+  struct api_grad *grad;           /* a gradient (op NULL): its kiln_grad call, and which one */
+  int grad_index;
+  int mark;                        /* a walk's numbering, -1 when unvisited */
+  bool leaf;                       /* in the current walk: an input (a<mark>), not a node */
   struct kiln_array *prev, *next;  /* the session's list */
 };
+kiln_array *api_array_new(kiln_session *s, k_dtype t, const k_shape *shape);
 void api_array_unref(kiln_array *a);           /* with the session locked */
 void api_array_forget_inputs(kiln_array *a);   /* computed: its inputs' references dropped */
 size_t api_array_bytes(const kiln_array *a);
 void *api_array_storage(const kiln_array *a);  /* aligned storage for its value, or NULL */
-/* Computes the lazy arrays among `arrays` (session locked). */
-int api_eval(kiln_session *s, int n, kiln_array *const *arrays);
-void api_cache_free(kiln_session *s);
+/* api_walk.c. to_sources: stop at arrays made from data (gradients, export); otherwise at
+ * arrays that hold a value (evaluation). name(ctx, a), when set and not NULL, overrides the
+ * generated name of an array in the text. */
+typedef struct {
+  bool to_sources;
+  kiln_array **leaves, **nodes;    /* inputs, and op arrays in dependency order */
+  int nleaves, nnodes, cap_leaves, cap_nodes;
+  bool oom;
+  const char *(*name)(void *ctx, const kiln_array *a);
+  void *name_ctx;
+} api_walk;
+void api_walk_from(api_walk *w, kiln_array *root);
+void api_walk_free(api_walk *w);               /* resets the marks too */
+void api_walk_name(const api_walk *w, api_buf *b, const kiln_array *a);
+void api_walk_leaf_decl(const api_walk *w, api_buf *b, const kiln_array *a, const char *kind);
+void api_walk_nodes_text(const api_walk *w, api_buf *b);
+void api_walk_text(const api_walk *w, kiln_array *const *want, int n, api_buf *b);
 /* The pending subgraph of a lazy array as the .kiln model its evaluation compiles. */
 int api_pending_text(kiln_session *s, kiln_array *a, api_buf *out);
+
+/* api_eval.c: the cache of compiled subgraphs, keyed by their text */
+struct api_cache_entry {
+  char *key;
+  api_build b;
+  rt_model *m;
+  api_cache_entry *next;
+};
+/* Computes the lazy arrays among `arrays` (session locked). */
+int api_eval(kiln_session *s, int n, kiln_array *const *arrays);
+/* The entry for key, compiled on a miss: as a gradient model when wrt names its params. */
+int api_cache_lookup(kiln_session *s, const char *key, const char *const *wrt, int nwrt, api_cache_entry **out);
+void api_cache_free(kiln_session *s);
+
+/* api_grad.c */
+typedef struct api_grad {
+  kiln_array *loss;
+  int n;
+  kiln_array **wrt;                /* each holds a reference */
+  kiln_array **outs;               /* the gradient arrays still alive (NULL once freed) */
+  int refs;                        /* gradient arrays alive */
+} api_grad;
+/* Computes the gradient arrays not yet computed that a walk from roots meets as leaves
+ * (before a walk that needs their values). */
+int api_grad_pending(kiln_session *s, bool to_sources, int n, kiln_array *const *roots);
+/* Computes every gradient of a's kiln_grad call (session locked). */
+int api_grad_compute(kiln_session *s, kiln_array *a);
+/* A gradient array released: its slot emptied, the call freed with its last array. */
+void api_grad_release(kiln_array *a);
+/* The gradient model of a lowered model whose params are the wrt arrays: backward and prune
+ * as in train_step, the gradients "<param>@grad" as outputs, the params fed as inputs. */
+int api_build_grad(const ir_graph *lowered, const char *const *wrt, int nwrt, api_build *b);
 /* The text `dtype[d0, d1]` of a shape, as the language writes a tensor type. */
 void api_type_text(api_buf *b, k_dtype t, const k_shape *s);
 

@@ -25,6 +25,7 @@ KILN_API void kiln_session_free(kiln_session *s) {
   if (!s) return;
   for (kiln_array *a = s->arrays, *next; a; a = next) {
     next = a->next;
+    if (a->grad && --a->grad->refs == 0) free(a->grad->wrt), free(a->grad->outs), free(a->grad);
     api_array_release(a);
     free(a);
   }
@@ -51,6 +52,7 @@ void api_array_forget_inputs(kiln_array *a) {
 void api_array_unref(kiln_array *a) {
   if (--a->refs > 0) return;
   kiln_session *s = a->s;
+  if (a->grad) api_grad_release(a);
   if (a->prev) a->prev->next = a->next;
   else s->arrays = a->next;
   if (a->next) a->next->prev = a->prev;
@@ -59,7 +61,7 @@ void api_array_unref(kiln_array *a) {
   free(a);
 }
 
-static kiln_array *api_array_new(kiln_session *s, k_dtype t, const k_shape *shape) {
+kiln_array *api_array_new(kiln_session *s, k_dtype t, const k_shape *shape) {
   kiln_array *a = calloc(1, sizeof *a);
   if (!a) return NULL;
   *a = (kiln_array){.s = s, .dtype = t, .shape = *shape, .refs = 1, .mark = -1, .next = s->arrays};

@@ -16,22 +16,32 @@ struct kiln_model {
   rt_model *m;
 };
 
+int api_diags_open(api_diags *x) {
+  *x = (api_diags){0};
+  if (!(x->mem = open_memstream(&x->msg, &x->len))) return api_fail("out of memory");
+  ir_diag_init(&x->d, x->mem);
+  return KILN_OK;
+}
+
+int api_diags_close(api_diags *x, bool fail, const char *fallback) {
+  ir_diag_free(&x->d);
+  fclose(x->mem);
+  size_t n = x->msg ? strlen(x->msg) : 0;
+  while (n && x->msg[n - 1] == '\n') x->msg[--n] = 0;
+  int rc = fail ? api_fail("%s", n ? x->msg : fallback) : KILN_OK;
+  free(x->msg);
+  return rc;
+}
+
 /* Pass diagnostics (shape errors found late) become the error. */
 static ir_graph *api_compile_mode(const ir_graph *lowered, ir_mode mode) {
-  char *msg = NULL;
-  size_t len = 0;
-  FILE *mem = open_memstream(&msg, &len);
-  if (!mem) return api_fail("out of memory"), NULL;
-  ir_diag d;
-  ir_diag_init(&d, mem);
+  api_diags x;
+  if (api_diags_open(&x)) return NULL;
   pass_ctx cx;
-  pass_ctx_init(&cx, mode, &d);
+  pass_ctx_init(&cx, mode, &x.d);
   ir_graph *g = pass_compile(lowered, &cx);
   pass_ctx_free(&cx);
-  ir_diag_free(&d);
-  fclose(mem);
-  if (!g) api_fail("%s", msg && *msg ? msg : "the passes refused the graph");
-  free(msg);
+  api_diags_close(&x, !g, "the passes refused the graph");
   return g;
 }
 
@@ -43,25 +53,38 @@ void api_build_free(api_build *b) {
   *b = (api_build){0};
 }
 
-/* Everything up to the LLVM module with the fused loops (not yet optimised). */
-static int api_build_module(const ir_graph *lowered, int opt_level, api_build *b) {
+/* The descriptor and the LLVM module with the fused loops (not yet optimised). */
+static int api_build_llvm(api_build *b, int opt_level, const char *name) {
   char err[2048];
-  *b = (api_build){0};
-  if (!(b->predict = api_compile_mode(lowered, IR_MODE_PREDICT))) return KILN_ERR;
-  if (lowered->has_train && !(b->train = api_compile_mode(lowered, IR_MODE_TRAIN))) return KILN_ERR;
   if (!(b->desc = cg_desc_build(b->predict, b->train, err, sizeof err))) return api_fail("%s", err);
   cg_options co = {.opt_level = opt_level};
-  if (!(b->llvm = cg_llvm_new(lowered->name, &co, err, sizeof err))) return api_fail("%s", err);
+  if (!(b->llvm = cg_llvm_new(name, &co, err, sizeof err))) return api_fail("%s", err);
   if (cg_emit_fused_all(b->llvm, b->predict, b->train, err, sizeof err)) return api_fail("%s", err);
   return KILN_OK;
 }
 
-int api_build_jit(const ir_graph *lowered, int opt_level, api_build *b) {
+/* Everything up to the LLVM module: what kiln compile and the JIT share. */
+static int api_build_module(const ir_graph *lowered, int opt_level, api_build *b) {
+  *b = (api_build){0};
+  if (!(b->predict = api_compile_mode(lowered, IR_MODE_PREDICT))) return KILN_ERR;
+  if (lowered->has_train && !(b->train = api_compile_mode(lowered, IR_MODE_TRAIN))) return KILN_ERR;
+  return api_build_llvm(b, opt_level, lowered->name);
+}
+
+int api_build_finish(api_build *b, int opt_level) {
   char err[2048];
-  if (api_build_module(lowered, opt_level, b)) return api_build_free(b), KILN_ERR;
+  if (api_build_llvm(b, opt_level, b->predict->name)) return api_build_free(b), KILN_ERR;
   if (cg_optimize(b->llvm, err, sizeof err) || cg_jit(b->llvm, b->desc, err, sizeof err))
     return api_build_free(b), api_fail("%s", err);
   return KILN_OK;
+}
+
+int api_build_jit(const ir_graph *lowered, int opt_level, api_build *b) {
+  *b = (api_build){0};
+  if (!(b->predict = api_compile_mode(lowered, IR_MODE_PREDICT)) ||
+      (lowered->has_train && !(b->train = api_compile_mode(lowered, IR_MODE_TRAIN))))
+    return api_build_free(b), KILN_ERR;
+  return api_build_finish(b, opt_level);
 }
 
 KILN_API int kiln_graph_jit(kiln_graph *g, uint64_t seed, kiln_model **out) {

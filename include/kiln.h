@@ -128,6 +128,11 @@ KILN_API int kiln_array_shape(const kiln_array *a, kiln_dtype *dtype, int *rank,
 KILN_API int kiln_array_is_lazy(const kiln_array *a, int *lazy);
 /* Computes the arrays (one compile for all of them, or none when the cache has it). */
 KILN_API int kiln_array_eval(kiln_session *s, int n, kiln_array *const *arrays);
+/* Gradients of the f32[] scalar `loss` with respect to each of wrt[0..n) (f32 arrays made
+ * from data), as lazy arrays out[0..n) of their shapes: derived by the backward pass and
+ * pruning that train_step uses, all n computed by one compile when one is read (forward ops
+ * run as in predict: dropout is the identity). */
+KILN_API int kiln_grad(kiln_array *loss, int n, kiln_array *const *wrt, kiln_array **out);
 /* Reads an array (computing it first): nbytes must be exactly its size. */
 KILN_API int kiln_array_read(kiln_array *a, void *dst, size_t nbytes);
 KILN_API int kiln_array_save_npy(kiln_array *a, const char *path);

@@ -216,6 +216,107 @@ static void test_mlp_vs_so(void) {
   unlink(so), unlink(st), unlink(hdr), rmdir(dir);
 }
 
+/* d/dw sum(w * w) = 2w, lazily; the second call with new data hits the cache. */
+static void test_grad_simple(void) {
+  kiln_session *s = NULL;
+  kiln_session_new(&s);
+  for (int it = 0; it < 2; it++) {
+    float w[4] = {1, -2, 0.5f, (float)it}, g[4];
+    kiln_array *aw = from(s, 1, (int64_t[]){4}, w), *sq = op(s, "square", 1, &aw, NULL), *loss = op(s, "sum", 1, &sq, NULL), *gw = NULL;
+    CHECK(!kiln_grad(loss, 1, &aw, &gw), "kiln_grad: %s", kiln_last_error());
+    int lazy = 0;
+    CHECK(gw && !kiln_array_is_lazy(gw, &lazy) && lazy, "a gradient is lazy");
+    CHECK(gw && !kiln_array_read(gw, g, sizeof g), "read: %s", kiln_last_error());
+    CHECK(g[0] == 2 && g[1] == -4 && g[2] == 1 && g[3] == 2.0f * (float)it, "2w: %g %g %g %g", g[0], g[1], g[2], g[3]);
+    int64_t hits, misses;
+    kiln_session_cache_stats(s, &hits, &misses);
+    CHECK(misses == 1 + it && hits == it, "iteration %d: the gradient model compiled once (the second miss: w - grad) (%lld hits, %lld misses)", it,
+          (long long)hits, (long long)misses);
+    /* a gradient is an array like any other: an op on it is lazy and computes it */
+    kiln_array *step = op(s, "sub", 2, (kiln_array *[]){aw, gw}, NULL);
+    float w2[4];
+    CHECK(step && !kiln_array_read(step, w2, sizeof w2) && w2[0] == -1 && w2[1] == 2, "w - grad");
+    kiln_array_free(aw), kiln_array_free(sq), kiln_array_free(loss), kiln_array_free(gw), kiln_array_free(step);
+  }
+  kiln_array *x = from(s, 0, NULL, (float[]){1}), *y = op(s, "exp", 1, &x, NULL), *other = from(s, 1, (int64_t[]){2}, (float[]){1, 2}), *g = NULL;
+  CHECK(kiln_grad(y, 1, &other, &g) == KILN_OK && kiln_array_read(g, (float[2]){0}, 8) && has(kiln_last_error(), "does not reach"),
+        "a wrt array the loss does not read: %s", kiln_last_error());
+  CHECK(kiln_grad(other, 1, &x, &g) && has(kiln_last_error(), "scalar"), "a non-scalar loss");
+  CHECK(kiln_grad(y, 1, &y, &g) && has(kiln_last_error(), "made from data"), "wrt an op's result");
+  CHECK(kiln_grad(NULL, 1, &x, &g) && has(kiln_last_error(), "NULL"), "NULL loss");
+  kiln_session_free(s);
+}
+
+/* The MLP's gradients on arrays equal what train_step applies: with sgd(lr=1), no momentum,
+ * w_before - w_after. */
+static const char *const grad_net =
+  "model g {\n"
+  "  input x : f32[4, 6]\n  input label : i32[4]\n"
+  "  param fc.weight : f32[5, 6] = uniform(low=-0.5, high=0.5)\n  param fc.bias : f32[5] = uniform(low=-0.5, high=0.5)\n"
+  "  param out.weight : f32[3, 5] = uniform(low=-0.5, high=0.5)\n"
+  "  fc = fully_connected(x, fc.weight, fc.bias, num_hidden=5)\n  h = tanh(fc)\n"
+  "  out = fully_connected(h, out.weight, num_hidden=3, no_bias=true)\n"
+  "  loss = softmax_cross_entropy(out, label)\n"
+  "  output out\n  train loss with sgd(lr=1.0)\n}\n";
+
+static void read_weights(const char *path, const char *const *names, float **out) {
+  rt_st_file f;
+  char err[512];
+  CHECK(!rt_st_open(path, &f, err, sizeof err), "%s", err);
+  for (int i = 0; i < 3; i++) {
+    const rt_st_entry *e = rt_st_find(&f, names[i]);
+    size_t nbytes = e ? (size_t)(e->end - e->begin) : 4;
+    out[i] = calloc(1, nbytes);
+    if (e) memcpy(out[i], e->data, nbytes);
+    CHECK(e != NULL, "%s in the weights", names[i]);
+  }
+  rt_st_close(&f);
+}
+
+static void test_grad_vs_train_step(void) {
+  char dir[] = "/tmp/kiln-grad-XXXXXX", p0[4200], p1[4200], src[4200];
+  CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+  snprintf(p0, sizeof p0, "%s/w0.safetensors", dir), snprintf(p1, sizeof p1, "%s/w1.safetensors", dir);
+  snprintf(src, sizeof src, "%s/g.kiln", dir);
+  FILE *f = fopen(src, "w");
+  fputs(grad_net, f), fclose(f);
+  kiln_graph *g = NULL;
+  kiln_model *m = NULL;
+  float x[24];
+  int32_t label[4] = {0, 2, 1, 2};
+  for (int i = 0; i < 24; i++) x[i] = (float)((i * 5) % 7) / 3.0f - 1;
+  float loss = 0;
+  CHECK(!kiln_graph_load(src, NULL, &g) && !kiln_graph_jit(g, 5, &m) && !kiln_model_save(m, p0) &&
+        !kiln_model_train_step(m, (const void *[]){x, label}, &loss) && !kiln_model_save(m, p1), "train_step: %s", kiln_last_error());
+  const char *names[3] = {"fc.weight", "fc.bias", "out.weight"};
+  float *w0[3], *w1[3];
+  read_weights(p0, names, w0), read_weights(p1, names, w1);
+  kiln_session *s = NULL;
+  kiln_session_new(&s);
+  kiln_array *ax = from(s, 2, (int64_t[]){4, 6}, x), *al = NULL, *aw[3], *gr[3];
+  kiln_array_from_data(s, KILN_I32, 1, (int64_t[]){4}, label, &al);
+  int64_t shapes[3][2] = {{5, 6}, {5, 0}, {3, 5}};
+  for (int i = 0; i < 3; i++) aw[i] = from(s, i == 1 ? 1 : 2, shapes[i], w0[i]);
+  kiln_attrs *a5 = NULL, *a3 = NULL;
+  kiln_attrs_new(&a5), kiln_attrs_int(a5, "num_hidden", 5), kiln_attrs_new(&a3), kiln_attrs_int(a3, "num_hidden", 3), kiln_attrs_bool(a3, "no_bias", 1);
+  kiln_array *fc = op(s, "fully_connected", 3, (kiln_array *[]){ax, aw[0], aw[1]}, a5), *h = op(s, "tanh", 1, &fc, NULL);
+  kiln_array *out = op(s, "fully_connected", 2, (kiln_array *[]){h, aw[2]}, a3), *l = op(s, "softmax_cross_entropy", 2, (kiln_array *[]){out, al}, NULL);
+  CHECK(l && !kiln_grad(l, 3, aw, gr), "kiln_grad: %s", kiln_last_error());
+  float mine_loss = 0;
+  CHECK(l && !kiln_array_read(l, &mine_loss, 4) && fabsf(mine_loss - loss) <= 1e-6f * fabsf(loss), "the same loss: %g vs %g", mine_loss, loss);
+  double worst = 0;
+  for (int i = 0; i < 3; i++) {
+    int64_t n = shapes[i][0] * (i == 1 ? 1 : shapes[i][1]);
+    float *gv = malloc(sizeof(float) * (size_t)n);
+    CHECK(!kiln_array_read(gr[i], gv, sizeof(float) * (size_t)n), "read gradient %d: %s", i, kiln_last_error());
+    for (int64_t k = 0; k < n; k++) worst = fmax(worst, fabs((double)gv[k] - ((double)w0[i][k] - (double)w1[i][k])));
+    free(gv), free(w0[i]), free(w1[i]);
+  }
+  CHECK(worst <= 1e-6, "gradients equal train_step's steps (worst difference %g)", worst);
+  kiln_attrs_free(a5), kiln_attrs_free(a3), kiln_session_free(s), kiln_model_free(m), kiln_graph_free(g);
+  unlink(p0), unlink(p1), unlink(src), rmdir(dir);
+}
+
 /* Create, compute, free: the cache hits after the first, and (under ASan) nothing leaks. */
 static int loop(int n) {
   kiln_session *s = NULL;
@@ -243,5 +344,7 @@ int main(int argc, char **argv) {
   test_random();
   test_refusals();
   test_mlp_vs_so();
+  test_grad_simple();
+  test_grad_vs_train_step();
   return ts_summary("api.test_array");
 }
