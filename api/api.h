@@ -93,10 +93,14 @@ struct kiln_array {
   int grad_index;
   int mark;                        /* a walk's numbering, -1 when unvisited */
   bool leaf;                       /* in the current walk: an input (a<mark>), not a node */
+  bool constant;                   /* a scalar from a number in the source (the REPL's `x * 2`):
+                                      evaluation feeds it as an input (one compile for every
+                                      value), gradients and export write the number */
   struct kiln_array *prev, *next;  /* the session's list */
 };
 kiln_array *api_array_new(kiln_session *s, k_dtype t, const k_shape *shape);
 void api_array_unref(kiln_array *a);           /* with the session locked */
+int api_array_constant(kiln_session *s, float value, kiln_array **out);
 void api_array_forget_inputs(kiln_array *a);   /* computed: its inputs' references dropped */
 size_t api_array_bytes(const kiln_array *a);
 void *api_array_storage(const kiln_array *a);  /* aligned storage for its value, or NULL */
@@ -153,5 +157,10 @@ void api_grad_release(kiln_array *a);
 int api_build_grad(const ir_graph *lowered, const char *const *wrt, int nwrt, api_build *b);
 /* The text `dtype[d0, d1]` of a shape, as the language writes a tensor type. */
 void api_type_text(api_buf *b, k_dtype t, const k_shape *s);
+
+/* api_export.c: kiln_export with a further naming function (the REPL's variable names). */
+int api_export(kiln_session *s, const char *kiln_path, const char *weights_path, const char *model,
+               int nout, kiln_array *const *outs, const char *const *out_names, int nin, kiln_array *const *ins,
+               const char *const *in_names, const char *(*user)(void *, const kiln_array *), void *user_ctx);
 
 #endif

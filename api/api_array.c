@@ -142,6 +142,12 @@ KILN_API int kiln_array_normal(kiln_session *s, int rank, const int64_t *dims, f
   return api_array_with(s, KILN_F32, rank, dims, "kiln_array_normal", api_fill_rand, &r, out);
 }
 
+int api_array_constant(kiln_session *s, float value, kiln_array **out) {
+  int rc = kiln_array_from_data(s, KILN_F32, 0, NULL, &value, out);
+  if (!rc) (*out)->constant = true;
+  return rc;
+}
+
 KILN_API int kiln_array_load_npy(kiln_session *s, const char *path, kiln_array **out) {
   char err[1024];
   rt_npy npy;

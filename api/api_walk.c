@@ -65,7 +65,16 @@ void api_walk_free(api_walk *w) {
   *w = (api_walk){0};
 }
 
+/* A constant, where the text is a model of its own (not a cache key shared across values). */
+static bool api_walk_inline(const api_walk *w, const kiln_array *a) { return w->to_sources && a->constant; }
+
 void api_walk_name(const api_walk *w, api_buf *b, const kiln_array *a) {
+  if (api_walk_inline(w, a)) {
+    char num[32];
+    snprintf(num, sizeof num, "%.9g", (double)*(const float *)a->data);
+    api_buf_printf(b, "%s%s", num, strpbrk(num, ".en") ? "" : ".0");   /* a float literal */
+    return;
+  }
   const char *n = w->name ? w->name(w->name_ctx, a) : NULL;
   if (n) api_buf_printf(b, "%s", n);
   else api_buf_printf(b, "%c%d", a->leaf ? 'a' : 't', a->mark);
@@ -73,6 +82,7 @@ void api_walk_name(const api_walk *w, api_buf *b, const kiln_array *a) {
 
 /* `input a0 : f32[2, 3]`, or with kind "param" for the arrays gradients are taken of. */
 void api_walk_leaf_decl(const api_walk *w, api_buf *b, const kiln_array *a, const char *kind) {
+  if (api_walk_inline(w, a)) return;
   api_buf_printf(b, "  %s ", kind);
   api_walk_name(w, b, a);
   api_buf_printf(b, " : ");

@@ -137,6 +137,16 @@ KILN_API int kiln_grad(kiln_array *loss, int n, kiln_array *const *wrt, kiln_arr
 KILN_API int kiln_array_read(kiln_array *a, void *dst, size_t nbytes);
 KILN_API int kiln_array_save_npy(kiln_array *a, const char *path);
 
+/* The recorded graph that computes outputs[0..nout) as the model `model`: .kiln text in
+ * kiln_path, weights in weights_path (safetensors). The arrays inputs[0..nin) (made from data)
+ * become `input`s named in_names; every other array made from data that the graph reads
+ * becomes a `param` (named a<N>) whose value is written to the weights; the outputs are
+ * named out_names. The model compiles with `kiln compile` and, with those weights, computes
+ * what the arrays do. Both files are written, or neither. */
+KILN_API int kiln_export(kiln_session *s, const char *kiln_path, const char *weights_path, const char *model,
+                         int nout, kiln_array *const *outputs, const char *const *out_names,
+                         int nin, kiln_array *const *inputs, const char *const *in_names);
+
 #ifdef __cplusplus
 }
 #endif

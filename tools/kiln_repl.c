@@ -180,7 +180,7 @@ static kiln_array *repl_operand(repl *r, const ir_graph *g, int t, kiln_array **
   const ir_tensor *x = ir_tensor_at(g, t);
   if (made[t]) return made[t];
   if (x->kind == IR_T_INPUT) return repl_find(r, x->name)->a;
-  if (x->kind == IR_T_CONST && !kiln_array_from_data(r->s, KILN_F32, 0, NULL, &x->value, &made[t])) return made[t];
+  if (x->kind == IR_T_CONST && !api_array_constant(r->s, x->value, &made[t])) return made[t];
   if (x->kind == IR_T_PARAM || x->kind == IR_T_AUX)
     api_fail("<repl>:%d: error: '%s' would be a parameter, but arrays create none; pass it as an array (e.g. from :rand)",
              r->stmt, x->name);
@@ -323,6 +323,10 @@ static const char repl_help[] =
   "  :zeros NAME f32[2,3]   zeros (also i32)\n"
   "  :vars                  the arrays, their types, and whether they are computed\n"
   "  :graph NAME            the pending graph NAME needs, as the .kiln model it compiles to\n"
+  "  :passes NAME           that graph after each pass, and the passes' statistics\n"
+  "  :grad LOSS W...        gradients of the scalar LOSS as lazy arrays d_W... (W made from data)\n"
+  "  :export FILE.kiln NAME... [input=X,Y]   the graph computing NAME... as a model, with the\n"
+  "                         arrays it reads as params in FILE.safetensors (X, Y as inputs)\n"
   "  :time on|off           compile and run time of each shown value\n"
   "  :reset                 forget every array, dim and def\n"
   "  :quit                  leave (also Ctrl-D)\n";
@@ -401,6 +405,93 @@ static int repl_cmd_graph(repl *r, repl_var *v) {
   return rc;
 }
 
+/* :grad LOSS W1 W2...: lazy gradients bound to d_W1, d_W2... */
+static int repl_cmd_grad(repl *r, char **arg, int n) {
+  kiln_array *wrt[8], *out[8];
+  repl_var *loss = n >= 3 ? repl_find(r, arg[1]) : NULL;
+  if (n < 3) return api_fail("usage: :grad LOSS WRT...");
+  if (!loss) return api_fail("no array named '%s' (:vars lists them)", arg[1]);
+  for (int i = 2; i < n; i++) {
+    repl_var *v = repl_find(r, arg[i]);
+    char name[256];
+    snprintf(name, sizeof name, "d_%s", arg[i]);
+    if (!v) return api_fail("no array named '%s' (:vars lists them)", arg[i]);
+    if (repl_find(r, name)) return api_fail("'%s' is already defined (:reset starts over)", name);
+    wrt[i - 2] = v->a;
+  }
+  if (kiln_grad(loss->a, n - 2, wrt, out)) return KILN_ERR;
+  for (int i = 2; i < n; i++) {
+    char name[256];
+    snprintf(name, sizeof name, "d_%s", arg[i]);
+    if (repl_bind(r, name, out[i - 2])) return api_fail("out of memory");
+  }
+  return KILN_OK;
+}
+
+/* The REPL's own names for the arrays an export reads. */
+static const char *repl_var_name(void *ctx, const kiln_array *a) {
+  repl *r = ctx;
+  for (int i = 0; i < r->nvars; i++)
+    if (r->vars[i].a == a) return r->vars[i].name;
+  return NULL;
+}
+
+/* :export FILE.kiln NAME... [input=X,Y]: the model and FILE.safetensors beside it. */
+static int repl_cmd_export(repl *r, char **arg, int n) {
+  kiln_array *outs[8], *ins[8];
+  const char *onames[8], *inames[8];
+  int nout = 0, nin = 0;
+  size_t len = n >= 3 ? strlen(arg[1]) : 0;
+  if (n < 3 || len < 6 || strcmp(arg[1] + len - 5, ".kiln") != 0) return api_fail("usage: :export FILE.kiln NAME... [input=X,Y]");
+  for (int i = 2; i < n; i++) {
+    bool in = strncmp(arg[i], "input=", 6) == 0;
+    for (char *tok = strtok(in ? arg[i] + 6 : arg[i], ","); tok; tok = strtok(NULL, ",")) {
+      repl_var *v = repl_find(r, tok);
+      if (!v) return api_fail("no array named '%s' (:vars lists them)", tok);
+      if ((in ? nin : nout) == 8) return api_fail(":export: at most 8 outputs and 8 inputs");
+      if (in) ins[nin] = v->a, inames[nin++] = v->name;
+      else outs[nout] = v->a, onames[nout++] = v->name;
+    }
+  }
+  char weights[4096], model[256];
+  snprintf(weights, sizeof weights, "%.*s.safetensors", (int)(len - 5), arg[1]);
+  const char *base = strrchr(arg[1], '/') ? strrchr(arg[1], '/') + 1 : arg[1];
+  static const char *const keywords[] = {"dim", "def", "model", "input", "param", "output", "train", "with", "return", "true", "false"};
+  snprintf(model, sizeof model, "%.*s", (int)strcspn(base, "."), base);
+  for (size_t i = 0; i < sizeof keywords / sizeof *keywords; i++)
+    if (strcmp(model, keywords[i]) == 0) snprintf(model, sizeof model, "%s_model", keywords[i]);
+  if (!api_is_name(model, false)) snprintf(model, sizeof model, "exported");
+  pthread_mutex_lock(&r->s->mu);
+  int rc = api_export(r->s, arg[1], weights, model, nout, outs, onames, nin, ins, inames, repl_var_name, r);
+  pthread_mutex_unlock(&r->s->mu);
+  if (!rc) printf("wrote %s and %s\n", arg[1], weights);
+  return rc;
+}
+
+/* :passes NAME: the pending graph through the pass pipeline, printed after each pass. */
+static int repl_cmd_passes(repl *r, repl_var *v) {
+  api_buf b = {0};
+  api_lowered low = {0};
+  pthread_mutex_lock(&r->s->mu);
+  int rc = v->a->data ? api_fail(":passes: '%s' is computed already; nothing is pending", v->name) : api_pending_text(r->s, v->a, &b);
+  pthread_mutex_unlock(&r->s->mu);
+  if (!rc) rc = api_lower_text("<pending>", b.s, &low);
+  api_diags x;
+  if (!rc && !(rc = api_diags_open(&x))) {
+    pass_ctx cx;
+    pass_ctx_init(&cx, IR_MODE_PREDICT, &x.d);
+    cx.print_after = PASS_COUNT, cx.print_out = stdout;
+    ir_graph *g = pass_compile(low.g, &cx);
+    if (g) pass_print_stats(g, &cx, stdout);
+    pass_ctx_free(&cx);
+    rc = api_diags_close(&x, !g, "the passes refused the graph");
+    ir_graph_free(g);
+  }
+  api_lowered_free(&low);
+  api_buf_free(&b);
+  return rc;
+}
+
 static int repl_reset(repl *r) {
   repl_clear(r);
   return kiln_session_new(&r->s);
@@ -420,11 +511,13 @@ static int repl_command(repl *r, char *line, bool *quit) {
   if (!strcmp(arg[0], ":reset")) return repl_reset(r);
   if (!strcmp(arg[0], ":save")) return (v = repl_var_arg(r, arg, n, 3, ":save NAME FILE.npy")) ? kiln_array_save_npy(v->a, arg[2]) : KILN_ERR;
   if (!strcmp(arg[0], ":graph")) return (v = repl_var_arg(r, arg, n, 2, ":graph NAME")) ? repl_cmd_graph(r, v) : KILN_ERR;
+  if (!strcmp(arg[0], ":grad")) return repl_cmd_grad(r, arg, n);
+  if (!strcmp(arg[0], ":export")) return repl_cmd_export(r, arg, n);
+  if (!strcmp(arg[0], ":passes")) return (v = repl_var_arg(r, arg, n, 2, ":passes NAME")) ? repl_cmd_passes(r, v) : KILN_ERR;
   if (!strcmp(arg[0], ":time") && n == 2 && (!strcmp(arg[1], "on") || !strcmp(arg[1], "off")))
     return r->timing = arg[1][1] == 'n', KILN_OK;
   if (!strcmp(arg[0], ":time")) return api_fail("usage: :time on|off");
-  return api_fail("unknown command '%s' (:help lists them; :model, :weights, :grad, :export and :passes are not "
-                  "available yet)", arg[0]);
+  return api_fail("unknown command '%s' (:help lists them; :model and :weights are not available yet)", arg[0]);
 }
 
 /* ---- input: a statement may span lines while brackets are open ---- */
@@ -465,7 +558,8 @@ static bool repl_run(repl *r, char *text) {
   r->stmt++;
   int rc = *p == ':' ? repl_command(r, p, &quit) : repl_statement(r, p);
   fflush(stdout);
-  if (rc) fprintf(stderr, "%s\n", kiln_last_error()), r->failed = true;
+  const char *msg = kiln_last_error();
+  if (rc) fprintf(stderr, "%s%s\n", strstr(msg, "error:") ? "" : "error: ", msg), r->failed = true;
   fflush(stderr);
   return quit;
 }

@@ -19,5 +19,13 @@ for script in "$dir"/*.kiln; do
   if [ "$rc" != "$want_rc" ]; then echo "FAIL: $name: exit status $rc, expected $want_rc"; fail=1; fi
   [ -e "$tmp/.kiln_history" ] && { echo "FAIL: $name: a script wrote history"; fail=1; }
 done
+# grad.kiln's export runs as a model: kiln run with its weights gives the value the session printed.
+out=$("$kiln" run "$tmp/model.kiln" --weights "$tmp/model.safetensors" --input "x=$tmp/x.npy" 2>&1)
+grep -qF "y: f32[] = 11.5587" <<<"$out" || { echo "FAIL: the exported model does not compute y = 11.5587:"; echo "$out"; fail=1; }
+# :passes prints timings, so it is checked by content: every pass, then the statistics.
+out=$(printf ':zeros a f32[2]\np = exp(a) + 1\n:passes p\n' | HOME=$tmp "$kiln" repl 2>&1)
+for want in "after pass infer" "after pass fusion" "t1 = _fused(a0, a1)" "planned arena"; do
+  grep -qF "$want" <<<"$out" || { echo "FAIL: :passes prints no '$want':"; echo "$out"; fail=1; }
+done
 [ $fail = 0 ] && echo "repl scripts: all match"
 exit $fail
