@@ -15,7 +15,10 @@ struct kiln_graph {
   api_buf body;               /* the model's statements, one per line */
   api_buf targets;            /* ", "-separated names of inputs and op results */
   bool has_output, has_train;
-  api_lowered low;            /* the last full lowering, while the text is unchanged */
+  api_lowered low;            /* the last full lowering, while the text is unchanged; for a
+                                 loaded file, the file's own lowering until a statement is
+                                 added (its tensor order, hence the weights a seed draws,
+                                 are then those `kiln compile FILE` gives) */
 };
 
 void api_lowered_free(api_lowered *l) {
@@ -89,7 +92,7 @@ static int api_graph_add(kiln_graph *g, const char *target, api_buf *stmt) {
     api_buf_truncate(&g->body, body), api_buf_truncate(&g->targets, targets);
     return KILN_ERR;
   }
-  api_lowered_free(&g->low);
+  api_lowered_free(&g->low);   /* a loaded file's own lowering too: the text is the model now */
   return api_ok();
 }
 
@@ -278,16 +281,18 @@ static int api_graph_from_print(kiln_graph *g, const char *text) {
   return g->body.oom ? api_fail("out of memory") : KILN_OK;
 }
 
-static int api_graph_adopt(const ir_graph *low, kiln_graph **out) {
+/* The graph keeps the file's lowering (low, taken over) as long as nothing is added. */
+static int api_graph_adopt(api_lowered *low, kiln_graph **out) {
   char *text = NULL;
   size_t len = 0;
   FILE *mem = open_memstream(&text, &len);
   if (!mem) return api_fail("out of memory");
-  ir_print(low, mem);
+  ir_print(low->g, mem);
   fclose(mem);
-  int rc = api_graph_new_named(low->name, out);
+  int rc = api_graph_new_named(low->g->name, out);
   if (!rc) rc = api_graph_from_print(*out, text);
-  if (!rc) (*out)->has_output = low->outputs.len > 0, (*out)->has_train = low->has_train;
+  if (!rc) (*out)->has_output = low->g->outputs.len > 0, (*out)->has_train = low->g->has_train;
+  if (!rc) (*out)->low = *low, *low = (api_lowered){0};
   if (rc) kiln_graph_free(*out), *out = NULL;
   free(text);
   return rc ? rc : api_ok();
@@ -310,10 +315,9 @@ KILN_API int kiln_graph_load(const char *path, const char *model, kiln_graph **o
     if (!m) ir_error(&d, (ir_loc){0}, "%s has no model%s%s", path, model ? " named " : "", model ? model : "");
     else if (!model && m->next) ir_error(&d, (ir_loc){0}, "%s holds several models; name one", path), m = NULL;
   }
-  ir_graph *low = m ? fe_lower_model(f, m, NULL, 0, &d) : NULL;
+  api_lowered low = {f, m ? fe_lower_model(f, m, NULL, 0, &d) : NULL};
   ir_diag_free(&d);
-  int rc = low ? (fclose(mem), free(msg), api_graph_adopt(low, out)) : api_fail_diags(mem, &msg);
-  ir_graph_free(low);
-  fe_file_free(f);
+  int rc = low.g ? (fclose(mem), free(msg), api_graph_adopt(&low, out)) : api_fail_diags(mem, &msg);
+  api_lowered_free(&low);
   return rc;
 }

@@ -12,31 +12,18 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "api.h"
-#include "kiln_tools.h"
-
-typedef struct { char *name; kiln_array *a; } repl_var;
-typedef struct {
-  kiln_session *s;
-  repl_var *vars;
-  int nvars, cap;
-  api_buf dims, defs;          /* dim and def statements so far, in order */
-  int stmt;                    /* the statement number the prompt shows */
-  int nconst;                  /* names of the scalar arrays made for constants */
-  bool failed;
-  bool timing;
-} repl;
+#include "kiln_repl.h"
 
 /* ---- named arrays ---- */
 
-static repl_var *repl_find(repl *r, const char *name) {
+repl_var *repl_find(repl *r, const char *name) {
   for (int i = 0; i < r->nvars; i++)
     if (strcmp(r->vars[i].name, name) == 0) return &r->vars[i];
   return NULL;
 }
 
 /* Binds name to a (the session keeps what other arrays still need of an old value). */
-static int repl_bind(repl *r, const char *name, kiln_array *a) {
+int repl_bind(repl *r, const char *name, kiln_array *a) {
   repl_var *v = repl_find(r, name);
   if (v) return kiln_array_free(v->a), v->a = a, 0;
   if (r->nvars == r->cap) {
@@ -52,6 +39,7 @@ static int repl_bind(repl *r, const char *name, kiln_array *a) {
 }
 
 static void repl_clear(repl *r) {
+  repl_model_free(r);
   for (int i = 0; i < r->nvars; i++) kiln_array_free(r->vars[i].a), free(r->vars[i].name);
   r->nvars = 0;
   kiln_session_free(r->s);
@@ -59,96 +47,7 @@ static void repl_clear(repl *r) {
   api_buf_free(&r->dims), api_buf_free(&r->defs);
 }
 
-/* ---- printing, as NumPy does: a type line, then aligned values, summarised past 1000 ---- */
-
-enum { REPL_SUMMARY = 1000, REPL_EDGE = 3 };
-
-/* How floats print, as NumPy's default: integers as "3.", scientific when magnitudes are far
- * from 1, otherwise fixed with at most 8 decimals, padded on the right to the longest. */
-typedef enum { REPL_INTS, REPL_FIXED, REPL_SCI } repl_style;
-
-static int repl_decimals(float v) {
-  char buf[64];
-  snprintf(buf, sizeof buf, "%.8f", (double)v);
-  int n = (int)strlen(buf);
-  while (buf[n - 1] == '0') n--;
-  return (int)(n - 1 - (strchr(buf, '.') - buf));
-}
-
-static void repl_fmt(const kiln_array *a, const void *data, int64_t i, repl_style st, int dec, char *buf, size_t n) {
-  float v = a->dtype == K_F32 ? ((const float *)data)[i] : 0;
-  if (a->dtype == K_I32) { snprintf(buf, n, "%d", ((const int32_t *)data)[i]); return; }
-  if (!isfinite(v)) { snprintf(buf, n, "%s", isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"); return; }
-  if (st == REPL_INTS) { snprintf(buf, n, "%.0f.", (double)v); return; }
-  if (st == REPL_SCI) { snprintf(buf, n, "%.8e", (double)v); return; }
-  int d = repl_decimals(v);
-  snprintf(buf, n, d ? "%.*f%*s" : "%.*f.%*s", d, (double)v, dec - d, "");
-}
-
-static repl_style repl_style_of(const kiln_array *a, const void *data, int64_t n, int *dec) {
-  bool ints = true, sci = false;
-  *dec = 0;
-  for (int64_t i = 0; i < n && a->dtype == K_F32; i++) {
-    float v = ((const float *)data)[i], m = fabsf(v);
-    if (!isfinite(v)) continue;
-    ints &= v == floorf(v) && m < 1e16f;
-    sci |= m >= 1e8f || (m > 0 && m < 1e-4f);
-    if (repl_decimals(v) > *dec) *dec = repl_decimals(v);
-  }
-  return ints ? REPL_INTS : sci ? REPL_SCI : REPL_FIXED;
-}
-
-typedef struct { const kiln_array *a; const void *data; repl_style st; int dec; bool summary; int width; FILE *out; } repl_pr;
-
-static bool repl_skip(const repl_pr *p, int64_t i, int64_t n) {
-  return p->summary && n > 2 * REPL_EDGE && i >= REPL_EDGE && i < n - REPL_EDGE;
-}
-
-/* One axis of the nested brackets; base is the flat index of this sub-array's first value. */
-static void repl_print_axis(const repl_pr *p, int axis, int64_t base, int64_t stride) {
-  const k_shape *s = &p->a->shape;
-  int64_t n = s->d[axis], inner = stride / n;
-  fputc('[', p->out);
-  for (int64_t i = 0; i < n; i++) {
-    if (repl_skip(p, i, n)) {
-      fprintf(p->out, axis == s->rank - 1 ? " ..." : "...");
-      if (axis < s->rank - 1) fprintf(p->out, "\n%*s", axis + 1, "");
-      i = n - REPL_EDGE - 1;
-      continue;
-    }
-    if (axis == s->rank - 1) {
-      char buf[64];
-      repl_fmt(p->a, p->data, base + i, p->st, p->dec, buf, sizeof buf);
-      fprintf(p->out, "%s%*s", i ? " " : "", p->width, buf);
-    } else {
-      repl_print_axis(p, axis + 1, base + i * inner, inner);
-      if (i < n - 1) fprintf(p->out, "%.*s%*s", (int)(s->rank - axis - 1), "\n\n\n\n\n\n", axis + 1, "");
-    }
-  }
-  fputc(']', p->out);
-}
-
-static void repl_print_value(const kiln_array *a, const void *data, FILE *out) {
-  char type[200], buf[64];
-  int64_t n = k_shape_numel(&a->shape);
-  ir_type_str(a->dtype, &a->shape, type, sizeof type);
-  fprintf(out, "%s\n", type);
-  repl_pr p = {a, data, REPL_INTS, 0, n > REPL_SUMMARY, 1, out};
-  p.st = repl_style_of(a, data, n, &p.dec);
-  for (int64_t i = 0; i < n; i++) {
-    repl_fmt(a, data, i, p.st, p.dec, buf, sizeof buf);
-    if ((int)strlen(buf) > p.width) p.width = (int)strlen(buf);
-  }
-  if (a->shape.rank == 0) {
-    repl_fmt(a, data, 0, p.st, p.dec, buf, sizeof buf);
-    fprintf(out, "%s\n", buf);
-    return;
-  }
-  repl_print_axis(&p, 0, 0, n);
-  fputc('\n', out);
-}
-
-static int repl_show(repl *r, kiln_array *a) {
+int repl_show(repl *r, kiln_array *a) {
   double t0 = kiln_now();
   if (kiln_array_eval(r->s, 1, &a)) return fprintf(stderr, "%s\n", kiln_last_error()), 1;
   if (r->timing) printf("(computed in %.2f ms)\n", (kiln_now() - t0) * 1e3);
@@ -176,9 +75,10 @@ static void repl_source(repl *r, const char *lead, const char *stmt, const char 
 
 /* The array of tensor t of the lowered statement: a session array, a scalar constant, or a
  * node made earlier in this walk. */
-static kiln_array *repl_operand(repl *r, const ir_graph *g, int t, kiln_array **made) {
+static kiln_array *repl_operand(repl *r, const ir_graph *g, int t, kiln_array **made, kiln_array *const *bound) {
   const ir_tensor *x = ir_tensor_at(g, t);
   if (made[t]) return made[t];
+  if (bound && bound[t]) return bound[t];
   if (x->kind == IR_T_INPUT) return repl_find(r, x->name)->a;
   if (x->kind == IR_T_CONST && !api_array_constant(r->s, x->value, &made[t])) return made[t];
   if (x->kind == IR_T_PARAM || x->kind == IR_T_AUX)
@@ -187,11 +87,11 @@ static kiln_array *repl_operand(repl *r, const ir_graph *g, int t, kiln_array **
   return NULL;
 }
 
-static int repl_node(repl *r, const ir_graph *g, const ir_node *n, kiln_array **made) {
+int repl_node(repl *r, const ir_graph *g, const ir_node *n, kiln_array **made, kiln_array *const *bound) {
   const ir_opdef *op = &ir_ops[n->op];
   kiln_array *in[64];
   for (int j = 0; j < n->nin; j++)
-    if (!(in[j] = repl_operand(r, g, n->in[j], made))) return KILN_ERR;
+    if (!(in[j] = repl_operand(r, g, n->in[j], made, bound))) return KILN_ERR;
   kiln_attrs at = {{0}, 0};
   char *text = NULL;
   size_t len = 0;
@@ -209,10 +109,10 @@ static int repl_node(repl *r, const ir_graph *g, const ir_node *n, kiln_array **
 static int repl_record(repl *r, const ir_graph *g, char **targets, int ntargets) {
   kiln_array **made = calloc((size_t)ir_ntensors(g), sizeof *made);
   int rc = made ? KILN_OK : api_fail("out of memory");
-  for (int i = 0; !rc && i < ir_nnodes(g); i++) rc = repl_node(r, g, ir_node_at(g, i), made);
+  for (int i = 0; !rc && i < ir_nnodes(g); i++) rc = repl_node(r, g, ir_node_at(g, i), made, NULL);
   for (int i = 0; !rc && i < ntargets; i++) {
     int t = ir_graph_find_tensor(g, targets[i]);
-    kiln_array *a = t >= 0 ? repl_operand(r, g, t, made) : NULL;
+    kiln_array *a = t >= 0 ? repl_operand(r, g, t, made, NULL) : NULL;
     /* the name takes over the walk's handle; an existing array has its own name already */
     if (!a || !made[t]) { rc = api_fail("'%s': assign a computed value (an op or a number)", targets[i]); break; }
     made[t] = NULL;
@@ -301,7 +201,8 @@ static int repl_statement(repl *r, const char *text) {
   if (repl_starts(text, "dim")) return repl_decl(r, text, true);
   if (repl_starts(text, "def")) return repl_decl(r, text, false);
   int n = repl_targets(text, targets, 16);
-  int rc = n ? repl_assign(r, text, targets, n) : repl_expr(r, text);
+  int rc = repl_model_call(r, text, targets, n);
+  if (rc < 0) rc = n ? repl_assign(r, text, targets, n) : repl_expr(r, text);
   while (n) free(targets[--n]);
   return rc;
 }
@@ -321,6 +222,10 @@ static const char repl_help[] =
   "  :rand NAME f32[2,3] [normal|uniform] [seed=N]   random values (Philox, as a model's\n"
   "                         initializer draws them); normal(0, 1) or uniform(-1, 1)\n"
   "  :zeros NAME f32[2,3]   zeros (also i32)\n"
+  "  :model FILE.kiln       a model: its weights become arrays named as in it, and\n"
+  "                         p = predict(x) (lazy) and l = train_step(x, y) (runs its optimizer)\n"
+  "                         take arrays\n"
+  "  :weights FILE.safetensors   weights into the loaded model (and its arrays)\n"
   "  :vars                  the arrays, their types, and whether they are computed\n"
   "  :graph NAME            the pending graph NAME needs, as the .kiln model it compiles to\n"
   "  :passes NAME           that graph after each pass, and the passes' statistics\n"
@@ -392,7 +297,7 @@ static int repl_cmd_vars(repl *r) {
   for (int i = 0; i < r->nvars; i++) {
     char type[200];
     ir_type_str(r->vars[i].a->dtype, &r->vars[i].a->shape, type, sizeof type);
-    printf("%-12s %-20s %s\n", r->vars[i].name, type, r->vars[i].a->data ? "computed" : "lazy");
+    printf("%-16s %-20s %s\n", r->vars[i].name, type, r->vars[i].a->data ? "computed" : "lazy");
   }
   return KILN_OK;
 }
@@ -512,12 +417,14 @@ static int repl_command(repl *r, char *line, bool *quit) {
   if (!strcmp(arg[0], ":save")) return (v = repl_var_arg(r, arg, n, 3, ":save NAME FILE.npy")) ? kiln_array_save_npy(v->a, arg[2]) : KILN_ERR;
   if (!strcmp(arg[0], ":graph")) return (v = repl_var_arg(r, arg, n, 2, ":graph NAME")) ? repl_cmd_graph(r, v) : KILN_ERR;
   if (!strcmp(arg[0], ":grad")) return repl_cmd_grad(r, arg, n);
+  if (!strcmp(arg[0], ":model")) return repl_cmd_model(r, arg, n);
+  if (!strcmp(arg[0], ":weights")) return repl_cmd_weights(r, arg, n);
   if (!strcmp(arg[0], ":export")) return repl_cmd_export(r, arg, n);
   if (!strcmp(arg[0], ":passes")) return (v = repl_var_arg(r, arg, n, 2, ":passes NAME")) ? repl_cmd_passes(r, v) : KILN_ERR;
   if (!strcmp(arg[0], ":time") && n == 2 && (!strcmp(arg[1], "on") || !strcmp(arg[1], "off")))
     return r->timing = arg[1][1] == 'n', KILN_OK;
   if (!strcmp(arg[0], ":time")) return api_fail("usage: :time on|off");
-  return api_fail("unknown command '%s' (:help lists them; :model and :weights are not available yet)", arg[0]);
+  return api_fail("unknown command '%s' (:help lists them)", arg[0]);
 }
 
 /* ---- input: a statement may span lines while brackets are open ---- */

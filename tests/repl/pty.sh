@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# pty.sh KILN — `kiln repl` driven through a pseudo-terminal (util-linux `script`), as a person
-# types: a statement with an error and the session going on, a def over several lines (the
-# "...:" continuation prompt), a value shown; then a second session that recalls the last
-# line of the first from ~/.kiln_history with the up arrow.
+# pty.sh KILN SRC_DIR — `kiln repl` driven through a pseudo-terminal (util-linux `script`), as
+# a person types: a statement with an error and the session going on, a def over several lines
+# (the "...:" continuation prompt), a value shown; a second session that recalls the last line
+# of the first from ~/.kiln_history with the up arrow; a third that loads a model and trains
+# it a few steps.
 set -uo pipefail
-kiln=$1
+kiln=$1 src=$2
 command -v script >/dev/null || { echo "SKIP: util-linux 'script' is not installed"; exit 77; }
 home=$(mktemp -d)
 trap 'rm -rf "$home"' EXIT
@@ -21,5 +22,12 @@ grep -q 'def\\040f(t)' "$home/.kiln_history" || { echo "FAIL: the def is not in 
 # Up arrow, Enter: the last line of the history (:quit) runs again and ends the session.
 out=$(printf '\033[A\n' | HOME=$home timeout 60 script -qec "$kiln repl" /dev/null | tr -d '\r' | sed 's/\x1b\[[0-9;]*[A-Za-z]//g')
 check "history recalled with the up arrow" "[1]: :quit"
+# A model trained three steps on one batch: the loss printed after each step goes down.
+out=$(printf ':model %s/tests/repl/models/tiny.kiln\n:rand x f32[4,6] seed=1\n:zeros y i32[4]\ntrain_step(x, y)\ntrain_step(x, y)\ntrain_step(x, y)\n:quit\n' "$src" |
+      HOME=$home timeout 60 script -qec "$kiln repl" /dev/null | tr -d '\r' | sed 's/\x1b\[[0-9;]*[A-Za-z]//g')
+check "model loaded" "its weights are arrays now"
+losses=$(grep -A1 '^f32\[\]$' <<<"$out" | grep -v -- '--' | grep -v 'f32' | tr '\n' ' ')
+awk -v l="$losses" 'BEGIN { n = split(l, v, " "); if (n != 3 || !(v[1] > v[2] && v[2] > v[3])) exit 1 }' ||
+  { echo "FAIL: three train_step losses going down, got '$losses':"; echo "$out"; fail=1; }
 [ $fail = 0 ] && echo "repl through a pseudo-terminal: as typed"
 exit $fail
