@@ -7,6 +7,7 @@
  * without one, a script: no prompts, exit status 1 when any statement failed. */
 #include <editline/readline.h>
 #include <errno.h>
+#include <signal.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -471,6 +472,18 @@ static bool repl_run(repl *r, char *text) {
   return quit;
 }
 
+/* Ctrl-C at the prompt cancels the line being typed (and a statement's continuation lines):
+ * the handler only records it; readline returns and the loop starts a fresh prompt. */
+static volatile sig_atomic_t repl_interrupted;
+static void repl_on_sigint(int sig) { (void)sig, repl_interrupted = 1; }
+
+static void repl_catch_sigint(void) {
+  struct sigaction sa = {0};
+  sa.sa_handler = repl_on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);   /* no SA_RESTART: the terminal read returns */
+}
+
 typedef char *(*repl_reader)(repl *r, bool more);
 
 /* "[3]: " for a new statement, "...: " while one continues. */
@@ -493,7 +506,14 @@ static char *repl_read_pipe(repl *r, bool more) {
 static void repl_loop(repl *r, repl_reader read, bool tty) {
   api_buf input = {0};
   for (;;) {
+    repl_interrupted = 0;
     char *line = read(r, input.len > 0);
+    if (repl_interrupted && tty) {   /* Ctrl-C: drop what was typed, prompt again */
+      free(line);
+      api_buf_truncate(&input, 0);
+      printf("^C\n");
+      continue;
+    }
     if (!line) break;
     api_buf_printf(&input, "%s%s", input.len ? "\n" : "", line);
     free(line);
@@ -521,6 +541,8 @@ int kiln_repl_main(int argc, char **argv) {
   char hist[4096];
   repl_history_path(hist, sizeof hist);
   if (tty) {
+    repl_catch_sigint();
+    rl_catch_signals = 0;
     using_history();
     read_history(hist);
     printf("Kiln (%s): statements are recorded and computed when shown; :help lists the commands.\n", kiln_version());

@@ -22,6 +22,12 @@ grep -q 'def\\040f(t)' "$home/.kiln_history" || { echo "FAIL: the def is not in 
 # Up arrow, Enter: the last line of the history (:quit) runs again and ends the session.
 out=$(printf '\033[A\n' | HOME=$home timeout 60 script -qec "$kiln repl" /dev/null | tr -d '\r' | sed 's/\x1b\[[0-9;]*[A-Za-z]//g')
 check "history recalled with the up arrow" "[1]: :quit"
+# Ctrl-C (ETX through the terminal: SIGINT) drops a half-typed statement; the session goes on.
+out=$( (printf ':zeros a f32[2]\nb = exp('; sleep 1; printf '\003'; sleep 1; printf 'a\n:vars\n:quit\n') |
+      HOME=$home timeout 60 script -qec "$kiln repl" /dev/null | tr -d '\r' | sed 's/\x1b\[[0-9;]*[A-Za-z]//g')
+check "Ctrl-C cancels the line" "[2]: b = exp(^C"
+check "the session goes on after Ctrl-C" "[0. 0.]"
+grep -qE '^b +f32' <<<"$out" && { echo "FAIL: the cancelled statement was recorded"; fail=1; }
 # A model trained three steps on one batch: the loss printed after each step goes down.
 out=$(printf ':model %s/tests/repl/models/tiny.kiln\n:rand x f32[4,6] seed=1\n:zeros y i32[4]\ntrain_step(x, y)\ntrain_step(x, y)\ntrain_step(x, y)\n:quit\n' "$src" |
       HOME=$home timeout 60 script -qec "$kiln repl" /dev/null | tr -d '\r' | sed 's/\x1b\[[0-9;]*[A-Za-z]//g')
