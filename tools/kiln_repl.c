@@ -49,9 +49,7 @@ static void repl_clear(repl *r) {
 }
 
 int repl_show(repl *r, kiln_array *a) {
-  double t0 = kiln_now();
-  if (kiln_array_eval(r->s, 1, &a)) return fprintf(stderr, "%s\n", kiln_last_error()), 1;
-  if (r->timing) printf("(computed in %.2f ms)\n", (kiln_now() - t0) * 1e3);
+  if (kiln_array_eval(r->s, 1, &a)) return KILN_ERR;
   repl_print_value(a, a->data, stdout);
   return 0;
 }
@@ -233,7 +231,7 @@ static const char repl_help[] =
   "  :grad LOSS W...        gradients of the scalar LOSS as lazy arrays d_W... (W made from data)\n"
   "  :export FILE.kiln NAME... [input=X,Y]   the graph computing NAME... as a model, with the\n"
   "                         arrays it reads as params in FILE.safetensors (X, Y as inputs)\n"
-  "  :time on|off           compile and run time of each shown value\n"
+  "  :time on|off           the time of each statement (front end, compile or cache, run)\n"
   "  :reset                 forget every array, dim and def\n"
   "  :quit                  leave (also Ctrl-D)\n";
 
@@ -464,7 +462,14 @@ static bool repl_run(repl *r, char *text) {
   while (*p == ' ' || *p == '\t' || *p == '\n') p++;
   if (repl_blank(p)) return false;
   r->stmt++;
+  int64_t misses0 = 0, misses1 = 0, hits;
+  kiln_session_cache_stats(r->s, &hits, &misses0);
+  double t0 = kiln_now();
   int rc = *p == ':' ? repl_command(r, p, &quit) : repl_statement(r, p);
+  if (r->timing && *p != ':' && r->s) {
+    kiln_session_cache_stats(r->s, &hits, &misses1);
+    printf("(%.2f ms: front end, %s and run)\n", (kiln_now() - t0) * 1e3, misses1 > misses0 ? "compile" : "cached code");
+  }
   fflush(stdout);
   const char *msg = kiln_last_error();
   if (rc) fprintf(stderr, "%s%s\n", strstr(msg, "error:") ? "" : "error: ", msg), r->failed = true;
