@@ -54,21 +54,16 @@ int api_graph_get(kiln_graph *g, const ir_graph **out);
 void api_graph_lock(kiln_graph *g, bool lock);
 
 /* ---- api_model.c ---- */
-/* A graph compiled for predict (and train when it has a train statement), JIT'd. */
-typedef struct {
-  ir_graph *predict, *train;
-  rt_model_desc *desc;
-  cg_llvm *llvm;
-} api_build;
-int api_build_jit(const ir_graph *lowered, int opt_level, api_build *b);
-/* From compiled graphs (which b takes over) to JIT'd code: descriptor, fused loops, LLVM. */
-int api_build_finish(api_build *b, int opt_level);
+/* cg_build (codegen/cpu/cg_build.c) with errors as the last error: the passes' diagnostics,
+ * then the code generator's message. */
+int api_build_jit(const ir_graph *lowered, int opt_level, cg_build *b);
+/* From compiled graphs b already holds: descriptor, fused loops, JIT. */
+int api_build_finish(cg_build *b, int opt_level);
 /* Diagnostics of a pass run into the last error: a memstream the caller reads back. */
 typedef struct { FILE *mem; char *msg; size_t len; ir_diag d; } api_diags;
 int api_diags_open(api_diags *x);
 /* Closes the stream; with fail set, its text (or `fallback`) becomes the last error. */
 int api_diags_close(api_diags *x, bool fail, const char *fallback);
-void api_build_free(api_build *b);
 
 /* ---- api_array.c / api_eval.c ---- */
 typedef struct api_cache_entry api_cache_entry;
@@ -127,7 +122,7 @@ int api_pending_text(kiln_session *s, kiln_array *a, api_buf *out);
 /* api_eval.c: the cache of compiled subgraphs, keyed by their text */
 struct api_cache_entry {
   char *key;
-  api_build b;
+  cg_build b;
   rt_model *m;
   api_cache_entry *next;
 };
@@ -154,7 +149,7 @@ int api_grad_compute(kiln_session *s, kiln_array *a);
 void api_grad_release(kiln_array *a);
 /* The gradient model of a lowered model whose params are the wrt arrays: backward and prune
  * as in train_step, the gradients "<param>@grad" as outputs, the params fed as inputs. */
-int api_build_grad(const ir_graph *lowered, const char *const *wrt, int nwrt, api_build *b);
+int api_build_grad(const ir_graph *lowered, const char *const *wrt, int nwrt, cg_build *b);
 /* The text `dtype[d0, d1]` of a shape, as the language writes a tensor type. */
 void api_type_text(api_buf *b, k_dtype t, const k_shape *s);
 

@@ -15,7 +15,7 @@ void api_cache_free(kiln_session *s) {
   for (api_cache_entry *e = s->cache, *next; e; e = next) {
     next = e->next;
     rt_model_destroy(e->m);
-    api_build_free(&e->b);
+    cg_build_free(&e->b);
     free(e->key);
     free(e);
   }
@@ -54,7 +54,7 @@ static api_cache_entry *api_cache_compile(kiln_session *s, const char *key, cons
   api_lowered_free(&low);
   if (!rc && !(e->m = rt_model_create(e->b.desc, 0))) rc = api_fail("out of memory creating the model");
   if (rc) {
-    api_build_free(&e->b);
+    cg_build_free(&e->b);
     return free(e->key), free(e), NULL;
   }
   e->next = s->cache, s->cache = e;

@@ -83,12 +83,12 @@ static int api_grad_outputs(ir_graph *g, const char *const *wrt, int nwrt) {
   return KILN_OK;
 }
 
-int api_build_grad(const ir_graph *lowered, const char *const *wrt, int nwrt, api_build *b) {
+int api_build_grad(const ir_graph *lowered, const char *const *wrt, int nwrt, cg_build *b) {
   static const int to_grads[] = {PASS_infer, PASS_select, PASS_backward, PASS_prune};
   static const int after[] = {PASS_inplace, PASS_fusion, PASS_plan};
   api_diags x;
   pass_ctx cx;
-  *b = (api_build){0};
+  *b = (cg_build){0};
   if (api_diags_open(&x)) return KILN_ERR;
   ir_graph *g = ir_graph_clone(lowered);
   g->mode = IR_MODE_TRAIN;

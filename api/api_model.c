@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 struct kiln_model {
-  api_build b;
+  cg_build b;
   rt_model *m;
 };
 
@@ -33,58 +33,32 @@ int api_diags_close(api_diags *x, bool fail, const char *fallback) {
   return rc;
 }
 
-/* Pass diagnostics (shape errors found late) become the error. */
-static ir_graph *api_compile_mode(const ir_graph *lowered, ir_mode mode) {
+/* The passes for the lowered graph, their diagnostics (shape errors found late) the error. */
+static int api_build_graphs(const ir_graph *lowered, cg_build *b) {
   api_diags x;
-  if (api_diags_open(&x)) return NULL;
-  pass_ctx cx;
-  pass_ctx_init(&cx, mode, &x.d);
-  ir_graph *g = pass_compile(lowered, &cx);
-  pass_ctx_free(&cx);
-  api_diags_close(&x, !g, "the passes refused the graph");
-  return g;
+  *b = (cg_build){0};
+  if (api_diags_open(&x)) return KILN_ERR;
+  int rc = cg_build_graphs(lowered, &x.d, b);
+  api_diags_close(&x, rc != 0, "the passes refused the graph");
+  if (rc) cg_build_free(b);
+  return rc ? KILN_ERR : KILN_OK;
 }
 
-void api_build_free(api_build *b) {
-  cg_llvm_free(b->llvm);
-  cg_desc_free(b->desc);
-  ir_graph_free(b->predict);
-  ir_graph_free(b->train);
-  *b = (api_build){0};
-}
-
-/* The descriptor and the LLVM module with the fused loops (not yet optimised). */
-static int api_build_llvm(api_build *b, int opt_level, const char *name) {
+static int api_build_module(cg_build *b, int opt_level) {
   char err[2048];
-  if (!(b->desc = cg_desc_build(b->predict, b->train, err, sizeof err))) return api_fail("%s", err);
   cg_options co = {.opt_level = opt_level};
-  if (!(b->llvm = cg_llvm_new(name, &co, err, sizeof err))) return api_fail("%s", err);
-  if (cg_emit_fused_all(b->llvm, b->predict, b->train, err, sizeof err)) return api_fail("%s", err);
-  return KILN_OK;
+  return cg_build_module(b, &co, err, sizeof err) ? api_fail("%s", err) : KILN_OK;
 }
 
-/* Everything up to the LLVM module: what kiln compile and the JIT share. */
-static int api_build_module(const ir_graph *lowered, int opt_level, api_build *b) {
-  *b = (api_build){0};
-  if (!(b->predict = api_compile_mode(lowered, IR_MODE_PREDICT))) return KILN_ERR;
-  if (lowered->has_train && !(b->train = api_compile_mode(lowered, IR_MODE_TRAIN))) return KILN_ERR;
-  return api_build_llvm(b, opt_level, lowered->name);
-}
-
-int api_build_finish(api_build *b, int opt_level) {
+int api_build_finish(cg_build *b, int opt_level) {
   char err[2048];
-  if (api_build_llvm(b, opt_level, b->predict->name)) return api_build_free(b), KILN_ERR;
-  if (cg_optimize(b->llvm, err, sizeof err) || cg_jit(b->llvm, b->desc, err, sizeof err))
-    return api_build_free(b), api_fail("%s", err);
+  if (api_build_module(b, opt_level)) return cg_build_free(b), KILN_ERR;
+  if (cg_build_jit(b, err, sizeof err)) return cg_build_free(b), api_fail("%s", err);
   return KILN_OK;
 }
 
-int api_build_jit(const ir_graph *lowered, int opt_level, api_build *b) {
-  *b = (api_build){0};
-  if (!(b->predict = api_compile_mode(lowered, IR_MODE_PREDICT)) ||
-      (lowered->has_train && !(b->train = api_compile_mode(lowered, IR_MODE_TRAIN))))
-    return api_build_free(b), KILN_ERR;
-  return api_build_finish(b, opt_level);
+int api_build_jit(const ir_graph *lowered, int opt_level, cg_build *b) {
+  return api_build_graphs(lowered, b) || api_build_finish(b, opt_level) ? KILN_ERR : KILN_OK;
 }
 
 KILN_API int kiln_graph_jit(kiln_graph *g, uint64_t seed, kiln_model **out) {
@@ -106,7 +80,7 @@ KILN_API int kiln_graph_jit(kiln_graph *g, uint64_t seed, kiln_model **out) {
 KILN_API void kiln_model_free(kiln_model *m) {
   if (!m) return;
   rt_model_destroy(m->m);
-  api_build_free(&m->b);
+  cg_build_free(&m->b);
   free(m);
 }
 
@@ -184,7 +158,7 @@ static int api_write_header(const rt_model_desc *d, const char *path) {
   return KILN_OK;
 }
 
-static int api_link(api_build *b, const char *so_tmp) {
+static int api_link(cg_build *b, const char *so_tmp) {
   char obj[4096], err[8192];
   const char *tmpdir = getenv("TMPDIR");
   snprintf(obj, sizeof obj, "%s/kiln-XXXXXX.o", tmpdir && *tmpdir ? tmpdir : "/tmp");
@@ -196,7 +170,7 @@ static int api_link(api_build *b, const char *so_tmp) {
   return rc ? api_fail("%s", err) : KILN_OK;
 }
 
-static int api_emit_so(api_build *b, const char *so_path) {
+static int api_emit_so(cg_build *b, const char *so_path) {
   char hdr[4096], so_tmp[4200], h_tmp[4200], err[2048];
   const char *slash = strrchr(so_path, '/');
   snprintf(hdr, sizeof hdr, "%.*s%s.h", slash ? (int)(slash - so_path + 1) : 0, so_path, b->desc->name);
@@ -213,12 +187,12 @@ static int api_emit_so(api_build *b, const char *so_path) {
 KILN_API int kiln_graph_compile(kiln_graph *g, const char *so_path, int opt_level) {
   if (!g || !so_path || !*so_path) return api_fail("kiln_graph_compile: graph or path is NULL");
   if (opt_level < 0 || opt_level > 3) return api_fail("kiln_graph_compile: opt_level %d is not 0..3", opt_level);
-  api_build b = {0};
+  cg_build b = {0};
   api_graph_lock(g, true);
   const ir_graph *low;
-  int rc = api_graph_get(g, &low) || api_build_module(low, opt_level, &b);
+  int rc = api_graph_get(g, &low) || api_build_graphs(low, &b) || api_build_module(&b, opt_level);
   api_graph_lock(g, false);
   if (!rc) rc = api_emit_so(&b, so_path);
-  api_build_free(&b);
+  cg_build_free(&b);
   return rc ? KILN_ERR : api_ok();
 }
