@@ -96,6 +96,7 @@ struct kiln_array {
 kiln_array *api_array_new(kiln_session *s, k_dtype t, const k_shape *shape);
 void api_array_unref(kiln_array *a);           /* with the session locked */
 int api_array_constant(kiln_session *s, float value, kiln_array **out);
+bool api_is_aux_slot(const char *op, int i);   /* input i of op is an aux state */
 void api_array_forget_inputs(kiln_array *a);   /* computed: its inputs' references dropped */
 size_t api_array_bytes(const kiln_array *a);
 void *api_array_storage(const kiln_array *a);  /* aligned storage for its value, or NULL */
@@ -116,6 +117,8 @@ void api_walk_name(const api_walk *w, api_buf *b, const kiln_array *a);
 void api_walk_leaf_decl(const api_walk *w, api_buf *b, const kiln_array *a, const char *kind);
 void api_walk_nodes_text(const api_walk *w, api_buf *b);
 void api_walk_text(const api_walk *w, kiln_array *const *want, int n, api_buf *b);
+/* Whether some op of the walk reads leaf i in an aux slot (so it is declared a param). */
+bool api_walk_aux_leaf(const api_walk *w, int i);
 /* The pending subgraph of a lazy array as the .kiln model its evaluation compiles. */
 int api_pending_text(kiln_session *s, kiln_array *a, api_buf *out);
 

@@ -187,11 +187,19 @@ KILN_API int kiln_array_is_lazy(const kiln_array *a, int *lazy) {
 
 /* ---- op calls: the shape of `r = op(a0, a1..., attrs)` from the front end ---- */
 
+/* Whether input slot i of op is an aux state (batch_norm's moving statistics): an array
+ * passed there is declared a param, as the language requires, and fed as an input when the
+ * graph runs (api_eval.c), where predict only reads it. */
+bool api_is_aux_slot(const char *op, int i) {
+  const ir_opdef *d = &ir_ops[ir_op_lookup(op)];
+  return !d->variadic && i >= ir_op_nargs(d) && i < ir_op_nargs(d) + ir_op_naux(d);
+}
+
 static int api_op_infer(const char *op, int nin, kiln_array *const *in, const char *attrs, k_dtype *t, k_shape *shape) {
   api_buf src = {0};
   api_buf_printf(&src, "model op {\n");
   for (int i = 0; i < nin; i++) {
-    api_buf_printf(&src, "  input a%d : ", i);
+    api_buf_printf(&src, "  %s a%d : ", api_is_aux_slot(op, i) ? "param" : "input", i);
     api_type_text(&src, in[i]->dtype, &in[i]->shape);
     api_buf_printf(&src, "\n");
   }
@@ -203,7 +211,7 @@ static int api_op_infer(const char *op, int nin, kiln_array *const *in, const ch
   api_buf_free(&src);
   for (int i = 0; !rc && i < ir_ntensors(low.g); i++) {
     const ir_tensor *x = ir_tensor_at(low.g, i);
-    if (x->kind == IR_T_PARAM || x->kind == IR_T_AUX)
+    if ((x->kind == IR_T_PARAM || x->kind == IR_T_AUX) && strchr(x->name, '.'))
       rc = api_fail("%s: its input '%s' must be given as an array (arrays create no parameters)", op, strchr(x->name, '.') + 1);
   }
   if (!rc) {

@@ -117,6 +117,9 @@ static int api_grad_text(const api_grad *g, const api_walk *w, api_buf *key, cha
     if (g->wrt[i]->mark < 0 || !g->wrt[i]->leaf) return api_fail("kiln_grad: wrt[%d] does not reach the loss", i);
     snprintf(names[i], sizeof names[i], "a%d", g->wrt[i]->mark);
   }
+  for (int i = 0; i < w->nleaves; i++)
+    if (api_walk_aux_leaf(w, i))   /* its train-mode statistics would differ from predict's */
+      return api_fail("kiln_grad: ops with aux states (batch_norm) are not supported in gradients yet");
   api_buf_printf(key, "model deferred {\n");
   for (int i = 0; i < w->nleaves; i++) {
     bool p = false;

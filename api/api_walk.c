@@ -101,10 +101,18 @@ void api_walk_nodes_text(const api_walk *w, api_buf *b) {
   }
 }
 
-/* The model evaluation compiles: leaves as inputs, each wanted op array once as an output. */
+bool api_walk_aux_leaf(const api_walk *w, int i) {
+  for (int k = 0; k < w->nnodes; k++)
+    for (int j = 0; j < w->nodes[k]->nin; j++)
+      if (w->nodes[k]->in[j] == w->leaves[i] && api_is_aux_slot(w->nodes[k]->op, j)) return true;
+  return false;
+}
+
+/* The model evaluation compiles: leaves as inputs (aux states as params, made inputs once
+ * lowered: api_eval.c), each wanted op array once as an output. */
 void api_walk_text(const api_walk *w, kiln_array *const *want, int n, api_buf *b) {
   api_buf_printf(b, "model deferred {\n");
-  for (int i = 0; i < w->nleaves; i++) api_walk_leaf_decl(w, b, w->leaves[i], "input");
+  for (int i = 0; i < w->nleaves; i++) api_walk_leaf_decl(w, b, w->leaves[i], api_walk_aux_leaf(w, i) ? "param" : "input");
   api_walk_nodes_text(w, b);
   api_buf_printf(b, "  output ");
   int k = 0;
