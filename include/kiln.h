@@ -1,6 +1,7 @@
 /* kiln.h — the public C API of Kiln (library `kiln`, found with `pkg-config kiln`): graphs
  * built in code or loaded from .kiln files, compiled to a shared object or JIT-compiled to an
- * in-memory model, and imperative arrays whose computation is deferred until they are read.
+ * in-memory model; imperative arrays whose computation is deferred until they are read, with
+ * gradients (kiln_grad) and export of their recorded graph as a model (kiln_export).
  * docs/c-api.md is the guide; SPEC section 5 the contract.
  *
  * Conventions. Every function that can fail returns KILN_OK (0) or KILN_ERR (nonzero) and, on
