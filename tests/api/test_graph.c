@@ -84,6 +84,10 @@ static void test_same_text(kiln_graph *g) {
     memcpy(p, to, strlen(to));
   }
   CHECK(from_c && strcmp(from_c, fixed) == 0, "the graph built in C prints\n%s\nthe text model prints\n%s", from_c, fixed);
+  /* the printed text is a model kiln check accepts, and it parses back to the same graph */
+  char *again = from_c ? print_lowered("printed.kiln", from_c, NULL) : NULL;
+  CHECK(again && strcmp(again, from_c) == 0, "the printed text parses back to itself:\n%s", again ? again : "");
+  free(again);
   kiln_free(from_c), free(from_text);
 }
 
