@@ -219,7 +219,8 @@ static const char repl_help[] =
   "  :load NAME FILE.npy    an array from a .npy file\n"
   "  :save NAME FILE.npy    computes NAME and writes it\n"
   "  :rand NAME f32[2,3] [normal|uniform] [seed=N]   random values (Philox, as a model's\n"
-  "                         initializer draws them); normal(0, 1) or uniform(-1, 1)\n"
+  "                         initializer draws them); normal(0, 1) or uniform(-1, 1); the\n"
+  "                         seed defaults to the statement number\n"
   "  :zeros NAME f32[2,3]   zeros (also i32)\n"
   "  :model FILE.kiln       a model: its weights become arrays named as in it, and\n"
   "                         p = predict(x) (lazy) and l = train_step(x, y) (runs its optimizer)\n"
@@ -263,7 +264,7 @@ static int repl_cmd_rand(repl *r, char **arg, int n, bool zeros) {
   int rank = 0;
   int64_t dims[KILN_MAX_RANK];
   bool uniform = false;
-  uint64_t seed = 0;
+  uint64_t seed = (uint64_t)r->stmt;   /* without seed=: the statement number, so two :rand differ */
   if (n < 3) return api_fail("usage: %s NAME f32[2,3]%s", arg[0], zeros ? "" : " [normal|uniform] [seed=N]");
   if (repl_new_name(r, arg[1]) || repl_parse_type(arg[2], &t, &rank, dims)) return KILN_ERR;
   for (int i = 3; i < n && !zeros; i++) {
