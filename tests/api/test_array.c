@@ -271,6 +271,15 @@ static void test_grad_simple(void) {
   CHECK(kiln_grad(other, 1, &x, &g) && has(kiln_last_error(), "scalar"), "a non-scalar loss");
   CHECK(kiln_grad(y, 1, &y, &g) && has(kiln_last_error(), "made from data"), "wrt an op's result");
   CHECK(kiln_grad(NULL, 1, &x, &g) && has(kiln_last_error(), "NULL"), "NULL loss");
+  /* batch_norm on arrays runs as in predict; a gradient through it is refused, not wrong */
+  float d4[8] = {1, 2, 3, 4, 5, 6, 7, 8}, one[2] = {1, 1}, zero[2] = {0, 0}, bn[8];
+  kiln_array *data = from(s, 2, (int64_t[]){4, 2}, d4), *gam = from(s, 1, (int64_t[]){2}, one), *bet = from(s, 1, (int64_t[]){2}, zero);
+  kiln_array *mean = from(s, 1, (int64_t[]){2}, zero), *var = from(s, 1, (int64_t[]){2}, one);
+  kiln_array *y2 = op(s, "batch_norm", 5, (kiln_array *[]){data, gam, bet, mean, var}, NULL), *l2 = op(s, "sum", 1, &y2, NULL), *g2 = NULL;
+  CHECK(y2 && !kiln_array_read(y2, bn, sizeof bn) && fabsf(bn[7] - 8.0f / sqrtf(1.0f + 1e-5f)) < 1e-5f,
+        "batch_norm with moving statistics 0 and 1: x / sqrt(1 + eps): %g", bn[7]);
+  CHECK(l2 && !kiln_grad(l2, 1, &gam, &g2) && kiln_array_read(g2, (float[2]){0}, 8) && has(kiln_last_error(), "aux states"),
+        "a gradient through batch_norm: %s", kiln_last_error());
   kiln_session_free(s);
 }
 
