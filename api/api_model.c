@@ -170,6 +170,28 @@ static int api_link(cg_build *b, const char *so_tmp) {
   return rc ? api_fail("%s", err) : KILN_OK;
 }
 
+/* The .so is renamed into place first, keeping a hard link to the file it replaces, so that
+ * a failing header rename can put the old .so back: both files change, or neither. */
+static int api_commit(const char *so_tmp, const char *so_path, const char *h_tmp, const char *hdr) {
+  char keep[4200];
+  snprintf(keep, sizeof keep, "%s.oldXXXXXX", so_path);
+  int fd = mkstemp(keep);
+  bool kept = fd >= 0 && (close(fd), unlink(keep), link(so_path, keep) == 0);
+  if (rename(so_tmp, so_path) != 0) {
+    int e = errno;
+    if (kept) unlink(keep);
+    return api_fail("cannot write '%s': %s", so_path, strerror(e));
+  }
+  if (rename(h_tmp, hdr) != 0) {
+    int e = errno;
+    if (kept) rename(keep, so_path);
+    else unlink(so_path);
+    return api_fail("cannot write '%s': %s", hdr, strerror(e));
+  }
+  if (kept) unlink(keep);
+  return KILN_OK;
+}
+
 static int api_emit_so(cg_build *b, const char *so_path) {
   char hdr[4096], so_tmp[4200], h_tmp[4200], err[2048];
   const char *slash = strrchr(so_path, '/');
@@ -177,9 +199,7 @@ static int api_emit_so(cg_build *b, const char *so_path) {
   if (cg_emit_aot(b->llvm, b->desc, err, sizeof err) || cg_optimize(b->llvm, err, sizeof err)) return api_fail("%s", err);
   if (api_tmp_beside(so_path, so_tmp, sizeof so_tmp)) return KILN_ERR;
   if (api_tmp_beside(hdr, h_tmp, sizeof h_tmp)) return unlink(so_tmp), KILN_ERR;
-  int rc = api_link(b, so_tmp) || api_write_header(b->desc, h_tmp);
-  if (!rc && rename(so_tmp, so_path) != 0) rc = api_fail("cannot write '%s': %s", so_path, strerror(errno));
-  if (!rc && rename(h_tmp, hdr) != 0) rc = api_fail("cannot write '%s': %s", hdr, strerror(errno)), unlink(so_path);
+  int rc = api_link(b, so_tmp) || api_write_header(b->desc, h_tmp) || api_commit(so_tmp, so_path, h_tmp, hdr);
   if (rc) unlink(so_tmp), unlink(h_tmp);
   return rc;
 }

@@ -3,8 +3,10 @@
  * loaded prints what `kiln check --print` prints; the JIT'd model and the .so compiled from
  * the same graph give the same outputs; NULL, unknown names and bad shapes are refused with
  * a message. */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -28,6 +30,8 @@ static const char *const mlp_text =
   "  output prob, pool\n"
   "  train loss with sgd(lr=0.1, momentum=0.9)\n"
   "}\n";
+
+static bool has(const char *msg, const char *want);
 
 static kiln_graph *build_net(void) {
   kiln_graph *g = NULL;
@@ -188,9 +192,30 @@ static void test_jit_equals_so(kiln_graph *g) {
   unlink(so), unlink(hdr), rmdir(dir);
 }
 
+/* A header that cannot be written (a folder has its name): the old .so stays as it was and
+ * nothing else is left behind. */
+static void test_compile_all_or_nothing(kiln_graph *g) {
+  char dir[] = "/tmp/kiln-api-XXXXXX", so[4200], hdr[4200], buf[8] = {0};
+  CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+  snprintf(so, sizeof so, "%s/libnet.so", dir), snprintf(hdr, sizeof hdr, "%s/net.h", dir);
+  FILE *f = fopen(so, "w");
+  fputs("old", f), fclose(f);
+  mkdir(hdr, 0700);
+  CHECK(kiln_graph_compile(g, so, 2) && has(kiln_last_error(), "net.h"), "the header cannot be written: %s", kiln_last_error());
+  f = fopen(so, "r");
+  CHECK(f && fread(buf, 1, sizeof buf - 1, f) == 3 && strcmp(buf, "old") == 0, "the old .so is back");
+  if (f) fclose(f);
+  DIR *d = opendir(dir);
+  int n = 0;
+  for (struct dirent *e; d && (e = readdir(d));) n += e->d_name[0] != '.';
+  if (d) closedir(d);
+  CHECK(n == 2, "nothing but libnet.so and net.h in the folder (%d entries)", n);
+  unlink(so), rmdir(hdr), rmdir(dir);
+}
+
 int main(void) {
   kiln_graph *g = build_net();
-  if (g) test_same_text(g), test_shapes(g), test_jit_equals_so(g);
+  if (g) test_same_text(g), test_shapes(g), test_jit_equals_so(g), test_compile_all_or_nothing(g);
   kiln_graph_free(g);
   test_refusals();
   test_load();
