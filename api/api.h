@@ -1,6 +1,6 @@
 /* api.h — the layer behind include/kiln.h (prefix api_ inside, kiln_ at the ABI), over the
  * front end, the passes and the code generator:
- *   api_error.c  the thread-local last error, strings, the text buffer
+ *   api_error.c  the thread-local last error, captured diagnostics, strings, the text buffer
  *   api_attrs.c  attribute lists: typed setters and language text, checked by the parser
  *   api_graph.c  graphs in code: the model kept as .kiln text, lowered by the front end, so
  *                learnable inputs are created and named by its rules (fe_call.c) and the
@@ -34,8 +34,13 @@ void api_buf_truncate(api_buf *b, size_t len);
 void api_buf_free(api_buf *b);
 /* A name as the language writes one ([A-Za-z_][A-Za-z0-9_]*, dots allowed when dotted). */
 bool api_is_name(const char *s, bool dotted);
-/* The checks every shape argument gets: rank 0..KILN_MAX_RANK, dims >= 1 (0 allowed for none). */
+/* The checks every shape argument gets: rank 0..KILN_MAX_RANK, each dim 1..2^40. */
 int api_check_shape(const char *what, int rank, const int64_t *dims, k_shape *out);
+/* Diagnostics (front end, passes) captured in memory, to become the last error. */
+typedef struct { FILE *mem; char *msg; size_t len; ir_diag d; } api_diags;
+int api_diags_open(api_diags *x);
+/* Closes the stream; with fail set, its text (or `fallback`) becomes the last error. */
+int api_diags_close(api_diags *x, bool fail, const char *fallback);
 
 /* ---- api_attrs.c ---- */
 struct kiln_attrs { api_buf text; int n; };    /* "k1=v1, k2=v2" as the language writes them */
@@ -59,11 +64,6 @@ void api_graph_lock(kiln_graph *g, bool lock);
 int api_build_jit(const ir_graph *lowered, int opt_level, cg_build *b);
 /* From compiled graphs b already holds: descriptor, fused loops, JIT. */
 int api_build_finish(cg_build *b, int opt_level);
-/* Diagnostics of a pass run into the last error: a memstream the caller reads back. */
-typedef struct { FILE *mem; char *msg; size_t len; ir_diag d; } api_diags;
-int api_diags_open(api_diags *x);
-/* Closes the stream; with fail set, its text (or `fallback`) becomes the last error. */
-int api_diags_close(api_diags *x, bool fail, const char *fallback);
 
 /* ---- api_array.c / api_eval.c ---- */
 typedef struct api_cache_entry api_cache_entry;

@@ -82,6 +82,25 @@ int api_check_shape(const char *what, int rank, const int64_t *dims, k_shape *ou
   return KILN_OK;
 }
 
+/* ---- diagnostics of the front end and the passes, captured as the last error ---- */
+
+int api_diags_open(api_diags *x) {
+  *x = (api_diags){0};
+  if (!(x->mem = open_memstream(&x->msg, &x->len))) return api_fail("out of memory");
+  ir_diag_init(&x->d, x->mem);
+  return KILN_OK;
+}
+
+int api_diags_close(api_diags *x, bool fail, const char *fallback) {
+  ir_diag_free(&x->d);
+  fclose(x->mem);
+  size_t n = x->msg ? strlen(x->msg) : 0;
+  while (n && x->msg[n - 1] == '\n') x->msg[--n] = 0;
+  int rc = fail ? api_fail("%s", n ? x->msg : fallback) : KILN_OK;
+  free(x->msg);
+  return rc;
+}
+
 void api_type_text(api_buf *b, k_dtype t, const k_shape *s) {
   char buf[200];
   ir_type_str(t, s, buf, sizeof buf);

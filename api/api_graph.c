@@ -27,31 +27,15 @@ void api_lowered_free(api_lowered *l) {
   *l = (api_lowered){0};
 }
 
-/* The diagnostics text without its trailing newline, as the last error. */
-static int api_fail_diags(FILE *mem, char **msg) {
-  fclose(mem);
-  size_t n = *msg ? strlen(*msg) : 0;
-  while (n && (*msg)[n - 1] == '\n') (*msg)[--n] = 0;
-  int rc = api_fail("%s", n ? *msg : "the model was refused");
-  free(*msg);
-  return rc;
-}
-
 int api_lower_text(const char *name, const char *text, api_lowered *out) {
-  char *msg = NULL;
-  size_t len = 0;
-  FILE *mem = open_memstream(&msg, &len);
-  if (!mem) return api_fail("out of memory");
-  ir_diag d;
-  ir_diag_init(&d, mem);
+  api_diags x;
   *out = (api_lowered){0};
-  out->file = fe_parse_text(name, text, strlen(text), &d);
-  if (out->file && !d.errors && !fe_check_file(out->file, NULL, 0, &d) && out->file->models)
-    out->g = fe_lower_model(out->file, out->file->models, NULL, 0, &d);
-  ir_diag_free(&d);
-  if (out->g) return fclose(mem), free(msg), api_ok();
-  api_lowered_free(out);
-  return api_fail_diags(mem, &msg);
+  if (api_diags_open(&x)) return KILN_ERR;
+  out->file = fe_parse_text(name, text, strlen(text), &x.d);
+  if (out->file && !x.d.errors && !fe_check_file(out->file, NULL, 0, &x.d) && out->file->models)
+    out->g = fe_lower_model(out->file, out->file->models, NULL, 0, &x.d);
+  if (!out->g) api_lowered_free(out);
+  return api_diags_close(&x, !out->g, "the model was refused") ? KILN_ERR : api_ok();
 }
 
 /* The model's text; a probe (checking a statement before any output is declared) outputs
@@ -302,22 +286,18 @@ KILN_API int kiln_graph_load(const char *path, const char *model, kiln_graph **o
   if (!out) return api_fail("kiln_graph_load: out is NULL");
   *out = NULL;
   if (!path) return api_fail("kiln_graph_load: path is NULL");
-  char *msg = NULL;
-  size_t len = 0;
-  FILE *mem = open_memstream(&msg, &len);
-  if (!mem) return api_fail("out of memory");
-  ir_diag d;
-  ir_diag_init(&d, mem);
-  fe_file *f = fe_parse_file(path, &d);
+  api_diags x;
+  if (api_diags_open(&x)) return KILN_ERR;
+  fe_file *f = fe_parse_file(path, &x.d);
   fe_model *m = NULL;
-  if (f && !d.errors && !fe_check_file(f, NULL, 0, &d)) {
+  if (f && !x.d.errors && !fe_check_file(f, NULL, 0, &x.d)) {
     for (m = f->models; m && model && strcmp(m->name, model) != 0; m = m->next) {}
-    if (!m) ir_error(&d, (ir_loc){0}, "%s has no model%s%s", path, model ? " named " : "", model ? model : "");
-    else if (!model && m->next) ir_error(&d, (ir_loc){0}, "%s holds several models; name one", path), m = NULL;
+    if (!m) ir_error(&x.d, (ir_loc){0}, "%s has no model%s%s", path, model ? " named " : "", model ? model : "");
+    else if (!model && m->next) ir_error(&x.d, (ir_loc){0}, "%s holds several models; name one", path), m = NULL;
   }
-  api_lowered low = {f, m ? fe_lower_model(f, m, NULL, 0, &d) : NULL};
-  ir_diag_free(&d);
-  int rc = low.g ? (fclose(mem), free(msg), api_graph_adopt(&low, out)) : api_fail_diags(mem, &msg);
+  api_lowered low = {f, m ? fe_lower_model(f, m, NULL, 0, &x.d) : NULL};
+  int rc = api_diags_close(&x, !low.g, "the model was refused");
+  if (!rc) rc = api_graph_adopt(&low, out);
   api_lowered_free(&low);
   return rc;
 }

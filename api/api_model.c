@@ -16,23 +16,6 @@ struct kiln_model {
   rt_model *m;
 };
 
-int api_diags_open(api_diags *x) {
-  *x = (api_diags){0};
-  if (!(x->mem = open_memstream(&x->msg, &x->len))) return api_fail("out of memory");
-  ir_diag_init(&x->d, x->mem);
-  return KILN_OK;
-}
-
-int api_diags_close(api_diags *x, bool fail, const char *fallback) {
-  ir_diag_free(&x->d);
-  fclose(x->mem);
-  size_t n = x->msg ? strlen(x->msg) : 0;
-  while (n && x->msg[n - 1] == '\n') x->msg[--n] = 0;
-  int rc = fail ? api_fail("%s", n ? x->msg : fallback) : KILN_OK;
-  free(x->msg);
-  return rc;
-}
-
 /* The passes for the lowered graph, their diagnostics (shape errors found late) the error. */
 static int api_build_graphs(const ir_graph *lowered, cg_build *b) {
   api_diags x;
