@@ -8,6 +8,9 @@ set -euo pipefail
 # Extra packages may be named as arguments (demo.sh adds the Fashion-MNIST data set).
 # libclang-rt-14-dev: libFuzzer and the sanitizer runtimes for clang (tests/fuzz).
 pkgs=(cmake make gcc g++ flex bison libopenblas-dev llvm-dev clang libclang-rt-14-dev graphviz python3-torch python3-numpy "$@")
+# libedit-dev: kiln repl's line editing and history; pkg-config: tests/api/install.sh builds
+# the C API's example with `pkg-config --cflags --libs kiln`.
+pkgs+=(libedit-dev pkg-config)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

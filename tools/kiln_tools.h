@@ -51,6 +51,9 @@ double kiln_now(void);                                       /* monotonic second
 void kiln_jit_graph(ir_graph *lowered, const kiln_opts *o, ir_diag *d,
                     int (*use)(const rt_model_api *api, const kiln_opts *o));
 
+/* ---- kiln_repl.c ---- */
+int kiln_repl_main(int argc, char **argv);
+
 /* ---- kiln_train.c ---- */
 int kiln_train_main(int argc, char **argv);
 /* The options only `kiln train` takes; 1 when argv[*i] was one of them, 2 on error, else 0. */
