@@ -259,10 +259,13 @@ static int rt_run(rt_model *m, rt_prog_state *ps, int split) {
   int n = ps->p->nsteps;
   rt_engine *e = m->engine;
   if (rt_engine_get_kind(e) == RT_ENGINE_NAIVE) return rt_run_direct(m, ps);
-  for (int i = 0; i < n; i++) ps->vars[i] = rt_engine_new_var(e);
+  /* Made on the first run and kept: a run ends with every pushed step waited for, which
+   * leaves each variable idle and its error cleared, ready for the next run (the engine
+   * frees them when the model destroys it). */
+  for (int i = 0; i < n; i++)
+    if (!ps->vars[i]) ps->vars[i] = rt_engine_new_var(e);
   int rc = rt_push_range(m, e, ps, 0, split);
   if (!rc) rc = rt_push_range(m, e, ps, split, n);
-  for (int i = 0; i < n; i++) rt_engine_push_delete(e, ps->vars[i]), ps->vars[i] = NULL;
   return rc;
 }
 
