@@ -1,7 +1,9 @@
 /* rt_model_run.c — predict and train_step: bind every tensor of a program (arena, the caller's
- * inputs, model storage), check each step can run, push the steps through the dependency
- * engine (one variable per step, reading its dependencies' variables), copy results out.
- * train_step runs its updates only once every forward and backward step has succeeded. */
+ * inputs, model storage), check each step can run, run the steps (in order on the calling
+ * thread with the naive engine; through the threaded engine with one variable per step,
+ * reading its dependencies' variables), copy results out. train_step runs its updates only
+ * once every forward and backward step has succeeded. The predict steps' kernel caches live
+ * here too, cleared whenever the weights change. */
 #include "rt_model_int.h"
 
 #include <stdlib.h>
