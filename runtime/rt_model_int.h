@@ -31,7 +31,8 @@ typedef struct {
   k_req *rpool;
   void **fpool;
   k_cache *caches;              /* predict: one per step, cleared by rt_model_weights_changed */
-  rt_var **vars;                /* one engine variable per step, made per run */
+  rt_var **vars;                /* one engine variable per step (threaded engine), made on
+                                   the first run and kept */
   rt_var **dvars;               /* the variables of one step's dependencies, for a push */
 } rt_prog_state;
 

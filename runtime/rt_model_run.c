@@ -1,7 +1,9 @@
 /* rt_model_run.c — predict and train_step: bind every tensor of a program (arena, the caller's
- * inputs, model storage), check each step can run, push the steps through the dependency
- * engine (one variable per step, reading its dependencies' variables), copy results out.
- * train_step runs its updates only once every forward and backward step has succeeded. */
+ * inputs, model storage), check each step can run, run the steps (in order on the calling
+ * thread with the naive engine; through the threaded engine with one variable per step,
+ * reading its dependencies' variables), copy results out. train_step runs its updates only
+ * once every forward and backward step has succeeded. The predict steps' kernel caches live
+ * here too, cleared whenever the weights change. */
 #include "rt_model_int.h"
 
 #include <stdlib.h>
@@ -259,10 +261,13 @@ static int rt_run(rt_model *m, rt_prog_state *ps, int split) {
   int n = ps->p->nsteps;
   rt_engine *e = m->engine;
   if (rt_engine_get_kind(e) == RT_ENGINE_NAIVE) return rt_run_direct(m, ps);
-  for (int i = 0; i < n; i++) ps->vars[i] = rt_engine_new_var(e);
+  /* Made on the first run and kept: a run ends with every pushed step waited for, which
+   * leaves each variable idle and its error cleared, ready for the next run (the engine
+   * frees them when the model destroys it). */
+  for (int i = 0; i < n; i++)
+    if (!ps->vars[i]) ps->vars[i] = rt_engine_new_var(e);
   int rc = rt_push_range(m, e, ps, 0, split);
   if (!rc) rc = rt_push_range(m, e, ps, split, n);
-  for (int i = 0; i < n; i++) rt_engine_push_delete(e, ps->vars[i]), ps->vars[i] = NULL;
   return rc;
 }
 
