@@ -70,6 +70,10 @@ K_DECLARE_OP(pooling)
 /* k_norm.c — batch_norm (train: batch statistics in one pass, moving update; predict: moving
  * statistics; channels split over threads) and layer_norm. */
 K_DECLARE_OP(batch_norm)
+/* Predict mode's y = x * a + b for one channel, from gamma, beta and the moving statistics:
+ * what k_batch_norm_forward computes, shared with the epilogues (k_epilogue.h). */
+void k_batch_norm_predict_coeffs(float gamma, float beta, float mean, float var, float eps,
+                                 float *invstd, float *a, float *b);
 K_DECLARE_OP(layer_norm)
 
 /* k_embedding.c — gather forward; scatter-add backward into the weight gradient. */

@@ -53,6 +53,8 @@ typedef struct {
   const char *name;             /* the node's name, for error messages */
   int32_t ndeps;
   const int32_t *deps;          /* earlier steps of the program this one must follow */
+  const struct k_epilogue *epi; /* FORWARD of convolution, fully_connected, matmul: the
+                                   elementwise tail its kernel runs per output block, or NULL */
 } rt_step;
 
 typedef struct {

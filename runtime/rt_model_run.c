@@ -158,7 +158,7 @@ static int rt_run_kernel(const rt_step_run *r, k_fn fn, rt_run_ctx *rc) {
   char msg[RT_ERR_LEN] = "";
   void *temp = s->temp_bytes ? (char *)m->arena + s->temp_offset : NULL;
   k_call c = {r->in, s->nin, r->out, s->nout, r->req, s->param, temp, (size_t)s->temp_bytes, m->seed,
-              RT_CTR_OP(m->step, s->name_hash), r->p->is_train, msg, sizeof msg};
+              RT_CTR_OP(m->step, s->name_hash), r->p->is_train, msg, sizeof msg, s->epi};
   if (fn(&c) == 0) return 0;
   rt_errf(rc->err, rc->err_len, "%s: %s", s->name, msg[0] ? msg : "kernel failed");
   return 1;

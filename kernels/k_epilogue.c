@@ -1,0 +1,63 @@
+/* k_epilogue.c — runs an epilogue (k_epilogue.h) on a block of a heavy kernel's output, in
+ * place. Unary and binary steps call the op's own forward kernel on the block, viewed as a
+ * flat tensor, so the bits are those of the unfused op; batch_norm's affine uses k_norm.c's
+ * coefficients and its expression y * a + b. */
+#include "k_epilogue.h"
+
+#include <string.h>
+
+#define K_EPI_KERNEL(op) k_##op##_forward,
+static const k_fn k_epi_kernels[K_EPI_FN_COUNT] = {K_UNARY_OPS(K_EPI_KERNEL) K_BINARY_OPS(K_EPI_KERNEL)};
+#undef K_EPI_KERNEL
+#define K_EPI_NAME(op) #op,
+static const char *const k_epi_names[K_EPI_FN_COUNT] = {K_UNARY_OPS(K_EPI_NAME) K_BINARY_OPS(K_EPI_NAME)};
+#undef K_EPI_NAME
+
+int k_epi_fn_lookup(const char *name) {
+  for (int i = 0; i < K_EPI_FN_COUNT; i++)
+    if (!strcmp(k_epi_names[i], name)) return i;
+  return -1;
+}
+
+/* y[lo, hi) = y * a + b per channel run, as k_norm.c's predict path writes it. */
+static void k_epi_affine(const k_call *c, const k_epi_step *s, float *y, int64_t lo, int64_t hi) {
+  const float *gamma = c->in[s->slot].data, *beta = c->in[s->slot + 1].data;
+  const float *mean = c->in[s->slot + 2].data, *var = c->in[s->slot + 3].data;
+  for (int64_t e = lo; e < hi;) {
+    int64_t run = e / s->inner, ch = run % s->channels, end = (run + 1) * s->inner;
+    if (end > hi) end = hi;
+    float invstd, a, b;
+    k_batch_norm_predict_coeffs(gamma[ch], beta[ch], mean[ch], var[ch], s->eps, &invstd, &a, &b);
+    for (int64_t i = e; i < end; i++) y[i] = y[i] * a + b;
+    e = end;
+  }
+}
+
+/* The op's kernel on the block as a flat [n] tensor, written in place (elementwise kernels
+ * read each element before they write it). */
+static void k_epi_kernel(const k_call *c, const k_epi_step *s, float *y, int64_t lo, int64_t hi) {
+  k_shape flat = {1, {hi - lo}}, one = {0, {0}};
+  k_tensor run = {y + lo, flat, K_F32}, in[2] = {run, run};
+  if (s->kind == K_EPI_BINARY) {
+    const float *o = c->in[s->slot].data;
+    k_tensor other = s->scalar ? (k_tensor){(void *)o, one, K_F32} : (k_tensor){(void *)(o + lo), flat, K_F32};
+    in[s->swap ? 0 : 1] = other;
+    in[s->swap ? 1 : 0] = run;
+  }
+  k_req req = kWriteInplace;
+  char msg[8];
+  k_call k = {in, s->kind == K_EPI_BINARY ? 2 : 1, &run, 1, &req, s->has_param ? s->param : NULL, NULL, 0,
+              0, 0, c->is_train, msg, sizeof msg, NULL};
+  k_epi_kernels[s->fn](&k);   /* elementwise kernels cannot fail */
+}
+
+void k_epi_apply(const k_call *c, int64_t lo, int64_t hi) {
+  const k_epilogue *e = c->epi;
+  float *y = c->out[0].data;
+  if (!e || lo >= hi) return;
+  for (int i = 0; i < e->nsteps; i++) {
+    const k_epi_step *s = &e->step[i];
+    if (s->kind == K_EPI_AFFINE) k_epi_affine(c, s, y, lo, hi);
+    else k_epi_kernel(c, s, y, lo, hi);
+  }
+}
