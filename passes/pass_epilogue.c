@@ -39,20 +39,32 @@ static bool pass_epi_is_result(const ir_graph *g, int t) {
   return t == g->loss;
 }
 
-/* The one node that reads t, or -1 (with why set when some node does). */
-static int pass_epi_reader(const pass_epi *pe, int t, int from, const char **why, char *buf, size_t len) {
-  *why = NULL;
-  if (pass_epi_is_result(pe->g, t))
-    return snprintf(buf, len, "%s is an output of the entry point", ir_tensor_at(pe->g, t)->name), *why = buf, -1;
-  if (pe->nreaders[t] > 1)
-    return snprintf(buf, len, "%s is read by %d nodes, so it must be stored", ir_tensor_at(pe->g, t)->name, pe->nreaders[t]),
-           *why = buf, -1;
+/* The first node after `from` that reads t, or -1. */
+static int pass_epi_next_reader(const pass_epi *pe, int t, int from) {
   for (int i = from + 1; i < ir_nnodes(pe->g); i++) {
     const ir_node *n = ir_node_at(pe->g, i);
     for (int j = 0; j < n->nin; j++)
       if (n->in[j] == t) return i;
   }
   return -1;
+}
+
+/* "k1 is read by 2 nodes (n1, _backward_n1), so it must be stored" */
+static const char *pass_epi_shared(const pass_epi *pe, int t, int from, char *buf, size_t len) {
+  int at = snprintf(buf, len, "%s is read by %d nodes (", ir_tensor_at(pe->g, t)->name, pe->nreaders[t]);
+  for (int i = pass_epi_next_reader(pe, t, from), k = 0; i >= 0 && at < (int)len; i = pass_epi_next_reader(pe, t, i), k++)
+    at += snprintf(buf + at, len - (size_t)at, "%s%s", k ? ", " : "", ir_node_at(pe->g, i)->name);
+  if (at < (int)len) snprintf(buf + at, len - (size_t)at, "), so it must be stored");
+  return buf;
+}
+
+/* The one node that reads t, or -1 (with why set when some node does). */
+static int pass_epi_reader(const pass_epi *pe, int t, int from, const char **why, char *buf, size_t len) {
+  *why = NULL;
+  if (pass_epi_is_result(pe->g, t))
+    return snprintf(buf, len, "%s is an output of the entry point", ir_tensor_at(pe->g, t)->name), *why = buf, -1;
+  if (pe->nreaders[t] > 1) return *why = pass_epi_shared(pe, t, from, buf, len), -1;
+  return pass_epi_next_reader(pe, t, from);
 }
 
 /* ---- which consumer may join, as which step ---- */

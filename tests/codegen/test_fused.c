@@ -404,7 +404,8 @@ static void t_jit_desc(void) {
 int main(void) {
   static const char *const files[] = {"examples/mlp.kiln", "examples/lenet.kiln", "examples/resnet.kiln",
                                       "examples/transformer.kiln", "tests/passes/models/chains.kiln",
-                                      "tests/passes/models/normdrop.kiln", "tests/passes/models/shared.kiln"};
+                                      "tests/passes/models/normdrop.kiln", "tests/passes/models/shared.kiln",
+                                      "tests/passes/models/epilogue.kiln"};
   for (size_t i = 0; i < sizeof files / sizeof *files; i++) t_file(files[i], 0);
   t_text("ops.kiln", t_ops_src, 6, t_check_graph_all_levels);
   for (int act = 0; act < 4; act++) t_activation(act);
