@@ -69,14 +69,31 @@ void k_sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64
   k_parallel_for(dim, grain, k_sgemm_block, &j);
 }
 
+/* The epilogue over rows [lo, hi) of a product already complete. */
+typedef struct { k_sgemm_after_fn after; void *ctx; } k_sgemm_after_job;
+
+static void k_sgemm_after_block(void *ctx, int64_t lo, int64_t hi) {
+  const k_sgemm_after_job *j = ctx;
+  j->after(j->ctx, lo, hi);
+}
+
 void k_sgemm_rows(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K, float alpha,
                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                   int64_t ldc, k_sgemm_after_fn after, void *ctx) {
   pthread_once(&g_blas_once, k_blas_single_thread);
   if (M <= 0 || N <= 0) return;
+  int64_t cap = K_SGEMM_EPI_FLOATS / N > 0 ? K_SGEMM_EPI_FLOATS / N : 1;
+  if (M < N) {
+    /* k_sgemm splits a wide product by columns (blocks of rows would pack all of B once per
+     * block: MLP and LeNet training lost 10-15% that way); C is then at most N x N and the
+     * epilogue follows over blocks of rows */
+    k_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    k_sgemm_after_job aj = {after, ctx};
+    k_parallel_for(M, cap, k_sgemm_after_block, &aj);
+    return;
+  }
   k_sgemm_job j = {ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C, 1, after, ctx};
   int64_t grain = k_parallel_nested() ? M : k_sgemm_grain(M, M * N * (K > 0 ? K : 1));
-  int64_t cap = K_SGEMM_EPI_FLOATS / N;
-  if (grain > cap) grain = cap > 0 ? cap : 1;
+  if (grain > cap) grain = cap;
   k_parallel_for(M, grain, k_sgemm_block, &j);
 }

@@ -30,6 +30,22 @@ K_VEC_TARGETS static void k_epi_axpb(float *y, int64_t n, float a, float b) {
   for (int64_t i = 0; i < n; i++) y[i] = y[i] * a + b;
 }
 
+static int k_epi_step_valid(const k_epi_step *s, int nin) {
+  switch (s->kind) {
+  case K_EPI_AFFINE: return s->slot >= 0 && s->slot + 3 < nin && s->channels > 0 && s->inner > 0;
+  case K_EPI_UNARY: return s->fn >= 0 && s->fn < K_EPI_FN_COUNT;
+  case K_EPI_BINARY: return s->fn >= 0 && s->fn < K_EPI_FN_COUNT && s->slot >= 0 && s->slot < nin;
+  default: return 0;
+  }
+}
+
+int k_epi_valid(const k_epilogue *e, int nin) {
+  if (e->nsteps < 0 || e->nsteps > K_EPI_MAX_STEPS) return 0;
+  for (int i = 0; i < e->nsteps; i++)
+    if (!k_epi_step_valid(&e->step[i], nin)) return 0;
+  return 1;
+}
+
 /* y[lo, hi) = y * a + b per channel run, as k_norm.c's predict path writes it. */
 static void k_epi_affine(const k_call *c, const k_epi_step *s, float *y, int64_t lo, int64_t hi) {
   const float *gamma = c->in[s->slot].data, *beta = c->in[s->slot + 1].data;

@@ -41,6 +41,9 @@ typedef struct k_epilogue {
   k_epi_step step[K_EPI_MAX_STEPS];
 } k_epilogue;
 
+/* Whether e can run in a call with nin inputs: step kinds, functions and slots in range,
+ * channel geometry positive. The runtime checks a descriptor's epilogues with it. */
+int k_epi_valid(const k_epilogue *e, int nin);
 /* K_EPI_FN_* of the elementwise op named `name`, or -1 when an epilogue cannot run it. */
 int k_epi_fn_lookup(const char *name);
 /* Runs c->epi's steps, in order, in place on elements [lo, hi) of c->out[0], which the heavy
