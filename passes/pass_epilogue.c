@@ -86,9 +86,8 @@ static const char *pass_epi_affine(pass_epi *pe, pass_echain *ch, const ir_node 
   const char *why = pass_epi_hidden(pe, c, buf, len);
   if (why) return why;
   const k_shape *sh = &ir_tensor_at(pe->g, ch->value)->shape;
-  *s = (k_epi_step){.kind = K_EPI_AFFINE, .slot = -1, .eps = p->eps, .channels = sh->d[p->axis], .inner = 1};
+  *s = (k_epi_step){.kind = K_EPI_AFFINE, .slot = ch->nextra, .eps = p->eps, .channels = sh->d[p->axis], .inner = 1};
   for (int d = p->axis + 1; d < sh->rank; d++) s->inner *= sh->d[d];
-  s->slot = ch->nextra;      /* made absolute when the node is built */
   for (int k = 1; k < 5; k++) ch->extra[ch->nextra++] = c->in[k];
   return NULL;
 }
