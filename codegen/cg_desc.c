@@ -3,6 +3,7 @@
  * workspace and the earlier steps it must follow (memory conflicts, transitively reduced).
  * Everything is copied into allocations the descriptor owns; cg_desc_free releases them. */
 #include "cg.h"
+#include "k_epilogue.h"
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -102,13 +103,15 @@ static void cg_step_slots(cg_box *b, const ir_graph *g, const ir_node *nd, rt_st
   s->in_shape = sh, s->req = req;
 }
 
+/* A heavy op with an epilogue is a forward step of that op carrying the epilogue. */
 static void cg_step(cg_box *b, const ir_graph *g, int i, rt_step *s) {
   const ir_node *nd = ir_node_at(g, i);
-  bool has_op = nd->kind == IR_N_OP || nd->kind == IR_N_BACKWARD;
+  bool has_op = nd->kind == IR_N_OP || nd->kind == IR_N_BACKWARD || nd->epi;
   const ir_opdef *op = has_op ? &ir_ops[nd->op] : NULL;
-  s->kind = cg_step_kind(nd->kind);
-  s->op = nd->kind == IR_N_FUSED ? -1 : nd->op;
-  s->kernel = !op ? NULL : nd->kind == IR_N_OP ? op->forward : op->backward;
+  s->kind = nd->epi ? RT_STEP_FORWARD : cg_step_kind(nd->kind);
+  s->op = nd->kind == IR_N_FUSED && !nd->epi ? -1 : nd->op;
+  s->epi = nd->epi ? cg_dup(b, nd->epi, sizeof *nd->epi) : NULL;
+  s->kernel = !op ? NULL : nd->kind != IR_N_BACKWARD ? op->forward : op->backward;
   s->param = op && nd->param && op->param_size ? cg_dup(b, nd->param, op->param_size) : NULL;
   s->nin = nd->nin, s->nout = nd->nout;
   cg_step_slots(b, g, nd, s);

@@ -1,6 +1,7 @@
 /* ex_node.c — runs one node of a planned graph: an op's forward kernel, a _backward_ kernel
  * (slots that pruning left out get NULL data but still their shapes, which the forward node
- * supplies), an optimizer update on the model's state, or each member of a fused group. */
+ * supplies), an optimizer update on the model's state, each member of an elementwise group, or
+ * a heavy op's kernel with its epilogue (the same call the generated code makes). */
 #include "ex_int.h"
 
 #include <string.h>
@@ -17,7 +18,7 @@ static k_tensor ex_tensor(const ex_run *r, int t, const k_shape *dflt) {
 static int ex_call(ex_run *r, const ir_node *nd, k_fn fn, int nin, int nout, void *temp, size_t tb) {
   char msg[EX_ERR_LEN] = "";
   k_call c = {r->tin, nin, r->tout, nout, r->req, nd->param, temp, tb, r->m->seed,
-              EX_CTR_OP(r->m->step, nd->name), r->is_train, msg, sizeof msg, NULL};
+              EX_CTR_OP(r->m->step, nd->name), r->is_train, msg, sizeof msg, NULL, nd->epi};
   if (!fn) return rt_errf(r->err, r->errn, "%s: %s has no kernel", nd->name, ir_node_kind_name(nd));
   if (fn(&c) == 0) return 0;
   return rt_errf(r->err, r->errn, "%s (%s): %s", nd->name, ir_node_kind_name(nd), msg[0] ? msg : "kernel failed");
@@ -94,6 +95,7 @@ int ex_node_run(ex_run *r, const ir_node *nd, void *temp, size_t temp_bytes) {
   case IR_N_BACKWARD: return ex_backward(r, nd, temp, temp_bytes);
   case IR_N_UPDATE: return ex_update(r, nd);
   case IR_N_FUSED:
+    if (nd->epi) return ex_forward(r, nd, temp, temp_bytes);   /* the heavy op's kernel runs the tail */
     for (int s = 0; s < nd->nsub; s++)
       if (ex_node_run(r, &nd->sub[s], NULL, 0)) return 1;
     return 0;

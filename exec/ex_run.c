@@ -62,7 +62,7 @@ static void ex_scratch_node(ex_scratch_walk *w, const ir_node *n) {
 /* Only fused members may touch a value with no plan storage; top-level nodes get scratch only
  * for constants (a NONE output there is simply not written). */
 static void ex_scratch_mark(ex_scratch_walk *w, const ir_node *n) {
-  if (n->kind == IR_N_FUSED) {
+  if (n->kind == IR_N_FUSED && !n->epi) {      /* an epilogue's internal values live in its output */
     for (int s = 0; s < n->nsub; s++) ex_scratch_node(w, &n->sub[s]);
     return;
   }

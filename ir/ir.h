@@ -128,6 +128,10 @@ typedef struct ir_node {
                           shapes of slots that pruning later leaves out */
   struct ir_node *sub; /* FUSED: the member nodes, in execution order */
   int nsub;
+  const struct k_epilogue *epi;  /* FUSED by the epilogue pass: sub[0] is a heavy op (op and param
+                          are its) writing out[0], the other members its elementwise tail, run
+                          as this descriptor (kernels/k_epilogue.h); in = sub[0]'s inputs, then
+                          the tail's. NULL for an elementwise group */
 } ir_node;
 
 /* Optimizers (ir_optim.c holds their registry). */

@@ -1,6 +1,7 @@
 /* ir_graph.c — building and checking graphs. Tensors and nodes live in growable arrays and
  * are named by index, so passes can add to them while holding indices. */
 #include "ops.h"
+#include "k_epilogue.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -109,7 +110,7 @@ int ir_graph_add_node_raw(ir_graph *g, ir_node_kind kind, int op, const char *na
 /* A deep copy of n whose arrays and strings live in arena a. */
 static ir_node ir_node_copy(ir_arena *a, const ir_node *n) {
   ir_node c = *n;
-  size_t psize = n->kind == IR_N_OP || n->kind == IR_N_BACKWARD ? ir_ops[n->op].param_size : 0;
+  size_t psize = n->kind == IR_N_OP || n->kind == IR_N_BACKWARD || n->epi ? ir_ops[n->op].param_size : 0;
   c.name = ir_strdup(a, n->name);
   c.in = ir_copy_ints(a, n->in, n->nin);
   c.out = ir_copy_ints(a, n->out, n->nout);
@@ -120,6 +121,7 @@ static ir_node ir_node_copy(ir_arena *a, const ir_node *n) {
     size_t bytes = sizeof(k_shape) * (size_t)(n->nin + n->nout);
     c.slot_shape = memcpy(ir_alloc(a, bytes), n->slot_shape, bytes);
   }
+  if (n->epi) c.epi = memcpy(ir_alloc(a, sizeof *n->epi), n->epi, sizeof *n->epi);
   if (n->sub) {
     c.sub = ir_alloc(a, sizeof(ir_node) * (size_t)n->nsub);
     for (int i = 0; i < n->nsub; i++) c.sub[i] = ir_node_copy(a, &n->sub[i]);
@@ -154,7 +156,7 @@ const char *ir_node_kind_name(const ir_node *n) {
   case IR_N_OP: return ir_ops[n->op].name;
   case IR_N_BACKWARD: snprintf(buf, sizeof buf, "_backward_%s", ir_ops[n->op].name); return buf;
   case IR_N_UPDATE: snprintf(buf, sizeof buf, "_%s_update", n->op == K_OPT_ADAM ? "adam" : "sgd"); return buf;
-  case IR_N_FUSED: return "_fused";
+  case IR_N_FUSED: return n->epi ? "_epilogue" : "_fused";
   }
   return "?";
 }

@@ -70,6 +70,8 @@ typedef struct k_call {
   char *err;                  /* where a kernel writes a message when it returns nonzero */
   size_t err_len;
   k_cache *cache;             /* NULL: nothing persists between calls */
+  const struct k_epilogue *epi; /* convolution, fully_connected, matmul forward: an elementwise
+                                   tail to run on each output block (k_epilogue.h), or NULL */
 } k_call;
 
 /* Returns 0 on success; nonzero (with a message in c->err) on a data error such as a label

@@ -17,4 +17,13 @@ void k_sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64
              const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
              int64_t ldc);
 
+/* k_sgemm calling after(ctx, m0, m1) once rows [m0, m1) of C are final. With M >= N the
+ * product is split into blocks of rows of at most K_SGEMM_EPI_FLOATS elements and `after`
+ * runs on the thread that computed each, while it is in cache; a wider product is split as
+ * k_sgemm splits it and `after` then runs over blocks of rows. Blocks depend on M, N, K only. */
+typedef void (*k_sgemm_after_fn)(void *ctx, int64_t m0, int64_t m1);
+void k_sgemm_rows(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                  int64_t ldc, k_sgemm_after_fn after, void *ctx);
+
 #endif

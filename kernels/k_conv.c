@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "k_blas.h"
+#include "k_epilogue.h"
 
 typedef struct {
   int64_t N, C, H, W;            /* input */
@@ -254,11 +255,12 @@ static void k_conv_forward_chunk(const k_call *c, const k_conv_geom *g, int64_t 
     const float *cols = k_conv_is_pointwise(g) ? X : col;
     if (cols == col) k_im2col(g, X, col, ld);
     k_conv_gemm_fwd(g, c->in[1].data, cols, ld, beta, Y);
-    return;
+  } else {
+    for (int64_t i = 0; i < s; i++) k_im2col(g, X + i * g->C * g->H * g->W, col + i * g->ohw, ld);
+    k_conv_gemm_fwd(g, c->in[1].data, col, ld, 0.0f, k_conv_stage(c, g, b));
+    k_conv_unstage(g, k_conv_stage(c, g, b), s, bias, c->req[0], Y);
   }
-  for (int64_t i = 0; i < s; i++) k_im2col(g, X + i * g->C * g->H * g->W, col + i * g->ohw, ld);
-  k_conv_gemm_fwd(g, c->in[1].data, col, ld, 0.0f, k_conv_stage(c, g, b));
-  k_conv_unstage(g, k_conv_stage(c, g, b), s, bias, c->req[0], Y);
+  k_epi_apply(c, n0 * g->F * g->ohw, (n0 + s) * g->F * g->ohw);   /* the chunk, still in cache */
 }
 
 static void k_conv_forward_parts(void *ctx, int64_t lo, int64_t hi) {

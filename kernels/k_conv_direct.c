@@ -25,6 +25,7 @@
 #include "kernels.h"
 #include "k_conv_direct.h"
 #include "k_vec.h"
+#include "k_epilogue.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -345,6 +346,8 @@ static void k_cd_task_fwd(void *p, int64_t lo, int64_t hi) {
     for (int64_t j = fb; j < fb + nf; j++)
       k_cd_unpack_block(t->isa, t->b.yb + (n * g->Fb + j) * ysz * g->V, g->F, g->OH, g->OW, 0, 0, j,
                         t->c->req[0], (float *)t->c->out[0].data + (t->n0 + n) * g->F * ysz);
+    int64_t f1 = (fb + nf) * g->V < g->F ? (fb + nf) * g->V : g->F, at = (t->n0 + n) * g->F;
+    k_epi_apply(t->c, (at + fb * g->V) * ysz, (at + f1) * ysz);   /* the channels just written */
   }
 }
 

@@ -7,9 +7,26 @@
 #include <string.h>
 
 #include "k_blas.h"
+#include "k_epilogue.h"
 
 /* beta for a single product written straight into a req'd output. */
 static float k_beta(k_req r) { return r == kAddTo ? 1.0f : 0.0f; }
+
+/* After rows [m0, m1) of a product whose rows are `row` elements of out[0]: the epilogue. */
+typedef struct { const k_call *c; int64_t row; } k_gemm_epi;
+
+static void k_gemm_after(void *ctx, int64_t m0, int64_t m1) {
+  const k_gemm_epi *e = ctx;
+  k_epi_apply(e->c, m0 * e->row, m1 * e->row);
+}
+
+/* A product into out[0] with c's epilogue (if any) applied to each block of rows. */
+static void k_gemm_out(const k_call *c, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N,
+                       int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float beta) {
+  k_gemm_epi e = {c, N};
+  if (!c->epi) k_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, c->out[0].data, N);
+  else k_sgemm_rows(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, c->out[0].data, N, k_gemm_after, &e);
+}
 
 /* ---- matmul ---------------------------------------------------------------------------- */
 
@@ -88,22 +105,22 @@ static void k_mm_forward_batches(void *ctx, int64_t lo, int64_t hi) {
   const float *A = j->c->in[0].data, *B = j->c->in[1].data;
   float *C = j->c->out[0].data;
   int lda = (int)(g->ta ? g->M : g->K), ldb = (int)(g->tb ? g->K : g->N);
-  for (int64_t i = lo; i < hi; i++)
+  for (int64_t i = lo; i < hi; i++) {
     k_sgemm(g->ta ? CblasTrans : CblasNoTrans, g->tb ? CblasTrans : CblasNoTrans, g->M, g->N,
             g->K, 1.0f, A + k_mm_offset(g, g->sa, i), lda, B + k_mm_offset(g, g->sb, i), ldb,
             k_beta(j->c->req[0]), C + i * g->M * g->N, g->N);
+    k_epi_apply(j->c, i * g->M * g->N, (i + 1) * g->M * g->N);   /* this product, still in cache */
+  }
 }
 
 int k_matmul_forward(const k_call *c) {
   if (c->req[0] == kNullOp) return 0;
   k_mm_geom g = k_mm_geometry(&c->in[0].shape, &c->in[1].shape, &c->out[0].shape, c->param);
   const float *A = c->in[0].data, *B = c->in[1].data;
-  float *C = c->out[0].data;
   int lda = (int)(g.ta ? g.M : g.K), ldb = (int)(g.tb ? g.K : g.N);
   CBLAS_TRANSPOSE TA = g.ta ? CblasTrans : CblasNoTrans, TB = g.tb ? CblasTrans : CblasNoTrans;
   if (k_mm_foldable(&g)) {
-    k_sgemm(TA, TB, (int)(g.batch * g.M), (int)g.N, (int)g.K, 1.0f, A, lda,
-                B, ldb, k_beta(c->req[0]), C, (int)g.N);
+    k_gemm_out(c, TA, TB, g.batch * g.M, g.N, g.K, A, lda, B, ldb, k_beta(c->req[0]));
     return 0;
   }
   k_mm_job j = {c, &g, 0};
@@ -207,8 +224,7 @@ int k_fully_connected_forward(const k_call *c) {
       for (int64_t h = 0; h < H; h++) Y[r * H + h] = (add ? Y[r * H + h] : 0.0f) + bias[h];
     beta = 1.0f;
   }
-  k_sgemm(CblasNoTrans, CblasTrans, (int)rows, (int)H, (int)in, 1.0f,
-              c->in[0].data, (int)in, c->in[1].data, (int)in, beta, Y, (int)H);
+  k_gemm_out(c, CblasNoTrans, CblasTrans, rows, H, in, c->in[0].data, in, c->in[1].data, in, beta);
   return 0;
 }
 

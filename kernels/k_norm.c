@@ -105,19 +105,28 @@ static void k_bn_forward_channels(void *ctx, int64_t lo, int64_t hi) {
   const float *gamma = c->in[1].data, *beta = c->in[2].data;
   float *smean = k_hidden(c, 1), *sinv = k_hidden(c, 2);
   for (int64_t ch = lo; ch < hi; ch++) {
-    float mean, invstd;
+    float mean, invstd, a, b;
     if (c->is_train) {
       k_bn_train_stats(j, ch, &mean, &invstd);
+      a = gamma[ch] * invstd;
+      b = beta[ch] - mean * a;
     } else {
       mean = ((const float *)c->in[3].data)[ch];
-      invstd = (float)(1.0 / sqrt((double)((const float *)c->in[4].data)[ch] + p->eps));
+      k_batch_norm_predict_coeffs(gamma[ch], beta[ch], mean, ((const float *)c->in[4].data)[ch], p->eps,
+                                  &invstd, &a, &b);
     }
     if (smean) smean[ch] = mean;
     if (sinv) sinv[ch] = invstd;
     if (c->req[0] == kNullOp) continue;
-    float a = gamma[ch] * invstd;
-    k_bn_apply(j, ch, a, beta[ch] - mean * a);
+    k_bn_apply(j, ch, a, b);
   }
+}
+
+void k_batch_norm_predict_coeffs(float gamma, float beta, float mean, float var, float eps,
+                                 float *invstd, float *a, float *b) {
+  *invstd = (float)(1.0 / sqrt((double)var + eps));
+  *a = gamma * *invstd;
+  *b = beta - mean * *a;
 }
 
 /* Channels per chunk: about 16K elements each. */

@@ -63,6 +63,9 @@ K_DECLARE_OP(convolution)
 size_t k_conv_temp_bytes(const k_shape *data, const k_shape *weight, const k_conv_param *p);
 size_t k_convolution_temp_bytes(const k_shape *args, const void *param);   /* the op row's k_temp_fn */
 
+/* k_epilogue.c (map: k_epilogue.h) — the elementwise tail that convolution, fully_connected
+ * and matmul forward run on each output block when k_call.epi is set. */
+
 /* k_pool.c — max and average pooling (count_include_pad), 1-D and 2-D; planes split over
  * threads, unclipped windows done together so the inner loops vectorise. */
 K_DECLARE_OP(pooling)
@@ -70,6 +73,10 @@ K_DECLARE_OP(pooling)
 /* k_norm.c — batch_norm (train: batch statistics in one pass, moving update; predict: moving
  * statistics; channels split over threads) and layer_norm. */
 K_DECLARE_OP(batch_norm)
+/* Predict mode's y = x * a + b for one channel, from gamma, beta and the moving statistics:
+ * what k_batch_norm_forward computes, shared with the epilogues (k_epilogue.h). */
+void k_batch_norm_predict_coeffs(float gamma, float beta, float mean, float var, float eps,
+                                 float *invstd, float *a, float *b);
 K_DECLARE_OP(layer_norm)
 
 /* k_embedding.c — gather forward; scatter-add backward into the weight gradient. */

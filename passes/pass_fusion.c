@@ -71,8 +71,8 @@ static bool pass_fuse_reads(const ir_node *n, int t) {
 }
 
 /* A tensor that member m and node k cannot both touch if m moves past k, or -1; *k_writes
- * says whether k writes it (else k reads what m writes). */
-static int pass_fuse_conflict(const ir_graph *g, const ir_node *m, const ir_node *k, bool *k_writes) {
+ * says whether k writes it (else k reads what m writes). Also used by pass_epilogue.c. */
+int pass_node_conflict(const ir_graph *g, const ir_node *m, const ir_node *k, bool *k_writes) {
   const ir_node *pair[2] = {m, k};
   for (int s = 0; s < 2; s++) {
     const ir_node *x = pair[s], *y = pair[1 - s];
@@ -100,7 +100,7 @@ static const char *pass_fuse_check_move(pass_fuse *f, int G, int H, int to, char
     const ir_node *kn = ir_node_at(f->g, k);
     for (int m = f->grp[G].head; m >= 0; m = f->next[m]) {
       bool k_writes;
-      int t = pass_fuse_conflict(f->g, ir_node_at(f->g, m), kn, &k_writes);
+      int t = pass_node_conflict(f->g, ir_node_at(f->g, m), kn, &k_writes);
       if (t < 0) continue;
       snprintf(buf, len, "the group would run %s after %s, which %s %s", ir_node_at(f->g, m)->name, kn->name,
                k_writes ? "writes" : "reads", ir_tensor_at(f->g, t)->name);

@@ -15,6 +15,7 @@ const pass_def pass_table[PASS_COUNT] = {
   [PASS_prune] = {"prune", "backward-dependency pruning: backward nodes read only what the op declares", true, true, pass_prune},
   [PASS_optimizer] = {"optimizer", "optimizer update nodes that step parameters and state in place", true, false, pass_optimizer},
   [PASS_inplace] = {"inplace", "apply the ops' in-place options where the input has no later reader", false, true, pass_inplace},
+  [PASS_epilogue] = {"epilogue", "convolution / fully_connected / matmul with the elementwise tail they feed, run per output block", false, true, pass_epilogue},
   [PASS_fusion] = {"fusion", "group chains of elementwise ops into fused nodes", false, true, pass_fusion},
   [PASS_plan] = {"plan", "liveness and arena packing (switched off: every tensor its own buffer)", false, true, pass_plan,
                  pass_plan_off},

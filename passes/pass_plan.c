@@ -15,6 +15,7 @@ static int64_t pass_align(int64_t n) { return (n + PASS_ALIGN - 1) & ~(int64_t)(
 /* The op row's workspace function on the shapes of the node's arguments (a backward node's
  * in_data, after its out_grads; a pruned slot's shape is still recorded in slot_shape). */
 size_t pass_node_temp_bytes(const ir_graph *g, const ir_node *n) {
+  if (n->epi) return pass_node_temp_bytes(g, &n->sub[0]);     /* the heavy op's workspace */
   if ((n->kind != IR_N_OP && n->kind != IR_N_BACKWARD) || !(ir_ops[n->op].resources & IR_RES_TEMP)) return 0;
   const ir_opdef *op = &ir_ops[n->op];
   int base = n->kind == IR_N_BACKWARD ? ir_op_nouts(op) : 0, nargs = ir_op_nargs(op);

@@ -8,6 +8,7 @@
  *   pass_prune.c    backward-dependency pruning (DeclareBackwardDependency)
  *   pass_optimizer.c optimizer update nodes and their state
  *   pass_inplace.c  forward/backward in-place options where legal
+ *   pass_epilogue.c conv / fully_connected / matmul with the elementwise tail they feed, as one node
  *   pass_fusion.c   elementwise groups into fused nodes, with the reasons for every non-fusion
  *   pass_plan.c     liveness, arena packing, the plan validator
  *   pass_dot.c      the graph as graphviz DOT */
@@ -16,7 +17,7 @@
 
 #include "ops.h"
 
-#define PASS_LIST(X) X(infer) X(select) X(backward) X(prune) X(optimizer) X(inplace) X(fusion) X(plan)
+#define PASS_LIST(X) X(infer) X(select) X(backward) X(prune) X(optimizer) X(inplace) X(epilogue) X(fusion) X(plan)
 #define PASS_ENUM(n) PASS_##n,
 enum { PASS_LIST(PASS_ENUM) PASS_COUNT };
 #undef PASS_ENUM
@@ -60,6 +61,9 @@ int pass_lookup(const char *name);                      /* -1 if no pass has tha
 /* A copy of `lowered` run through every pass for cx->mode; NULL after reporting errors. */
 ir_graph *pass_compile(const ir_graph *lowered, pass_ctx *cx);
 void pass_explain(pass_ctx *cx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* pass_fusion.c: a tensor that node m and node k cannot both touch if m moves past k (one
+ * writes what the other reads or writes), or -1; *k_writes says whether k is the writer. */
+int pass_node_conflict(const ir_graph *g, const ir_node *m, const ir_node *k, bool *k_writes);
 
 /* ---- pass_plan.c: the memory plan ---- */
 /* An empty plan for g (buffers and workspaces zeroed); fatal without memory. */

@@ -18,7 +18,7 @@
 #include "k_base.h"
 #include "k_params.h"
 
-#define RT_MODEL_ABI "kiln-model-1"
+#define RT_MODEL_ABI "kiln-model-2"   /* -2: rt_step gained epi */
 #define RT_CTR_INIT(i) ((uint64_t)(uint32_t)(i))
 #define RT_CTR_OP(step, hash) ((UINT64_C(1) << 63) | ((uint64_t)(step) & 0x7fffffffu) << 32 | (uint64_t)(hash))
 uint32_t rt_fnv1a32(const char *s);            /* FNV-1a over the bytes of s */
@@ -53,6 +53,8 @@ typedef struct {
   const char *name;             /* the node's name, for error messages */
   int32_t ndeps;
   const int32_t *deps;          /* earlier steps of the program this one must follow */
+  const struct k_epilogue *epi; /* FORWARD of convolution, fully_connected, matmul: the
+                                   elementwise tail its kernel runs per output block, or NULL */
 } rt_step;
 
 typedef struct {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "k_epilogue.h"
 
 static const k_shape rt_scalar = {0, {0}};
 
@@ -35,6 +36,7 @@ static void rt_step_args(rt_step_run *r, const rt_model_desc *d) {
 static int rt_step_valid(const rt_model_desc *d, const rt_step *s, int i) {
   if (s->nin < 0 || s->nout < 0 || s->ndeps < 0 || (s->nin && !s->in) || (s->nout && !s->out)) return 0;
   if ((s->nout && !s->req) || (s->ndeps && !s->deps) || !s->name) return 0;
+  if (s->epi && (s->kind != RT_STEP_FORWARD || s->nout != 1 || !k_epi_valid(s->epi, s->nin))) return 0;
   if (s->kind == RT_STEP_BACKWARD && s->nin < s->nout) return 0;   /* in_grads pair with in_data inputs */
   for (int j = 0; j < s->nin; j++)
     if (s->in[j] < -1 || s->in[j] >= d->ntensors) return 0;
@@ -196,7 +198,7 @@ static int rt_run_kernel(const rt_step_run *r, k_fn fn, rt_run_ctx *rc) {
   msg[0] = 0;     /* not `= ""`: that clears all RT_ERR_LEN bytes on every step */
   void *temp = s->temp_bytes ? (char *)m->arena + s->temp_offset : NULL;
   k_call c = {r->in, s->nin, r->out, s->nout, r->req, s->param, temp, (size_t)s->temp_bytes, m->seed,
-              RT_CTR_OP(m->step, s->name_hash), r->p->is_train, msg, sizeof msg, r->cache};
+              RT_CTR_OP(m->step, s->name_hash), r->p->is_train, msg, sizeof msg, r->cache, s->epi};
   if (fn(&c) == 0) return 0;
   rt_errf(rc->err, rc->err_len, "%s: %s", s->name, msg[0] ? msg : "kernel failed");
   return 1;

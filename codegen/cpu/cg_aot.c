@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cg_cpu.h"
+#include "k_epilogue.h"
 
 _Static_assert(sizeof(k_req) == 4, "k_req is emitted as i32");
 
@@ -35,7 +36,8 @@ static const cg_field cg_step_fields[] = {
   CG_FIELD(CG_F_PTR, rt_step, in_shape), CG_FIELD(CG_F_PTR, rt_step, req),
   CG_FIELD(CG_F_I64, rt_step, temp_offset), CG_FIELD(CG_F_I64, rt_step, temp_bytes),
   CG_FIELD(CG_F_I32, rt_step, random), CG_FIELD(CG_F_I32, rt_step, name_hash),
-  CG_FIELD(CG_F_PTR, rt_step, name), CG_FIELD(CG_F_I32, rt_step, ndeps), CG_FIELD(CG_F_PTR, rt_step, deps)};
+  CG_FIELD(CG_F_PTR, rt_step, name), CG_FIELD(CG_F_I32, rt_step, ndeps), CG_FIELD(CG_F_PTR, rt_step, deps),
+  CG_FIELD(CG_F_PTR, rt_step, epi)};
 static const cg_field cg_program_fields[] = {
   CG_FIELD(CG_F_I32, rt_program, nsteps), CG_FIELD(CG_F_PTR, rt_program, steps),
   CG_FIELD(CG_F_I64, rt_program, arena_bytes), CG_FIELD(CG_F_PTR, rt_program, offset),
@@ -259,12 +261,13 @@ static int cg_step_param(cg_aot *a, const rt_step *s, LLVMValueRef *out) {
 static int cg_step_val(cg_aot *a, const rt_step *s, bool train, int i, LLVMValueRef *out) {
   LLVMValueRef kernel, fused, param;
   if (cg_step_kernel(a, s, &kernel) || cg_step_fused(a, s, train, i, &fused) || cg_step_param(a, s, &param)) return 1;
+  LLVMValueRef epi = s->epi ? cg_bytes(a, s->epi, sizeof *s->epi) : cg_null(a);
   LLVMValueRef f[] = {cg_i32c(a, s->kind), cg_i32c(a, s->op), kernel, fused, param, cg_i32c(a, s->nin),
                       cg_i32c(a, s->nout), cg_i32_array(a, s->in, s->nin, "in"), cg_i32_array(a, s->out, s->nout, "out"),
                       cg_shape_array(a, s->in_shape, s->nin), cg_i32_array(a, (const int32_t *)s->req, s->nout, "req"),
                       cg_i64c(a, s->temp_offset), cg_i64c(a, s->temp_bytes), cg_i32c(a, s->random),
                       cg_i32c(a, (int32_t)s->name_hash), cg_str(a, s->name), cg_i32c(a, s->ndeps),
-                      cg_i32_array(a, s->deps, s->ndeps, "deps")};
+                      cg_i32_array(a, s->deps, s->ndeps, "deps"), epi};
   *out = cg_struct_val(a, f, CG_N(f));
   return 0;
 }

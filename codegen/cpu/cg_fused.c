@@ -250,7 +250,7 @@ static int cg_fused_emit_once(cg_llvm *m, cg_seen *t, const cg_fexpr *fx, const 
 static int cg_emit_graph(cg_llvm *m, cg_seen *t, const ir_graph *g, bool train, char *err, size_t n) {
   for (int i = 0; g && i < ir_nnodes(g); i++) {
     const ir_node *fn = ir_node_at(g, i);
-    if (fn->kind != IR_N_FUSED) continue;
+    if (fn->kind != IR_N_FUSED || fn->epi) continue;   /* an epilogue runs in its heavy op's kernel */
     char name[64], msg[512];
     cg_fused_name(name, sizeof name, train, i);
     if (cg_fused_fn(m, name)) return rt_errf(err, n, "%s is already in the module", name);

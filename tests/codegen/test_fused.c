@@ -46,6 +46,11 @@ typedef struct {
   float **ref, **jit;           /* per tensor */
 } t_case;
 
+typedef struct {
+  int groups, inplace_groups, epilogues;
+} t_stats;
+static t_stats t_st;
+
 static int64_t t_numel(const ir_graph *g, int t) { return ir_tensor_numel(ir_tensor_at(g, t)); }
 
 static bool t_is(const int *v, int n, int t) {
@@ -72,13 +77,13 @@ static k_tensor t_kt(const t_case *c, int t, const k_shape *gshape) {
   return (k_tensor){c->ref[t], ir_tensor_at(c->g, t)->shape, K_F32};
 }
 
-static bool t_run_member(const t_case *c, const ir_node *m, const k_shape *gshape) {
+static bool t_run_member(const t_case *c, const ir_node *m, const k_shape *gshape, void *temp, size_t tb) {
   k_tensor in[8], out[4];
   k_req req[4];
   char msg[256] = "";
   for (int k = 0; k < m->nin; k++) in[k] = t_kt(c, m->in[k], gshape);
   for (int j = 0; j < m->nout; j++) out[j] = t_kt(c, m->out[j], gshape), req[j] = m->out[j] >= 0 ? ir_node_req(m, j) : kNullOp;
-  k_call call = {in, m->nin, out, m->nout, req, m->param, NULL, 0, 0, 0, 1, msg, sizeof msg, NULL};
+  k_call call = {in, m->nin, out, m->nout, req, m->param, temp, tb, 0, 0, c->g->mode == IR_MODE_TRAIN, msg, sizeof msg, NULL, NULL};
   k_fn f = m->kind == IR_N_OP ? ir_ops[m->op].forward : ir_ops[m->op].backward;
   return t_check(f && f(&call) == 0, "%s: kernel failed: %s", m->name, msg);
 }
@@ -128,7 +133,7 @@ static void t_check_node(const ir_graph *g, const ir_node *fn, t_fused_fn f, boo
       t_alloc(&c, k < fn->sub[s].nin ? fn->sub[s].in[k] : fn->sub[s].out[k - fn->sub[s].nin]);
   const k_shape *gshape = &ir_tensor_at(g, fn->out[0])->shape;
   bool ok = t_check(fn->nin + fn->nout <= 64, "%s: too many operands for the test", fn->name);
-  for (int s = 0; ok && s < fn->nsub; s++) ok = t_run_member(&c, &fn->sub[s], gshape);
+  for (int s = 0; ok && s < fn->nsub; s++) ok = t_run_member(&c, &fn->sub[s], gshape, NULL, 0);
   for (int s = 0; s < fn->nsub; s++) t_seen[fn->sub[s].kind == IR_N_BACKWARD][fn->sub[s].op] = true;
   void *ptrs[64];
   for (int k = 0; ok && k < fn->nin + fn->nout; k++) ptrs[k] = c.jit[k < fn->nin ? fn->in[k] : fn->out[k - fn->nin]];
@@ -141,12 +146,36 @@ static void t_check_node(const ir_graph *g, const ir_node *fn, t_fused_fn f, boo
   t_free_case(&c);
 }
 
+/* An epilogue node: its members' kernels one by one (the heavy op into its own output, then
+ * each tail op) against the heavy kernel running the tail on each output block, as the
+ * generated code calls it. batch_norm's moving variance is drawn positive. */
+static void t_check_epilogue(const ir_graph *g, const ir_node *fn, const char *label) {
+  t_case c = {g, fn, calloc((size_t)ir_ntensors(g), sizeof(float *)), calloc((size_t)ir_ntensors(g), sizeof(float *))};
+  for (int s = 0; s < fn->nsub; s++)
+    for (int k = 0; k < fn->sub[s].nin + fn->sub[s].nout; k++)
+      t_alloc(&c, k < fn->sub[s].nin ? fn->sub[s].in[k] : fn->sub[s].out[k - fn->sub[s].nin]);
+  for (int k = 0; k < fn->nin; k++)
+    for (int64_t i = 0; ir_tensor_at(g, fn->in[k])->kind == IR_T_AUX && i < t_numel(g, fn->in[k]); i++)
+      c.ref[fn->in[k]][i] = c.jit[fn->in[k]][i] = fabsf(c.ref[fn->in[k]][i]) + 0.1f;
+  size_t tb = pass_node_temp_bytes(g, fn);
+  void *temp = tb ? malloc(tb) : NULL;
+  const k_shape *gshape = &ir_tensor_at(g, fn->out[0])->shape;
+  bool ok = t_check(fn->nin <= 16 && (!tb || temp), "%s: too many operands or no memory", fn->name);
+  for (int s = 0; ok && s < fn->nsub; s++) ok = t_run_member(&c, &fn->sub[s], gshape, s ? NULL : temp, s ? 0 : tb);
+  k_tensor in[16], out = {c.jit[fn->out[0]], *gshape, K_F32};
+  for (int k = 0; ok && k < fn->nin; k++) in[k] = (k_tensor){c.jit[fn->in[k]], ir_tensor_at(g, fn->in[k])->shape, K_F32};
+  k_req req = kWriteTo;
+  char msg[256] = "";
+  k_call call = {in, fn->nin, &out, 1, &req, fn->param, temp, tb, 0, 0, g->mode == IR_MODE_TRAIN, msg, sizeof msg, NULL, fn->epi};
+  if (ok) ok = t_check(ir_ops[fn->op].forward(&call) == 0, "%s %s: the heavy kernel failed: %s", label, fn->name, msg);
+  if (ok) t_compare(&c, label);
+  t_st.epilogues++;
+  free(temp);
+  t_free_case(&c);
+}
+
 /* ---- a graph: emit, optimise, JIT, check every fused node ---- */
 
-typedef struct {
-  int groups, inplace_groups;
-} t_stats;
-static t_stats t_st;
 
 static void t_check_graph_at(const ir_graph *g, bool train, int level, const char *label) {
   char err[1024] = "";
@@ -159,6 +188,10 @@ static void t_check_graph_at(const ir_graph *g, bool train, int level, const cha
   for (int i = 0; ok && i < ir_nnodes(g); i++) {
     const ir_node *fn = ir_node_at(g, i);
     if (fn->kind != IR_N_FUSED) continue;
+    if (fn->epi) {
+      t_check_epilogue(g, fn, label);
+      continue;
+    }
     char name[64];
     cg_fused_name(name, sizeof name, train, i);
     t_fused_fn f = (t_fused_fn)(uintptr_t)cg_jit_lookup(m, name, err, sizeof err);
@@ -174,7 +207,7 @@ static void t_check_graph_at(const ir_graph *g, bool train, int level, const cha
 
 static int t_count_fused(const ir_graph *g) {
   int c = 0;
-  for (int i = 0; g && i < ir_nnodes(g); i++) c += ir_node_at(g, i)->kind == IR_N_FUSED;
+  for (int i = 0; g && i < ir_nnodes(g); i++) c += ir_node_at(g, i)->kind == IR_N_FUSED && !ir_node_at(g, i)->epi;
   return c;
 }
 
@@ -371,7 +404,8 @@ static void t_jit_desc(void) {
 int main(void) {
   static const char *const files[] = {"examples/mlp.kiln", "examples/lenet.kiln", "examples/resnet.kiln",
                                       "examples/transformer.kiln", "tests/passes/models/chains.kiln",
-                                      "tests/passes/models/normdrop.kiln", "tests/passes/models/shared.kiln"};
+                                      "tests/passes/models/normdrop.kiln", "tests/passes/models/shared.kiln",
+                                      "tests/passes/models/epilogue.kiln"};
   for (size_t i = 0; i < sizeof files / sizeof *files; i++) t_file(files[i], 0);
   t_text("ops.kiln", t_ops_src, 6, t_check_graph_all_levels);
   for (int act = 0; act < 4; act++) t_activation(act);
@@ -380,8 +414,8 @@ int main(void) {
     printf("fused: O%d vector width in the long group: %s\n", t_vec_level, t_vec_found ? t_vec_found : "none");
   }
   t_jit_desc();
-  printf("fused: %d groups checked (%d also in place); %lld elements, %lld not bit-identical (max rel diff %.3g)\n",
-         t_st.groups, t_st.inplace_groups, t_elems, t_inexact, t_maxrel);
+  printf("fused: %d groups checked (%d also in place), %d epilogues; %lld elements, %lld not bit-identical (max rel diff %.3g)\n",
+         t_st.groups, t_st.inplace_groups, t_st.epilogues, t_elems, t_inexact, t_maxrel);
   for (int op = 0; op < IR_OP_COUNT; op++)
     for (int bw = 0; bw < 2; bw++)
       if (ir_ops[op].scalar || op == IR_OP_activation)

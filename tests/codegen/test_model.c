@@ -21,6 +21,7 @@
 #include "exec.h"
 #include "kiln_test.h"
 #include "runtime.h"
+#include "k_epilogue.h"
 
 #define TM_STEPS 3
 #define TM_SEED 20261122u
@@ -297,6 +298,29 @@ static void tm_malformed_backward(const tm_model *tm) {
   free(steps);
 }
 
+/* An epilogue naming an input slot past the step's inputs, or a channel run of 0 elements,
+ * is refused before anything runs (rt_model_run.c checks it with k_epi_valid). */
+static void tm_malformed_epilogue(const tm_model *tm) {
+  const rt_program *p = &tm->d->predict;
+  int e = -1;
+  for (int i = 0; i < p->nsteps && e < 0; i++)
+    if (p->steps[i].epi) e = i;
+  if (e < 0) return;
+  rt_step *steps = malloc((size_t)p->nsteps * sizeof *steps);
+  memcpy(steps, p->steps, (size_t)p->nsteps * sizeof *steps);
+  k_epilogue bad = *p->steps[e].epi;
+  bad.step[0].kind = K_EPI_BINARY, bad.step[0].fn = 0, bad.step[0].slot = steps[e].nin;
+  steps[e].epi = &bad;
+  rt_model_desc d = *tm->d;
+  d.predict.steps = steps;
+  rt_model *m = rt_model_create(&d, 1);
+  bad.step[0] = (k_epi_step){.kind = K_EPI_AFFINE, .slot = 0, .channels = 1, .inner = 0};
+  rt_model *m2 = rt_model_create(&d, 1), *good = rt_model_create(tm->d, 1);
+  tm_check(good && !m && !m2, "an epilogue with a slot out of range or an empty channel run is refused", tm->name);
+  rt_model_destroy(m), rt_model_destroy(m2), rt_model_destroy(good);
+  free(steps);
+}
+
 /* A descriptor of another ABI, or with a dependency on a later step, is refused. */
 static void tm_malformed(const tm_model *tm) {
   rt_model_desc d = *tm->d;
@@ -313,6 +337,7 @@ static void tm_malformed(const tm_model *tm) {
   rt_model_destroy(m), rt_model_destroy(m2);
   free(steps);
   tm_malformed_backward(tm);
+  tm_malformed_epilogue(tm);
 }
 
 /* ---- one model: every check that runs per engine ---- */

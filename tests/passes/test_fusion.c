@@ -64,6 +64,7 @@ static void t_dump_explain(const t_run *r) {
 
 #define MODEL(body) "model m {\n" body "\n}\n"
 #define NO_INPLACE (1u << PASS_inplace)
+#define NO_EPI (1u << PASS_epilogue)    /* the groups around a GEMM, as when the FC had no epilogue */
 
 /* ---- forward groups ---- */
 
@@ -100,7 +101,7 @@ static void test_outside_reader(void) {
 
 static void test_split_by_gemm(void) {
   t_run *r = t_compile(MODEL("input x : f32[4, 8]\n h = relu(x * 2)\n f = fully_connected(h, num_hidden=8)\n"
-                             " y = sigmoid(f + 1)\n output y"), IR_MODE_PREDICT, 0);
+                             " y = sigmoid(f + 1)\n output y"), IR_MODE_PREDICT, NO_EPI);
   if (!CHECK(r->g, "split model did not compile")) return t_free(r);
   CHECK(t_count_kind(r->g, IR_N_FUSED) == 2, "two groups around the FC, got %d", t_count_kind(r->g, IR_N_FUSED));
   CHECK(strcmp(t_members(t_fused(r->g, 0)), "mul relu") == 0, "first group '%s'", t_members(t_fused(r->g, 0)));
@@ -124,7 +125,7 @@ static void test_shape_change(void) {
 /* b needs the FC's output, which needs a: a cannot move to b's position. */
 static void test_order(void) {
   t_run *r = t_compile(MODEL("input x : f32[4, 8]\n a = exp(x)\n f = fully_connected(a, num_hidden=8)\n b = a * f\n output b"),
-                       IR_MODE_PREDICT, 0);
+                       IR_MODE_PREDICT, NO_EPI);
   if (!CHECK(r->g, "order model did not compile")) return t_free(r);
   CHECK(t_count_kind(r->g, IR_N_FUSED) == 0, "no group across the FC");
   CHECK(t_explained(r, "a (exp) -> b (mul): the group would run a after f, which reads a", NULL), "order reason");
@@ -145,7 +146,7 @@ static void test_join(void) {
 /* In-place onto a group input survives fusion; onto an internal value it follows the chain. */
 static void test_inplace_through_group(void) {
   t_run *r = t_compile(MODEL("input x : f32[4, 8]\n f = fully_connected(x, num_hidden=8)\n y = sigmoid(relu(f) * 3)\n output y"),
-                       IR_MODE_PREDICT, 0);
+                       IR_MODE_PREDICT, NO_EPI);
   if (!CHECK(r->g, "in-place model did not compile")) return t_free(r);
   const ir_node *fn = t_fused(r->g, 0);
   bool ok = fn && fn->nout == 1 && fn->inplace && fn->inplace[0] >= 0 && fn->req[0] == kWriteInplace;
@@ -154,7 +155,7 @@ static void test_inplace_through_group(void) {
   CHECK(r->g->plan->buf[y].share == f && r->g->plan->buf[y].offset == r->g->plan->buf[f].offset, "y shares f's buffer");
   t_free(r);
   r = t_compile(MODEL("input x : f32[4, 8]\n f = fully_connected(x, num_hidden=8)\n y = sigmoid(relu(f) * 3)\n output y"),
-                IR_MODE_PREDICT, NO_INPLACE);
+                IR_MODE_PREDICT, NO_INPLACE | NO_EPI);
   fn = r->g ? t_fused(r->g, 0) : NULL;
   CHECK(fn && (!fn->inplace || fn->inplace[0] < 0), "without the in-place pass nothing is shared");
   t_free(r);

@@ -1,0 +1,54 @@
+/* k_epilogue.h — an elementwise tail run by a heavy kernel (convolution, fully_connected,
+ * matmul) on each block of its output while the block is still in cache: batch_norm's
+ * predict-mode per-channel affine, unary ops, and binary ops with a same-shaped or one-value
+ * second operand. Plain data, so a code generator can emit it as constant bytes; each step
+ * runs the op's own kernel (or batch_norm's own arithmetic) so results are bit-identical to
+ * the unfused ops. The passes build it (passes/pass_epilogue.c). */
+#ifndef KILN_K_EPILOGUE_H
+#define KILN_K_EPILOGUE_H
+
+#include "kernels.h"
+
+/* The elementwise ops an epilogue may run: the kernels' own lists (kernels.h). */
+#define K_EPI_FN_ENUM(op) K_EPI_FN_##op,
+enum { K_UNARY_OPS(K_EPI_FN_ENUM) K_BINARY_OPS(K_EPI_FN_ENUM) K_EPI_FN_COUNT };
+#undef K_EPI_FN_ENUM
+
+#define K_EPI_MAX_STEPS 8
+#define K_EPI_PARAM_BYTES 16
+
+typedef enum {
+  K_EPI_AFFINE = 1,  /* batch_norm in predict: y = y * a[c] + b[c], a and b as k_norm.c makes them */
+  K_EPI_UNARY,       /* y = op(y) */
+  K_EPI_BINARY       /* y = op(y, other) or op(other, y) */
+} k_epi_kind;
+
+typedef struct {
+  int32_t kind;                  /* k_epi_kind */
+  int32_t fn;                    /* UNARY, BINARY: K_EPI_FN_* */
+  int32_t slot;                  /* BINARY: the call's input slot of the other operand;
+                                    AFFINE: of gamma (beta, moving_mean, moving_var follow) */
+  int32_t swap;                  /* BINARY: the running value is the second operand */
+  int32_t scalar;                /* BINARY: the other operand is one value, read at every element */
+  float eps;                     /* AFFINE */
+  int64_t channels, inner;       /* AFFINE: element e is in channel (e / inner) % channels */
+  _Alignas(8) unsigned char param[K_EPI_PARAM_BYTES];  /* UNARY: the op's param struct, if any */
+  int32_t has_param;
+} k_epi_step;
+
+typedef struct k_epilogue {
+  int32_t nsteps;
+  k_epi_step step[K_EPI_MAX_STEPS];
+} k_epilogue;
+
+/* Whether e can run in a call with nin inputs: step kinds, functions and slots in range,
+ * channel geometry positive. The runtime checks a descriptor's epilogues with it. */
+int k_epi_valid(const k_epilogue *e, int nin);
+/* K_EPI_FN_* of the elementwise op named `name`, or -1 when an epilogue cannot run it. */
+int k_epi_fn_lookup(const char *name);
+/* Runs c->epi's steps, in order, in place on elements [lo, hi) of c->out[0], which the heavy
+ * kernel has just written; other operands and batch_norm's parameters come from c->in. Each
+ * element's result depends on that element only, so any split into blocks gives the same bits. */
+void k_epi_apply(const k_call *c, int64_t lo, int64_t hi);
+
+#endif

@@ -1,0 +1,268 @@
+/* pass_epilogue.c — a heavy op (convolution, fully_connected, matmul) and the chain of
+ * elementwise nodes that consume only its output become one fused node whose kernel runs the
+ * chain on each output block while the block is in cache (kernels/k_epilogue.h): batch_norm in
+ * predict (a per-channel affine), unary ops, binary ops whose other operand has the output's
+ * shape or is one value. Runs before `fusion`, so a block tail such as add + relu joins the
+ * convolution instead of an elementwise group. Every link not taken gets an explain line. */
+#include "passes.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "k_epilogue.h"
+
+/* A chain being grown from one heavy node. */
+typedef struct {
+  int member[K_EPI_MAX_STEPS + 1];   /* node positions, ascending */
+  int n;
+  int extra[4 * K_EPI_MAX_STEPS];    /* the tail's inputs, after the heavy node's */
+  int nextra;
+  k_epilogue epi;
+  int value;                         /* the tensor the chain computes so far */
+} pass_echain;
+
+typedef struct {
+  ir_graph *g;
+  pass_ctx *cx;
+  int *nreaders;       /* per tensor: top-level nodes that read it */
+  int *group;          /* per node: the chain it joined (its heavy node's position), or -1 */
+} pass_epi;
+
+static bool pass_epi_heavy(const ir_node *n) {
+  return n->kind == IR_N_OP && n->nout == 1 && ir_node_req(n, 0) != kAddTo && ir_node_req(n, 0) != kNullOp &&
+         (n->op == IR_OP_convolution || n->op == IR_OP_fully_connected || n->op == IR_OP_matmul);
+}
+
+static bool pass_epi_is_result(const ir_graph *g, int t) {
+  for (int i = 0; i < g->outputs.len; i++)
+    if (IR_VEC_AT(g->outputs, int, i) == t) return true;
+  return t == g->loss;
+}
+
+/* The first node after `from` that reads t, or -1. */
+static int pass_epi_next_reader(const pass_epi *pe, int t, int from) {
+  for (int i = from + 1; i < ir_nnodes(pe->g); i++) {
+    const ir_node *n = ir_node_at(pe->g, i);
+    for (int j = 0; j < n->nin; j++)
+      if (n->in[j] == t) return i;
+  }
+  return -1;
+}
+
+/* "k1 is read by 2 nodes (n1, _backward_n1), so it must be stored" */
+static const char *pass_epi_shared(const pass_epi *pe, int t, int from, char *buf, size_t len) {
+  int at = snprintf(buf, len, "%s is read by %d nodes (", ir_tensor_at(pe->g, t)->name, pe->nreaders[t]);
+  for (int i = pass_epi_next_reader(pe, t, from), k = 0; i >= 0 && at < (int)len; i = pass_epi_next_reader(pe, t, i), k++)
+    at += snprintf(buf + at, len - (size_t)at, "%s%s", k ? ", " : "", ir_node_at(pe->g, i)->name);
+  if (at < (int)len) snprintf(buf + at, len - (size_t)at, "), so it must be stored");
+  return buf;
+}
+
+/* The one node that reads t, or -1 (with why set when some node does). */
+static int pass_epi_reader(const pass_epi *pe, int t, int from, const char **why, char *buf, size_t len) {
+  *why = NULL;
+  if (pass_epi_is_result(pe->g, t))
+    return snprintf(buf, len, "%s is an output of the entry point", ir_tensor_at(pe->g, t)->name), *why = buf, -1;
+  if (pe->nreaders[t] > 1) return *why = pass_epi_shared(pe, t, from, buf, len), -1;
+  return pass_epi_next_reader(pe, t, from);
+}
+
+/* ---- which consumer may join, as which step ---- */
+
+/* Hidden outputs (batch_norm's saved statistics) nobody reads are not computed by the chain. */
+static const char *pass_epi_hidden(const pass_epi *pe, const ir_node *c, char *buf, size_t len) {
+  for (int j = 1; j < c->nout; j++) {
+    int t = c->out[j];
+    if (t >= 0 && ir_node_req(c, j) != kNullOp && (pe->nreaders[t] || pass_epi_is_result(pe->g, t)))
+      return snprintf(buf, len, "its output %s is read", ir_tensor_at(pe->g, t)->name), buf;
+  }
+  return NULL;
+}
+
+static const char *pass_epi_affine(pass_epi *pe, pass_echain *ch, const ir_node *c, k_epi_step *s, char *buf, size_t len) {
+  const k_batch_norm_param *p = c->param;
+  if (pe->g->mode != IR_MODE_PREDICT) return "batch_norm in training normalises by statistics of the whole output";
+  if (c->in[0] != ch->value || c->nin != 5) return "the chain's value is not batch_norm's data";
+  const char *why = pass_epi_hidden(pe, c, buf, len);
+  if (why) return why;
+  const k_shape *sh = &ir_tensor_at(pe->g, ch->value)->shape;
+  *s = (k_epi_step){.kind = K_EPI_AFFINE, .slot = ch->nextra, .eps = p->eps, .channels = sh->d[p->axis], .inner = 1};
+  for (int d = p->axis + 1; d < sh->rank; d++) s->inner *= sh->d[d];
+  for (int k = 1; k < 5; k++) ch->extra[ch->nextra++] = c->in[k];
+  return NULL;
+}
+
+static const char *pass_epi_unary(const ir_node *c, k_epi_step *s) {
+  size_t ps = ir_ops[c->op].param_size;
+  if (ps > K_EPI_PARAM_BYTES) return "its parameters do not fit an epilogue step";
+  if (c->param && ps) memcpy(s->param, c->param, ps), s->has_param = 1;
+  s->kind = K_EPI_UNARY;
+  return NULL;
+}
+
+static const char *pass_epi_binary(pass_epi *pe, pass_echain *ch, const ir_node *c, k_epi_step *s, char *buf, size_t len) {
+  int mine = c->in[0] == ch->value ? 0 : 1, other = c->in[1 - mine];
+  const ir_tensor *o = ir_tensor_at(pe->g, other), *v = ir_tensor_at(pe->g, ch->value);
+  if (other == ch->value) return "it reads the chain's value twice";
+  bool scalar = ir_tensor_numel(o) == 1 && o->shape.rank <= v->shape.rank;
+  if (o->dtype != K_F32 || (!scalar && !ir_shape_eq(&o->shape, &v->shape))) {
+    char a[64];
+    ir_type_str(o->dtype, &o->shape, a, sizeof a);
+    return snprintf(buf, len, "its other operand %s %s is neither the output's shape nor one value", o->name, a), buf;
+  }
+  int fn = s->fn;
+  *s = (k_epi_step){.kind = K_EPI_BINARY, .fn = fn, .slot = ch->nextra, .swap = mine, .scalar = scalar};
+  ch->extra[ch->nextra++] = other;
+  return NULL;
+}
+
+/* Whether consumer c can be the chain's next step; fills s (slots relative to the extras). */
+static const char *pass_epi_fit(pass_epi *pe, pass_echain *ch, const ir_node *c, k_epi_step *s, char *buf, size_t len) {
+  if (c->kind != IR_N_OP) return snprintf(buf, len, "%s is not a forward op", ir_node_kind_name(c)), buf;
+  if (ch->n > K_EPI_MAX_STEPS) return "the epilogue has no room for another step";
+  if (ir_node_req(c, 0) == kAddTo || c->out[0] < 0) return "it accumulates its output";
+  memset(s, 0, sizeof *s);
+  s->fn = k_epi_fn_lookup(ir_ops[c->op].name);
+  if (c->op != IR_OP_batch_norm && (ir_ops[c->op].fusion == IR_FUSE_NONE || s->fn < 0))
+    return snprintf(buf, len, "%s is neither elementwise nor batch_norm", ir_ops[c->op].name), buf;
+  const ir_tensor *out = ir_tensor_at(pe->g, c->out[0]), *v = ir_tensor_at(pe->g, ch->value);
+  if (out->dtype != K_F32 || !ir_shape_eq(&out->shape, &v->shape)) return "it broadcasts the value to a larger shape";
+  if (c->op == IR_OP_batch_norm) return pass_epi_affine(pe, ch, c, s, buf, len);
+  int nargs = ir_op_nargs(&ir_ops[c->op]);
+  return nargs == 1 ? pass_epi_unary(c, s) : pass_epi_binary(pe, ch, c, s, buf, len);
+}
+
+static bool pass_epi_member(const pass_echain *ch, int q) {
+  for (int k = 0; k < ch->n; k++)
+    if (ch->member[k] == q) return true;
+  return false;
+}
+
+/* The members move down to position `to`: each must commute with the other nodes it passes. */
+static const char *pass_epi_movable(const pass_epi *pe, const pass_echain *ch, int to, char *buf, size_t len) {
+  for (int k = 0; k < ch->n; k++)
+    for (int q = ch->member[k] + 1; q < to; q++) {
+      if (pass_epi_member(ch, q)) continue;
+      bool q_writes;
+      const ir_node *m = ir_node_at(pe->g, ch->member[k]), *qn = ir_node_at(pe->g, q);
+      int t = pass_node_conflict(pe->g, m, qn, &q_writes);
+      if (t >= 0)
+        return snprintf(buf, len, "the group would run %s after %s, which %s %s", m->name, qn->name,
+                        q_writes ? "writes" : "reads", ir_tensor_at(pe->g, t)->name), buf;
+    }
+  return NULL;
+}
+
+static void pass_epi_say(pass_epi *pe, int p, int c, const char *why) {
+  char pk[96];
+  snprintf(pk, sizeof pk, "%s", ir_node_kind_name(ir_node_at(pe->g, p)));
+  pass_explain(pe->cx, "%s (%s) -> %s (%s): %s", ir_node_at(pe->g, p)->name, pk, ir_node_at(pe->g, c)->name,
+               ir_node_kind_name(ir_node_at(pe->g, c)), why);
+}
+
+/* Grows the chain of the heavy node at position h as far as it goes. */
+static void pass_epi_grow(pass_epi *pe, int h, pass_echain *ch) {
+  char buf[320];
+  *ch = (pass_echain){.member = {h}, .n = 1, .value = ir_node_at(pe->g, h)->out[0]};
+  for (;;) {
+    const char *why;
+    int last = ch->member[ch->n - 1], c = pass_epi_reader(pe, ch->value, last, &why, buf, sizeof buf);
+    if (c < 0) {
+      if (why) pass_explain(pe->cx, "%s (%s): %s", ir_node_at(pe->g, last)->name, ir_node_kind_name(ir_node_at(pe->g, last)), why);
+      return;
+    }
+    pass_echain next = *ch;
+    k_epi_step s;
+    if (pe->group[c] >= 0) why = "it is already in an epilogue";
+    if (!why) why = pass_epi_fit(pe, &next, ir_node_at(pe->g, c), &s, buf, sizeof buf);
+    if (!why) why = pass_epi_movable(pe, ch, c, buf, sizeof buf);
+    if (why) return pass_epi_say(pe, last, c, why);
+    next.epi.step[next.epi.nsteps++] = s;
+    next.member[next.n++] = c;
+    next.value = ir_node_at(pe->g, c)->out[0];
+    *ch = next;
+  }
+}
+
+/* ---- building the fused node ---- */
+
+static void pass_epi_say_group(pass_epi *pe, const ir_node *fn) {
+  char *s = NULL;
+  size_t len = 0;
+  FILE *o = open_memstream(&s, &len);
+  if (!o) KILN_ICE("out of memory");
+  fprintf(o, "epilogue %s: %s %s, then", fn->name, ir_ops[fn->op].name, fn->sub[0].name);
+  for (int k = 1; k < fn->nsub; k++)
+    fprintf(o, "%s%s (%s%s)", k > 1 ? ", " : " ", fn->sub[k].name, ir_node_kind_name(&fn->sub[k]),
+            fn->epi->step[k - 1].kind == K_EPI_AFFINE ? ": per-channel affine" : "");
+  fprintf(o, "; in:");
+  for (int k = 0; k < fn->nin; k++) fprintf(o, " %s", ir_tensor_at(pe->g, fn->in[k])->name);
+  fprintf(o, "; out: %s", ir_tensor_at(pe->g, fn->out[0])->name);
+  fclose(o);
+  pass_explain(pe->cx, "%s", s);
+  free(s);
+}
+
+static ir_node pass_epi_make(pass_epi *pe, pass_echain *ch, int number) {
+  ir_arena *a = &pe->g->arena;
+  const ir_node *h = ir_node_at(pe->g, ch->member[0]), *last = ir_node_at(pe->g, ch->member[ch->n - 1]);
+  for (int k = 0; k < ch->epi.nsteps; k++)
+    if (ch->epi.step[k].kind != K_EPI_UNARY) ch->epi.step[k].slot += h->nin;
+  ir_node fn = {.kind = IR_N_FUSED, .op = h->op, .name = ir_strfmt(a, "epilogue%d", number), .nin = h->nin + ch->nextra,
+                .nout = 1, .param = h->param, .loc = last->loc, .nsub = ch->n};
+  int *in = ir_alloc(a, sizeof(int) * (size_t)fn.nin), *out = ir_alloc(a, sizeof(int)), *ip = ir_alloc(a, sizeof(int));
+  k_req *req = ir_alloc(a, sizeof(k_req));
+  memcpy(in, h->in, sizeof(int) * (size_t)h->nin);
+  memcpy(in + h->nin, ch->extra, sizeof(int) * (size_t)ch->nextra);
+  *out = ch->value, *ip = -1, *req = kWriteTo;    /* the heavy op cannot write over an input */
+  fn.in = in, fn.out = out, fn.inplace = ip, fn.req = req;
+  fn.epi = memcpy(ir_alloc(a, sizeof ch->epi), &ch->epi, sizeof ch->epi);
+  fn.sub = ir_alloc(a, sizeof(ir_node) * (size_t)ch->n);
+  for (int k = 0; k < ch->n; k++) fn.sub[k] = *ir_node_at(pe->g, ch->member[k]), fn.flops += fn.sub[k].flops;
+  return fn;
+}
+
+/* The new node list: each group at its last member's position, the other members dropped. */
+static int pass_epi_rebuild(pass_epi *pe, pass_echain *chains) {
+  ir_vec nodes = {.elem = sizeof(ir_node)};
+  int groups = 0;
+  for (int i = 0; i < ir_nnodes(pe->g); i++) {
+    int G = pe->group[i];
+    if (G < 0) *(ir_node *)ir_vec_push(&nodes) = *ir_node_at(pe->g, i);
+    else if (chains[G].member[chains[G].n - 1] == i) {
+      ir_node fn = pass_epi_make(pe, &chains[G], groups++);
+      pass_epi_say_group(pe, &fn);
+      *(ir_node *)ir_vec_push(&nodes) = fn;
+    }
+  }
+  ir_graph_set_nodes(pe->g, &nodes);
+  return groups;
+}
+
+static void pass_epi_count_readers(pass_epi *pe) {
+  for (int i = 0; i < ir_nnodes(pe->g); i++) {
+    const ir_node *n = ir_node_at(pe->g, i);
+    for (int j = 0; j < n->nin; j++) {
+      bool dup = false;
+      for (int k = 0; k < j; k++) dup |= n->in[k] == n->in[j];
+      if (n->in[j] >= 0 && !dup) pe->nreaders[n->in[j]]++;
+    }
+  }
+}
+
+int pass_epilogue(ir_graph *g, pass_ctx *cx) {
+  int nn = ir_nnodes(g);
+  pass_epi pe = {g, cx, calloc((size_t)ir_ntensors(g) + 1, sizeof(int)), malloc(sizeof(int) * ((size_t)nn + 1))};
+  pass_echain *chains = malloc(sizeof *chains * ((size_t)nn + 1));
+  if (!pe.nreaders || !pe.group || !chains) KILN_ICE("out of memory fusing epilogues of %s", g->name);
+  pass_epi_count_readers(&pe);
+  for (int i = 0; i < nn; i++) pe.group[i] = -1;
+  for (int i = 0; i < nn; i++) {
+    if (pe.group[i] >= 0 || !pass_epi_heavy(ir_node_at(g, i))) continue;
+    pass_epi_grow(&pe, i, &chains[i]);
+    for (int k = 0; chains[i].n > 1 && k < chains[i].n; k++) pe.group[chains[i].member[k]] = i;
+  }
+  cx->stats[PASS_epilogue].fused_groups = pass_epi_rebuild(&pe, chains);
+  free(pe.nreaders), free(pe.group), free(chains);
+  return 0;
+}
