@@ -132,11 +132,9 @@ static int cg_fb_backward(cg_fb *b, const ir_node *m) {
   for (int k = 1; k < m->nin; k++) args[k] = cg_fb_opt_value(b, m->in[k]);
   for (int j = 0; j < nargs; j++) {   /* both gradients read the inputs before either is set */
     if (m->out[j] < 0 || ir_node_req(m, j) == kNullOp) continue;
+    /* the kernel writes a same-shaped operand's single term as it is (k_breduce's first
+     * column block), -0 included, so the expression adds nothing to it */
     if ((v[j] = cg_fb_call(b, m, sfx[nargs - 1][j], args, m->nin)) < 0) return -1;
-    /* the kernel sums a broadcast operand's terms from 0 (k_binary_grad): with one term that
-     * is exact but turns -0 into +0, and so does this */
-    if (nargs == 2) v[j] = cg_fx_push(b, (cg_fx){.kind = CG_FX_ADD, .narg = 2, .arg = {cg_fx_fconst(b, 0.0f), v[j]}});
-    if (v[j] < 0) return -1;
   }
   for (int j = 0; j < nargs; j++)
     if (v[j] >= 0 && cg_fb_set(b, m->out[j], ir_node_req(m, j), v[j])) return -1;
