@@ -86,8 +86,8 @@ static const kiln_command kiln_commands[] = {
    "The archives linked in come from the build tree, or from $KILN_LIB_DIR (a folder holding\n"
    "libkiln_runtime.a and libkiln_kernels.a); $CC is the linker driver (default cc).\n",
    kiln_compile_main},
-  {"run", "run predict on .npy inputs: a compiled LIB.so, or a .kiln file JIT-compiled",
-   "usage: kiln run LIB.so|FILE.kiln --input NAME=X.npy... [--output NAME=Y.npy]...\n"
+  {"run", "run predict on .npy inputs: a compiled LIB.so, or a .kiln or .onnx file JIT-compiled",
+   "usage: kiln run LIB.so|FILE.kiln|FILE.onnx --input NAME=X.npy... [--output NAME=Y.npy]...\n"
    "                [--weights W.safetensors] [--seed N] [-D dim=N]... [--model NAME] [-O0..-O3]\n"
    "\n"
    "Loads a shared object made by kiln compile (through its kiln_model descriptor) or\n"
@@ -127,6 +127,8 @@ static const kiln_command kiln_commands[] = {
    "  --limit N      only the first N training and N test images (quick runs)\n"
    "  -D, --model    as for kiln compile\n",
    kiln_train_main},
+  {"import", "ONNX to readable .kiln text and NAME.safetensors; every unsupported op listed at once",
+   kiln_import_usage, kiln_import_main},
   {"help", "show help for a command", "usage: kiln help [COMMAND]\n", kiln_help_main},
 };
 enum { KILN_NCOMMANDS = sizeof kiln_commands / sizeof *kiln_commands };
@@ -277,7 +279,8 @@ int kiln_args(int argc, char **argv, kiln_opts *o) {
     const char *a = argv[i];
     int r = strcmp(o->cmd, "passes") == 0 ? kiln_passes_flag(o, argc, argv, &i)
             : strcmp(o->cmd, "compile") == 0 || strcmp(o->cmd, "run") == 0 ? kiln_build_flag(o, argc, argv, &i)
-            : strcmp(o->cmd, "train") == 0 ? kiln_train_flag(o, argc, argv, &i) : 0;
+            : strcmp(o->cmd, "train") == 0 ? kiln_train_flag(o, argc, argv, &i)
+            : strcmp(o->cmd, "import") == 0 ? kiln_import_flag(o, argc, argv, &i) : 0;
     if (r == 2) return 2;
     if (r == 1) continue;
     if (strncmp(a, "-D", 2) == 0) {
@@ -340,6 +343,7 @@ static bool kiln_too_many_models(const kiln_opts *o, const fe_file *f) {
 }
 
 int kiln_for_models(const kiln_opts *o, void (*each)(ir_graph *, const kiln_opts *, ir_diag *)) {
+  if (onnx_is_onnx_path(o->file)) return kiln_for_onnx(o, each);
   ir_diag d;
   ir_diag_init(&d, stderr);
   fe_file *f = fe_parse_file(o->file, &d);
@@ -448,15 +452,8 @@ static int kiln_write_header(const rt_model_desc *desc, const char *path, ir_dia
  * temporary name in its destination's folder; kiln_outs_commit then renames them all, and if
  * one rename fails it undoes those already done (a replaced file comes back from a hard link
  * kept until the end). */
-enum { KILN_MAX_OUTS = 2 };
-typedef struct {
-  char dest[4096], tmp[4112], keep[4112];   /* dest + ".tmpXXXXXX" / ".oldXXXXXX" */
-  bool kept, moved;
-} kiln_out;
-typedef struct { kiln_out o[KILN_MAX_OUTS]; int n; } kiln_outs;
-
 /* A fresh temporary name beside dest, or NULL with the error reported. */
-static const char *kiln_outs_add(kiln_outs *s, const char *dest, ir_diag *d) {
+const char *kiln_outs_add(kiln_outs *s, const char *dest, ir_diag *d) {
   kiln_out *o = &s->o[s->n];
   snprintf(o->dest, sizeof o->dest, "%s", dest);
   snprintf(o->tmp, sizeof o->tmp, "%s.tmpXXXXXX", dest);
@@ -470,7 +467,7 @@ static const char *kiln_outs_add(kiln_outs *s, const char *dest, ir_diag *d) {
   return o->tmp;
 }
 
-static void kiln_outs_discard(kiln_outs *s) {
+void kiln_outs_discard(kiln_outs *s) {
   for (int i = 0; i < s->n; i++) unlink(s->o[i].tmp);
   s->n = 0;
 }
@@ -498,7 +495,7 @@ static void kiln_outs_undo(kiln_outs *s) {
   }
 }
 
-static int kiln_outs_commit(kiln_outs *s, ir_diag *d) {
+int kiln_outs_commit(kiln_outs *s, ir_diag *d) {
   const char *failed = NULL;
   int err = 0;
   for (int i = 0; i < s->n && !failed; i++)
@@ -758,7 +755,7 @@ static int kiln_run_main(int argc, char **argv) {
   kiln_opts o = {.cmd = "run", .print_after = -1, .opt_level = 2};
   int rc = kiln_args(argc, argv, &o);
   if (rc) return rc;
-  if (kiln_ends_with(o.file, ".kiln")) {
+  if (kiln_ends_with(o.file, ".kiln") || onnx_is_onnx_path(o.file)) {
     o.one_model = "run";
     return kiln_for_models(&o, kiln_run_graph);
   }

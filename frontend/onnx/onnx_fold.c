@@ -1,0 +1,154 @@
+/* onnx_fold.c — ONNX ops computed at import: constants, identities, and the shape arithmetic
+ * exporters emit (Shape -> Gather -> Unsqueeze -> Concat -> Reshape), so that a model with
+ * static input shapes comes out with no shape computation left in the graph. */
+#include "onnx_int.h"
+
+#include <string.h>
+
+/* The value of element i as a double, whatever the constant holds. */
+static double onnx_get(const onnx_const *k, int64_t i) { return k->is_int ? (double)k->i[i] : (double)k->f[i]; }
+
+static void onnx_set(onnx_const *k, int64_t i, double v) {
+  if (k->is_int) k->i[i] = (int64_t)v;
+  else k->f[i] = (float)v;
+}
+
+static onnx_const *onnx_fold_new(onnx_ctx *c, const Onnx__NodeProto *n, bool is_int, const k_shape *s) {
+  onnx_const *k = onnx_const_new(c, is_int, s);
+  if (!k) return onnx_fail(c, "the folded constant would be too large"), NULL;
+  k->onnx_name = n->n_output ? n->output[0] : "";
+  return k;
+}
+
+static int onnx_fold_done(onnx_ctx *c, const Onnx__NodeProto *n, onnx_const *k) {
+  if (!k) return 1;
+  if (!n->n_output || !n->output[0]) return onnx_fail(c, "the node has no output");
+  onnx_bind(c, n->output[0], -1, k);
+  return 0;
+}
+
+int onnx_fold_identity(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  onnx_value *v = onnx_input(c, n, 0);
+  if (!v || !n->n_output) return onnx_fail(c, "Identity needs one input and one output");
+  onnx_bind(c, n->output[0], v->tensor, v->k);
+  return 0;
+}
+
+/* Constant: value (a tensor), value_float(s), value_int(s). */
+int onnx_fold_constant(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  const Onnx__AttributeProto *a = n->n_attribute == 1 ? n->attribute[0] : NULL;
+  const char *an = a && a->name ? a->name : "";
+  onnx_const *k = NULL;
+  if (a && a->t && strcmp(an, "value") == 0) k = onnx_read_tensor(c, a->t);
+  else if (a && (strcmp(an, "value_float") == 0 || strcmp(an, "value_int") == 0)) {
+    k = onnx_fold_new(c, n, an[6] == 'i', &(k_shape){0, {0}});
+    if (k) onnx_set(k, 0, an[6] == 'i' ? (double)a->i : (double)a->f);
+  } else if (a && (strcmp(an, "value_floats") == 0 || strcmp(an, "value_ints") == 0)) {
+    bool ints = an[6] == 'i';
+    int64_t cnt = (int64_t)(ints ? a->n_ints : a->n_floats);
+    k = onnx_fold_new(c, n, ints, &(k_shape){1, {cnt}});
+    for (int64_t i = 0; k && i < cnt; i++) onnx_set(k, i, ints ? (double)a->ints[i] : (double)a->floats[i]);
+  } else return onnx_fail(c, "Constant must have one attribute: value, value_float(s) or value_int(s)%s%s", *an ? ", not " : "", an);
+  if (k) k->onnx_name = n->n_output ? n->output[0] : "";
+  return onnx_fold_done(c, n, k);
+}
+
+/* Shape: the input's static shape (opset 15: the [start, end) slice of it). */
+int onnx_fold_shape(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  onnx_value *v = onnx_input(c, n, 0);
+  k_shape s;
+  if (!v) return onnx_fail(c, "input 1 is required");
+  onnx_shape_of(c, v, &s);
+  int64_t lo = onnx_attr_int(n, "start", 0), hi = onnx_attr_int(n, "end", s.rank);
+  if (lo < 0) lo += s.rank;
+  if (hi < 0) hi += s.rank;
+  lo = lo < 0 ? 0 : lo > s.rank ? s.rank : lo, hi = hi < lo ? lo : hi > s.rank ? s.rank : hi;
+  onnx_const *k = onnx_fold_new(c, n, true, &(k_shape){1, {hi - lo}});
+  for (int64_t i = lo; k && i < hi; i++) k->i[i - lo] = s.d[i];
+  return onnx_fold_done(c, n, k);
+}
+
+/* Gather of a constant along axis: out = data[:axis] + indices + data[axis+1:]. */
+int onnx_fold_gather(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  onnx_const *data = onnx_input_const(c, n, 0, "Kiln gathers only from constants (shape arithmetic); data");
+  onnx_const *idx = data ? onnx_input_const(c, n, 1, "indices") : NULL;
+  if (!idx) return 1;
+  const k_shape *ds = &data->shape;
+  int64_t axis = onnx_attr_int(n, "axis", 0);
+  if (axis < 0) axis += ds->rank;
+  if (!idx->is_int || axis < 0 || axis >= ds->rank || ds->rank - 1 + idx->shape.rank > K_MAX_RANK)
+    return onnx_fail(c, "indices must be integers and axis within the data's rank %d", ds->rank);
+  k_shape s = {0, {0}};
+  for (int i = 0; i < axis; i++) s.d[s.rank++] = ds->d[i];
+  for (int i = 0; i < idx->shape.rank; i++) s.d[s.rank++] = idx->shape.d[i];
+  for (int i = (int)axis + 1; i < ds->rank; i++) s.d[s.rank++] = ds->d[i];
+  int64_t outer = 1, inner = 1, dim = ds->d[axis];
+  for (int i = 0; i < axis; i++) outer *= ds->d[i];
+  for (int i = (int)axis + 1; i < ds->rank; i++) inner *= ds->d[i];
+  onnx_const *k = onnx_fold_new(c, n, data->is_int, &s);
+  for (int64_t o = 0; k && o < outer; o++)
+    for (int64_t j = 0; j < idx->n; j++) {
+      int64_t at = idx->i[j] < 0 ? idx->i[j] + dim : idx->i[j];
+      if (at < 0 || at >= dim) return onnx_fail(c, "index %lld is out of range for a dimension of %lld", (long long)idx->i[j], (long long)dim);
+      for (int64_t q = 0; q < inner; q++) onnx_set(k, (o * idx->n + j) * inner + q, onnx_get(data, (o * dim + at) * inner + q));
+    }
+  return onnx_fold_done(c, n, k);
+}
+
+/* ConstantOfShape: a tensor of the given shape filled with value (default float 0). */
+int onnx_fold_const_of_shape(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  onnx_const *sh = onnx_input_const(c, n, 0, "the shape");
+  if (!sh) return 1;
+  if (!sh->is_int || sh->shape.rank != 1 || sh->n > K_MAX_RANK) return onnx_fail(c, "the shape must be at most %d integers", K_MAX_RANK);
+  k_shape s = {(int)sh->n, {0}};
+  for (int i = 0; i < s.rank; i++) {
+    if (sh->i[i] < 0) return onnx_fail(c, "the shape has a negative entry");
+    s.d[i] = sh->i[i];
+  }
+  const Onnx__AttributeProto *a = onnx_attr(n, "value");
+  onnx_const *v = a && a->t ? onnx_read_tensor(c, a->t) : NULL;
+  if (a && (!v || v->n != 1)) return v ? onnx_fail(c, "value must hold one element") : 1;
+  onnx_const *k = onnx_fold_new(c, n, v ? v->is_int : false, &s);
+  for (int64_t i = 0; k && i < k->n; i++) onnx_set(k, i, v ? onnx_get(v, 0) : 0.0);
+  return onnx_fold_done(c, n, k);
+}
+
+/* Cast: of a constant, converted; of a float tensor to float, nothing to do. */
+int onnx_fold_cast(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  onnx_value *v = onnx_input(c, n, 0);
+  int64_t to = onnx_attr_int(n, "to", 0);
+  bool to_float = to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || to == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
+  if (!v || !n->n_output) return onnx_fail(c, "Cast needs one input and one output");
+  if (!v->k && to_float && ir_tensor_at(c->g, v->tensor)->dtype == K_F32) return onnx_bind(c, n->output[0], v->tensor, NULL), 0;
+  if (!v->k) return onnx_fail(c, "Cast of a computed tensor to type %lld is not supported (only float to float)", (long long)to);
+  onnx_const *k = onnx_fold_new(c, n, !to_float, &v->k->shape);
+  for (int64_t i = 0; k && i < k->n; i++) onnx_set(k, i, onnx_get(v->k, i));
+  return onnx_fold_done(c, n, k);
+}
+
+int onnx_fold_concat(onnx_ctx *c, const Onnx__NodeProto *n, int axis) {
+  onnx_const *first = onnx_input(c, n, 0)->k;
+  k_shape s = first->shape;
+  if (axis < 0) axis += s.rank;
+  if (axis < 0 || axis >= s.rank) return onnx_fail(c, "axis %d is out of range for rank %d", axis, s.rank);
+  s.d[axis] = 0;
+  for (size_t i = 0; i < n->n_input; i++) {
+    const onnx_const *k = onnx_input(c, n, (int)i)->k;
+    bool same = k->shape.rank == s.rank && k->is_int == first->is_int;
+    for (int d = 0; same && d < s.rank; d++) same = d == axis || k->shape.d[d] == s.d[d];
+    if (!same) return onnx_fail(c, "input %zu does not match the others' type and shape", i + 1);
+    s.d[axis] += k->shape.d[axis];
+  }
+  int64_t outer = 1, inner = 1, off = 0;
+  for (int d = 0; d < axis; d++) outer *= s.d[d];
+  for (int d = axis + 1; d < s.rank; d++) inner *= s.d[d];
+  onnx_const *out = onnx_fold_new(c, n, first->is_int, &s);
+  for (size_t i = 0; out && i < n->n_input; i++) {
+    const onnx_const *k = onnx_input(c, n, (int)i)->k;
+    int64_t run = k->shape.d[axis] * inner;
+    for (int64_t o = 0; o < outer; o++)
+      for (int64_t q = 0; q < run; q++) onnx_set(out, o * s.d[axis] * inner + off + q, onnx_get(k, o * run + q));
+    off += run;
+  }
+  return onnx_fold_done(c, n, out);
+}
