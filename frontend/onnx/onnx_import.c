@@ -135,13 +135,25 @@ int onnx_unsupported_attr(onnx_ctx *c, const char *name, const char *why) {
 
 /* ---- every unsupported op at once ---- */
 
+/* Names from the file as messages show them: at most 200 bytes, control bytes and other
+ * non-ASCII bytes as '?', so a damaged file cannot garble the terminal. */
+static const char *onnx_printable(onnx_ctx *c, const char *s, const char *dflt) {
+  if (!s || !*s) return dflt;
+  size_t n = strnlen(s, 200);
+  char *p = ir_strndup(&c->g->arena, s, n);
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned char)p[i] < 32 || (unsigned char)p[i] >= 127) p[i] = '?';
+  return p;
+}
+
+
 typedef struct { const char *type; int count; const char *names[3]; } onnx_missing;
 
-static void onnx_count_missing(onnx_missing *miss, int *nmiss, const Onnx__NodeProto *n, const char *type) {
+static void onnx_count_missing(onnx_missing *miss, int *nmiss, const char *name, const char *type) {
   int k = 0;
   while (k < *nmiss && strcmp(miss[k].type, type) != 0) k++;
   if (k == *nmiss) miss[(*nmiss)++] = (onnx_missing){type, 0, {0}};
-  if (miss[k].count < 3) miss[k].names[miss[k].count] = n->name && *n->name ? n->name : "(unnamed)";
+  if (miss[k].count < 3) miss[k].names[miss[k].count] = name;
   miss[k].count++;
 }
 
@@ -152,9 +164,9 @@ static int onnx_check_ops(onnx_ctx *c, const Onnx__GraphProto *gp) {
   for (size_t i = 0; i < gp->n_node; i++) {
     const Onnx__NodeProto *n = gp->node[i];
     const char *dom = n->domain && *n->domain && strcmp(n->domain, "ai.onnx") != 0 ? n->domain : NULL;
-    const char *type = n->op_type ? n->op_type : "(no op type)";
-    if (dom) type = ir_strfmt(&c->g->arena, "%s (domain %s)", type, dom);
-    if (dom || !onnx_op_lookup(n->op_type)) onnx_count_missing(miss, &nmiss, n, type);
+    const char *type = onnx_printable(c, n->op_type, "(no op type)");
+    if (dom) type = ir_strfmt(&c->g->arena, "%s (domain %s)", type, onnx_printable(c, dom, ""));
+    if (dom || !onnx_op_lookup(n->op_type)) onnx_count_missing(miss, &nmiss, onnx_printable(c, n->name, "(unnamed)"), type);
   }
   for (int k = 0; k < nmiss; k++)
     ir_error(c->d, c->loc, "unsupported ONNX op %s: %d node%s (%s%s%s%s%s%s)", miss[k].type, miss[k].count,
@@ -169,8 +181,8 @@ static int onnx_check_ops(onnx_ctx *c, const Onnx__GraphProto *gp) {
 
 static void onnx_node_loc(onnx_ctx *c, const Onnx__NodeProto *n) {
   c->node = n;
-  c->loc = (ir_loc){ir_strfmt(&c->g->arena, "%s: node '%s' (%s)", c->path, n->name && *n->name ? n->name : "(unnamed)",
-                              n->op_type ? n->op_type : "?"), 0, 0};
+  c->loc = (ir_loc){ir_strfmt(&c->g->arena, "%s: node '%s' (%s)", c->path, onnx_printable(c, n->name, "(unnamed)"),
+                              onnx_printable(c, n->op_type, "?")), 0, 0};
 }
 
 /* Names defined before any node runs: inputs and initializers. */
@@ -238,6 +250,7 @@ static int onnx_dim(onnx_ctx *c, const Onnx__TensorShapeProto__Dimension *dm, co
     if (strcmp(c->o->defs[i].name, sym) == 0) {
       if (c->o->defs[i].value <= 0) return onnx_fail(c, "-D %s=%lld: a dimension must be positive", sym, (long long)c->o->defs[i].value);
       *out = c->o->defs[i].value;
+      c->defs_used |= UINT64_C(1) << (i & 63);
     }
   return 0;
 }
@@ -272,6 +285,8 @@ static int onnx_inputs(onnx_ctx *c, const Onnx__GraphProto *gp) {
     x->dtype = dt, x->shape = s, x->shape_known = x->declared = true;
     onnx_bind(c, vi->name, t, NULL);
   }
+  for (int i = 0; i < c->o->ndefs && i < 64; i++)
+    if (!(c->defs_used >> i & 1)) errors += onnx_fail(c, "-D %s: no input has a symbolic dimension of that name", c->o->defs[i].name);
   return errors;
 }
 

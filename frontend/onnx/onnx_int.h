@@ -42,6 +42,7 @@ typedef struct onnx_ctx {
   fe_map kiln_names;           /* Kiln names handed out -> (void *)1 */
   fe_map suffix;               /* base name -> the last suffix handed out */
   ir_vec *map;                 /* onnx_name_pair, or NULL */
+  uint64_t defs_used;          /* bit i: -D number i named a symbolic dimension */
   ir_loc loc;                  /* the node being imported, for messages */
   const Onnx__NodeProto *node;
 } onnx_ctx;
