@@ -152,3 +152,79 @@ int onnx_fold_concat(onnx_ctx *c, const Onnx__NodeProto *n, int axis) {
   }
   return onnx_fold_done(c, n, out);
 }
+
+int onnx_fold_slice(onnx_ctx *c, const Onnx__NodeProto *n, const onnx_const *x, int na, const int64_t *axes,
+                    const int64_t *begin, const int64_t *end, const int64_t *step) {
+  int64_t lo[K_MAX_RANK], st[K_MAX_RANK];
+  k_shape s = x->shape;
+  for (int d = 0; d < s.rank; d++) lo[d] = 0, st[d] = 1;
+  for (int i = 0; i < na; i++) {
+    int64_t span = step[i] > 0 ? end[i] - begin[i] : begin[i] - end[i], mag = step[i] > 0 ? step[i] : -step[i];
+    lo[axes[i]] = begin[i], st[axes[i]] = step[i], s.d[axes[i]] = span > 0 ? (span + mag - 1) / mag : 0;
+  }
+  onnx_const *k = onnx_fold_new(c, n, x->is_int, &s);
+  for (int64_t o = 0; k && o < k->n; o++) {
+    int64_t rem = o, src = 0, stride = 1;
+    for (int d = s.rank - 1; d >= 0; d--) {
+      int64_t at = lo[d] + (rem % s.d[d]) * st[d];
+      rem /= s.d[d];
+      src += at * stride;
+      stride *= x->shape.d[d];
+    }
+    onnx_set(k, o, onnx_get(x, src));
+  }
+  return onnx_fold_done(c, n, k);
+}
+
+/* Pad: with every pad 0 (torch exports one before some average pools) it is the identity;
+ * other padding needs a pad row Kiln does not have yet. */
+int onnx_fold_pad(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  int64_t pads[2 * K_MAX_RANK];
+  int np = onnx_attr_ints(n, "pads", pads, 2 * K_MAX_RANK);
+  if (c->opset >= 11) {
+    onnx_const *k = onnx_input_const(c, n, 1, "pads");
+    if (!k) return 1;
+    if (!k->is_int || k->n > 2 * K_MAX_RANK) return onnx_fail(c, "pads must be at most %d integers", 2 * K_MAX_RANK);
+    np = (int)k->n;
+    memcpy(pads, k->i, (size_t)np * sizeof *pads);
+  }
+  for (int i = 0; i < np; i++)
+    if (pads[i] != 0) return onnx_fail(c, "Pad with nonzero pads is not supported (only the all-zero Pad folds away)");
+  return onnx_fold_identity(c, n, kop);
+}
+
+/* ---- arithmetic on constants (shape computations: Add, Sub, Mul, Div of sizes) ---- */
+
+static double onnx_apply(int kop, double a, double b, bool is_int) {
+  switch (kop) {
+  case IR_OP_add: return a + b;
+  case IR_OP_sub: return a - b;
+  case IR_OP_mul: return a * b;
+  case IR_OP_div: return is_int ? (b != 0 ? (double)((int64_t)a / (int64_t)b) : 0) : a / b;
+  case IR_OP_maximum: return a > b ? a : b;
+  case IR_OP_minimum: return a < b ? a : b;
+  default: return 0;
+  }
+}
+
+/* Element o of the broadcast result s read from a constant of shape ks. */
+static int64_t onnx_bcast_index(const k_shape *s, const k_shape *ks, int64_t o) {
+  int64_t src = 0, stride = 1;
+  for (int d = s->rank - 1, kd = ks->rank - 1; d >= 0; d--, kd--) {
+    int64_t i = o % s->d[d];
+    o /= s->d[d];
+    if (kd >= 0 && ks->d[kd] != 1) src += i * stride;
+    if (kd >= 0) stride *= ks->d[kd];
+  }
+  return src;
+}
+
+int onnx_fold_binary(onnx_ctx *c, const Onnx__NodeProto *n, int kop, const onnx_const *a, const onnx_const *b) {
+  k_shape s;
+  if (a->is_int != b->is_int || kop == IR_OP_pow) return onnx_fail(c, "arithmetic on these two constants is not supported");
+  if (!ir_shape_broadcast(&a->shape, &b->shape, &s)) return onnx_fail(c, "the constants' shapes do not broadcast");
+  onnx_const *k = onnx_fold_new(c, n, a->is_int, &s);
+  for (int64_t o = 0; k && o < k->n; o++)
+    onnx_set(k, o, onnx_apply(kop, onnx_get(a, onnx_bcast_index(&s, &a->shape, o)), onnx_get(b, onnx_bcast_index(&s, &b->shape, o)), a->is_int));
+  return onnx_fold_done(c, n, k);
+}

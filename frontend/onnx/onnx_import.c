@@ -65,25 +65,47 @@ onnx_value *onnx_input(onnx_ctx *c, const Onnx__NodeProto *n, int i) {
 onnx_const *onnx_input_const(onnx_ctx *c, const Onnx__NodeProto *n, int i, const char *what) {
   onnx_value *v = onnx_input(c, n, i);
   if (v && v->k) return v->k;
-  onnx_fail(c, "%s '%s' must be a constant (an initializer or folded shape arithmetic)", what,
-            v ? n->input[i] : "(absent)");
+  onnx_fail(c, "%s '%s' must be a constant (an initializer or folded shape arithmetic); a computed one is not supported",
+            what, v ? n->input[i] : "(absent)");
   return NULL;
+}
+
+/* An integer constant read as a tensor (Pow's integer exponent): Kiln computes in f32, which
+ * holds every integer up to 2^24 exactly; a larger one is refused. */
+static int onnx_const_to_float(onnx_ctx *c, onnx_const *k) {
+  float *f = ir_alloc(&c->g->arena, (size_t)k->n * sizeof *f + 8);
+  for (int64_t i = 0; i < k->n; i++) {
+    if (k->i[i] > (1 << 24) || k->i[i] < -(1 << 24))
+      return onnx_fail(c, "the integer constant '%s' holds %lld, which f32 cannot hold exactly; not supported", k->onnx_name,
+                       (long long)k->i[i]);
+    f[i] = (float)k->i[i];
+  }
+  onnx_const *g = ir_alloc(&c->g->arena, sizeof *g);
+  *g = *k;
+  g->is_int = false, g->f = f, g->i = NULL;
+  *k = *g;
+  return 0;
 }
 
 /* A constant read as a run-time tensor: one float element is a scalar CONST as the .kiln
  * front end makes for `0.5 * x`; anything else a parameter holding the data. */
+int onnx_scalar(onnx_ctx *c, float value) {
+  int t = ir_graph_add_tensor(c->g, ir_strfmt(&c->g->arena, "%%const%d", ir_ntensors(c->g)), IR_T_CONST, c->loc);
+  ir_tensor *x = ir_tensor_at(c->g, t);
+  x->value = value, x->shape_known = true;
+  return t;
+}
+
 int onnx_tensor(onnx_ctx *c, onnx_value *v, ir_tensor_kind kind) {
   if (v->tensor >= 0) return v->tensor;
   onnx_const *k = v->k;
   if (k->tensor >= 0) return k->tensor;
-  if (k->is_int) return onnx_fail(c, "the integer constant '%s' is read as a tensor; Kiln computes in f32", k->onnx_name), -1;
-  bool scalar = k->n == 1 && k->shape.rank == 0 && kind == IR_T_PARAM;
-  int t = ir_graph_add_tensor(c->g, scalar ? ir_strfmt(&c->g->arena, "%%const%d", ir_ntensors(c->g))
-                                          : onnx_kiln_name(c, k->onnx_name), scalar ? IR_T_CONST : kind, c->loc);
+  if (k->is_int && onnx_const_to_float(c, k)) return -1;
+  if (k->n == 1 && k->shape.rank == 0 && kind == IR_T_PARAM) return k->tensor = onnx_scalar(c, k->f[0]);
+  int t = ir_graph_add_tensor(c->g, onnx_kiln_name(c, k->onnx_name), kind, c->loc);
   ir_tensor *x = ir_tensor_at(c->g, t);
-  x->shape = k->shape, x->shape_known = true, x->declared = !scalar;
-  if (scalar) x->value = k->f[0];
-  else x->data = k->f;
+  x->shape = k->shape, x->shape_known = x->declared = true;
+  x->data = k->f;
   return k->tensor = t;
 }
 
@@ -95,13 +117,17 @@ const ir_tensor *onnx_shape_of(onnx_ctx *c, onnx_value *v, k_shape *s) {
 }
 
 int onnx_emit(onnx_ctx *c, const Onnx__NodeProto *n, int kop, const int *ins, int nin) {
+  return onnx_emit_as(c, n->n_output ? n->output[0] : n->name, n->n_output ? n->output[0] : NULL, kop, ins, nin);
+}
+
+int onnx_emit_as(onnx_ctx *c, const char *onnx_name, const char *bind, int kop, const int *ins, int nin) {
   for (int i = 0; i < nin; i++)
     if (ins[i] < 0) return -1;
-  const char *name = onnx_kiln_name(c, n->n_output ? n->output[0] : n->name);
+  const char *name = onnx_kiln_name(c, onnx_name);
   int idx = ir_graph_add_node(c->g, kop, name, nin, ins, c->loc);
   ir_node *nd = ir_node_at(c->g, idx);
   for (int i = 1; i < nd->nout; i++) fe_map_put(&c->kiln_names, &c->g->arena, ir_tensor_at(c->g, nd->out[i])->name, (void *)1);
-  if (n->n_output) onnx_bind(c, n->output[0], nd->out[0], NULL);
+  if (bind) onnx_bind(c, bind, nd->out[0], NULL);
   return idx;
 }
 
@@ -259,10 +285,10 @@ static int onnx_value_type(onnx_ctx *c, const Onnx__ValueInfoProto *vi, k_dtype 
   const char *name = vi->name ? vi->name : "";
   const Onnx__TypeProto *tp = vi->type;
   if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type || !tp->tensor_type->shape)
-    return onnx_fail(c, "'%s' is not a tensor of known rank", name);
+    return onnx_fail(c, "'%s' is not a tensor of known rank; sequences, maps, optionals and unknown ranks are not supported", name);
   int32_t et = tp->tensor_type->elem_type;
   if (et != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && et != ONNX__TENSOR_PROTO__DATA_TYPE__INT32)
-    return onnx_fail(c, "'%s' has element type %d; Kiln inputs and outputs are float (f32) or int32 (i32)", name, et);
+    return onnx_fail(c, "'%s' has element type %d, which is not supported: Kiln inputs and outputs are float (f32) or int32 (i32)", name, et);
   *dt = et == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? K_F32 : K_I32;
   const Onnx__TensorShapeProto *sp = tp->tensor_type->shape;
   if (sp->n_dim > K_MAX_RANK) return onnx_fail(c, "'%s' has rank %zu; Kiln tensors have rank <= %d", name, sp->n_dim, K_MAX_RANK);
@@ -299,6 +325,22 @@ static int onnx_initializers(onnx_ctx *c, const Onnx__GraphProto *gp) {
   return 0;
 }
 
+/* An output keeps its ONNX name even when an Identity (or a fold) made it an alias of an
+ * earlier node's output: that node's output tensor, and the node, take the output's name. */
+static int onnx_output_name(onnx_ctx *c, const char *onnx_name, int t) {
+  ir_tensor *x = ir_tensor_at(c->g, t);
+  for (int i = 0; i < c->g->outputs.len; i++)
+    if (IR_VEC_AT(c->g->outputs, int, i) == t) return onnx_fail(c, "graph outputs that are the same tensor are not supported ('%s')", onnx_name);
+  if (x->producer < 0) return onnx_fail(c, "graph output '%s' is a graph input or an initializer; that is not supported", onnx_name);
+  const char *want = onnx_clean_name(c, onnx_name);
+  if (strcmp(want, x->name) == 0) return 0;
+  const char *name = onnx_kiln_name(c, onnx_name);
+  ir_node *nd = ir_node_at(c->g, x->producer);
+  if (x->out_index == 0) nd->name = name;
+  x->name = name;
+  return 0;
+}
+
 /* Each graph output must be a computed tensor whose shape matches what the file declares
  * (symbolic dimensions match anything). */
 static int onnx_outputs(onnx_ctx *c, const Onnx__GraphProto *gp) {
@@ -306,7 +348,8 @@ static int onnx_outputs(onnx_ctx *c, const Onnx__GraphProto *gp) {
     const Onnx__ValueInfoProto *vi = gp->output[i];
     onnx_value *v = vi->name ? fe_map_get(&c->values, vi->name) : NULL;
     if (!v) return onnx_fail(c, "graph output '%s' is not computed by any node", vi->name ? vi->name : "");
-    if (v->tensor < 0) return onnx_fail(c, "graph output '%s' is a constant; Kiln models output computed tensors", vi->name);
+    if (v->tensor < 0) return onnx_fail(c, "graph output '%s' is a constant; a constant output is not supported", vi->name);
+    if (onnx_output_name(c, vi->name, v->tensor)) return 1;
     const ir_tensor *t = ir_tensor_at(c->g, v->tensor);
     const Onnx__TypeProto *tp = vi->type;
     const Onnx__TensorShapeProto *sp = tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type

@@ -65,6 +65,8 @@ int64_t onnx_model_opset(const Onnx__ModelProto *m, const char *path, ir_diag *d
 onnx_const *onnx_read_tensor(onnx_ctx *c, const Onnx__TensorProto *t);
 
 /* ---- onnx_names.c ---- */
+/* The valid Kiln name an ONNX name becomes before it is made unique. */
+const char *onnx_clean_name(onnx_ctx *c, const char *onnx_name);
 /* A valid, unique Kiln name for an ONNX name, recorded in the map when it differs. */
 const char *onnx_kiln_name(onnx_ctx *c, const char *onnx_name);
 
@@ -77,10 +79,14 @@ onnx_const *onnx_input_const(onnx_ctx *c, const Onnx__NodeProto *n, int i, const
 /* The Kiln tensor of a value: a constant becomes a scalar CONST or a parameter of the
  * given kind (IR_T_PARAM, IR_T_AUX) holding its data; -1 after an error. */
 int onnx_tensor(onnx_ctx *c, onnx_value *v, ir_tensor_kind kind);
+int onnx_scalar(onnx_ctx *c, float value);                       /* a scalar CONST tensor */
 const ir_tensor *onnx_shape_of(onnx_ctx *c, onnx_value *v, k_shape *s);   /* s = its shape */
 /* A Kiln node of op kop reading ins, named after the node's first output, shapes inferred,
  * output 0 bound to it; its index, or -1 after an error. */
 int onnx_emit(onnx_ctx *c, const Onnx__NodeProto *n, int kop, const int *ins, int nin);
+/* The same, named after onnx_name, binding output 0 to `bind` (when not NULL): the steps of
+ * an ONNX op that becomes several Kiln nodes. */
+int onnx_emit_as(onnx_ctx *c, const char *onnx_name, const char *bind, int kop, const int *ins, int nin);
 void onnx_bind(onnx_ctx *c, const char *name, int tensor, onnx_const *k);
 onnx_const *onnx_const_new(onnx_ctx *c, bool is_int, const k_shape *s);   /* zeroed; NULL if too big */
 /* Attributes; the default when absent. */
@@ -94,6 +100,11 @@ int onnx_unsupported_attr(onnx_ctx *c, const char *name, const char *why);
 
 /* ---- onnx_fold.c: folds the layout handlers share ---- */
 int onnx_fold_concat(onnx_ctx *c, const Onnx__NodeProto *n, int axis);   /* every input a constant */
+/* An elementwise binary op (the row's Kiln op) of two constants, NumPy broadcasting. */
+int onnx_fold_binary(onnx_ctx *c, const Onnx__NodeProto *n, int kop, const onnx_const *a, const onnx_const *b);
+/* Slice of a constant: for each of the axes, [begin, end) with step (normalised, in range). */
+int onnx_fold_slice(onnx_ctx *c, const Onnx__NodeProto *n, const onnx_const *x, int na, const int64_t *axes,
+                    const int64_t *begin, const int64_t *end, const int64_t *step);
 
 /* ---- the handlers (onnx_ops.c, onnx_fold.c), named by the table ---- */
 #define ONNX_OP(type, fn, kop) int fn(onnx_ctx *c, const Onnx__NodeProto *n, int kop_);

@@ -42,11 +42,15 @@ static char *onnx_clean(ir_arena *a, const char *in) {
 
 static bool onnx_name_taken(onnx_ctx *c, const char *s) { return fe_map_get(&c->kiln_names, s) != NULL; }
 
+const char *onnx_clean_name(onnx_ctx *c, const char *onnx_name) {
+  const char *base = onnx_clean(&c->g->arena, onnx_name ? onnx_name : "");
+  if (c->o->text_names && onnx_is_keyword(base)) base = ir_strfmt(&c->g->arena, "%s_", base);   /* input -> input_ */
+  return base;
+}
+
 const char *onnx_kiln_name(onnx_ctx *c, const char *onnx_name) {
   ir_arena *a = &c->g->arena;
-  const char *base = onnx_clean(a, onnx_name ? onnx_name : ""), *s;
-  if (c->o->text_names && onnx_is_keyword(base)) base = ir_strfmt(a, "%s_", base);   /* input -> input_ */
-  s = base;
+  const char *base = onnx_clean_name(c, onnx_name), *s = base;
   for (intptr_t i = (intptr_t)fe_map_get(&c->suffix, base) + 1; onnx_name_taken(c, s); i++) {
     s = ir_strfmt(a, "%s_%ld", base, (long)i);
     if (!onnx_name_taken(c, s)) fe_map_set(&c->suffix, a, base, (void *)i);

@@ -30,8 +30,27 @@ int onnx_unary(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   return onnx_emit(c, n, kop, &x, 1) < 0;
 }
 
+/* Max and Min take 1 to N inputs: one is the identity, more a chain of binary nodes. */
+static int onnx_variadic(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  int cur = onnx_in(c, n, 0, IR_T_PARAM);
+  if (n->n_input == 1) return cur < 0 ? 1 : (onnx_bind(c, n->output[0], cur, NULL), 0);
+  for (size_t i = 1; i < n->n_input && cur >= 0; i++) {
+    bool last = i + 1 == n->n_input;
+    int in[2] = {cur, onnx_in(c, n, (int)i, IR_T_PARAM)};
+    const char *nm = last ? n->output[0] : ir_strfmt(&c->g->arena, "%s_%zu", n->output[0], i);
+    int k = onnx_emit_as(c, nm, last ? n->output[0] : NULL, kop, in, 2);
+    if (k < 0 || ir_infer_one(c->g, c->d, k)) return 1;
+    cur = ir_node_at(c->g, k)->out[0];
+  }
+  return cur < 0;
+}
+
 int onnx_binary(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  if (!n->n_output || n->n_input < 1) return onnx_fail(c, "the node needs inputs and an output");
+  if (n->n_input != 2 && (kop == IR_OP_maximum || kop == IR_OP_minimum)) return onnx_variadic(c, n, kop);
   if (n->n_input != 2) return onnx_fail(c, "Kiln reads this op with exactly 2 inputs, not %zu", n->n_input);
+  onnx_value *a = onnx_input(c, n, 0), *b = onnx_input(c, n, 1);
+  if (a && b && a->k && b->k) return onnx_fold_binary(c, n, kop, a->k, b->k);
   int in[2] = {onnx_in(c, n, 0, IR_T_PARAM), onnx_in(c, n, 1, IR_T_PARAM)};
   return onnx_emit(c, n, kop, in, 2) < 0;
 }
@@ -44,9 +63,9 @@ int onnx_leaky_relu(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
 }
 
 /* A one-element constant input (Clip's min/max since opset 11), or dflt when absent. */
-static int onnx_scalar_input(onnx_ctx *c, const Onnx__NodeProto *n, int i, float dflt, float *out) {
+static int onnx_scalar_input(onnx_ctx *c, const Onnx__NodeProto *n, int i, const char *what, float dflt, float *out) {
   if (!onnx_input(c, n, i)) return *out = dflt, 0;
-  onnx_const *k = onnx_input_const(c, n, i, i == 1 ? "min" : "max");
+  onnx_const *k = onnx_input_const(c, n, i, what);
   if (!k) return 1;
   if (k->n != 1) return onnx_fail(c, "'%s' must hold one value", k->onnx_name);
   *out = k->is_int ? (float)k->i[0] : k->f[0];
@@ -55,7 +74,7 @@ static int onnx_scalar_input(onnx_ctx *c, const Onnx__NodeProto *n, int i, float
 
 int onnx_clip(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   float lo = onnx_attr_float(n, "min", -FLT_MAX), hi = onnx_attr_float(n, "max", FLT_MAX);
-  if (c->opset >= 11 && (onnx_scalar_input(c, n, 1, -FLT_MAX, &lo) || onnx_scalar_input(c, n, 2, FLT_MAX, &hi))) return 1;
+  if (c->opset >= 11 && (onnx_scalar_input(c, n, 1, "min", -FLT_MAX, &lo) || onnx_scalar_input(c, n, 2, "max", FLT_MAX, &hi))) return 1;
   int x = onnx_in(c, n, 0, IR_T_PARAM), k = onnx_emit(c, n, kop, &x, 1);
   if (k < 0) return 1;
   k_clip_param *p = onnx_param(c, k);
@@ -89,17 +108,53 @@ static onnx_const *onnx_gemm_bias(onnx_ctx *c, onnx_const *b, int64_t nh, float 
   return w;
 }
 
+/* One step of an ONNX op built from several Kiln nodes: the last takes the output's name. */
+static int onnx_step(onnx_ctx *c, const Onnx__NodeProto *n, bool last, int kop, const int *in, int nin) {
+  const char *nm = last ? n->output[0] : ir_strfmt(&c->g->arena, "%s_%d", n->output[0], ir_nnodes(c->g));
+  int k = onnx_emit_as(c, nm, last ? n->output[0] : NULL, kop, in, nin);
+  return k;
+}
+
+static int onnx_step_done(onnx_ctx *c, int k) {
+  return k < 0 || ir_infer_one(c->g, c->d, k) ? -1 : ir_node_at(c->g, k)->out[0];
+}
+
+/* Gemm whose B is computed (or transA = 1): matmul, then alpha *, then + beta * C. */
+static int onnx_gemm_matmul(onnx_ctx *c, const Onnx__NodeProto *n) {
+  float alpha = onnx_attr_float(n, "alpha", 1.0f), beta = onnx_attr_float(n, "beta", 1.0f);
+  bool has_c = onnx_input(c, n, 2) != NULL;
+  int in[2] = {onnx_in(c, n, 0, IR_T_PARAM), onnx_in(c, n, 1, IR_T_PARAM)};
+  int k = onnx_step(c, n, !has_c && alpha == 1.0f, IR_OP_matmul, in, 2);
+  if (k < 0) return 1;
+  k_matmul_param *p = onnx_param(c, k);
+  p->transpose_a = onnx_attr_int(n, "transA", 0) != 0, p->transpose_b = onnx_attr_int(n, "transB", 0) != 0;
+  int cur = onnx_step_done(c, k);
+  if (cur >= 0 && alpha != 1.0f) {
+    int m[2] = {cur, onnx_scalar(c, alpha)};
+    cur = onnx_step_done(c, onnx_step(c, n, !has_c, IR_OP_mul, m, 2));
+  }
+  int bias = has_c && cur >= 0 ? onnx_in(c, n, 2, IR_T_PARAM) : -1;
+  if (bias >= 0 && beta != 1.0f) {
+    int m[2] = {bias, onnx_scalar(c, beta)};
+    bias = onnx_step_done(c, onnx_step(c, n, false, IR_OP_mul, m, 2));
+  }
+  if (bias >= 0) {
+    int a[2] = {cur, bias};
+    cur = onnx_step_done(c, onnx_step(c, n, true, IR_OP_add, a, 2));
+  }
+  return cur < 0;
+}
+
 int onnx_gemm(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
-  if (onnx_attr_int(n, "transA", 0)) return onnx_unsupported_attr(c, "transA", "= 1");
-  onnx_const *b = onnx_input_const(c, n, 1, "B (the weight)");
-  onnx_value *cv = onnx_input(c, n, 2);
-  if (!b) return 1;
-  if (cv && !cv->k) return onnx_fail(c, "C must be a constant (the bias)");
+  onnx_value *bv = onnx_input(c, n, 1), *cv = onnx_input(c, n, 2);
+  if (!bv || !n->n_output) return onnx_fail(c, "A, B and the output are required");
+  if (onnx_attr_int(n, "transA", 0) || !bv->k || (cv && !cv->k) || bv->k->is_int) return onnx_gemm_matmul(c, n);
+  onnx_const *b = bv->k;
   onnx_const *w = onnx_gemm_weight(c, b, onnx_attr_int(n, "transB", 0) != 0, onnx_attr_float(n, "alpha", 1.0f));
   onnx_const *bias = w && cv ? onnx_gemm_bias(c, cv->k, w->shape.d[0], onnx_attr_float(n, "beta", 1.0f)) : NULL;
   if (!w || (cv && !bias)) return 1;
-  onnx_value wv = {-1, w}, bv = {-1, bias};
-  int in[3] = {onnx_in(c, n, 0, IR_T_PARAM), onnx_tensor(c, &wv, IR_T_PARAM), bias ? onnx_tensor(c, &bv, IR_T_PARAM) : 0};
+  onnx_value wval = {-1, w}, bval = {-1, bias};
+  int in[3] = {onnx_in(c, n, 0, IR_T_PARAM), onnx_tensor(c, &wval, IR_T_PARAM), bias ? onnx_tensor(c, &bval, IR_T_PARAM) : 0};
   int k = onnx_emit(c, n, kop, in, bias ? 3 : 2);
   if (k < 0) return 1;
   k_fc_param *p = onnx_param(c, k);
@@ -155,7 +210,8 @@ static int onnx_window_pads(onnx_ctx *c, const Onnx__NodeProto *n, const k_shape
 }
 
 static int onnx_window_read(onnx_ctx *c, const Onnx__NodeProto *n, const k_shape *x, onnx_window *w) {
-  if (x->rank < 3 || x->rank - 2 > 2) return onnx_fail(c, "input of rank %d: Kiln convolves and pools 1-d and 2-d inputs", x->rank);
+  if (x->rank < 3 || x->rank - 2 > 2)
+    return onnx_fail(c, "an input of rank %d is not supported: Kiln convolves and pools 1-d and 2-d inputs", x->rank);
   if (w->nk == 0 && onnx_attr_ints(n, "kernel_shape", w->kernel, K_MAX_RANK) != x->rank - 2)
     return onnx_fail(c, "kernel_shape must have %d values", x->rank - 2);
   w->nk = x->rank - 2;
@@ -210,8 +266,10 @@ int onnx_pool(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   if (!xv || onnx_one_output(c, n, "Indices")) return 1;
   onnx_shape_of(c, xv, &xs);
   if (onnx_window_read(c, n, &xs, &w)) return 1;
-  for (int i = 0; i < w.nk; i++)
+  for (int i = 0; i < w.nk; i++) {
     if (w.dilate[i] != 1) return onnx_unsupported_attr(c, "dilations", "other than 1");
+    if (2 * w.pad[i] > w.kernel[i]) return onnx_unsupported_attr(c, "pads", "larger than half the kernel (PyTorch's limit, which Kiln keeps)");
+  }
   if (onnx_attr_int(n, "storage_order", 0)) return onnx_unsupported_attr(c, "storage_order", "= 1");
   if (onnx_attr_int(n, "ceil_mode", 0) && onnx_ceil_mode(c, &w, &xs)) return 1;
   bool padded = false;
@@ -249,7 +307,7 @@ int onnx_batch_norm(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
 
 int onnx_dropout(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   float ratio = onnx_attr_float(n, "ratio", 0.5f);
-  if (onnx_one_output(c, n, "mask") || (c->opset >= 12 && onnx_scalar_input(c, n, 1, 0.5f, &ratio))) return 1;
+  if (onnx_one_output(c, n, "mask") || (c->opset >= 12 && onnx_scalar_input(c, n, 1, "ratio", 0.5f, &ratio))) return 1;
   int x = onnx_in(c, n, 0, IR_T_PARAM), k = onnx_emit(c, n, kop, &x, 1);
   if (k < 0) return 1;
   ((k_dropout_param *)onnx_param(c, k))->p = ratio;
@@ -408,4 +466,63 @@ int onnx_concat(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   if (k < 0) return 1;
   ((k_concat_param *)onnx_param(c, k))->dim = (int32_t)axis;
   return 0;
+}
+
+/* ---- Slice: starts, ends, axes, steps from attributes (opset < 10) or constant inputs ---- */
+
+static int onnx_slice_arg(onnx_ctx *c, const Onnx__NodeProto *n, int input, const char *attr, int64_t *v, int *cnt) {
+  if (c->opset < 10) {
+    int got = onnx_attr_ints(n, attr, v, K_MAX_RANK);
+    return got < 0 ? onnx_fail(c, "%s has more than %d values", attr, K_MAX_RANK) : (*cnt = got, 0);
+  }
+  if (!onnx_input(c, n, input)) return *cnt = 0, 0;
+  onnx_const *k = onnx_input_const(c, n, input, attr);
+  if (!k) return 1;
+  if (!k->is_int || k->shape.rank != 1 || k->n > K_MAX_RANK) return onnx_fail(c, "%s must be at most %d integers", attr, K_MAX_RANK);
+  memcpy(v, k->i, (size_t)k->n * sizeof *v);
+  return *cnt = (int)k->n, 0;
+}
+
+/* ONNX's clamping: negative indices count from the end; out-of-range ones are clamped. */
+static void onnx_slice_norm(int64_t d, int64_t step, int64_t *b, int64_t *e) {
+  if (*b < 0) *b += d;
+  if (*e < 0) *e += d;
+  int64_t lo = step > 0 ? 0 : -1, hi = step > 0 ? d : d - 1;
+  *b = *b < lo ? lo : *b > hi ? hi : *b;
+  *e = *e < lo ? lo : *e > hi ? hi : *e;
+}
+
+int onnx_slice(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  onnx_value *xv = onnx_input(c, n, 0);
+  int64_t b[K_MAX_RANK], e[K_MAX_RANK], axes[K_MAX_RANK], steps[K_MAX_RANK];
+  int nb, ne, na, ns;
+  k_shape xs;
+  if (!xv || !n->n_output) return onnx_fail(c, "input 1 and output 1 are required");
+  onnx_shape_of(c, xv, &xs);
+  if (onnx_slice_arg(c, n, 1, "starts", b, &nb) || onnx_slice_arg(c, n, 2, "ends", e, &ne) ||
+      onnx_slice_arg(c, n, 3, "axes", axes, &na) || onnx_slice_arg(c, n, 4, "steps", steps, &ns)) return 1;
+  if (nb != ne || (na && na != nb) || (ns && ns != nb)) return onnx_fail(c, "starts, ends, axes and steps differ in length");
+  for (int i = 0; i < nb; i++) {
+    if (!na) axes[i] = i;
+    if (!ns) steps[i] = 1;
+    if (axes[i] < 0) axes[i] += xs.rank;
+    if (axes[i] < 0 || axes[i] >= xs.rank || steps[i] == 0) return onnx_fail(c, "axis %lld or its step is out of range", (long long)axes[i]);
+    onnx_slice_norm(xs.d[axes[i]], steps[i], &b[i], &e[i]);
+  }
+  if (xv->k) return onnx_fold_slice(c, n, xv->k, nb, axes, b, e, steps);
+  int cur = onnx_tensor(c, xv, IR_T_PARAM);
+  for (int i = 0; i < nb && cur >= 0; i++) {
+    if (steps[i] != 1) return onnx_unsupported_attr(c, "steps", "other than 1 on a computed tensor (Kiln's slice is x.narrow)");
+    if (b[i] >= e[i]) return onnx_fail(c, "an empty slice is not supported (Kiln tensors are never empty)");
+    bool last = i == nb - 1;
+    const char *nm = last ? n->output[0] : ir_strfmt(&c->g->arena, "%s_axis%lld", n->output[0], (long long)axes[i]);
+    int k = onnx_emit_as(c, nm, last ? n->output[0] : NULL, kop, &cur, 1);
+    if (k < 0) return 1;
+    k_slice_param *p = onnx_param(c, k);
+    p->axis = (int32_t)axes[i], p->begin = b[i], p->end = e[i];
+    if (ir_infer_one(c->g, c->d, k)) return 1;
+    cur = ir_node_at(c->g, k)->out[0];
+  }
+  if (nb == 0) onnx_bind(c, n->output[0], cur, NULL);
+  return cur < 0;
 }

@@ -64,6 +64,8 @@ static int onnx_elem_size(int32_t type) {
   switch (type) {
   case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: return 4;
   case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: return 8;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32: return 4;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__INT16: case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16: return 2;
   case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8:
   case ONNX__TENSOR_PROTO__DATA_TYPE__INT8: return 1;
   default: return 0;
@@ -81,6 +83,9 @@ static void onnx_put_raw(onnx_const *k, int32_t type, const uint8_t *p, int64_t 
   case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: memcpy(&v32, p, 4), k->i[i] = v32; break;
   case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: memcpy(&v64, p, 8), k->i[i] = v64; break;
   case ONNX__TENSOR_PROTO__DATA_TYPE__INT8: k->i[i] = (int8_t)p[0]; break;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32: memcpy(&v32, p, 4), k->i[i] = (uint32_t)v32; break;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__INT16: k->i[i] = (int16_t)(p[0] | p[1] << 8); break;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16: k->i[i] = (uint16_t)(p[0] | p[1] << 8); break;
   default: k->i[i] = p[0]; break;                       /* bool, uint8 */
   }
 }
@@ -150,7 +155,9 @@ onnx_const *onnx_read_tensor(onnx_ctx *c, const Onnx__TensorProto *t) {
   const char *name = t->name ? t->name : "";
   int esz = onnx_elem_size(t->data_type);
   k_shape s;
-  if (!esz) return onnx_fail(c, "tensor '%s' has data type %d, which Kiln does not read (float, double, int and bool do)", name, t->data_type), NULL;
+  if (!esz)
+    return onnx_fail(c, "tensor '%s' has data type %d, which is not supported (Kiln reads float, double, integers of up to 32 bits, int64 and bool)",
+                     name, t->data_type), NULL;
   if (onnx_tensor_shape(c, t, &s, name)) return NULL;
   bool is_int = t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
   onnx_const *k = onnx_const_new(c, is_int, &s);

@@ -84,13 +84,13 @@ X = vi("x", [1, 2, 4, 4])
 # Every unsupported op at once: three types, one from another domain.
 unsup = model([helper.make_node("Erf", ["x"], ["a"], name="erf_%d" % 0),
                helper.make_node("Erf", ["a"], ["b"], name="erf_1"),
-               helper.make_node("Pad", ["b"], ["c"], name="pad_0"),
+               helper.make_node("HardSigmoid", ["b"], ["c"], name="hs_0"),
                helper.make_node("Erf", ["c"], ["d"], name="erf_2"),
                helper.make_node("Erf", ["d"], ["e"], name="erf_3"),
                helper.make_node("MyOp", ["e"], ["y"], name="mine", domain="com.example")],
               [X], [vi("y", [1, 2, 4, 4])], domains=["com.example"])
 expect_error("unsupported", save(unsup, "unsupported"), "unsupported ONNX op Erf: 4 nodes (erf_0, erf_1, erf_2, ...)",
-             "unsupported ONNX op Pad: 1 node (pad_0)", "unsupported ONNX op MyOp (domain com.example): 1 node (mine)")
+             "unsupported ONNX op HardSigmoid: 1 node (hs_0)", "unsupported ONNX op MyOp (domain com.example): 1 node (mine)")
 
 relu = helper.make_node("Relu", ["x"], ["y"], name="r")
 expect_error("opset", save(model([relu], [X], [vi("y", [1, 2, 4, 4])], opset=8), "opset"),

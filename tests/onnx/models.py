@@ -2,7 +2,7 @@
 """models.py -- torchvision models exported to ONNX by torch, compiled by kiln, compared with
 torch (issue 11, "Real models").
 
-    models.py KILN [MODEL...]        (default: resnet18 mobilenet_v2)
+    models.py KILN [--batch N] [MODEL...]        (default: batch 1, resnet18 mobilenet_v2)
 
 Each model is built with a fixed seed, its BatchNorm statistics and affine parameters drawn at
 random too (freshly initialised ones are 0/1, which would make the folded convolution biases
@@ -34,7 +34,11 @@ except ImportError as e:
 
 torch.set_num_threads(1)
 KILN = sys.argv[1]
-NAMES = sys.argv[2:] or ["resnet18", "mobilenet_v2"]
+ARGS = sys.argv[2:]
+BATCH = 1
+if ARGS[:1] == ["--batch"]:
+    BATCH, ARGS = int(ARGS[1]), ARGS[2:]
+NAMES = ARGS or ["resnet18", "mobilenet_v2"]
 failed = 0
 
 
@@ -78,7 +82,7 @@ def compare(name, got, ref, what):
 
 def run_model(tmp, name, first):
     m = build(name)
-    x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(2))
+    x = torch.randn(BATCH, 3, 224, 224, generator=torch.Generator().manual_seed(2))
     path = os.path.join(tmp, name + ".onnx")
     torch.onnx.export(m, x, path, opset_version=13, input_names=["input"], output_names=["output"])
     with torch.no_grad():
@@ -89,7 +93,7 @@ def run_model(tmp, name, first):
         return
     os.remove(path)                       # the .so alone must reproduce the model
     if kiln("run", so, "--input", "input=" + xin, "--output", "output=" + y):
-        compare(name, np.load(y), ref, "compiled .so, batch 1")
+        compare(name, np.load(y), ref, "compiled .so, batch %d" % BATCH)
     if first:
         check_import(tmp, m, x, name, so, xin, y)
 
