@@ -53,7 +53,7 @@ onnx_const *onnx_const_new(onnx_ctx *c, bool is_int, const k_shape *s) {
 
 void onnx_bind(onnx_ctx *c, const char *name, int tensor, onnx_const *k) {
   onnx_value *v = ir_alloc(&c->g->arena, sizeof *v);
-  *v = (onnx_value){tensor, k};
+  *v = (onnx_value){.tensor = tensor, .k = k};
   fe_map_set(&c->values, &c->g->arena, name, v);
 }
 
@@ -97,6 +97,7 @@ int onnx_scalar(onnx_ctx *c, float value) {
 }
 
 int onnx_tensor(onnx_ctx *c, onnx_value *v, ir_tensor_kind kind) {
+  if (v->npad) return onnx_fail(c, "a Pad read by this op is not supported (a zero Pad folds only into Conv and AveragePool)"), -1;
   if (v->tensor >= 0) return v->tensor;
   onnx_const *k = v->k;
   if (k->tensor >= 0) return k->tensor;

@@ -30,6 +30,9 @@ typedef struct {
 typedef struct {
   int tensor;                  /* -1 for a constant */
   onnx_const *k;
+  int npad;                    /* > 0: a zero Pad of tensor's spatial axes, still to be folded
+                                  into the convolution or average pool that reads it */
+  int64_t pad[K_MAX_RANK];
 } onnx_value;
 
 typedef struct onnx_ctx {

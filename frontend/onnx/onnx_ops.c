@@ -153,7 +153,7 @@ int onnx_gemm(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   onnx_const *w = onnx_gemm_weight(c, b, onnx_attr_int(n, "transB", 0) != 0, onnx_attr_float(n, "alpha", 1.0f));
   onnx_const *bias = w && cv ? onnx_gemm_bias(c, cv->k, w->shape.d[0], onnx_attr_float(n, "beta", 1.0f)) : NULL;
   if (!w || (cv && !bias)) return 1;
-  onnx_value wval = {-1, w}, bval = {-1, bias};
+  onnx_value wval = {.tensor = -1, .k = w}, bval = {.tensor = -1, .k = bias};
   int in[3] = {onnx_in(c, n, 0, IR_T_PARAM), onnx_tensor(c, &wval, IR_T_PARAM), bias ? onnx_tensor(c, &bval, IR_T_PARAM) : 0};
   int k = onnx_emit(c, n, kop, in, bias ? 3 : 2);
   if (k < 0) return 1;
@@ -220,6 +220,19 @@ static int onnx_window_read(onnx_ctx *c, const Onnx__NodeProto *n, const k_shape
   return onnx_window_pads(c, n, x, w);
 }
 
+/* A pending zero Pad (onnx_fold.c) on the input becomes the window's own padding: the op
+ * then reads the unpadded tensor, whose shape xs becomes. */
+static int onnx_take_pad(onnx_ctx *c, onnx_value **xv, onnx_window *w, k_shape *xs) {
+  if (!(*xv)->npad) return 0;
+  if ((*xv)->npad != w->nk) return onnx_fail(c, "the Pad before it pads %d axes, the window has %d", (*xv)->npad, w->nk);
+  onnx_value *plain = ir_alloc(&c->g->arena, sizeof *plain);
+  *plain = (onnx_value){.tensor = (*xv)->tensor};
+  for (int i = 0; i < w->nk; i++) w->pad[i] += (*xv)->pad[i];
+  *xv = plain;
+  onnx_shape_of(c, plain, xs);
+  return 0;
+}
+
 static void onnx_set_ints(k_ints *dst, const int64_t *v, int n) {
   dst->n = n;
   memcpy(dst->v, v, (size_t)n * sizeof *v);
@@ -236,7 +249,7 @@ int onnx_conv(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
     w.nk = ws.rank - 2;
     for (int i = 0; i < w.nk; i++) w.kernel[i] = ws.d[2 + i];
   }
-  if (onnx_window_read(c, n, &xs, &w)) return 1;
+  if (onnx_window_read(c, n, &xs, &w) || onnx_take_pad(c, &xv, &w, &xs)) return 1;
   int in[3] = {onnx_tensor(c, xv, IR_T_PARAM), onnx_tensor(c, wv, IR_T_PARAM), bv ? onnx_tensor(c, bv, IR_T_PARAM) : 0};
   int k = onnx_emit(c, n, kop, in, bv ? 3 : 2);
   if (k < 0) return 1;
@@ -266,16 +279,17 @@ int onnx_pool(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   if (!xv || onnx_one_output(c, n, "Indices")) return 1;
   onnx_shape_of(c, xv, &xs);
   if (onnx_window_read(c, n, &xs, &w)) return 1;
+  bool padded = false;                    /* by the op itself: a Pad before it counts as data */
+  for (int i = 0; i < w.nk; i++) padded |= w.pad[i] != 0;
+  if (avg && padded && !onnx_attr_int(n, "count_include_pad", 0))
+    return onnx_unsupported_attr(c, "count_include_pad", "= 0 with padding (Kiln's average counts the padding)");
+  if (avg && onnx_take_pad(c, &xv, &w, &xs)) return 1;
   for (int i = 0; i < w.nk; i++) {
     if (w.dilate[i] != 1) return onnx_unsupported_attr(c, "dilations", "other than 1");
     if (2 * w.pad[i] > w.kernel[i]) return onnx_unsupported_attr(c, "pads", "larger than half the kernel (PyTorch's limit, which Kiln keeps)");
   }
   if (onnx_attr_int(n, "storage_order", 0)) return onnx_unsupported_attr(c, "storage_order", "= 1");
   if (onnx_attr_int(n, "ceil_mode", 0) && onnx_ceil_mode(c, &w, &xs)) return 1;
-  bool padded = false;
-  for (int i = 0; i < w.nk; i++) padded |= w.pad[i] != 0;
-  if (avg && padded && !onnx_attr_int(n, "count_include_pad", 0))
-    return onnx_unsupported_attr(c, "count_include_pad", "= 0 with padding (Kiln's average counts the padding)");
   int x = onnx_tensor(c, xv, IR_T_PARAM), k = onnx_emit(c, n, kop, &x, 1);
   if (k < 0) return 1;
   k_pool_param *p = onnx_param(c, k);

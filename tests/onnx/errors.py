@@ -140,6 +140,24 @@ if a is not None and b is not None:
 os.remove(os.path.join(ext_dir, "ext.weights"))
 expect_error("ext_missing", ext, "cannot read external data file")
 
+# A zero Pad of the spatial axes folds into the AveragePool after it (torch's avg_pool2d with
+# padding exports that pair): the same as the pool padding itself, counting the padding.
+pads = numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads")
+padded = model([helper.make_node("Pad", ["x", "pads"], ["p"], name="pad", mode="constant"),
+                helper.make_node("AveragePool", ["p"], ["y"], name="pool", kernel_shape=[3, 3])],
+               [X], [vi("y", [1, 2, 4, 4])], [pads])
+own = model([helper.make_node("AveragePool", ["x"], ["y"], name="pool", kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                              count_include_pad=1)], [X], [vi("y", [1, 2, 4, 4])])
+a, b = run(save(padded, "padded"), x), run(save(own, "own_pads"), x)
+if a is not None and b is not None:
+    if not np.array_equal(a, b):
+        fail("Pad + AveragePool differs from AveragePool with the same pads")
+    else:
+        print("ok %-20s Pad folded into AveragePool" % "pad_fold")
+pad_relu = model([helper.make_node("Pad", ["x", "pads"], ["p"], name="pad", mode="constant"),
+                  helper.make_node("Relu", ["p"], ["y"], name="relu_after_pad")], [X], [vi("y", [1, 2, 6, 6])], [pads])
+expect_error("pad_relu", save(pad_relu, "pad_relu"), "node 'relu_after_pad' (Relu)", "a Pad read by this op is not supported")
+
 r = subprocess.run([KILN, "import", inline, "-o", os.path.join(tmp, "mapped.kiln"), "--map"], capture_output=True, text=True)
 if r.returncode != 0 or "x" in r.stdout.split() or "conv.weight" in r.stdout:
     fail("--map: exit %d, stdout %r (names kept as they are must not be listed)" % (r.returncode, r.stdout))
