@@ -9,7 +9,7 @@
 #include "runtime.h"
 
 const char kiln_import_usage[] =
-  "usage: kiln import MODEL.onnx -o NAME.kiln [--map] [-D dim=N]...\n"
+  "usage: kiln import MODEL.onnx -o NAME.kiln [--map] [--train \"LOSS OPT(...)\"] [-D dim=N]...\n"
   "\n"
   "Imports an ONNX model (opsets 9 to 17) and writes it as readable .kiln text (one statement\n"
   "per node, every parameter declared with its shape) and NAME.safetensors beside it, holding\n"
@@ -21,6 +21,10 @@ const char kiln_import_usage[] =
   "\n"
   "  -o NAME.kiln   the text to write (required); the weights go to NAME.safetensors\n"
   "  --map          print each renamed ONNX name and its Kiln name\n"
+  "  --train \"LOSS OPT(...)\"  make it trainable: a new i32 input `label`, the loss of the first\n"
+  "                 output and label, and `train loss with OPT(...)`, e.g.\n"
+  "                 --train \"softmax_cross_entropy sgd(lr=0.01)\" (export in training mode to keep\n"
+  "                 BatchNormalization and Dropout)\n"
   "  -D dim=N       the size of a symbolic input dimension (dim_param), e.g. -D batch=8;\n"
   "                 unbound symbolic dimensions are 1\n"
   "\n"
@@ -30,6 +34,7 @@ const char kiln_import_usage[] =
 int kiln_import_flag(kiln_opts *o, int argc, char **argv, int *i) {
   const char *a = argv[*i];
   if (strcmp(a, "--map") == 0) return o->map = true, 1;
+  if (strcmp(a, "--train") == 0 && *i + 1 < argc) return o->train = argv[++*i], 1;
   if (strcmp(a, "-o") != 0) return 0;
   if (*i + 1 >= argc) return fprintf(stderr, "kiln import: -o needs a file name\n"), 2;
   o->out = argv[++*i];
@@ -124,7 +129,7 @@ int kiln_import_main(int argc, char **argv) {
   ir_diag d;
   ir_diag_init(&d, stderr);
   ir_vec map = {.elem = sizeof(onnx_name_pair)};
-  onnx_options oo = {.defs = o.defs, .ndefs = o.ndefs, .text_names = true};
+  onnx_options oo = {.defs = o.defs, .ndefs = o.ndefs, .text_names = true, .train = o.train};
   ir_graph *g = onnx_import(o.file, &oo, &d, &map);
   if (g && o.map) kiln_print_map(&map);
   if (g) kiln_import_write(g, &o, &d);

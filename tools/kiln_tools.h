@@ -21,6 +21,7 @@ typedef struct {
   int ndefs;
   bool print;                      /* check --print */
   bool map;                        /* import --map */
+  const char *train;               /* import --train */
   ir_mode mode;                    /* passes --mode (NONE: train if the model trains) */
   int print_after;                 /* passes --print-after: pass id, PASS_COUNT = all, -1 */
   const char *dot;                 /* passes --dot / --dot-full */

@@ -8,7 +8,8 @@
  *   onnx_ops.def   the op table: one row per ONNX op, naming its handler and Kiln op
  *   onnx_ops.c     handlers of ops that become Kiln nodes; onnx_fold.c handlers folded at
  *                  import (Shape, Gather, Concat of constants, Unsqueeze, Constant, ...)
- *   onnx_names.c   ONNX names made valid .kiln names, unique, with the mapping kept */
+ *   onnx_names.c   ONNX names made valid .kiln names, unique, with the mapping kept
+ *   onnx_train.c   kiln import --train: a loss, a label input and a train statement added */
 #ifndef KILN_ONNX_H
 #define KILN_ONNX_H
 
@@ -19,6 +20,8 @@ typedef struct {
   int ndefs;
   bool text_names;             /* also rename names that are .kiln keywords (input, model...):
                                   kiln import writes text that must parse back */
+  const char *train;           /* "LOSS OPTIMIZER(...)": add an i32 input `label`, the loss of
+                                  the first output and label, and a train statement; or NULL */
 } onnx_options;
 
 typedef struct { const char *onnx, *kiln; } onnx_name_pair;

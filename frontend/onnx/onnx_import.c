@@ -392,11 +392,20 @@ static void onnx_names_of_path(onnx_ctx *c, const char *path, const char **model
   *model = onnx_kiln_name(c, ir_strndup(&c->g->arena, base, n));
 }
 
+static void onnx_mark_read(onnx_ctx *c, const Onnx__GraphProto *gp) {
+  for (size_t i = 0; i < gp->n_node; i++)
+    for (size_t j = 0; j < gp->node[i]->n_input; j++)
+      if (gp->node[i]->input[j] && *gp->node[i]->input[j]) fe_map_put(&c->read, &c->g->arena, gp->node[i]->input[j], (void *)1);
+  for (size_t i = 0; i < gp->n_output; i++)
+    if (gp->output[i]->name) fe_map_put(&c->read, &c->g->arena, gp->output[i]->name, (void *)1);
+}
+
 static int onnx_graph(onnx_ctx *c, const Onnx__GraphProto *gp) {
   const char *model;
   onnx_names_of_path(c, c->path, &model);
   c->g->name = model;
   if (onnx_check_ops(c, gp)) return 1;
+  onnx_mark_read(c, gp);
   const Onnx__NodeProto **order = calloc(gp->n_node + 1, sizeof *order);
   if (!order) return onnx_fail(c, "out of memory");
   int rc = onnx_toposort(c, gp, order);
@@ -405,6 +414,7 @@ static int onnx_graph(onnx_ctx *c, const Onnx__GraphProto *gp) {
   if (!rc) rc = onnx_nodes(c, order, gp->n_node);
   c->loc = (ir_loc){c->path, 0, 0};
   if (!rc) rc = onnx_outputs(c, gp);
+  if (!rc && c->o->train) rc = onnx_add_train(c, c->o->train);
   free(order);
   return rc;
 }

@@ -42,6 +42,7 @@ typedef struct onnx_ctx {
   const char *path, *dir;      /* the model and its folder (external data lives beside it) */
   int64_t opset;
   fe_map values;               /* ONNX name -> onnx_value */
+  fe_map read;                 /* ONNX names some node or the graph's outputs read -> (void *)1 */
   fe_map kiln_names;           /* Kiln names handed out -> (void *)1 */
   fe_map suffix;               /* base name -> the last suffix handed out */
   ir_vec *map;                 /* onnx_name_pair, or NULL */
@@ -100,6 +101,9 @@ float onnx_attr_float(const Onnx__NodeProto *n, const char *name, float dflt);
 int onnx_attr_ints(const Onnx__NodeProto *n, const char *name, int64_t *v, int max);
 /* An attribute the importer does not implement, set to a value other than its default. */
 int onnx_unsupported_attr(onnx_ctx *c, const char *name, const char *why);
+
+/* ---- onnx_train.c ---- */
+int onnx_add_train(onnx_ctx *c, const char *spec);
 
 /* ---- onnx_fold.c: folds the layout handlers share ---- */
 int onnx_fold_concat(onnx_ctx *c, const Onnx__NodeProto *n, int axis);   /* every input a constant */

@@ -16,10 +16,12 @@ static int onnx_in(onnx_ctx *c, const Onnx__NodeProto *n, int i, ir_tensor_kind 
 
 static void *onnx_param(onnx_ctx *c, int node) { return ir_node_at(c->g, node)->param; }
 
-/* Only output 0 is imported: another output that the graph reads is refused. */
+/* Only output 0 is imported: another output that the graph reads is refused (a training-mode
+ * BatchNormalization lists its running statistics as outputs nothing reads). */
 static int onnx_one_output(onnx_ctx *c, const Onnx__NodeProto *n, const char *what) {
   for (size_t i = 1; i < n->n_output; i++)
-    if (n->output[i] && *n->output[i]) return onnx_fail(c, "output %zu (%s) is not supported; only the first output is", i + 1, what);
+    if (n->output[i] && *n->output[i] && fe_map_get(&c->read, n->output[i]))
+      return onnx_fail(c, "reading output %zu (%s) is not supported; only the first output is", i + 1, what);
   return 0;
 }
 
