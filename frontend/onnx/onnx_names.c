@@ -19,12 +19,34 @@ static bool onnx_is_keyword(const char *s) {
 
 static bool onnx_word(int ch) { return isalnum(ch) || ch == '_'; }
 
+/* torch's scope paths repeat each module's name in its child's ("/features/features.17/conv/
+ * conv.1/Conv"): a segment that the next one starts with (then a '.') is dropped, leaving
+ * "features.17/conv.1/Conv". */
+static const char *onnx_collapse_scopes(ir_arena *a, const char *in) {
+  size_t n = strlen(in), k = 0;
+  char *out = ir_alloc(a, n + 1);
+  for (const char *seg = in; *seg;) {
+    const char *end = strchr(seg, '/'), *next = end ? end + 1 : NULL;
+    size_t len = end ? (size_t)(end - seg) : strlen(seg);
+    bool dropped = len && next && strncmp(next, seg, len) == 0 && next[len] == '.';
+    if (!dropped) {
+      memcpy(out + k, seg, len + (end ? 1 : 0));
+      k += len + (end ? 1 : 0);
+    }
+    if (!end) break;
+    seg = next;
+  }
+  out[k] = 0;
+  return out;
+}
+
 /* Characters outside [A-Za-z0-9_] become '_', except a '.' between two parts that each start
  * with a letter or '_' (fc.weight stays as PyTorch names it; layer1.0 becomes layer1_0).
- * Exporters' prefixes that say nothing ("onnx::", leading '/') and the "_output_0" of the
- * only output of a node are dropped. */
+ * Exporters' prefixes that say nothing ("onnx::", leading '/', repeated scopes) and the
+ * "_output_0" of a node's first output are dropped. */
 static char *onnx_clean(ir_arena *a, const char *in) {
   if (strncmp(in, "onnx::", 6) == 0) in += 6;
+  in = onnx_collapse_scopes(a, in);
   while (*in && !onnx_word((unsigned char)*in)) in++;
   size_t n = strlen(in);
   if (n > 9 && strcmp(in + n - 9, "_output_0") == 0) n -= 9;
