@@ -14,7 +14,9 @@ static void onnx_set(onnx_const *k, int64_t i, double v) {
 }
 
 static onnx_const *onnx_fold_new(onnx_ctx *c, const Onnx__NodeProto *n, bool is_int, const k_shape *s) {
-  onnx_const *k = onnx_const_new(c, is_int, s);
+  int64_t elems = 1;
+  for (int i = 0; i < s->rank && elems <= ONNX_MAX_FOLD_ELEMS; i++) elems *= s->d[i] < ONNX_MAX_DIM ? s->d[i] : ONNX_MAX_DIM;
+  onnx_const *k = elems <= ONNX_MAX_FOLD_ELEMS ? onnx_const_new(c, is_int, s) : NULL;
   if (!k) return onnx_fail(c, "the folded constant would be too large"), NULL;
   k->onnx_name = n->n_output ? n->output[0] : "";
   return k;

@@ -13,6 +13,9 @@
 /* A dimension or a constant larger than this is a corrupt file, not a model. */
 #define ONNX_MAX_DIM (INT64_C(1) << 32)
 #define ONNX_MAX_ELEMS (INT64_C(1) << 31)
+/* Folded constants are shape arithmetic and small tensors; a damaged shape must not make
+ * ConstantOfShape fill gigabytes. */
+#define ONNX_MAX_FOLD_ELEMS (INT64_C(1) << 24)
 
 /* A tensor known at import: float values in f, or integer values (every ONNX integer and
  * bool type, widened) in i. */

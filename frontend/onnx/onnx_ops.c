@@ -219,6 +219,9 @@ static int onnx_window_read(onnx_ctx *c, const Onnx__NodeProto *n, const k_shape
   w->nk = x->rank - 2;
   if (onnx_ints_or(n, "strides", w->stride, w->nk, 1) || onnx_ints_or(n, "dilations", w->dilate, w->nk, 1))
     return onnx_fail(c, "strides and dilations must have %d values", w->nk);
+  for (int i = 0; i < w->nk; i++)
+    if (w->stride[i] <= 0 || w->dilate[i] <= 0 || w->kernel[i] <= 0 || w->stride[i] > ONNX_MAX_DIM || w->dilate[i] > ONNX_MAX_DIM)
+      return onnx_fail(c, "kernel_shape, strides and dilations must be positive");
   return onnx_window_pads(c, n, x, w);
 }
 

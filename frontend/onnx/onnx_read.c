@@ -151,6 +151,15 @@ static int onnx_tensor_shape(onnx_ctx *c, const Onnx__TensorProto *t, k_shape *s
   return 0;
 }
 
+/* The element count of inline data (raw bytes, or the typed field in use), or -1 for external
+ * data (its reader checks the file): compared with the shape before anything is allocated. */
+static int64_t onnx_inline_elems(const Onnx__TensorProto *t, bool is_int, int esz) {
+  if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) return -1;
+  if (t->has_raw_data) return t->raw_data.len % (size_t)esz ? -2 : (int64_t)(t->raw_data.len / (size_t)esz);
+  if (is_int) return (int64_t)(t->n_int64_data ? t->n_int64_data : t->n_int32_data);
+  return (int64_t)(t->n_float_data ? t->n_float_data : t->n_double_data);
+}
+
 onnx_const *onnx_read_tensor(onnx_ctx *c, const Onnx__TensorProto *t) {
   const char *name = t->name ? t->name : "";
   int esz = onnx_elem_size(t->data_type);
@@ -160,6 +169,11 @@ onnx_const *onnx_read_tensor(onnx_ctx *c, const Onnx__TensorProto *t) {
                      name, t->data_type), NULL;
   if (onnx_tensor_shape(c, t, &s, name)) return NULL;
   bool is_int = t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
+  int64_t have = onnx_inline_elems(t, is_int, esz), want = 1;
+  for (int i = 0; i < s.rank && want <= ONNX_MAX_ELEMS; i++) want *= s.d[i];
+  if (have != -1 && have != want)
+    return onnx_fail(c, "tensor '%s': its data holds %s elements, its shape %s", name, have < 0 ? "a partial number of" : "another number of",
+                     want > ONNX_MAX_ELEMS ? "too many" : "a different count"), NULL;
   onnx_const *k = onnx_const_new(c, is_int, &s);
   if (!k) return onnx_fail(c, "tensor '%s' is too large (%lld elements)", name, (long long)k_shape_numel(&s)), NULL;
   k->onnx_name = ir_strdup(&c->g->arena, name);
