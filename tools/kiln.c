@@ -91,16 +91,16 @@ static const kiln_command kiln_commands[] = {
    "                [--weights W.safetensors] [--seed N] [-D dim=N]... [--model NAME] [-O0..-O3]\n"
    "\n"
    "Loads a shared object made by kiln compile (through its kiln_model descriptor) or\n"
-   "JIT-compiles a .kiln model in memory, creates the model, and runs predict once. Every\n"
-   "input predict reads must be given, with the declared dtype and shape; outputs go to the\n"
-   "--output files, or without --output each output's name, shape and first values are\n"
-   "printed.\n"
+   "JIT-compiles a .kiln or .onnx model in memory (an ONNX model starts from its own weights),\n"
+   "creates the model, and runs predict once. Every input predict reads must be given, with\n"
+   "the declared dtype and shape; outputs go to the --output files, or without --output each\n"
+   "output's name, shape and first values are printed.\n"
    "\n"
    "  --input NAME=X.npy    an input of predict (repeatable)\n"
    "  --output NAME=Y.npy   write an output of predict (repeatable)\n"
    "  --weights W           load every parameter and aux state from a safetensors file\n"
    "  --seed N              initialise the weights from their initializers with seed N (default 0)\n"
-   "  -D, --model, -O       as for kiln compile (.kiln files only)\n",
+   "  -D, --model, -O       as for kiln compile (.kiln and .onnx files only)\n",
    kiln_run_main},
   {"train", "JIT-compile a model and train it on an MNIST-layout data set, with held-out accuracy",
    "usage: kiln train FILE.kiln --data DIR [--epochs N] [--save W.safetensors] [--lr X] [--seed N]\n"
