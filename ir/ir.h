@@ -95,7 +95,8 @@ typedef struct {
   ir_init init;        /* PARAM and AUX */
   bool has_init;       /* init is set: by the user, or by the first op that reads it */
   const void *data;    /* PARAM, AUX: initial values (dtype, shape, dense) that replace the
-                          initializer, e.g. an imported model's weights; arena memory */
+                          initializer, e.g. an imported model's weights; in the arena of the
+                          graph that set it, which clones share, so it must outlive them */
   float value;         /* CONST */
   ir_loc loc;
 } ir_tensor;
