@@ -5,8 +5,11 @@ compiled, and one train_step compared with one torch.optim.SGD step of the origi
 the loss, every weight and both running statistics (issue 11, point 5).
 
     training.py KILN
-The .so is driven through its C ABI with ctypes: NAME_create, NAME_load (the imported
-safetensors), NAME_train_step, NAME_save. Exit 77 (skipped, saying why) without torch or onnx.
+The .so is driven through its C ABI with ctypes (NAME_create, NAME_load of the imported
+safetensors, NAME_train_step, NAME_save) in a child process that does not import torch
+(`training.py --step ...`): in the sanitizer build the .so needs the ASan runtime preloaded,
+which the child gets (LD_PRELOAD, leak checks off for Python's own allocations).
+Exit 77 (skipped, saying why) without torch or onnx.
 """
 import ctypes
 import json
@@ -18,6 +21,33 @@ import tempfile
 
 try:
     import numpy as np
+except ImportError as e:
+    print("onnx training: skipped: %s (apt-get install python3-numpy)" % e)
+    sys.exit(77)
+
+
+def step(so, xin, lin, weights, after):
+    """The child: one train_step of the .so, from weights, saved to after; prints the loss."""
+    lib = ctypes.CDLL(so)
+    lib.net_create.restype = ctypes.c_void_p
+    lib.net_create.argtypes = [ctypes.c_uint64]
+    for f in ("net_load", "net_save"):
+        getattr(lib, f).argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    lib.net_train_step.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_float)]
+    lib.net_destroy.argtypes = [ctypes.c_void_p]
+    xs, ls = np.ascontiguousarray(np.load(xin)), np.ascontiguousarray(np.load(lin))
+    m, loss = lib.net_create(0), ctypes.c_float()
+    rc = lib.net_load(m, weights.encode()) or lib.net_train_step(m, xs.ctypes.data, ls.ctypes.data, ctypes.byref(loss)) \
+        or lib.net_save(m, after.encode())
+    lib.net_destroy(m)
+    print(repr(loss.value))
+    return rc
+
+
+if sys.argv[1:2] == ["--step"]:
+    sys.exit(step(*sys.argv[2:7]))
+
+try:
     import torch
     import onnx  # noqa: F401
 except ImportError as e:
@@ -48,6 +78,17 @@ def read_safetensors(path):
     return out
 
 
+def child_env(so):
+    """The environment of the child: a .so built with the sanitizers needs their runtimes first."""
+    env = dict(os.environ)
+    ldd = subprocess.run(["ldd", so], capture_output=True, text=True).stdout
+    pre = [ln.split("=>")[1].split()[0] for ln in ldd.splitlines() if "=>" in ln and ("libasan" in ln or "libubsan" in ln)]
+    if pre:
+        env["LD_PRELOAD"] = " ".join(pre)
+        env["ASAN_OPTIONS"] = "detect_leaks=0"
+    return env
+
+
 def main(tmp):
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
@@ -67,22 +108,14 @@ def main(tmp):
     r = subprocess.run([KILN, "compile", text, "-o", so], capture_output=True, text=True)
     if r.returncode != 0:
         return fail("kiln compile: exit %d\n%s" % (r.returncode, r.stderr))
-    lib = ctypes.CDLL(so)
-    lib.net_create.restype = ctypes.c_void_p
-    lib.net_create.argtypes = [ctypes.c_uint64]
-    for f in ("net_load", "net_save"):
-        getattr(lib, f).argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-    lib.net_train_step.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_float)]
-    lib.net_destroy.argtypes = [ctypes.c_void_p]
-    m = lib.net_create(0)
-    loss = ctypes.c_float()
-    xs, ls = np.ascontiguousarray(x.numpy()), label.numpy().astype(np.int32)
-    after = os.path.join(tmp, "after.safetensors")
-    if lib.net_load(m, os.path.join(tmp, "net.safetensors").encode()) or \
-       lib.net_train_step(m, xs.ctypes.data, ls.ctypes.data, ctypes.byref(loss)) or lib.net_save(m, after.encode()):
-        lib.net_destroy(m)
-        return fail("the .so's load, train_step or save failed")
-    lib.net_destroy(m)
+    xin, lin, after = os.path.join(tmp, "x.npy"), os.path.join(tmp, "label.npy"), os.path.join(tmp, "after.safetensors")
+    np.save(xin, x.numpy())
+    np.save(lin, label.numpy().astype(np.int32))
+    r = subprocess.run([sys.executable, __file__, "--step", so, xin, lin, os.path.join(tmp, "net.safetensors"), after],
+                       capture_output=True, text=True, env=child_env(so))
+    if r.returncode != 0:
+        return fail("the .so's load, train_step or save failed (exit %d)\n%s" % (r.returncode, r.stderr[-1500:]))
+    loss = ctypes.c_float(float(r.stdout.strip()))
     opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
     ref_loss = torch.nn.functional.cross_entropy(net(x), label)
     ref_loss.backward()
