@@ -70,25 +70,21 @@ onnx_const *onnx_input_const(onnx_ctx *c, const Onnx__NodeProto *n, int i, const
   return NULL;
 }
 
-/* An integer constant read as a tensor (Pow's integer exponent): Kiln computes in f32, which
- * holds every integer up to 2^24 exactly; a larger one is refused. */
-static int onnx_const_to_float(onnx_ctx *c, onnx_const *k) {
+/* The values of a constant as f32: an integer constant read as a tensor (Pow's integer
+ * exponent) is converted, which f32 holds exactly up to 2^24; a larger value is refused. The
+ * constant itself stays integer for the shape computations that may read it too. */
+static const float *onnx_const_floats(onnx_ctx *c, const onnx_const *k) {
+  if (!k->is_int) return k->f;
   float *f = ir_alloc(&c->g->arena, (size_t)k->n * sizeof *f + 8);
   for (int64_t i = 0; i < k->n; i++) {
     if (k->i[i] > (1 << 24) || k->i[i] < -(1 << 24))
       return onnx_fail(c, "the integer constant '%s' holds %lld, which f32 cannot hold exactly; not supported", k->onnx_name,
-                       (long long)k->i[i]);
+                       (long long)k->i[i]), NULL;
     f[i] = (float)k->i[i];
   }
-  onnx_const *g = ir_alloc(&c->g->arena, sizeof *g);
-  *g = *k;
-  g->is_int = false, g->f = f, g->i = NULL;
-  *k = *g;
-  return 0;
+  return f;
 }
 
-/* A constant read as a run-time tensor: one float element is a scalar CONST as the .kiln
- * front end makes for `0.5 * x`; anything else a parameter holding the data. */
 int onnx_scalar(onnx_ctx *c, float value) {
   int t = ir_graph_add_tensor(c->g, ir_strfmt(&c->g->arena, "%%const%d", ir_ntensors(c->g)), IR_T_CONST, c->loc);
   ir_tensor *x = ir_tensor_at(c->g, t);
@@ -96,17 +92,19 @@ int onnx_scalar(onnx_ctx *c, float value) {
   return t;
 }
 
+/* A constant read as a run-time tensor: one element of rank 0 is a scalar CONST as the .kiln
+ * front end makes for `0.5 * x`; anything else a parameter (or aux state) holding the data. */
 int onnx_tensor(onnx_ctx *c, onnx_value *v, ir_tensor_kind kind) {
   if (v->npad) return onnx_fail(c, "a Pad read by this op is not supported (a zero Pad folds only into Conv and AveragePool)"), -1;
   if (v->tensor >= 0) return v->tensor;
   onnx_const *k = v->k;
-  if (k->tensor >= 0) return k->tensor;
-  if (k->is_int && onnx_const_to_float(c, k)) return -1;
-  if (k->n == 1 && k->shape.rank == 0 && kind == IR_T_PARAM) return k->tensor = onnx_scalar(c, k->f[0]);
+  const float *f = k->tensor >= 0 ? NULL : onnx_const_floats(c, k);
+  if (k->tensor >= 0 || !f) return k->tensor;
+  if (k->n == 1 && k->shape.rank == 0 && kind == IR_T_PARAM) return k->tensor = onnx_scalar(c, f[0]);
   int t = ir_graph_add_tensor(c->g, onnx_kiln_name(c, k->onnx_name), kind, c->loc);
   ir_tensor *x = ir_tensor_at(c->g, t);
   x->shape = k->shape, x->shape_known = x->declared = true;
-  x->data = k->f;
+  x->data = f;
   return k->tensor = t;
 }
 
