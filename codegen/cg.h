@@ -15,6 +15,7 @@
  *                     NAME_* wrappers and the exported `kiln_model` (rt_model_api)
  *   cpu/cg_jit.c      ORC LLJIT: compiles the module in memory and stores each fused
  *                     function's address into the descriptor
+ *   cpu/cg_build.c    the pipeline: passes, descriptor, module, JIT (the C API uses it)
  * There is no GPU back end yet; cg_fexpr.c keeps the fused groups free of LLVM so that one
  * can print them as CUDA C. */
 #ifndef KILN_CG_H
@@ -57,7 +58,9 @@ int cg_link_shared(const char *obj, const char *so_path, char *err, size_t n);
 typedef struct cg_llvm cg_llvm;
 cg_llvm *cg_llvm_new(const char *module_name, const cg_options *o, char *err, size_t n);
 void cg_llvm_free(cg_llvm *m);                      /* also releases JIT'd code */
-/* One function per fused node of each graph, named by cg_fused_name. */
+/* A symbol per fused node of each graph, named by cg_fused_name: one function per distinct
+ * fused expression, and for a group equal to an earlier one (a repeated block) an alias of
+ * that function, so repeats cost no compile time. */
 int cg_emit_fused_all(cg_llvm *m, const ir_graph *predict, const ir_graph *train, char *err, size_t n);
 /* AOT: the descriptor as constants, the NAME_* wrappers, the exported kiln_model. */
 int cg_emit_aot(cg_llvm *m, const rt_model_desc *d, char *err, size_t n);
@@ -67,5 +70,18 @@ int cg_write_object(cg_llvm *m, const char *path, char *err, size_t n);
 /* JIT: compiles the module in memory and fills d's fused pointers; the code lives until
  * cg_llvm_free. */
 int cg_jit(cg_llvm *m, rt_model_desc *d, char *err, size_t n);
+
+/* ---- cpu/cg_build.c: the pipeline the tools and the C API share ---- */
+typedef struct {
+  ir_graph *predict, *train;   /* compiled by the passes, with their plans */
+  rt_model_desc *desc;
+  cg_llvm *llvm;
+} cg_build;
+/* The passes for predict, and for train when lowered trains; errors reported to d. */
+int cg_build_graphs(const ir_graph *lowered, ir_diag *d, cg_build *b);
+/* From b's compiled graphs: the descriptor and the module with the fused loops. */
+int cg_build_module(cg_build *b, const cg_options *o, char *err, size_t n);
+int cg_build_jit(cg_build *b, char *err, size_t n);    /* cg_optimize, then cg_jit */
+void cg_build_free(cg_build *b);                       /* everything b holds */
 
 #endif

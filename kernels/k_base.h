@@ -31,6 +31,21 @@ typedef struct {
   k_dtype dtype;
 } k_tensor;
 
+/* A kernel's own memory that outlives a call: data derived from inputs that do not change
+ * from call to call (a model's weights), made once and reused, such as convolution's weights
+ * repacked into its blocked layout. The caller (the runtime, one per step of a predict
+ * program) owns it: it sets `stable`, clears `key` whenever one of those inputs may have
+ * changed (weights loaded, a train step), and frees `data` with free(). A kernel that finds
+ * `key` equal to the key of what it would make reuses `data`; otherwise it may (re)allocate
+ * `data` with malloc/aligned_alloc, fill it and set `key`. */
+typedef struct k_cache {
+  void *data;
+  size_t bytes;               /* allocated size of data */
+  uint64_t key;               /* what data holds, in the kernel's terms; 0: nothing valid */
+  uint32_t stable;            /* bit j: in[j] is the same buffer, with the same contents, on
+                                 every call until key is cleared */
+} k_cache;
+
 /* One kernel invocation, forward or backward (the seeds' Forward/Backward contract).
  *
  * Forward:  in  = [args..., aux...]      out = [outputs...] (visible first, then hidden ones
@@ -54,6 +69,7 @@ typedef struct k_call {
   int is_train;               /* 1 inside train_step */
   char *err;                  /* where a kernel writes a message when it returns nonzero */
   size_t err_len;
+  k_cache *cache;             /* NULL: nothing persists between calls */
 } k_call;
 
 /* Returns 0 on success; nonzero (with a message in c->err) on a data error such as a label

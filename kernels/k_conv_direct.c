@@ -8,9 +8,12 @@
  * V = 16, the largest: every buffer rounds channels up to V, so a narrower V needs no more.
  *
  * Today the kernel converts per call: NCHW input -> padded blocked input, blocked output ->
- * NCHW, and the weights -> blocked weights. The block functions (k_cd_isa) take blocked
- * tensors only, so that a layout pass keeping activations blocked can call them directly.
- * TODO(issue 8): the weights should be repacked once per load and per update, not per call.
+ * NCHW. The block functions (k_cd_isa) take blocked tensors only, so that a layout pass
+ * keeping activations blocked can call them directly. The weights -> blocked weights: the
+ * forward pass keeps them in the call's k_cache when it has one (a compiled model's predict,
+ * where the weights change only when they are loaded or trained: the runtime then clears
+ * it), so they are packed once per weight change; otherwise, and in the backward pass (a
+ * train step, after which the weights change anyway), they are packed per call.
  *
  * The batch runs in chunks of S samples whose blocked copies fit K_CD_CHUNK_FLOATS. Within a
  * chunk, work is split with k_parallel_for over (sample x pair of channel blocks) for the
@@ -21,6 +24,7 @@
  * at run time, not from the model's --cpu/--features (TODO(issue 8)). */
 #include "kernels.h"
 #include "k_conv_direct.h"
+#include "k_vec.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -262,7 +266,7 @@ static void k_cd_unpack_block(const k_cd_isa *isa, const float *src, int64_t nch
 }
 
 /* W [F][C][kh][kw] -> wf [Fb][Cb][kh][kw][V c][V f] (fwd) or wd [Cb][Fb][kh][kw][V f][V c],
- * zero past F and C. TODO(issue 8): once per load and per update, not per call. */
+ * zero past F and C. */
 static void k_cd_pack_weights(const k_cd_geom *g, const float *W, int for_data, float *out) {
   int64_t V = g->V, taps = g->kh * g->kw;
   memset(out, 0, (size_t)(g->Fb * g->Cb * taps * V * V) * sizeof(float));
@@ -299,6 +303,11 @@ typedef struct {
   const float *src;      /* what a pack task reads (x or dy, NCHW, whole batch) */
   int64_t n0, ns;
 } k_cd_ctx;
+
+/* A pack task copies one channel block of one sample, a few KiB at batch 1: tasks are grouped
+ * so that a chunk copies about K_GRAIN floats, since waking the pool for less costs more than
+ * the copy. Each task writes its own block, so the grouping changes no result. */
+static int64_t k_cd_pack_grain(int64_t block_floats) { return k_vec_grain(block_floats); }
 
 /* Task i = (sample, cb) packs that block of x, padded. */
 static void k_cd_task_pack_x(void *p, int64_t lo, int64_t hi) {
@@ -369,6 +378,31 @@ static void k_cd_task_dx(void *p, int64_t lo, int64_t hi) {
   }
 }
 
+/* ---- the forward weights, packed once per weight change --------------------------------- */
+
+/* What a cache holding forward-layout weights of vector width V is keyed by (never 0). The
+ * shapes are the step's own and fixed; V changes only with KILN_CONV. */
+static uint64_t k_cd_cache_key(const k_cd_geom *g) { return 0x6b63640000000000ull | (uint64_t)g->V; }
+
+/* The forward-layout weights: from the call's cache when the weights are a stable input and
+ * the cache holds them for this V; packed into the cache (grown as needed) when it does not;
+ * packed into the workspace when there is no cache or no memory for it. */
+static float *k_cd_fwd_weights(const k_call *c, const k_cd_geom *g, float *temp_w) {
+  k_cache *k = c->cache;
+  size_t bytes = (size_t)k_cd_round(g->Fb * g->Cb * g->kh * g->kw * g->V * g->V) * sizeof(float);
+  if (!k || !(k->stable >> 1 & 1u)) return k_cd_pack_weights(g, c->in[1].data, 0, temp_w), temp_w;
+  if (k->key == k_cd_cache_key(g) && k->bytes >= bytes) return k->data;
+  k->key = 0;
+  if (k->bytes < bytes) {
+    free(k->data);
+    k->data = aligned_alloc(64, bytes), k->bytes = k->data ? bytes : 0;
+    if (!k->data) return k_cd_pack_weights(g, c->in[1].data, 0, temp_w), temp_w;
+  }
+  k_cd_pack_weights(g, c->in[1].data, 0, k->data);
+  k->key = k_cd_cache_key(g);
+  return k->data;
+}
+
 /* ---- entry points ----------------------------------------------------------------------- */
 
 int k_conv_direct_forward(const k_call *c) {
@@ -376,10 +410,10 @@ int k_conv_direct_forward(const k_call *c) {
   const k_cd_isa *isa = k_cd_pick();
   k_cd_geom g = k_cd_geometry(&c->in[0].shape, &c->in[1].shape, c->param, isa->V);
   k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), c->in[0].data, 0, 0};
-  k_cd_pack_weights(&g, c->in[1].data, 0, t.b.w);
+  t.b.w = k_cd_fwd_weights(c, &g, t.b.w);
   for (t.n0 = 0; t.n0 < g.N; t.n0 += g.S) {
     t.ns = g.N - t.n0 < g.S ? g.N - t.n0 : g.S;
-    k_parallel_for(t.ns * g.Cb, 1, k_cd_task_pack_x, &t);
+    k_parallel_for(t.ns * g.Cb, k_cd_pack_grain(g.Hp * g.Wp * g.V), k_cd_task_pack_x, &t);
     k_parallel_for(t.ns * ((g.Fb + 1) / 2), 1, k_cd_task_fwd, &t);
   }
   return 0;
@@ -407,10 +441,10 @@ static void k_cd_backward_chunk(k_cd_ctx *t) {
   const k_cd_geom *g = t->g;
   const k_call *c = t->c;
   t->src = c->in[0].data;
-  k_parallel_for(t->ns * g->Fb, 1, k_cd_task_pack_dy, t);
+  k_parallel_for(t->ns * g->Fb, k_cd_pack_grain(g->OH * g->OW * g->V), k_cd_task_pack_dy, t);
   if (c->req[1] != kNullOp) {
     t->src = c->in[1].data;
-    k_parallel_for(t->ns * g->Cb, 1, k_cd_task_pack_x, t);
+    k_parallel_for(t->ns * g->Cb, k_cd_pack_grain(g->Hp * g->Wp * g->V), k_cd_task_pack_x, t);
     k_parallel_for((g->Fb + 1) / 2 * g->Cb * g->kh * g->kw, 1, k_cd_task_dw, t);
   }
   if (c->req[0] != kNullOp) k_parallel_for(t->ns * ((g->Cb + 1) / 2), 1, k_cd_task_dx, t);

@@ -21,6 +21,7 @@ typedef struct {
   k_tensor *in, *out;           /* nin / nout entries in the program's pools */
   k_req *req;
   void **ptrs;                  /* FUSED: in[] then out[] */
+  k_cache *cache;               /* the kernel's memory across calls (predict only), or NULL */
 } rt_step_run;
 
 typedef struct {
@@ -29,7 +30,9 @@ typedef struct {
   k_tensor *tpool;
   k_req *rpool;
   void **fpool;
-  rt_var **vars;                /* one engine variable per step, made per run */
+  k_cache *caches;              /* predict: one per step, cleared by rt_model_weights_changed */
+  rt_var **vars;                /* one engine variable per step (threaded engine), made on
+                                   the first run and kept */
   rt_var **dvars;               /* the variables of one step's dependencies, for a push */
 } rt_prog_state;
 
@@ -60,5 +63,8 @@ int64_t rt_tensor_numel(const rt_tensor_info *t);
 /* rt_model_run.c */
 int rt_prog_state_init(rt_prog_state *ps, rt_model *m, const rt_program *p);
 void rt_prog_state_free(rt_prog_state *ps);
+/* Every function that may change a weight (PARAM, AUX) calls this once it has (or may have):
+ * it clears the predict steps' kernel caches, which hold data derived from the weights. */
+void rt_model_weights_changed(rt_model *m);
 
 #endif

@@ -60,6 +60,7 @@ static int rt_load_locked(rt_model *m, const char *path) {
     const rt_tensor_info *t = &m->d->tensors[i];
     if (rt_model_is_weight(t)) memcpy(m->tptr[i], rt_st_find(&f, t->name)->data, (size_t)rt_tensor_numel(t) * 4);
   }
+  if (!rc) rt_model_weights_changed(m);
   rt_st_close(&f);
   return rc;
 }

@@ -1,7 +1,9 @@
 /* rt_model_run.c — predict and train_step: bind every tensor of a program (arena, the caller's
- * inputs, model storage), check each step can run, push the steps through the dependency
- * engine (one variable per step, reading its dependencies' variables), copy results out.
- * train_step runs its updates only once every forward and backward step has succeeded. */
+ * inputs, model storage), check each step can run, run the steps (in order on the calling
+ * thread with the naive engine; through the threaded engine with one variable per step,
+ * reading its dependencies' variables), copy results out. train_step runs its updates only
+ * once every forward and backward step has succeeded. The predict steps' kernel caches live
+ * here too, cleared whenever the weights change. */
 #include "rt_model_int.h"
 
 #include <stdlib.h>
@@ -66,6 +68,39 @@ static int rt_prog_valid(const rt_model_desc *d, const rt_program *p) {
   return 1;
 }
 
+/* Bit j set when step input j is a weight or constant in model storage: the same buffer on
+ * every call, changed only by load and train_step, which call rt_model_weights_changed. */
+static uint32_t rt_stable_inputs(const rt_model *m, const rt_program *p, const rt_step *s) {
+  uint32_t bits = 0;
+  for (int j = 0; j < s->nin && j < 32; j++) {
+    int t = s->in[j];
+    if (t < 0 || p->offset[t] >= 0 || !m->tptr[t]) continue;
+    int role = m->d->tensors[t].role;
+    if (role == RT_ROLE_PARAM || role == RT_ROLE_AUX || role == RT_ROLE_CONST) bits |= 1u << j;
+  }
+  return bits;
+}
+
+/* The predict program's kernels may keep data derived from the weights between calls (a
+ * convolution's repacked weights); train_step changes the weights on every call, so its
+ * steps get no cache. */
+static int rt_caches_init(rt_prog_state *ps, rt_model *m, const rt_program *p) {
+  if (p != &m->d->predict) return 0;
+  ps->caches = calloc((size_t)p->nsteps + 1, sizeof *ps->caches);
+  if (!ps->caches) return 1;
+  for (int i = 0; i < p->nsteps; i++) {
+    const rt_step *s = &p->steps[i];
+    ps->caches[i].stable = s->kind == RT_STEP_FORWARD ? rt_stable_inputs(m, p, s) : 0;
+    ps->sr[i].cache = ps->caches[i].stable ? &ps->caches[i] : NULL;
+  }
+  return 0;
+}
+
+void rt_model_weights_changed(rt_model *m) {
+  rt_prog_state *ps = &m->ps[0];
+  for (int i = 0; ps->caches && i < ps->p->nsteps; i++) ps->caches[i].key = 0;
+}
+
 int rt_prog_state_init(rt_prog_state *ps, rt_model *m, const rt_program *p) {
   if (!rt_prog_valid(m->d, p)) return 1;
   size_t nin = 0, nout = 0, n = (size_t)p->nsteps, ndeps = 0;
@@ -83,14 +118,16 @@ int rt_prog_state_init(rt_prog_state *ps, rt_model *m, const rt_program *p) {
   for (int i = 0; i < p->nsteps; i++) {
     rt_step_run *r = &ps->sr[i];
     const rt_step *s = &p->steps[i];
-    *r = (rt_step_run){m, p, s, ps->tpool + at, ps->tpool + at + s->nin, ps->rpool + ro, ps->fpool + at};
+    *r = (rt_step_run){m, p, s, ps->tpool + at, ps->tpool + at + s->nin, ps->rpool + ro, ps->fpool + at, NULL};
     at += (size_t)(s->nin + s->nout), ro += (size_t)s->nout;
     rt_step_args(r, m->d);
   }
-  return 0;
+  return rt_caches_init(ps, m, p);
 }
 
 void rt_prog_state_free(rt_prog_state *ps) {
+  for (int i = 0; ps->caches && i < ps->p->nsteps; i++) free(ps->caches[i].data);
+  free(ps->caches);
   free(ps->sr), free(ps->vars), free(ps->dvars), free(ps->tpool), free(ps->rpool), free(ps->fpool);
   memset(ps, 0, sizeof *ps);
 }
@@ -155,10 +192,11 @@ static int rt_prepare(rt_model *m, rt_prog_state *ps, const void *const *inputs)
 static int rt_run_kernel(const rt_step_run *r, k_fn fn, rt_run_ctx *rc) {
   const rt_model *m = r->m;
   const rt_step *s = r->s;
-  char msg[RT_ERR_LEN] = "";
+  char msg[RT_ERR_LEN];
+  msg[0] = 0;     /* not `= ""`: that clears all RT_ERR_LEN bytes on every step */
   void *temp = s->temp_bytes ? (char *)m->arena + s->temp_offset : NULL;
   k_call c = {r->in, s->nin, r->out, s->nout, r->req, s->param, temp, (size_t)s->temp_bytes, m->seed,
-              RT_CTR_OP(m->step, s->name_hash), r->p->is_train, msg, sizeof msg};
+              RT_CTR_OP(m->step, s->name_hash), r->p->is_train, msg, sizeof msg, r->cache};
   if (fn(&c) == 0) return 0;
   rt_errf(rc->err, rc->err_len, "%s: %s", s->name, msg[0] ? msg : "kernel failed");
   return 1;
@@ -200,15 +238,36 @@ static int rt_push_range(rt_model *m, rt_engine *e, rt_prog_state *ps, int lo, i
   return rc;
 }
 
+/* The naive engine would run each pushed step at once on this thread, in push order, so the
+ * steps are called here directly instead, without its per-step variables, blocks and lock.
+ * Stopping at the first failure reports the same step the engine would (the first in step
+ * order); the steps the engine would still run after it (those not depending on it) change
+ * nothing the caller sees: predict then copies no output, train_step restores the aux states
+ * and runs no update. Since every step before train_step's first update has then succeeded,
+ * no split is needed. */
+static int rt_run_direct(rt_model *m, rt_prog_state *ps) {
+  char msg[RT_ERR_LEN];
+  rt_run_ctx rc = {NULL, -1, msg, sizeof msg};
+  for (int i = 0; i < ps->p->nsteps; i++) {
+    msg[0] = 0;
+    if (rt_step_fn(&ps->sr[i], &rc)) return rt_model_fail(m, "%s", msg[0] ? msg : "step failed");
+  }
+  return 0;
+}
+
 /* Runs steps [0, split), then [split, nsteps) only if all of those succeeded, on the model's
  * own engine (the caller holds m->mu). */
 static int rt_run(rt_model *m, rt_prog_state *ps, int split) {
   int n = ps->p->nsteps;
   rt_engine *e = m->engine;
-  for (int i = 0; i < n; i++) ps->vars[i] = rt_engine_new_var(e);
+  if (rt_engine_get_kind(e) == RT_ENGINE_NAIVE) return rt_run_direct(m, ps);
+  /* Made on the first run and kept: a run ends with every pushed step waited for, which
+   * leaves each variable idle and its error cleared, ready for the next run (the engine
+   * frees them when the model destroys it). */
+  for (int i = 0; i < n; i++)
+    if (!ps->vars[i]) ps->vars[i] = rt_engine_new_var(e);
   int rc = rt_push_range(m, e, ps, 0, split);
   if (!rc) rc = rt_push_range(m, e, ps, split, n);
-  for (int i = 0; i < n; i++) rt_engine_push_delete(e, ps->vars[i]), ps->vars[i] = NULL;
   return rc;
 }
 
@@ -276,6 +335,7 @@ static int rt_train_locked(rt_model *m, const void *const *inputs, float *loss) 
   const float *x = m->ptr[p->outputs[0]];
   if (!rc && !x) rc = rt_model_fail(m, "train_step: the loss has no buffer");
   if (!rc) rc = rt_run(m, &m->ps[1], rt_first_update(p));
+  rt_model_weights_changed(m);            /* the updates and the aux states, or their restore */
   if (rc) {
     m->step--, rt_aux_copy(m, 1);
     return 1;

@@ -127,6 +127,15 @@ static const kiln_command kiln_commands[] = {
    "  --limit N      only the first N training and N test images (quick runs)\n"
    "  -D, --model    as for kiln compile\n",
    kiln_train_main},
+  {"repl", "an interactive session: .kiln statements on lazy arrays, computed when shown",
+   "usage: kiln repl [< SCRIPT]\n"
+   "\n"
+   "Reads .kiln statements and :commands (:help lists them). Statements are recorded on lazy\n"
+   "arrays and computed (JIT-compiled, cached by structure) when a value is shown. With a\n"
+   "terminal: line editing and history (~/.kiln_history). Without one, stdin is a script: no\n"
+   "prompts, and the exit status is 1 when any statement failed (the rest still run).\n"
+   "docs/repl.md has a session.\n",
+   kiln_repl_main},
   {"import", "ONNX to readable .kiln text and NAME.safetensors; every unsupported op listed at once",
    kiln_import_usage, kiln_import_main},
   {"help", "show help for a command", "usage: kiln help [COMMAND]\n", kiln_help_main},

@@ -54,6 +54,9 @@ double kiln_now(void);                                       /* monotonic second
 void kiln_jit_graph(ir_graph *lowered, const kiln_opts *o, ir_diag *d,
                     int (*use)(const rt_model_api *api, const kiln_opts *o));
 
+/* ---- kiln_repl.c ---- */
+int kiln_repl_main(int argc, char **argv);
+
 /* The outputs of one command appear together or not at all (kiln.c): each is written under
  * the temporary name kiln_outs_add returns, then kiln_outs_commit renames them all. */
 enum { KILN_MAX_OUTS = 2 };

@@ -5,6 +5,7 @@
 #include "kernels.h"
 
 #include <cblas.h>
+#include <immintrin.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,7 +150,7 @@ static void b_fc(const b_layer *l, int backward) {
   k_tensor bout[3] = {{dx, fin[0].shape, K_F32}, {dw, fin[1].shape, K_F32}, {db, fin[2].shape, K_F32}};
   k_req req[3] = {kWriteTo, kWriteTo, kWriteTo};
   char err[128];
-  b_kernel k = {k_fully_connected_forward, {fin, 3, &yt, 1, req, &p, NULL, 0, 0, 0, 1, err, sizeof err}};
+  b_kernel k = {k_fully_connected_forward, {fin, 3, &yt, 1, req, &p, NULL, 0, 0, 0, 1, err, sizeof err, NULL}};
   b_gemms g = {0};
   if (backward) {
     k.fn = k_fully_connected_backward;
@@ -182,7 +183,7 @@ static void b_conv(const b_layer *l, int backward) {
   void *temp = b_buf((int64_t)(tb / sizeof(float)) + 1);
   k_req req[3] = {kWriteTo, kWriteTo, kWriteTo};
   char err[128];
-  b_kernel k = {k_convolution_forward, {fin, 3, &yt, 1, req, &p, temp, tb, 0, 0, 1, err, sizeof err}};
+  b_kernel k = {k_convolution_forward, {fin, 3, &yt, 1, req, &p, temp, tb, 0, 0, 1, err, sizeof err, NULL}};
   b_gemms g = {0};
   int cols = N * OH * OW;
   if (backward) {
@@ -222,13 +223,59 @@ static void b_mm(const b_layer *l) {
   k_tensor out = {r.C, b_shape(4, 8, B / 8, M, N), K_F32};
   k_req req = kWriteTo;
   char err[128];
-  b_kernel k = {k_matmul_forward, {in, 2, &out, 1, &req, &p, NULL, 0, 0, 0, 1, err, sizeof err}};
+  b_kernel k = {k_matmul_forward, {in, 2, &out, 1, &req, &p, NULL, 0, 0, 0, 1, err, sizeof err, NULL}};
   b_report(l, "fwd", 2.0 * B * M * N * K, b_time(b_run_kernel, &k), b_time(b_run_batched, &r));
   free(r.A); free(r.B); free(r.C);
 }
 
-/* Usage: kiln_bench_kernels [substring]: only layers whose "model layer" contains it. */
+/* ---- the machine's peak ---------------------------------------------------------------- */
+
+/* Measured, not looked up (clock speeds and FMA pipe counts vary by part and by load): a loop
+ * of vector multiply-adds on 12 independent accumulators (enough to hide the FMA latency on
+ * two pipes) that never touches memory. One FMA counts 2 FLOPs per lane. */
+typedef struct { long iters; volatile float sink; } b_peak_ctx;   /* sink: keeps the result live */
+
+__attribute__((target("avx512f"))) static void b_peak_avx512(void *ctx) {
+  b_peak_ctx *c = ctx;
+  __m512 a[12], m = _mm512_set1_ps(0.999999f), d = _mm512_set1_ps(1e-7f);
+  for (int j = 0; j < 12; j++) a[j] = _mm512_set1_ps((float)j);
+  for (long i = 0; i < c->iters; i++)
+    for (int j = 0; j < 12; j++) a[j] = _mm512_fmadd_ps(a[j], m, d);
+  for (int j = 1; j < 12; j++) a[0] = _mm512_add_ps(a[0], a[j]);
+  c->sink += _mm512_reduce_add_ps(a[0]);
+}
+
+__attribute__((target("avx2,fma"))) static void b_peak_avx2(void *ctx) {
+  b_peak_ctx *c = ctx;
+  __m256 a[12], m = _mm256_set1_ps(0.999999f), d = _mm256_set1_ps(1e-7f);
+  for (int j = 0; j < 12; j++) a[j] = _mm256_set1_ps((float)j);
+  for (long i = 0; i < c->iters; i++)
+    for (int j = 0; j < 12; j++) a[j] = _mm256_fmadd_ps(a[j], m, d);
+  float lanes[8];
+  for (int j = 1; j < 12; j++) a[0] = _mm256_add_ps(a[0], a[j]);
+  _mm256_storeu_ps(lanes, a[0]);
+  for (int j = 0; j < 8; j++) c->sink += lanes[j];
+}
+
+/* Prints "peak<TAB>GFLOP/s<TAB>isa" for one core at the widest vector width the CPU has. */
+static int b_peak(void) {
+  __builtin_cpu_init();
+  int wide = __builtin_cpu_supports("avx512f");
+  if (!wide && !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) {
+    fprintf(stderr, "kiln_bench_kernels: --peak needs AVX2+FMA or AVX-512\n");
+    return 1;
+  }
+  b_peak_ctx c = {1 << 16, 0};
+  double t = b_time(wide ? b_peak_avx512 : b_peak_avx2, &c);
+  double flops = 2.0 * 12 * (wide ? 16 : 8) * (double)c.iters;
+  printf("peak\t%.1f\t%s\n", flops / t * 1e-9, wide ? "AVX-512 FMA" : "AVX2 FMA");
+  return 0;
+}
+
+/* Usage: kiln_bench_kernels [substring]: only layers whose "model layer" contains it.
+ *        kiln_bench_kernels --peak: the measured FMA peak of one core (see b_peak). */
 int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--peak")) return b_peak();
   printf("model\tlayer\tpass\tkiln_gflops\tcblas_gflops\n");
   for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++) {
     const b_layer *l = &layers[i];

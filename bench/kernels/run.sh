@@ -21,19 +21,24 @@ BIN=$(find "$BUILD" -name kiln_bench_kernels -type f -perm -u+x | head -n 1)
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC')  $(uname -m)  $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "# clock: ${BENCH_CLOCK:-wall}  load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# threads: $THREADS (OPENBLAS_NUM_THREADS, torch.set_num_threads)  torch $("$PY" -c 'import torch; print(torch.__version__)')"
+# The peak: one core's measured FMA throughput (bench_kernels.c, b_peak) times the threads.
+PEAK=$("$BIN" --peak)
+echo "# peak: $(echo "$PEAK" | cut -f2) GFLOP/s per core ($(echo "$PEAK" | cut -f3) loop, measured) x $THREADS"
 OPENBLAS_NUM_THREADS=$THREADS OMP_NUM_THREADS=$THREADS "$BIN" > "$TMP/kiln.tsv"
 OMP_NUM_THREADS=$THREADS "$PY" "$ROOT/bench/kernels/torch_kernels.py" "$THREADS" > "$TMP/torch.tsv"
 
 # Join on (model, layer, pass) and print GFLOP/s and the two ratios.
-"$PY" - "$TMP/kiln.tsv" "$TMP/torch.tsv" <<'PYEOF'
+"$PY" - "$TMP/kiln.tsv" "$TMP/torch.tsv" "$(echo "$PEAK" | cut -f2)" "$THREADS" <<'PYEOF'
 import sys
 def rows(path):
     lines = [l.rstrip("\n").split("\t") for l in open(path)][1:]
     return {tuple(l[:3]): [float(v) for v in l[3:]] for l in lines}
 kiln, torch = rows(sys.argv[1]), rows(sys.argv[2])
-print("| model | layer | pass | kiln GFLOP/s | cblas GFLOP/s | torch GFLOP/s | kiln/cblas | kiln/torch |")
-print("|---|---|---|---:|---:|---:|---:|---:|")
+peak = float(sys.argv[3]) * int(sys.argv[4])
+print("| model | layer | pass | kiln GFLOP/s | cblas GFLOP/s | torch GFLOP/s | kiln/cblas | kiln/torch | kiln % of peak | torch % of peak |")
+print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
 for key, (k, b) in kiln.items():
     t = torch[key][0] if key in torch else float("nan")
-    print(f"| {key[0]} | {key[1]} | {key[2]} | {k:.1f} | {b:.1f} | {t:.1f} | {k / b:.2f} | {k / t:.2f} |")
+    print(f"| {key[0]} | {key[1]} | {key[2]} | {k:.1f} | {b:.1f} | {t:.1f} | {k / b:.2f} | {k / t:.2f}"
+          f" | {100 * k / peak:.0f}% | {100 * t / peak:.0f}% |")
 PYEOF

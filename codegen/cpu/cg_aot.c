@@ -241,8 +241,8 @@ static int cg_step_fused(cg_aot *a, const rt_step *s, bool train, int i, LLVMVal
   if (s->kind != RT_STEP_FUSED) return 0;
   char name[64];
   cg_fused_name(name, sizeof name, train, i);
-  LLVMValueRef fn = LLVMGetNamedFunction(a->m->mod, name);
-  if (!fn || LLVMIsDeclaration(fn))
+  LLVMValueRef fn = cg_fused_fn(a->m, name);
+  if (!fn || (LLVMIsAFunction(fn) && LLVMIsDeclaration(fn)))
     return rt_errf(a->err, a->n, "internal error: fused step %d has no function %s (please report)", i, name);
   *out = LLVMConstBitCast(fn, a->ptr);
   return 0;
@@ -434,6 +434,7 @@ static void cg_localise(cg_aot *a, LLVMValueRef v) {
 static void cg_localise_all(cg_aot *a) {
   for (LLVMValueRef f = LLVMGetFirstFunction(a->m->mod); f; f = LLVMGetNextFunction(f)) cg_localise(a, f);
   for (LLVMValueRef g = LLVMGetFirstGlobal(a->m->mod); g; g = LLVMGetNextGlobal(g)) cg_localise(a, g);
+  for (LLVMValueRef g = LLVMGetFirstGlobalAlias(a->m->mod); g; g = LLVMGetNextGlobalAlias(g)) cg_localise(a, g);   /* repeated fused groups */
 }
 
 /* Names whose NAME_create etc. would be the runtime's own functions. */

@@ -42,6 +42,11 @@ LLVMTypeRef cg_ptr(cg_llvm *m, LLVMTypeRef elem);
 /* A new target machine for m's cpu/features that the caller owns (the JIT takes one). */
 LLVMTargetMachineRef cg_make_tm(cg_llvm *m, LLVMRelocMode reloc, LLVMCodeModel cm);
 
+/* ---- cg_fused.c (cg_emit_fused_all is in cg.h) ---- */
+/* A fused step's loop by its cg_fused_name: the function, or the alias of an equal group's
+ * function; NULL when the module has neither. */
+LLVMValueRef cg_fused_fn(cg_llvm *m, const char *name);
+
 /* ---- cg_jit.c ---- */
 /* Hands m->mod to a new LLJIT (once; m->mod is NULL afterwards). 0, or 1 with a message. */
 int cg_jit_start(cg_llvm *m, char *err, size_t n);

@@ -252,6 +252,54 @@ int cg_fexpr_load_level(const cg_fexpr *fx, int s) {
   return 0;
 }
 
+/* ---- the key ---- */
+
+typedef struct { unsigned char *p; size_t len, cap; bool oom; } cg_kbuf;
+
+static void cg_kput(cg_kbuf *k, const void *v, size_t n) {
+  if (k->oom) return;
+  if (k->len + n > k->cap) {
+    size_t cap = k->cap ? 2 * k->cap : 256;
+    while (cap < k->len + n) cap *= 2;
+    unsigned char *p = realloc(k->p, cap);
+    if (!p) { k->oom = true; return; }
+    k->p = p, k->cap = cap;
+  }
+  memcpy(k->p + k->len, v, n);
+  k->len += n;
+}
+
+static void cg_kint(cg_kbuf *k, int64_t v) { cg_kput(k, &v, sizeof v); }
+
+/* Field by field (never whole structs: padding and unused fields are not part of a node). */
+static void cg_key_node(cg_kbuf *k, const cg_fx *x) {
+  cg_kint(k, x->kind);
+  switch (x->kind) {
+  case CG_FX_LOAD: case CG_FX_LOAD_OUT: cg_kint(k, x->slot); break;
+  case CG_FX_FCONST: cg_kput(k, &x->f, sizeof x->f); break;   /* the bits: -0 and NaNs differ */
+  case CG_FX_ICONST: cg_kint(k, x->i); break;
+  case CG_FX_CALL: case CG_FX_ADD:
+    cg_kput(k, x->fn, strlen(x->fn) + 1);
+    cg_kint(k, x->narg);
+    for (int a = 0; a < x->narg; a++) cg_kint(k, x->arg[a]);
+    break;
+  }
+}
+
+unsigned char *cg_fexpr_key(const cg_fexpr *fx, size_t *len) {
+  cg_kbuf k = {0};
+  cg_kint(&k, fx->nin), cg_kint(&k, fx->nout), cg_kint(&k, fx->rank), cg_kint(&k, fx->numel);
+  for (int d = 0; d < fx->rank; d++) cg_kint(&k, fx->dim[d]), cg_kint(&k, fx->ost[d]);
+  for (int s = 0; s < fx->nin; s++)
+    for (int d = 0; d < fx->rank; d++) cg_kint(&k, fx->ist[s][d]);
+  cg_kint(&k, fx->nx);
+  for (int i = 0; i < fx->nx; i++) cg_key_node(&k, &fx->x[i]);
+  for (int j = 0; j < fx->nout; j++) cg_kint(&k, fx->store[j]), cg_kint(&k, fx->alias[j]);
+  if (k.oom) { free(k.p); return NULL; }
+  *len = k.len;
+  return k.p;
+}
+
 void cg_fexpr_print(const cg_fexpr *fx, FILE *out) {
   fprintf(out, "space");
   for (int d = 0; d < fx->rank; d++) fprintf(out, " %lld", (long long)fx->dim[d]);

@@ -50,6 +50,11 @@ void cg_fexpr_free(cg_fexpr *fx);
 /* The level at which input slot s varies: 1 + its innermost dimension with a nonzero stride,
  * 0 when it is one value for the whole group (a scalar constant). Loads are placed there. */
 int cg_fexpr_load_level(const cg_fexpr *fx, int s);
+/* Everything the lowered loop depends on, as canonical bytes (malloc'd, *len set; NULL when
+ * out of memory): two groups with equal keys compute the same function of their pointers, so
+ * a back end emits the first and points the second at it. Deep models repeat their blocks,
+ * and each repeat would otherwise cost a compile of its own. */
+unsigned char *cg_fexpr_key(const cg_fexpr *fx, size_t *len);
 /* The text form, one node a line, for debugging (KILN_DEBUG) and tests. */
 void cg_fexpr_print(const cg_fexpr *fx, FILE *out);
 

@@ -5,6 +5,7 @@
 #include "cg_cpu.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "cg_fexpr.h"
 
@@ -191,24 +192,87 @@ static int cg_fused_emit(cg_llvm *m, const cg_fexpr *fx, const char *name, char 
   return bad;
 }
 
-static int cg_emit_graph(cg_llvm *m, const ir_graph *g, bool train, char *err, size_t n) {
+/* ---- one function per distinct expression ---- */
+
+/* The functions emitted so far, by cg_fexpr_key (open addressing on an FNV-1a hash). A group
+ * whose key is already here gets an alias of that function under its own name, so the
+ * descriptor, the JIT and the .so find every step's loop by name as before. */
+typedef struct { uint64_t h; unsigned char *key; size_t len; LLVMValueRef fn; } cg_seen_slot;
+typedef struct { cg_seen_slot *s; size_t cap, n; } cg_seen;
+
+static uint64_t cg_seen_hash(const unsigned char *p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+static cg_seen_slot *cg_seen_find(cg_seen_slot *s, size_t cap, const unsigned char *key, size_t len, uint64_t h) {
+  for (size_t i = h & (cap - 1);; i = (i + 1) & (cap - 1))
+    if (!s[i].key || (s[i].h == h && s[i].len == len && memcmp(s[i].key, key, len) == 0)) return &s[i];
+}
+
+/* Keeps the table at most half full. 0, or 1 when out of memory. */
+static int cg_seen_reserve(cg_seen *t) {
+  if (2 * (t->n + 1) <= t->cap) return 0;
+  size_t cap = t->cap ? 2 * t->cap : 64;
+  cg_seen_slot *s = calloc(cap, sizeof *s);
+  if (!s) return 1;
+  for (size_t i = 0; i < t->cap; i++)
+    if (t->s[i].key) *cg_seen_find(s, cap, t->s[i].key, t->s[i].len, t->s[i].h) = t->s[i];
+  free(t->s);
+  t->s = s, t->cap = cap;
+  return 0;
+}
+
+static void cg_seen_free(cg_seen *t) {
+  for (size_t i = 0; i < t->cap; i++) free(t->s[i].key);
+  free(t->s);
+}
+
+/* Emits fx as `name`, or aliases `name` to an equal expression's function. */
+static int cg_fused_emit_once(cg_llvm *m, cg_seen *t, const cg_fexpr *fx, const char *name, char *err, size_t n) {
+  size_t len = 0;
+  unsigned char *key = cg_fexpr_key(fx, &len);
+  if (!key || cg_seen_reserve(t)) return free(key), rt_errf(err, n, "out of memory");
+  uint64_t h = cg_seen_hash(key, len);
+  cg_seen_slot *hit = cg_seen_find(t->s, t->cap, key, len, h);
+  if (hit->key) {
+    free(key);
+    LLVMAddAlias2(m->mod, LLVMGlobalGetValueType(hit->fn), 0, hit->fn, name);
+    return 0;
+  }
+  if (cg_fused_emit(m, fx, name, err, n)) return free(key), 1;
+  *hit = (cg_seen_slot){h, key, len, LLVMGetNamedFunction(m->mod, name)};
+  t->n++;
+  return 0;
+}
+
+static int cg_emit_graph(cg_llvm *m, cg_seen *t, const ir_graph *g, bool train, char *err, size_t n) {
   for (int i = 0; g && i < ir_nnodes(g); i++) {
     const ir_node *fn = ir_node_at(g, i);
     if (fn->kind != IR_N_FUSED) continue;
     char name[64], msg[512];
     cg_fused_name(name, sizeof name, train, i);
-    if (LLVMGetNamedFunction(m->mod, name)) return rt_errf(err, n, "%s is already in the module", name);
+    if (cg_fused_fn(m, name)) return rt_errf(err, n, "%s is already in the module", name);
     cg_fexpr fx;
     if (cg_fexpr_build(g, fn, &fx, msg, sizeof msg)) return rt_errf(err, n, "%s graph: %s", train ? "train" : "predict", msg);
-    int bad = cg_fused_emit(m, &fx, name, msg, sizeof msg);
+    int bad = cg_fused_emit_once(m, t, &fx, name, msg, sizeof msg);
     cg_fexpr_free(&fx);
     if (bad) return rt_errf(err, n, "%s (%s): %s", name, fn->name, msg);
   }
   return 0;
 }
 
+LLVMValueRef cg_fused_fn(cg_llvm *m, const char *name) {
+  LLVMValueRef f = LLVMGetNamedFunction(m->mod, name);
+  return f ? f : LLVMGetNamedGlobalAlias(m->mod, name, strlen(name));
+}
+
 int cg_emit_fused_all(cg_llvm *m, const ir_graph *predict, const ir_graph *train, char *err, size_t n) {
   if (!m || !m->mod) return rt_errf(err, n, "no module to emit into (already handed to the JIT?)");
   if (cg_link_scalars(m, err, n)) return 1;
-  return cg_emit_graph(m, predict, false, err, n) || cg_emit_graph(m, train, true, err, n);
+  cg_seen seen = {0};   /* shared: a train group may equal a predict group */
+  int bad = cg_emit_graph(m, &seen, predict, false, err, n) || cg_emit_graph(m, &seen, train, true, err, n);
+  cg_seen_free(&seen);
+  return bad;
 }

@@ -3,6 +3,7 @@
  * objects), k_scalar.h's bitcode linked in, LLVM's default<O0..O3> pipelines, .ll and .o. */
 #include "cg_cpu.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,13 +22,16 @@ LLVMTypeRef cg_ptr(cg_llvm *m, LLVMTypeRef elem) { return LLVMPointerType(elem, 
 
 /* ---- target ---- */
 
-static void cg_init_native(void) {
-  static int done;
-  if (done) return;
+static void cg_init_native_once(void) {
   LLVMInitializeNativeTarget();
   LLVMInitializeNativeAsmPrinter();
   LLVMInitializeNativeAsmParser();
-  done = 1;
+}
+
+/* Once per process, also when several threads compile at once (the C API's sessions). */
+static void cg_init_native(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, cg_init_native_once);
 }
 
 LLVMTargetMachineRef cg_make_tm(cg_llvm *m, LLVMRelocMode reloc, LLVMCodeModel cm) {

@@ -2,7 +2,7 @@
 # aot_cli.sh — kiln compile on every example and tests/passes/models/*.kiln (small dims): the
 # header compiles as C99 and C++ with every warning an error; the .so needs only libc, libm,
 # pthreads and the BLAS and exports only NAME_* and kiln_model; --emit ll|obj|c-header write
-# their files; usage and CUDA errors exit as documented. Also times kiln compile on the full
+# their files; repeated fused groups become aliases; usage and CUDA errors exit as documented. Also times kiln compile on the full
 # resnet. usage: aot_cli.sh KILN SRCROOT (a sanitizer build sets KILN_SANITIZER_LIBS, a regex of
 # the sanitizer runtimes its objects may also need).
 set -u
@@ -66,6 +66,14 @@ for f in "$ROOT"/examples/*.kiln "$ROOT"/tests/passes/models/*.kiln; do
     check_emits "$f" "$model" "$flags" "$dir"
   done
 done
+
+# Repeated blocks: each distinct fused group is emitted once, its repeats are aliases of it
+# (aot_differential checks the repeat model's numbers against the executor).
+f=$ROOT/tests/passes/models/repeat.kiln
+groups=$(for mode in predict train; do "$KILN" passes "$f" --mode $mode --print-after plan 2>/dev/null; done | grep -c '_fused(')
+defs=$(grep -cE '^define .*@kiln_fused_[pt][0-9]+\(' "$TMP/repeat/repeat.ll")
+[ "$groups" -ge 12 ] && [ "$defs" -gt 0 ] && [ "$defs" -le $((groups - 5)) ] && ok ||
+  bad "repeat.kiln: $groups fused groups should give at most $((groups - 5)) loop functions (5 are repeats); the .ll defines $defs"
 
 # Errors: CUDA is refused with exit 1, bad options exit 2, a bad model exits 1 leaving no .so.
 "$KILN" compile "$ROOT/examples/mlp.kiln" --target cuda -o "$TMP/x.so" 2>/dev/null; [ $? -eq 1 ] && ok || bad "--target cuda should exit 1"

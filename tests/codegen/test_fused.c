@@ -78,7 +78,7 @@ static bool t_run_member(const t_case *c, const ir_node *m, const k_shape *gshap
   char msg[256] = "";
   for (int k = 0; k < m->nin; k++) in[k] = t_kt(c, m->in[k], gshape);
   for (int j = 0; j < m->nout; j++) out[j] = t_kt(c, m->out[j], gshape), req[j] = m->out[j] >= 0 ? ir_node_req(m, j) : kNullOp;
-  k_call call = {in, m->nin, out, m->nout, req, m->param, NULL, 0, 0, 0, 1, msg, sizeof msg};
+  k_call call = {in, m->nin, out, m->nout, req, m->param, NULL, 0, 0, 0, 1, msg, sizeof msg, NULL};
   k_fn f = m->kind == IR_N_OP ? ir_ops[m->op].forward : ir_ops[m->op].backward;
   return t_check(f && f(&call) == 0, "%s: kernel failed: %s", m->name, msg);
 }

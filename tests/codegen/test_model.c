@@ -248,6 +248,24 @@ static void tm_roundtrip(const tm_model *tm) {
   unlink(path);
 }
 
+/* Kernels keep data derived from the weights between predict calls (the convolution's
+ * repacked weights); a load must make predict see the new weights: predict (which fills the
+ * caches), load the weights of an instance of another seed, predict again — bit for bit that
+ * instance's predict. tm_run_rt checks the same across train steps against the executor. */
+static void tm_reload_predict(const tm_model *tm) {
+  char path[600];
+  snprintf(path, sizeof path, "%s/reload.safetensors", tm_tmp);
+  rt_model *m = rt_model_create(tm->d, TM_SEED), *o = rt_model_create(tm->d, TM_SEED + 7);
+  float *before = tm_rt_predict(tm, m), *want = tm_rt_predict(tm, o);
+  bool loaded = !rt_model_save(o, path) && !rt_model_load(m, path);
+  float *got = loaded ? tm_rt_predict(tm, m) : NULL;
+  int64_t n = tm_out_numel(tm->d);
+  tm_check(before && want && got && memcmp(got, want, (size_t)n * 4) == 0, "predict after load uses the loaded weights", tm->name);
+  free(before), free(want), free(got);
+  rt_model_destroy(m), rt_model_destroy(o);
+  unlink(path);
+}
+
 /* Steps that do not depend on the step before them (deps are transitively reduced, so
  * such a step may run while the one before it does). */
 static int tm_overlapping(const rt_program *p) {
@@ -311,6 +329,7 @@ static void tm_model_run(const tm_model *tm) {
            tm_overlapping(&tm->d->train), rt.loss[0], rt.loss[1], rt.loss[2]);
   tm_result_free(&ex), tm_result_free(&rt);
   tm_roundtrip(tm);
+  tm_reload_predict(tm);
   tm_malformed(tm);
 }
 

@@ -108,7 +108,7 @@ static int cd_forward(const cd_spec *s, const k_conv_param *p, cd_data *d, const
   size_t tb = k_conv_temp_bytes(&d->x.shape, &d->w.shape, p);
   void *temp = cd_temp(tb);
   char err[128] = "";
-  k_call c = {in, s->no_bias ? 2 : 3, &o, 1, &req, p, temp, tb, 0, 0, 1, err, sizeof err};
+  k_call c = {in, s->no_bias ? 2 : 3, &o, 1, &req, p, temp, tb, 0, 0, 1, err, sizeof err, NULL};
   int direct = k_conv_direct_runs(&c, &d->x.shape, &d->w.shape, 0);
   int rc = k_convolution_forward(&c);
   free(temp);
@@ -131,7 +131,7 @@ static int cd_backward(const cd_spec *s, const k_conv_param *p, cd_data *d, cons
   size_t tb = k_conv_temp_bytes(&d->x.shape, &d->w.shape, p);
   void *temp = cd_temp(tb);
   char err[128] = "";
-  k_call c = {in, 5, out, s->no_bias ? 2 : 3, req, p, temp, tb, 0, 0, 1, err, sizeof err};
+  k_call c = {in, 5, out, s->no_bias ? 2 : 3, req, p, temp, tb, 0, 0, 1, err, sizeof err, NULL};
   int direct = k_conv_direct_runs(&c, &d->x.shape, &d->w.shape, 1);
   int rc = k_convolution_backward(&c);
   free(temp);
@@ -213,7 +213,7 @@ static void cd_dispatch_contract(void) {
   k_req req = kWriteTo;
   char err[64];
   void *temp = calloc(1, small);
-  k_call c = {in, 3, &d.y, 1, &req, &p, temp, small, 0, 0, 1, err, sizeof err};
+  k_call c = {in, 3, &d.y, 1, &req, &p, temp, small, 0, 0, 1, err, sizeof err, NULL};
   KT_CHECK(!k_conv_direct_runs(&c, &d.x.shape, &d.w.shape, 0), "direct path run with too little temp");
   KT_CHECK(k_convolution_forward(&c) == 0, "fallback to im2col failed: %s", err);
   k_conv_param grouped = p;

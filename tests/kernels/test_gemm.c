@@ -1,8 +1,11 @@
 /* test_gemm.c — matmul and fully_connected: forward values against naive double-precision
- * loops written here (broadcast batch dims, transposes, flatten modes, no_bias), and
- * finite-difference gradient checks (kWriteTo and kAddTo) through the shared harness. */
+ * loops written here (broadcast batch dims, transposes, flatten modes, no_bias, products of
+ * one row or column, which k_sgemm runs as sgemv), and finite-difference gradient checks
+ * (kWriteTo and kAddTo) through the shared harness. */
 #include "kt_harness.h"
+#include "k_blas.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 /* ---- matmul ---------------------------------------------------------------------------- */
@@ -68,6 +71,54 @@ static void check_matmul(const char *name, k_shape as, k_shape bs, k_shape os, i
   check_matmul_ng(name, as, bs, os, ta, tb, 0);
 }
 
+/* One row or one column of the product: k_sgemm runs those (and the gradients' matrix-vector
+ * products) as sgemv, with each transpose reading its vector at its own stride. */
+static void test_matmul_vector(void) {
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++) {
+      char name[64];
+      snprintf(name, sizeof name, "matmul 1 row ta=%d tb=%d", ta, tb);
+      check_matmul(name, ta ? kt_shape(2, 6, 1) : kt_shape(2, 1, 6), tb ? kt_shape(2, 5, 6) : kt_shape(2, 6, 5),
+                   kt_shape(2, 1, 5), ta, tb);
+      snprintf(name, sizeof name, "matmul 1 column ta=%d tb=%d", ta, tb);
+      check_matmul(name, ta ? kt_shape(2, 6, 4) : kt_shape(2, 4, 6), tb ? kt_shape(2, 1, 6) : kt_shape(2, 6, 1),
+                   kt_shape(2, 4, 1), ta, tb);
+      snprintf(name, sizeof name, "matmul batched 1 row ta=%d tb=%d", ta, tb);
+      check_matmul(name, ta ? kt_shape(3, 3, 6, 1) : kt_shape(3, 3, 1, 6), tb ? kt_shape(3, 3, 5, 6) : kt_shape(3, 3, 6, 5),
+                   kt_shape(3, 3, 1, 5), ta, tb);
+    }
+}
+
+/* k_sgemm itself on a vector-shaped product cut out of larger matrices (leading dimensions
+ * past the used width, so a transposed vector is read at a stride), C starting as NaN for
+ * beta 0 and as values for beta 1. */
+static void check_sgemm_vector(int64_t M, int64_t N, int ta, int tb, float beta) {
+  enum { K = 6, PAD = 3 };
+  int64_t lda = (ta ? M : K) + PAD, ldb = (tb ? K : N) + PAD, ldc = N + PAD;
+  float A[64 * 16], B[64 * 16], C[64 * 16], want[64];
+  for (int i = 0; i < 64 * 16; i++) A[i] = (float)((i * 37) % 17) / 8 - 1, B[i] = (float)((i * 11) % 13) / 6 - 1, C[i] = NAN;
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t n = 0; n < N; n++) {
+      double acc = 0;
+      if (beta != 0.0f) C[m * ldc + n] = (float)(m + n);
+      for (int64_t k = 0; k < K; k++) acc += (double)(ta ? A[k * lda + m] : A[m * lda + k]) * (tb ? B[n * ldb + k] : B[k * ldb + n]);
+      want[m * N + n] = (float)(acc + (beta != 0.0f ? (double)(m + n) : 0.0));
+    }
+  k_sgemm(ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+  float got[64];
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t n = 0; n < N; n++) got[m * N + n] = C[m * ldc + n];
+  KT_CHECK(kt_expect_close("k_sgemm vector", got, want, M * N, 1e-5f, 1e-5f) == 0,
+           "k_sgemm %lldx%lld ta=%d tb=%d beta=%g", (long long)M, (long long)N, ta, tb, (double)beta);
+}
+
+static void test_sgemm_vector(void) {
+  for (int t = 0; t < 8; t++) {
+    check_sgemm_vector(1, 5, t & 1, t >> 1 & 1, t >> 2 ? 1.0f : 0.0f);
+    check_sgemm_vector(4, 1, t & 1, t >> 1 & 1, t >> 2 ? 1.0f : 0.0f);
+  }
+}
+
 static void test_matmul(void) {
   /* only one operand wants a gradient (the other's req is kNullOp), folded and looped paths */
   check_matmul_ng("matmul no grad a (folded)", kt_shape(3, 2, 3, 4), kt_shape(2, 4, 5),
@@ -94,6 +145,7 @@ static void test_matmul(void) {
                kt_shape(3, 2, 3, 5), 0, 0);
   check_matmul("matmul batched ta", kt_shape(3, 2, 4, 3), kt_shape(3, 2, 4, 5),
                kt_shape(3, 2, 3, 5), 1, 0);
+  test_matmul_vector();
 }
 
 /* ---- fully_connected ------------------------------------------------------------------- */
@@ -140,6 +192,9 @@ static void test_fc(void) {
   check_fc("fc last axis", kt_shape(3, 2, 3, 5), 4, 0, 0, kt_shape(3, 2, 3, 4), 6, 5, 0);
   check_fc("fc last axis no_bias", kt_shape(3, 2, 3, 5), 4, 0, 1, kt_shape(3, 2, 3, 4), 6, 5, 0);
   check_fc("fc no data grad", kt_shape(2, 5, 7), 4, 1, 0, kt_shape(2, 5, 4), 5, 7, 1);
+  check_fc("fc batch 1", kt_shape(2, 1, 7), 4, 1, 0, kt_shape(2, 1, 4), 1, 7, 0);
+  check_fc("fc batch 1 no_bias", kt_shape(2, 1, 7), 4, 1, 1, kt_shape(2, 1, 4), 1, 7, 0);
+  check_fc("fc one output", kt_shape(2, 5, 7), 1, 1, 0, kt_shape(2, 5, 1), 5, 7, 0);
 }
 
 /* kAddTo on the forward adds onto the buffer; kNullOp leaves it untouched. */
@@ -153,7 +208,7 @@ static void test_forward_req(void) {
   for (int i = 0; i < 6; i++) { y[i] = (float)i; want[i] += (float)i; }
   k_req req = kAddTo;
   char err[64];
-  k_call c = {in, 3, &out, 1, &req, &p, NULL, 0, 0, 0, 0, err, sizeof err};
+  k_call c = {in, 3, &out, 1, &req, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL};
   k_fully_connected_forward(&c);
   KT_CHECK(kt_expect_close("fc forward kAddTo", y, want, 6, 1e-5f, 1e-5f) == 0, "fc forward kAddTo");
   req = kNullOp;
@@ -167,5 +222,6 @@ int main(void) {
   test_matmul();
   test_fc();
   test_forward_req();
+  test_sgemm_vector();
   return kt_finish("test_gemm");
 }

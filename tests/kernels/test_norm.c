@@ -79,7 +79,7 @@ static void bn_check_predict(void) {
   k_req req[3] = {kWriteTo, kNullOp, kNullOp};
   char err[64];
   for (int i = 0; i < 3; i++) { mm[i] = ((float *)c.in[3].data)[i]; mv[i] = ((float *)c.in[4].data)[i]; }
-  k_call call = {c.in, 5, out, 3, req, &p, NULL, 0, 0, 0, 0, err, sizeof err};
+  k_call call = {c.in, 5, out, 3, req, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL};
   KT_CHECK(k_batch_norm_forward(&call) == 0, "bn predict rc");
   int bad = 0;
   const float *x = c.in[0].data, *g = c.in[1].data, *b = c.in[2].data;

@@ -111,10 +111,10 @@ static void test_ties_and_padding(void) {
   k_tensor xin = {x, kt_shape(4, 1, 1, 2, 2), K_F32}, yt = {y, kt_shape(4, 1, 1, 1, 1), K_F32};
   k_req w = kWriteTo;
   char err[64];
-  k_call f = {&xin, 1, &yt, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err};
+  k_call f = {&xin, 1, &yt, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL};
   k_pooling_forward(&f);
   k_tensor bin[3] = {{dy, yt.shape, K_F32}, xin, yt}, dxt = {dx, xin.shape, K_F32};
-  k_call b = {bin, 3, &dxt, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err};
+  k_call b = {bin, 3, &dxt, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL};
   k_pooling_backward(&b);
   KT_CHECK(y[0] == 3 && dx[0] == 2 && dx[1] == 0 && dx[3] == 0, "tie: y %g dx %g %g %g %g", y[0], dx[0], dx[1], dx[2], dx[3]);
   float neg[4] = {-4, -3, -2, -5};
@@ -122,7 +122,7 @@ static void test_ties_and_padding(void) {
   k_pool_param pp = make_param(&sp);
   float out9[9];
   k_tensor nin = {neg, xin.shape, K_F32}, o9 = {out9, kt_shape(4, 1, 1, 3, 3), K_F32};
-  k_call fp = {&nin, 1, &o9, 1, &w, &pp, NULL, 0, 0, 0, 0, err, sizeof err};
+  k_call fp = {&nin, 1, &o9, 1, &w, &pp, NULL, 0, 0, 0, 0, err, sizeof err, NULL};
   k_pooling_forward(&fp);
   KT_CHECK(out9[0] == -4 && out9[4] == -2 && out9[8] == -5, "max pad is -inf: %g %g %g", out9[0], out9[4], out9[8]);
   pp.pool_type = K_POOL_AVG;

@@ -117,7 +117,7 @@ static void check_overwrites(kind k, kt_case *c) {
   k_tensor in[3] = {og, c->in[0], y};
   k_req w = kWriteTo;
   char err[64];
-  k_call call = {in, 3, &g1, 1, &w, c->param, NULL, 0, 0, 0, 0, err, sizeof err};
+  k_call call = {in, 3, &g1, 1, &w, c->param, NULL, 0, 0, 0, 0, err, sizeof err, NULL};
   bwds[k](&call);
   call.out = &g2;
   bwds[k](&call);
@@ -197,7 +197,7 @@ static void test_max_nan(void) {
   k_tensor ty = {y, kt_shape(1, 3), K_F32};
   k_req w = kWriteTo;
   char err[64];
-  k_call c = {&x, 1, &ty, 1, &w, &p1, NULL, 0, 0, 0, 0, err, sizeof err};
+  k_call c = {&x, 1, &ty, 1, &w, &p1, NULL, 0, 0, 0, 0, err, sizeof err, NULL};
   k_max_forward(&c);
   KT_CHECK(!isnan(y[0]) && isnan(y[1]) && !isnan(y[2]), "max along the run: NaN only in row 1");
   ty.shape = kt_shape(1, 300);
@@ -218,8 +218,8 @@ static void test_max_ties(void) {
   k_tensor tog = {og, ty.shape, K_F32}, tg = {g, tx.shape, K_F32}, in[3] = {tog, tx, ty};
   k_req w = kWriteTo;
   char err[64];
-  k_call f = {&tx, 1, &ty, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err};
-  k_call b = {in, 3, &tg, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err};
+  k_call f = {&tx, 1, &ty, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL};
+  k_call b = {in, 3, &tg, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL};
   k_max_forward(&f);
   KT_CHECK(y[0] == 3 && y[1] == 5, "max values %g %g", y[0], y[1]);
   k_max_backward(&b);

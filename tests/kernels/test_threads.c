@@ -45,7 +45,7 @@ static float *tt_run(const tt_call *c, int threads, int64_t *n) {
   }
   void *temp = c->temp ? malloc(c->temp) : NULL;
   char err[256] = "";
-  k_call call = {in, c->nin, out, c->nout, req, c->param, temp, c->temp, 0, 0, c->is_train, err, sizeof err};
+  k_call call = {in, c->nin, out, c->nout, req, c->param, temp, c->temp, 0, 0, c->is_train, err, sizeof err, NULL};
   int rc = c->fn(&call);
   KT_CHECK(rc == 0, "%s with %d threads: %s", c->name, threads, err);
   float *all = malloc((size_t)total * 4 + 4), *p = all;

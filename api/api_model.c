@@ -1,0 +1,201 @@
+/* api_model.c — a graph compiled as `kiln compile` and `kiln run` compile it: the passes for
+ * predict (and train), the descriptor, the fused loops in LLVM; then either the JIT and a
+ * model in this process (kiln_graph_jit), or an object linked into a shared object with its
+ * header (kiln_graph_compile). The model's calls are the runtime's (rt_model.h), which
+ * serialise calls on one instance. */
+#include "api.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct kiln_model {
+  cg_build b;
+  rt_model *m;
+};
+
+/* The passes for the lowered graph, their diagnostics (shape errors found late) the error. */
+static int api_build_graphs(const ir_graph *lowered, cg_build *b) {
+  api_diags x;
+  *b = (cg_build){0};
+  if (api_diags_open(&x)) return KILN_ERR;
+  int rc = cg_build_graphs(lowered, &x.d, b);
+  api_diags_close(&x, rc != 0, "the passes refused the graph");
+  if (rc) cg_build_free(b);
+  return rc ? KILN_ERR : KILN_OK;
+}
+
+static int api_build_module(cg_build *b, int opt_level) {
+  char err[2048];
+  cg_options co = {.opt_level = opt_level};
+  return cg_build_module(b, &co, err, sizeof err) ? api_fail("%s", err) : KILN_OK;
+}
+
+int api_build_finish(cg_build *b, int opt_level) {
+  char err[2048];
+  if (api_build_module(b, opt_level)) return cg_build_free(b), KILN_ERR;
+  if (cg_build_jit(b, err, sizeof err)) return cg_build_free(b), api_fail("%s", err);
+  return KILN_OK;
+}
+
+int api_build_jit(const ir_graph *lowered, int opt_level, cg_build *b) {
+  return api_build_graphs(lowered, b) || api_build_finish(b, opt_level) ? KILN_ERR : KILN_OK;
+}
+
+KILN_API int kiln_graph_jit(kiln_graph *g, uint64_t seed, kiln_model **out) {
+  if (!out) return api_fail("kiln_graph_jit: out is NULL");
+  *out = NULL;
+  if (!g) return api_fail("kiln_graph_jit: graph is NULL");
+  kiln_model *m = calloc(1, sizeof *m);
+  if (!m) return api_fail("out of memory");
+  api_graph_lock(g, true);
+  const ir_graph *low;
+  int rc = api_graph_get(g, &low) || api_build_jit(low, 2, &m->b);
+  api_graph_lock(g, false);
+  if (!rc && !(m->m = rt_model_create(m->b.desc, seed))) rc = api_fail("out of memory creating the model");
+  if (rc) return kiln_model_free(m), KILN_ERR;
+  *out = m;
+  return api_ok();
+}
+
+KILN_API void kiln_model_free(kiln_model *m) {
+  if (!m) return;
+  rt_model_destroy(m->m);
+  cg_build_free(&m->b);
+  free(m);
+}
+
+/* The runtime validates the arguments; its message becomes the error. */
+static int api_model_rc(kiln_model *m, int rc) { return rc ? api_fail("%s", rt_model_error(m->m)) : api_ok(); }
+
+KILN_API int kiln_model_predict(kiln_model *m, const void *const *inputs, void *const *outputs) {
+  if (!m) return api_fail("kiln_model_predict: model is NULL");
+  return api_model_rc(m, rt_model_predict(m->m, inputs, outputs));
+}
+
+KILN_API int kiln_model_train_step(kiln_model *m, const void *const *inputs, float *loss) {
+  if (!m) return api_fail("kiln_model_train_step: model is NULL");
+  return api_model_rc(m, rt_model_train_step(m->m, inputs, loss));
+}
+
+KILN_API int kiln_model_set_lr(kiln_model *m, float lr) {
+  if (!m) return api_fail("kiln_model_set_lr: model is NULL");
+  return api_model_rc(m, rt_model_set_lr(m->m, lr));
+}
+
+KILN_API int kiln_model_load(kiln_model *m, const char *path) {
+  if (!m) return api_fail("kiln_model_load: model is NULL");
+  return api_model_rc(m, rt_model_load(m->m, path));
+}
+
+KILN_API int kiln_model_save(kiln_model *m, const char *path) {
+  if (!m) return api_fail("kiln_model_save: model is NULL");
+  return api_model_rc(m, rt_model_save(m->m, path));
+}
+
+KILN_API int kiln_model_count(kiln_model *m, int train, int *ninputs, int *noutputs) {
+  if (!m || !ninputs || !noutputs) return api_fail("kiln_model_count: model, ninputs or noutputs is NULL");
+  const rt_model_desc *d = m->b.desc;
+  if (train && !d->has_train) return api_fail("kiln_model_count: model '%s' has no train statement", d->name);
+  const rt_program *p = train ? &d->train : &d->predict;
+  *ninputs = p->ninputs, *noutputs = train ? 0 : p->noutputs;
+  return api_ok();
+}
+
+KILN_API int kiln_model_tensor(kiln_model *m, int train, int output, int index, const char **name,
+                               kiln_dtype *dtype, int *rank, int64_t *dims) {
+  int nin, nout;
+  if (kiln_model_count(m, train, &nin, &nout)) return KILN_ERR;
+  const rt_model_desc *d = m->b.desc;
+  const rt_program *p = train ? &d->train : &d->predict;
+  if (index < 0 || index >= (output ? nout : nin))
+    return api_fail("kiln_model_tensor: %s %d of %d", output ? "output" : "input", index, output ? nout : nin);
+  const rt_tensor_info *t = &d->tensors[(output ? p->outputs : p->inputs)[index]];
+  if (name) *name = t->name;
+  if (dtype) *dtype = (kiln_dtype)t->dtype;
+  if (rank) *rank = t->shape.rank;
+  for (int i = 0; dims && i < t->shape.rank; i++) dims[i] = t->shape.d[i];
+  return api_ok();
+}
+
+/* ---- kiln_graph_compile: the .so and its header, both or neither ---- */
+
+static int api_tmp_beside(const char *dest, char *buf, size_t n) {
+  snprintf(buf, n, "%s.tmpXXXXXX", dest);
+  int fd = mkstemp(buf);
+  if (fd < 0) return api_fail("cannot write '%s': %s", dest, strerror(errno));
+  mode_t um = umask(0);
+  umask(um);
+  (void)fchmod(fd, 0666 & ~um);
+  close(fd);
+  return KILN_OK;
+}
+
+static int api_write_header(const rt_model_desc *d, const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) return api_fail("cannot write '%s': %s", path, strerror(errno));
+  int rc = cg_write_header(d, f);
+  if (fclose(f) || rc) return api_fail("cannot write '%s'", path);
+  return KILN_OK;
+}
+
+static int api_link(cg_build *b, const char *so_tmp) {
+  char obj[4096], err[8192];
+  const char *tmpdir = getenv("TMPDIR");
+  snprintf(obj, sizeof obj, "%s/kiln-XXXXXX.o", tmpdir && *tmpdir ? tmpdir : "/tmp");
+  int fd = mkstemps(obj, 2);
+  if (fd < 0) return api_fail("cannot create a temporary object file in %s", obj);
+  close(fd);
+  int rc = cg_write_object(b->llvm, obj, err, sizeof err) || cg_link_shared(obj, so_tmp, err, sizeof err);
+  unlink(obj);
+  return rc ? api_fail("%s", err) : KILN_OK;
+}
+
+/* The .so is renamed into place first, keeping a hard link to the file it replaces, so that
+ * a failing header rename can put the old .so back: both files change, or neither. */
+static int api_commit(const char *so_tmp, const char *so_path, const char *h_tmp, const char *hdr) {
+  char keep[4200];
+  snprintf(keep, sizeof keep, "%s.oldXXXXXX", so_path);
+  int fd = mkstemp(keep);
+  bool kept = fd >= 0 && (close(fd), unlink(keep), link(so_path, keep) == 0);
+  if (rename(so_tmp, so_path) != 0) {
+    int e = errno;
+    if (kept) unlink(keep);
+    return api_fail("cannot write '%s': %s", so_path, strerror(e));
+  }
+  if (rename(h_tmp, hdr) != 0) {
+    int e = errno;
+    if (kept) rename(keep, so_path);
+    else unlink(so_path);
+    return api_fail("cannot write '%s': %s", hdr, strerror(e));
+  }
+  if (kept) unlink(keep);
+  return KILN_OK;
+}
+
+static int api_emit_so(cg_build *b, const char *so_path) {
+  char hdr[4096], so_tmp[4200], h_tmp[4200], err[2048];
+  const char *slash = strrchr(so_path, '/');
+  snprintf(hdr, sizeof hdr, "%.*s%s.h", slash ? (int)(slash - so_path + 1) : 0, so_path, b->desc->name);
+  if (cg_emit_aot(b->llvm, b->desc, err, sizeof err) || cg_optimize(b->llvm, err, sizeof err)) return api_fail("%s", err);
+  if (api_tmp_beside(so_path, so_tmp, sizeof so_tmp)) return KILN_ERR;
+  if (api_tmp_beside(hdr, h_tmp, sizeof h_tmp)) return unlink(so_tmp), KILN_ERR;
+  int rc = api_link(b, so_tmp) || api_write_header(b->desc, h_tmp) || api_commit(so_tmp, so_path, h_tmp, hdr);
+  if (rc) unlink(so_tmp), unlink(h_tmp);
+  return rc;
+}
+
+KILN_API int kiln_graph_compile(kiln_graph *g, const char *so_path, int opt_level) {
+  if (!g || !so_path || !*so_path) return api_fail("kiln_graph_compile: graph or path is NULL");
+  if (opt_level < 0 || opt_level > 3) return api_fail("kiln_graph_compile: opt_level %d is not 0..3", opt_level);
+  cg_build b = {0};
+  api_graph_lock(g, true);
+  const ir_graph *low;
+  int rc = api_graph_get(g, &low) || api_build_graphs(low, &b) || api_build_module(&b, opt_level);
+  api_graph_lock(g, false);
+  if (!rc) rc = api_emit_so(&b, so_path);
+  cg_build_free(&b);
+  return rc ? KILN_ERR : api_ok();
+}

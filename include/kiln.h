@@ -1,0 +1,154 @@
+/* kiln.h — the public C API of Kiln (library `kiln`, found with `pkg-config kiln`): graphs
+ * built in code or loaded from .kiln files, compiled to a shared object or JIT-compiled to an
+ * in-memory model; imperative arrays whose computation is deferred until they are read, with
+ * gradients (kiln_grad) and export of their recorded graph as a model (kiln_export).
+ * docs/c-api.md is the guide; SPEC section 5 the contract.
+ *
+ * Conventions. Every function that can fail returns KILN_OK (0) or KILN_ERR (nonzero) and, on
+ * failure, leaves a message readable with kiln_last_error() in the calling thread. NULL
+ * arguments, unknown names and wrong shapes are failures with a message, never crashes.
+ * Objects are created through an out-parameter and freed by their kiln_*_free function
+ * (which accepts NULL). A graph, a model and a session (with its arrays) may each be used
+ * from several threads: calls on one object are serialised by its lock. */
+#ifndef KILN_H
+#define KILN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KILN_API __attribute__((visibility("default")))
+
+enum { KILN_OK = 0, KILN_ERR = 1 };
+typedef enum { KILN_F32 = 0, KILN_I32 = 1 } kiln_dtype;
+enum { KILN_MAX_RANK = 6 };
+
+/* The message of this thread's last failure ("" when there was none). Valid until the
+ * thread's next failing call. */
+KILN_API const char *kiln_last_error(void);
+KILN_API const char *kiln_version(void);
+/* Frees a string the API returned (kiln_graph_text). */
+KILN_API void kiln_free(void *p);
+
+/* ---- attributes: typed setters, or a value written as in the language ---- */
+typedef struct kiln_attrs kiln_attrs;
+KILN_API int kiln_attrs_new(kiln_attrs **out);
+KILN_API void kiln_attrs_free(kiln_attrs *a);
+KILN_API int kiln_attrs_int(kiln_attrs *a, const char *name, int64_t v);
+KILN_API int kiln_attrs_float(kiln_attrs *a, const char *name, double v);
+KILN_API int kiln_attrs_bool(kiln_attrs *a, const char *name, int v);
+KILN_API int kiln_attrs_str(kiln_attrs *a, const char *name, const char *v);   /* pool_type="max" */
+KILN_API int kiln_attrs_ints(kiln_attrs *a, const char *name, int n, const int64_t *v);   /* kernel=(2, 2) */
+/* `text` is parsed as the language writes an attribute: "8", "(2, 2)", "\"max\"", "true". */
+KILN_API int kiln_attrs_parse(kiln_attrs *a, const char *name, const char *text);
+
+/* ---- graphs in code ---- */
+typedef struct kiln_graph kiln_graph;
+/* An empty model named `name`. */
+KILN_API int kiln_graph_new(const char *name, kiln_graph **out);
+/* The model `model` of a .kiln file (NULL: the file's only model), with its dims bound. */
+KILN_API int kiln_graph_load(const char *path, const char *model, kiln_graph **out);
+KILN_API void kiln_graph_free(kiln_graph *g);
+/* `dim name = value`: a named dimension that inputs may use. */
+KILN_API int kiln_graph_dim(kiln_graph *g, const char *name, int64_t value);
+/* `input name : dtype[dims]`. dims[i] is used where dim_names is NULL or dim_names[i] is
+ * NULL; otherwise the named dim (declared with kiln_graph_dim) is. */
+KILN_API int kiln_graph_input(kiln_graph *g, const char *name, kiln_dtype dtype, int rank,
+                              const int64_t *dims, const char *const *dim_names);
+/* `target = op(inputs..., attrs...)` for any op of the op table. inputs are names of the
+ * graph's tensors or numbers ("0.5"); learnable inputs that are omitted are created and
+ * named as the language names them (<target>.weight). attrs may be NULL. */
+KILN_API int kiln_graph_op(kiln_graph *g, const char *target, const char *op, int nin,
+                           const char *const *inputs, const kiln_attrs *attrs);
+/* `param name : dtype[dims] = init(attrs)`; init NULL for the op's default initializer. */
+KILN_API int kiln_graph_param(kiln_graph *g, const char *name, kiln_dtype dtype, int rank,
+                              const int64_t *dims, const char *init, const kiln_attrs *attrs);
+KILN_API int kiln_graph_output(kiln_graph *g, const char *name);
+/* `train loss with optimizer(attrs)`: optimizer "sgd" or "adam". */
+KILN_API int kiln_graph_train(kiln_graph *g, const char *loss, const char *optimizer, const kiln_attrs *attrs);
+/* The dtype and shape of a tensor of the graph, inferred now. *rank <= KILN_MAX_RANK. */
+KILN_API int kiln_graph_shape(kiln_graph *g, const char *name, kiln_dtype *dtype, int *rank, int64_t *dims);
+/* The graph as .kiln text (what `kiln check --print` prints: every parameter declared, every
+ * attribute explicit); it parses back to the same graph. Free *text with kiln_free. */
+KILN_API int kiln_graph_text(kiln_graph *g, char **text);
+/* What `kiln compile` does: so_path and NAME.h beside it (both written, or neither).
+ * opt_level 0..3 (LLVM's pipelines). */
+KILN_API int kiln_graph_compile(kiln_graph *g, const char *so_path, int opt_level);
+
+/* ---- models: a graph JIT-compiled in this process, with the entry points of the .so ---- */
+typedef struct kiln_model kiln_model;
+/* Weights initialised from their initializers with `seed`, as NAME_create(seed) does. */
+KILN_API int kiln_graph_jit(kiln_graph *g, uint64_t seed, kiln_model **out);
+KILN_API void kiln_model_free(kiln_model *m);
+/* Inputs in declaration order (those predict reads), outputs in `output` order; dense
+ * row-major buffers of the declared dtype, owned by the caller. */
+KILN_API int kiln_model_predict(kiln_model *m, const void *const *inputs, void *const *outputs);
+KILN_API int kiln_model_train_step(kiln_model *m, const void *const *inputs, float *loss);
+KILN_API int kiln_model_set_lr(kiln_model *m, float lr);
+KILN_API int kiln_model_load(kiln_model *m, const char *safetensors_path);
+KILN_API int kiln_model_save(kiln_model *m, const char *safetensors_path);
+/* How many inputs predict (train = 0) or train_step (train = 1) takes, and how many outputs
+ * predict gives; then each one's name, dtype and shape. */
+KILN_API int kiln_model_count(kiln_model *m, int train, int *ninputs, int *noutputs);
+KILN_API int kiln_model_tensor(kiln_model *m, int train, int output, int index, const char **name,
+                               kiln_dtype *dtype, int *rank, int64_t *dims);
+
+/* ---- imperative arrays with deferred compute ---- */
+typedef struct kiln_session kiln_session;
+typedef struct kiln_array kiln_array;
+KILN_API int kiln_session_new(kiln_session **out);
+/* Frees the session, its compiled-subgraph cache and every array still alive in it. */
+KILN_API void kiln_session_free(kiln_session *s);
+/* The cache of compiled subgraphs: lookups that found one, and compiles. */
+KILN_API int kiln_session_cache_stats(kiln_session *s, int64_t *hits, int64_t *misses);
+
+/* Arrays holding data: a copy of host memory, a .npy file, or an initializer. Random draws
+ * use the runtime's Philox: element i of an array made with `seed` is the element i that a
+ * model created with that seed draws for its tensor 0 with the same initializer. */
+KILN_API int kiln_array_from_data(kiln_session *s, kiln_dtype dtype, int rank, const int64_t *dims,
+                                  const void *data, kiln_array **out);
+KILN_API int kiln_array_load_npy(kiln_session *s, const char *path, kiln_array **out);
+KILN_API int kiln_array_zeros(kiln_session *s, kiln_dtype dtype, int rank, const int64_t *dims, kiln_array **out);
+KILN_API int kiln_array_ones(kiln_session *s, kiln_dtype dtype, int rank, const int64_t *dims, kiln_array **out);
+KILN_API int kiln_array_uniform(kiln_session *s, int rank, const int64_t *dims, float low, float high,
+                                uint64_t seed, kiln_array **out);
+KILN_API int kiln_array_normal(kiln_session *s, int rank, const int64_t *dims, float mean, float std,
+                               uint64_t seed, kiln_array **out);
+/* op on arrays: returns a lazy array at once (shape and dtype inferred, nothing computed).
+ * Every tensor input must be given (learnable ones are not created for arrays). */
+KILN_API int kiln_array_op(kiln_session *s, const char *op, int nin, kiln_array *const *inputs,
+                           const kiln_attrs *attrs, kiln_array **out);
+/* Releases the array; a lazy array that others use stays in their pending graph. */
+KILN_API void kiln_array_free(kiln_array *a);
+KILN_API int kiln_array_shape(const kiln_array *a, kiln_dtype *dtype, int *rank, int64_t *dims);
+/* 1 while the array is lazy (not computed yet), 0 once it holds a value. */
+KILN_API int kiln_array_is_lazy(const kiln_array *a, int *lazy);
+/* Computes the arrays (one compile for all of them, or none when the cache has it). */
+KILN_API int kiln_array_eval(kiln_session *s, int n, kiln_array *const *arrays);
+/* Gradients of the f32[] scalar `loss` with respect to each of wrt[0..n) (f32 arrays made
+ * from data), as lazy arrays out[0..n) of their shapes: derived by the backward pass and
+ * pruning that train_step uses, all n computed by one compile when one is read (forward ops
+ * run as in predict: dropout is the identity). */
+KILN_API int kiln_grad(kiln_array *loss, int n, kiln_array *const *wrt, kiln_array **out);
+/* Reads an array (computing it first): nbytes must be exactly its size. */
+KILN_API int kiln_array_read(kiln_array *a, void *dst, size_t nbytes);
+KILN_API int kiln_array_save_npy(kiln_array *a, const char *path);
+
+/* The recorded graph that computes outputs[0..nout) as the model `model`: .kiln text in
+ * kiln_path, weights in weights_path (safetensors). The arrays inputs[0..nin) (made from data)
+ * become `input`s named in_names; every other array made from data that the graph reads
+ * becomes a `param` (named a<N>) whose value is written to the weights; the outputs are
+ * named out_names. The model compiles with `kiln compile` and, with those weights, computes
+ * what the arrays do. Both files are written, or neither. */
+KILN_API int kiln_export(kiln_session *s, const char *kiln_path, const char *weights_path, const char *model,
+                         int nout, kiln_array *const *outputs, const char *const *out_names,
+                         int nin, kiln_array *const *inputs, const char *const *in_names);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

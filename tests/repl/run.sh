@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# run.sh KILN SRC_DIR — each tests/repl/*.kiln piped into `kiln repl` (a script: no prompts)
+# must print its .expected file (stdout and stderr together) and exit 1 exactly when the
+# expected output holds an error. OUT in a script is a temporary folder.
+set -uo pipefail
+kiln=$1 dir=$2/tests/repl
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+for script in "$dir"/*.kiln; do
+  name=$(basename "$script" .kiln)
+  sed "s|OUT/|$tmp/|g; s|SRC/|$dir/|g" "$script" > "$tmp/$name.script"
+  HOME=$tmp "$kiln" repl < "$tmp/$name.script" > "$tmp/$name.out" 2>&1
+  rc=$?
+  want_rc=0
+  grep -q "error" "$dir/$name.expected" && want_rc=1
+  sed -i "s|$tmp/|OUT/|g; s|$dir/|SRC/|g" "$tmp/$name.out"
+  if ! diff -u "$dir/$name.expected" "$tmp/$name.out"; then echo "FAIL: $name: output differs"; fail=1; fi
+  if [ "$rc" != "$want_rc" ]; then echo "FAIL: $name: exit status $rc, expected $want_rc"; fail=1; fi
+  [ -e "$tmp/.kiln_history" ] && { echo "FAIL: $name: a script wrote history"; fail=1; }
+done
+# grad.kiln's export runs as a model: kiln run with its weights gives the value the session printed.
+out=$("$kiln" run "$tmp/exported.kiln" --weights "$tmp/exported.safetensors" --input "x=$tmp/gx.npy" 2>&1)
+grep -qF "y: f32[] = 11.5587" <<<"$out" || { echo "FAIL: the exported model does not compute y = 11.5587:"; echo "$out"; fail=1; }
+# model.kiln's predict on arrays is the JIT'd model's predict, bit for bit (same seed, same x).
+"$kiln" run "$dir/models/tiny.kiln" --input "image=$tmp/mx.npy" --output "prob=$tmp/p_run.npy" >/dev/null 2>&1 &&
+  cmp -s "$tmp/p.npy" "$tmp/p_run.npy" || { echo "FAIL: predict(x) in the REPL differs from kiln run's"; fail=1; }
+# :passes prints timings, so it is checked by content: every pass, then the statistics.
+out=$(printf ':zeros a f32[2]\np = exp(a) + 1\n:passes p\n' | HOME=$tmp "$kiln" repl 2>&1)
+for want in "after pass infer" "after pass fusion" "t1 = _fused(a0, a1)" "planned arena"; do
+  grep -qF "$want" <<<"$out" || { echo "FAIL: :passes prints no '$want':"; echo "$out"; fail=1; }
+done
+[ $fail = 0 ] && echo "repl scripts: all match"
+exit $fail

@@ -1,0 +1,561 @@
+/* kiln_repl.c — `kiln repl`: an interactive session of .kiln statements over deferred-compute
+ * arrays (the C API's kiln_session). A statement is lowered by the front end as a one-statement
+ * model whose inputs are the session's arrays, so the language, its errors (file `<repl>`,
+ * caret) and its attribute rules are those of a file; each node of the result becomes a lazy
+ * array (kiln_array_op), so nothing runs until a value is printed or saved, and the compile
+ * cache serves repeated shapes. With a terminal: libedit line editing and ~/.kiln_history;
+ * without one, a script: no prompts, exit status 1 when any statement failed. */
+#include <editline/readline.h>
+#include <errno.h>
+#include <signal.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kiln_repl.h"
+
+/* ---- named arrays ---- */
+
+repl_var *repl_find(repl *r, const char *name) {
+  for (int i = 0; i < r->nvars; i++)
+    if (strcmp(r->vars[i].name, name) == 0) return &r->vars[i];
+  return NULL;
+}
+
+/* Binds name to a (the session keeps what other arrays still need of an old value). */
+int repl_bind(repl *r, const char *name, kiln_array *a) {
+  repl_var *v = repl_find(r, name);
+  if (v) return kiln_array_free(v->a), v->a = a, 0;
+  if (r->nvars == r->cap) {
+    int cap = r->cap ? r->cap * 2 : 16;
+    repl_var *nv = realloc(r->vars, sizeof *nv * (size_t)cap);
+    if (!nv) return kiln_array_free(a), 1;
+    r->vars = nv, r->cap = cap;
+  }
+  char *copy = api_strdup(name);
+  if (!copy) return kiln_array_free(a), 1;
+  r->vars[r->nvars++] = (repl_var){copy, a};
+  return 0;
+}
+
+static void repl_clear(repl *r) {
+  repl_model_free(r);
+  for (int i = 0; i < r->nvars; i++) kiln_array_free(r->vars[i].a), free(r->vars[i].name);
+  r->nvars = 0;
+  kiln_session_free(r->s);
+  r->s = NULL;
+  api_buf_free(&r->dims), api_buf_free(&r->defs);
+}
+
+int repl_show(repl *r, kiln_array *a) {
+  if (kiln_array_eval(r->s, 1, &a)) return KILN_ERR;
+  repl_print_value(a, a->data, stdout);
+  return 0;
+}
+
+/* ---- statements: one-statement models lowered by the front end, their nodes made arrays ---- */
+
+/* The model text: dims and defs, the session's arrays as inputs, and the statement on a
+ * line of its own, the line number of its prompt where possible, so that a diagnostic shows
+ * the user's line and its number; `lead` ("_ =" for a bare expression) ends the line before. */
+static void repl_source(repl *r, const char *lead, const char *stmt, const char *outputs, api_buf *b) {
+  api_buf_printf(b, "%s%s", r->dims.s ? r->dims.s : "", r->defs.s ? r->defs.s : "");
+  int line = 1;
+  for (size_t i = 0; i < b->len; i++) line += b->s[i] == '\n';
+  for (; line < r->stmt - 1; line++) api_buf_printf(b, "\n");
+  api_buf_printf(b, "model repl {");
+  for (int i = 0; i < r->nvars; i++) {
+    api_buf_printf(b, " input %s : ", r->vars[i].name);
+    api_type_text(b, r->vars[i].a->dtype, &r->vars[i].a->shape);
+  }
+  api_buf_printf(b, " %s\n%s\n output %s\n}\n", lead, stmt, outputs);
+}
+
+/* The array of tensor t of the lowered statement: a session array, a scalar constant, or a
+ * node made earlier in this walk. */
+static kiln_array *repl_operand(repl *r, const ir_graph *g, int t, kiln_array **made, kiln_array *const *bound) {
+  const ir_tensor *x = ir_tensor_at(g, t);
+  if (made[t]) return made[t];
+  if (bound && bound[t]) return bound[t];
+  if (x->kind == IR_T_INPUT) return repl_find(r, x->name)->a;
+  if (x->kind == IR_T_CONST && !api_array_constant(r->s, x->value, &made[t])) return made[t];
+  if (x->kind == IR_T_PARAM || x->kind == IR_T_AUX)
+    api_fail("<repl>:%d: error: '%s' would be a parameter, but arrays create none; pass it as an array (e.g. from :rand)",
+             r->stmt, x->name);
+  return NULL;
+}
+
+int repl_node(repl *r, const ir_graph *g, const ir_node *n, kiln_array **made, kiln_array *const *bound) {
+  const ir_opdef *op = &ir_ops[n->op];
+  kiln_array *in[64];
+  for (int j = 0; j < n->nin; j++)
+    if (!(in[j] = repl_operand(r, g, n->in[j], made, bound))) return KILN_ERR;
+  kiln_attrs at = {{0}, 0};
+  char *text = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&text, &len);
+  if (!mem) return api_fail("out of memory");
+  ir_attr_print(op->attrs, n->param, mem);
+  fclose(mem);
+  at.text = (api_buf){text, len, len + 1, false}, at.n = len > 0;
+  int rc = kiln_array_op(r->s, op->name, n->nin, in, &at, &made[n->out[0]]);
+  free(text);
+  return rc;
+}
+
+/* Every node of the lowered statement as a lazy array; the targets bound to theirs. */
+static int repl_record(repl *r, const ir_graph *g, char **targets, int ntargets) {
+  kiln_array **made = calloc((size_t)ir_ntensors(g), sizeof *made);
+  int rc = made ? KILN_OK : api_fail("out of memory");
+  for (int i = 0; !rc && i < ir_nnodes(g); i++) rc = repl_node(r, g, ir_node_at(g, i), made, NULL);
+  for (int i = 0; !rc && i < ntargets; i++) {
+    int t = ir_graph_find_tensor(g, targets[i]);
+    kiln_array *a = t >= 0 ? repl_operand(r, g, t, made, NULL) : NULL;
+    /* the name takes over the walk's handle; an existing array has its own name already */
+    if (!a || !made[t]) { rc = api_fail("'%s': assign a computed value (an op or a number)", targets[i]); break; }
+    made[t] = NULL;
+    if (repl_bind(r, targets[i], a)) rc = api_fail("out of memory");
+  }
+  for (int i = 0; made && i < ir_ntensors(g); i++) kiln_array_free(made[i]);
+  free(made);
+  return rc;
+}
+
+/* The names left of '=' when the text is an assignment ("a, b = ..."), else 0. */
+static int repl_targets(const char *text, char **out, int max) {
+  const char *p = text;
+  int n = 0;
+  while (n < max) {
+    while (*p == ' ' || *p == '\t') p++;
+    const char *b = p;
+    while (*p == '_' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9' && p > b)) p++;
+    if (p == b) break;
+    out[n++] = strndup(b, (size_t)(p - b));
+    while (*p == ' ' || *p == '\t') p++;
+    if (*p == ',') { p++; continue; }
+    if (*p == '=' && p[1] != '=') return n;
+    break;
+  }
+  while (n) free(out[--n]);
+  return 0;
+}
+
+/* Lowers `stmt` with the given targets as outputs and records its nodes. */
+static int repl_lower_stmt(repl *r, const char *lead, const char *stmt, char **targets, int ntargets) {
+  api_buf outs = {0}, src = {0};
+  for (int i = 0; i < ntargets; i++) api_buf_printf(&outs, "%s%s", i ? ", " : "", targets[i]);
+  repl_source(r, lead, stmt, outs.s ? outs.s : "", &src);
+  api_lowered low = {0};
+  int rc = src.oom ? api_fail("out of memory") : api_lower_text("<repl>", src.s, &low);
+  if (!rc) rc = repl_record(r, low.g, targets, ntargets);
+  api_lowered_free(&low);
+  api_buf_free(&outs), api_buf_free(&src);
+  return rc;
+}
+
+static int repl_assign(repl *r, const char *text, char **targets, int n) {
+  for (int i = 0; i < n; i++)
+    if (repl_find(r, targets[i]))   /* a new value for an old name: lower under a fresh one */
+      return api_fail("<repl>: error: '%s' is already defined; the language assigns a name once (:reset starts over)", targets[i]);
+  return repl_lower_stmt(r, "", text, targets, n);
+}
+
+/* A bare expression: recorded as `_ = expr`, printed, and the name _ dropped. */
+static int repl_expr(repl *r, const char *text) {
+  repl_var *v = repl_find(r, text);
+  if (v) return repl_show(r, v->a);
+  char *t = "_";
+  int rc = repl_lower_stmt(r, "_ =", text, &t, 1);
+  if (rc) return rc;
+  v = repl_find(r, "_");
+  rc = repl_show(r, v->a);
+  kiln_array_free(v->a), free(v->name);
+  *v = r->vars[--r->nvars];
+  return rc;
+}
+
+/* dim and def statements are kept as text once a parse of the file so far accepts them. */
+static int repl_decl(repl *r, const char *text, bool is_dim) {
+  api_buf *into = is_dim ? &r->dims : &r->defs, src = {0};
+  size_t before = into->len;
+  api_buf_printf(into, "%s\n", text);
+  api_buf_printf(&src, "%s%smodel repl { input _x : f32[1] output _x }\n", r->dims.s ? r->dims.s : "", r->defs.s ? r->defs.s : "");
+  api_lowered low = {0};
+  int rc = api_lower_text("<repl>", src.s, &low);
+  api_lowered_free(&low);
+  api_buf_free(&src);
+  if (rc) api_buf_truncate(into, before);
+  return rc;
+}
+
+static bool repl_starts(const char *text, const char *word) {
+  size_t n = strlen(word);
+  return strncmp(text, word, n) == 0 && (text[n] == ' ' || text[n] == '\t' || text[n] == '\n');
+}
+
+static int repl_statement(repl *r, const char *text) {
+  char *targets[16];
+  while (*text == ' ' || *text == '\t') text++;
+  if (repl_starts(text, "dim")) return repl_decl(r, text, true);
+  if (repl_starts(text, "def")) return repl_decl(r, text, false);
+  int n = repl_targets(text, targets, 16);
+  int rc = repl_model_call(r, text, targets, n);
+  if (rc < 0) rc = n ? repl_assign(r, text, targets, n) : repl_expr(r, text);
+  while (n) free(targets[--n]);
+  return rc;
+}
+
+/* ---- commands ---- */
+
+static const char repl_help[] =
+  "Statements are the .kiln language, recorded and computed only when a value is shown:\n"
+  "  x = relu(w * 2)        an assignment (a name is assigned once)\n"
+  "  x                      a name or an expression: its value, as NumPy prints it\n"
+  "  dim n = 4, def f(...) { ... }   as in a .kiln file (a def may span lines)\n"
+  "Every tensor input of an op is an array: arrays create no parameters.\n"
+  "Commands:\n"
+  "  :help                  this text\n"
+  "  :load NAME FILE.npy    an array from a .npy file\n"
+  "  :save NAME FILE.npy    computes NAME and writes it\n"
+  "  :rand NAME f32[2,3] [normal|uniform] [seed=N]   random values (Philox, as a model's\n"
+  "                         initializer draws them); normal(0, 1) or uniform(-1, 1); the\n"
+  "                         seed defaults to the statement number\n"
+  "  :zeros NAME f32[2,3]   zeros (also i32)\n"
+  "  :model FILE.kiln       a model: its weights become arrays named as in it, and\n"
+  "                         p = predict(x) (lazy) and l = train_step(x, y) (runs its optimizer)\n"
+  "                         take arrays\n"
+  "  :weights FILE.safetensors   weights into the loaded model (and its arrays)\n"
+  "  :vars                  the arrays, their types, and whether they are computed\n"
+  "  :graph NAME            the pending graph NAME needs, as the .kiln model it compiles to\n"
+  "  :passes NAME           that graph after each pass, and the passes' statistics\n"
+  "  :grad LOSS W...        gradients of the scalar LOSS as lazy arrays d_W... (W made from data)\n"
+  "  :export FILE.kiln NAME... [input=X,Y]   the graph computing NAME... as a model, with the\n"
+  "                         arrays it reads as params in FILE.safetensors (X, Y as inputs)\n"
+  "  :time on|off           the time of each statement (front end, compile or cache, run)\n"
+  "  :reset                 forget every array, dim and def\n"
+  "  :quit                  leave (also Ctrl-D)\n";
+
+static int repl_parse_type(const char *text, k_dtype *t, int *rank, int64_t *dims) {
+  if (strncmp(text, "f32[", 4) == 0) *t = K_F32;
+  else if (strncmp(text, "i32[", 4) == 0) *t = K_I32;
+  else return api_fail("'%s' is not a type like f32[2, 3]", text);
+  const char *p = text + 4;
+  for (*rank = 0; *p && *p != ']';) {
+    char *end;
+    long long v = strtoll(p, &end, 10);
+    if (end == p || *rank == KILN_MAX_RANK) return api_fail("'%s' is not a type like f32[2, 3]", text);
+    dims[(*rank)++] = v;
+    p = end;
+    while (*p == ' ' || *p == ',') p++;
+  }
+  if (*p != ']' || p[1]) return api_fail("'%s' is not a type like f32[2, 3]", text);
+  return KILN_OK;
+}
+
+static int repl_new_name(repl *r, const char *name) {
+  if (!name || !api_is_name(name, false)) return api_fail("'%s' is not a name", name ? name : "");
+  if (repl_find(r, name)) return api_fail("'%s' is already defined (:reset starts over)", name);
+  return KILN_OK;
+}
+
+static int repl_cmd_rand(repl *r, char **arg, int n, bool zeros) {
+  k_dtype t = K_F32;
+  int rank = 0;
+  int64_t dims[KILN_MAX_RANK];
+  bool uniform = false;
+  uint64_t seed = (uint64_t)r->stmt;   /* without seed=: the statement number, so two :rand differ */
+  if (n < 3) return api_fail("usage: %s NAME f32[2,3]%s", arg[0], zeros ? "" : " [normal|uniform] [seed=N]");
+  if (repl_new_name(r, arg[1]) || repl_parse_type(arg[2], &t, &rank, dims)) return KILN_ERR;
+  for (int i = 3; i < n && !zeros; i++) {
+    if (strcmp(arg[i], "uniform") == 0 || strcmp(arg[i], "normal") == 0) uniform = arg[i][0] == 'u';
+    else if (strncmp(arg[i], "seed=", 5) == 0) seed = strtoull(arg[i] + 5, NULL, 10);
+    else return api_fail("%s: unknown option '%s'", arg[0], arg[i]);
+  }
+  if (!zeros && t != K_F32) return api_fail(":rand makes f32 arrays");
+  kiln_array *a = NULL;
+  int rc = zeros ? kiln_array_zeros(r->s, (kiln_dtype)t, rank, dims, &a)
+         : uniform ? kiln_array_uniform(r->s, rank, dims, -1, 1, seed, &a) : kiln_array_normal(r->s, rank, dims, 0, 1, seed, &a);
+  return rc ? rc : repl_bind(r, arg[1], a) ? api_fail("out of memory") : KILN_OK;
+}
+
+static int repl_cmd_load(repl *r, char **arg, int n) {
+  kiln_array *a = NULL;
+  if (n != 3) return api_fail("usage: :load NAME FILE.npy");
+  if (repl_new_name(r, arg[1]) || kiln_array_load_npy(r->s, arg[2], &a)) return KILN_ERR;
+  return repl_bind(r, arg[1], a) ? api_fail("out of memory") : KILN_OK;
+}
+
+static repl_var *repl_var_arg(repl *r, char **arg, int n, int want, const char *usage) {
+  repl_var *v = n == want ? repl_find(r, arg[1]) : NULL;
+  if (n != want) api_fail("usage: %s", usage);
+  else if (!v) api_fail("no array named '%s' (:vars lists them)", arg[1]);
+  return v;
+}
+
+static int repl_cmd_vars(repl *r) {
+  for (int i = 0; i < r->nvars; i++) {
+    char type[200];
+    ir_type_str(r->vars[i].a->dtype, &r->vars[i].a->shape, type, sizeof type);
+    printf("%-16s %-20s %s\n", r->vars[i].name, type, r->vars[i].a->data ? "computed" : "lazy");
+  }
+  return KILN_OK;
+}
+
+static int repl_cmd_graph(repl *r, repl_var *v) {
+  api_buf b = {0};
+  int rc = api_pending_text(r->s, v->a, &b);
+  if (!rc) fputs(b.s, stdout);
+  api_buf_free(&b);
+  return rc;
+}
+
+/* :grad LOSS W1 W2...: lazy gradients bound to d_W1, d_W2... */
+static int repl_cmd_grad(repl *r, char **arg, int n) {
+  kiln_array *wrt[8], *out[8];
+  repl_var *loss = n >= 3 ? repl_find(r, arg[1]) : NULL;
+  if (n < 3) return api_fail("usage: :grad LOSS WRT...");
+  if (!loss) return api_fail("no array named '%s' (:vars lists them)", arg[1]);
+  for (int i = 2; i < n; i++) {
+    repl_var *v = repl_find(r, arg[i]);
+    char name[256];
+    snprintf(name, sizeof name, "d_%s", arg[i]);
+    if (!v) return api_fail("no array named '%s' (:vars lists them)", arg[i]);
+    if (repl_find(r, name)) return api_fail("'%s' is already defined (:reset starts over)", name);
+    wrt[i - 2] = v->a;
+  }
+  if (kiln_grad(loss->a, n - 2, wrt, out)) return KILN_ERR;
+  for (int i = 2; i < n; i++) {
+    char name[256];
+    snprintf(name, sizeof name, "d_%s", arg[i]);
+    if (repl_bind(r, name, out[i - 2])) return api_fail("out of memory");
+  }
+  return KILN_OK;
+}
+
+/* The REPL's own names for the arrays an export reads. */
+static const char *repl_var_name(void *ctx, const kiln_array *a) {
+  repl *r = ctx;
+  for (int i = 0; i < r->nvars; i++)
+    if (r->vars[i].a == a) return r->vars[i].name;
+  return NULL;
+}
+
+/* :export FILE.kiln NAME... [input=X,Y]: the model and FILE.safetensors beside it. */
+static int repl_cmd_export(repl *r, char **arg, int n) {
+  kiln_array *outs[8], *ins[8];
+  const char *onames[8], *inames[8];
+  int nout = 0, nin = 0;
+  size_t len = n >= 3 ? strlen(arg[1]) : 0;
+  if (n < 3 || len < 6 || strcmp(arg[1] + len - 5, ".kiln") != 0) return api_fail("usage: :export FILE.kiln NAME... [input=X,Y]");
+  for (int i = 2; i < n; i++) {
+    bool in = strncmp(arg[i], "input=", 6) == 0;
+    for (char *tok = strtok(in ? arg[i] + 6 : arg[i], ","); tok; tok = strtok(NULL, ",")) {
+      repl_var *v = repl_find(r, tok);
+      if (!v) return api_fail("no array named '%s' (:vars lists them)", tok);
+      if ((in ? nin : nout) == 8) return api_fail(":export: at most 8 outputs and 8 inputs");
+      if (in) ins[nin] = v->a, inames[nin++] = v->name;
+      else outs[nout] = v->a, onames[nout++] = v->name;
+    }
+  }
+  char weights[4096], model[256];
+  snprintf(weights, sizeof weights, "%.*s.safetensors", (int)(len - 5), arg[1]);
+  const char *base = strrchr(arg[1], '/') ? strrchr(arg[1], '/') + 1 : arg[1];
+  static const char *const keywords[] = {"dim", "def", "model", "input", "param", "output", "train", "with", "return", "true", "false"};
+  snprintf(model, sizeof model, "%.*s", (int)strcspn(base, "."), base);
+  for (size_t i = 0; i < sizeof keywords / sizeof *keywords; i++)
+    if (strcmp(model, keywords[i]) == 0) snprintf(model, sizeof model, "%s_model", keywords[i]);
+  if (!api_is_name(model, false)) snprintf(model, sizeof model, "exported");
+  pthread_mutex_lock(&r->s->mu);
+  int rc = api_export(r->s, arg[1], weights, model, nout, outs, onames, nin, ins, inames, repl_var_name, r);
+  pthread_mutex_unlock(&r->s->mu);
+  if (!rc) printf("wrote %s and %s\n", arg[1], weights);
+  return rc;
+}
+
+/* :passes NAME: the pending graph through the pass pipeline, printed after each pass. */
+static int repl_cmd_passes(repl *r, repl_var *v) {
+  api_buf b = {0};
+  api_lowered low = {0};
+  pthread_mutex_lock(&r->s->mu);
+  int rc = v->a->data ? api_fail(":passes: '%s' is computed already; nothing is pending", v->name) : api_pending_text(r->s, v->a, &b);
+  pthread_mutex_unlock(&r->s->mu);
+  if (!rc) rc = api_lower_text("<pending>", b.s, &low);
+  api_diags x;
+  if (!rc && !(rc = api_diags_open(&x))) {
+    pass_ctx cx;
+    pass_ctx_init(&cx, IR_MODE_PREDICT, &x.d);
+    cx.print_after = PASS_COUNT, cx.print_out = stdout;
+    ir_graph *g = pass_compile(low.g, &cx);
+    if (g) pass_print_stats(g, &cx, stdout);
+    pass_ctx_free(&cx);
+    rc = api_diags_close(&x, !g, "the passes refused the graph");
+    ir_graph_free(g);
+  }
+  api_lowered_free(&low);
+  api_buf_free(&b);
+  return rc;
+}
+
+static int repl_reset(repl *r) {
+  repl_clear(r);
+  return kiln_session_new(&r->s);
+}
+
+/* Runs a command; 1 when it asks to quit. */
+static int repl_command(repl *r, char *line, bool *quit) {
+  char *arg[8];
+  int n = 0;
+  for (char *tok = strtok(line, " \t"); tok && n < 8; tok = strtok(NULL, " \t")) arg[n++] = tok;
+  repl_var *v;
+  if (!strcmp(arg[0], ":quit") || !strcmp(arg[0], ":q")) return *quit = true, KILN_OK;
+  if (!strcmp(arg[0], ":help")) return fputs(repl_help, stdout), KILN_OK;
+  if (!strcmp(arg[0], ":rand") || !strcmp(arg[0], ":zeros")) return repl_cmd_rand(r, arg, n, arg[0][1] == 'z');
+  if (!strcmp(arg[0], ":load")) return repl_cmd_load(r, arg, n);
+  if (!strcmp(arg[0], ":vars")) return repl_cmd_vars(r);
+  if (!strcmp(arg[0], ":reset")) return repl_reset(r);
+  if (!strcmp(arg[0], ":save")) return (v = repl_var_arg(r, arg, n, 3, ":save NAME FILE.npy")) ? kiln_array_save_npy(v->a, arg[2]) : KILN_ERR;
+  if (!strcmp(arg[0], ":graph")) return (v = repl_var_arg(r, arg, n, 2, ":graph NAME")) ? repl_cmd_graph(r, v) : KILN_ERR;
+  if (!strcmp(arg[0], ":grad")) return repl_cmd_grad(r, arg, n);
+  if (!strcmp(arg[0], ":model")) return repl_cmd_model(r, arg, n);
+  if (!strcmp(arg[0], ":weights")) return repl_cmd_weights(r, arg, n);
+  if (!strcmp(arg[0], ":export")) return repl_cmd_export(r, arg, n);
+  if (!strcmp(arg[0], ":passes")) return (v = repl_var_arg(r, arg, n, 2, ":passes NAME")) ? repl_cmd_passes(r, v) : KILN_ERR;
+  if (!strcmp(arg[0], ":time") && n == 2 && (!strcmp(arg[1], "on") || !strcmp(arg[1], "off")))
+    return r->timing = arg[1][1] == 'n', KILN_OK;
+  if (!strcmp(arg[0], ":time")) return api_fail("usage: :time on|off");
+  return api_fail("unknown command '%s' (:help lists them)", arg[0]);
+}
+
+/* ---- input: a statement may span lines while brackets are open ---- */
+
+/* Open brackets minus closed ones, outside strings and comments. */
+static int repl_depth(const char *text) {
+  int depth = 0;
+  bool str = false;
+  for (const char *p = text; *p; p++) {
+    if (str) { str = *p != '"'; continue; }
+    if (*p == '#') { while (p[1] && p[1] != '\n') p++; continue; }
+    str = *p == '"';
+    depth += (*p == '(' || *p == '[' || *p == '{') - (*p == ')' || *p == ']' || *p == '}');
+  }
+  return depth;
+}
+
+static bool repl_blank(const char *text) {
+  for (const char *p = text; *p; p++) {
+    if (*p == '#') return true;
+    if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') return false;
+  }
+  return true;
+}
+
+static void repl_trim(char *text) {
+  size_t n = strlen(text);
+  while (n && (text[n - 1] == '\n' || text[n - 1] == ' ' || text[n - 1] == '\t' || text[n - 1] == '\r')) text[--n] = 0;
+}
+
+/* One complete input: a command or a statement. Errors go to stderr; the session goes on. */
+static bool repl_run(repl *r, char *text) {
+  bool quit = false;
+  repl_trim(text);
+  char *p = text;
+  while (*p == ' ' || *p == '\t' || *p == '\n') p++;
+  if (repl_blank(p)) return false;
+  r->stmt++;
+  int64_t misses0 = 0, misses1 = 0, hits;
+  kiln_session_cache_stats(r->s, &hits, &misses0);
+  double t0 = kiln_now();
+  int rc = *p == ':' ? repl_command(r, p, &quit) : repl_statement(r, p);
+  if (r->timing && *p != ':' && r->s) {
+    kiln_session_cache_stats(r->s, &hits, &misses1);
+    printf("(%.2f ms: front end, %s and run)\n", (kiln_now() - t0) * 1e3, misses1 > misses0 ? "compile" : "cached code");
+  }
+  fflush(stdout);
+  const char *msg = kiln_last_error();
+  if (rc) fprintf(stderr, "%s%s\n", strstr(msg, "error:") ? "" : "error: ", msg), r->failed = true;
+  fflush(stderr);
+  return quit;
+}
+
+/* Ctrl-C at the prompt cancels the line being typed (and a statement's continuation lines):
+ * the handler only records it; readline returns and the loop starts a fresh prompt. */
+static volatile sig_atomic_t repl_interrupted;
+static void repl_on_sigint(int sig) { (void)sig, repl_interrupted = 1; }
+
+static void repl_catch_sigint(void) {
+  struct sigaction sa = {0};
+  sa.sa_handler = repl_on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);   /* no SA_RESTART: the terminal read returns */
+}
+
+typedef char *(*repl_reader)(repl *r, bool more);
+
+/* "[3]: " for a new statement, "...: " while one continues. */
+static char *repl_read_tty(repl *r, bool more) {
+  char prompt[32];
+  if (more) snprintf(prompt, sizeof prompt, "...: ");
+  else snprintf(prompt, sizeof prompt, "[%d]: ", r->stmt + 1);
+  return readline(prompt);
+}
+
+static char *repl_read_pipe(repl *r, bool more) {
+  char *line = NULL;
+  size_t cap = 0;
+  if (getline(&line, &cap, stdin) < 0) return free(line), NULL;
+  repl_trim(line);
+  return line;
+}
+
+/* Lines joined until the brackets balance, then run; history gets each complete input. */
+static void repl_loop(repl *r, repl_reader read, bool tty) {
+  api_buf input = {0};
+  for (;;) {
+    repl_interrupted = 0;
+    char *line = read(r, input.len > 0);
+    if (repl_interrupted && tty) {   /* Ctrl-C: drop what was typed, prompt again */
+      free(line);
+      api_buf_truncate(&input, 0);
+      printf("^C\n");
+      continue;
+    }
+    if (!line) break;
+    api_buf_printf(&input, "%s%s", input.len ? "\n" : "", line);
+    free(line);
+    if (input.oom) break;
+    if (repl_depth(input.s) > 0 && input.s[0] != ':') continue;
+    if (tty && !repl_blank(input.s)) add_history(input.s);
+    bool quit = repl_run(r, input.s);
+    api_buf_truncate(&input, 0);
+    if (quit) break;
+  }
+  if (input.len) repl_run(r, input.s);   /* unbalanced at the end: the front end says where */
+  api_buf_free(&input);
+}
+
+static void repl_history_path(char *buf, size_t n) {
+  const char *home = getenv("HOME");
+  snprintf(buf, n, "%s/.kiln_history", home && *home ? home : ".");
+}
+
+int kiln_repl_main(int argc, char **argv) {
+  if (argc > 1) return fprintf(stderr, "kiln repl: takes no arguments (a script comes on stdin: kiln repl < s.kiln)\n"), 2;
+  repl r = {0};
+  if (kiln_session_new(&r.s)) return fprintf(stderr, "kiln repl: %s\n", kiln_last_error()), 1;
+  bool tty = isatty(STDIN_FILENO);
+  char hist[4096];
+  repl_history_path(hist, sizeof hist);
+  if (tty) {
+    repl_catch_sigint();
+    rl_catch_signals = 0;
+    using_history();
+    read_history(hist);
+    printf("Kiln (%s): statements are recorded and computed when shown; :help lists the commands.\n", kiln_version());
+  }
+  repl_loop(&r, tty ? repl_read_tty : repl_read_pipe, tty);
+  if (tty && write_history(hist) != 0) fprintf(stderr, "kiln repl: cannot write %s: %s\n", hist, strerror(errno));
+  repl_clear(&r);
+  free(r.vars);
+  return r.failed && !tty ? 1 : 0;
+}

@@ -1,0 +1,209 @@
+/* kiln_repl_model.c — a model in the session. `:model FILE.kiln` JIT-compiles the model
+ * (seed 0) and makes its weights arrays named as in the model (hidden.weight); the model
+ * instance holds the weights between steps. `p = predict(x)` records the model's predict
+ * graph on arrays (each node a lazy array over the weight arrays: nothing runs until shown);
+ * `loss = train_step(x, label)` runs the model's own train_step (its optimizer) on the
+ * arrays' values and refreshes the weight arrays; `:weights FILE.safetensors` loads
+ * weights into it. */
+#include "kiln_repl.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct repl_model {
+  kiln_graph *g;
+  kiln_model *m;
+};
+
+void repl_model_free(repl *r) {
+  if (!r->model) return;
+  kiln_model_free(r->model->m);
+  kiln_graph_free(r->model->g);
+  free(r->model);
+  r->model = NULL;
+}
+
+/* The model's weights, as saved, become (or replace) the session's arrays of those names. */
+static int repl_model_refresh(repl *r) {
+  char path[4096], err[1024];
+  const char *tmpdir = getenv("TMPDIR");
+  snprintf(path, sizeof path, "%s/kiln-repl-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+  int fd = mkstemp(path);
+  if (fd < 0) return api_fail("cannot create a temporary file in %s", path);
+  close(fd);
+  rt_st_file f;
+  int rc = kiln_model_save(r->model->m, path);
+  if (!rc && rt_st_open(path, &f, err, sizeof err)) rc = api_fail("%s", err);
+  bool opened = !rc;
+  unlink(path);
+  for (int i = 0; opened && !rc && i < f.n; i++) {
+    const rt_st_entry *e = &f.entries[i];
+    int64_t dims[KILN_MAX_RANK];
+    for (int k = 0; k < e->shape.rank; k++) dims[k] = e->shape.d[k];
+    kiln_array *a = NULL;
+    rc = kiln_array_from_data(r->s, (kiln_dtype)e->dtype, e->shape.rank, dims, e->data, &a);
+    if (!rc && repl_bind(r, e->name, a)) rc = api_fail("out of memory");
+  }
+  if (opened) rt_st_close(&f);
+  return rc;
+}
+
+int repl_cmd_model(repl *r, char **arg, int n) {
+  if (n != 2) return api_fail("usage: :model FILE.kiln");
+  repl_model *m = calloc(1, sizeof *m);
+  if (!m) return api_fail("out of memory");
+  if (kiln_graph_load(arg[1], NULL, &m->g) || kiln_graph_jit(m->g, 0, &m->m)) {
+    kiln_graph_free(m->g), free(m);
+    return KILN_ERR;
+  }
+  repl_model_free(r);
+  r->model = m;
+  int rc = repl_model_refresh(r);
+  if (!rc) {
+    int nin = 0, nout = 0, tin = 0, tout;
+    kiln_model_count(m->m, 0, &nin, &nout);
+    bool trains = kiln_model_count(m->m, 1, &tin, &tout) == KILN_OK;
+    printf("model %s: predict takes %d input%s%s; its weights are arrays now (:vars)\n", arg[1], nin,
+           nin == 1 ? "" : "s", trains ? ", train_step too" : "");
+  }
+  return rc;
+}
+
+int repl_cmd_weights(repl *r, char **arg, int n) {
+  if (n != 2) return api_fail("usage: :weights FILE.safetensors");
+  if (!r->model) return api_fail(":weights: no model loaded (:model FILE.kiln first)");
+  if (kiln_model_load(r->model->m, arg[1])) return KILN_ERR;
+  return repl_model_refresh(r);
+}
+
+/* ---- predict(...) and train_step(...) ---- */
+
+/* "predict(a, b)" into the entry point and the argument names; false when text is not
+ * such a call. */
+static bool repl_parse_call(const char *text, bool *train, char **args, int *nargs, char *buf, size_t n) {
+  const char *open = strchr(text, '(');
+  size_t len = strlen(text);
+  if (!open || len < 2 || text[len - 1] != ')') return false;
+  size_t head = (size_t)(open - text);
+  while (head && text[head - 1] == ' ') head--;
+  if (!((head == 7 && !strncmp(text, "predict", 7)) || (head == 10 && !strncmp(text, "train_step", 10)))) return false;
+  *train = head == 10;
+  snprintf(buf, n, "%.*s", (int)(len - 1 - (size_t)(open - text) - 1), open + 1);
+  *nargs = 0;
+  for (char *tok = strtok(buf, ", "); tok && *nargs < 16; tok = strtok(NULL, ", ")) args[(*nargs)++] = tok;
+  return true;
+}
+
+/* Each argument names an array of the input's dtype and shape, in entry point order. */
+static int repl_call_args(repl *r, bool train, char **args, int nargs, kiln_array **out) {
+  int nin = 0, nout = 0;
+  if (kiln_model_count(r->model->m, train, &nin, &nout)) return KILN_ERR;
+  if (nargs != nin) return api_fail("%s takes %d input%s, not %d", train ? "train_step" : "predict", nin, nin == 1 ? "" : "s", nargs);
+  for (int i = 0; i < nin; i++) {
+    const char *name;
+    kiln_dtype t;
+    int rank;
+    int64_t d[KILN_MAX_RANK];
+    repl_var *v = repl_find(r, args[i]);
+    kiln_model_tensor(r->model->m, train, 0, i, &name, &t, &rank, d);
+    if (!v) return api_fail("no array named '%s' (:vars lists them)", args[i]);
+    k_shape want = {.rank = rank};
+    for (int k = 0; k < rank; k++) want.d[k] = d[k];
+    if ((k_dtype)t != v->a->dtype || !ir_shape_eq(&want, &v->a->shape)) {
+      char w[200], g[200];
+      ir_type_str((k_dtype)t, &want, w, sizeof w), ir_type_str(v->a->dtype, &v->a->shape, g, sizeof g);
+      return api_fail("input '%s' is %s; '%s' is %s", name, w, args[i], g);
+    }
+    out[i] = v->a;
+  }
+  return KILN_OK;
+}
+
+/* The tensors predict's outputs need, marked (a walk back over the nodes). */
+static bool *repl_needed(const ir_graph *g) {
+  bool *need = calloc((size_t)ir_ntensors(g) + 1, 1);
+  for (int i = 0; need && i < g->outputs.len; i++) need[IR_VEC_AT(g->outputs, int, i)] = true;
+  for (int i = ir_nnodes(g) - 1; need && i >= 0; i--) {
+    const ir_node *n = ir_node_at(g, i);
+    bool used = false;
+    for (int j = 0; j < n->nout; j++) used |= n->out[j] >= 0 && need[n->out[j]];
+    for (int j = 0; used && j < n->nin; j++) need[n->in[j]] = true;
+  }
+  return need;
+}
+
+/* Inputs bound to the arguments (in declaration order, as the entry point takes them) and
+ * weights to the session's arrays of their names. */
+static int repl_bind_model(repl *r, const ir_graph *g, const bool *need, kiln_array **args, kiln_array **bound) {
+  int k = 0;
+  for (int t = 0; t < ir_ntensors(g); t++) {
+    const ir_tensor *x = ir_tensor_at(g, t);
+    if (x->kind == IR_T_INPUT && need[t]) bound[t] = args[k++];
+    if (x->kind != IR_T_PARAM && x->kind != IR_T_AUX) continue;
+    repl_var *v = repl_find(r, x->name);
+    if (!v) return api_fail("the model's weight '%s' is no longer an array", x->name);
+    bound[t] = v->a;
+  }
+  return KILN_OK;
+}
+
+static int repl_predict(repl *r, kiln_array **args, char **targets, int ntargets) {
+  const ir_graph *g;
+  api_graph_lock(r->model->g, true);
+  int rc = api_graph_get(r->model->g, &g);
+  api_graph_lock(r->model->g, false);
+  if (rc) return KILN_ERR;
+  int nt = ir_ntensors(g), nouts = g->outputs.len;
+  if (ntargets && ntargets != nouts) return api_fail("predict gives %d output%s", nouts, nouts == 1 ? "" : "s");
+  bool *need = repl_needed(g);
+  kiln_array **made = calloc((size_t)nt + 1, sizeof *made), **bound = calloc((size_t)nt + 1, sizeof *bound);
+  rc = need && made && bound ? repl_bind_model(r, g, need, args, bound) : api_fail("out of memory");
+  for (int i = 0; !rc && i < ir_nnodes(g); i++) {
+    const ir_node *n = ir_node_at(g, i);
+    if (n->nout && n->out[0] >= 0 && need[n->out[0]]) rc = repl_node(r, g, n, made, bound);
+  }
+  for (int i = 0; !rc && i < nouts; i++) {
+    int t = IR_VEC_AT(g->outputs, int, i);
+    if (!made[t]) { rc = api_fail("predict's output '%s' is not computed by an op", ir_tensor_at(g, t)->name); break; }
+    if (!ntargets) rc = repl_show(r, made[t]);
+    else if (repl_bind(r, targets[i], made[t])) rc = api_fail("out of memory");
+    else made[t] = NULL;   /* the name owns it now */
+  }
+  for (int t = 0; made && t < nt; t++) kiln_array_free(made[t]);
+  free(need), free(made), free(bound);
+  return rc;
+}
+
+/* The model's own train_step on the arguments' values; the loss as a new array. */
+static int repl_train_step(repl *r, kiln_array **args, int nargs, char **targets, int ntargets) {
+  const void *in[16];
+  for (int i = 0; i < nargs; i++) {
+    if (kiln_array_eval(r->s, 1, &args[i])) return KILN_ERR;
+    in[i] = args[i]->data;
+  }
+  float loss = 0;
+  if (kiln_model_train_step(r->model->m, in, &loss) || repl_model_refresh(r)) return KILN_ERR;
+  kiln_array *a = NULL;
+  if (kiln_array_from_data(r->s, KILN_F32, 0, NULL, &loss, &a)) return KILN_ERR;
+  if (ntargets > 1) return kiln_array_free(a), api_fail("train_step gives one value, the loss");
+  if (ntargets) return repl_bind(r, targets[0], a) ? api_fail("out of memory") : KILN_OK;
+  int rc = repl_show(r, a);
+  kiln_array_free(a);
+  return rc;
+}
+
+int repl_model_call(repl *r, const char *text, char **targets, int ntargets) {
+  const char *rhs = ntargets ? strchr(text, '=') + 1 : text;
+  while (*rhs == ' ') rhs++;
+  char buf[1024], *args[16];
+  int nargs = 0;
+  bool train = false;
+  kiln_array *arrays[16];
+  if (!repl_parse_call(rhs, &train, args, &nargs, buf, sizeof buf)) return -1;
+  if (!r->model) return api_fail("%s: no model loaded (:model FILE.kiln first)", train ? "train_step" : "predict");
+  for (int i = 0; i < ntargets; i++)
+    if (repl_find(r, targets[i])) return api_fail("'%s' is already defined (:reset starts over)", targets[i]);
+  if (repl_call_args(r, train, args, nargs, arrays)) return KILN_ERR;
+  return train ? repl_train_step(r, arrays, nargs, targets, ntargets) : repl_predict(r, arrays, targets, ntargets);
+}
