@@ -16,6 +16,17 @@ static int onnx_in(onnx_ctx *c, const Onnx__NodeProto *n, int i, ir_tensor_kind 
 
 static void *onnx_param(onnx_ctx *c, int node) { return ir_node_at(c->g, node)->param; }
 
+/* One step of an ONNX op built from several Kiln nodes: the last takes the output's name. */
+static int onnx_step(onnx_ctx *c, const Onnx__NodeProto *n, bool last, int kop, const int *in, int nin) {
+  const char *nm = last ? n->output[0] : ir_strfmt(&c->g->arena, "%s_%d", n->output[0], ir_nnodes(c->g));
+  return onnx_emit_as(c, nm, last ? n->output[0] : NULL, kop, in, nin);
+}
+
+/* The step's output tensor once its shapes are inferred (the next step reads them), or -1. */
+static int onnx_step_done(onnx_ctx *c, int k) {
+  return k < 0 || ir_infer_one(c->g, c->d, k) ? -1 : ir_node_at(c->g, k)->out[0];
+}
+
 /* Only output 0 is imported: another output that the graph reads is refused (a training-mode
  * BatchNormalization lists its running statistics as outputs nothing reads). */
 static int onnx_one_output(onnx_ctx *c, const Onnx__NodeProto *n, const char *what) {
@@ -37,12 +48,8 @@ static int onnx_variadic(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   int cur = onnx_in(c, n, 0, IR_T_PARAM);
   if (n->n_input == 1) return cur < 0 ? 1 : (onnx_bind(c, n->output[0], cur, NULL), 0);
   for (size_t i = 1; i < n->n_input && cur >= 0; i++) {
-    bool last = i + 1 == n->n_input;
     int in[2] = {cur, onnx_in(c, n, (int)i, IR_T_PARAM)};
-    const char *nm = last ? n->output[0] : ir_strfmt(&c->g->arena, "%s_%zu", n->output[0], i);
-    int k = onnx_emit_as(c, nm, last ? n->output[0] : NULL, kop, in, 2);
-    if (k < 0 || ir_infer_one(c->g, c->d, k)) return 1;
-    cur = ir_node_at(c->g, k)->out[0];
+    cur = onnx_step_done(c, onnx_step(c, n, i + 1 == n->n_input, kop, in, 2));
   }
   return cur < 0;
 }
@@ -108,17 +115,6 @@ static onnx_const *onnx_gemm_bias(onnx_ctx *c, onnx_const *b, int64_t nh, float 
   w->onnx_name = b->onnx_name;
   for (int64_t i = 0; i < nh; i++) w->f[i] = beta * b->f[b->n == 1 ? 0 : i];
   return w;
-}
-
-/* One step of an ONNX op built from several Kiln nodes: the last takes the output's name. */
-static int onnx_step(onnx_ctx *c, const Onnx__NodeProto *n, bool last, int kop, const int *in, int nin) {
-  const char *nm = last ? n->output[0] : ir_strfmt(&c->g->arena, "%s_%d", n->output[0], ir_nnodes(c->g));
-  int k = onnx_emit_as(c, nm, last ? n->output[0] : NULL, kop, in, nin);
-  return k;
-}
-
-static int onnx_step_done(onnx_ctx *c, int k) {
-  return k < 0 || ir_infer_one(c->g, c->d, k) ? -1 : ir_node_at(c->g, k)->out[0];
 }
 
 /* Gemm whose B is computed (or transA = 1): matmul, then alpha *, then + beta * C. */
@@ -533,14 +529,11 @@ int onnx_slice(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   for (int i = 0; i < nb && cur >= 0; i++) {
     if (steps[i] != 1) return onnx_unsupported_attr(c, "steps", "other than 1 on a computed tensor (Kiln's slice is x.narrow)");
     if (b[i] >= e[i]) return onnx_fail(c, "an empty slice is not supported (Kiln tensors are never empty)");
-    bool last = i == nb - 1;
-    const char *nm = last ? n->output[0] : ir_strfmt(&c->g->arena, "%s_axis%lld", n->output[0], (long long)axes[i]);
-    int k = onnx_emit_as(c, nm, last ? n->output[0] : NULL, kop, &cur, 1);
+    int k = onnx_step(c, n, i == nb - 1, kop, &cur, 1);
     if (k < 0) return 1;
     k_slice_param *p = onnx_param(c, k);
     p->axis = (int32_t)axes[i], p->begin = b[i], p->end = e[i];
-    if (ir_infer_one(c->g, c->d, k)) return 1;
-    cur = ir_node_at(c->g, k)->out[0];
+    cur = onnx_step_done(c, k);
   }
   if (nb == 0) onnx_bind(c, n->output[0], cur, NULL);
   return cur < 0;
