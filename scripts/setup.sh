@@ -4,7 +4,7 @@
 set -euo pipefail
 # llvm-dev: the CPU code generator (LLVM C API); clang: compiles kernels/k_scalar.h to bitcode;
 # graphviz: the tests render `kiln passes --dot` output.
-# python3-torch and python3-numpy serve only the PyTorch conformance suite (tests/conformance).
+# python3-torch and python3-numpy serve only the tests against PyTorch (tests/conformance, tests/onnx).
 # Extra packages may be named as arguments (demo.sh adds the Fashion-MNIST data set).
 # libclang-rt-14-dev: libFuzzer and the sanitizer runtimes for clang (tests/fuzz).
 pkgs=(cmake make gcc g++ flex bison libopenblas-dev llvm-dev clang libclang-rt-14-dev graphviz python3-torch python3-numpy "$@")
