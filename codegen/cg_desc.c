@@ -59,10 +59,12 @@ static int32_t cg_role(ir_tensor_kind k) {
 }
 
 static rt_tensor_info cg_tensor(cg_box *b, const ir_tensor *x) {
-  rt_tensor_info t = {cg_strdup(b, x->name), cg_role(x->kind), (int32_t)x->dtype, x->shape, K_INIT_ZEROS, 0, 0};
+  rt_tensor_info t = {cg_strdup(b, x->name), cg_role(x->kind), (int32_t)x->dtype, x->shape, K_INIT_ZEROS, 0, 0, NULL};
   if ((x->kind == IR_T_PARAM || x->kind == IR_T_AUX) && x->has_init)
     t.init = (int32_t)x->init.kind, t.init_a = x->init.a, t.init_b = x->init.b;
   if (x->kind == IR_T_CONST) t.init_a = x->value;
+  if ((x->kind == IR_T_PARAM || x->kind == IR_T_AUX) && x->data)
+    t.data = cg_dup(b, x->data, (size_t)ir_tensor_numel(x) * 4);
   return t;
 }
 

@@ -30,7 +30,8 @@ void ir_vec_free(ir_vec *v);
 #define IR_VEC_AT(v, T, i) (((T *)(v).data)[i])
 
 /* ---- ir_diag.c: user diagnostics (file:line:col, source line, caret) ---- */
-typedef struct { const char *file; int line, col; } ir_loc;
+typedef struct { const char *file; int line, col; } ir_loc;   /* line 0: no position in file
+                                                                   (an ONNX node names itself) */
 typedef struct ir_source {            /* one registered source text, for caret lines */
   const char *name;
   const char *text;
@@ -93,6 +94,9 @@ typedef struct {
   int out_index;       /* which output of the producer */
   ir_init init;        /* PARAM and AUX */
   bool has_init;       /* init is set: by the user, or by the first op that reads it */
+  const void *data;    /* PARAM, AUX: initial values (dtype, shape, dense) that replace the
+                          initializer, e.g. an imported model's weights; in the arena of the
+                          graph that set it, which clones share, so it must outlive them */
   float value;         /* CONST */
   ir_loc loc;
 } ir_tensor;
@@ -220,6 +224,9 @@ int ir_verify(const ir_graph *g);
  * declared shapes, normalises each node's param struct, and computes FLOPs. Errors go to
  * d as "file:line:col: error: <op>: ..." with the shapes involved. Returns the error count. */
 int ir_infer_shapes(ir_graph *g, ir_diag *d);
+/* The same for node i alone (its inputs inferred already): a front end that needs shapes
+ * while it builds (the ONNX importer folds Shape) infers each node as it adds it. 0 or 1. */
+int ir_infer_one(ir_graph *g, ir_diag *d, int i);
 
 /* ---- ir_print.c: the graph as .kiln text that parses back to the same graph ---- */
 void ir_print(const ir_graph *g, FILE *out);

@@ -78,8 +78,10 @@ static void ir_diag_caret(const ir_diag *d, ir_loc loc) {
 }
 
 static void ir_diag_emit(ir_diag *d, ir_loc loc, const char *kind, const char *fmt, va_list ap) {
-  if (loc.file)
+  if (loc.file && loc.line > 0)
     fprintf(d->out, "%s:%d:%d: %s: ", loc.file, loc.line, loc.col, kind);
+  else if (loc.file)
+    fprintf(d->out, "%s: %s: ", loc.file, kind);
   else
     fprintf(d->out, "kiln: %s: ", kind);
   vfprintf(d->out, fmt, ap);

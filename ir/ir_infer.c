@@ -137,6 +137,8 @@ static int ir_infer_finish(ir_graph *g, ir_diag *d) {
   return errors;
 }
 
+int ir_infer_one(ir_graph *g, ir_diag *d, int i) { return ir_infer_node(g, d, ir_node_at(g, i)); }
+
 int ir_infer_shapes(ir_graph *g, ir_diag *d) {
   int errors = 0;
   for (int i = 0; i < ir_nnodes(g); i++) errors += ir_infer_node(g, d, ir_node_at(g, i));

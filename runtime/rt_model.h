@@ -18,7 +18,7 @@
 #include "k_base.h"
 #include "k_params.h"
 
-#define RT_MODEL_ABI "kiln-model-2"   /* -2: rt_step gained epi */
+#define RT_MODEL_ABI "kiln-model-2"   /* -2: rt_step gained epi, rt_tensor_info data */
 #define RT_CTR_INIT(i) ((uint64_t)(uint32_t)(i))
 #define RT_CTR_OP(step, hash) ((UINT64_C(1) << 63) | ((uint64_t)(step) & 0x7fffffffu) << 32 | (uint64_t)(hash))
 uint32_t rt_fnv1a32(const char *s);            /* FNV-1a over the bytes of s */
@@ -32,6 +32,8 @@ typedef struct {
   k_shape shape;
   int32_t init;                 /* PARAM, AUX: K_INIT_* (k_params.h); CONST: unused */
   float init_a, init_b;         /* the initializer's attributes; CONST: init_a is the value */
+  const void *data;             /* PARAM, AUX: the initial values, dense (a model compiled from
+                                   ONNX embeds its weights), used instead of init; or NULL */
 } rt_tensor_info;
 
 enum { RT_STEP_FORWARD, RT_STEP_BACKWARD, RT_STEP_UPDATE, RT_STEP_FUSED };

@@ -4,13 +4,17 @@
 set -euo pipefail
 # llvm-dev: the CPU code generator (LLVM C API); clang: compiles kernels/k_scalar.h to bitcode;
 # graphviz: the tests render `kiln passes --dot` output.
-# python3-torch and python3-numpy serve only the PyTorch conformance suite (tests/conformance).
+# python3-torch and python3-numpy serve only the tests against PyTorch (tests/conformance, tests/onnx).
 # Extra packages may be named as arguments (demo.sh adds the Fashion-MNIST data set).
 # libclang-rt-14-dev: libFuzzer and the sanitizer runtimes for clang (tests/fuzz).
 pkgs=(cmake make gcc g++ flex bison libopenblas-dev llvm-dev clang libclang-rt-14-dev graphviz python3-torch python3-numpy "$@")
 # libedit-dev: kiln repl's line editing and history; pkg-config: tests/api/install.sh builds
 # the C API's example with `pkg-config --cflags --libs kiln`.
 pkgs+=(libedit-dev pkg-config)
+# libprotobuf-c-dev, protobuf-c-compiler, libonnx-dev: the ONNX reader (frontend/onnx: protoc-c
+# generates its decoder from the onnx.proto libonnx-dev installs); python3-onnx and
+# python3-torchvision: the ONNX tests export torchvision models (tests/onnx).
+pkgs+=(libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx python3-torchvision)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -86,21 +86,21 @@ static const kiln_command kiln_commands[] = {
    "The archives linked in come from the build tree, or from $KILN_LIB_DIR (a folder holding\n"
    "libkiln_runtime.a and libkiln_kernels.a); $CC is the linker driver (default cc).\n",
    kiln_compile_main},
-  {"run", "run predict on .npy inputs: a compiled LIB.so, or a .kiln file JIT-compiled",
-   "usage: kiln run LIB.so|FILE.kiln --input NAME=X.npy... [--output NAME=Y.npy]...\n"
+  {"run", "run predict on .npy inputs: a compiled LIB.so, or a .kiln or .onnx file JIT-compiled",
+   "usage: kiln run LIB.so|FILE.kiln|FILE.onnx --input NAME=X.npy... [--output NAME=Y.npy]...\n"
    "                [--weights W.safetensors] [--seed N] [-D dim=N]... [--model NAME] [-O0..-O3]\n"
    "\n"
    "Loads a shared object made by kiln compile (through its kiln_model descriptor) or\n"
-   "JIT-compiles a .kiln model in memory, creates the model, and runs predict once. Every\n"
-   "input predict reads must be given, with the declared dtype and shape; outputs go to the\n"
-   "--output files, or without --output each output's name, shape and first values are\n"
-   "printed.\n"
+   "JIT-compiles a .kiln or .onnx model in memory (an ONNX model starts from its own weights),\n"
+   "creates the model, and runs predict once. Every input predict reads must be given, with\n"
+   "the declared dtype and shape; outputs go to the --output files, or without --output each\n"
+   "output's name, shape and first values are printed.\n"
    "\n"
    "  --input NAME=X.npy    an input of predict (repeatable)\n"
    "  --output NAME=Y.npy   write an output of predict (repeatable)\n"
    "  --weights W           load every parameter and aux state from a safetensors file\n"
    "  --seed N              initialise the weights from their initializers with seed N (default 0)\n"
-   "  -D, --model, -O       as for kiln compile (.kiln files only)\n",
+   "  -D, --model, -O       as for kiln compile (.kiln and .onnx files only)\n",
    kiln_run_main},
   {"train", "JIT-compile a model and train it on an MNIST-layout data set, with held-out accuracy",
    "usage: kiln train FILE.kiln --data DIR [--epochs N] [--save W.safetensors] [--lr X] [--seed N]\n"
@@ -136,6 +136,8 @@ static const kiln_command kiln_commands[] = {
    "prompts, and the exit status is 1 when any statement failed (the rest still run).\n"
    "docs/repl.md has a session.\n",
    kiln_repl_main},
+  {"import", "ONNX to readable .kiln text and NAME.safetensors; every unsupported op listed at once",
+   kiln_import_usage, kiln_import_main},
   {"help", "show help for a command", "usage: kiln help [COMMAND]\n", kiln_help_main},
 };
 enum { KILN_NCOMMANDS = sizeof kiln_commands / sizeof *kiln_commands };
@@ -286,7 +288,8 @@ int kiln_args(int argc, char **argv, kiln_opts *o) {
     const char *a = argv[i];
     int r = strcmp(o->cmd, "passes") == 0 ? kiln_passes_flag(o, argc, argv, &i)
             : strcmp(o->cmd, "compile") == 0 || strcmp(o->cmd, "run") == 0 ? kiln_build_flag(o, argc, argv, &i)
-            : strcmp(o->cmd, "train") == 0 ? kiln_train_flag(o, argc, argv, &i) : 0;
+            : strcmp(o->cmd, "train") == 0 ? kiln_train_flag(o, argc, argv, &i)
+            : strcmp(o->cmd, "import") == 0 ? kiln_import_flag(o, argc, argv, &i) : 0;
     if (r == 2) return 2;
     if (r == 1) continue;
     if (strncmp(a, "-D", 2) == 0) {
@@ -349,6 +352,7 @@ static bool kiln_too_many_models(const kiln_opts *o, const fe_file *f) {
 }
 
 int kiln_for_models(const kiln_opts *o, void (*each)(ir_graph *, const kiln_opts *, ir_diag *)) {
+  if (onnx_is_onnx_path(o->file)) return kiln_for_onnx(o, each);
   ir_diag d;
   ir_diag_init(&d, stderr);
   fe_file *f = fe_parse_file(o->file, &d);
@@ -457,15 +461,8 @@ static int kiln_write_header(const rt_model_desc *desc, const char *path, ir_dia
  * temporary name in its destination's folder; kiln_outs_commit then renames them all, and if
  * one rename fails it undoes those already done (a replaced file comes back from a hard link
  * kept until the end). */
-enum { KILN_MAX_OUTS = 2 };
-typedef struct {
-  char dest[4096], tmp[4112], keep[4112];   /* dest + ".tmpXXXXXX" / ".oldXXXXXX" */
-  bool kept, moved;
-} kiln_out;
-typedef struct { kiln_out o[KILN_MAX_OUTS]; int n; } kiln_outs;
-
 /* A fresh temporary name beside dest, or NULL with the error reported. */
-static const char *kiln_outs_add(kiln_outs *s, const char *dest, ir_diag *d) {
+const char *kiln_outs_add(kiln_outs *s, const char *dest, ir_diag *d) {
   kiln_out *o = &s->o[s->n];
   snprintf(o->dest, sizeof o->dest, "%s", dest);
   snprintf(o->tmp, sizeof o->tmp, "%s.tmpXXXXXX", dest);
@@ -479,7 +476,7 @@ static const char *kiln_outs_add(kiln_outs *s, const char *dest, ir_diag *d) {
   return o->tmp;
 }
 
-static void kiln_outs_discard(kiln_outs *s) {
+void kiln_outs_discard(kiln_outs *s) {
   for (int i = 0; i < s->n; i++) unlink(s->o[i].tmp);
   s->n = 0;
 }
@@ -507,7 +504,7 @@ static void kiln_outs_undo(kiln_outs *s) {
   }
 }
 
-static int kiln_outs_commit(kiln_outs *s, ir_diag *d) {
+int kiln_outs_commit(kiln_outs *s, ir_diag *d) {
   const char *failed = NULL;
   int err = 0;
   for (int i = 0; i < s->n && !failed; i++)
@@ -767,7 +764,7 @@ static int kiln_run_main(int argc, char **argv) {
   kiln_opts o = {.cmd = "run", .print_after = -1, .opt_level = 2};
   int rc = kiln_args(argc, argv, &o);
   if (rc) return rc;
-  if (kiln_ends_with(o.file, ".kiln")) {
+  if (kiln_ends_with(o.file, ".kiln") || onnx_is_onnx_path(o.file)) {
     o.one_model = "run";
     return kiln_for_models(&o, kiln_run_graph);
   }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "fe.h"
+#include "onnx.h"
 #include "passes.h"
 #include "rt_model.h"
 
@@ -19,6 +20,8 @@ typedef struct {
   fe_define defs[64];
   int ndefs;
   bool print;                      /* check --print */
+  bool map;                        /* import --map */
+  const char *train;               /* import --train */
   ir_mode mode;                    /* passes --mode (NONE: train if the model trains) */
   int print_after;                 /* passes --print-after: pass id, PASS_COUNT = all, -1 */
   const char *dot;                 /* passes --dot / --dot-full */
@@ -53,6 +56,25 @@ void kiln_jit_graph(ir_graph *lowered, const kiln_opts *o, ir_diag *d,
 
 /* ---- kiln_repl.c ---- */
 int kiln_repl_main(int argc, char **argv);
+
+/* The outputs of one command appear together or not at all (kiln.c): each is written under
+ * the temporary name kiln_outs_add returns, then kiln_outs_commit renames them all. */
+enum { KILN_MAX_OUTS = 2 };
+typedef struct {
+  char dest[4096], tmp[4112], keep[4112];   /* dest + ".tmpXXXXXX" / ".oldXXXXXX" */
+  bool kept, moved;
+} kiln_out;
+typedef struct { kiln_out o[KILN_MAX_OUTS]; int n; } kiln_outs;
+const char *kiln_outs_add(kiln_outs *s, const char *dest, ir_diag *d);   /* NULL after an error */
+int kiln_outs_commit(kiln_outs *s, ir_diag *d);                          /* 0, or 1 with nothing left */
+void kiln_outs_discard(kiln_outs *s);
+
+/* ---- kiln_import.c ---- */
+extern const char kiln_import_usage[];
+int kiln_import_main(int argc, char **argv);
+int kiln_import_flag(kiln_opts *o, int argc, char **argv, int *i);   /* as kiln_train_flag */
+/* kiln_for_models for a .onnx file: the one model imported and handed to `each`. */
+int kiln_for_onnx(const kiln_opts *o, void (*each)(ir_graph *, const kiln_opts *, ir_diag *));
 
 /* ---- kiln_train.c ---- */
 int kiln_train_main(int argc, char **argv);

@@ -28,7 +28,7 @@ static const cg_field cg_tensor_fields[] = {
   CG_FIELD(CG_F_PTR, rt_tensor_info, name), CG_FIELD(CG_F_I32, rt_tensor_info, role),
   CG_FIELD(CG_F_I32, rt_tensor_info, dtype), CG_FIELD(CG_F_SHAPE, rt_tensor_info, shape),
   CG_FIELD(CG_F_I32, rt_tensor_info, init), CG_FIELD(CG_F_F32, rt_tensor_info, init_a),
-  CG_FIELD(CG_F_F32, rt_tensor_info, init_b)};
+  CG_FIELD(CG_F_F32, rt_tensor_info, init_b), CG_FIELD(CG_F_PTR, rt_tensor_info, data)};
 static const cg_field cg_step_fields[] = {
   CG_FIELD(CG_F_I32, rt_step, kind), CG_FIELD(CG_F_I32, rt_step, op), CG_FIELD(CG_F_PTR, rt_step, kernel),
   CG_FIELD(CG_F_PTR, rt_step, fused), CG_FIELD(CG_F_PTR, rt_step, param), CG_FIELD(CG_F_I32, rt_step, nin),
@@ -194,9 +194,17 @@ static LLVMValueRef cg_bytes(cg_aot *a, const void *p, size_t n) {
 
 /* ---- the tensor table ---- */
 
+/* Initial weight values (a model compiled from ONNX) as one constant byte array each. */
+static LLVMValueRef cg_weights(cg_aot *a, const rt_tensor_info *t) {
+  if (!t->data) return cg_null(a);
+  size_t n = (size_t)k_shape_numel(&t->shape) * 4;
+  LLVMValueRef v = LLVMConstStringInContext(a->m->ctx, (const char *)t->data, (unsigned)n, 1);
+  return cg_global(a, v, "weights", 64);
+}
+
 static LLVMValueRef cg_tensor_val(cg_aot *a, const rt_tensor_info *t) {
   LLVMValueRef f[] = {cg_str(a, t->name), cg_i32c(a, t->role), cg_i32c(a, t->dtype), cg_shape_val(a, &t->shape),
-                      cg_i32c(a, t->init), cg_f32c(a, t->init_a), cg_f32c(a, t->init_b)};
+                      cg_i32c(a, t->init), cg_f32c(a, t->init_a), cg_f32c(a, t->init_b), cg_weights(a, t)};
   return cg_struct_val(a, f, CG_N(f));
 }
 

@@ -1,0 +1,124 @@
+/* onnx_int.h — what the files of the ONNX front end share: the import context, constants
+ * (tensors known at import time: initializers and folded shape arithmetic), the value an
+ * ONNX name stands for, and the op table's row type. Private to frontend/onnx. */
+#ifndef KILN_ONNX_INT_H
+#define KILN_ONNX_INT_H
+
+#include "fe_lower.h"
+#include "onnx.h"
+#include "onnx/onnx.pb-c.h"
+
+#define ONNX_MIN_OPSET 9
+#define ONNX_MAX_OPSET 17
+/* A dimension or a constant larger than this is a corrupt file, not a model. */
+#define ONNX_MAX_DIM (INT64_C(1) << 32)
+#define ONNX_MAX_ELEMS (INT64_C(1) << 31)
+/* Folded constants are shape arithmetic and small tensors; a damaged shape must not make
+ * ConstantOfShape fill gigabytes. */
+#define ONNX_MAX_FOLD_ELEMS (INT64_C(1) << 24)
+
+/* A tensor known at import: float values in f, or integer values (every ONNX integer and
+ * bool type, widened) in i. */
+typedef struct {
+  bool is_int;
+  k_shape shape;
+  int64_t n;
+  float *f;
+  int64_t *i;
+  const char *onnx_name;       /* its ONNX name, for the parameter it may become */
+  int tensor;                  /* the Kiln tensor it became when a node read it, or -1 */
+} onnx_const;
+
+/* What an ONNX value name stands for: a Kiln tensor computed at run time, or a constant. */
+typedef struct {
+  int tensor;                  /* -1 for a constant */
+  onnx_const *k;
+  int npad;                    /* > 0: a zero Pad of tensor's spatial axes, still to be folded
+                                  into the convolution or average pool that reads it */
+  int64_t pad[K_MAX_RANK];
+} onnx_value;
+
+typedef struct onnx_ctx {
+  ir_graph *g;
+  ir_diag *d;
+  const onnx_options *o;
+  const char *path, *dir;      /* the model and its folder (external data lives beside it) */
+  int64_t opset;
+  fe_map values;               /* ONNX name -> onnx_value */
+  fe_map read;                 /* ONNX names some node or the graph's outputs read -> (void *)1 */
+  fe_map kiln_names;           /* Kiln names handed out -> (void *)1 */
+  fe_map suffix;               /* base name -> the last suffix handed out */
+  ir_vec *map;                 /* onnx_name_pair, or NULL */
+  uint64_t defs_used;          /* bit i: -D number i named a symbolic dimension */
+  ir_loc loc;                  /* the node being imported, for messages */
+  const Onnx__NodeProto *node;
+} onnx_ctx;
+
+/* A row of the op table: the handler gets the node and the row's Kiln op (or -1). */
+typedef int (*onnx_fn)(onnx_ctx *c, const Onnx__NodeProto *n, int kop);
+typedef struct {
+  const char *type;
+  onnx_fn fn;
+  int kop;
+} onnx_opdef;
+const onnx_opdef *onnx_op_lookup(const char *type);
+
+/* ---- onnx_read.c ---- */
+/* The file decoded (NULL after an error naming the file); free with onnx__model_proto__free_unpacked. */
+Onnx__ModelProto *onnx_read_model(const char *path, ir_diag *d);
+/* The default domain's opset, checked to be 9..17, and every other domain refused; -1 after an error. */
+int64_t onnx_model_opset(const Onnx__ModelProto *m, const char *path, ir_diag *d);
+/* A TensorProto (an initializer, a Constant's value) into a constant in the graph's arena. */
+onnx_const *onnx_read_tensor(onnx_ctx *c, const Onnx__TensorProto *t);
+
+/* ---- onnx_names.c ---- */
+/* The valid Kiln name an ONNX name becomes before it is made unique. */
+const char *onnx_clean_name(onnx_ctx *c, const char *onnx_name);
+/* A valid, unique Kiln name for an ONNX name, recorded in the map when it differs. */
+const char *onnx_kiln_name(onnx_ctx *c, const char *onnx_name);
+
+/* ---- onnx_import.c: helpers the handlers share ---- */
+int onnx_fail(onnx_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Input i of the node, or NULL when it is absent (past the end, or an empty name). */
+onnx_value *onnx_input(onnx_ctx *c, const Onnx__NodeProto *n, int i);
+/* Input i as a constant, or NULL with an error saying the importer needs it constant. */
+onnx_const *onnx_input_const(onnx_ctx *c, const Onnx__NodeProto *n, int i, const char *what);
+/* The Kiln tensor of a value: a constant becomes a scalar CONST or a parameter of the
+ * given kind (IR_T_PARAM, IR_T_AUX) holding its data; -1 after an error. */
+int onnx_tensor(onnx_ctx *c, onnx_value *v, ir_tensor_kind kind);
+int onnx_scalar(onnx_ctx *c, float value);                       /* a scalar CONST tensor */
+const ir_tensor *onnx_shape_of(onnx_ctx *c, onnx_value *v, k_shape *s);   /* s = its shape */
+/* A Kiln node of op kop reading ins, named after the node's first output, shapes inferred,
+ * output 0 bound to it; its index, or -1 after an error. */
+int onnx_emit(onnx_ctx *c, const Onnx__NodeProto *n, int kop, const int *ins, int nin);
+/* The same, named after onnx_name, binding output 0 to `bind` (when not NULL): the steps of
+ * an ONNX op that becomes several Kiln nodes. */
+int onnx_emit_as(onnx_ctx *c, const char *onnx_name, const char *bind, int kop, const int *ins, int nin);
+void onnx_bind(onnx_ctx *c, const char *name, int tensor, onnx_const *k);
+onnx_const *onnx_const_new(onnx_ctx *c, bool is_int, const k_shape *s);   /* zeroed; NULL if too big */
+/* Attributes; the default when absent. */
+const Onnx__AttributeProto *onnx_attr(const Onnx__NodeProto *n, const char *name);
+int64_t onnx_attr_int(const Onnx__NodeProto *n, const char *name, int64_t dflt);
+float onnx_attr_float(const Onnx__NodeProto *n, const char *name, float dflt);
+/* An INTS attribute into v (at most max); its length, 0 when absent, -1 when longer than max. */
+int onnx_attr_ints(const Onnx__NodeProto *n, const char *name, int64_t *v, int max);
+/* An attribute the importer does not implement, set to a value other than its default. */
+int onnx_unsupported_attr(onnx_ctx *c, const char *name, const char *why);
+
+/* ---- onnx_train.c ---- */
+int onnx_add_train(onnx_ctx *c, const char *spec);
+
+/* ---- onnx_fold.c: folds the layout handlers share ---- */
+int onnx_fold_concat(onnx_ctx *c, const Onnx__NodeProto *n, int axis);   /* every input a constant */
+/* An elementwise binary op (the row's Kiln op) of two constants, NumPy broadcasting. */
+int onnx_fold_binary(onnx_ctx *c, const Onnx__NodeProto *n, int kop, const onnx_const *a, const onnx_const *b);
+/* Slice of a constant: for each of the axes, [begin, end) with step (normalised, in range). */
+int onnx_fold_slice(onnx_ctx *c, const Onnx__NodeProto *n, const onnx_const *x, int na, const int64_t *axes,
+                    const int64_t *begin, const int64_t *end, const int64_t *step);
+
+/* ---- the handlers (onnx_ops.c, onnx_fold.c), named by the table ---- */
+#define ONNX_OP(type, fn, kop) int fn(onnx_ctx *c, const Onnx__NodeProto *n, int kop_);
+#include "onnx_ops.def"
+#undef ONNX_OP
+
+#endif

@@ -1,0 +1,540 @@
+/* onnx_ops.c — handlers of the ONNX ops that become Kiln nodes (onnx_ops.def names them).
+ * Each reads the node's inputs and attributes, refuses by name any attribute value Kiln has
+ * no row for, emits the node and fills the row's param struct; inference then runs on it.
+ * Layout ops on constants fold to constants (onnx_fold.c holds the pure folds). */
+#include "onnx_int.h"
+
+#include <float.h>
+#include <string.h>
+
+/* Input i as a Kiln tensor (a constant becomes a parameter of `kind`); -1 after an error. */
+static int onnx_in(onnx_ctx *c, const Onnx__NodeProto *n, int i, ir_tensor_kind kind) {
+  onnx_value *v = onnx_input(c, n, i);
+  if (!v) return onnx_fail(c, "input %d is required", i + 1), -1;
+  return onnx_tensor(c, v, kind);
+}
+
+static void *onnx_param(onnx_ctx *c, int node) { return ir_node_at(c->g, node)->param; }
+
+/* One step of an ONNX op built from several Kiln nodes: the last takes the output's name. */
+static int onnx_step(onnx_ctx *c, const Onnx__NodeProto *n, bool last, int kop, const int *in, int nin) {
+  const char *nm = last ? n->output[0] : ir_strfmt(&c->g->arena, "%s_%d", n->output[0], ir_nnodes(c->g));
+  return onnx_emit_as(c, nm, last ? n->output[0] : NULL, kop, in, nin);
+}
+
+/* The step's output tensor once its shapes are inferred (the next step reads them), or -1. */
+static int onnx_step_done(onnx_ctx *c, int k) {
+  return k < 0 || ir_infer_one(c->g, c->d, k) ? -1 : ir_node_at(c->g, k)->out[0];
+}
+
+/* Only output 0 is imported: another output that the graph reads is refused (a training-mode
+ * BatchNormalization lists its running statistics as outputs nothing reads). */
+static int onnx_one_output(onnx_ctx *c, const Onnx__NodeProto *n, const char *what) {
+  for (size_t i = 1; i < n->n_output; i++)
+    if (n->output[i] && *n->output[i] && fe_map_get(&c->read, n->output[i]))
+      return onnx_fail(c, "reading output %zu (%s) is not supported; only the first output is", i + 1, what);
+  return 0;
+}
+
+/* ---- elementwise ---- */
+
+int onnx_unary(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  int x = onnx_in(c, n, 0, IR_T_PARAM);
+  return onnx_emit(c, n, kop, &x, 1) < 0;
+}
+
+/* Max and Min take 1 to N inputs: one is the identity, more a chain of binary nodes. */
+static int onnx_variadic(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  int cur = onnx_in(c, n, 0, IR_T_PARAM);
+  if (n->n_input == 1) return cur < 0 ? 1 : (onnx_bind(c, n->output[0], cur, NULL), 0);
+  for (size_t i = 1; i < n->n_input && cur >= 0; i++) {
+    int in[2] = {cur, onnx_in(c, n, (int)i, IR_T_PARAM)};
+    cur = onnx_step_done(c, onnx_step(c, n, i + 1 == n->n_input, kop, in, 2));
+  }
+  return cur < 0;
+}
+
+int onnx_binary(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  if (!n->n_output || n->n_input < 1) return onnx_fail(c, "the node needs inputs and an output");
+  if (n->n_input != 2 && (kop == IR_OP_maximum || kop == IR_OP_minimum)) return onnx_variadic(c, n, kop);
+  if (n->n_input != 2) return onnx_fail(c, "Kiln reads this op with exactly 2 inputs, not %zu", n->n_input);
+  onnx_value *a = onnx_input(c, n, 0), *b = onnx_input(c, n, 1);
+  if (a && b && a->k && b->k) return onnx_fold_binary(c, n, kop, a->k, b->k);
+  int in[2] = {onnx_in(c, n, 0, IR_T_PARAM), onnx_in(c, n, 1, IR_T_PARAM)};
+  return onnx_emit(c, n, kop, in, 2) < 0;
+}
+
+int onnx_leaky_relu(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  int x = onnx_in(c, n, 0, IR_T_PARAM), k = onnx_emit(c, n, kop, &x, 1);
+  if (k < 0) return 1;
+  ((k_leaky_relu_param *)onnx_param(c, k))->slope = onnx_attr_float(n, "alpha", 0.01f);
+  return 0;
+}
+
+/* A one-element constant input (Clip's min/max since opset 11), or dflt when absent. */
+static int onnx_scalar_input(onnx_ctx *c, const Onnx__NodeProto *n, int i, const char *what, float dflt, float *out) {
+  if (!onnx_input(c, n, i)) return *out = dflt, 0;
+  onnx_const *k = onnx_input_const(c, n, i, what);
+  if (!k) return 1;
+  if (k->n != 1) return onnx_fail(c, "'%s' must hold one value", k->onnx_name);
+  *out = k->is_int ? (float)k->i[0] : k->f[0];
+  return 0;
+}
+
+int onnx_clip(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  float lo = onnx_attr_float(n, "min", -FLT_MAX), hi = onnx_attr_float(n, "max", FLT_MAX);
+  if (c->opset >= 11 && (onnx_scalar_input(c, n, 1, "min", -FLT_MAX, &lo) || onnx_scalar_input(c, n, 2, "max", FLT_MAX, &hi))) return 1;
+  int x = onnx_in(c, n, 0, IR_T_PARAM), k = onnx_emit(c, n, kop, &x, 1);
+  if (k < 0) return 1;
+  k_clip_param *p = onnx_param(c, k);
+  p->a_min = lo, p->a_max = hi;
+  return 0;
+}
+
+/* ---- GEMM family ---- */
+
+/* B' = alpha * B^T (when transposed) as a new constant of the same ONNX name: Kiln's
+ * fully_connected weight is [N, K]. */
+static onnx_const *onnx_gemm_weight(onnx_ctx *c, onnx_const *b, bool trans_b, float alpha) {
+  if (b->shape.rank != 2 || b->is_int) return onnx_fail(c, "B must be a float matrix"), NULL;
+  if (trans_b && alpha == 1.0f) return b;
+  int64_t r = b->shape.d[0], q = b->shape.d[1];
+  k_shape s = {2, {trans_b ? r : q, trans_b ? q : r}};
+  onnx_const *w = onnx_const_new(c, false, &s);
+  w->onnx_name = b->onnx_name;
+  for (int64_t i = 0; i < r; i++)
+    for (int64_t j = 0; j < q; j++) w->f[trans_b ? i * q + j : j * r + i] = alpha * b->f[i * q + j];
+  return w;
+}
+
+/* C' = beta * C broadcast to [N]: fully_connected's bias. */
+static onnx_const *onnx_gemm_bias(onnx_ctx *c, onnx_const *b, int64_t nh, float beta) {
+  if (b->is_int || (b->n != nh && b->n != 1) || (b->shape.rank == 2 && b->shape.d[0] != 1))
+    return onnx_fail(c, "C must broadcast as a row of %lld values to be a bias", (long long)nh), NULL;
+  onnx_const *w = onnx_const_new(c, false, &(k_shape){1, {nh}});
+  w->onnx_name = b->onnx_name;
+  for (int64_t i = 0; i < nh; i++) w->f[i] = beta * b->f[b->n == 1 ? 0 : i];
+  return w;
+}
+
+/* Gemm whose B is computed (or transA = 1): matmul, then alpha *, then + beta * C. */
+static int onnx_gemm_matmul(onnx_ctx *c, const Onnx__NodeProto *n) {
+  float alpha = onnx_attr_float(n, "alpha", 1.0f), beta = onnx_attr_float(n, "beta", 1.0f);
+  bool has_c = onnx_input(c, n, 2) != NULL;
+  int in[2] = {onnx_in(c, n, 0, IR_T_PARAM), onnx_in(c, n, 1, IR_T_PARAM)};
+  int k = onnx_step(c, n, !has_c && alpha == 1.0f, IR_OP_matmul, in, 2);
+  if (k < 0) return 1;
+  k_matmul_param *p = onnx_param(c, k);
+  p->transpose_a = onnx_attr_int(n, "transA", 0) != 0, p->transpose_b = onnx_attr_int(n, "transB", 0) != 0;
+  int cur = onnx_step_done(c, k);
+  if (cur >= 0 && alpha != 1.0f) {
+    int m[2] = {cur, onnx_scalar(c, alpha)};
+    cur = onnx_step_done(c, onnx_step(c, n, !has_c, IR_OP_mul, m, 2));
+  }
+  int bias = has_c && cur >= 0 ? onnx_in(c, n, 2, IR_T_PARAM) : -1;
+  if (bias >= 0 && beta != 1.0f) {
+    int m[2] = {bias, onnx_scalar(c, beta)};
+    bias = onnx_step_done(c, onnx_step(c, n, false, IR_OP_mul, m, 2));
+  }
+  if (bias >= 0) {
+    int a[2] = {cur, bias};
+    cur = onnx_step_done(c, onnx_step(c, n, true, IR_OP_add, a, 2));
+  }
+  return cur < 0;
+}
+
+int onnx_gemm(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  onnx_value *bv = onnx_input(c, n, 1), *cv = onnx_input(c, n, 2);
+  if (!bv || !n->n_output) return onnx_fail(c, "A, B and the output are required");
+  if (onnx_attr_int(n, "transA", 0) || !bv->k || (cv && !cv->k) || bv->k->is_int) return onnx_gemm_matmul(c, n);
+  onnx_const *b = bv->k;
+  onnx_const *w = onnx_gemm_weight(c, b, onnx_attr_int(n, "transB", 0) != 0, onnx_attr_float(n, "alpha", 1.0f));
+  onnx_const *bias = w && cv ? onnx_gemm_bias(c, cv->k, w->shape.d[0], onnx_attr_float(n, "beta", 1.0f)) : NULL;
+  if (!w || (cv && !bias)) return 1;
+  onnx_value wval = {.tensor = -1, .k = w}, bval = {.tensor = -1, .k = bias};
+  int in[3] = {onnx_in(c, n, 0, IR_T_PARAM), onnx_tensor(c, &wval, IR_T_PARAM), bias ? onnx_tensor(c, &bval, IR_T_PARAM) : 0};
+  int k = onnx_emit(c, n, kop, in, bias ? 3 : 2);
+  if (k < 0) return 1;
+  k_fc_param *p = onnx_param(c, k);
+  p->num_hidden = w->shape.d[0], p->no_bias = !bias, p->flatten = 0;
+  return 0;
+}
+
+int onnx_matmul(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  int in[2] = {onnx_in(c, n, 0, IR_T_PARAM), onnx_in(c, n, 1, IR_T_PARAM)};
+  return onnx_emit(c, n, kop, in, 2) < 0;
+}
+
+/* ---- convolution and pooling: kernel, strides, dilations, pads (symmetric in Kiln) ---- */
+
+typedef struct { int nk; int64_t kernel[K_MAX_RANK], stride[K_MAX_RANK], dilate[K_MAX_RANK], pad[K_MAX_RANK]; } onnx_window;
+
+static int onnx_ints_or(const Onnx__NodeProto *n, const char *name, int64_t *v, int nk, int64_t dflt) {
+  int got = onnx_attr_ints(n, name, v, nk);
+  if (got == 0)
+    for (int i = 0; i < nk; i++) v[i] = dflt;
+  return got == 0 || got == nk ? 0 : 1;
+}
+
+/* auto_pad SAME_*: the total padding that makes out = ceil(in / stride). */
+static void onnx_same_pads(const onnx_window *w, const k_shape *x, bool lower, int64_t *pads) {
+  for (int i = 0; i < w->nk; i++) {
+    int64_t in = x->d[2 + i], out = (in + w->stride[i] - 1) / w->stride[i];
+    int64_t total = (out - 1) * w->stride[i] + (w->kernel[i] - 1) * w->dilate[i] + 1 - in;
+    if (total < 0) total = 0;
+    pads[i] = lower ? total - total / 2 : total / 2, pads[w->nk + i] = total - pads[i];
+  }
+}
+
+static int onnx_window_pads(onnx_ctx *c, const Onnx__NodeProto *n, const k_shape *x, onnx_window *w) {
+  int64_t pads[2 * K_MAX_RANK] = {0};
+  const Onnx__AttributeProto *ap = onnx_attr(n, "auto_pad");
+  const char *mode = ap && ap->has_s ? (const char *)ap->s.data : NULL;
+  size_t ml = ap && ap->has_s ? ap->s.len : 0;
+  if (mode && ml >= 4 && strncmp(mode, "SAME", 4) == 0) onnx_same_pads(w, x, ml > 5 && mode[5] == 'L', pads);
+  else if (mode && !(ml == 6 && strncmp(mode, "NOTSET", 6) == 0) && !(ml == 5 && strncmp(mode, "VALID", 5) == 0))
+    return onnx_unsupported_attr(c, "auto_pad", "with this value");
+  else if (!mode || ml == 6) {
+    int got = onnx_attr_ints(n, "pads", pads, 2 * K_MAX_RANK);
+    if (got != 0 && got != 2 * w->nk) return onnx_fail(c, "pads has %d values for a %d-d window", got, w->nk);
+  }
+  for (int i = 0; i < w->nk; i++) {
+    if (pads[i] != pads[w->nk + i])
+      return onnx_fail(c, "asymmetric pads (%lld before, %lld after on spatial axis %d) are not supported: Kiln pads both sides alike",
+                       (long long)pads[i], (long long)pads[w->nk + i], i);
+    w->pad[i] = pads[i];
+  }
+  return 0;
+}
+
+static int onnx_window_read(onnx_ctx *c, const Onnx__NodeProto *n, const k_shape *x, onnx_window *w) {
+  if (x->rank < 3 || x->rank - 2 > 2)
+    return onnx_fail(c, "an input of rank %d is not supported: Kiln convolves and pools 1-d and 2-d inputs", x->rank);
+  if (w->nk == 0 && onnx_attr_ints(n, "kernel_shape", w->kernel, K_MAX_RANK) != x->rank - 2)
+    return onnx_fail(c, "kernel_shape must have %d values", x->rank - 2);
+  w->nk = x->rank - 2;
+  if (onnx_ints_or(n, "strides", w->stride, w->nk, 1) || onnx_ints_or(n, "dilations", w->dilate, w->nk, 1))
+    return onnx_fail(c, "strides and dilations must have %d values", w->nk);
+  for (int i = 0; i < w->nk; i++)
+    if (w->stride[i] <= 0 || w->dilate[i] <= 0 || w->kernel[i] <= 0 || w->stride[i] > ONNX_MAX_DIM || w->dilate[i] > ONNX_MAX_DIM)
+      return onnx_fail(c, "kernel_shape, strides and dilations must be positive");
+  return onnx_window_pads(c, n, x, w);
+}
+
+/* A pending zero Pad (onnx_fold.c) on the input becomes the window's own padding: the op
+ * then reads the unpadded tensor, whose shape xs becomes. */
+static int onnx_take_pad(onnx_ctx *c, onnx_value **xv, onnx_window *w, k_shape *xs) {
+  if (!(*xv)->npad) return 0;
+  if ((*xv)->npad != w->nk) return onnx_fail(c, "the Pad before it pads %d axes, the window has %d", (*xv)->npad, w->nk);
+  onnx_value *plain = ir_alloc(&c->g->arena, sizeof *plain);
+  *plain = (onnx_value){.tensor = (*xv)->tensor};
+  for (int i = 0; i < w->nk; i++) w->pad[i] += (*xv)->pad[i];
+  *xv = plain;
+  onnx_shape_of(c, plain, xs);
+  return 0;
+}
+
+static void onnx_set_ints(k_ints *dst, const int64_t *v, int n) {
+  dst->n = n;
+  memcpy(dst->v, v, (size_t)n * sizeof *v);
+}
+
+int onnx_conv(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  onnx_value *xv = onnx_input(c, n, 0), *wv = onnx_input(c, n, 1), *bv = onnx_input(c, n, 2);
+  k_shape xs, ws;
+  if (!xv || !wv) return onnx_fail(c, "X and W are required");
+  onnx_shape_of(c, xv, &xs), onnx_shape_of(c, wv, &ws);
+  onnx_window w = {0};
+  if (ws.rank != xs.rank) return onnx_fail(c, "W has rank %d but X rank %d", ws.rank, xs.rank);
+  if (onnx_attr_ints(n, "kernel_shape", w.kernel, K_MAX_RANK) == 0) {
+    w.nk = ws.rank - 2;
+    for (int i = 0; i < w.nk; i++) w.kernel[i] = ws.d[2 + i];
+  }
+  if (onnx_window_read(c, n, &xs, &w) || onnx_take_pad(c, &xv, &w, &xs)) return 1;
+  int in[3] = {onnx_tensor(c, xv, IR_T_PARAM), onnx_tensor(c, wv, IR_T_PARAM), bv ? onnx_tensor(c, bv, IR_T_PARAM) : 0};
+  int k = onnx_emit(c, n, kop, in, bv ? 3 : 2);
+  if (k < 0) return 1;
+  k_conv_param *p = onnx_param(c, k);
+  p->num_filter = ws.d[0], p->num_group = onnx_attr_int(n, "group", 1), p->no_bias = !bv;
+  onnx_set_ints(&p->kernel, w.kernel, w.nk), onnx_set_ints(&p->stride, w.stride, w.nk);
+  onnx_set_ints(&p->pad, w.pad, w.nk), onnx_set_ints(&p->dilate, w.dilate, w.nk);
+  return 0;
+}
+
+/* ceil_mode = 1 is accepted where it gives the same output size as floor (every window
+ * starts inside the input), which torchvision's models satisfy at their input sizes. */
+static int onnx_ceil_mode(onnx_ctx *c, const onnx_window *w, const k_shape *x) {
+  for (int i = 0; i < w->nk; i++) {
+    int64_t span = x->d[2 + i] + 2 * w->pad[i] - w->kernel[i];
+    if (span >= 0 && span % w->stride[i] != 0)
+      return onnx_unsupported_attr(c, "ceil_mode", "= 1 where it changes the output size (Kiln pools in floor mode)");
+  }
+  return 0;
+}
+
+int onnx_pool(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  onnx_value *xv = onnx_input(c, n, 0);
+  bool avg = strcmp(n->op_type, "AveragePool") == 0;
+  k_shape xs;
+  onnx_window w = {0};
+  if (!xv || onnx_one_output(c, n, "Indices")) return 1;
+  onnx_shape_of(c, xv, &xs);
+  if (onnx_window_read(c, n, &xs, &w)) return 1;
+  bool padded = false;                    /* by the op itself: a Pad before it counts as data */
+  for (int i = 0; i < w.nk; i++) padded |= w.pad[i] != 0;
+  if (avg && padded && !onnx_attr_int(n, "count_include_pad", 0))
+    return onnx_unsupported_attr(c, "count_include_pad", "= 0 with padding (Kiln's average counts the padding)");
+  if (avg && onnx_take_pad(c, &xv, &w, &xs)) return 1;
+  for (int i = 0; i < w.nk; i++) {
+    if (w.dilate[i] != 1) return onnx_unsupported_attr(c, "dilations", "other than 1");
+    if (2 * w.pad[i] > w.kernel[i]) return onnx_unsupported_attr(c, "pads", "larger than half the kernel (PyTorch's limit, which Kiln keeps)");
+  }
+  if (onnx_attr_int(n, "storage_order", 0)) return onnx_unsupported_attr(c, "storage_order", "= 1");
+  if (onnx_attr_int(n, "ceil_mode", 0) && onnx_ceil_mode(c, &w, &xs)) return 1;
+  int x = onnx_tensor(c, xv, IR_T_PARAM), k = onnx_emit(c, n, kop, &x, 1);
+  if (k < 0) return 1;
+  k_pool_param *p = onnx_param(c, k);
+  p->pool_type = avg ? 1 : 0;
+  onnx_set_ints(&p->kernel, w.kernel, w.nk), onnx_set_ints(&p->stride, w.stride, w.nk), onnx_set_ints(&p->pad, w.pad, w.nk);
+  return 0;
+}
+
+int onnx_global_pool(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  int x = onnx_in(c, n, 0, IR_T_PARAM), k = onnx_emit(c, n, kop, &x, 1);
+  if (k < 0) return 1;
+  k_pool_param *p = onnx_param(c, k);
+  p->global_pool = 1, p->pool_type = strcmp(n->op_type, "GlobalAveragePool") == 0 ? 1 : 0;
+  return 0;
+}
+
+/* ---- normalisation, dropout, softmax, reductions ---- */
+
+int onnx_batch_norm(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  if (onnx_one_output(c, n, "the running statistics")) return 1;
+  int in[5] = {onnx_in(c, n, 0, IR_T_PARAM), onnx_in(c, n, 1, IR_T_PARAM), onnx_in(c, n, 2, IR_T_PARAM),
+               onnx_in(c, n, 3, IR_T_AUX), onnx_in(c, n, 4, IR_T_AUX)};
+  int k = onnx_emit(c, n, kop, in, 5);
+  if (k < 0) return 1;
+  k_batch_norm_param *p = onnx_param(c, k);
+  p->eps = onnx_attr_float(n, "epsilon", 1e-5f), p->momentum = onnx_attr_float(n, "momentum", 0.9f), p->axis = 1;
+  return 0;
+}
+
+int onnx_dropout(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  float ratio = onnx_attr_float(n, "ratio", 0.5f);
+  if (onnx_one_output(c, n, "mask") || (c->opset >= 12 && onnx_scalar_input(c, n, 1, "ratio", 0.5f, &ratio))) return 1;
+  int x = onnx_in(c, n, 0, IR_T_PARAM), k = onnx_emit(c, n, kop, &x, 1);
+  if (k < 0) return 1;
+  ((k_dropout_param *)onnx_param(c, k))->p = ratio;
+  return 0;
+}
+
+int onnx_softmax(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  onnx_value *xv = onnx_input(c, n, 0);
+  k_shape xs;
+  if (!xv) return onnx_fail(c, "input 1 is required");
+  onnx_shape_of(c, xv, &xs);
+  int64_t axis = onnx_attr_int(n, "axis", c->opset >= 13 ? -1 : 1);
+  if (axis < 0) axis += xs.rank;
+  /* Before opset 13 the op normalised over all axes from `axis` on, as one. */
+  if (c->opset < 13 && axis != xs.rank - 1) return onnx_unsupported_attr(c, "axis", "other than the last (opset < 13 coerces to 2-d)");
+  int x = onnx_tensor(c, xv, IR_T_PARAM), k = onnx_emit(c, n, kop, &x, 1);
+  if (k < 0) return 1;
+  ((k_softmax_param *)onnx_param(c, k))->axis = (int32_t)axis;
+  return 0;
+}
+
+int onnx_reduce(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  int64_t axes[K_MAX_RANK];
+  int na = onnx_attr_ints(n, "axes", axes, K_MAX_RANK);
+  onnx_value *av = onnx_input(c, n, 1);
+  if (av) {
+    onnx_const *k = onnx_input_const(c, n, 1, "axes");
+    if (!k || !k->is_int || k->n > K_MAX_RANK) return k ? onnx_fail(c, "axes must be at most %d integers", K_MAX_RANK) : 1;
+    na = (int)k->n;
+    memcpy(axes, k->i, (size_t)na * sizeof *axes);
+  }
+  if (na < 0) return onnx_fail(c, "too many axes");
+  if (na == 0 && onnx_attr_int(n, "noop_with_empty_axes", 0)) return onnx_unsupported_attr(c, "noop_with_empty_axes", "= 1");
+  int x = onnx_in(c, n, 0, IR_T_PARAM), k = onnx_emit(c, n, kop, &x, 1);
+  if (k < 0) return 1;
+  k_reduce_param *p = onnx_param(c, k);
+  onnx_set_ints(&p->axis, axes, na);
+  p->keepdims = onnx_attr_int(n, "keepdims", 1) != 0;
+  return 0;
+}
+
+/* ---- layout: a constant folds; a computed tensor becomes a reshape to the static shape ---- */
+
+/* out = the input reshaped to s: a constant's values are shared, a tensor gets a reshape node. */
+static int onnx_reshape_to(onnx_ctx *c, const Onnx__NodeProto *n, onnx_value *xv, const k_shape *s) {
+  if (xv->k) {
+    onnx_const *k = ir_alloc(&c->g->arena, sizeof *k);
+    *k = *xv->k;
+    k->shape = *s, k->tensor = -1;
+    onnx_bind(c, n->output[0], -1, k);
+    return 0;
+  }
+  int x = onnx_tensor(c, xv, IR_T_PARAM), k = onnx_emit(c, n, IR_OP_reshape, &x, 1);
+  if (k < 0) return 1;
+  onnx_set_ints(&((k_reshape_param *)onnx_param(c, k))->shape, s->d, s->rank);
+  return 0;
+}
+
+int onnx_flatten(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  onnx_value *xv = onnx_input(c, n, 0);
+  k_shape xs;
+  if (!xv || !n->n_output) return onnx_fail(c, "input 1 and output 1 are required");
+  onnx_shape_of(c, xv, &xs);
+  int64_t axis = onnx_attr_int(n, "axis", 1);
+  if (axis < 0) axis += xs.rank;
+  if (axis < 0 || axis > xs.rank) return onnx_fail(c, "axis %lld is out of range for rank %d", (long long)axis, xs.rank);
+  if (axis == 1 && xs.rank >= 2 && !xv->k) {            /* torch.flatten(x, 1): Kiln's own row */
+    int x = onnx_tensor(c, xv, IR_T_PARAM);
+    return onnx_emit(c, n, kop, &x, 1) < 0;
+  }
+  k_shape s = {2, {1, 1}};
+  for (int i = 0; i < xs.rank; i++) s.d[i >= axis] *= xs.d[i];
+  return onnx_reshape_to(c, n, xv, &s);
+}
+
+int onnx_reshape(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  onnx_value *xv = onnx_input(c, n, 0);
+  onnx_const *sh = onnx_input_const(c, n, 1, "the shape");
+  k_shape xs, s;
+  if (!xv || !sh) return 1;
+  onnx_shape_of(c, xv, &xs);
+  if (!sh->is_int || sh->shape.rank != 1 || sh->n > K_MAX_RANK) return onnx_fail(c, "the shape must be at most %d integers", K_MAX_RANK);
+  bool allowzero = onnx_attr_int(n, "allowzero", 0) != 0;
+  int64_t known = 1, numel = k_shape_numel(&xs), infer = -1;
+  s.rank = (int)sh->n;
+  for (int i = 0; i < s.rank; i++) {
+    int64_t v = sh->i[i] == 0 && !allowzero && i < xs.rank ? xs.d[i] : sh->i[i];
+    if (v == -1 && infer < 0) infer = i, v = 1;
+    else if (v < 0) return onnx_fail(c, "the shape has a bad entry %lld", (long long)sh->i[i]);
+    s.d[i] = v, known *= v;
+  }
+  if (infer >= 0) s.d[infer] = known ? numel / known : 0, known *= s.d[infer];
+  if (known != numel) return onnx_fail(c, "cannot reshape %lld elements into a shape of %lld", (long long)numel, (long long)known);
+  return onnx_reshape_to(c, n, xv, &s);
+}
+
+/* Squeeze and Unsqueeze: axes from the attribute (opset < 13) or input 2. */
+static int onnx_axes(onnx_ctx *c, const Onnx__NodeProto *n, int64_t *axes, int *na) {
+  *na = onnx_attr_ints(n, "axes", axes, K_MAX_RANK);
+  if (onnx_input(c, n, 1)) {
+    onnx_const *k = onnx_input_const(c, n, 1, "axes");
+    if (!k) return 1;
+    if (!k->is_int || k->n > K_MAX_RANK) return onnx_fail(c, "axes must be at most %d integers", K_MAX_RANK);
+    *na = (int)k->n;
+    memcpy(axes, k->i, (size_t)k->n * sizeof *axes);
+  }
+  return *na < 0 ? onnx_fail(c, "too many axes") : 0;
+}
+
+int onnx_squeeze(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  onnx_value *xv = onnx_input(c, n, 0);
+  int64_t axes[K_MAX_RANK];
+  int na;
+  k_shape xs, s = {0, {0}};
+  bool unsq = strcmp(n->op_type, "Unsqueeze") == 0, mark[2 * K_MAX_RANK] = {0};
+  if (!xv || onnx_axes(c, n, axes, &na)) return xv ? 1 : onnx_fail(c, "input 1 is required");
+  onnx_shape_of(c, xv, &xs);
+  int out_rank = unsq ? xs.rank + na : xs.rank;
+  if (out_rank > K_MAX_RANK) return onnx_fail(c, "the result would have rank %d; Kiln tensors have rank <= %d", out_rank, K_MAX_RANK);
+  for (int i = 0; i < na; i++) {
+    int64_t a = axes[i] < 0 ? axes[i] + out_rank : axes[i];
+    if (a < 0 || a >= out_rank || mark[a] || (!unsq && xs.d[a] != 1)) return onnx_fail(c, "axis %lld cannot be %ssqueezed", (long long)axes[i], unsq ? "un" : "");
+    mark[a] = true;
+  }
+  for (int i = 0, j = 0; i < (unsq ? out_rank : xs.rank); i++) {
+    if (unsq) s.d[s.rank++] = mark[i] ? 1 : xs.d[j++];
+    else if (!(na ? mark[i] : xs.d[i] == 1)) s.d[s.rank++] = xs.d[i];
+  }
+  return onnx_reshape_to(c, n, xv, &s);
+}
+
+int onnx_transpose(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  int64_t perm[K_MAX_RANK];
+  int np = onnx_attr_ints(n, "perm", perm, K_MAX_RANK);
+  if (np < 0) return onnx_fail(c, "perm is too long");
+  int x = onnx_in(c, n, 0, IR_T_PARAM), k = onnx_emit(c, n, kop, &x, 1);
+  if (k < 0) return 1;
+  onnx_set_ints(&((k_transpose_param *)onnx_param(c, k))->axes, perm, np);
+  return 0;
+}
+
+/* Concat: of constants (shape arithmetic) folds; otherwise Kiln's concat. */
+int onnx_concat(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  int64_t axis = onnx_attr_int(n, "axis", 0);
+  bool all_const = n->n_input > 0;
+  for (size_t i = 0; i < n->n_input; i++) {
+    onnx_value *v = onnx_input(c, n, (int)i);
+    if (!v) return onnx_fail(c, "input %zu is absent", i + 1);
+    all_const &= v->k != NULL;
+  }
+  if (all_const) return onnx_fold_concat(c, n, (int)axis);
+  if (n->n_input > 64) return onnx_fail(c, "more than 64 inputs");
+  int in[64];
+  for (size_t i = 0; i < n->n_input; i++) in[i] = onnx_in(c, n, (int)i, IR_T_PARAM);
+  int k = onnx_emit(c, n, kop, in, (int)n->n_input);
+  if (k < 0) return 1;
+  ((k_concat_param *)onnx_param(c, k))->dim = (int32_t)axis;
+  return 0;
+}
+
+/* ---- Slice: starts, ends, axes, steps from attributes (opset < 10) or constant inputs ---- */
+
+static int onnx_slice_arg(onnx_ctx *c, const Onnx__NodeProto *n, int input, const char *attr, int64_t *v, int *cnt) {
+  if (c->opset < 10) {
+    int got = onnx_attr_ints(n, attr, v, K_MAX_RANK);
+    return got < 0 ? onnx_fail(c, "%s has more than %d values", attr, K_MAX_RANK) : (*cnt = got, 0);
+  }
+  if (!onnx_input(c, n, input)) return *cnt = 0, 0;
+  onnx_const *k = onnx_input_const(c, n, input, attr);
+  if (!k) return 1;
+  if (!k->is_int || k->shape.rank != 1 || k->n > K_MAX_RANK) return onnx_fail(c, "%s must be at most %d integers", attr, K_MAX_RANK);
+  memcpy(v, k->i, (size_t)k->n * sizeof *v);
+  return *cnt = (int)k->n, 0;
+}
+
+/* ONNX's clamping: negative indices count from the end; out-of-range ones are clamped. */
+static void onnx_slice_norm(int64_t d, int64_t step, int64_t *b, int64_t *e) {
+  if (*b < 0) *b += d;
+  if (*e < 0) *e += d;
+  int64_t lo = step > 0 ? 0 : -1, hi = step > 0 ? d : d - 1;
+  *b = *b < lo ? lo : *b > hi ? hi : *b;
+  *e = *e < lo ? lo : *e > hi ? hi : *e;
+}
+
+int onnx_slice(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  onnx_value *xv = onnx_input(c, n, 0);
+  int64_t b[K_MAX_RANK], e[K_MAX_RANK], axes[K_MAX_RANK], steps[K_MAX_RANK];
+  int nb, ne, na, ns;
+  k_shape xs;
+  if (!xv || !n->n_output) return onnx_fail(c, "input 1 and output 1 are required");
+  onnx_shape_of(c, xv, &xs);
+  if (onnx_slice_arg(c, n, 1, "starts", b, &nb) || onnx_slice_arg(c, n, 2, "ends", e, &ne) ||
+      onnx_slice_arg(c, n, 3, "axes", axes, &na) || onnx_slice_arg(c, n, 4, "steps", steps, &ns)) return 1;
+  if (nb != ne || (na && na != nb) || (ns && ns != nb)) return onnx_fail(c, "starts, ends, axes and steps differ in length");
+  for (int i = 0; i < nb; i++) {
+    if (!na) axes[i] = i;
+    if (!ns) steps[i] = 1;
+    if (axes[i] < 0) axes[i] += xs.rank;
+    if (axes[i] < 0 || axes[i] >= xs.rank || steps[i] == 0) return onnx_fail(c, "axis %lld or its step is out of range", (long long)axes[i]);
+    onnx_slice_norm(xs.d[axes[i]], steps[i], &b[i], &e[i]);
+  }
+  if (xv->k) return onnx_fold_slice(c, n, xv->k, nb, axes, b, e, steps);
+  int cur = onnx_tensor(c, xv, IR_T_PARAM);
+  for (int i = 0; i < nb && cur >= 0; i++) {
+    if (steps[i] != 1) return onnx_unsupported_attr(c, "steps", "other than 1 on a computed tensor (Kiln's slice is x.narrow)");
+    if (b[i] >= e[i]) return onnx_fail(c, "an empty slice is not supported (Kiln tensors are never empty)");
+    int k = onnx_step(c, n, i == nb - 1, kop, &cur, 1);
+    if (k < 0) return 1;
+    k_slice_param *p = onnx_param(c, k);
+    p->axis = (int32_t)axes[i], p->begin = b[i], p->end = e[i];
+    cur = onnx_step_done(c, k);
+  }
+  if (nb == 0) onnx_bind(c, n->output[0], cur, NULL);
+  return cur < 0;
+}

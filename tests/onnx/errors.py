@@ -1,0 +1,174 @@
+#!/usr/bin/python3
+"""errors.py -- the ONNX front end's messages and file handling, on small models built with
+onnx.helper (no torch needed, a few seconds):
+  * every unsupported op listed at once (type, count, first node names), nothing written;
+  * an opset out of 9..17, a cycle, a missing initializer, a shape that does not check, a
+    declared output shape that disagrees, asymmetric pads, a file that is not protobuf:
+    exit 1 with a message naming the node, no output file;
+  * initializers in an external data file beside the model read as inline ones do, and a
+    missing external file is an error; --map prints the renamings.
+
+    errors.py KILN
+Exit status: 0 passed, 1 a failure, 77 (skipped, with the reason) without python3-onnx.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+except ImportError as e:
+    print("onnx errors: skipped: %s (apt-get install python3-onnx)" % e)
+    sys.exit(77)
+
+KILN = sys.argv[1]
+failed = 0
+tmp = tempfile.mkdtemp(prefix="kiln-onnx-err-")
+
+
+def fail(msg):
+    global failed
+    failed += 1
+    print("FAIL:", msg)
+
+
+def model(nodes, inputs, outputs, inits=(), opset=13, domains=()):
+    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    ops = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, 1) for d in domains]
+    return helper.make_model(g, opset_imports=ops)
+
+
+def vi(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def save(m, name):
+    path = os.path.join(tmp, name + ".onnx")
+    onnx.save(m, path)
+    return path
+
+
+def expect_error(case, path, *needles):
+    """kiln import must exit 1, print every needle, and write nothing."""
+    out = os.path.join(tmp, case + ".kiln")
+    r = subprocess.run([KILN, "import", path, "-o", out], capture_output=True, text=True)
+    left = [f for f in os.listdir(tmp) if f.startswith(case + ".") and not f.endswith(".onnx")]
+    if r.returncode != 1:
+        fail("%s: exit %d, expected 1\n%s" % (case, r.returncode, r.stderr))
+    elif left:
+        fail("%s: a failed import left %s" % (case, left))
+    for n in needles:
+        if n not in r.stderr:
+            fail("%s: the message lacks %r:\n%s" % (case, n, r.stderr))
+    if not failed:
+        print("ok %-20s %s" % (case, r.stderr.splitlines()[0] if r.stderr else ""))
+
+
+def run(path, x, *extra):
+    xin, y = os.path.join(tmp, "x.npy"), os.path.join(tmp, "y.npy")
+    np.save(xin, x)
+    r = subprocess.run([KILN, "run", path, "--input", "x=" + xin, "--output", "y=" + y] + list(extra),
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        fail("kiln run %s: exit %d\n%s" % (path, r.returncode, r.stderr))
+        return None
+    return np.load(y)
+
+
+X = vi("x", [1, 2, 4, 4])
+
+# Every unsupported op at once: three types, one from another domain.
+unsup = model([helper.make_node("Erf", ["x"], ["a"], name="erf_%d" % 0),
+               helper.make_node("Erf", ["a"], ["b"], name="erf_1"),
+               helper.make_node("HardSigmoid", ["b"], ["c"], name="hs_0"),
+               helper.make_node("Erf", ["c"], ["d"], name="erf_2"),
+               helper.make_node("Erf", ["d"], ["e"], name="erf_3"),
+               helper.make_node("MyOp", ["e"], ["y"], name="mine", domain="com.example")],
+              [X], [vi("y", [1, 2, 4, 4])], domains=["com.example"])
+expect_error("unsupported", save(unsup, "unsupported"), "unsupported ONNX op Erf: 4 nodes (erf_0, erf_1, erf_2, ...)",
+             "unsupported ONNX op HardSigmoid: 1 node (hs_0)", "unsupported ONNX op MyOp (domain com.example): 1 node (mine)")
+
+relu = helper.make_node("Relu", ["x"], ["y"], name="r")
+expect_error("opset", save(model([relu], [X], [vi("y", [1, 2, 4, 4])], opset=8), "opset"),
+             "opset 8 of the default domain is not supported (Kiln reads opsets 9 to 17)")
+
+cyc = model([helper.make_node("Add", ["x", "b"], ["a"], name="first"), helper.make_node("Relu", ["a"], ["b"], name="second")],
+            [X], [vi("a", [1, 2, 4, 4])])
+expect_error("cycle", save(cyc, "cycle"), "node 'first' (Add)", "input 'b'", "a cycle")
+
+conv = helper.make_node("Conv", ["x", "w"], ["y"], name="conv_1", kernel_shape=[3, 3])
+expect_error("missing_init", save(model([conv], [X], [vi("y", [1, 3, 2, 2])]), "missing_init"),
+             "node 'conv_1' (Conv)", "input 'w'", "missing initializer")
+
+bad_add = model([helper.make_node("Add", ["x", "z"], ["y"], name="the_add")], [X, vi("z", [1, 3, 4, 4])], [vi("y", [1, 2, 4, 4])])
+expect_error("shape", save(bad_add, "shape"), "node 'the_add' (Add)", "add:", "[1, 3, 4, 4]")
+
+expect_error("out_shape", save(model([relu], [X], [vi("y", [1, 2, 4, 5])]), "out_shape"),
+             "graph output 'y' is declared with another shape than the f32[1, 2, 4, 4]")
+
+w = numpy_helper.from_array(np.ones((3, 2, 3, 3), np.float32), "w")
+asym = helper.make_node("Conv", ["x", "w"], ["y"], name="asym", kernel_shape=[3, 3], pads=[0, 0, 1, 1])
+expect_error("pads", save(model([asym], [X], [vi("y", [1, 3, 3, 3])], [w]), "pads"), "node 'asym' (Conv)", "asymmetric pads")
+
+with open(os.path.join(tmp, "text.onnx"), "w") as f:
+    f.write("this is not a protobuf file\n" * 10)
+expect_error("text", os.path.join(tmp, "text.onnx"), "not an ONNX model")
+
+# External data: the same model with its weights inline and in a file beside it.
+rng = np.random.default_rng(0)
+wx = numpy_helper.from_array(rng.standard_normal((3, 2, 3, 3)).astype(np.float32), "conv.weight")
+bx = numpy_helper.from_array(rng.standard_normal(3).astype(np.float32), "conv.bias")
+cm = model([helper.make_node("Conv", ["x", "conv.weight", "conv.bias"], ["y"], name="c", kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
+           [X], [vi("y", [1, 3, 4, 4])], [wx, bx])
+inline = save(cm, "inline")
+ext_dir = os.path.join(tmp, "ext")
+os.mkdir(ext_dir)
+ext = os.path.join(ext_dir, "ext.onnx")
+onnx.save_model(onnx.load(inline), ext, save_as_external_data=True, all_tensors_to_one_file=True,
+                location="ext.weights", size_threshold=0)
+x = rng.standard_normal((1, 2, 4, 4)).astype(np.float32)
+a, b = run(inline, x), run(ext, x)
+if a is not None and b is not None:
+    if not np.array_equal(a, b):
+        fail("external data: outputs differ from the inline model's")
+    else:
+        print("ok %-20s same outputs as inline weights" % "external_data")
+os.remove(os.path.join(ext_dir, "ext.weights"))
+expect_error("ext_missing", ext, "cannot read external data file")
+
+# A zero Pad of the spatial axes folds into the AveragePool after it (torch's avg_pool2d with
+# padding exports that pair): the same as the pool padding itself, counting the padding.
+pads = numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads")
+padded = model([helper.make_node("Pad", ["x", "pads"], ["p"], name="pad", mode="constant"),
+                helper.make_node("AveragePool", ["p"], ["y"], name="pool", kernel_shape=[3, 3])],
+               [X], [vi("y", [1, 2, 4, 4])], [pads])
+own = model([helper.make_node("AveragePool", ["x"], ["y"], name="pool", kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                              count_include_pad=1)], [X], [vi("y", [1, 2, 4, 4])])
+a, b = run(save(padded, "padded"), x), run(save(own, "own_pads"), x)
+if a is not None and b is not None:
+    if not np.array_equal(a, b):
+        fail("Pad + AveragePool differs from AveragePool with the same pads")
+    else:
+        print("ok %-20s Pad folded into AveragePool" % "pad_fold")
+pad_relu = model([helper.make_node("Pad", ["x", "pads"], ["p"], name="pad", mode="constant"),
+                  helper.make_node("Relu", ["p"], ["y"], name="relu_after_pad")], [X], [vi("y", [1, 2, 6, 6])], [pads])
+expect_error("pad_relu", save(pad_relu, "pad_relu"), "node 'relu_after_pad' (Relu)", "a Pad read by this op is not supported")
+
+r = subprocess.run([KILN, "import", inline, "-o", os.path.join(tmp, "mapped.kiln"), "--map"], capture_output=True, text=True)
+if r.returncode != 0 or "x" in r.stdout.split() or "conv.weight" in r.stdout:
+    fail("--map: exit %d, stdout %r (names kept as they are must not be listed)" % (r.returncode, r.stdout))
+r = subprocess.run([KILN, "import", save(model([helper.make_node("Relu", ["input"], ["out/put:0"], name="r")],
+                                                  [vi("input", [2])], [vi("out/put:0", [2])]), "rename"),
+                    "-o", os.path.join(tmp, "rename.kiln"), "--map"], capture_output=True, text=True)
+if r.returncode != 0 or "input -> input_" not in r.stdout or "out/put:0 -> out_put_0" not in r.stdout:
+    fail("--map: exit %d, stdout %r" % (r.returncode, r.stdout))
+else:
+    print("ok %-20s %s" % ("map", r.stdout.strip().replace("\n", "; ")))
+
+shutil.rmtree(tmp)
+print("onnx errors: %s" % ("all passed" if not failed else "%d failure(s)" % failed))
+sys.exit(1 if failed else 0)

@@ -1,0 +1,146 @@
+#!/usr/bin/python3
+"""training.py -- a model exported by torch in training mode (BatchNormalization kept, with
+its running statistics), imported with kiln import --train "softmax_cross_entropy sgd(...)",
+compiled, and one train_step compared with one torch.optim.SGD step of the original model:
+the loss, every weight and both running statistics (issue 11, point 5).
+
+    training.py KILN
+The .so is driven through its C ABI with ctypes (NAME_create, NAME_load of the imported
+safetensors, NAME_train_step, NAME_save) in a child process that does not import torch
+(`training.py --step ...`): in the sanitizer build the .so needs the ASan runtime preloaded,
+which the child gets (LD_PRELOAD, leak checks off for Python's own allocations).
+Exit 77 (skipped, saying why) without torch or onnx.
+"""
+import ctypes
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+except ImportError as e:
+    print("onnx training: skipped: %s (apt-get install python3-numpy)" % e)
+    sys.exit(77)
+
+
+def step(so, xin, lin, weights, after):
+    """The child: one train_step of the .so, from weights, saved to after; prints the loss."""
+    lib = ctypes.CDLL(so)
+    lib.net_create.restype = ctypes.c_void_p
+    lib.net_create.argtypes = [ctypes.c_uint64]
+    for f in ("net_load", "net_save"):
+        getattr(lib, f).argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    lib.net_train_step.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_float)]
+    lib.net_destroy.argtypes = [ctypes.c_void_p]
+    xs, ls = np.ascontiguousarray(np.load(xin)), np.ascontiguousarray(np.load(lin))
+    m, loss = lib.net_create(0), ctypes.c_float()
+    rc = lib.net_load(m, weights.encode()) or lib.net_train_step(m, xs.ctypes.data, ls.ctypes.data, ctypes.byref(loss)) \
+        or lib.net_save(m, after.encode())
+    lib.net_destroy(m)
+    print(repr(loss.value))
+    return rc
+
+
+if sys.argv[1:2] == ["--step"]:
+    sys.exit(step(*sys.argv[2:7]))
+
+try:
+    import torch
+    import onnx  # noqa: F401
+except ImportError as e:
+    print("onnx training: skipped: %s (apt-get install python3-torch python3-onnx)" % e)
+    sys.exit(77)
+
+KILN = sys.argv[1]
+failed = 0
+
+
+def fail(msg):
+    global failed
+    failed += 1
+    print("FAIL:", msg)
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    head = json.loads(data[8:8 + n])
+    out = {}
+    for name, e in head.items():
+        if name == "__metadata__":
+            continue
+        b, end = e["data_offsets"]
+        out[name] = np.frombuffer(data[8 + n + b:8 + n + end], np.float32 if e["dtype"] == "F32" else np.int32).reshape(e["shape"])
+    return out
+
+
+def child_env(so):
+    """The environment of the child: a .so built with the sanitizers needs their runtimes first."""
+    env = dict(os.environ)
+    ldd = subprocess.run(["ldd", so], capture_output=True, text=True).stdout
+    pre = [ln.split("=>")[1].split()[0] for ln in ldd.splitlines() if "=>" in ln and ("libasan" in ln or "libubsan" in ln)]
+    if pre:
+        env["LD_PRELOAD"] = " ".join(pre)
+        env["ASAN_OPTIONS"] = "detect_leaks=0"
+    return env
+
+
+def main(tmp):
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                              torch.nn.MaxPool2d(2), torch.nn.Flatten(), torch.nn.Linear(8 * 4 * 4, 5))
+    x = torch.randn(4, 3, 8, 8)
+    label = torch.tensor([0, 3, 1, 4], dtype=torch.int64)
+    path = os.path.join(tmp, "net.onnx")
+    torch.onnx.export(net, x, path, opset_version=13, input_names=["x"], output_names=["scores"],
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+    net.train()                                   # export leaves the module as it found it
+    text, so = os.path.join(tmp, "net.kiln"), os.path.join(tmp, "libnet.so")
+    r = subprocess.run([KILN, "import", path, "-o", text, "--map", "--train", "softmax_cross_entropy sgd(lr=0.1, momentum=0.9)"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return fail("kiln import --train: exit %d\n%s" % (r.returncode, r.stderr))
+    names = dict(line.split(" -> ") for line in r.stdout.splitlines())
+    r = subprocess.run([KILN, "compile", text, "-o", so], capture_output=True, text=True)
+    if r.returncode != 0:
+        return fail("kiln compile: exit %d\n%s" % (r.returncode, r.stderr))
+    xin, lin, after = os.path.join(tmp, "x.npy"), os.path.join(tmp, "label.npy"), os.path.join(tmp, "after.safetensors")
+    np.save(xin, x.numpy())
+    np.save(lin, label.numpy().astype(np.int32))
+    r = subprocess.run([sys.executable, __file__, "--step", so, xin, lin, os.path.join(tmp, "net.safetensors"), after],
+                       capture_output=True, text=True, env=child_env(so))
+    if r.returncode != 0:
+        return fail("the .so's load, train_step or save failed (exit %d)\n%s" % (r.returncode, r.stderr[-1500:]))
+    loss = ctypes.c_float(float(r.stdout.strip()))
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    ref_loss = torch.nn.functional.cross_entropy(net(x), label)
+    ref_loss.backward()
+    opt.step()
+    got = read_safetensors(after)
+    print("loss: kiln %.7g, torch %.7g" % (loss.value, ref_loss.item()))
+    if abs(loss.value - ref_loss.item()) > 1e-5 * max(1.0, abs(ref_loss.item())):
+        fail("the loss differs")
+    worst = 0.0
+    for tname, want in net.state_dict().items():
+        if tname.endswith("num_batches_tracked"):
+            continue
+        kname = names.get(tname, tname)
+        if kname not in got:
+            fail("%s (%s) is not among the weights kiln saved" % (tname, kname))
+            continue
+        want = want.numpy()
+        diff = float(np.abs(got[kname] - want).max())
+        worst = max(worst, diff)
+        if not np.allclose(got[kname], want, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(want).max()))):
+            fail("%s after one step differs from torch's (worst abs diff %.3g)" % (tname, diff))
+    print("weights and running statistics after one SGD step: worst abs diff %.3g" % worst)
+
+
+with tempfile.TemporaryDirectory(prefix="kiln-onnx-train-") as tmp:
+    main(tmp)
+print("onnx training: %s" % ("passed" if not failed else "%d failure(s)" % failed))
+sys.exit(1 if failed else 0)
