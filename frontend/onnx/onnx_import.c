@@ -343,6 +343,8 @@ static int onnx_output_name(onnx_ctx *c, const char *onnx_name, int t) {
 /* Each graph output must be a computed tensor whose shape matches what the file declares
  * (symbolic dimensions match anything). */
 static int onnx_outputs(onnx_ctx *c, const Onnx__GraphProto *gp) {
+  /* a model with nothing to compute would be written as text that `kiln check` refuses */
+  if (gp->n_output == 0) return onnx_fail(c, "the graph has no outputs");
   for (size_t i = 0; i < gp->n_output; i++) {
     const Onnx__ValueInfoProto *vi = gp->output[i];
     onnx_value *v = vi->name ? fe_map_get(&c->values, vi->name) : NULL;

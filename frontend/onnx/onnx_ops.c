@@ -411,8 +411,9 @@ int onnx_reshape(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   for (int i = 0; i < s.rank; i++) {
     int64_t v = sh->i[i] == 0 && !allowzero && i < xs.rank ? xs.d[i] : sh->i[i];
     if (v == -1 && infer < 0) infer = i, v = 1;
-    else if (v < 0) return onnx_fail(c, "the shape has a bad entry %lld", (long long)sh->i[i]);
-    s.d[i] = v, known *= v;
+    else if (v < 0 || v > ONNX_MAX_DIM) return onnx_fail(c, "the shape has a bad entry %lld", (long long)sh->i[i]);
+    s.d[i] = v;
+    if (__builtin_mul_overflow(known, v, &known)) return onnx_fail(c, "the shape holds too many elements");
   }
   if (infer >= 0) s.d[infer] = known ? numel / known : 0, known *= s.d[infer];
   if (known != numel) return onnx_fail(c, "cannot reshape %lld elements into a shape of %lld", (long long)numel, (long long)known);

@@ -107,6 +107,13 @@ expect_error("missing_init", save(model([conv], [X], [vi("y", [1, 3, 2, 2])]), "
 bad_add = model([helper.make_node("Add", ["x", "z"], ["y"], name="the_add")], [X, vi("z", [1, 3, 4, 4])], [vi("y", [1, 2, 4, 4])])
 expect_error("shape", save(bad_add, "shape"), "node 'the_add' (Add)", "add:", "[1, 3, 4, 4]")
 
+# no graph outputs (found by tests/fuzz/fuzz_onnx: the text written would not check)
+expect_error("no_outputs", save(model([relu], [X], []), "no_outputs"), "the graph has no outputs")
+# a Reshape to an absurd shape (found by tests/fuzz/fuzz_onnx: the element count overflowed)
+huge = numpy_helper.from_array(np.array([2, 6989586621679009792], np.int64), "huge")
+reshape = helper.make_node("Reshape", ["x", "huge"], ["y"], name="the_reshape")
+expect_error("reshape_huge", save(model([reshape], [X], [vi("y", [2, 16])], [huge]), "reshape_huge"),
+             "node 'the_reshape' (Reshape)", "bad entry 6989586621679009792")
 expect_error("out_shape", save(model([relu], [X], [vi("y", [1, 2, 4, 5])]), "out_shape"),
              "graph output 'y' is declared with another shape than the f32[1, 2, 4, 4]")
 
