@@ -6,6 +6,7 @@
  * outputs are checked against the shapes the file declares. */
 #include "onnx_int.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -370,6 +371,20 @@ static int onnx_outputs(onnx_ctx *c, const Onnx__GraphProto *gp) {
 
 /* ---- the nodes ---- */
 
+/* Kiln's attributes are finite numbers (the language has no inf or NaN literal, so written
+ * text could not say them): an ONNX attribute or scalar input of inf or NaN is refused. */
+static int onnx_finite_attrs(onnx_ctx *c, const ir_node *k) {
+  const ir_attr_def *a = k->kind == IR_N_OP && k->param ? ir_ops[k->op].attrs : NULL;
+  for (; a && a->name; a++) {
+    float v;
+    if (a->type != IR_AT_FLOAT) continue;
+    memcpy(&v, (const char *)k->param + a->offset, sizeof v);
+    if (!isfinite(v))
+      return onnx_fail(c, "%s's '%s' would be %g; Kiln's attributes are finite numbers", ir_ops[k->op].name, a->name, v);
+  }
+  return 0;
+}
+
 static int onnx_nodes(onnx_ctx *c, const Onnx__NodeProto **order, size_t n) {
   for (size_t i = 0; i < n; i++) {
     const Onnx__NodeProto *nd = order[i];
@@ -378,7 +393,7 @@ static int onnx_nodes(onnx_ctx *c, const Onnx__NodeProto **order, size_t n) {
     const onnx_opdef *op = onnx_op_lookup(nd->op_type);
     if (op->fn(c, nd, op->kop)) return 1;
     for (int k = before; k < ir_nnodes(c->g); k++)
-      if (ir_infer_one(c->g, c->d, k)) return 1;
+      if (onnx_finite_attrs(c, ir_node_at(c->g, k)) || ir_infer_one(c->g, c->d, k)) return 1;
   }
   return 0;
 }

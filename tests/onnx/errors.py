@@ -114,6 +114,11 @@ huge = numpy_helper.from_array(np.array([2, 6989586621679009792], np.int64), "hu
 reshape = helper.make_node("Reshape", ["x", "huge"], ["y"], name="the_reshape")
 expect_error("reshape_huge", save(model([reshape], [X], [vi("y", [2, 16])], [huge]), "reshape_huge"),
              "node 'the_reshape' (Reshape)", "bad entry 6989586621679009792")
+# an infinite Clip bound (found by tests/fuzz/fuzz_onnx: .kiln text cannot say inf)
+lo = numpy_helper.from_array(np.array(-np.inf, np.float32), "lo")
+clip = helper.make_node("Clip", ["x", "lo"], ["y"], name="the_clip")
+expect_error("clip_inf", save(model([clip], [X], [vi("y", [1, 2, 4, 4])], [lo]), "clip_inf"),
+             "node 'the_clip' (Clip)", "'a_min' would be -inf")
 expect_error("out_shape", save(model([relu], [X], [vi("y", [1, 2, 4, 5])]), "out_shape"),
              "graph output 'y' is declared with another shape than the f32[1, 2, 4, 4]")
 
