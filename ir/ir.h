@@ -29,6 +29,11 @@ void *ir_vec_push(ir_vec *v);                         /* returns the new zeroed 
 void ir_vec_free(ir_vec *v);
 #define IR_VEC_AT(v, T, i) (((T *)(v).data)[i])
 
+/* The smallest magnitude a literal or attribute cannot have: FLT_MAX plus half an ulp, where
+ * rounding to f32 reaches infinity. Anything below it is a finite f32 (the printer writes
+ * FLT_MAX as 3.4028235e+38, which is above FLT_MAX but rounds to it). */
+#define IR_F32_OVERFLOW 0x1.ffffffp127
+
 /* ---- ir_diag.c: user diagnostics (file:line:col, source line, caret) ---- */
 typedef struct { const char *file; int line, col; } ir_loc;   /* line 0: no position in file
                                                                    (an ONNX node names itself) */

@@ -96,7 +96,7 @@ int ir_attr_set(const ir_attr_def *a, void *param, const ir_aval *v, char *msg, 
     return 0;
   case IR_AT_FLOAT:
     if (v->kind != IR_AV_NUM) return snprintf(msg, n, "attribute '%s' expects a number", a->name), 1;
-    if (!isfinite(v->num) || fabs(v->num) > 3.4e38) return snprintf(msg, n, "attribute '%s' is not a finite float", a->name), 1;
+    if (!isfinite(v->num) || fabs(v->num) >= IR_F32_OVERFLOW) return snprintf(msg, n, "attribute '%s' is not a finite float", a->name), 1;
     ir_attr_put_float(a, param, v->num);
     return 0;
   case IR_AT_BOOL:
