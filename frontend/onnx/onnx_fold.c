@@ -8,9 +8,18 @@
 /* The value of element i as a double, whatever the constant holds. */
 static double onnx_get(const onnx_const *k, int64_t i) { return k->is_int ? (double)k->i[i] : (double)k->f[i]; }
 
+/* A computed value into element i: an integer result outside int64 saturates (NaN gives 0),
+ * where a plain cast would be undefined. */
 static void onnx_set(onnx_const *k, int64_t i, double v) {
-  if (k->is_int) k->i[i] = (int64_t)v;
-  else k->f[i] = (float)v;
+  if (!k->is_int) k->f[i] = (float)v;
+  else k->i[i] = v != v ? 0 : v >= 0x1p63 ? INT64_MAX : v <= -0x1p63 ? INT64_MIN : (int64_t)v;
+}
+
+/* Element j of src into element i of k, exact between integers (through a double, INT64_MAX
+ * — Slice's "to the end" — would not survive). */
+static void onnx_copy(onnx_const *k, int64_t i, const onnx_const *src, int64_t j) {
+  if (k->is_int && src->is_int) k->i[i] = src->i[j];
+  else onnx_set(k, i, onnx_get(src, j));
 }
 
 static onnx_const *onnx_fold_new(onnx_ctx *c, const Onnx__NodeProto *n, bool is_int, const k_shape *s) {
@@ -92,7 +101,7 @@ int onnx_fold_gather(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
     for (int64_t j = 0; j < idx->n; j++) {
       int64_t at = idx->i[j] < 0 ? idx->i[j] + dim : idx->i[j];
       if (at < 0 || at >= dim) return onnx_fail(c, "index %lld is out of range for a dimension of %lld", (long long)idx->i[j], (long long)dim);
-      for (int64_t q = 0; q < inner; q++) onnx_set(k, (o * idx->n + j) * inner + q, onnx_get(data, (o * dim + at) * inner + q));
+      for (int64_t q = 0; q < inner; q++) onnx_copy(k, (o * idx->n + j) * inner + q, data, (o * dim + at) * inner + q);
     }
   return onnx_fold_done(c, n, k);
 }
@@ -124,7 +133,7 @@ int onnx_fold_cast(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   if (!v->k && to_float && ir_tensor_at(c->g, v->tensor)->dtype == K_F32) return onnx_bind(c, n->output[0], v->tensor, NULL), 0;
   if (!v->k) return onnx_fail(c, "Cast of a computed tensor to type %lld is not supported (only float to float)", (long long)to);
   onnx_const *k = onnx_fold_new(c, n, !to_float, &v->k->shape);
-  for (int64_t i = 0; k && i < k->n; i++) onnx_set(k, i, onnx_get(v->k, i));
+  for (int64_t i = 0; k && i < k->n; i++) onnx_copy(k, i, v->k, i);
   return onnx_fold_done(c, n, k);
 }
 
@@ -149,7 +158,7 @@ int onnx_fold_concat(onnx_ctx *c, const Onnx__NodeProto *n, int axis) {
     const onnx_const *k = onnx_input(c, n, (int)i)->k;
     int64_t run = k->shape.d[axis] * inner;
     for (int64_t o = 0; o < outer; o++)
-      for (int64_t q = 0; q < run; q++) onnx_set(out, o * s.d[axis] * inner + off + q, onnx_get(k, o * run + q));
+      for (int64_t q = 0; q < run; q++) onnx_copy(out, o * s.d[axis] * inner + off + q, k, o * run + q);
     off += run;
   }
   return onnx_fold_done(c, n, out);
@@ -173,7 +182,7 @@ int onnx_fold_slice(onnx_ctx *c, const Onnx__NodeProto *n, const onnx_const *x, 
       src += at * stride;
       stride *= x->shape.d[d];
     }
-    onnx_set(k, o, onnx_get(x, src));
+    onnx_copy(k, o, x, src);
   }
   return onnx_fold_done(c, n, k);
 }

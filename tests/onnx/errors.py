@@ -119,6 +119,14 @@ lo = numpy_helper.from_array(np.array(-np.inf, np.float32), "lo")
 clip = helper.make_node("Clip", ["x", "lo"], ["y"], name="the_clip")
 expect_error("clip_inf", save(model([clip], [X], [vi("y", [1, 2, 4, 4])], [lo]), "clip_inf"),
              "node 'the_clip' (Clip)", "'a_min' would be -inf")
+# INT64_MAX through folded shape arithmetic stays exact (found by tests/fuzz/fuzz_onnx: it
+# went through a double and back, undefined behaviour that the ASan+UBSan build reports)
+big = numpy_helper.from_array(np.array([np.iinfo(np.int64).max], np.int64), "big")
+one = numpy_helper.from_array(np.array([1], np.int64), "one")
+cat = helper.make_node("Concat", ["one", "big"], ["shp"], axis=0, name="the_concat")
+rs = helper.make_node("Reshape", ["x", "shp"], ["y"], name="the_reshape")
+expect_error("int64_max", save(model([cat, rs], [X], [vi("y", [1, 32])], [big, one]), "int64_max"),
+             "node 'the_reshape' (Reshape)", "bad entry 9223372036854775807")
 expect_error("out_shape", save(model([relu], [X], [vi("y", [1, 2, 4, 5])]), "out_shape"),
              "graph output 'y' is declared with another shape than the f32[1, 2, 4, 4]")
 
