@@ -60,7 +60,8 @@ static double ir_fan_in(const k_shape *w) {
 ir_init ir_init_default(const ir_graph *g, const ir_node *n, int input) {
   const ir_opdef *op = &ir_ops[n->op];
   int nargs = ir_op_nargs(op);
-  const char *role = input < nargs ? op->args[input] : op->aux[input - nargs];
+  /* a variadic op's inputs past its args all play the last arg's role (concat's pieces) */
+  const char *role = input < nargs ? op->args[input] : op->variadic ? op->args[nargs - 1] : op->aux[input - nargs];
   const k_shape *s = &ir_tensor_at(g, n->in[input])->shape;
   if (strcmp(role, "weight") == 0 && n->op == IR_OP_embedding) return (ir_init){K_INIT_NORMAL, 0, 1};
   if (strcmp(role, "weight") == 0) {

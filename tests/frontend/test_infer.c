@@ -307,6 +307,10 @@ static void test_slice_concat(void) {
     CHECK(t_node(m, "f", concat)->nin == 3, "concat takes three inputs");
     t_free(m);
   }
+  /* a param past concat's first piece (found by tests/fuzz/fuzz_onnx: its default initializer
+   * looked for an aux role the op does not have, and crashed) */
+  m = t_ok(MODEL("input x : f32[3, 5]\n param p : f32[3, 2]\n y = concat(x, p)\n output y"));
+  if (m) t_param(m, "p", "f32[3, 2]", K_INIT_ZEROS, 0, 0), t_free(m);
   t_err(MODEL("input x : f32[3, 5]\n y = slice(x, axis=1, begin=2, end=6)\n output y"), "slice: begin..end [2, 6) is not within axis 1 of size 5", "x f32[3, 5]");
   t_err(MODEL("input x : f32[3, 5]\n y = slice(x, axis=1, begin=4, end=2)\n output y"), "slice: begin..end [4, 2)");
   t_err(MODEL("input x : f32[3, 5]\n y = slice(x, axis=1, begin=2, end=2)\n output y"), "slice: begin..end [2, 2) is empty");
