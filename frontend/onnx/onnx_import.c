@@ -391,6 +391,8 @@ static int onnx_nodes(onnx_ctx *c, const Onnx__NodeProto **order, size_t n) {
     onnx_node_loc(c, nd);
     int before = ir_nnodes(c->g);
     const onnx_opdef *op = onnx_op_lookup(nd->op_type);
+    /* every op Kiln reads has an output, and the handlers name their result after it */
+    if (nd->n_output == 0 || !nd->output[0] || !*nd->output[0]) return onnx_fail(c, "the node has no output");
     if (op->fn(c, nd, op->kop)) return 1;
     for (int k = before; k < ir_nnodes(c->g); k++)
       if (onnx_finite_attrs(c, ir_node_at(c->g, k)) || ir_infer_one(c->g, c->d, k)) return 1;

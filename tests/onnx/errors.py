@@ -127,6 +127,11 @@ cat = helper.make_node("Concat", ["one", "big"], ["shp"], axis=0, name="the_conc
 rs = helper.make_node("Reshape", ["x", "shp"], ["y"], name="the_reshape")
 expect_error("int64_max", save(model([cat, rs], [X], [vi("y", [1, 32])], [big, one]), "int64_max"),
              "node 'the_reshape' (Reshape)", "bad entry 9223372036854775807")
+# a node without outputs (found by tests/fuzz/fuzz_onnx: its handler read output[0])
+mute = helper.make_node("Unsqueeze", ["x", "ax0"], [], name="the_mute")
+ax0 = numpy_helper.from_array(np.array([0], np.int64), "ax0")
+expect_error("no_node_output", save(model([mute, relu], [X], [vi("y", [1, 2, 4, 4])], [ax0]), "no_node_output"),
+             "node 'the_mute' (Unsqueeze)", "the node has no output")
 expect_error("out_shape", save(model([relu], [X], [vi("y", [1, 2, 4, 5])]), "out_shape"),
              "graph output 'y' is declared with another shape than the f32[1, 2, 4, 4]")
 
