@@ -79,7 +79,8 @@ typedef struct {
 } cg_build;
 /* The passes for predict, and for train when lowered trains; errors reported to d. */
 int cg_build_graphs(const ir_graph *lowered, ir_diag *d, cg_build *b);
-/* From b's compiled graphs: the descriptor and the module with the fused loops. */
+/* From b's compiled graphs: the descriptor and (unless o is NULL: a header needs no code)
+ * the module with the fused loops. */
 int cg_build_module(cg_build *b, const cg_options *o, char *err, size_t n);
 int cg_build_jit(cg_build *b, char *err, size_t n);    /* cg_optimize, then cg_jit */
 void cg_build_free(cg_build *b);                       /* everything b holds */

@@ -399,40 +399,14 @@ double kiln_now(void) {
 /* A code generator's message as an error of the command. */
 static void kiln_cg_error(ir_diag *d, const char *err) { ir_error(d, (ir_loc){0}, "%s", err); }
 
-/* What compile and the JIT build for one model: the compiled graphs, the descriptor and
- * (unless only the header is wanted) the LLVM module holding the fused loops. */
-typedef struct {
-  ir_graph *predict, *train;
-  rt_model_desc *desc;
-  cg_llvm *llvm;
-} kiln_build;
-
-static void kiln_build_free(kiln_build *b) {
-  cg_llvm_free(b->llvm);
-  cg_desc_free(b->desc);
-  for (int k = 0; k < 2; k++) {
-    ir_graph *g = k ? b->train : b->predict;
-    ir_graph_free(g);
-  }
-}
-
-static ir_graph *kiln_compile_mode(const ir_graph *lowered, ir_mode mode, ir_diag *d) {
-  pass_ctx cx;
-  pass_ctx_init(&cx, mode, d);
-  ir_graph *g = pass_compile(lowered, &cx);
-  pass_ctx_free(&cx);
-  return g;
-}
-
-static int kiln_build_model(const ir_graph *lowered, const kiln_opts *o, bool llvm, ir_diag *d, kiln_build *b) {
+/* What compile and the JIT build for one model (codegen's one pipeline, cg_build): the
+ * compiled graphs, the descriptor and, unless only the header is wanted, the LLVM module
+ * holding the fused loops. */
+static int kiln_build_model(const ir_graph *lowered, const kiln_opts *o, bool llvm, ir_diag *d, cg_build *b) {
   char err[2048];
-  if (!(b->predict = kiln_compile_mode(lowered, IR_MODE_PREDICT, d))) return 1;
-  if (lowered->has_train && !(b->train = kiln_compile_mode(lowered, IR_MODE_TRAIN, d))) return 1;
-  if (!(b->desc = cg_desc_build(b->predict, b->train, err, sizeof err))) return kiln_cg_error(d, err), 1;
-  if (!llvm) return 0;
   cg_options co = {.opt_level = o->opt_level, .cpu = o->cpu, .features = o->features};
-  if (!(b->llvm = cg_llvm_new(lowered->name, &co, err, sizeof err))) return kiln_cg_error(d, err), 1;
-  if (cg_emit_fused_all(b->llvm, b->predict, b->train, err, sizeof err)) return kiln_cg_error(d, err), 1;
+  if (cg_build_graphs(lowered, d, b)) return 1;
+  if (cg_build_module(b, llvm ? &co : NULL, err, sizeof err)) return kiln_cg_error(d, err), 1;
   return 0;
 }
 
@@ -524,7 +498,7 @@ int kiln_outs_commit(kiln_outs *s, ir_diag *d) {
 }
 
 /* The object into a temporary file next to nothing the user owns, then linked into so. */
-static int kiln_link(kiln_build *b, const char *so, ir_diag *d) {
+static int kiln_link(cg_build *b, const char *so, ir_diag *d) {
   char obj[4096], err[8192];
   const char *tmpdir = getenv("TMPDIR");
   snprintf(obj, sizeof obj, "%s/kiln-XXXXXX.o", tmpdir && *tmpdir ? tmpdir : "/tmp");
@@ -540,7 +514,7 @@ static int kiln_link(kiln_build *b, const char *so, ir_diag *d) {
 /* By --emit: the .ll, the .o, only the header, or (default) the .so and its header. */
 typedef struct { char out[4096], hdr[4096]; } kiln_paths;
 
-static int kiln_compile_emit(kiln_build *b, const kiln_opts *o, const char *name, ir_diag *d, kiln_paths *p) {
+static int kiln_compile_emit(cg_build *b, const kiln_opts *o, const char *name, ir_diag *d, kiln_paths *p) {
   char err[2048], def[1024];
   const char *emit = o->emit ? o->emit : "so";
   bool header = strcmp(emit, "c-header") == 0;
@@ -563,13 +537,13 @@ static int kiln_compile_emit(kiln_build *b, const kiln_opts *o, const char *name
 
 static void kiln_compile_graph(ir_graph *lowered, const kiln_opts *co, ir_diag *d) {
   const kiln_opts *o = co;
-  kiln_build b = {0};
+  cg_build b = {0};
   bool header_only = o->emit && strcmp(o->emit, "c-header") == 0;
   kiln_paths p = {"", ""};
   double t0 = kiln_now();
   if (!kiln_build_model(lowered, o, !header_only, d, &b) && !kiln_compile_emit(&b, o, lowered->name, d, &p))
     fprintf(stderr, "compiled %s in %.2f s -> %s%s%s\n", lowered->name, kiln_now() - t0, p.out, *p.hdr ? ", " : "", p.hdr);
-  kiln_build_free(&b);
+  cg_build_free(&b);
 }
 
 static int kiln_compile_main(int argc, char **argv) {
@@ -721,17 +695,17 @@ static int kiln_run_api(const rt_model_api *api, const kiln_opts *o) {
  * kiln itself (the descriptor's kernel pointers are this process's kernels). */
 void kiln_jit_graph(ir_graph *lowered, const kiln_opts *o, ir_diag *d,
                     int (*use)(const rt_model_api *api, const kiln_opts *o)) {
-  kiln_build b = {0};
+  cg_build b = {0};
   char err[2048];
   if (!kiln_build_model(lowered, o, true, d, &b)) {
-    if (cg_optimize(b.llvm, err, sizeof err) || cg_jit(b.llvm, b.desc, err, sizeof err)) kiln_cg_error(d, err);
+    if (cg_build_jit(&b, err, sizeof err)) kiln_cg_error(d, err);
     else {
       rt_model_api api = {RT_MODEL_ABI, b.desc, rt_model_create, rt_model_destroy, rt_model_load, rt_model_save,
                           rt_model_predict, rt_model_train_step, rt_model_set_lr, rt_model_error};
       if (use(&api, o)) d->errors++;   /* already reported */
     }
   }
-  kiln_build_free(&b);
+  cg_build_free(&b);
 }
 
 /* kiln run FILE.kiln: the model JIT-compiled, then predict once. */

@@ -1,7 +1,7 @@
 #!/bin/sh
 # run.sh — Kiln's GEMM/convolution kernels next to bare OpenBLAS sgemm and PyTorch, same shapes,
 # same thread count. Usage: bench/kernels/run.sh [threads] [build-dir]
-#   threads    OpenBLAS and torch threads (default 1)
+#   threads    Kiln's pool (KILN_NUM_THREADS), OpenBLAS and torch threads (default 1)
 #   build-dir  a Release build tree with bench/ hooked in (default: build-rel at the repo root);
 #              the kiln_bench_kernels target is (re)built there first.
 # BENCH_CLOCK=cpu times both sides by process CPU time instead of the wall clock: at 1 thread
@@ -24,7 +24,7 @@ echo "# threads: $THREADS (OPENBLAS_NUM_THREADS, torch.set_num_threads)  torch $
 # The peak: one core's measured FMA throughput (bench_kernels.c, b_peak) times the threads.
 PEAK=$("$BIN" --peak)
 echo "# peak: $(echo "$PEAK" | cut -f2) GFLOP/s per core ($(echo "$PEAK" | cut -f3) loop, measured) x $THREADS"
-OPENBLAS_NUM_THREADS=$THREADS OMP_NUM_THREADS=$THREADS "$BIN" > "$TMP/kiln.tsv"
+KILN_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS OMP_NUM_THREADS=$THREADS "$BIN" > "$TMP/kiln.tsv"
 OMP_NUM_THREADS=$THREADS "$PY" "$ROOT/bench/kernels/torch_kernels.py" "$THREADS" > "$TMP/torch.tsv"
 
 # Join on (model, layer, pass) and print GFLOP/s and the two ratios.

@@ -1,7 +1,7 @@
 /* cg_build.c — the one pipeline from a lowered graph to code: the passes for predict (and
  * for train when the model trains), the descriptor, the LLVM module with the fused loops,
- * then the JIT. The C API (api/) builds through it; kiln compile / run / train (tools/kiln.c)
- * do the same steps in kiln_build_model, which is to move onto it. */
+ * then the JIT. The C API (api/) and kiln compile / run / train (tools/kiln.c) build through
+ * it. */
 #include "cg_cpu.h"
 
 void cg_build_free(cg_build *b) {
@@ -29,6 +29,7 @@ int cg_build_graphs(const ir_graph *lowered, ir_diag *d, cg_build *b) {
 
 int cg_build_module(cg_build *b, const cg_options *o, char *err, size_t n) {
   if (!(b->desc = cg_desc_build(b->predict, b->train, err, n))) return 1;
+  if (!o) return 0;
   if (!(b->llvm = cg_llvm_new(b->predict->name, o, err, n))) return 1;
   return cg_emit_fused_all(b->llvm, b->predict, b->train, err, n);
 }
