@@ -31,6 +31,7 @@
 
 typedef float KCD(vec) __attribute__((vector_size(K_CD_V * sizeof(float))));
 #define VEC KCD(vec)
+typedef int KCD(ivec) __attribute__((vector_size(K_CD_V * sizeof(int))));
 
 KCD_INLINE VEC KCD(ld)(const float *p) {
   VEC v;
@@ -40,7 +41,10 @@ KCD_INLINE VEC KCD(ld)(const float *p) {
 
 KCD_INLINE void KCD(st)(float *p, VEC v) { memcpy(p, &v, sizeof v); }
 
-KCD_INLINE VEC KCD(bc)(float s) { return (VEC){0} + s; }
+/* s in every lane. Not `(VEC){0} + s`: without -ffast-math that is an add (0 + -0 is +0), so
+ * gcc emitted an addss and a register broadcast before each multiply; a shuffle of lane 0 is
+ * a plain broadcast, which AVX-512 folds into the multiply as a memory operand. */
+KCD_INLINE VEC KCD(bc)(float s) { return __builtin_shuffle((VEC){s}, (KCD(ivec)){0}); }
 
 /* The first n lanes of p (n < V allowed: a bias past F reads as zero). */
 static VEC KCD(ld_part)(const float *p, int64_t n) {
@@ -60,7 +64,6 @@ static VEC KCD(ld_part)(const float *p, int64_t n) {
 #define KCD_LO {0, 8, 1, 9, 2, 10, 3, 11}
 #define KCD_HI {4, 12, 5, 13, 6, 14, 7, 15}
 #endif
-typedef int KCD(ivec) __attribute__((vector_size(K_CD_V * sizeof(int))));
 
 /* Transposes the V x V matrix whose rows are r[0..V). Each round interleaves row i with row
  * i + V/2 into rows 2i and 2i+1, which rotates the bits of (row, column) left by one; log2(V)
@@ -136,9 +139,10 @@ KCD_INLINE void KCD(fwd_tile)(const k_cd_geom *g, const float *xn, const float *
         const float *wp = wf + ((cb * g->kh + ki) * g->kw + kj) * K_CD_V * K_CD_V;
         for (int64_t c = 0; c < cn; c++) {
           VEC w0 = KCD(ld)(wp + c * K_CD_V), w1 = NF > 1 ? KCD(ld)(wp + wfs + c * K_CD_V) : w0;
+          const float *xc = xp + c;   /* one base register, the positions at fixed offsets */
 #pragma GCC unroll 32
           for (int t = 0; t < T; t++) {
-            VEC xv = KCD(bc)(xp[t * sw * K_CD_V + c]);
+            VEC xv = KCD(bc)(xc[t * sw * K_CD_V]);
             a0[t] += xv * w0;
             if (NF > 1) a1[t] += xv * w1;
           }
