@@ -431,22 +431,6 @@ int k_conv_direct_forward(const k_call *c) {
   return 0;
 }
 
-/* db[f] = sum over samples and positions of dY, per (sample, channel) then over samples. */
-static void k_cd_grad_bias(const k_cd_geom *g, const float *dY, k_req r, float *db) {
-  if (r == kNullOp) return;
-  int64_t ysz = g->OH * g->OW;
-  for (int64_t f = 0; f < g->F; f++) {
-    float s = r == kAddTo ? db[f] : 0.0f;
-    for (int64_t n = 0; n < g->N; n++) {
-      const float *d = dY + (n * g->F + f) * ysz;
-      float part = 0.0f;
-      for (int64_t i = 0; i < ysz; i++) part += d[i];
-      s += part;
-    }
-    db[f] = s;
-  }
-}
-
 /* One chunk's gradients. The weight gradient runs first because the data gradient overwrites
  * the blocked input it reads. */
 static void k_cd_backward_chunk(k_cd_ctx *t) {
@@ -462,7 +446,7 @@ static void k_cd_backward_chunk(k_cd_ctx *t) {
   if (c->req[0] != kNullOp) k_parallel_for(t->ns * ((g->Cb + 1) / 2), 1, k_cd_task_dx, t);
 }
 
-/* Backward in = [dY, X, W, (b), Y]; out = [dX, dW, (db)]. */
+/* Backward in = [dY, X, W, (b), Y]; out = [dX, dW] (k_conv.c adds db). */
 int k_conv_direct_backward(const k_call *c) {
   const k_conv_param *p = c->param;
   const k_cd_isa *isa = k_cd_pick();
@@ -475,7 +459,6 @@ int k_conv_direct_backward(const k_call *c) {
       k_cd_backward_chunk(&t);
     }
   if (c->req[1] != kNullOp) k_cd_unpack_weights(&g, t.b.dwb, c->req[1], c->out[1].data);
-  if (!p->no_bias) k_cd_grad_bias(&g, c->in[0].data, c->req[2], c->out[2].data);
   return 0;
 }
 
