@@ -82,8 +82,16 @@ KCD_INLINE void KCD(transpose)(VEC *r) {
   }
 }
 
-/* Position q of a plane of rows W long, stored rows drs floats apart: its vector. */
-KCD_INLINE int64_t KCD(pos)(int64_t q, int64_t W, int64_t drs) { return q / W * drs + q % W * K_CD_V; }
+/* The blocked offsets of plane positions q0 .. q0+m (rows W long, stored drs floats apart):
+ * one division per group of V positions, not one per position (a 64-bit division costs more
+ * than the transpose it feeds). */
+KCD_INLINE void KCD(offsets)(int64_t q0, int64_t m, int64_t W, int64_t drs, int64_t *off) {
+  int64_t h = q0 / W, w = q0 % W;
+  for (int64_t j = 0; j < m; j++) {
+    off[j] = h * drs + w * K_CD_V;
+    if (++w == W) w = 0, h++;
+  }
+}
 
 /* dst[pos(q)] lane c = src[c*ld + q] for positions q < len and channels c < cn (lanes past cn
  * are zero): V positions at a time through a register transpose, whatever rows they span,
@@ -93,10 +101,13 @@ static void KCD(pack_rows)(const float *src, int64_t ld, int64_t cn, int64_t len
   for (int64_t q = 0; q < len; q += K_CD_V) {
     int64_t m = len - q < K_CD_V ? len - q : K_CD_V;
     VEC r[K_CD_V];
+    int64_t off[K_CD_V];
+    KCD(offsets)(q, m, W, drs, off);
+#pragma GCC unroll 16
     for (int64_t c = 0; c < K_CD_V; c++)
       r[c] = c >= cn ? (VEC){0} : m == K_CD_V ? KCD(ld)(src + c * ld + q) : KCD(ld_part)(src + c * ld + q, m);
     KCD(transpose)(r);
-    for (int64_t j = 0; j < m; j++) KCD(st)(dst + KCD(pos)(q + j, W, drs), r[j]);
+    for (int64_t j = 0; j < m; j++) KCD(st)(dst + off[j], r[j]);
   }
 }
 
@@ -106,9 +117,13 @@ static void KCD(unpack_rows)(const float *src, int64_t W, int64_t srs, int64_t c
   for (int64_t q = 0; q < len; q += K_CD_V) {
     int64_t m = len - q < K_CD_V ? len - q : K_CD_V;
     VEC r[K_CD_V];
-    for (int64_t j = 0; j < K_CD_V; j++) r[j] = j < m ? KCD(ld)(src + KCD(pos)(q + j, W, srs)) : (VEC){0};
+    int64_t off[K_CD_V];
+    KCD(offsets)(q, m, W, srs, off);
+    for (int64_t j = 0; j < K_CD_V; j++) r[j] = j < m ? KCD(ld)(src + off[j]) : (VEC){0};
     KCD(transpose)(r);
-    for (int64_t c = 0; c < cn; c++) {
+#pragma GCC unroll 16
+    for (int64_t c = 0; c < K_CD_V; c++) {   /* constant bound: r stays in registers */
+      if (c >= cn) break;
       float *d = dst + c * ld + q;
       if (m == K_CD_V) {
         KCD(st)(d, add ? KCD(ld)(d) + r[c] : r[c]);
