@@ -12,6 +12,7 @@
 
 #include "k_blas.h"
 #include "k_epilogue.h"
+#include "k_vec.h"
 
 typedef struct {
   int64_t N, C, H, W;            /* input */
@@ -302,7 +303,9 @@ static void k_conv_grad_cols(const k_conv_geom *g, const float *dy, int64_t ld, 
                 dcol + gi * ckk_g * ld, (int)ld);
 }
 
-/* db[f] (op)= sum over samples, in order, of the sample's sum of dY[n, f]. */
+/* db[f] (op)= sum over samples, in order, of the sample's sum of dY[n, f], each in K_LANES
+ * partial sums (k_vec_sum): a plain running sum is one add per element on one dependency
+ * chain, ~15% of a 16-channel backward pass. Both paths (im2col and direct) use it. */
 static void k_conv_grad_bias_rows(void *ctx, int64_t lo, int64_t hi) {
   const k_conv_job *j = ctx;
   const k_conv_geom *g = j->g;
@@ -312,9 +315,7 @@ static void k_conv_grad_bias_rows(void *ctx, int64_t lo, int64_t hi) {
     float acc = j->c->req[2] == kAddTo ? db[f] : 0.0f;
     for (int64_t n = 0; n < g->N; n++) {
       const float *d = dY + (n * g->F + f) * g->ohw;
-      float s = 0.0f;
-      for (int64_t i = 0; i < g->ohw; i++) s += d[i];
-      acc += s;
+      acc += k_vec_sum(d, g->ohw);
     }
     db[f] = acc;
   }
@@ -387,17 +388,26 @@ static void k_conv_sum_wparts(void *ctx, int64_t lo, int64_t hi) {
 }
 
 /* Backward in = [dY, X, W, (b), Y]; out = [dX, dW, (db)]. */
-int k_convolution_backward(const k_call *c) {
-  const k_conv_param *p = c->param;
-  if (k_conv_direct_runs(c, &c->in[1].shape, &c->in[2].shape, 1)) return k_conv_direct_backward(c);
-  k_conv_geom g = k_conv_geometry(&c->in[1].shape, &c->in[2].shape, p);
-  if (k_conv_check_temp(c, &g)) return 1;
-  k_conv_job j = {c, &g, 0};
+/* The data and weight gradients on the im2col path. */
+static int k_conv_backward_im2col(k_conv_job *j) {
+  const k_call *c = j->c;
+  if (k_conv_check_temp(c, j->g)) return 1;
   if (c->req[1] == kWriteTo || c->req[1] == kWriteInplace)
     memset(c->out[1].data, 0, (size_t)k_shape_numel(&c->out[1].shape) * sizeof(float));
-  if (g.N > 0 && (c->req[0] != kNullOp || c->req[1] != kNullOp))
-    k_parallel_for(g.P, 1, k_conv_backward_parts, &j);
-  if (g.N > 0 && c->req[1] != kNullOp) k_parallel_for(g.wsz, 1 << 14, k_conv_sum_wparts, &j);
+  if (j->g->N > 0 && (c->req[0] != kNullOp || c->req[1] != kNullOp))
+    k_parallel_for(j->g->P, 1, k_conv_backward_parts, j);
+  if (j->g->N > 0 && c->req[1] != kNullOp) k_parallel_for(j->g->wsz, 1 << 14, k_conv_sum_wparts, j);
+  return 0;
+}
+
+/* Backward in = [dY, X, W, (b), Y]; out = [dX, dW, (db)]. The bias gradient is the same
+ * whichever path made the others. */
+int k_convolution_backward(const k_call *c) {
+  const k_conv_param *p = c->param;
+  k_conv_geom g = k_conv_geometry(&c->in[1].shape, &c->in[2].shape, p);
+  k_conv_job j = {c, &g, 0};
+  int direct = k_conv_direct_runs(c, &c->in[1].shape, &c->in[2].shape, 1);
+  if (direct ? k_conv_direct_backward(c) : k_conv_backward_im2col(&j)) return 1;
   if (!p->no_bias && c->req[2] != kNullOp) k_parallel_for(g.F, 8, k_conv_grad_bias_rows, &j);
   return 0;
 }

@@ -23,7 +23,8 @@ size_t k_conv_direct_temp_bytes(const k_shape *data, const k_shape *weight, cons
  * (a plan made with another KILN_CONV falls back to im2col instead of failing). */
 int k_conv_direct_runs(const k_call *c, const k_shape *data, const k_shape *weight, int backward);
 
-/* The k_convolution_forward / _backward contracts, for calls k_conv_direct_runs accepts. */
+/* The k_convolution_forward / _backward contracts, for calls k_conv_direct_runs accepts,
+ * except the bias gradient, which k_convolution_backward computes for both paths. */
 int k_conv_direct_forward(const k_call *c);
 int k_conv_direct_backward(const k_call *c);
 

@@ -31,6 +31,7 @@
 
 typedef float KCD(vec) __attribute__((vector_size(K_CD_V * sizeof(float))));
 #define VEC KCD(vec)
+typedef int KCD(ivec) __attribute__((vector_size(K_CD_V * sizeof(int))));
 
 KCD_INLINE VEC KCD(ld)(const float *p) {
   VEC v;
@@ -40,7 +41,10 @@ KCD_INLINE VEC KCD(ld)(const float *p) {
 
 KCD_INLINE void KCD(st)(float *p, VEC v) { memcpy(p, &v, sizeof v); }
 
-KCD_INLINE VEC KCD(bc)(float s) { return (VEC){0} + s; }
+/* s in every lane. Not `(VEC){0} + s`: without -ffast-math that is an add (0 + -0 is +0), so
+ * gcc emitted an addss and a register broadcast before each multiply; a shuffle of lane 0 is
+ * a plain broadcast, which AVX-512 folds into the multiply as a memory operand. */
+KCD_INLINE VEC KCD(bc)(float s) { return __builtin_shuffle((VEC){s}, (KCD(ivec)){0}); }
 
 /* The first n lanes of p (n < V allowed: a bias past F reads as zero). */
 static VEC KCD(ld_part)(const float *p, int64_t n) {
@@ -60,7 +64,6 @@ static VEC KCD(ld_part)(const float *p, int64_t n) {
 #define KCD_LO {0, 8, 1, 9, 2, 10, 3, 11}
 #define KCD_HI {4, 12, 5, 13, 6, 14, 7, 15}
 #endif
-typedef int KCD(ivec) __attribute__((vector_size(K_CD_V * sizeof(int))));
 
 /* Transposes the V x V matrix whose rows are r[0..V). Each round interleaves row i with row
  * i + V/2 into rows 2i and 2i+1, which rotates the bits of (row, column) left by one; log2(V)
@@ -79,8 +82,16 @@ KCD_INLINE void KCD(transpose)(VEC *r) {
   }
 }
 
-/* Position q of a plane of rows W long, stored rows drs floats apart: its vector. */
-KCD_INLINE int64_t KCD(pos)(int64_t q, int64_t W, int64_t drs) { return q / W * drs + q % W * K_CD_V; }
+/* The blocked offsets of plane positions q0 .. q0+m (rows W long, stored drs floats apart):
+ * one division per group of V positions, not one per position (a 64-bit division costs more
+ * than the transpose it feeds). */
+KCD_INLINE void KCD(offsets)(int64_t q0, int64_t m, int64_t W, int64_t drs, int64_t *off) {
+  int64_t h = q0 / W, w = q0 % W;
+  for (int64_t j = 0; j < m; j++) {
+    off[j] = h * drs + w * K_CD_V;
+    if (++w == W) w = 0, h++;
+  }
+}
 
 /* dst[pos(q)] lane c = src[c*ld + q] for positions q < len and channels c < cn (lanes past cn
  * are zero): V positions at a time through a register transpose, whatever rows they span,
@@ -90,10 +101,13 @@ static void KCD(pack_rows)(const float *src, int64_t ld, int64_t cn, int64_t len
   for (int64_t q = 0; q < len; q += K_CD_V) {
     int64_t m = len - q < K_CD_V ? len - q : K_CD_V;
     VEC r[K_CD_V];
+    int64_t off[K_CD_V];
+    KCD(offsets)(q, m, W, drs, off);
+#pragma GCC unroll 16
     for (int64_t c = 0; c < K_CD_V; c++)
       r[c] = c >= cn ? (VEC){0} : m == K_CD_V ? KCD(ld)(src + c * ld + q) : KCD(ld_part)(src + c * ld + q, m);
     KCD(transpose)(r);
-    for (int64_t j = 0; j < m; j++) KCD(st)(dst + KCD(pos)(q + j, W, drs), r[j]);
+    for (int64_t j = 0; j < m; j++) KCD(st)(dst + off[j], r[j]);
   }
 }
 
@@ -103,9 +117,13 @@ static void KCD(unpack_rows)(const float *src, int64_t W, int64_t srs, int64_t c
   for (int64_t q = 0; q < len; q += K_CD_V) {
     int64_t m = len - q < K_CD_V ? len - q : K_CD_V;
     VEC r[K_CD_V];
-    for (int64_t j = 0; j < K_CD_V; j++) r[j] = j < m ? KCD(ld)(src + KCD(pos)(q + j, W, srs)) : (VEC){0};
+    int64_t off[K_CD_V];
+    KCD(offsets)(q, m, W, srs, off);
+    for (int64_t j = 0; j < K_CD_V; j++) r[j] = j < m ? KCD(ld)(src + off[j]) : (VEC){0};
     KCD(transpose)(r);
-    for (int64_t c = 0; c < cn; c++) {
+#pragma GCC unroll 16
+    for (int64_t c = 0; c < K_CD_V; c++) {   /* constant bound: r stays in registers */
+      if (c >= cn) break;
       float *d = dst + c * ld + q;
       if (m == K_CD_V) {
         KCD(st)(d, add ? KCD(ld)(d) + r[c] : r[c]);
@@ -136,9 +154,10 @@ KCD_INLINE void KCD(fwd_tile)(const k_cd_geom *g, const float *xn, const float *
         const float *wp = wf + ((cb * g->kh + ki) * g->kw + kj) * K_CD_V * K_CD_V;
         for (int64_t c = 0; c < cn; c++) {
           VEC w0 = KCD(ld)(wp + c * K_CD_V), w1 = NF > 1 ? KCD(ld)(wp + wfs + c * K_CD_V) : w0;
+          const float *xc = xp + c;   /* one base register, the positions at fixed offsets */
 #pragma GCC unroll 32
           for (int t = 0; t < T; t++) {
-            VEC xv = KCD(bc)(xp[t * sw * K_CD_V + c]);
+            VEC xv = KCD(bc)(xc[t * sw * K_CD_V]);
             a0[t] += xv * w0;
             if (NF > 1) a1[t] += xv * w1;
           }
