@@ -266,6 +266,8 @@ static bool onnx_is_initializer(const Onnx__GraphProto *gp, const char *name) {
 
 static int onnx_dim(onnx_ctx *c, const Onnx__TensorShapeProto__Dimension *dm, const char *input, int64_t *out) {
   if (dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+    if (dm->dim_value == 0)   /* .kiln dimensions are positive */
+      return onnx_fail(c, "input '%s' has a dimension of 0: empty tensors are not supported", input);
     if (dm->dim_value < 0 || dm->dim_value > ONNX_MAX_DIM)
       return onnx_fail(c, "input '%s' has a bad dimension %lld", input, (long long)dm->dim_value);
     return *out = dm->dim_value, 0;

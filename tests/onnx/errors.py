@@ -132,6 +132,9 @@ mute = helper.make_node("Unsqueeze", ["x", "ax0"], [], name="the_mute")
 ax0 = numpy_helper.from_array(np.array([0], np.int64), "ax0")
 expect_error("no_node_output", save(model([mute, relu], [X], [vi("y", [1, 2, 4, 4])], [ax0]), "no_node_output"),
              "node 'the_mute' (Unsqueeze)", "the node has no output")
+# an input with a dimension of 0 (found by tests/fuzz/fuzz_onnx: .kiln dims are positive)
+expect_error("zero_dim", save(model([relu], [vi("x", [1, 2, 0, 4])], [vi("y", [1, 2, 0, 4])]), "zero_dim"),
+             "input 'x' has a dimension of 0: empty tensors are not supported")
 expect_error("out_shape", save(model([relu], [X], [vi("y", [1, 2, 4, 5])]), "out_shape"),
              "graph output 'y' is declared with another shape than the f32[1, 2, 4, 4]")
 
