@@ -26,12 +26,21 @@
  * named by the kernels' rule. */
 #define TEMP(id) .resources = IR_RES_TEMP, .temp = k_##id##_temp_bytes
 
-/* Every op's kernels follow one naming rule, so the row gets them without spelling them. */
+/* Every op's kernels follow one naming rule, so the row gets them without spelling them.
+ * A row is placed by its op's IR_OP_* (from kernels/k_ops.def): a row for an op not in the
+ * list does not compile, a second row for one is an error (-Woverride-init, with -Werror),
+ * and the count below catches an op left without a row. */
 #define IR_OP(id, ...) [IR_OP_##id] = {.name = #id, .forward = k_##id##_forward, \
                                        .backward = k_##id##_backward, __VA_ARGS__},
 const ir_opdef ir_ops[IR_OP_COUNT] = {
 #include "ops.def"
 };
+#undef IR_OP
+
+#define IR_OP(id, ...) + 1
+_Static_assert(0
+#include "ops.def"
+               == IR_OP_COUNT, "every op of kernels/k_ops.def needs exactly one row in ir/ops.def");
 #undef IR_OP
 
 int ir_op_lookup(const char *name) {

@@ -1,8 +1,9 @@
 /* ops.h — the operator registry: MXNet's OperatorProperty as one C table.
  * ops.def holds one row per op (names, attribute schema, inference, backward dependencies,
- * in-place options, resources, fusion class, scalar function); this header turns it into
- * the IR_OP_* enum and declares what the rows point at. Adding an op means adding its row,
- * its kernels and its tests. */
+ * in-place options, resources, fusion class, scalar function) for each op of the kernels' op
+ * list (kernels/k_ops.def), which this header makes the IR_OP_* enum from; it also declares
+ * what the rows point at. Adding an op means its line in the op list, its row, its kernels
+ * and its tests. */
 #ifndef KILN_IR_OPS_H
 #define KILN_IR_OPS_H
 
@@ -82,12 +83,18 @@ typedef struct ir_opdef {
   const char *doc;              /* the PyTorch function it matches */
 } ir_opdef;
 
-#define IR_OP(id, ...) IR_OP_##id,
+/* The ops and their order come from the kernels' op list (kernels/k_ops.def); ops.def gives
+ * each its row, and op_table.c fails to build unless every op has exactly one. */
+#define K_OP(id) IR_OP_##id,
+#define K_UNARY K_OP
+#define K_BINARY K_OP
 typedef enum {
-#include "ops.def"
+#include "k_ops.def"
   IR_OP_COUNT
 } ir_op_id;
-#undef IR_OP
+#undef K_OP
+#undef K_UNARY
+#undef K_BINARY
 
 extern const ir_opdef ir_ops[IR_OP_COUNT];
 int ir_op_lookup(const char *name);                   /* -1 if not an op */

@@ -62,7 +62,7 @@
   }
 
 #define K_PLAIN_UNARY(X) X(neg) X(abs) X(exp) X(log) X(sqrt) X(rsqrt) X(square) X(sin) X(cos) \
-  X(sign) X(reciprocal) X(relu) X(sigmoid) X(tanh) X(softplus) X(gelu)
+  X(sign) X(reciprocal) X(relu) X(sigmoid) X(tanh) X(softplus) X(gelu) X(erf) X(hard_swish) X(silu)
 #define K_DEFINE_PLAIN(op) \
   K_UNARY_FWD(op, k_sf_##op(x)) \
   K_UNARY_BWD(op, k_sf_##op##_grad(og, x, y))
@@ -75,6 +75,10 @@ K_UNARY_BWD(clip, k_sf_clip_grad(og, x, y, K_PARAM(k_clip_param)->a_min,
                                  K_PARAM(k_clip_param)->a_max))
 K_UNARY_FWD(smooth_l1, k_sf_smooth_l1(x, K_PARAM(k_smooth_l1_param)->sigma))
 K_UNARY_BWD(smooth_l1, k_sf_smooth_l1_grad(og, x, y, K_PARAM(k_smooth_l1_param)->sigma))
+K_UNARY_FWD(hard_sigmoid, k_sf_hard_sigmoid(x, K_PARAM(k_hard_sigmoid_param)->alpha,
+                                            K_PARAM(k_hard_sigmoid_param)->beta))
+K_UNARY_BWD(hard_sigmoid, k_sf_hard_sigmoid_grad(og, x, y, K_PARAM(k_hard_sigmoid_param)->alpha,
+                                                 K_PARAM(k_hard_sigmoid_param)->beta))
 K_UNARY_FWD(activation, k_sf_activation(x, K_PARAM(k_activation_param)->act_type))
 K_UNARY_BWD(activation, k_sf_activation_grad(og, x, y, K_PARAM(k_activation_param)->act_type))
 
@@ -208,4 +212,10 @@ static int k_binary_backward(const k_call *c, const k_reducer *ga, const k_reduc
     static const k_reducer gb = {k_##op##_gb_cols, k_##op##_gb_rows, 0.0f, k_lanes_sum};   \
     return k_binary_backward(c, &ga, &gb);                                                \
   }
-K_BINARY_OPS(K_DEFINE_BINARY)
+#define K_OP(op)
+#define K_UNARY(op)
+#define K_BINARY K_DEFINE_BINARY
+#include "k_ops.def"
+#undef K_OP
+#undef K_UNARY
+#undef K_BINARY

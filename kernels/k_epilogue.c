@@ -12,12 +12,21 @@
  * reads what the previous one wrote from L1 rather than L2. */
 #define K_EPI_CHUNK 4096
 
-#define K_EPI_KERNEL(op) k_##op##_forward,
-static const k_fn k_epi_kernels[K_EPI_FN_COUNT] = {K_UNARY_OPS(K_EPI_KERNEL) K_BINARY_OPS(K_EPI_KERNEL)};
-#undef K_EPI_KERNEL
-#define K_EPI_NAME(op) #op,
-static const char *const k_epi_names[K_EPI_FN_COUNT] = {K_UNARY_OPS(K_EPI_NAME) K_BINARY_OPS(K_EPI_NAME)};
-#undef K_EPI_NAME
+/* Indexed by K_EPI_FN_*: the same rows of the op list (k_ops.def). */
+#define K_OP(op)
+#define K_UNARY(op) [K_EPI_FN_##op] = k_##op##_forward,
+#define K_BINARY K_UNARY
+static const k_fn k_epi_kernels[K_EPI_FN_COUNT] = {
+#include "k_ops.def"
+};
+#undef K_UNARY
+#define K_UNARY(op) [K_EPI_FN_##op] = #op,
+static const char *const k_epi_names[K_EPI_FN_COUNT] = {
+#include "k_ops.def"
+};
+#undef K_OP
+#undef K_UNARY
+#undef K_BINARY
 
 int k_epi_fn_lookup(const char *name) {
   for (int i = 0; i < K_EPI_FN_COUNT; i++)

@@ -9,10 +9,17 @@
 
 #include "kernels.h"
 
-/* The elementwise ops an epilogue may run: the kernels' own lists (kernels.h). */
-#define K_EPI_FN_ENUM(op) K_EPI_FN_##op,
-enum { K_UNARY_OPS(K_EPI_FN_ENUM) K_BINARY_OPS(K_EPI_FN_ENUM) K_EPI_FN_COUNT };
-#undef K_EPI_FN_ENUM
+/* The elementwise ops an epilogue may run: the unary and binary rows of the op list. */
+#define K_OP(op)
+#define K_UNARY(op) K_EPI_FN_##op,
+#define K_BINARY(op) K_EPI_FN_##op,
+enum {
+#include "k_ops.def"
+  K_EPI_FN_COUNT
+};
+#undef K_OP
+#undef K_UNARY
+#undef K_BINARY
 
 #define K_EPI_MAX_STEPS 8
 #define K_EPI_PARAM_BYTES 16

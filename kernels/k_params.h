@@ -14,6 +14,7 @@ typedef struct { int32_t n; int64_t v[K_MAX_RANK]; } k_ints;
 typedef struct { float slope; } k_leaky_relu_param;
 typedef struct { float a_min, a_max; } k_clip_param;
 typedef struct { float sigma; } k_smooth_l1_param;
+typedef struct { float alpha, beta; } k_hard_sigmoid_param;   /* clamp(alpha x + beta, 0, 1) */
 
 enum { K_ACT_RELU = 0, K_ACT_SIGMOID, K_ACT_TANH, K_ACT_SOFTRELU };
 typedef struct { int32_t act_type; } k_activation_param;

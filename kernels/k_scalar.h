@@ -311,6 +311,44 @@ static inline float k_sf_smooth_l1_grad(float og, float x, float y, float sigma)
 static inline float k_sf_softrelu(float x) { return k_sf_softplus(x); }
 static inline float k_sf_softrelu_grad(float og, float x, float y) { return -og * k_vm_expm1(-y); }
 
+/* ---- unary ops beyond SPEC section 2 (docs/language.md) ---- */
+/* torch.erf; d/dx = 2/sqrt(pi) e^(-x^2). */
+static inline float k_sf_erf(float x) { return k_vm_erf(x); }
+static inline float k_sf_erf_grad(float og, float x, float y) {
+  return og * (1.12837916709551257f * k_vm_exp(-x * x));
+}
+
+/* clamp(alpha x + beta, 0, 1): F.hardsigmoid is alpha = 1/6, beta = 1/2 (ONNX HardSigmoid's
+ * defaults are 0.2, 0.5). NaN passes, as in torch. The gradient is alpha where the output is
+ * strictly inside (0, 1) (torch's -3 < x < 3), so it reads y and x can be freed. */
+static inline float k_sf_hard_sigmoid(float x, float alpha, float beta) {
+  float v = alpha * x + beta;
+  v = v < 0.0f ? 0.0f : v;
+  return v > 1.0f ? 1.0f : v;
+}
+static inline float k_sf_hard_sigmoid_grad(float og, float x, float y, float alpha, float beta) {
+  return (y > 0.0f && y < 1.0f) ? og * alpha : 0.0f;
+}
+
+/* F.hardswish: x * clamp(x + 3, 0, 6) / 6, in torch's order; its gradient as torch's
+ * (0 below -3, x/3 + 1/2 on [-3, 3], 1 above). */
+static inline float k_sf_hard_swish(float x) {
+  float v = x + 3.0f;
+  v = v < 0.0f ? 0.0f : v;
+  v = v > 6.0f ? 6.0f : v;
+  return x * v / 6.0f;
+}
+static inline float k_sf_hard_swish_grad(float og, float x, float y) {
+  return x < -3.0f ? 0.0f : (x <= 3.0f ? og * (x / 3.0f + 0.5f) : og);
+}
+
+/* F.silu: x sigmoid(x); gradient s (1 + x (1 - s)) as torch writes it. */
+static inline float k_sf_silu(float x) { return x * k_vm_sigmoid(x); }
+static inline float k_sf_silu_grad(float og, float x, float y) {
+  float s = k_vm_sigmoid(x);
+  return og * (s * (1.0f + x * (1.0f - s)));
+}
+
 /* activation selects by act_type (K_ACT_RELU=0, SIGMOID, TANH, SOFTRELU); its backward
  * declares only the output, so every branch's gradient reads y. */
 static inline float k_sf_activation(float x, int act_type) {

@@ -313,11 +313,38 @@ def unary_cases(R):
     x = np.array([-0.25, 0.25, -0.2, 0.3, 0.0, 4.0], np.float32)
     R.case("smooth_l1 at the knee", "y = smooth_l1(x, sigma=2.0)", {"x": x},
            lambda T: F.smooth_l1_loss(T["x"], torch.zeros_like(T["x"]), reduction="none", beta=0.25))
+    beyond_spec_unary_cases(R)
     acts = {"relu": F.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "softrelu": F.softplus}
     for act, fn in acts.items():
         for s in ([(3, 4), (2, 2, 5)] if not R.quick else [(3, 4)]):
             R.case("activation %s %s" % (act, shp(s)), 'y = activation(x, act_type="%s")' % act,
                    {"x": R.randn(*s, lo=-4, hi=4)}, lambda T, fn=fn: fn(T["x"]))
+
+
+def beyond_spec_unary_cases(R):
+    """The unary ops beyond SPEC section 2 (docs/language.md), which ONNX models use."""
+    def off_kinks(x, kinks):
+        # torch's gradient at a kink is a convention; samples stay 0.05 away from them here
+        # and the kinks themselves are checked below.
+        for k in kinks:
+            x = np.where(np.abs(x - k) < 0.05, x + 0.1, x).astype(np.float32)
+        return x
+    fns = {"erf": (torch.erf, ()), "hard_sigmoid": (F.hardsigmoid, (-3, 3)),
+           "hard_swish": (F.hardswish, (-3, 3)), "silu": (F.silu, ())}
+    shapes = [(7,), (3, 5), (2, 3, 4), (33, 65)] if not R.quick else [(3, 5)]
+    for op, (fn, kinks) in fns.items():
+        for s in shapes:
+            x = off_kinks(R.randn(*s, lo=-6, hi=6), kinks)
+            R.case("%s %s" % (op, shp(s)), "y = %s(x)" % op, {"x": x}, lambda T, fn=fn: fn(T["x"]))
+        # The kinks, 0 and values where the function saturates: torch's conventions there.
+        x = np.array([-30, -6, -3, -1e-3, 0, 1e-3, 2.5, 3, 6, 30], np.float32)
+        R.case("%s edges" % op, "y = %s(x)" % op, {"x": x}, lambda T, fn=fn: fn(T["x"]))
+    # ONNX HardSigmoid's alpha and beta (its defaults 0.2, 0.5), and others.
+    for alpha, beta in ((0.2, 0.5), (0.5, 0.25), (-0.3, 0.6)):
+        x = off_kinks(R.randn(4, 6, lo=-5, hi=5), ((0 - beta) / alpha, (1 - beta) / alpha))
+        R.case("hard_sigmoid alpha=%g beta=%g" % (alpha, beta),
+               "y = hard_sigmoid(x, alpha=%r, beta=%r)" % (alpha, beta), {"x": x},
+               lambda T, a=alpha, b=beta: torch.clamp(a * T["x"] + b, 0.0, 1.0))
 
 
 def reduce_cases(R):

@@ -202,6 +202,14 @@ static void test_unary(void) {
     CHECK(g && g->param == NULL, "relu has no param struct");
     t_free(m);
   }
+  m = t_ok(MODEL("input x : f32[5]\n a = hard_sigmoid(x)\n b = hard_sigmoid(x, alpha=0.2, beta=0.25)\n output a, b"));
+  if (m) {
+    const k_hard_sigmoid_param *a = t_param_of(m, "a", hard_sigmoid, k_hard_sigmoid_param);
+    const k_hard_sigmoid_param *b = t_param_of(m, "b", hard_sigmoid, k_hard_sigmoid_param);
+    CHECK(a->alpha == 1.0f / 6.0f && a->beta == 0.5f, "hard_sigmoid defaults to torch's alpha 1/6, beta 1/2");
+    CHECK(b->alpha == 0.2f && b->beta == 0.25f, "hard_sigmoid alpha=0.2, beta=0.25");
+    t_free(m);
+  }
   t_err(MODEL("input x : f32[5]\n y = activation(x, act_type=\"rleu\")\n output y"), "act_type", "\"rleu\"", "did you mean \"relu\"");
   t_err(MODEL("input x : f32[5]\n y = activation(x, act_type=\"swish\")\n output y"), "act_type", "\"swish\"", "\"softrelu\"");
   t_err(MODEL("input x : f32[5]\n y = activation(x)\n output y"), "activation needs attribute 'act_type'");

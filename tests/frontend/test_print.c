@@ -22,7 +22,8 @@ static const char *const models[] = {
         "h = sin(g)\n i = cos(h)\n j = sign(i)\n k = reciprocal(c)\n l = relu(k)\n m2 = sigmoid(l)\n n = tanh(m2)\n"
         "o = softplus(n)\n p = gelu(o)\n q = leaky_relu(p, slope=0.2)\n r = clip(q, a_min=-0.5, a_max=0.75)\n"
         "s = smooth_l1(r, sigma=3)\n t = activation(s, act_type=\"softrelu\")\n u = activation(t, act_type=\"relu\")\n"
-        "v = leaky_relu(u)\n w = smooth_l1(v)\n output w"),
+        "v = leaky_relu(u)\n w = smooth_l1(v)\n e1 = erf(w)\n e2 = hard_sigmoid(e1)\n"
+        "e3 = hard_sigmoid(e2, alpha=0.2, beta=0.25)\n e4 = hard_swish(e3)\n e5 = silu(e4)\n output e5"),
   /* reductions and layout */
   MODEL("input x : f32[2, 1, 3, 4]\n a = sum(x)\n b = mean(x, axis=(0, -1), keepdims=true)\n c = max(x, axis=2)\n"
         "d = reshape(x, shape=(6, -1))\n e = flatten(x)\n f = transpose(x)\n g = transpose(x, axes=(0, 2, 1, -1))\n"

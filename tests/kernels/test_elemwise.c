@@ -11,6 +11,7 @@
 static const k_leaky_relu_param leaky = {0.2f};
 static const k_clip_param clip = {-0.5f, 0.7f};
 static const k_smooth_l1_param sl1_a = {1.0f}, sl1_b = {2.0f};
+static const k_hard_sigmoid_param hsig_torch = {1.0f / 6.0f, 0.5f}, hsig_onnx = {0.2f, 0.5f};
 static const k_activation_param act[4] = {{K_ACT_RELU}, {K_ACT_SIGMOID}, {K_ACT_TANH},
                                           {K_ACT_SOFTRELU}};
 
@@ -39,6 +40,12 @@ static double r_sl1(double x, double sigma) {
 }
 static double r_sl1_a(double x) { return r_sl1(x, 1.0); }
 static double r_sl1_b(double x) { return r_sl1(x, 2.0); }
+static double r_erf(double x) { return erf(x); }
+static double r_clamp01(double v) { return v < 0 ? 0 : (v > 1 ? 1 : v); }
+static double r_hsig_torch(double x) { return r_clamp01(x / 6.0 + 0.5); }
+static double r_hsig_onnx(double x) { return r_clamp01(0.2 * x + 0.5); }
+static double r_hswish(double x) { return x * r_clamp01(x / 6.0 + 0.5); }
+static double r_silu(double x) { return x / (1.0 + exp(-x)); }
 
 typedef struct {
   const char *name;
@@ -78,6 +85,11 @@ static const unary_row unary[] = {
   {OP(activation), 0, 1, -6, 6, NK, r_sigmoid, &act[1]},
   {OP(activation), 0, 1, -3, 3, NK, r_tanh, &act[2]},
   {OP(activation), 0, 1, -5, 5, NK, r_softplus, &act[3]},
+  {OP(erf), 1, 0, -4, 4, NK, r_erf, NULL},
+  {OP(hard_sigmoid), 0, 1, -5, 5, {-3, 3}, r_hsig_torch, &hsig_torch},
+  {OP(hard_sigmoid), 0, 1, -4, 4, {-2.5f, 2.5f}, r_hsig_onnx, &hsig_onnx},
+  {OP(hard_swish), 1, 0, -5, 5, {-3, 3}, r_hswish, NULL},
+  {OP(silu), 1, 0, -8, 8, NK, r_silu, NULL},
 };
 
 static int call(k_fn fn, const k_tensor *in, int nin, k_tensor *out, int nout, const k_req *req,

@@ -174,6 +174,9 @@ static const vm_op VM_OPS[] = {
     {"gelu", k_gelu_forward, k_gelu_backward, k_sf_gelu, k_sf_gelu_grad},
     {"sin", k_sin_forward, k_sin_backward, k_sf_sin, k_sf_sin_grad},
     {"cos", k_cos_forward, k_cos_backward, k_sf_cos, k_sf_cos_grad},
+    {"erf", k_erf_forward, k_erf_backward, k_sf_erf, k_sf_erf_grad},
+    {"silu", k_silu_forward, k_silu_backward, k_sf_silu, k_sf_silu_grad},
+    {"hard_swish", k_hard_swish_forward, k_hard_swish_backward, k_sf_hard_swish, k_sf_hard_swish_grad},
 };
 
 static int same_bits(float a, float b) { return (a != a && b != b) || memcmp(&a, &b, sizeof a) == 0; }
