@@ -48,23 +48,32 @@ static bool ir_aval_is_int(const ir_aval *v) {
   return v->kind == IR_AV_NUM && v->is_int && fabs(v->num) < 9.0e15;
 }
 
+/* An INTS field is a k_ints or a k_pads: the same layout, {n, v[]}, with room for as many
+ * values as its size leaves. */
+_Static_assert(offsetof(k_pads, n) == offsetof(k_ints, n) && offsetof(k_pads, v) == offsetof(k_ints, v),
+               "k_pads extends k_ints");
+static int ir_ints_room(const ir_attr_def *a) {
+  return (int)((a->size - offsetof(k_ints, v)) / sizeof(int64_t));
+}
+
 static int ir_attr_set_ints(const ir_attr_def *a, void *param, const ir_aval *v, char *msg, size_t n) {
-  k_ints t = {0};
+  k_pads t = {0};
+  int room = ir_ints_room(a);
   if (ir_aval_is_int(v)) {
     t.n = 1;
     t.v[0] = (int64_t)v->num;
-  } else if (v->kind == IR_AV_TUPLE && v->n <= K_MAX_RANK) {
+  } else if (v->kind == IR_AV_TUPLE && v->n <= room) {
     for (int i = 0; i < v->n; i++) {
       if (!ir_aval_is_int(&v->items[i]))
         return snprintf(msg, n, "attribute '%s' expects a tuple of ints; item %d is not an int", a->name, i + 1), 1;
       t.v[t.n++] = (int64_t)v->items[i].num;
     }
   } else if (v->kind == IR_AV_TUPLE) {
-    return snprintf(msg, n, "attribute '%s' has %d items; at most %d are allowed", a->name, v->n, K_MAX_RANK), 1;
+    return snprintf(msg, n, "attribute '%s' has %d items; at most %d are allowed", a->name, v->n, room), 1;
   } else {
     return snprintf(msg, n, "attribute '%s' expects an int or a tuple of ints", a->name), 1;
   }
-  memcpy((char *)param + a->offset, &t, sizeof t);
+  memcpy((char *)param + a->offset, &t, a->size);
   return 0;
 }
 
@@ -147,8 +156,8 @@ static void ir_attr_print_one(const ir_attr_def *a, const void *param, FILE *out
   } else if (a->type == IR_AT_INT) {
     fprintf(out, "%lld", (long long)ir_attr_get_int(a, param));
   } else {
-    k_ints t;
-    memcpy(&t, f, sizeof t);
+    k_pads t = {0};
+    memcpy(&t, f, a->size);
     fputc('(', out);
     for (int i = 0; i < t.n; i++) fprintf(out, i ? ", %lld" : "%lld", (long long)t.v[i]);
     fputs(t.n == 1 ? ",)" : ")", out);

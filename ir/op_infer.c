@@ -248,6 +248,39 @@ int ir_infer_concat(ir_infer *x) {
   return 0;
 }
 
+/* pad: F.pad's pairs, last axis first; normalised to a pair for every axis. A constant pad
+ * may be negative (it crops, as in torch); reflect needs each pad below the axis's size
+ * (one reflection), replicate and reflect need them non-negative. */
+int ir_infer_pad(ir_infer *x) {
+  k_pad_param *p = x->param;
+  k_shape out = x->in[0];
+  int rank = out.rank;
+  if (p->pad.n % 2 || p->pad.n > 2 * rank)
+    return ir_infer_fail(x, "pad has %d values; it takes (before, after) pairs for at most the %d axes, last axis first",
+                         p->pad.n, rank);
+  for (int i = p->pad.n; i < 2 * rank; i++) p->pad.v[i] = 0;
+  p->pad.n = 2 * rank;
+  static const char *const modes[] = {"constant", "reflect", "replicate"};
+  for (int a = 0; a < rank; a++) {
+    int64_t b = p->pad.v[2 * (rank - 1 - a)], e = p->pad.v[2 * (rank - 1 - a) + 1], d = out.d[a];
+    if (b < -d || e < -d || b > (INT64_C(1) << 32) || e > (INT64_C(1) << 32))
+      return ir_infer_fail(x, "pad (%lld, %lld) of axis %d (size %lld) is out of range", (long long)b, (long long)e, a,
+                           (long long)d);
+    if (p->mode != K_PAD_CONSTANT && (b < 0 || e < 0))
+      return ir_infer_fail(x, "%s padding cannot be negative: (%lld, %lld) on axis %d", modes[p->mode], (long long)b,
+                           (long long)e, a);
+    if (p->mode == K_PAD_REFLECT && (b >= d || e >= d))
+      return ir_infer_fail(x, "reflect padding must be smaller than the axis: (%lld, %lld) on axis %d of size %lld",
+                           (long long)b, (long long)e, a, (long long)d);
+    out.d[a] = d + b + e;
+    if (out.d[a] < 1)
+      return ir_infer_fail(x, "pad (%lld, %lld) leaves axis %d of size %lld empty; tensors are never empty", (long long)b,
+                           (long long)e, a, (long long)d);
+  }
+  ir_set_out(x, 0, out);
+  return 0;
+}
+
 /* ---- GEMM family ---- */
 int ir_infer_matmul(ir_infer *x) {
   const k_matmul_param *p = x->param;

@@ -19,6 +19,12 @@ typedef struct { float alpha, beta; } k_hard_sigmoid_param;   /* clamp(alpha x +
 enum { K_ACT_RELU = 0, K_ACT_SIGMOID, K_ACT_TANH, K_ACT_SOFTRELU };
 typedef struct { int32_t act_type; } k_activation_param;
 
+/* pad (F.pad): `pad` holds (before, after) pairs from the last axis back, as F.pad's tuple;
+ * normalised to all 2 * rank values. An int tuple like k_ints (the same layout, more room). */
+typedef struct { int32_t n; int64_t v[2 * K_MAX_RANK]; } k_pads;
+enum { K_PAD_CONSTANT = 0, K_PAD_REFLECT, K_PAD_REPLICATE };
+typedef struct { k_pads pad; int32_t mode; float value; } k_pad_param;
+
 /* sum / mean / max. After normalisation axis lists every reduced axis, ascending, >= 0
  * (all axes when the user gave none). */
 typedef struct { k_ints axis; int32_t keepdims; } k_reduce_param;

@@ -31,6 +31,8 @@
 /* k_layout.c — data movement: reshape, flatten, transpose, expand_dims, squeeze,
  * broadcast_to, slice, concat (variadic: in = the pieces). */
 
+/* k_pad.c — pad (F.pad): constant (a negative pad crops), reflect, replicate. */
+
 /* k_softmax.c — numerically stable softmax, log_softmax, and softmax_cross_entropy
  * (logits [N, C], label i32 [N], loss f32[] = mean over N; a label out of range is an error). */
 

@@ -416,6 +416,37 @@ def layout_cases(R):
            lambda T: torch.cat([T["a"], T["b"]], 1), grads={"x0": "a", "x1": "b"})
 
 
+def pad_cases(R):
+    """pad beyond SPEC section 2 (docs/language.md): F.pad's tuple, last axis first."""
+    cases = [((2, 3, 4), (1, 2), "constant", 0.0), ((2, 3, 4), (0, 0, 2, 1), "constant", 1.5),
+             ((2, 3, 4, 5), (1, 0, 0, 2, 1, 1), "constant", -2.0), ((2, 3, 4), (1, 1, 1, 1, 1, 1), "constant", 0.0),
+             ((3, 5), (-1, 2), "constant", 0.0), ((2, 3, 6), (-2, -1, 1, -1), "constant", 0.5),
+             ((7,), (3, 0), "constant", 0.0), ((33, 70), (5, 9, 2, 0), "constant", 0.0),
+             ((2, 3, 5), (2, 3), "reflect", None), ((2, 3, 4, 5), (1, 2, 3, 0), "reflect", None),
+             ((1, 2, 3, 4, 5), (1, 1, 2, 0, 0, 2), "reflect", None),
+             ((2, 3, 5), (4, 1), "replicate", None), ((2, 3, 4, 5), (2, 0, 1, 3), "replicate", None),
+             ((1, 2, 3, 4, 5), (0, 1, 2, 2, 1, 0), "replicate", None)]
+    if R.quick:
+        cases = cases[1:2] + cases[5:6] + cases[9:10] + cases[12:13]
+    for s, pads, mode, value in cases:
+        attrs = "pad=(%s)" % ", ".join(map(str, pads))
+        if mode != "constant":
+            attrs += ', mode="%s"' % mode
+        elif value:
+            attrs += ", value=%r" % value
+        kw = {"mode": mode} if mode != "constant" else {"value": value}
+        # Reflect and replicate gradients add several output elements into one input element.
+        R.case("pad %s %s %s" % (shp(s), pads, mode), "y = pad(x, %s)" % attrs, {"x": R.randn(*s)},
+               lambda T, p=pads, kw=kw: F.pad(T["x"], p, **kw), tol=SUM_TOL)
+    # torch pads only the last 1-3 axes of a 3-5-D tensor with reflect/replicate, kiln any axis:
+    # every axis of a 3-D tensor, against torch on the same tensor viewed as 5-D.
+    x = R.randn(3, 4, 2)
+    for mode in ("reflect", "replicate"):
+        R.case("pad every axis %s" % mode, 'y = pad(x, pad=(1, 0, 0, 3, 2, 1), mode="%s")' % mode, {"x": x},
+               lambda T, m=mode: F.pad(T["x"].reshape(1, 1, 3, 4, 2), (1, 0, 0, 3, 2, 1), mode=m)[0, 0],
+               tol=SUM_TOL)
+
+
 def gemm_cases(R):
     mm = [((3, 4), (4, 5), 0, 0), ((4, 3), (4, 5), 1, 0), ((3, 4), (5, 4), 0, 1), ((4, 3), (5, 4), 1, 1),
           ((2, 3, 4), (2, 4, 5), 0, 0), ((2, 3, 4), (4, 5), 0, 0), ((3, 4), (2, 4, 5), 0, 0),
@@ -663,7 +694,7 @@ def optim_cases(R):
     R.optim("sgd many steps=30", "sgd", {"lr": 0.02, "momentum": 0.5, "wd": 0.001}, shape, 30)
 
 
-FAMILIES = [binary_cases, unary_cases, reduce_cases, layout_cases, gemm_cases, conv_cases, pool_cases,
+FAMILIES = [binary_cases, unary_cases, reduce_cases, layout_cases, pad_cases, gemm_cases, conv_cases, pool_cases,
             norm_cases, dropout_cases, softmax_cases, optim_cases]
 
 

@@ -300,6 +300,34 @@ static void test_squeeze_broadcast(void) {
   t_err(MODEL("input x : f32[1, 3]\n y = broadcast_to(x, shape=(0, 3))\n output y"), "broadcast_to: shape entry 0 must be positive");
 }
 
+/* pad: F.pad's pairs, last axis first, normalised to every axis. */
+static void test_pad(void) {
+  t_model *m = t_ok(MODEL("input x : f32[2, 3, 5]\n a = pad(x, pad=(1, 2))\n b = pad(x, pad=(0, 0, -1, 2, 3, 0), value=1.5)\n"
+                          "c = pad(x, pad=(4, 4, 2, 2), mode=\"reflect\")\n d = pad(x, pad=(0, 9), mode=\"replicate\")\n"
+                          "output a, b, c, d"));
+  if (m) {
+    t_type(m, "a", "f32[2, 3, 8]"), t_type(m, "b", "f32[5, 4, 5]"), t_type(m, "c", "f32[2, 7, 13]");
+    t_type(m, "d", "f32[2, 3, 14]");
+    const k_pad_param *p = t_param_of(m, "a", pad, k_pad_param);
+    CHECK(p->pad.n == 6 && p->pad.v[0] == 1 && p->pad.v[1] == 2 && p->pad.v[5] == 0 && p->mode == K_PAD_CONSTANT &&
+          p->value == 0.0f, "pad normalised to every axis, constant 0 by default");
+    CHECK(t_param_of(m, "b", pad, k_pad_param)->value == 1.5f, "pad value=1.5");
+    CHECK(t_param_of(m, "c", pad, k_pad_param)->mode == K_PAD_REFLECT, "pad mode reflect");
+    t_free(m);
+  }
+  t_err(MODEL("input x : f32[2, 3]\n y = pad(x, pad=(1, 2, 3))\n output y"), "pad: pad has 3 values", "pairs");
+  t_err(MODEL("input x : f32[2, 3]\n y = pad(x, pad=(1, 1, 1, 1, 1, 1))\n output y"), "pad has 6 values", "at most the 2 axes");
+  t_err(MODEL("input x : f32[2, 3]\n y = pad(x, pad=(3, 0), mode=\"reflect\")\n output y"),
+        "reflect padding must be smaller than the axis: (3, 0) on axis 1 of size 3");
+  t_err(MODEL("input x : f32[2, 3]\n y = pad(x, pad=(-1, 0), mode=\"replicate\")\n output y"), "replicate padding cannot be negative");
+  t_err(MODEL("input x : f32[2, 3]\n y = pad(x, pad=(-2, -1))\n output y"), "leaves axis 1 of size 3 empty");
+  t_err(MODEL("input x : f32[2, 3]\n y = pad(x, pad=(-5, 6))\n output y"), "pad (-5, 6) of axis 1 (size 3) is out of range");
+  t_err(MODEL("input x : f32[2, 3]\n y = pad(x, pad=(1, 1), mode=\"wrap\")\n output y"), "mode", "\"wrap\"");
+  t_err(MODEL("input x : f32[2, 3]\n y = pad(x)\n output y"), "pad needs attribute 'pad'");
+  t_err(MODEL("input x : f32[2, 3]\n y = pad(x, pad=(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1))\n output y"),
+        "attribute 'pad' has 14 items; at most 12 are allowed");
+}
+
 static void test_slice_concat(void) {
   t_model *m = t_ok(MODEL("input x : f32[3, 5]\n input z : f32[3, 2]\n a = slice(x, axis=1, begin=1, end=4)\n"
                           "b = slice(x, axis=-1, begin=-3, end=-1)\n c = slice(x, axis=0, end=2)\n"
@@ -683,6 +711,7 @@ int main(void) {
   test_transpose_dims();
   test_squeeze_broadcast();
   test_slice_concat();
+  test_pad();
   test_matmul();
   test_fully_connected();
   test_convolution();

@@ -7,7 +7,7 @@
 
 #include "kt_harness.h"
 
-typedef struct { int piece; int64_t idx; } src_t;
+typedef struct { int piece; int64_t idx; } src_t;   /* piece -1: pad's constant */
 typedef src_t (*map_fn)(const kt_case *c, int64_t i);
 
 static void unravel(int64_t i, const k_shape *s, int64_t *co) {
@@ -57,13 +57,29 @@ static src_t map_concat(const kt_case *c, int64_t i) {
   return (src_t){k, ravel(co, &c->in[k].shape)};
 }
 
+/* pad: per axis, the input coordinate by F.pad's rule (mode), or the constant. */
+static src_t map_pad(const kt_case *c, int64_t i) {
+  const k_pad_param *p = c->param;
+  const k_shape *xs = &c->in[0].shape;
+  int64_t co[K_MAX_RANK];
+  unravel(i, &c->out_shape[0], co);
+  for (int a = 0; a < xs->rank; a++) {
+    int64_t v = co[a] - p->pad.v[2 * (xs->rank - 1 - a)], d = xs->d[a];
+    if (p->mode == K_PAD_REFLECT) v = v < 0 ? -v : (v >= d ? 2 * (d - 1) - v : v);
+    if (p->mode == K_PAD_REPLICATE) v = v < 0 ? 0 : (v >= d ? d - 1 : v);
+    if (v < 0 || v >= d) return (src_t){-1, 0};
+    co[a] = v;
+  }
+  return (src_t){0, ravel(co, xs)};
+}
+
 static void check_forward(const kt_case *c, map_fn m) {
   k_tensor y;
   int64_t n = k_shape_numel(&c->out_shape[0]);
   float *want = malloc((size_t)n * sizeof(float) + 4);
   for (int64_t i = 0; i < n; i++) {
     src_t s = m(c, i);
-    want[i] = ((const float *)c->in[s.piece].data)[s.idx];
+    want[i] = s.piece < 0 ? ((const k_pad_param *)c->param)->value : ((const float *)c->in[s.piece].data)[s.idx];
   }
   KT_CHECK(kt_forward(c, &y) == 0 && kt_expect_close(c->name, y.data, want, n, 0, 0) == 0,
            "%s forward matches the index map", c->name);
@@ -97,7 +113,7 @@ static void check_backward(const kt_case *c, map_fn m) {
   for (int k = 0; k < c->nargs; k++) want[k] = kt_tensor_f32(c->in[k].shape, 0, 0, 1);
   for (int64_t i = 0; i < n; i++) {
     src_t s = m(c, i);
-    ((float *)want[s.piece].data)[s.idx] += ((float *)og.data)[i];
+    if (s.piece >= 0) ((float *)want[s.piece].data)[s.idx] += ((float *)og.data)[i];
   }
   for (int k = 0; k < c->nargs; k++) {
     fails += kt_expect_close(c->name, g[k].data, want[k].data, k_shape_numel(&g[k].shape),
@@ -255,6 +271,27 @@ static void test_concat(void) {
   concat_case(0, kt_shape(1, 2), kt_shape(1, 1), kt_shape(1, 4), kt_shape(1, 7));
 }
 
+/* Normalised params (every axis, last first): constant with padding, cropping and both,
+ * reflect and replicate on every axis, and a rank-1 tensor. */
+static void test_pad(void) {
+  k_tensor x = kt_tensor_f32(kt_shape(3, 3, 4, 5), -1, 1, 40), v = kt_tensor_f32(kt_shape(1, 6), -1, 1, 41);
+  k_pad_param pc = {{6, {1, 2, 0, 3, 2, 0}}, K_PAD_CONSTANT, 0.5f};
+  k_pad_param pn = {{6, {-1, 2, -2, 0, 0, -1}}, K_PAD_CONSTANT, -1.0f};
+  k_pad_param pr = {{6, {2, 4, 3, 1, 1, 2}}, K_PAD_REFLECT, 0};
+  k_pad_param pe = {{6, {3, 0, 5, 2, 0, 4}}, K_PAD_REPLICATE, 0};
+  k_pad_param p1 = {{2, {-2, 3}}, K_PAD_CONSTANT, 2.0f}, p1r = {{2, {5, 4}}, K_PAD_REFLECT, 0};
+  kt_case cs[] = {
+    one_input("pad constant", k_pad_forward, k_pad_backward, &x, kt_shape(3, 5, 7, 8), &pc),
+    one_input("pad constant cropping", k_pad_forward, k_pad_backward, &x, kt_shape(3, 2, 2, 6), &pn),
+    one_input("pad reflect", k_pad_forward, k_pad_backward, &x, kt_shape(3, 6, 8, 11), &pr),
+    one_input("pad replicate", k_pad_forward, k_pad_backward, &x, kt_shape(3, 7, 11, 8), &pe),
+    one_input("pad 1-D", k_pad_forward, k_pad_backward, &v, kt_shape(1, 7), &p1),
+    one_input("pad 1-D reflect", k_pad_forward, k_pad_backward, &v, kt_shape(1, 15), &p1r),
+  };
+  for (int i = 0; i < 6; i++) check_all(&cs[i], map_pad);
+  kt_tensor_free(&x); kt_tensor_free(&v);
+}
+
 int main(void) {
   test_copies();
   test_transpose();
@@ -262,5 +299,6 @@ int main(void) {
   test_broadcast_to();
   test_slice();
   test_concat();
+  test_pad();
   return kt_finish("layout");
 }
