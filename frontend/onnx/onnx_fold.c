@@ -187,53 +187,6 @@ int onnx_fold_slice(onnx_ctx *c, const Onnx__NodeProto *n, const onnx_const *x, 
   return onnx_fold_done(c, n, k);
 }
 
-static int onnx_pending_pad(onnx_ctx *c, const Onnx__NodeProto *n, const int64_t *pads, int np);
-
-/* Pad: with every pad 0 (torch exports one before some average pools) it is the identity;
- * a zero spatial Pad before a Conv or AveragePool becomes their padding; other padding needs
- * a pad row Kiln does not have yet. */
-int onnx_fold_pad(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
-  int64_t pads[2 * K_MAX_RANK];
-  int np = onnx_attr_ints(n, "pads", pads, 2 * K_MAX_RANK);
-  if (c->opset >= 11) {
-    onnx_const *k = onnx_input_const(c, n, 1, "pads");
-    if (!k) return 1;
-    if (!k->is_int || k->n > 2 * K_MAX_RANK) return onnx_fail(c, "pads must be at most %d integers", 2 * K_MAX_RANK);
-    np = (int)k->n;
-    memcpy(pads, k->i, (size_t)np * sizeof *pads);
-  }
-  bool zero = true;
-  for (int i = 0; i < np; i++) zero &= pads[i] == 0;
-  if (zero) return onnx_fold_identity(c, n, kop);
-  return onnx_pending_pad(c, n, pads, np);
-}
-
-/* A zero constant Pad of the spatial axes only, alike on both sides (torch's avg_pool2d with
- * padding exports one): kept pending on the value, and folded into the pads of the Conv or
- * AveragePool (count_include_pad, Kiln's average) that reads it. */
-static int onnx_pending_pad(onnx_ctx *c, const Onnx__NodeProto *n, const int64_t *pads, int np) {
-  onnx_value *x = onnx_input(c, n, 0);
-  const Onnx__AttributeProto *mode = onnx_attr(n, "mode");
-  float value = onnx_attr_float(n, "value", 0.0f);
-  if (c->opset >= 11 && onnx_input(c, n, 2)) {
-    onnx_const *k = onnx_input_const(c, n, 2, "constant_value");
-    if (!k || k->n != 1) return k ? onnx_fail(c, "constant_value must hold one value") : 1;
-    value = k->is_int ? (float)k->i[0] : k->f[0];
-  }
-  if (!x || x->tensor < 0 || x->npad || !n->n_output) return onnx_fail(c, "Pad of a constant or of a Pad is not supported");
-  if ((mode && !(mode->has_s && mode->s.len == 8 && memcmp(mode->s.data, "constant", 8) == 0)) || value != 0.0f)
-    return onnx_fail(c, "Pad other than with zeros (mode 'constant', value 0) is not supported");
-  int rank = np / 2;
-  for (int i = 0; i < rank; i++)
-    if (pads[i] != pads[rank + i] || (i < 2 && pads[i] != 0))
-      return onnx_fail(c, "Pad is supported only alike on both sides of the spatial axes (before a Conv or AveragePool)");
-  onnx_value *v = ir_alloc(&c->g->arena, sizeof *v);
-  *v = (onnx_value){.tensor = x->tensor, .npad = rank - 2};
-  for (int i = 2; i < rank; i++) v->pad[i - 2] = pads[i];
-  fe_map_set(&c->values, &c->g->arena, n->output[0], v);
-  return 0;
-}
-
 /* ---- arithmetic on constants (shape computations: Add, Sub, Mul, Div of sizes) ---- */
 
 static double onnx_apply(int kop, double a, double b, bool is_int) {

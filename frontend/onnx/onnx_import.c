@@ -95,8 +95,30 @@ int onnx_scalar(onnx_ctx *c, float value) {
 
 /* A constant read as a run-time tensor: one element of rank 0 is a scalar CONST as the .kiln
  * front end makes for `0.5 * x`; anything else a parameter (or aux state) holding the data. */
+void onnx_pad_tuple(k_pads *dst, const int64_t *pads, int r) {
+  dst->n = 2 * r;
+  for (int a = 0; a < r; a++) {
+    dst->v[2 * (r - 1 - a)] = pads[a];
+    dst->v[2 * (r - 1 - a) + 1] = pads[r + a];
+  }
+}
+
+/* A pending zero Pad read by an op it does not fold into: the pad node it stood for, made
+ * now; the value then stands for that node's output. */
+static int onnx_pad_node(onnx_ctx *c, onnx_value *v) {
+  int r = v->npad + 2, k = onnx_emit_as(c, v->pad_name, NULL, IR_OP_pad, &v->tensor, 1);
+  if (k < 0) return -1;
+  int64_t pads[2 * K_MAX_RANK] = {0};
+  for (int i = 0; i < v->npad; i++) pads[2 + i] = pads[r + 2 + i] = v->pad[i];
+  k_pad_param *p = ir_node_at(c->g, k)->param;
+  onnx_pad_tuple(&p->pad, pads, r);
+  if (ir_infer_one(c->g, c->d, k)) return -1;
+  v->npad = 0;
+  return v->tensor = ir_node_at(c->g, k)->out[0];
+}
+
 int onnx_tensor(onnx_ctx *c, onnx_value *v, ir_tensor_kind kind) {
-  if (v->npad) return onnx_fail(c, "a Pad read by this op is not supported (a zero Pad folds only into Conv and AveragePool)"), -1;
+  if (v->npad) return onnx_pad_node(c, v);
   if (v->tensor >= 0) return v->tensor;
   onnx_const *k = v->k;
   const float *f = k->tensor >= 0 ? NULL : onnx_const_floats(c, k);
@@ -113,6 +135,7 @@ const ir_tensor *onnx_shape_of(onnx_ctx *c, onnx_value *v, k_shape *s) {
   if (v->k) return *s = v->k->shape, NULL;
   const ir_tensor *t = ir_tensor_at(c->g, v->tensor);
   *s = t->shape;
+  for (int i = 0; i < v->npad; i++) s->d[2 + i] += 2 * v->pad[i];
   return t;
 }
 

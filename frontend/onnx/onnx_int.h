@@ -34,8 +34,10 @@ typedef struct {
   int tensor;                  /* -1 for a constant */
   onnx_const *k;
   int npad;                    /* > 0: a zero Pad of tensor's spatial axes, still to be folded
-                                  into the convolution or average pool that reads it */
+                                  into the convolution or average pool that reads it; any
+                                  other reader makes it a pad node (onnx_tensor) */
   int64_t pad[K_MAX_RANK];
+  const char *pad_name;        /* the Pad's output, which names that node */
 } onnx_value;
 
 typedef struct onnx_ctx {
@@ -84,10 +86,14 @@ onnx_value *onnx_input(onnx_ctx *c, const Onnx__NodeProto *n, int i);
 /* Input i as a constant, or NULL with an error saying the importer needs it constant. */
 onnx_const *onnx_input_const(onnx_ctx *c, const Onnx__NodeProto *n, int i, const char *what);
 /* The Kiln tensor of a value: a constant becomes a scalar CONST or a parameter of the
- * given kind (IR_T_PARAM, IR_T_AUX) holding its data; -1 after an error. */
+ * given kind (IR_T_PARAM, IR_T_AUX) holding its data, a pending Pad a pad node; -1 after an
+ * error. */
 int onnx_tensor(onnx_ctx *c, onnx_value *v, ir_tensor_kind kind);
 int onnx_scalar(onnx_ctx *c, float value);                       /* a scalar CONST tensor */
-const ir_tensor *onnx_shape_of(onnx_ctx *c, onnx_value *v, k_shape *s);   /* s = its shape */
+/* s = its shape (a pending Pad's: the padded one); the tensor, NULL for a constant. */
+const ir_tensor *onnx_shape_of(onnx_ctx *c, onnx_value *v, k_shape *s);
+/* F.pad's tuple (pairs from the last axis back) from ONNX pads [begins..., ends...] of rank r. */
+void onnx_pad_tuple(k_pads *dst, const int64_t *pads, int r);
 /* A Kiln node of op kop reading ins, named after the node's first output, shapes inferred,
  * output 0 bound to it; its index, or -1 after an error. */
 int onnx_emit(onnx_ctx *c, const Onnx__NodeProto *n, int kop, const int *ins, int nin);

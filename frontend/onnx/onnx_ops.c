@@ -91,6 +91,85 @@ int onnx_clip(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   return 0;
 }
 
+/* HardSigmoid: ONNX's defaults (alpha 0.2, beta 0.5) differ from the row's (torch's 1/6, 1/2). */
+int onnx_hard_sigmoid(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  int x = onnx_in(c, n, 0, IR_T_PARAM), k = onnx_emit(c, n, kop, &x, 1);
+  if (k < 0) return 1;
+  k_hard_sigmoid_param *p = onnx_param(c, k);
+  p->alpha = onnx_attr_float(n, "alpha", 0.2f), p->beta = onnx_attr_float(n, "beta", 0.5f);
+  return 0;
+}
+
+/* ---- Pad ---- */
+
+typedef struct {
+  int64_t pads[2 * K_MAX_RANK];  /* ONNX order: every axis's begin, then every axis's end */
+  int np;
+  int mode;                      /* K_PAD_* */
+  float value;
+} onnx_padspec;
+
+/* pads and value: attributes before opset 11, constant inputs since; mode an attribute. */
+static int onnx_pad_read(onnx_ctx *c, const Onnx__NodeProto *n, onnx_padspec *s) {
+  s->np = onnx_attr_ints(n, "pads", s->pads, 2 * K_MAX_RANK);
+  s->value = onnx_attr_float(n, "value", 0.0f);
+  if (c->opset >= 11) {
+    onnx_const *k = onnx_input_const(c, n, 1, "pads");
+    if (!k) return 1;
+    if (!k->is_int || k->n > 2 * K_MAX_RANK) return onnx_fail(c, "pads must be at most %d integers", 2 * K_MAX_RANK);
+    s->np = (int)k->n;
+    memcpy(s->pads, k->i, (size_t)s->np * sizeof *s->pads);
+    if (onnx_scalar_input(c, n, 2, "constant_value", 0.0f, &s->value)) return 1;
+  }
+  if (s->np < 0) return onnx_fail(c, "pads must be at most %d integers", 2 * K_MAX_RANK);
+  const Onnx__AttributeProto *a = onnx_attr(n, "mode");
+  static const char *const modes[] = {"constant", "reflect", "edge"};
+  s->mode = a ? -1 : K_PAD_CONSTANT;
+  for (int m = 0; a && a->has_s && m < 3; m++)
+    if (a->s.len == strlen(modes[m]) && memcmp(a->s.data, modes[m], a->s.len) == 0) s->mode = m;
+  if (s->mode < 0) return onnx_unsupported_attr(c, "mode", "other than constant, reflect or edge");
+  return 0;
+}
+
+/* A zero constant Pad of a computed tensor's spatial axes, alike on both sides (torch's
+ * avg_pool2d with padding exports one): left pending on the value, to become the pads of the
+ * Conv or AveragePool (count_include_pad, Kiln's average) that reads it. 1 if it is one. */
+static bool onnx_pad_pending(onnx_ctx *c, const Onnx__NodeProto *n, onnx_value *x, const onnx_padspec *s) {
+  int r = s->np / 2;
+  if (x->tensor < 0 || x->npad || s->mode != K_PAD_CONSTANT || s->value != 0.0f || r < 3 || r - 2 > K_MAX_RANK)
+    return false;
+  for (int i = 0; i < r; i++)
+    if (s->pads[i] != s->pads[r + i] || (i < 2 && s->pads[i] != 0) || s->pads[i] < 0) return false;
+  onnx_value *v = ir_alloc(&c->g->arena, sizeof *v);
+  *v = (onnx_value){.tensor = x->tensor, .npad = r - 2, .pad_name = n->output[0]};
+  for (int i = 2; i < r; i++) v->pad[i - 2] = s->pads[i];
+  fe_map_set(&c->values, &c->g->arena, n->output[0], v);
+  return true;
+}
+
+/* Pad: all-zero pads are the identity (torch exports one before some average pools), a zero
+ * spatial Pad stays pending (above); any other is a pad node. */
+int onnx_pad(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  onnx_padspec s;
+  onnx_value *xv = onnx_input(c, n, 0);
+  if (!xv) return onnx_fail(c, "input 1 is required");
+  if (onnx_pad_read(c, n, &s)) return 1;
+  bool zero = true;
+  for (int i = 0; i < s.np; i++) zero &= s.pads[i] == 0;
+  if (zero) return onnx_fold_identity(c, n, kop);
+  if (onnx_pad_pending(c, n, xv, &s)) return 0;
+  int x = onnx_tensor(c, xv, IR_T_PARAM);
+  if (x < 0) return 1;
+  int rank = ir_tensor_at(c->g, x)->shape.rank;
+  if (s.np != 2 * rank) return onnx_fail(c, "pads has %d values; an input of rank %d needs %d", s.np, rank, 2 * rank);
+  int k = onnx_emit(c, n, kop, &x, 1);
+  if (k < 0) return 1;
+  k_pad_param *p = onnx_param(c, k);
+  onnx_pad_tuple(&p->pad, s.pads, rank);
+  p->mode = s.mode, p->value = s.value;
+  return 0;
+}
+
 /* ---- GEMM family ---- */
 
 /* B' = alpha * B^T (when transposed) as a new constant of the same ONNX name: Kiln's
@@ -221,11 +300,13 @@ static int onnx_window_read(onnx_ctx *c, const Onnx__NodeProto *n, const k_shape
   return onnx_window_pads(c, n, x, w);
 }
 
-/* A pending zero Pad (onnx_fold.c) on the input becomes the window's own padding: the op
- * then reads the unpadded tensor, whose shape xs becomes. */
-static int onnx_take_pad(onnx_ctx *c, onnx_value **xv, onnx_window *w, k_shape *xs) {
-  if (!(*xv)->npad) return 0;
-  if ((*xv)->npad != w->nk) return onnx_fail(c, "the Pad before it pads %d axes, the window has %d", (*xv)->npad, w->nk);
+/* A pending zero Pad (onnx_pad) on the input becomes the window's own padding: the op then
+ * reads the unpadded tensor, whose shape xs becomes. A pool's pads stay within half its
+ * kernel (PyTorch's limit, which Kiln keeps): past that the Pad stays a pad node. */
+static int onnx_take_pad(onnx_ctx *c, onnx_value **xv, onnx_window *w, k_shape *xs, bool pool) {
+  if (!(*xv)->npad || (*xv)->npad != w->nk) return 0;
+  for (int i = 0; pool && i < w->nk; i++)
+    if (2 * (w->pad[i] + (*xv)->pad[i]) > w->kernel[i]) return 0;
   onnx_value *plain = ir_alloc(&c->g->arena, sizeof *plain);
   *plain = (onnx_value){.tensor = (*xv)->tensor};
   for (int i = 0; i < w->nk; i++) w->pad[i] += (*xv)->pad[i];
@@ -250,7 +331,7 @@ int onnx_conv(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
     w.nk = ws.rank - 2;
     for (int i = 0; i < w.nk; i++) w.kernel[i] = ws.d[2 + i];
   }
-  if (onnx_window_read(c, n, &xs, &w) || onnx_take_pad(c, &xv, &w, &xs)) return 1;
+  if (onnx_window_read(c, n, &xs, &w) || onnx_take_pad(c, &xv, &w, &xs, false)) return 1;
   int in[3] = {onnx_tensor(c, xv, IR_T_PARAM), onnx_tensor(c, wv, IR_T_PARAM), bv ? onnx_tensor(c, bv, IR_T_PARAM) : 0};
   int k = onnx_emit(c, n, kop, in, bv ? 3 : 2);
   if (k < 0) return 1;
@@ -284,7 +365,7 @@ int onnx_pool(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   for (int i = 0; i < w.nk; i++) padded |= w.pad[i] != 0;
   if (avg && padded && !onnx_attr_int(n, "count_include_pad", 0))
     return onnx_unsupported_attr(c, "count_include_pad", "= 0 with padding (Kiln's average counts the padding)");
-  if (avg && onnx_take_pad(c, &xv, &w, &xs)) return 1;
+  if (avg && onnx_take_pad(c, &xv, &w, &xs, true)) return 1;
   for (int i = 0; i < w.nk; i++) {
     if (w.dilate[i] != 1) return onnx_unsupported_attr(c, "dilations", "other than 1");
     if (2 * w.pad[i] > w.kernel[i]) return onnx_unsupported_attr(c, "pads", "larger than half the kernel (PyTorch's limit, which Kiln keeps)");

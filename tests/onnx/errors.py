@@ -3,8 +3,10 @@
 onnx.helper (no torch needed, a few seconds):
   * every unsupported op listed at once (type, count, first node names), nothing written;
   * an opset out of 9..17, a cycle, a missing initializer, a shape that does not check, a
-    declared output shape that disagrees, asymmetric pads, a file that is not protobuf:
-    exit 1 with a message naming the node, no output file;
+    declared output shape that disagrees, asymmetric pads, a file that is not protobuf, a
+    Pad mode Kiln lacks: exit 1 with a message naming the node, no output file;
+  * Pad: folded into an AveragePool, or a pad node (constant with a value and negative pads,
+    reflect, edge) matching numpy; HardSigmoid's alpha and beta;
   * initializers in an external data file beside the model read as inline ones do, and a
     missing external file is an error; --map prints the renamings.
 
@@ -82,15 +84,15 @@ def run(path, x, *extra):
 X = vi("x", [1, 2, 4, 4])
 
 # Every unsupported op at once: three types, one from another domain.
-unsup = model([helper.make_node("Erf", ["x"], ["a"], name="erf_%d" % 0),
-               helper.make_node("Erf", ["a"], ["b"], name="erf_1"),
-               helper.make_node("HardSigmoid", ["b"], ["c"], name="hs_0"),
-               helper.make_node("Erf", ["c"], ["d"], name="erf_2"),
-               helper.make_node("Erf", ["d"], ["e"], name="erf_3"),
+unsup = model([helper.make_node("Atan", ["x"], ["a"], name="atan_%d" % 0),
+               helper.make_node("Atan", ["a"], ["b"], name="atan_1"),
+               helper.make_node("Softsign", ["b"], ["c"], name="ss_0"),
+               helper.make_node("Atan", ["c"], ["d"], name="atan_2"),
+               helper.make_node("Atan", ["d"], ["e"], name="atan_3"),
                helper.make_node("MyOp", ["e"], ["y"], name="mine", domain="com.example")],
               [X], [vi("y", [1, 2, 4, 4])], domains=["com.example"])
-expect_error("unsupported", save(unsup, "unsupported"), "unsupported ONNX op Erf: 4 nodes (erf_0, erf_1, erf_2, ...)",
-             "unsupported ONNX op HardSigmoid: 1 node (hs_0)", "unsupported ONNX op MyOp (domain com.example): 1 node (mine)")
+expect_error("unsupported", save(unsup, "unsupported"), "unsupported ONNX op Atan: 4 nodes (atan_0, atan_1, atan_2, ...)",
+             "unsupported ONNX op Softsign: 1 node (ss_0)", "unsupported ONNX op MyOp (domain com.example): 1 node (mine)")
 
 relu = helper.make_node("Relu", ["x"], ["y"], name="r")
 expect_error("opset", save(model([relu], [X], [vi("y", [1, 2, 4, 4])], opset=8), "opset"),
@@ -182,9 +184,53 @@ if a is not None and b is not None:
         fail("Pad + AveragePool differs from AveragePool with the same pads")
     else:
         print("ok %-20s Pad folded into AveragePool" % "pad_fold")
+# The same Pad read by an op it does not fold into is a pad node; so is a Pad past half a
+# pool's kernel (the pool cannot take it), and any other Pad.
 pad_relu = model([helper.make_node("Pad", ["x", "pads"], ["p"], name="pad", mode="constant"),
                   helper.make_node("Relu", ["p"], ["y"], name="relu_after_pad")], [X], [vi("y", [1, 2, 6, 6])], [pads])
-expect_error("pad_relu", save(pad_relu, "pad_relu"), "node 'relu_after_pad' (Relu)", "a Pad read by this op is not supported")
+xneg = x - 0.5
+got = run(save(pad_relu, "pad_relu"), xneg)
+if got is not None and not np.array_equal(got, np.maximum(np.pad(xneg, ((0, 0), (0, 0), (1, 1), (1, 1))), 0)):
+    fail("Pad + Relu differs from numpy")
+elif got is not None:
+    print("ok %-20s Pad read by Relu is a pad node" % "pad_relu")
+big = numpy_helper.from_array(np.array([0, 0, 2, 2, 0, 0, 2, 2], np.int64), "pads")
+pad_pool = model([helper.make_node("Pad", ["x", "pads"], ["p"], name="pad", mode="constant"),
+                  helper.make_node("AveragePool", ["p"], ["y"], name="pool", kernel_shape=[3, 3])],
+                 [X], [vi("y", [1, 2, 6, 6])], [big])
+got = run(save(pad_pool, "pad_pool"), x)
+if got is not None:
+    xp = np.pad(x, ((0, 0), (0, 0), (2, 2), (2, 2)))
+    want = np.stack([np.stack([xp[:, :, i:i + 3, j:j + 3].mean(axis=(2, 3)) for j in range(6)], -1) for i in range(6)], -2)
+    if not np.allclose(got, want, rtol=1e-5, atol=1e-6):
+        fail("Pad past half the kernel + AveragePool differs from numpy")
+    else:
+        print("ok %-20s Pad past half a pool's kernel stays a pad node" % "pad_pool")
+for mode, np_mode, pv, cv in (("constant", "constant", [0, 1, 2, 0, 1, 0, 0, 3], 0.5), ("reflect", "reflect", [0, 0, 3, 1, 0, 1, 0, 2], None),
+                              ("edge", "edge", [1, 0, 5, 0, 0, 0, 1, 2], None), ("constant", "constant", [0, 0, -1, 2, 0, 0, 1, -2], 0.0)):
+    ins = ["x", "pads"] + (["cv"] if cv else [])
+    inits = [numpy_helper.from_array(np.array(pv, np.int64), "pads")]
+    if cv:
+        inits.append(numpy_helper.from_array(np.array(cv, np.float32), "cv"))
+    r = len(pv) // 2
+    width = [(pv[i], pv[r + i]) for i in range(r)]
+    pos = [(max(a, 0), max(b, 0)) for a, b in width]
+    want = np.pad(x, pos, mode=np_mode, **({"constant_values": cv or 0.0} if np_mode == "constant" else {}))
+    want = want[tuple(slice(-min(a, 0), want.shape[i] + min(b, 0)) for i, (a, b) in enumerate(width))]
+    m = model([helper.make_node("Pad", ins, ["y"], name="pad", mode=mode)], [X], [vi("y", list(want.shape))], inits)
+    got = run(save(m, "pad_" + mode), x)
+    if got is not None and (got.shape != want.shape or not np.array_equal(got, want)):
+        fail("Pad mode %s pads %s differs from numpy" % (mode, pv))
+    elif got is not None:
+        print("ok %-20s Pad mode %s pads %s" % ("pad_" + mode, mode, pv))
+wrap = model([helper.make_node("Pad", ["x", "pads"], ["y"], name="pad_wrap", mode="wrap")], [X], [vi("y", [1, 2, 6, 6])], [pads])
+expect_error("pad_wrap", save(wrap, "pad_wrap"), "node 'pad_wrap' (Pad)", "mode")
+hs = model([helper.make_node("HardSigmoid", ["x"], ["y"], name="hs", alpha=0.3, beta=0.4)], [X], [vi("y", [1, 2, 4, 4])])
+got = run(save(hs, "hard_sigmoid"), x)
+if got is not None and not np.allclose(got, np.clip(0.3 * x + 0.4, 0, 1), rtol=1e-6, atol=1e-7):
+    fail("HardSigmoid alpha=0.3 beta=0.4 differs from numpy")
+elif got is not None:
+    print("ok %-20s HardSigmoid alpha, beta" % "hard_sigmoid")
 
 r = subprocess.run([KILN, "import", inline, "-o", os.path.join(tmp, "mapped.kiln"), "--map"], capture_output=True, text=True)
 if r.returncode != 0 or "x" in r.stdout.split() or "conv.weight" in r.stdout:
