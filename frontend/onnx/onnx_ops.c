@@ -246,7 +246,14 @@ int onnx_matmul(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
 
 /* ---- convolution and pooling: kernel, strides, dilations, pads (symmetric in Kiln) ---- */
 
-typedef struct { int nk; int64_t kernel[K_MAX_RANK], stride[K_MAX_RANK], dilate[K_MAX_RANK], pad[K_MAX_RANK]; } onnx_window;
+/* pad: what Kiln's op pads on both sides; before/after: the excess of asymmetric pads on
+ * one side, a pad node in front of the op (onnx_window_input). */
+typedef struct {
+  int nk;
+  int64_t kernel[K_MAX_RANK], stride[K_MAX_RANK], dilate[K_MAX_RANK], pad[K_MAX_RANK];
+  int64_t before[K_MAX_RANK], after[K_MAX_RANK];
+  bool asym;
+} onnx_window;
 
 static int onnx_ints_or(const Onnx__NodeProto *n, const char *name, int64_t *v, int nk, int64_t dflt) {
   int got = onnx_attr_ints(n, name, v, nk);
@@ -278,10 +285,11 @@ static int onnx_window_pads(onnx_ctx *c, const Onnx__NodeProto *n, const k_shape
     if (got != 0 && got != 2 * w->nk) return onnx_fail(c, "pads has %d values for a %d-d window", got, w->nk);
   }
   for (int i = 0; i < w->nk; i++) {
-    if (pads[i] != pads[w->nk + i])
-      return onnx_fail(c, "asymmetric pads (%lld before, %lld after on spatial axis %d) are not supported: Kiln pads both sides alike",
-                       (long long)pads[i], (long long)pads[w->nk + i], i);
-    w->pad[i] = pads[i];
+    int64_t b = pads[i], e = pads[w->nk + i];
+    if (b < 0 || e < 0 || b > ONNX_MAX_DIM || e > ONNX_MAX_DIM) return onnx_fail(c, "pads must be non-negative");
+    w->pad[i] = b < e ? b : e;
+    w->before[i] = b - w->pad[i], w->after[i] = e - w->pad[i];
+    w->asym |= b != e;
   }
   return 0;
 }
@@ -315,6 +323,22 @@ static int onnx_take_pad(onnx_ctx *c, onnx_value **xv, onnx_window *w, k_shape *
   return 0;
 }
 
+/* The op's input as a tensor, after a pad node with `fill` for asymmetric pads' excess, so
+ * that the op itself pads both sides alike. */
+static int onnx_window_input(onnx_ctx *c, const Onnx__NodeProto *n, onnx_value *xv, const onnx_window *w, float fill) {
+  int x = onnx_tensor(c, xv, IR_T_PARAM);
+  if (x < 0 || !w->asym) return x;
+  int r = w->nk + 2;
+  int64_t pads[2 * K_MAX_RANK] = {0};
+  for (int i = 0; i < w->nk; i++) pads[2 + i] = w->before[i], pads[r + 2 + i] = w->after[i];
+  int k = onnx_step(c, n, false, IR_OP_pad, &x, 1);
+  if (k < 0) return -1;
+  k_pad_param *p = onnx_param(c, k);
+  onnx_pad_tuple(&p->pad, pads, r);
+  p->mode = K_PAD_CONSTANT, p->value = fill;
+  return onnx_step_done(c, k);
+}
+
 static void onnx_set_ints(k_ints *dst, const int64_t *v, int n) {
   dst->n = n;
   memcpy(dst->v, v, (size_t)n * sizeof *v);
@@ -332,7 +356,7 @@ int onnx_conv(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
     for (int i = 0; i < w.nk; i++) w.kernel[i] = ws.d[2 + i];
   }
   if (onnx_window_read(c, n, &xs, &w) || onnx_take_pad(c, &xv, &w, &xs, false)) return 1;
-  int in[3] = {onnx_tensor(c, xv, IR_T_PARAM), onnx_tensor(c, wv, IR_T_PARAM), bv ? onnx_tensor(c, bv, IR_T_PARAM) : 0};
+  int in[3] = {onnx_window_input(c, n, xv, &w, 0.0f), onnx_tensor(c, wv, IR_T_PARAM), bv ? onnx_tensor(c, bv, IR_T_PARAM) : 0};
   int k = onnx_emit(c, n, kop, in, bv ? 3 : 2);
   if (k < 0) return 1;
   k_conv_param *p = onnx_param(c, k);
@@ -346,7 +370,7 @@ int onnx_conv(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
  * starts inside the input), which torchvision's models satisfy at their input sizes. */
 static int onnx_ceil_mode(onnx_ctx *c, const onnx_window *w, const k_shape *x) {
   for (int i = 0; i < w->nk; i++) {
-    int64_t span = x->d[2 + i] + 2 * w->pad[i] - w->kernel[i];
+    int64_t span = x->d[2 + i] + 2 * w->pad[i] + w->before[i] + w->after[i] - w->kernel[i];
     if (span >= 0 && span % w->stride[i] != 0)
       return onnx_unsupported_attr(c, "ceil_mode", "= 1 where it changes the output size (Kiln pools in floor mode)");
   }
@@ -361,7 +385,7 @@ int onnx_pool(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   if (!xv || onnx_one_output(c, n, "Indices")) return 1;
   onnx_shape_of(c, xv, &xs);
   if (onnx_window_read(c, n, &xs, &w)) return 1;
-  bool padded = false;                    /* by the op itself: a Pad before it counts as data */
+  bool padded = w.asym;                   /* by the op itself: a Pad before it counts as data */
   for (int i = 0; i < w.nk; i++) padded |= w.pad[i] != 0;
   if (avg && padded && !onnx_attr_int(n, "count_include_pad", 0))
     return onnx_unsupported_attr(c, "count_include_pad", "= 0 with padding (Kiln's average counts the padding)");
@@ -369,10 +393,14 @@ int onnx_pool(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   for (int i = 0; i < w.nk; i++) {
     if (w.dilate[i] != 1) return onnx_unsupported_attr(c, "dilations", "other than 1");
     if (2 * w.pad[i] > w.kernel[i]) return onnx_unsupported_attr(c, "pads", "larger than half the kernel (PyTorch's limit, which Kiln keeps)");
+    /* max pools pad with -FLT_MAX for ONNX's "ignored": the same while every window holds an
+     * element of the input */
+    if (!avg && (w.pad[i] + w.before[i] >= w.kernel[i] || w.pad[i] + w.after[i] >= w.kernel[i]))
+      return onnx_unsupported_attr(c, "pads", "as large as the kernel");
   }
   if (onnx_attr_int(n, "storage_order", 0)) return onnx_unsupported_attr(c, "storage_order", "= 1");
   if (onnx_attr_int(n, "ceil_mode", 0) && onnx_ceil_mode(c, &w, &xs)) return 1;
-  int x = onnx_tensor(c, xv, IR_T_PARAM), k = onnx_emit(c, n, kop, &x, 1);
+  int x = onnx_window_input(c, n, xv, &w, avg ? 0.0f : -FLT_MAX), k = onnx_emit(c, n, kop, &x, 1);
   if (k < 0) return 1;
   k_pool_param *p = onnx_param(c, k);
   p->pool_type = avg ? 1 : 0;

@@ -3,8 +3,9 @@
 onnx.helper (no torch needed, a few seconds):
   * every unsupported op listed at once (type, count, first node names), nothing written;
   * an opset out of 9..17, a cycle, a missing initializer, a shape that does not check, a
-    declared output shape that disagrees, asymmetric pads, a file that is not protobuf, a
+    declared output shape that disagrees, negative Conv pads, a file that is not protobuf, a
     Pad mode Kiln lacks: exit 1 with a message naming the node, no output file;
+  * asymmetric Conv, AveragePool and MaxPool pads against numpy;
   * Pad: folded into an AveragePool, or a pad node (constant with a value and negative pads,
     reflect, edge) matching numpy; HardSigmoid's alpha and beta;
   * initializers in an external data file beside the model read as inline ones do, and a
@@ -141,8 +142,8 @@ expect_error("out_shape", save(model([relu], [X], [vi("y", [1, 2, 4, 5])]), "out
              "graph output 'y' is declared with another shape than the f32[1, 2, 4, 4]")
 
 w = numpy_helper.from_array(np.ones((3, 2, 3, 3), np.float32), "w")
-asym = helper.make_node("Conv", ["x", "w"], ["y"], name="asym", kernel_shape=[3, 3], pads=[0, 0, 1, 1])
-expect_error("pads", save(model([asym], [X], [vi("y", [1, 3, 3, 3])], [w]), "pads"), "node 'asym' (Conv)", "asymmetric pads")
+neg = helper.make_node("Conv", ["x", "w"], ["y"], name="neg", kernel_shape=[3, 3], pads=[0, -1, 1, 1])
+expect_error("pads", save(model([neg], [X], [vi("y", [1, 3, 3, 3])], [w]), "pads"), "node 'neg' (Conv)", "pads must be non-negative")
 
 with open(os.path.join(tmp, "text.onnx"), "w") as f:
     f.write("this is not a protobuf file\n" * 10)
@@ -223,6 +224,29 @@ for mode, np_mode, pv, cv in (("constant", "constant", [0, 1, 2, 0, 1, 0, 0, 3],
         fail("Pad mode %s pads %s differs from numpy" % (mode, pv))
     elif got is not None:
         print("ok %-20s Pad mode %s pads %s" % ("pad_" + mode, mode, pv))
+# Asymmetric Conv and pool pads: the excess on one side is a pad node (zeros, or -FLT_MAX
+# before a max pool, where ONNX ignores the padding).
+def windows(xp, k):
+    h, w_ = xp.shape[2] - k + 1, xp.shape[3] - k + 1
+    return np.stack([np.stack([xp[:, :, i:i + k, j:j + k] for j in range(w_)], 2) for i in range(h)], 2)
+
+
+wts = np.random.default_rng(3).standard_normal((3, 2, 3, 3)).astype(np.float32)
+for pv in ([0, 1, 2, 0], [2, 0, 1, 2]):
+    xp = np.pad(x, ((0, 0), (0, 0), (pv[0], pv[2]), (pv[1], pv[3])))
+    win = windows(xp, 3)                                      # [1, 2, H, W, 3, 3]
+    cases = (("Conv", {}, np.einsum("cihwkl,oikl->cohw", win, wts)),
+             ("AveragePool", {"count_include_pad": 1}, win.mean(axis=(4, 5))),
+             ("MaxPool", {}, windows(np.pad(x, ((0, 0), (0, 0), (pv[0], pv[2]), (pv[1], pv[3])), constant_values=-np.inf), 3).max(axis=(4, 5))))
+    for op, attrs, want in cases:
+        ins, inits = (["x", "w"], [numpy_helper.from_array(wts, "w")]) if op == "Conv" else (["x"], [])
+        m = model([helper.make_node(op, ins, ["y"], name="asym", kernel_shape=[3, 3], pads=pv, **attrs)],
+                  [X], [vi("y", list(want.shape))], inits)
+        got = run(save(m, "asym_" + op), x)
+        if got is not None and (got.shape != want.shape or not np.allclose(got, want, rtol=1e-5, atol=1e-5)):
+            fail("%s with pads %s differs from numpy" % (op, pv))
+        elif got is not None:
+            print("ok %-20s %s with asymmetric pads %s" % ("asym_" + op, op, pv))
 wrap = model([helper.make_node("Pad", ["x", "pads"], ["y"], name="pad_wrap", mode="wrap")], [X], [vi("y", [1, 2, 6, 6])], [pads])
 expect_error("pad_wrap", save(wrap, "pad_wrap"), "node 'pad_wrap' (Pad)", "mode")
 hs = model([helper.make_node("HardSigmoid", ["x"], ["y"], name="hs", alpha=0.3, beta=0.4)], [X], [vi("y", [1, 2, 4, 4])])
