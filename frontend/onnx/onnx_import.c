@@ -376,6 +376,7 @@ static int onnx_outputs(onnx_ctx *c, const Onnx__GraphProto *gp) {
     onnx_value *v = vi->name ? fe_map_get(&c->values, vi->name) : NULL;
     if (!v) return onnx_fail(c, "graph output '%s' is not computed by any node", vi->name ? vi->name : "");
     if (v->tensor < 0) return onnx_fail(c, "graph output '%s' is a constant; a constant output is not supported", vi->name);
+    if (v->npad && onnx_pad_node(c, v) < 0) return 1;    /* a zero Pad nothing folded */
     if (onnx_output_name(c, vi->name, v->tensor)) return 1;
     const ir_tensor *t = ir_tensor_at(c->g, v->tensor);
     const Onnx__TypeProto *tp = vi->type;
