@@ -195,6 +195,13 @@ if got is not None and not np.array_equal(got, np.maximum(np.pad(xneg, ((0, 0), 
     fail("Pad + Relu differs from numpy")
 elif got is not None:
     print("ok %-20s Pad read by Relu is a pad node" % "pad_relu")
+pad_out = model([helper.make_node("Pad", ["x", "pads"], ["y"], name="pad", mode="constant")], [X], [vi("y", [1, 2, 6, 6])],
+                [pads])
+got = run(save(pad_out, "pad_out"), x)
+if got is not None and not np.array_equal(got, np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))):
+    fail("a zero spatial Pad as the graph output differs from numpy")
+elif got is not None:
+    print("ok %-20s a zero spatial Pad as the graph output" % "pad_out")
 big = numpy_helper.from_array(np.array([0, 0, 2, 2, 0, 0, 2, 2], np.int64), "pads")
 pad_pool = model([helper.make_node("Pad", ["x", "pads"], ["p"], name="pad", mode="constant"),
                   helper.make_node("AveragePool", ["p"], ["y"], name="pool", kernel_shape=[3, 3])],
