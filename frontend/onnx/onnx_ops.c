@@ -366,13 +366,20 @@ int onnx_conv(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   return 0;
 }
 
-/* ceil_mode = 1 is accepted where it gives the same output size as floor (every window
- * starts inside the input), which torchvision's models satisfy at their input sizes. */
-static int onnx_ceil_mode(onnx_ctx *c, const onnx_window *w, const k_shape *x) {
+/* ceil_mode = 1 where it changes the output size: a max pool's last windows, which run past
+ * the end, read padding of -FLT_MAX put after the input (floor mode on that gives the same
+ * windows); a window of padding alone is refused (torch drops it, ONNX's formula keeps it).
+ * An average pool would divide those windows by fewer elements than Kiln's does: refused. */
+static int onnx_ceil_mode(onnx_ctx *c, onnx_window *w, const k_shape *x, bool avg) {
   for (int i = 0; i < w->nk; i++) {
     int64_t span = x->d[2 + i] + 2 * w->pad[i] + w->before[i] + w->after[i] - w->kernel[i];
-    if (span >= 0 && span % w->stride[i] != 0)
-      return onnx_unsupported_attr(c, "ceil_mode", "= 1 where it changes the output size (Kiln pools in floor mode)");
+    if (span < 0 || span % w->stride[i] == 0) continue;
+    if (avg) return onnx_unsupported_attr(c, "ceil_mode", "= 1 where it changes an average pool's output size");
+    int64_t last = (span / w->stride[i] + 1) * w->stride[i];    /* the extra window's start */
+    if (last >= x->d[2 + i] + w->pad[i] + w->before[i])
+      return onnx_unsupported_attr(c, "ceil_mode", "= 1 where a window would hold padding only");
+    w->after[i] += w->stride[i] - span % w->stride[i];
+    w->asym = true;
   }
   return 0;
 }
@@ -390,6 +397,7 @@ int onnx_pool(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   if (avg && padded && !onnx_attr_int(n, "count_include_pad", 0))
     return onnx_unsupported_attr(c, "count_include_pad", "= 0 with padding (Kiln's average counts the padding)");
   if (avg && onnx_take_pad(c, &xv, &w, &xs, true)) return 1;
+  if (onnx_attr_int(n, "ceil_mode", 0) && onnx_ceil_mode(c, &w, &xs, avg)) return 1;
   for (int i = 0; i < w.nk; i++) {
     if (w.dilate[i] != 1) return onnx_unsupported_attr(c, "dilations", "other than 1");
     if (2 * w.pad[i] > w.kernel[i]) return onnx_unsupported_attr(c, "pads", "larger than half the kernel (PyTorch's limit, which Kiln keeps)");
@@ -399,7 +407,6 @@ int onnx_pool(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
       return onnx_unsupported_attr(c, "pads", "as large as the kernel");
   }
   if (onnx_attr_int(n, "storage_order", 0)) return onnx_unsupported_attr(c, "storage_order", "= 1");
-  if (onnx_attr_int(n, "ceil_mode", 0) && onnx_ceil_mode(c, &w, &xs)) return 1;
   int x = onnx_window_input(c, n, xv, &w, avg ? 0.0f : -FLT_MAX), k = onnx_emit(c, n, kop, &x, 1);
   if (k < 0) return 1;
   k_pool_param *p = onnx_param(c, k);

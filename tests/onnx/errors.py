@@ -5,7 +5,8 @@ onnx.helper (no torch needed, a few seconds):
   * an opset out of 9..17, a cycle, a missing initializer, a shape that does not check, a
     declared output shape that disagrees, negative Conv pads, a file that is not protobuf, a
     Pad mode Kiln lacks: exit 1 with a message naming the node, no output file;
-  * asymmetric Conv, AveragePool and MaxPool pads against numpy;
+  * asymmetric Conv, AveragePool and MaxPool pads, and MaxPool's ceil_mode, against numpy
+    (AveragePool's ceil_mode where it adds a window is refused);
   * Pad: folded into an AveragePool, or a pad node (constant with a value and negative pads,
     reflect, edge) matching numpy; HardSigmoid's alpha and beta;
   * initializers in an external data file beside the model read as inline ones do, and a
@@ -254,6 +255,23 @@ for pv in ([0, 1, 2, 0], [2, 0, 1, 2]):
             fail("%s with pads %s differs from numpy" % (op, pv))
         elif got is not None:
             print("ok %-20s %s with asymmetric pads %s" % ("asym_" + op, op, pv))
+# MaxPool with ceil_mode = 1 where it adds a window: the window past the end sees -inf.
+x5 = np.random.default_rng(5).standard_normal((1, 2, 5, 6)).astype(np.float32)
+for k, s, pv in ((2, 2, [0, 0, 0, 0]), (3, 2, [1, 0, 1, 0])):
+    xp = np.pad(x5, ((0, 0), (0, 0), (pv[0], pv[2] + 2), (pv[1], pv[3] + 2)), constant_values=-np.inf)
+    oh = -(-(5 + pv[0] + pv[2] - k) // s) + 1
+    ow = -(-(6 + pv[1] + pv[3] - k) // s) + 1
+    want = np.array([[[xp[0, c, i * s:i * s + k, j * s:j * s + k].max() for j in range(ow)] for i in range(oh)] for c in range(2)])[None]
+    m = model([helper.make_node("MaxPool", ["x"], ["y"], name="ceil", kernel_shape=[k, k], strides=[s, s], pads=pv, ceil_mode=1)],
+              [vi("x", [1, 2, 5, 6])], [vi("y", list(want.shape))])
+    got = run(save(m, "ceil_%d" % k), x5)
+    if got is not None and (got.shape != want.shape or not np.array_equal(got, want)):
+        fail("MaxPool ceil_mode k=%d s=%d pads %s differs from numpy" % (k, s, pv))
+    elif got is not None:
+        print("ok %-20s MaxPool ceil_mode kernel %d stride %d pads %s -> %s" % ("ceil_%d" % k, k, s, pv, list(want.shape)))
+avg_ceil = model([helper.make_node("AveragePool", ["x"], ["y"], name="avg_ceil", kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)],
+                 [vi("x", [1, 2, 5, 6])], [vi("y", [1, 2, 3, 3])])
+expect_error("avg_ceil", save(avg_ceil, "avg_ceil"), "node 'avg_ceil' (AveragePool)", "ceil_mode")
 wrap = model([helper.make_node("Pad", ["x", "pads"], ["y"], name="pad_wrap", mode="wrap")], [X], [vi("y", [1, 2, 6, 6])], [pads])
 expect_error("pad_wrap", save(wrap, "pad_wrap"), "node 'pad_wrap' (Pad)", "mode")
 hs = model([helper.make_node("HardSigmoid", ["x"], ["y"], name="hs", alpha=0.3, beta=0.4)], [X], [vi("y", [1, 2, 4, 4])])
