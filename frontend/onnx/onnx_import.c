@@ -93,8 +93,6 @@ int onnx_scalar(onnx_ctx *c, float value) {
   return t;
 }
 
-/* A constant read as a run-time tensor: one element of rank 0 is a scalar CONST as the .kiln
- * front end makes for `0.5 * x`; anything else a parameter (or aux state) holding the data. */
 void onnx_pad_tuple(k_pads *dst, const int64_t *pads, int r) {
   dst->n = 2 * r;
   for (int a = 0; a < r; a++) {
@@ -117,6 +115,9 @@ static int onnx_pad_node(onnx_ctx *c, onnx_value *v) {
   return v->tensor = ir_node_at(c->g, k)->out[0];
 }
 
+/* A constant read as a run-time tensor: one element of rank 0 is a scalar CONST as the .kiln
+ * front end makes for `0.5 * x`; anything else a parameter (or aux state) holding the data.
+ * A pending Pad becomes its pad node. */
 int onnx_tensor(onnx_ctx *c, onnx_value *v, ir_tensor_kind kind) {
   if (v->npad) return onnx_pad_node(c, v);
   if (v->tensor >= 0) return v->tensor;
