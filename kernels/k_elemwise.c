@@ -61,12 +61,19 @@
     return 0;                                                           \
   }
 
-#define K_PLAIN_UNARY(X) X(neg) X(abs) X(exp) X(log) X(sqrt) X(rsqrt) X(square) X(sin) X(cos) \
-  X(sign) X(reciprocal) X(relu) X(sigmoid) X(tanh) X(softplus) X(gelu) X(erf) X(hard_swish) X(silu)
+/* The unary ops of the op list without parameters; those with follow, written out. */
 #define K_DEFINE_PLAIN(op) \
   K_UNARY_FWD(op, k_sf_##op(x)) \
   K_UNARY_BWD(op, k_sf_##op##_grad(og, x, y))
-K_PLAIN_UNARY(K_DEFINE_PLAIN)
+#define K_OP(op)
+#define K_BINARY(op)
+#define K_UNARY K_DEFINE_PLAIN
+#define K_UNARY_PARAM(op)
+#include "k_ops.def"
+#undef K_OP
+#undef K_BINARY
+#undef K_UNARY
+#undef K_UNARY_PARAM
 
 K_UNARY_FWD(leaky_relu, k_sf_leaky_relu(x, K_PARAM(k_leaky_relu_param)->slope))
 K_UNARY_BWD(leaky_relu, k_sf_leaky_relu_grad(og, x, y, K_PARAM(k_leaky_relu_param)->slope))
