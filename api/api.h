@@ -72,6 +72,7 @@ struct kiln_session {
   struct kiln_array *arrays;       /* every live array, user-held or kept by a lazy one */
   api_cache_entry *cache;
   int64_t hits, misses;
+  int64_t grad_steps;              /* gradient computations run: dropout's step (api_grad.c) */
 };
 struct kiln_array {
   kiln_session *s;

@@ -3,8 +3,10 @@
  * model in this process (kiln_graph_jit), or an object linked into a shared object with its
  * header (kiln_graph_compile). The model's calls are the runtime's (rt_model.h), which
  * serialise calls on one instance. */
+#define _GNU_SOURCE   /* dladdr */
 #include "api.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +143,29 @@ static int api_write_header(const rt_model_desc *d, const char *path) {
   return KILN_OK;
 }
 
+/* The folder holding the archives a model's .so is linked with (libkiln_runtime.a and
+ * libkiln_kernels.a): `kiln/` beside the libkiln.so this code is in (dladdr), so an
+ * installed library finds its own wherever the prefix was put; else the configured
+ * install prefix's (a static libkiln.a inside a program); else NULL: the build tree's
+ * (cg_link.c, where $KILN_LIB_DIR overrides all three). */
+static const char *api_lib_dir(char *buf, size_t n) {
+  Dl_info info;
+  if (dladdr((void *)api_lib_dir, &info) && info.dli_fname) {
+    const char *slash = strrchr(info.dli_fname, '/');
+    int len = slash ? (int)(slash - info.dli_fname) : 1;
+    snprintf(buf, n, "%.*s/kiln", len, slash ? info.dli_fname : ".");
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/libkiln_runtime.a", buf);
+    if (access(probe, R_OK) == 0) return buf;
+  }
+#ifdef KILN_INSTALL_ARCHIVE_DIR
+  char probe[4200];
+  snprintf(probe, sizeof probe, "%s/libkiln_runtime.a", KILN_INSTALL_ARCHIVE_DIR);
+  if (access(probe, R_OK) == 0) return snprintf(buf, n, "%s", KILN_INSTALL_ARCHIVE_DIR), buf;
+#endif
+  return NULL;
+}
+
 static int api_link(cg_build *b, const char *so_tmp) {
   char obj[4096], err[8192];
   const char *tmpdir = getenv("TMPDIR");
@@ -148,7 +173,9 @@ static int api_link(cg_build *b, const char *so_tmp) {
   int fd = mkstemps(obj, 2);
   if (fd < 0) return api_fail("cannot create a temporary object file in %s", obj);
   close(fd);
-  int rc = cg_write_object(b->llvm, obj, err, sizeof err) || cg_link_shared(obj, so_tmp, err, sizeof err);
+  char dir[4096];
+  const char *lib_dir = api_lib_dir(dir, sizeof dir);
+  int rc = cg_write_object(b->llvm, obj, err, sizeof err) || cg_link_shared_from(obj, so_tmp, lib_dir, err, sizeof err);
   unlink(obj);
   return rc ? api_fail("%s", err) : KILN_OK;
 }
