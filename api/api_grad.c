@@ -87,7 +87,7 @@ static int api_grad_outputs(ir_graph *g, const char *const *wrt, int nwrt) {
   return KILN_OK;
 }
 
-int api_build_grad(const ir_graph *lowered, const char *const *wrt, int nwrt, cg_build *b) {
+int api_build_grad(const ir_graph *lowered, const char *const *wrt, int nwrt, cg_build *b, api_stop *stop) {
   static const int to_grads[] = {PASS_infer, PASS_select, PASS_backward, PASS_prune};
   static const int after[] = {PASS_inplace, PASS_fusion, PASS_plan};
   api_diags x;
@@ -109,7 +109,8 @@ int api_build_grad(const ir_graph *lowered, const char *const *wrt, int nwrt, cg
   api_diags_close(&x, diag_error, "the passes refused the gradient graph");
   if (rc) return ir_graph_free(g), KILN_ERR;
   b->predict = g;
-  if (api_build_finish(b, 2)) return KILN_ERR;
+  if (api_stopped(stop)) return cg_build_free(b), KILN_ERR;
+  if (api_build_finish(b, 2, stop)) return KILN_ERR;
   b->desc->predict.is_train = 1;   /* the kernels' train forms, whose outputs backward reads */
   return KILN_OK;
 }

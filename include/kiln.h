@@ -107,6 +107,13 @@ typedef struct kiln_array kiln_array;
 KILN_API int kiln_session_new(kiln_session **out);
 /* Frees the session, its compiled-subgraph cache and every array still alive in it. */
 KILN_API void kiln_session_free(kiln_session *s);
+/* on = 1 asks the compile running in s (from another thread, or from a signal handler: it
+ * only sets a flag) to stop at its next checkpoint — before and after the passes, after
+ * LLVM's code generation, after its optimisation — the call that compiles failing with
+ * "interrupted" and the session keeping everything it had (the arrays being read stay
+ * lazy, nothing is cached). The request stays until a compile takes it or on = 0 withdraws
+ * it. */
+KILN_API void kiln_session_interrupt(kiln_session *s, int on);
 /* The cache of compiled subgraphs: lookups that found one, and compiles. */
 KILN_API int kiln_session_cache_stats(kiln_session *s, int64_t *hits, int64_t *misses);
 

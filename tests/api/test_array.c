@@ -424,6 +424,28 @@ static void test_grad_vs_train_step(void) {
   unlink(p0), unlink(p1), unlink(src), rmdir(dir);
 }
 
+/* An interrupt request stops the next compile ("interrupted", the array still lazy, nothing
+ * cached) and is taken by it; withdrawn, it stops nothing. (tests/repl/pty.sh interrupts a
+ * compile of seconds while it runs.) */
+static void test_interrupt(void) {
+  kiln_session *s = NULL;
+  kiln_session_new(&s);
+  float x[3] = {1, 2, 3}, out[3];
+  kiln_array *a = from(s, 1, (int64_t[]){3}, x), *e = op(s, "exp", 1, &a, NULL);
+  int lazy = 0;
+  int64_t hits, misses;
+  kiln_session_interrupt(s, 1);
+  CHECK(kiln_array_read(e, out, sizeof out) && has(kiln_last_error(), "interrupted"), "an interrupted compile fails: %s", kiln_last_error());
+  CHECK(!kiln_array_is_lazy(e, &lazy) && lazy, "the array stays lazy");
+  CHECK(!kiln_session_cache_stats(s, &hits, &misses) && hits == 0, "nothing cached");
+  CHECK(!kiln_array_read(e, out, sizeof out) && out[2] == expf(3), "the request was taken: the next read computes: %s", kiln_last_error());
+  kiln_array *t = op(s, "tanh", 1, &a, NULL);
+  kiln_session_interrupt(s, 1), kiln_session_interrupt(s, 0);
+  CHECK(!kiln_array_read(t, out, sizeof out), "a withdrawn request stops nothing: %s", kiln_last_error());
+  kiln_session_interrupt(NULL, 1);   /* accepted, does nothing */
+  kiln_session_free(s);
+}
+
 /* Create, compute, free: the cache hits after the first, and (under ASan) nothing leaks. */
 static int loop(int n) {
   kiln_session *s = NULL;
@@ -454,5 +476,6 @@ int main(int argc, char **argv) {
   test_grad_simple();
   test_grad_vs_train_step();
   test_grad_train_ops();
+  test_interrupt();
   return ts_summary("api.test_array");
 }
