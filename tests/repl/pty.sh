@@ -35,6 +35,10 @@ check "model loaded" "its weights are arrays now"
 losses=$(grep -A1 '^f32\[\]$' <<<"$out" | grep -v -- '--' | grep -v 'f32' | tr '\n' ' ')
 awk -v l="$losses" 'BEGIN { n = split(l, v, " "); if (n != 3 || !(v[1] > v[2] && v[2] > v[3])) exit 1 }' ||
   { echo "FAIL: three train_step losses going down, got '$losses':"; echo "$out"; fail=1; }
+# Ctrl-D (EOT at an empty prompt) ends the session, exit status 0.
+out=$( (printf ':zeros a f32[2]\n'; sleep 1; printf '\004'; sleep 1) |
+      HOME=$home timeout 60 script -qec "$kiln repl; echo session-exit=\$?" /dev/null | tr -d '\r' | sed 's/\x1b\[[0-9;]*[A-Za-z]//g')
+check "Ctrl-D quits" "session-exit=0"
 # Ctrl-C during a compile: a statement whose compile takes seconds (300 distinct fused groups
 # between softmaxes) is interrupted once it has started; it fails with "interrupted" at once
 # (LLVM's work is left to finish in the background) and the session keeps its variables.
