@@ -237,24 +237,28 @@ static int api_write_header(const rt_model_desc *d, const char *path) {
 }
 
 /* The folder holding the archives a model's .so is linked with (libkiln_runtime.a and
- * libkiln_kernels.a): `kiln/` beside the libkiln.so this code is in (dladdr), so an
- * installed library finds its own wherever the prefix was put; else the configured
- * install prefix's (a static libkiln.a inside a program); else NULL: the build tree's
- * (cg_link.c, where $KILN_LIB_DIR overrides all three). */
+ * libkiln_kernels.a), for cg_link_shared_from: `kiln/` beside the libkiln.so this code is in
+ * (dladdr), so an installed library finds its own wherever the prefix was put; else NULL
+ * (the build tree's, compiled into cg_link.c) while the build tree still has them; else the
+ * configured install prefix's (a program linked with an installed libkiln.a). $KILN_LIB_DIR
+ * overrides all three (cg_link.c). */
+static bool api_has_runtime(const char *dir) {
+  char probe[4200];
+  snprintf(probe, sizeof probe, "%s/libkiln_runtime.a", dir);
+  return access(probe, R_OK) == 0;
+}
+
 static const char *api_lib_dir(char *buf, size_t n) {
   Dl_info info;
   if (dladdr((void *)api_lib_dir, &info) && info.dli_fname) {
     const char *slash = strrchr(info.dli_fname, '/');
-    int len = slash ? (int)(slash - info.dli_fname) : 1;
-    snprintf(buf, n, "%.*s/kiln", len, slash ? info.dli_fname : ".");
-    char probe[4200];
-    snprintf(probe, sizeof probe, "%s/libkiln_runtime.a", buf);
-    if (access(probe, R_OK) == 0) return buf;
+    if (slash) snprintf(buf, n, "%.*s/kiln", (int)(slash - info.dli_fname), info.dli_fname);
+    else snprintf(buf, n, "./kiln");
+    if (api_has_runtime(buf)) return buf;
   }
-#ifdef KILN_INSTALL_ARCHIVE_DIR
-  char probe[4200];
-  snprintf(probe, sizeof probe, "%s/libkiln_runtime.a", KILN_INSTALL_ARCHIVE_DIR);
-  if (access(probe, R_OK) == 0) return snprintf(buf, n, "%s", KILN_INSTALL_ARCHIVE_DIR), buf;
+#if defined(KILN_BUILD_ARCHIVE_DIR) && defined(KILN_INSTALL_ARCHIVE_DIR)
+  if (!api_has_runtime(KILN_BUILD_ARCHIVE_DIR) && api_has_runtime(KILN_INSTALL_ARCHIVE_DIR))
+    return snprintf(buf, n, "%s", KILN_INSTALL_ARCHIVE_DIR), buf;
 #endif
   return NULL;
 }
