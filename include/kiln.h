@@ -108,11 +108,12 @@ KILN_API int kiln_session_new(kiln_session **out);
 /* Frees the session, its compiled-subgraph cache and every array still alive in it. */
 KILN_API void kiln_session_free(kiln_session *s);
 /* on = 1 asks the compile running in s (from another thread, or from a signal handler: it
- * only sets a flag) to stop at its next checkpoint — before and after the passes, after
- * LLVM's code generation, after its optimisation — the call that compiles failing with
- * "interrupted" and the session keeping everything it had (the arrays being read stay
- * lazy, nothing is cached). The request stays until a compile takes it or on = 0 withdraws
- * it. */
+ * only sets a flag) to stop: before or after the front end and the passes, or at any moment
+ * of LLVM's optimisation and JIT (which run on a worker thread the call polls every 20 ms,
+ * left to finish in the background and be thrown away; kiln_session_free waits for it).
+ * The call that compiles fails with "interrupted" and the session keeps everything it had
+ * (the arrays being read stay lazy, nothing is cached). The request stays until a compile
+ * takes it or on = 0 withdraws it. */
 KILN_API void kiln_session_interrupt(kiln_session *s, int on);
 /* The cache of compiled subgraphs: lookups that found one, and compiles. */
 KILN_API int kiln_session_cache_stats(kiln_session *s, int64_t *hits, int64_t *misses);
