@@ -16,6 +16,7 @@
 #define KILN_API_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "kiln.h"
@@ -59,11 +60,27 @@ int api_graph_get(kiln_graph *g, const ir_graph **out);
 void api_graph_lock(kiln_graph *g, bool lock);
 
 /* ---- api_model.c ---- */
+/* A session's interrupt (kiln_session_interrupt): the request, and the LLVM work that
+ * interrupted compiles left running, which api_stop_destroy (kiln_session_free) waits for. */
+typedef struct {
+  atomic_int flag;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int background;                  /* LLVM jobs abandoned and still running */
+} api_stop;
+void api_stop_init(api_stop *st);
+void api_stop_destroy(api_stop *st);
+/* Whether an interrupt was requested: then it is taken (cleared) and the last error says
+ * "interrupted". Checked before the front end and before and after the passes; LLVM's
+ * optimisation and JIT, which cannot be stopped midway, run on a thread of their own while
+ * the caller polls the request, and an interrupted one is left to finish and be thrown away
+ * in the background: the call returns at once. stop NULL: never interrupted. */
+bool api_stopped(api_stop *stop);
 /* cg_build (codegen/cpu/cg_build.c) with errors as the last error: the passes' diagnostics,
  * then the code generator's message. */
-int api_build_jit(const ir_graph *lowered, int opt_level, cg_build *b);
-/* From compiled graphs b already holds: descriptor, fused loops, JIT. */
-int api_build_finish(cg_build *b, int opt_level);
+int api_build_jit(const ir_graph *lowered, int opt_level, cg_build *b, api_stop *stop);
+/* From compiled graphs b already holds: descriptor, fused loops, JIT; interruptible. */
+int api_build_finish(cg_build *b, int opt_level, api_stop *stop);
 
 /* ---- api_array.c / api_eval.c ---- */
 typedef struct api_cache_entry api_cache_entry;
@@ -72,6 +89,8 @@ struct kiln_session {
   struct kiln_array *arrays;       /* every live array, user-held or kept by a lazy one */
   api_cache_entry *cache;
   int64_t hits, misses;
+  int64_t grad_steps;              /* gradient computations run: dropout's step (api_grad.c) */
+  api_stop stop;                   /* kiln_session_interrupt: read without the lock */
 };
 struct kiln_array {
   kiln_session *s;
@@ -152,7 +171,7 @@ int api_grad_compute(kiln_session *s, kiln_array *a);
 void api_grad_release(kiln_array *a);
 /* The gradient model of a lowered model whose params are the wrt arrays: backward and prune
  * as in train_step, the gradients "<param>@grad" as outputs, the params fed as inputs. */
-int api_build_grad(const ir_graph *lowered, const char *const *wrt, int nwrt, cg_build *b);
+int api_build_grad(const ir_graph *lowered, const char *const *wrt, int nwrt, cg_build *b, api_stop *stop);
 /* The text `dtype[d0, d1]` of a shape, as the language writes a tensor type. */
 void api_type_text(api_buf *b, k_dtype t, const k_shape *s);
 

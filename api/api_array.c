@@ -13,6 +13,7 @@ KILN_API int kiln_session_new(kiln_session **out) {
   *out = calloc(1, sizeof **out);
   if (!*out) return api_fail("out of memory");
   pthread_mutex_init(&(*out)->mu, NULL);
+  api_stop_init(&(*out)->stop);
   return api_ok();
 }
 
@@ -30,8 +31,13 @@ KILN_API void kiln_session_free(kiln_session *s) {
     free(a);
   }
   api_cache_free(s);
+  api_stop_destroy(&s->stop);   /* after the LLVM work interrupted compiles left running */
   pthread_mutex_destroy(&s->mu);
   free(s);
+}
+
+KILN_API void kiln_session_interrupt(kiln_session *s, int on) {
+  if (s) atomic_store(&s->stop.flag, on ? 1 : 0);   /* no lock: a signal handler may call it */
 }
 
 KILN_API int kiln_session_cache_stats(kiln_session *s, int64_t *hits, int64_t *misses) {

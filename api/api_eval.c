@@ -49,12 +49,12 @@ static api_cache_entry *api_cache_compile(kiln_session *s, const char *key, cons
   api_lowered low = {0};
   api_cache_entry *e = calloc(1, sizeof *e);
   if (!e || !(e->key = api_strdup(key))) return free(e), api_fail("out of memory"), NULL;
-  int rc = api_lower_text("<deferred>", key, &low);
+  int rc = api_stopped(&s->stop) || api_lower_text("<deferred>", key, &low) ? KILN_ERR : KILN_OK;
   /* evaluation has no weights: arrays in aux slots (declared params) are fed as inputs */
   for (int t = 0; !rc && !wrt && t < ir_ntensors(low.g); t++)
     if (ir_tensor_at(low.g, t)->kind == IR_T_PARAM || ir_tensor_at(low.g, t)->kind == IR_T_AUX)
       ir_tensor_at(low.g, t)->kind = IR_T_INPUT;
-  if (!rc) rc = wrt ? api_build_grad(low.g, wrt, nwrt, &e->b) : api_build_jit(low.g, 2, &e->b);
+  if (!rc) rc = wrt ? api_build_grad(low.g, wrt, nwrt, &e->b, &s->stop) : api_build_jit(low.g, 2, &e->b, &s->stop);
   api_lowered_free(&low);
   if (!rc && !(e->m = rt_model_create(e->b.desc, 0))) rc = api_fail("out of memory creating the model");
   if (rc) {

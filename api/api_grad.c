@@ -4,8 +4,12 @@
  * to the gradients — infer, select, backward, prune — then, instead of the optimizer, makes
  * the gradients "<param>@grad" the outputs and feeds the params as inputs, and plans, fuses
  * and JIT-compiles as for predict. One compile serves every gradient of the call, and the
- * session's cache keeps it for the next iteration of a training loop. Forward ops run as in
- * predict (dropout is the identity). */
+ * session's cache keeps it for the next iteration of a training loop.
+ * The forward ops run as train_step runs them (the program is marked is_train): batch_norm
+ * normalises by the batch's statistics (its moving statistics, declared params and so aux
+ * states, are the gradient model's own storage: the arrays passed for them are not changed),
+ * and dropout draws its mask as train_step's step k of a model created with seed 0 does for
+ * a node of the same name, k counting the session's gradient computations from 1. */
 #include "api.h"
 
 #include <stdlib.h>
@@ -83,7 +87,7 @@ static int api_grad_outputs(ir_graph *g, const char *const *wrt, int nwrt) {
   return KILN_OK;
 }
 
-int api_build_grad(const ir_graph *lowered, const char *const *wrt, int nwrt, cg_build *b) {
+int api_build_grad(const ir_graph *lowered, const char *const *wrt, int nwrt, cg_build *b, api_stop *stop) {
   static const int to_grads[] = {PASS_infer, PASS_select, PASS_backward, PASS_prune};
   static const int after[] = {PASS_inplace, PASS_fusion, PASS_plan};
   api_diags x;
@@ -105,7 +109,10 @@ int api_build_grad(const ir_graph *lowered, const char *const *wrt, int nwrt, cg
   api_diags_close(&x, diag_error, "the passes refused the gradient graph");
   if (rc) return ir_graph_free(g), KILN_ERR;
   b->predict = g;
-  return api_build_finish(b, 2);
+  if (api_stopped(stop)) return cg_build_free(b), KILN_ERR;
+  if (api_build_finish(b, 2, stop)) return KILN_ERR;
+  b->desc->predict.is_train = 1;   /* the kernels' train forms, whose outputs backward reads */
+  return KILN_OK;
 }
 
 /* ---- computing one kiln_grad call ---- */
@@ -117,12 +124,9 @@ static int api_grad_text(const api_grad *g, const api_walk *w, api_buf *key, cha
     if (g->wrt[i]->mark < 0 || !g->wrt[i]->leaf) return api_fail("kiln_grad: wrt[%d] does not reach the loss", i);
     snprintf(names[i], sizeof names[i], "a%d", g->wrt[i]->mark);
   }
-  for (int i = 0; i < w->nleaves; i++)
-    if (api_walk_aux_leaf(w, i))   /* its train-mode statistics would differ from predict's */
-      return api_fail("kiln_grad: ops with aux states (batch_norm) are not supported in gradients yet");
   api_buf_printf(key, "model deferred {\n");
   for (int i = 0; i < w->nleaves; i++) {
-    bool p = false;
+    bool p = api_walk_aux_leaf(w, i);   /* a param passed for an aux state lowers to one */
     for (int k = 0; k < g->n; k++) p |= g->wrt[k] == w->leaves[i];
     api_walk_leaf_decl(w, key, w->leaves[i], p ? "param" : "input");
   }
@@ -141,7 +145,7 @@ static int api_grad_slot(const api_grad *g, const api_walk *w, const char *name)
   return -1;
 }
 
-static int api_grad_run(api_grad *g, const api_walk *w, api_cache_entry *e) {
+static int api_grad_run(kiln_session *s, api_grad *g, const api_walk *w, api_cache_entry *e) {
   const rt_program *p = &e->b.desc->predict;
   const rt_tensor_info *ts = e->b.desc->tensors;
   const void *in[256];
@@ -154,6 +158,7 @@ static int api_grad_run(api_grad *g, const api_walk *w, api_cache_entry *e) {
     out[k] = slot >= 0 ? api_array_storage(g->wrt[slot]) : NULL;
     if (!out[k]) rc = api_fail("out of memory");
   }
+  if (!rc && rt_model_set_step(e->m, ++s->grad_steps)) rc = api_fail("%s", rt_model_error(e->m));
   if (!rc && rt_model_predict(e->m, in, out)) rc = api_fail("%s", rt_model_error(e->m));
   for (int k = 0; k < p->noutputs; k++) {
     int slot = api_grad_slot(g, w, ts[p->outputs[k]].name);
@@ -197,7 +202,7 @@ int api_grad_compute(kiln_session *s, kiln_array *a) {
   for (int i = 0; i < g->n; i++) wrt[i] = names[i];
   api_cache_entry *e = NULL;
   if (!rc) rc = api_cache_lookup(s, key.s, wrt, g->n, &e);
-  if (!rc) rc = api_grad_run(g, &w, e);
+  if (!rc) rc = api_grad_run(s, g, &w, e);
   api_walk_free(&w);
   api_buf_free(&key);
   return rc;

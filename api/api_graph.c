@@ -282,22 +282,42 @@ static int api_graph_adopt(api_lowered *low, kiln_graph **out) {
   return rc ? rc : api_ok();
 }
 
-KILN_API int kiln_graph_load(const char *path, const char *model, kiln_graph **out) {
+/* Each -D as `kiln compile` takes it: a name and a value 1..2^40; NULL arrays with n 0. */
+static int api_graph_defines(int n, const char *const *names, const int64_t *values, fe_define *defs) {
+  if (n < 0 || n > 64) return api_fail("kiln_graph_load_dims: ndims is %d, not 0..64", n);
+  if (n && (!names || !values)) return api_fail("kiln_graph_load_dims: dim_names or values is NULL");
+  for (int i = 0; i < n; i++) {
+    if (!names[i] || !api_is_name(names[i], false)) return api_fail("kiln_graph_load_dims: dim_names[%d] is not a name", i);
+    if (values[i] < 1 || values[i] > ((int64_t)1 << 40))
+      return api_fail("kiln_graph_load_dims: dim %s = %lld: a dim is 1..2^40", names[i], (long long)values[i]);
+    defs[i] = (fe_define){names[i], values[i]};
+  }
+  return KILN_OK;
+}
+
+KILN_API int kiln_graph_load_dims(const char *path, const char *model, int ndims, const char *const *dim_names,
+                                  const int64_t *values, kiln_graph **out) {
   if (!out) return api_fail("kiln_graph_load: out is NULL");
   *out = NULL;
   if (!path) return api_fail("kiln_graph_load: path is NULL");
+  fe_define defs[64];
+  if (api_graph_defines(ndims, dim_names, values, defs)) return KILN_ERR;
   api_diags x;
   if (api_diags_open(&x)) return KILN_ERR;
   fe_file *f = fe_parse_file(path, &x.d);
   fe_model *m = NULL;
-  if (f && !x.d.errors && !fe_check_file(f, NULL, 0, &x.d)) {
+  if (f && !x.d.errors && !fe_check_file(f, defs, ndims, &x.d)) {
     for (m = f->models; m && model && strcmp(m->name, model) != 0; m = m->next) {}
     if (!m) ir_error(&x.d, (ir_loc){0}, "%s has no model%s%s", path, model ? " named " : "", model ? model : "");
     else if (!model && m->next) ir_error(&x.d, (ir_loc){0}, "%s holds several models; name one", path), m = NULL;
   }
-  api_lowered low = {f, m ? fe_lower_model(f, m, NULL, 0, &x.d) : NULL};
+  api_lowered low = {f, m ? fe_lower_model(f, m, defs, ndims, &x.d) : NULL};
   int rc = api_diags_close(&x, !low.g, "the model was refused");
   if (!rc) rc = api_graph_adopt(&low, out);
   api_lowered_free(&low);
   return rc;
+}
+
+KILN_API int kiln_graph_load(const char *path, const char *model, kiln_graph **out) {
+  return kiln_graph_load_dims(path, model, 0, NULL, NULL, out);
 }

@@ -3,12 +3,16 @@
  * model in this process (kiln_graph_jit), or an object linked into a shared object with its
  * header (kiln_graph_compile). The model's calls are the runtime's (rt_model.h), which
  * serialise calls on one instance. */
+#define _GNU_SOURCE   /* dladdr */
 #include "api.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 struct kiln_model {
@@ -33,15 +37,106 @@ static int api_build_module(cg_build *b, int opt_level) {
   return cg_build_module(b, &co, err, sizeof err) ? api_fail("%s", err) : KILN_OK;
 }
 
-int api_build_finish(cg_build *b, int opt_level) {
-  char err[2048];
-  if (api_build_module(b, opt_level)) return cg_build_free(b), KILN_ERR;
-  if (cg_build_jit(b, err, sizeof err)) return cg_build_free(b), api_fail("%s", err);
-  return KILN_OK;
+void api_stop_init(api_stop *st) {
+  atomic_init(&st->flag, 0);
+  pthread_mutex_init(&st->mu, NULL);
+  pthread_cond_init(&st->cv, NULL);
+  st->background = 0;
 }
 
-int api_build_jit(const ir_graph *lowered, int opt_level, cg_build *b) {
-  return api_build_graphs(lowered, b) || api_build_finish(b, opt_level) ? KILN_ERR : KILN_OK;
+void api_stop_destroy(api_stop *st) {
+  pthread_mutex_lock(&st->mu);
+  while (st->background > 0) pthread_cond_wait(&st->cv, &st->mu);
+  pthread_mutex_unlock(&st->mu);
+  pthread_cond_destroy(&st->cv);
+  pthread_mutex_destroy(&st->mu);
+}
+
+bool api_stopped(api_stop *stop) {
+  if (!stop || !atomic_exchange(&stop->flag, 0)) return false;
+  api_fail("interrupted");
+  return true;
+}
+
+/* LLVM's optimisation and JIT of b on a thread of their own. The caller owns the job until
+ * it is done or abandoned; an abandoned job frees itself when LLVM returns. */
+typedef struct {
+  cg_build b;
+  api_stop *stop;
+  int rc;
+  bool done, abandoned;
+  char err[2048];
+} api_llvm_job;
+
+static void *api_llvm_worker(void *arg) {
+  api_llvm_job *j = arg;
+  int rc = cg_optimize(j->b.llvm, j->err, sizeof j->err) || cg_jit(j->b.llvm, j->b.desc, j->err, sizeof j->err);
+  api_stop *st = j->stop;
+  pthread_mutex_lock(&st->mu);
+  j->rc = rc, j->done = true;
+  bool abandoned = j->abandoned;
+  if (abandoned) st->background--;
+  pthread_cond_broadcast(&st->cv);
+  if (abandoned) cg_build_free(&j->b), free(j);   /* under mu: api_stop_destroy waits for it */
+  pthread_mutex_unlock(&st->mu);
+  return NULL;
+}
+
+/* Runs the job, polling the interrupt request every 20 ms; 1 when interrupted (the job is
+ * then abandoned to the background), else 0 with j->rc set. */
+static int api_llvm_wait(api_llvm_job *j) {
+  api_stop *st = j->stop;
+  pthread_t t;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  sigset_t all, old;   /* the worker takes no signals: a Ctrl-C is the program's to handle */
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int started = pthread_create(&t, &attr, api_llvm_worker, j) == 0;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  pthread_attr_destroy(&attr);
+  if (!started) return api_llvm_worker(j), 0;   /* no thread to be had: run it here */
+  pthread_mutex_lock(&st->mu);
+  while (!j->done) {
+    if (atomic_exchange(&st->flag, 0)) {
+      j->abandoned = true, st->background++;
+      pthread_mutex_unlock(&st->mu);
+      return api_fail("interrupted"), 1;
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 20 * 1000000L;
+    if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&st->cv, &st->mu, &until);
+  }
+  pthread_mutex_unlock(&st->mu);
+  return 0;
+}
+
+int api_build_finish(cg_build *b, int opt_level, api_stop *stop) {
+  char err[2048];
+  if (api_build_module(b, opt_level)) return cg_build_free(b), KILN_ERR;
+  if (!stop) {
+    if (cg_build_jit(b, err, sizeof err)) return cg_build_free(b), api_fail("%s", err);
+    return KILN_OK;
+  }
+  if (api_stopped(stop)) return cg_build_free(b), KILN_ERR;
+  api_llvm_job *j = calloc(1, sizeof *j);
+  if (!j) return cg_build_free(b), api_fail("out of memory");
+  j->b = *b, j->stop = stop, *b = (cg_build){0};
+  if (api_llvm_wait(j)) return KILN_ERR;   /* j is the background's now */
+  int rc = j->rc ? api_fail("%s", j->err) : KILN_OK;
+  *b = j->b;
+  free(j);
+  if (rc) cg_build_free(b);
+  return rc;
+}
+
+int api_build_jit(const ir_graph *lowered, int opt_level, cg_build *b, api_stop *stop) {
+  if (api_stopped(stop) || api_build_graphs(lowered, b)) return KILN_ERR;
+  if (api_stopped(stop)) return cg_build_free(b), KILN_ERR;
+  return api_build_finish(b, opt_level, stop);
 }
 
 KILN_API int kiln_graph_jit(kiln_graph *g, uint64_t seed, kiln_model **out) {
@@ -52,7 +147,7 @@ KILN_API int kiln_graph_jit(kiln_graph *g, uint64_t seed, kiln_model **out) {
   if (!m) return api_fail("out of memory");
   api_graph_lock(g, true);
   const ir_graph *low;
-  int rc = api_graph_get(g, &low) || api_build_jit(low, 2, &m->b);
+  int rc = api_graph_get(g, &low) || api_build_jit(low, 2, &m->b, NULL);
   api_graph_lock(g, false);
   if (!rc && !(m->m = rt_model_create(m->b.desc, seed))) rc = api_fail("out of memory creating the model");
   if (rc) return kiln_model_free(m), KILN_ERR;
@@ -141,6 +236,33 @@ static int api_write_header(const rt_model_desc *d, const char *path) {
   return KILN_OK;
 }
 
+/* The folder holding the archives a model's .so is linked with (libkiln_runtime.a and
+ * libkiln_kernels.a), for cg_link_shared_from: `kiln/` beside the libkiln.so this code is in
+ * (dladdr), so an installed library finds its own wherever the prefix was put; else NULL
+ * (the build tree's, compiled into cg_link.c) while the build tree still has them; else the
+ * configured install prefix's (a program linked with an installed libkiln.a). $KILN_LIB_DIR
+ * overrides all three (cg_link.c). */
+static bool api_has_runtime(const char *dir) {
+  char probe[4200];
+  snprintf(probe, sizeof probe, "%s/libkiln_runtime.a", dir);
+  return access(probe, R_OK) == 0;
+}
+
+static const char *api_lib_dir(char *buf, size_t n) {
+  Dl_info info;
+  if (dladdr((void *)api_lib_dir, &info) && info.dli_fname) {
+    const char *slash = strrchr(info.dli_fname, '/');
+    if (slash) snprintf(buf, n, "%.*s/kiln", (int)(slash - info.dli_fname), info.dli_fname);
+    else snprintf(buf, n, "./kiln");
+    if (api_has_runtime(buf)) return buf;
+  }
+#if defined(KILN_BUILD_ARCHIVE_DIR) && defined(KILN_INSTALL_ARCHIVE_DIR)
+  if (!api_has_runtime(KILN_BUILD_ARCHIVE_DIR) && api_has_runtime(KILN_INSTALL_ARCHIVE_DIR))
+    return snprintf(buf, n, "%s", KILN_INSTALL_ARCHIVE_DIR), buf;
+#endif
+  return NULL;
+}
+
 static int api_link(cg_build *b, const char *so_tmp) {
   char obj[4096], err[8192];
   const char *tmpdir = getenv("TMPDIR");
@@ -148,7 +270,9 @@ static int api_link(cg_build *b, const char *so_tmp) {
   int fd = mkstemps(obj, 2);
   if (fd < 0) return api_fail("cannot create a temporary object file in %s", obj);
   close(fd);
-  int rc = cg_write_object(b->llvm, obj, err, sizeof err) || cg_link_shared(obj, so_tmp, err, sizeof err);
+  char dir[4096];
+  const char *lib_dir = api_lib_dir(dir, sizeof dir);
+  int rc = cg_write_object(b->llvm, obj, err, sizeof err) || cg_link_shared_from(obj, so_tmp, lib_dir, err, sizeof err);
   unlink(obj);
   return rc ? api_fail("%s", err) : KILN_OK;
 }

@@ -53,6 +53,9 @@ int cg_write_header(const rt_model_desc *d, FILE *out);
  * only dynamic dependencies are libc, libm, pthreads and the BLAS; exports only the
  * model's NAME_* functions and kiln_model. 0, or nonzero with a message. */
 int cg_link_shared(const char *obj, const char *so_path, char *err, size_t n);
+/* The same with the archives taken from lib_dir (libkiln_runtime.a, libkiln_kernels.a) when
+ * $KILN_LIB_DIR is unset; lib_dir NULL: the build tree's. */
+int cg_link_shared_from(const char *obj, const char *so_path, const char *lib_dir, char *err, size_t n);
 
 /* ---- cpu/ ---- */
 typedef struct cg_llvm cg_llvm;

@@ -15,7 +15,8 @@
 
 extern char **environ;
 
-/* Where the archives are: compile-time paths from CMake, or $KILN_LIB_DIR. */
+/* Where the archives are: $KILN_LIB_DIR, else the caller's folder (an installed libkiln's
+ * lib/kiln), else the compile-time paths from CMake (the build tree). */
 #ifndef KILN_RUNTIME_ARCHIVE
 #define KILN_RUNTIME_ARCHIVE "libkiln_runtime.a"
 #endif
@@ -50,8 +51,9 @@ static int cg_cc_words(cg_link_cmd *c) {
   return c->argc == 0;
 }
 
-static void cg_archives(cg_link_cmd *c) {
+static void cg_archives(cg_link_cmd *c, const char *lib_dir) {
   const char *dir = getenv("KILN_LIB_DIR");
+  if (!dir || !*dir) dir = lib_dir;
   if (dir && *dir) {
     snprintf(c->runtime, sizeof c->runtime, "%s/libkiln_runtime.a", dir);
     snprintf(c->kernels, sizeof c->kernels, "%s/libkiln_kernels.a", dir);
@@ -65,9 +67,9 @@ static void cg_archives(cg_link_cmd *c) {
  * (--exclude-libs), and the object itself exports only NAME_* and kiln_model (cg_aot.c gives
  * everything else hidden visibility); --no-undefined turns a missing kernel into a link error
  * instead of a dlopen failure. */
-static int cg_build_cmd(cg_link_cmd *c, const char *obj, const char *tmp) {
+static int cg_build_cmd(cg_link_cmd *c, const char *obj, const char *tmp, const char *lib_dir) {
   if (cg_cc_words(c)) return 1;
-  cg_archives(c);
+  cg_archives(c, lib_dir);
   const char *fixed[] = {"-shared", "-o", tmp, obj, c->runtime, c->kernels, KILN_BLAS_LIB, "-lm",
                          "-lpthread", "-Wl,--exclude-libs,ALL", "-Wl,--no-undefined", "-Wl,--as-needed",
 #ifdef KILN_SANITIZE
@@ -136,11 +138,15 @@ static int cg_temp_path(const char *so_path, char *tmp, size_t n) {
 }
 
 int cg_link_shared(const char *obj, const char *so_path, char *err, size_t n) {
+  return cg_link_shared_from(obj, so_path, NULL, err, n);
+}
+
+int cg_link_shared_from(const char *obj, const char *so_path, const char *lib_dir, char *err, size_t n) {
   char tmp[4096], log[8192];
   if (cg_temp_path(so_path, tmp, sizeof tmp))
     return snprintf(err, n, "cannot write '%s': %s", so_path, strerror(errno)), 1;
   cg_link_cmd c = {.argc = 0};
-  int rc = cg_build_cmd(&c, obj, tmp) ? -1 : cg_spawn(c.argv, log, sizeof log);
+  int rc = cg_build_cmd(&c, obj, tmp, lib_dir) ? -1 : cg_spawn(c.argv, log, sizeof log);
   if (rc != 0) cg_link_error(&c, rc, log, err, n);
   mode_t um = umask(0);
   umask(um);

@@ -52,6 +52,10 @@ typedef struct kiln_graph kiln_graph;
 KILN_API int kiln_graph_new(const char *name, kiln_graph **out);
 /* The model `model` of a .kiln file (NULL: the file's only model), with its dims bound. */
 KILN_API int kiln_graph_load(const char *path, const char *model, kiln_graph **out);
+/* The same with dims rebound as `kiln compile -D batch=1` rebinds them: dim_names[i] (a dim
+ * the file declares) gets values[i] (1..2^40) in place of its declared value. */
+KILN_API int kiln_graph_load_dims(const char *path, const char *model, int ndims, const char *const *dim_names,
+                                  const int64_t *values, kiln_graph **out);
 KILN_API void kiln_graph_free(kiln_graph *g);
 /* `dim name = value`: a named dimension that inputs may use. */
 KILN_API int kiln_graph_dim(kiln_graph *g, const char *name, int64_t value);
@@ -103,6 +107,14 @@ typedef struct kiln_array kiln_array;
 KILN_API int kiln_session_new(kiln_session **out);
 /* Frees the session, its compiled-subgraph cache and every array still alive in it. */
 KILN_API void kiln_session_free(kiln_session *s);
+/* on = 1 asks the compile running in s (from another thread, or from a signal handler: it
+ * only sets a flag) to stop: before or after the front end and the passes, or at any moment
+ * of LLVM's optimisation and JIT (which run on a worker thread the call polls every 20 ms,
+ * left to finish in the background and be thrown away; kiln_session_free waits for it).
+ * The call that compiles fails with "interrupted" and the session keeps everything it had
+ * (the arrays being read stay lazy, nothing is cached). The request stays until a compile
+ * takes it or on = 0 withdraws it. */
+KILN_API void kiln_session_interrupt(kiln_session *s, int on);
 /* The cache of compiled subgraphs: lookups that found one, and compiles. */
 KILN_API int kiln_session_cache_stats(kiln_session *s, int64_t *hits, int64_t *misses);
 
@@ -131,8 +143,12 @@ KILN_API int kiln_array_is_lazy(const kiln_array *a, int *lazy);
 KILN_API int kiln_array_eval(kiln_session *s, int n, kiln_array *const *arrays);
 /* Gradients of the f32[] scalar `loss` with respect to each of wrt[0..n) (f32 arrays made
  * from data), as lazy arrays out[0..n) of their shapes: derived by the backward pass and
- * pruning that train_step uses, all n computed by one compile when one is read (forward ops
- * run as in predict: dropout is the identity). */
+ * pruning that train_step uses, all n computed by one compile when one is read. The forward
+ * ops run as in train_step: batch_norm by the batch's statistics (the arrays passed as its
+ * moving statistics are not updated), dropout with the mask train_step's step k draws in a
+ * model created with seed 0 (k = 1 for the session's first gradient computation, 2 for the
+ * next...). Reading `loss` itself runs predict (dropout the identity, batch_norm by the
+ * moving statistics). */
 KILN_API int kiln_grad(kiln_array *loss, int n, kiln_array *const *wrt, kiln_array **out);
 /* Reads an array (computing it first): nbytes must be exactly its size. */
 KILN_API int kiln_array_read(kiln_array *a, void *dst, size_t nbytes);

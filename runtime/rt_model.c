@@ -131,6 +131,16 @@ int rt_model_set_lr(rt_model *m, float lr) {
   return rc;
 }
 
+int rt_model_set_step(rt_model *m, int64_t step) {
+  if (!m) return 1;
+  pthread_mutex_lock(&m->mu);
+  int rc = 0;
+  if (step < 0) rc = rt_model_fail(m, "set_step: the step must be >= 0, not %lld", (long long)step);
+  else m->step = step, m->err[0] = 0;
+  pthread_mutex_unlock(&m->mu);
+  return rc;
+}
+
 const char *rt_model_error(const rt_model *m) {
   if (!m) return "the model is NULL";
   return m->err;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test.sh — the whole test suite from a fresh clone: installs dependencies, then builds and
 # runs every test three times over: a normal build, an AddressSanitizer+UBSan build (leaks
-# included), and a ThreadSanitizer build for the concurrent runtime (label "runtime"); then a
+# included), and a ThreadSanitizer build for the concurrent runtime and the C API's threads
+# test (labels "runtime" and "tsan"); then a
 # short run of each fuzzer (tests/fuzz, scripts/fuzz.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,7 +21,7 @@ run() {  # run NAME BUILD_DIR CTEST_ARGS... -- CMAKE_ARGS...
 }
 run normal "$root/build" --
 run "asan+ubsan" "$root/build-asan" -- -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON
-run tsan "$root/build-tsan" -L runtime -- -DCMAKE_BUILD_TYPE=Debug -DKILN_TSAN=ON
+run tsan "$root/build-tsan" -L 'runtime|tsan' -- -DCMAKE_BUILD_TYPE=Debug -DKILN_TSAN=ON
 # A short smoke run of every libFuzzer harness (KILN_FUZZ_SECS each, default 30): a finding
 # fails the suite with the reproducer's path.
 echo "== fuzz smoke runs"

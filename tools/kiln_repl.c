@@ -222,9 +222,9 @@ static const char repl_help[] =
   "                         initializer draws them); normal(0, 1) or uniform(-1, 1); the\n"
   "                         seed defaults to the statement number\n"
   "  :zeros NAME f32[2,3]   zeros (also i32)\n"
-  "  :model FILE.kiln       a model: its weights become arrays named as in it, and\n"
-  "                         p = predict(x) (lazy) and l = train_step(x, y) (runs its optimizer)\n"
-  "                         take arrays\n"
+  "  :model FILE.kiln [DIM=N]...   a model (its dims rebound as kiln compile -D does): its\n"
+  "                         weights become arrays named as in it, and p = predict(x) (lazy)\n"
+  "                         and l = train_step(x, y) (runs its optimizer) take arrays\n"
   "  :weights FILE.safetensors   weights into the loaded model (and its arrays)\n"
   "  :vars                  the arrays, their types, and whether they are computed\n"
   "  :graph NAME            the pending graph NAME needs, as the .kiln model it compiles to\n"
@@ -397,7 +397,21 @@ static int repl_cmd_passes(repl *r, repl_var *v) {
   return rc;
 }
 
+/* Ctrl-C at the prompt cancels the line being typed (and a statement's continuation lines):
+ * the handler only records it; readline returns and the loop starts a fresh prompt. While a
+ * statement runs, it also asks the session to stop its compile (kiln_session_interrupt only
+ * sets a flag, so a handler may call it): the statement fails with "interrupted" and the
+ * session keeps everything it had. repl_running is the session of the statement running. */
+static volatile sig_atomic_t repl_interrupted;
+static kiln_session *volatile repl_running;
+static void repl_on_sigint(int sig) {
+  (void)sig, repl_interrupted = 1;
+  kiln_session *s = repl_running;
+  if (s) kiln_session_interrupt(s, 1);
+}
+
 static int repl_reset(repl *r) {
+  repl_running = NULL;   /* the session is about to go: the Ctrl-C handler must not reach it */
   repl_clear(r);
   return kiln_session_new(&r->s);
 }
@@ -466,22 +480,22 @@ static bool repl_run(repl *r, char *text) {
   int64_t misses0 = 0, misses1 = 0, hits;
   kiln_session_cache_stats(r->s, &hits, &misses0);
   double t0 = kiln_now();
+  kiln_session_interrupt(r->s, 0);   /* a Ctrl-C from before this statement is not for it */
+  repl_running = r->s;
   int rc = *p == ':' ? repl_command(r, p, &quit) : repl_statement(r, p);
+  repl_running = NULL;
+  char *msg = rc ? api_strdup(kiln_last_error()) : NULL;   /* the stats call below clears it */
   if (r->timing && *p != ':' && r->s) {
     kiln_session_cache_stats(r->s, &hits, &misses1);
     printf("(%.2f ms: front end, %s and run)\n", (kiln_now() - t0) * 1e3, misses1 > misses0 ? "compile" : "cached code");
   }
   fflush(stdout);
-  const char *msg = kiln_last_error();
-  if (rc) fprintf(stderr, "%s%s\n", strstr(msg, "error:") ? "" : "error: ", msg), r->failed = true;
+  if (rc) fprintf(stderr, "%s%s\n", msg && strstr(msg, "error:") ? "" : "error: ", msg ? msg : "out of memory"), r->failed = true;
+  free(msg);
   fflush(stderr);
   return quit;
 }
 
-/* Ctrl-C at the prompt cancels the line being typed (and a statement's continuation lines):
- * the handler only records it; readline returns and the loop starts a fresh prompt. */
-static volatile sig_atomic_t repl_interrupted;
-static void repl_on_sigint(int sig) { (void)sig, repl_interrupted = 1; }
 
 static void repl_catch_sigint(void) {
   struct sigaction sa = {0};

@@ -49,11 +49,25 @@ static int repl_model_refresh(repl *r) {
   return rc;
 }
 
+/* `batch=1` after the file: dims rebound as `kiln compile -D batch=1` rebinds them. */
+static int repl_model_dims(char **arg, int n, const char **names, int64_t *values) {
+  for (int i = 0; i < n; i++) {
+    char *eq = strchr(arg[i], '='), *end = NULL;
+    if (eq) values[i] = strtoll(eq + 1, &end, 10);
+    if (!eq || eq == arg[i] || !eq[1] || *end) return api_fail("usage: :model FILE.kiln [DIM=N]...; '%s' is not DIM=N", arg[i]);
+    *eq = 0, names[i] = arg[i];
+  }
+  return KILN_OK;
+}
+
 int repl_cmd_model(repl *r, char **arg, int n) {
-  if (n != 2) return api_fail("usage: :model FILE.kiln");
+  if (n < 2) return api_fail("usage: :model FILE.kiln [DIM=N]...");
+  const char *names[8];
+  int64_t values[8];
+  if (repl_model_dims(arg + 2, n - 2, names, values)) return KILN_ERR;
   repl_model *m = calloc(1, sizeof *m);
   if (!m) return api_fail("out of memory");
-  if (kiln_graph_load(arg[1], NULL, &m->g) || kiln_graph_jit(m->g, 0, &m->m)) {
+  if (kiln_graph_load_dims(arg[1], NULL, n - 2, names, values, &m->g) || kiln_graph_jit(m->g, 0, &m->m)) {
     kiln_graph_free(m->g), free(m);
     return KILN_ERR;
   }

@@ -2,7 +2,10 @@
 # install.sh BUILD_DIR SOURCE_DIR [CFLAGS] — `cmake --install` into a temporary prefix, then
 # the small program of docs/c-api.md built with `pkg-config --cflags --libs kiln` against it,
 # shared and static, and run: the installed header, libraries and kiln.pc are all a user
-# needs. CFLAGS: a sanitizer build's -fsanitize flags (its libkiln needs their runtime).
+# needs. Then kiln_graph_compile from the installed libkiln.so with KILN_LIB_DIR unset: it
+# links the model with the archives in PREFIX/lib/kiln (a broken copy there makes the link
+# fail naming it, so the build tree's are not what it used). CFLAGS: a sanitizer build's
+# -fsanitize flags (its libkiln needs their runtime).
 set -euo pipefail
 build=$1 src=$2 extra=${3:-}
 tmp=$(mktemp -d)
@@ -23,4 +26,38 @@ cc -std=c11 -Wall -Werror $extra "$tmp/hello.c" -o "$tmp/hello_static" $(pkg-con
 cmp "$tmp/shared.out" "$tmp/static.out" || { echo "FAIL: shared and static builds print different results"; exit 1; }
 grep -q "relu(x \* 2) = " "$tmp/shared.out" || { echo "FAIL: unexpected output:"; cat "$tmp/shared.out"; exit 1; }
 cat "$tmp/shared.out"
-echo "install: pkg-config --cflags --libs kiln builds and runs the example (shared and static)"
+
+# kiln_graph_compile from the installed library, with no KILN_LIB_DIR.
+unset KILN_LIB_DIR
+cat > "$tmp/aot.c" <<'EOF'
+#include <dlfcn.h>
+#include <stdio.h>
+#include <kiln.h>
+int main(int argc, char **argv) {
+  kiln_graph *g;
+  if (argc != 2 || kiln_graph_new("tiny", &g) || kiln_graph_input(g, "x", KILN_F32, 1, (int64_t[]){4}, NULL) ||
+      kiln_graph_op(g, "y", "relu", 1, (const char *[]){"x"}, NULL) || kiln_graph_output(g, "y") ||
+      kiln_graph_compile(g, argv[1], 1)) {
+    fprintf(stderr, "%s\n", kiln_last_error());
+    return 1;
+  }
+  kiln_graph_free(g);
+  void *so = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  if (!so || !dlsym(so, "tiny_create")) return fprintf(stderr, "dlopen: %s\n", dlerror()), 1;
+  printf("compiled and loaded %s\n", argv[1]);
+  return 0;
+}
+EOF
+cc -std=c11 -Wall -Werror $extra "$tmp/aot.c" -o "$tmp/aot" $(pkg-config --cflags --libs kiln) -ldl
+LD_LIBRARY_PATH=$libdir "$tmp/aot" "$tmp/tiny.so" || { echo "FAIL: kiln_graph_compile from the installed library"; exit 1; }
+# The archives it linked are the installed ones: broken there, the link fails and says where.
+cp "$libdir/kiln/libkiln_runtime.a" "$tmp/runtime.keep"
+echo "not an archive" > "$libdir/kiln/libkiln_runtime.a"
+if LD_LIBRARY_PATH=$libdir "$tmp/aot" "$tmp/tiny2.so" 2> "$tmp/broken.err"; then
+  echo "FAIL: linking succeeded with the installed runtime archive broken (it used another)"; exit 1
+fi
+grep -qF "$libdir/kiln/libkiln_runtime.a" "$tmp/broken.err" || {
+  echo "FAIL: the link error does not name the installed archive:"; cat "$tmp/broken.err"; exit 1; }
+cp "$tmp/runtime.keep" "$libdir/kiln/libkiln_runtime.a"
+echo "install: pkg-config --cflags --libs kiln builds and runs the example (shared and static);"
+echo "install: kiln_graph_compile links with PREFIX/lib/kiln's archives, KILN_LIB_DIR unset"

@@ -271,16 +271,92 @@ static void test_grad_simple(void) {
   CHECK(kiln_grad(other, 1, &x, &g) && has(kiln_last_error(), "scalar"), "a non-scalar loss");
   CHECK(kiln_grad(y, 1, &y, &g) && has(kiln_last_error(), "made from data"), "wrt an op's result");
   CHECK(kiln_grad(NULL, 1, &x, &g) && has(kiln_last_error(), "NULL"), "NULL loss");
-  /* batch_norm on arrays runs as in predict; a gradient through it is refused, not wrong */
+  /* batch_norm on arrays runs as in predict; its gradient as in train_step (batch statistics):
+   * sum(gamma * xhat + beta) has d/dgamma = sum of xhat over the batch = 0 */
   float d4[8] = {1, 2, 3, 4, 5, 6, 7, 8}, one[2] = {1, 1}, zero[2] = {0, 0}, bn[8];
   kiln_array *data = from(s, 2, (int64_t[]){4, 2}, d4), *gam = from(s, 1, (int64_t[]){2}, one), *bet = from(s, 1, (int64_t[]){2}, zero);
   kiln_array *mean = from(s, 1, (int64_t[]){2}, zero), *var = from(s, 1, (int64_t[]){2}, one);
   kiln_array *y2 = op(s, "batch_norm", 5, (kiln_array *[]){data, gam, bet, mean, var}, NULL), *l2 = op(s, "sum", 1, &y2, NULL), *g2 = NULL;
   CHECK(y2 && !kiln_array_read(y2, bn, sizeof bn) && fabsf(bn[7] - 8.0f / sqrtf(1.0f + 1e-5f)) < 1e-5f,
         "batch_norm with moving statistics 0 and 1: x / sqrt(1 + eps): %g", bn[7]);
-  CHECK(l2 && !kiln_grad(l2, 1, &gam, &g2) && kiln_array_read(g2, (float[2]){0}, 8) && has(kiln_last_error(), "aux states"),
-        "a gradient through batch_norm: %s", kiln_last_error());
+  float dg[2] = {1, 1};
+  CHECK(l2 && !kiln_grad(l2, 1, &gam, &g2) && !kiln_array_read(g2, dg, sizeof dg) && fabsf(dg[0]) < 1e-5f && fabsf(dg[1]) < 1e-5f,
+        "a gradient through batch_norm uses the batch's statistics: %g %g (%s)", dg[0], dg[1], kiln_last_error());
+  float mv[2];
+  CHECK(!kiln_array_read(mean, mv, sizeof mv) && mv[0] == 0 && mv[1] == 0, "the array passed as moving mean is unchanged");
   kiln_session_free(s);
+}
+
+/* Gradients through train-mode ops (batch_norm, dropout) equal train_step's: the arrays'
+ * graph exported, a train statement added (sgd, lr=1), the model JIT'd with seed 0 (whose
+ * step 1 draws the dropout mask the session's first gradient computation draws) and its
+ * weights loaded; w_before - w_after after one step is the gradient. */
+static void test_grad_train_ops(void) {
+  char dir[] = "/tmp/kiln-gradbn-XXXXXX", kx[4200], wx[4200], w1[4200];
+  CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+  snprintf(kx, sizeof kx, "%s/bn.kiln", dir), snprintf(wx, sizeof wx, "%s/bn.safetensors", dir);
+  snprintf(w1, sizeof w1, "%s/after.safetensors", dir);
+  kiln_session *s = NULL;
+  kiln_session_new(&s);
+  float x[8 * 6];
+  for (int i = 0; i < 48; i++) x[i] = (float)((i * 7) % 11) / 4.0f - 1.2f;
+  kiln_array *ax = from(s, 2, (int64_t[]){8, 6}, x), *w = NULL, *gam = NULL, *bet = NULL, *mean = NULL, *var = NULL;
+  CHECK(!kiln_array_normal(s, 2, (int64_t[]){5, 6}, 0, 0.5f, 3, &w) && !kiln_array_uniform(s, 1, (int64_t[]){5}, 0.5f, 1.5f, 4, &gam) &&
+        !kiln_array_uniform(s, 1, (int64_t[]){5}, -0.2f, 0.2f, 5, &bet) && !kiln_array_zeros(s, KILN_F32, 1, (int64_t[]){5}, &mean) &&
+        !kiln_array_ones(s, KILN_F32, 1, (int64_t[]){5}, &var), "arrays: %s", kiln_last_error());
+  kiln_attrs *a5 = NULL, *half = NULL;
+  kiln_attrs_new(&a5), kiln_attrs_int(a5, "num_hidden", 5), kiln_attrs_bool(a5, "no_bias", 1);
+  kiln_attrs_new(&half), kiln_attrs_float(half, "p", 0.5);
+  kiln_array *fc = op(s, "fully_connected", 2, (kiln_array *[]){ax, w}, a5);
+  kiln_array *bn = op(s, "batch_norm", 5, (kiln_array *[]){fc, gam, bet, mean, var}, NULL);
+  kiln_array *dr = op(s, "dropout", 1, &bn, half), *sq = op(s, "square", 1, &dr, NULL), *loss = op(s, "sum", 1, &sq, NULL);
+  kiln_array *wrt[3] = {w, gam, bet}, *gr[3] = {0};
+  CHECK(loss && !kiln_grad(loss, 3, wrt, gr), "kiln_grad: %s", kiln_last_error());
+  float gw[30], gg[5], gb[5];
+  CHECK(!kiln_array_read(gr[0], gw, sizeof gw) && !kiln_array_read(gr[1], gg, sizeof gg) && !kiln_array_read(gr[2], gb, sizeof gb),
+        "read the gradients: %s", kiln_last_error());
+  /* the same graph as a model trained one step */
+  CHECK(!kiln_export(s, kx, wx, "bn", 1, &loss, (const char *[]){"loss"}, 1, &ax, (const char *[]){"x"}), "export: %s", kiln_last_error());
+  kiln_graph *g = NULL;
+  kiln_model *m = NULL;
+  kiln_attrs *lr = NULL;
+  kiln_attrs_new(&lr), kiln_attrs_float(lr, "lr", 1.0);
+  float tl = 0, pl = 0, al = 0;
+  CHECK(!kiln_graph_load(kx, NULL, &g) && !kiln_graph_train(g, "loss", "sgd", lr) && !kiln_graph_jit(g, 0, &m) &&
+        !kiln_model_load(m, wx), "the exported graph with its weights: %s", kiln_last_error());
+  /* export: params from normal, uniform, zeros and ones (the last two batch_norm's aux
+   * states) carry their values, so predict computes what the arrays do */
+  CHECK(!kiln_model_predict(m, (const void *[]){x}, (void *[]){&pl}) && !kiln_array_read(loss, &al, 4) &&
+        fabsf(pl - al) <= 1e-5f * fabsf(al), "the exported model's predict equals the arrays' loss: %g vs %g", pl, al);
+  CHECK(!kiln_model_train_step(m, (const void *[]){x}, &tl) && !kiln_model_save(m, w1), "train_step on the exported graph: %s",
+        kiln_last_error());
+  /* the exported params are named by the walk; find w, gamma, beta by their values */
+  rt_st_file before, after;
+  char err[512];
+  CHECK(!rt_st_open(wx, &before, err, sizeof err) && !rt_st_open(w1, &after, err, sizeof err), "%s", err);
+  const float *want[3] = {gw, gg, gb};
+  int64_t sizes[3] = {30, 5, 5};
+  float *host[3] = {malloc(30 * 4), malloc(20), malloc(20)};
+  kiln_array_read(w, host[0], 120), kiln_array_read(gam, host[1], 20), kiln_array_read(bet, host[2], 20);
+  double worst = 0, scale = 0;
+  int found = 0;
+  for (int k = 0; k < 3; k++)
+    for (int e = 0; e < before.n; e++) {
+      const rt_st_entry *b = &before.entries[e], *a = rt_st_find(&after, b->name);
+      if (!a || (size_t)(b->end - b->begin) != (size_t)sizes[k] * 4 || memcmp(b->data, host[k], (size_t)sizes[k] * 4) != 0) continue;
+      found++;
+      for (int64_t i = 0; i < sizes[k]; i++) {
+        double step = (double)((const float *)b->data)[i] - (double)((const float *)a->data)[i];
+        worst = fmax(worst, fabs(step - (double)want[k][i])), scale = fmax(scale, fabs(step));
+      }
+      break;
+    }
+  CHECK(found == 3, "w, gamma and beta found among the exported weights (%d)", found);
+  CHECK(scale > 1e-3 && worst <= 1e-5 * fmax(1, scale), "gradients through batch_norm and dropout equal train_step's (worst %g, scale %g)", worst, scale);
+  rt_st_close(&before), rt_st_close(&after);
+  for (int k = 0; k < 3; k++) free(host[k]);
+  kiln_attrs_free(a5), kiln_attrs_free(half), kiln_attrs_free(lr), kiln_model_free(m), kiln_graph_free(g), kiln_session_free(s);
+  unlink(kx), unlink(wx), unlink(w1), rmdir(dir);
 }
 
 /* The MLP's gradients on arrays equal what train_step applies: with sgd(lr=1), no momentum,
@@ -353,6 +429,28 @@ static void test_grad_vs_train_step(void) {
   unlink(p0), unlink(p1), unlink(src), rmdir(dir);
 }
 
+/* An interrupt request stops the next compile ("interrupted", the array still lazy, nothing
+ * cached) and is taken by it; withdrawn, it stops nothing. (tests/repl/pty.sh interrupts a
+ * compile of seconds while it runs.) */
+static void test_interrupt(void) {
+  kiln_session *s = NULL;
+  kiln_session_new(&s);
+  float x[3] = {1, 2, 3}, out[3];
+  kiln_array *a = from(s, 1, (int64_t[]){3}, x), *e = op(s, "exp", 1, &a, NULL);
+  int lazy = 0;
+  int64_t hits, misses;
+  kiln_session_interrupt(s, 1);
+  CHECK(kiln_array_read(e, out, sizeof out) && has(kiln_last_error(), "interrupted"), "an interrupted compile fails: %s", kiln_last_error());
+  CHECK(!kiln_array_is_lazy(e, &lazy) && lazy, "the array stays lazy");
+  CHECK(!kiln_session_cache_stats(s, &hits, &misses) && hits == 0, "nothing cached");
+  CHECK(!kiln_array_read(e, out, sizeof out) && out[2] == expf(3), "the request was taken: the next read computes: %s", kiln_last_error());
+  kiln_array *t = op(s, "tanh", 1, &a, NULL);
+  kiln_session_interrupt(s, 1), kiln_session_interrupt(s, 0);
+  CHECK(!kiln_array_read(t, out, sizeof out), "a withdrawn request stops nothing: %s", kiln_last_error());
+  kiln_session_interrupt(NULL, 1);   /* accepted, does nothing */
+  kiln_session_free(s);
+}
+
 /* Create, compute, free: the cache hits after the first, and (under ASan) nothing leaks. */
 static int loop(int n) {
   kiln_session *s = NULL;
@@ -382,5 +480,7 @@ int main(int argc, char **argv) {
   test_mlp_vs_so();
   test_grad_simple();
   test_grad_vs_train_step();
+  test_grad_train_ops();
+  test_interrupt();
   return ts_summary("api.test_array");
 }

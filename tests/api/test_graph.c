@@ -62,9 +62,9 @@ static kiln_graph *build_net(void) {
   return g;
 }
 
-static char *print_lowered(const char *name, const char *src, const char *path) {
+static char *print_lowered_dims(const char *name, const char *src, const char *path, const fe_define *defs, int ndefs) {
   ts_front fr = {.capture = true};
-  ir_graph *low = src ? ts_lower_text(&fr, name, src, NULL, 0) : ts_lower_file(&fr, path, NULL, 0);
+  ir_graph *low = src ? ts_lower_text(&fr, name, src, defs, ndefs) : ts_lower_file(&fr, path, defs, ndefs);
   char *text = NULL;
   size_t len = 0;
   FILE *mem = open_memstream(&text, &len);
@@ -74,6 +74,10 @@ static char *print_lowered(const char *name, const char *src, const char *path) 
   ir_graph_free(low);
   ts_front_free(&fr);
   return text;
+}
+
+static char *print_lowered(const char *name, const char *src, const char *path) {
+  return print_lowered_dims(name, src, path, NULL, 0);
 }
 
 /* The reshape/pool pair is written nested in the text and flat in C: the same graph. */
@@ -161,6 +165,29 @@ static void test_load(void) {
   CHECK(kiln_graph_load("/nonexistent.kiln", NULL, &g) && has(kiln_last_error(), "nonexistent"), "missing file");
 }
 
+/* kiln_graph_load_dims rebinds dims as `kiln compile -D batch=1` does: the same graph. */
+static void test_load_dims(void) {
+  char path[4096];
+  snprintf(path, sizeof path, "%sexamples/mlp.kiln", ts_root());
+  const char *names[] = {"batch"};
+  int64_t one[] = {1}, zero[] = {0};
+  fe_define defs[] = {{"batch", 1}};
+  kiln_graph *g = NULL;
+  char *text = NULL, *want = print_lowered_dims("mlp", NULL, path, defs, 1);
+  CHECK(!kiln_graph_load_dims(path, NULL, 1, names, one, &g) && !kiln_graph_text(g, &text), "load -D batch=1: %s", kiln_last_error());
+  CHECK(text && want && strcmp(text, want) == 0, "prints as kiln check -D batch=1 --print:\n%s\n%s", text, want);
+  int rank = 0;
+  int64_t d[KILN_MAX_RANK] = {0};
+  CHECK(!kiln_graph_shape(g, "prob", NULL, &rank, d) && rank == 2 && d[0] == 1 && d[1] == 10, "prob is f32[1, 10]");
+  kiln_free(text), free(want), kiln_graph_free(g);
+  g = NULL;
+  CHECK(kiln_graph_load_dims(path, NULL, 1, (const char *[]){"batchh"}, one, &g) && !g && has(kiln_last_error(), "batchh"),
+        "an undeclared dim is refused: %s", kiln_last_error());
+  CHECK(kiln_graph_load_dims(path, NULL, 1, names, zero, &g) && has(kiln_last_error(), "1..2^40"), "batch=0 refused: %s", kiln_last_error());
+  CHECK(kiln_graph_load_dims(path, NULL, 1, NULL, one, &g) && has(kiln_last_error(), "NULL"), "NULL names refused");
+  CHECK(kiln_graph_load_dims(path, NULL, -1, names, one, &g) && has(kiln_last_error(), "ndims"), "ndims -1 refused");
+}
+
 /* The JIT'd model and the .so built from the same graph: same weights (seed), same outputs. */
 static void test_jit_equals_so(kiln_graph *g) {
   char dir[] = "/tmp/kiln-api-XXXXXX", so[4200];
@@ -219,5 +246,6 @@ int main(void) {
   kiln_graph_free(g);
   test_refusals();
   test_load();
+  test_load_dims();
   return ts_summary("api.test_graph");
 }

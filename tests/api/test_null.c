@@ -31,6 +31,7 @@ static void test_without_objects(void) {
   REFUSED(kiln_attrs_parse(NULL, "k", "1"));
   REFUSED(kiln_graph_new("g", NULL));
   REFUSED(kiln_graph_load(NULL, NULL, NULL));
+  REFUSED(kiln_graph_load_dims(NULL, NULL, 0, NULL, NULL, NULL));
   REFUSED(kiln_graph_dim(NULL, "n", 1));
   REFUSED(kiln_graph_input(NULL, "x", KILN_F32, 2, d, NULL));
   REFUSED(kiln_graph_op(NULL, "y", "relu", 1, in, NULL));

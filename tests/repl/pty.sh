@@ -3,7 +3,7 @@
 # a person types: a statement with an error and the session going on, a def over several lines
 # (the "...:" continuation prompt), a value shown; a second session that recalls the last line
 # of the first from ~/.kiln_history with the up arrow; a third that loads a model and trains
-# it a few steps.
+# it a few steps; a fourth whose long compile Ctrl-C interrupts.
 set -uo pipefail
 kiln=$1 src=$2
 command -v script >/dev/null || { echo "SKIP: util-linux 'script' is not installed"; exit 77; }
@@ -35,5 +35,50 @@ check "model loaded" "its weights are arrays now"
 losses=$(grep -A1 '^f32\[\]$' <<<"$out" | grep -v -- '--' | grep -v 'f32' | tr '\n' ' ')
 awk -v l="$losses" 'BEGIN { n = split(l, v, " "); if (n != 3 || !(v[1] > v[2] && v[2] > v[3])) exit 1 }' ||
   { echo "FAIL: three train_step losses going down, got '$losses':"; echo "$out"; fail=1; }
+# Ctrl-D (EOT at an empty prompt) ends the session, exit status 0.
+out=$( (printf ':zeros a f32[2]\n'; sleep 1; printf '\004'; sleep 1) |
+      HOME=$home timeout 60 script -qec "$kiln repl; echo session-exit=\$?" /dev/null | tr -d '\r' | sed 's/\x1b\[[0-9;]*[A-Za-z]//g')
+check "Ctrl-D quits" "session-exit=0"
+# Ctrl-C during a compile: a statement whose compile takes seconds (300 distinct fused groups
+# between softmaxes) is interrupted once it has started; it fails with "interrupted" at once
+# (LLVM's work is left to finish in the background) and the session keeps its variables.
+ops=(tanh sin cos sigmoid relu abs)
+body=$home/chain.kiln
+{ echo ':rand t0 f32[64,64] seed=1'
+  for i in $(seq 1 300); do
+    k=$i e="t$((i - 1))"
+    for j in 0 1 2 3; do e="${ops[k % 6]}($e)" k=$((k / 6)); [ $((j % 2)) = 1 ] && e="($e * 1.5)"; done
+    echo "u$i = $e"; echo "t$i = softmax(u$i)"
+  done
+  echo ':time on'; echo 'sum(t300)'; } > "$body"
+mkfifo "$home/in"
+HOME=$home timeout 120 script -qec "$kiln repl" /dev/null < "$home/in" > "$home/out" 2>&1 &
+spid=$!
+exec 3> "$home/in"
+cat "$body" >&3
+# wait_for TEXT SECONDS: until the session's output holds TEXT; 1 when it does not in time
+wait_for() {
+  for _ in $(seq 1 $(($2 * 20))); do grep -qF -- "$1" "$home/out" && return 0; sleep 0.05; done
+  return 1
+}
+if wait_for "[603]: sum(t300)" 60; then
+  sleep 0.5
+  t0=$(date +%s%N)
+  printf '\003' >&3
+  wait_for "interrupted" 30 || { echo "FAIL: Ctrl-C during the compile did not interrupt it"; fail=1; }
+  ms=$((($(date +%s%N) - t0) / 1000000))
+  [ "$ms" -lt 3000 ] || { echo "FAIL: the interrupted statement returned ${ms} ms after Ctrl-C"; fail=1; }
+  printf 'u1 * 0 + 1\n:vars\n:quit\n' >&3
+else
+  echo "FAIL: the session never reached the long statement"; fail=1
+  printf ':quit\n' >&3
+fi
+exec 3>&-
+wait $spid
+out=$(tr -d '\r' < "$home/out" | sed 's/\x1b\[[0-9;]*[A-Za-z]//g')
+check "the compile interrupted" "error: interrupted"
+check "the session goes on after an interrupted compile" "[[1. 1. 1. ... 1. 1. 1.]"
+grep -qE '^t300 +f32\[64, 64\]' <<<"$out" || { echo "FAIL: :vars after the interrupt lacks t300:"; tail -20 <<<"$out"; fail=1; }
+echo "Ctrl-C interrupted a compile ${ms:-?} ms after it was pressed"
 [ $fail = 0 ] && echo "repl through a pseudo-terminal: as typed"
 exit $fail
