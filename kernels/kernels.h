@@ -62,6 +62,12 @@ K_DECLARE_OP(fully_connected)
 K_DECLARE_OP(convolution)
 size_t k_conv_temp_bytes(const k_shape *data, const k_shape *weight, const k_conv_param *p);
 size_t k_convolution_temp_bytes(const k_shape *args, const void *param);   /* the op row's k_temp_fn */
+/* For passes/pass_layout.c: the block width V (8 or 16) a 2-D forward of this shape computes
+ * in on the direct path here (this CPU; KILN_CONV honoured, as the plan's workspace does), or
+ * 0 when it would run im2col. A forward with k_conv_param.in_block / out_block set runs direct
+ * at that width whatever KILN_CONV or the CPU say at run time (a portable loop without
+ * AVX-512 / AVX2), and refuses with a message what it cannot honour. */
+int k_conv_block_width(const k_shape *data, const k_shape *weight, const k_conv_param *p);
 
 /* k_epilogue.c (map: k_epilogue.h) — the elementwise tail that convolution, fully_connected
  * and matmul forward run on each output block when k_call.epi is set. */
