@@ -117,21 +117,26 @@ static void pass_layout_mark(ir_graph *g, ir_node *n, const int *blk) {
   if (n->epi) n->sub[0].param = p;
 }
 
+/* A node as the explain lines name it: an epilogue by its heavy node. */
+static const char *pass_layout_name(const ir_node *n) { return n->epi ? n->sub[0].name : n->name; }
+
 /* "c1 (convolution): c1 is read by pool (pooling), so it is stored NCHW" for each direct
  * convolution's output left NCHW, naming the first reader that needs it so. */
-static void pass_layout_explain(const ir_graph *g, pass_ctx *cx, const int *width, const int *blk, int i) {
+static void pass_layout_explain(const ir_graph *g, pass_ctx *cx, const int *width, int i) {
   const ir_node *n = ir_node_at(g, i);
   int t = n->out[0];
-  const char *name = ir_tensor_at(g, t)->name;
-  if (pass_layout_is_result(g, t)) return pass_explain(cx, "%s (convolution): %s is a result, so it is stored NCHW", n->name, name);
+  const char *name = ir_tensor_at(g, t)->name, *who = pass_layout_name(n);
+  if (pass_layout_is_result(g, t)) return pass_explain(cx, "%s (convolution): %s is a result, so it is stored NCHW", who, name);
   for (int k = 0; k < ir_nnodes(g); k++) {
     const ir_node *r = ir_node_at(g, k);
+    bool op = r->kind == IR_N_OP || r->epi;
     for (int j = 0; j < r->nin; j++)
       if (r->in[j] == t && (!width[k] || !pass_layout_slot_ok(g, r, j)))
-        return pass_explain(cx, "%s (convolution): %s is read by %s (%s), so it is stored NCHW", n->name, name, r->name,
-                            r->kind == IR_N_OP ? ir_ops[r->op].name : ir_node_kind_name(r));
+        return pass_explain(cx, "%s (convolution): %s is read by %s%s (%s%s), so it is stored NCHW", who, name,
+                            pass_layout_name(r), j && r->epi ? "'s epilogue" : "", op ? ir_ops[r->op].name : ir_node_kind_name(r),
+                            !width[k] && op && r->op == IR_OP_convolution ? " on the im2col path" : "");
   }
-  pass_explain(cx, "%s (convolution): %s or an operand of its epilogue meets an NCHW tensor, so it is stored NCHW", n->name, name);
+  pass_explain(cx, "%s (convolution): %s or an operand of its epilogue meets an NCHW tensor, so it is stored NCHW", who, name);
 }
 
 int pass_layout(ir_graph *g, pass_ctx *cx) {
@@ -148,7 +153,7 @@ int pass_layout(ir_graph *g, pass_ctx *cx) {
     ir_node *n = ir_node_at(g, i);
     if (!width[i]) continue;
     if (blk[n->in[0]] || pass_layout_epi_width(g, n, blk)) pass_layout_mark(g, n, blk);
-    if (!blk[n->out[0]]) pass_layout_explain(g, cx, width, blk, i);
+    if (!blk[n->out[0]]) pass_layout_explain(g, cx, width, i);
   }
   cx->stats[PASS_layout].blocked = count;
   free(width);
