@@ -7,9 +7,13 @@
  * portable V = 8 build otherwise (or when KILN_CONV asks for it). Workspace is always sized for
  * V = 16, the largest: every buffer rounds channels up to V, so a narrower V needs no more.
  *
- * Today the kernel converts per call: NCHW input -> padded blocked input, blocked output ->
- * NCHW. The block functions (k_cd_isa) take blocked tensors only, so that a layout pass
- * keeping activations blocked can call them directly. The weights -> blocked weights: the
+ * By default the kernel converts per call: NCHW input -> padded blocked input, blocked output
+ * -> NCHW. A forward whose param carries a compiled blocked layout (k_conv_param.in_block,
+ * out_block, epi_block: passes/pass_layout.c keeps values blocked between direct convolutions)
+ * copies a blocked input into the padded workspace row by row (or reads it in place when
+ * unpadded), writes a blocked output in place of the workspace's, and runs its epilogue on the
+ * blocked result; it always runs here, at the compiled width, on the CPU's loops of that width
+ * or on portable ones (generic16 exists for that). The weights -> blocked weights: the
  * forward pass keeps them in the call's k_cache when it has one (a compiled model's predict,
  * where the weights change only when they are loaded or trained: the runtime then clears
  * it), so they are packed once per weight change; otherwise, and in the backward pass (a
@@ -21,7 +25,8 @@
  * the weight gradient, which adds each chunk onto the previous ones: each task owns what it
  * writes and sums in a fixed order, so results do not depend on the thread count. Grouped
  * (and depthwise) convolution stays on the im2col path for now. The instruction set is picked
- * at run time, not from the model's --cpu/--features (TODO(issue 8)). */
+ * at run time, not from the model's --cpu/--features; a compiled blocked layout fixes only the
+ * width (the compiling machine's, k_conv_block_width). */
 #include "kernels.h"
 #include "k_conv_direct.h"
 #include "k_vec.h"

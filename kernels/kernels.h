@@ -58,7 +58,9 @@ K_DECLARE_OP(fully_connected)
  * convolution on channel-blocked tensors (KILN_CONV overrides the choice); the rest run
  * im2col + GEMM, the batch cut into at most 4 parts (fixed by N, not by the thread count) run
  * in parallel, each with a column buffer lent for its run and its own weight-gradient
- * partial, the partials summed in part order. */
+ * partial, the partials summed in part order. A forward whose param carries a blocked layout
+ * (k_conv_param.in_block / out_block / epi_block, set by passes/pass_layout.c) reads / writes
+ * those tensors channel-blocked and always runs direct (k_conv_block_width below). */
 K_DECLARE_OP(convolution)
 size_t k_conv_temp_bytes(const k_shape *data, const k_shape *weight, const k_conv_param *p);
 size_t k_convolution_temp_bytes(const k_shape *args, const void *param);   /* the op row's k_temp_fn */
