@@ -3,8 +3,9 @@
  * data or as an epilogue's same-shaped operand (a residual add), is stored as the direct
  * convolution computes it ([N][ceil(C / V)][H][W][V], kernels/k_conv_direct_isa.h), so neither
  * side converts it to NCHW and back. Conversions stay at the boundaries: inputs, outputs, and
- * values any other node reads. The decisions go to the kernels as k_conv_param.in_block /
- * out_block (a copy of the node's param) and to the memory plan as ir_tensor.block. */
+ * values any other node reads. The decisions go to the kernels as k_conv_param.in_block,
+ * out_block and epi_block (in a copy of the node's param) and to the memory plan as
+ * ir_tensor.block. docs/passes.md ("Layout") states the rules. */
 #include "passes.h"
 
 #include <stdlib.h>
@@ -73,8 +74,10 @@ static void pass_layout_candidates(const ir_graph *g, const int *width, int *blk
   }
 }
 
-/* Whether every same-shaped operand of n's epilogue is blocked (true when it has none). */
+/* Whether n's epilogue can run on the blocked result: its affines are per channel of axis 1,
+ * and every same-shaped operand is blocked (true when it has none). */
 static bool pass_layout_operands_blocked(const ir_graph *g, const ir_node *n, const int *blk) {
+  if (!pass_layout_affine_ok(g, n)) return false;
   for (int j = 1; j < n->nin; j++)
     if (n->in[j] >= 0 && pass_layout_slot_ok(g, n, j) && !blk[n->in[j]]) return false;
   return true;
@@ -127,6 +130,9 @@ static void pass_layout_explain(const ir_graph *g, pass_ctx *cx, const int *widt
   int t = n->out[0];
   const char *name = ir_tensor_at(g, t)->name, *who = pass_layout_name(n);
   if (pass_layout_is_result(g, t)) return pass_explain(cx, "%s (convolution): %s is a result, so it is stored NCHW", who, name);
+  if (!pass_layout_affine_ok(g, n))
+    return pass_explain(cx, "%s (convolution): its epilogue's batch_norm is not over the channel axis, so %s is stored NCHW",
+                        who, name);
   for (int k = 0; k < ir_nnodes(g); k++) {
     const ir_node *r = ir_node_at(g, k);
     bool op = r->kind == IR_N_OP || r->epi;
