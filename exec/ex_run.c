@@ -101,7 +101,7 @@ static int ex_bind_one(ex_run *r, int t, const void *const *inputs, const int *i
   const ir_tensor *x = ir_tensor_at(r->g, t);
   if (r->ptr[t] || b->cls == IR_MEM_NONE) return 0;        /* scratch, or no storage */
   if (b->cls == IR_MEM_ARENA) {
-    if (b->offset < 0 || b->offset + ir_tensor_numel(x) * 4 > p->arena_bytes)
+    if (b->offset < 0 || b->offset + ir_tensor_bytes(x) > p->arena_bytes)
       return rt_errf(r->err, r->errn, "%s: arena interval out of range", x->name);
     r->ptr[t] = (char *)r->m->arena + b->offset;
     return 0;

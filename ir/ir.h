@@ -103,6 +103,8 @@ typedef struct {
                           initializer, e.g. an imported model's weights; in the arena of the
                           graph that set it, which clones share, so it must outlive them */
   float value;         /* CONST */
+  int32_t block;       /* VALUE: 0, or the width V of the channel-blocked storage
+                          passes/pass_layout.c chose ([N][ceil(C / V)][H][W][V]) */
   ir_loc loc;
 } ir_tensor;
 
@@ -220,6 +222,8 @@ static inline ir_node *ir_node_at(const ir_graph *g, int i) { return &IR_VEC_AT(
 static inline int ir_ntensors(const ir_graph *g) { return g->tensors.len; }
 static inline int ir_nnodes(const ir_graph *g) { return g->nodes.len; }
 int64_t ir_tensor_numel(const ir_tensor *t);
+/* The bytes its storage takes: numel * 4, or with channels rounded up to V when blocked. */
+int64_t ir_tensor_bytes(const ir_tensor *t);
 /* Checks the graph's invariants (indices in range, single producer, inputs before use);
  * returns 0 or prints what is broken to stderr and returns 1. */
 int ir_verify(const ir_graph *g);

@@ -80,6 +80,12 @@ int ir_graph_find_tensor(const ir_graph *g, const char *name) {
 
 int64_t ir_tensor_numel(const ir_tensor *t) { return k_shape_numel(&t->shape); }
 
+int64_t ir_tensor_bytes(const ir_tensor *t) {
+  int64_t n = ir_tensor_numel(t), c = t->shape.rank > 1 ? t->shape.d[1] : 1;
+  if (!t->block || c == 0) return n * 4;
+  return n / c * ((c + t->block - 1) / t->block * t->block) * 4;
+}
+
 /* ---- building blocks for passes ---- */
 
 static int *ir_copy_ints(ir_arena *a, const int *src, int n) {

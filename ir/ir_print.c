@@ -60,6 +60,18 @@ static void ir_print_tensor_list(const ir_graph *g, const int *ts, int n, FILE *
   }
 }
 
+/* The layout pass's decision on a convolution: "blocked[16]: in x, out y" (or "epilogue
+ * operands" when only those are blocked: the result is converted after the epilogue). */
+static void ir_print_layout(const ir_graph *g, const ir_node *n, bool any, FILE *out) {
+  const k_conv_param *p = n->op == IR_OP_convolution && (n->kind == IR_N_OP || n->epi) ? n->param : NULL;
+  if (!p || (!p->in_block && !p->epi_block)) return;
+  fprintf(out, "%sblocked[%d]:", any ? "; " : "  # ", p->in_block ? p->in_block : p->epi_block);
+  const char *sep = " ";
+  if (p->in_block) fprintf(out, "%sin %s", sep, ir_tensor_at(g, n->in[0])->name), sep = ", ";
+  if (p->epi_block && !p->out_block && n->epi) fprintf(out, "%sepilogue operands", sep), sep = ", ";
+  if (p->out_block) fprintf(out, "%sout %s", sep, ir_tensor_at(g, n->out[0])->name);
+}
+
 static void ir_print_annotations(const ir_graph *g, const ir_node *n, FILE *out) {
   bool any = false;
   for (int i = 0; i < n->nout; i++) {
@@ -71,6 +83,7 @@ static void ir_print_annotations(const ir_graph *g, const ir_node *n, FILE *out)
     if (ip >= 0 && n->in[ip] >= 0) fprintf(out, " reuses %s", ir_tensor_at(g, n->in[ip])->name);
     any = true;
   }
+  ir_print_layout(g, n, any, out);
 }
 
 static void ir_print_pass_node(const ir_graph *g, const ir_node *n, FILE *out, int depth) {

@@ -7,9 +7,13 @@
  * portable V = 8 build otherwise (or when KILN_CONV asks for it). Workspace is always sized for
  * V = 16, the largest: every buffer rounds channels up to V, so a narrower V needs no more.
  *
- * Today the kernel converts per call: NCHW input -> padded blocked input, blocked output ->
- * NCHW. The block functions (k_cd_isa) take blocked tensors only, so that a layout pass
- * keeping activations blocked can call them directly. The weights -> blocked weights: the
+ * By default the kernel converts per call: NCHW input -> padded blocked input, blocked output
+ * -> NCHW. A forward whose param carries a compiled blocked layout (k_conv_param.in_block,
+ * out_block, epi_block: passes/pass_layout.c keeps values blocked between direct convolutions)
+ * copies a blocked input into the padded workspace row by row (or reads it in place when
+ * unpadded), writes a blocked output in place of the workspace's, and runs its epilogue on the
+ * blocked result; it always runs here, at the compiled width, on the CPU's loops of that width
+ * or on portable ones (generic16 exists for that). The weights -> blocked weights: the
  * forward pass keeps them in the call's k_cache when it has one (a compiled model's predict,
  * where the weights change only when they are loaded or trained: the runtime then clears
  * it), so they are packed once per weight change; otherwise, and in the backward pass (a
@@ -21,7 +25,8 @@
  * the weight gradient, which adds each chunk onto the previous ones: each task owns what it
  * writes and sums in a fixed order, so results do not depend on the thread count. Grouped
  * (and depthwise) convolution stays on the im2col path for now. The instruction set is picked
- * at run time, not from the model's --cpu/--features (TODO(issue 8)). */
+ * at run time, not from the model's --cpu/--features; a compiled blocked layout fixes only the
+ * width (the compiling machine's, k_conv_block_width). */
 #include "kernels.h"
 #include "k_conv_direct.h"
 #include "k_vec.h"
@@ -99,6 +104,21 @@ typedef struct {
 #define K_CD_CASES_HV K_SEQ_4
 #include "k_conv_direct_isa.h"   /* undefines its parameters */
 
+/* Portable V = 16: what a layer compiled blocked at V = 16 (pass_layout.c, on an AVX-512
+ * machine) runs on a CPU without AVX-512, so such a model still runs (slowly) anywhere. */
+#define K_CD_V 16
+#define K_CD_SFX generic16
+#define K_CD_NAME "generic16"
+#define K_CD_FT 2
+#define K_CD_F1 4
+#define K_CD_BT 4
+#define K_CD_CASES_FT K_SEQ_2
+#define K_CD_CASES_F1 K_SEQ_4
+#define K_CD_CASES_BT K_SEQ_4
+#define K_CD_CASES_V K_SEQ_16
+#define K_CD_CASES_HV K_SEQ_8
+#include "k_conv_direct_isa.h"   /* undefines its parameters */
+
 #if defined(__GNUC__) && defined(__x86_64__)
 #define K_CD_X86 1
 
@@ -156,6 +176,21 @@ static const k_cd_isa *k_cd_pick(void) {
   if (avx2) return &isa_avx2;
 #endif
   return &isa_generic;
+}
+
+/* The instruction set for a layer compiled blocked at width V (8 or 16): the CPU's own when
+ * it has that width, the portable one of the same width otherwise or when KILN_CONV asks
+ * for direct-generic. The width itself is the compiled layout's: the environment and the CPU
+ * choose only how it is computed, never the layout of a tensor. */
+static const k_cd_isa *k_cd_pick_width(int64_t V) {
+  const char *want = getenv("KILN_CONV");
+  int generic = want && !strcmp(want, "direct-generic");
+#ifdef K_CD_X86
+  if (!generic && V == 16 && __builtin_cpu_supports("avx512f")) return &isa_avx512;
+  if (!generic && V == 8 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return &isa_avx2;
+#endif
+  (void)generic;
+  return V == 16 ? &isa_generic16 : &isa_generic;
 }
 
 static int64_t k_cd_out_len(int64_t in, int64_t k, int64_t s, int64_t pad, int64_t dil) {
@@ -249,8 +284,18 @@ int k_conv_direct_wanted(const k_shape *data, const k_shape *weight, const k_con
   return k_cd_shape_wins(&g, backward);
 }
 
+/* A forward whose data or output the layout pass keeps blocked must run here, whatever
+ * KILN_CONV says now: its neighbours read or wrote that layout. */
+static int k_cd_blocked(const k_conv_param *p) { return p->in_block || p->out_block || p->epi_block; }
+
+int k_conv_block_width(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
+  if (data->rank != 4 || !k_conv_direct_wanted(data, weight, p, 0)) return 0;
+  return (int)k_cd_pick()->V;
+}
+
 size_t k_conv_direct_temp_bytes(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
-  if (!k_conv_direct_wanted(data, weight, p, 0) && !k_conv_direct_wanted(data, weight, p, 1)) return 0;
+  if (!k_cd_blocked(p) && !k_conv_direct_wanted(data, weight, p, 0) && !k_conv_direct_wanted(data, weight, p, 1))
+    return 0;
   k_cd_geom g = k_cd_geometry(data, weight, p, K_CD_VMAX);
   int64_t sizes[4];
   return (size_t)k_cd_floats(&g, sizes) * sizeof(float);
@@ -259,6 +304,7 @@ size_t k_conv_direct_temp_bytes(const k_shape *data, const k_shape *weight, cons
 /* Wanted for this direction, and the planned workspace holds the direct path's (sized the
  * same for both directions whenever either wants it, so that asking is enough). */
 int k_conv_direct_runs(const k_call *c, const k_shape *data, const k_shape *weight, int backward) {
+  if (!backward && k_cd_blocked(c->param)) return 1;   /* k_conv_direct_forward checks the rest */
   return k_conv_direct_wanted(data, weight, c->param, backward) && c->temp &&
          c->temp_bytes >= k_conv_direct_temp_bytes(data, weight, c->param);
 }
@@ -285,6 +331,22 @@ static void k_cd_pack_block(const k_cd_isa *isa, const float *src, int64_t nch, 
     return;
   }
   for (int64_t h = 0; h < rows; h++) isa->pack_rows(src + h * rstep * W, H * W, cn, W, W, Wp * V, dst + h * Wp * V);
+}
+
+/* The same from a blocked image's block src [H][W][V] (all V lanes copied: those past nch
+ * are never summed): rows 0, rstep, ... into the padded dst, padding zeroed. */
+static void k_cd_pack_blocked(int64_t V, const float *src, int64_t H, int64_t W, int64_t ph,
+                              int64_t pw, int64_t rows, int64_t rstep, float *dst) {
+  int64_t Wp = W + 2 * pw;
+  memset(dst, 0, (size_t)(ph * Wp * V) * sizeof(float));
+  memset(dst + (ph + rows) * Wp * V, 0, (size_t)(ph * Wp * V) * sizeof(float));
+  for (int64_t h = 0; h < rows; h++) {
+    float *row = dst + (h + ph) * Wp * V;
+    memset(row, 0, (size_t)(pw * V) * sizeof(float));
+    memcpy(row + pw * V, src + h * rstep * W * V, (size_t)(W * V) * sizeof(float));
+    memset(row + (pw + W) * V, 0, (size_t)(pw * V) * sizeof(float));
+  }
+  (void)H;
 }
 
 /* The inverse for the real channels: block src -> dst [nch][H][W], adding when req is kAddTo. */
@@ -332,6 +394,7 @@ typedef struct {
   k_cd_bufs b;
   const float *src;      /* what a pack task reads (x or dy, NCHW, whole batch) */
   int64_t n0, ns;
+  int64_t in_block, out_block, epi_block;   /* forward: the param's compiled layouts (0: NCHW) */
 } k_cd_ctx;
 
 /* A pack task copies one channel block of one sample, a few KiB at batch 1: tasks are grouped
@@ -347,6 +410,17 @@ static void k_cd_task_pack_x(void *p, int64_t lo, int64_t hi) {
     int64_t n = i / g->Cb, cb = i % g->Cb;
     k_cd_pack_block(t->isa, t->src + (t->n0 + n) * g->C * g->H * g->W, g->C, g->H, g->W, g->ph,
                     g->pw, cb, g->Hp - 2 * g->ph, g->rstep, t->b.xb + (n * g->Cb + cb) * g->Hp * g->Wp * g->V);
+  }
+}
+
+/* Task i = (sample, cb) copies that block of a blocked x, padded (or every rstep-th row). */
+static void k_cd_task_pack_xb(void *p, int64_t lo, int64_t hi) {
+  k_cd_ctx *t = p;
+  const k_cd_geom *g = t->g;
+  for (int64_t i = lo; i < hi; i++) {
+    int64_t n = i / g->Cb, cb = i % g->Cb;
+    k_cd_pack_blocked(g->V, t->src + ((t->n0 + n) * g->Cb + cb) * g->H * g->W * g->V, g->H, g->W, g->ph,
+                      g->pw, g->Hp - 2 * g->ph, g->rstep, t->b.xb + (n * g->Cb + cb) * g->Hp * g->Wp * g->V);
   }
 }
 
@@ -372,11 +446,16 @@ static void k_cd_task_fwd(void *p, int64_t lo, int64_t hi) {
     int64_t n = i / pairs, fb = i % pairs * 2;
     int nf = fb + 1 < g->Fb ? 2 : 1;
     t->isa->fwd_block(g, t->b.xb, t->b.w, bias, t->b.yb, n, fb, nf);
+    if (t->epi_block) {   /* on yb (the output tensor itself when out_block), before any unpacking */
+      int64_t at = ((t->n0 + n) * g->Fb + fb) * ysz * g->V;
+      k_epi_apply_blocked(t->c, t->b.yb + (n * g->Fb + fb) * ysz * g->V, at, at + nf * ysz * g->V, g->V);
+    }
+    if (t->out_block) continue;
     for (int64_t j = fb; j < fb + nf; j++)
       k_cd_unpack_block(t->isa, t->b.yb + (n * g->Fb + j) * ysz * g->V, g->F, g->OH, g->OW, 0, 0, j,
                         t->c->req[0], (float *)t->c->out[0].data + (t->n0 + n) * g->F * ysz);
     int64_t f1 = (fb + nf) * g->V < g->F ? (fb + nf) * g->V : g->F, at = (t->n0 + n) * g->F;
-    k_epi_apply(t->c, (at + fb * g->V) * ysz, (at + f1) * ysz);   /* the channels just written */
+    if (!t->epi_block) k_epi_apply(t->c, (at + fb * g->V) * ysz, (at + f1) * ysz);   /* the channels just written */
   }
 }
 
@@ -437,16 +516,51 @@ static float *k_cd_fwd_weights(const k_call *c, const k_cd_geom *g, float *temp_
 
 /* ---- entry points ----------------------------------------------------------------------- */
 
+/* A compiled blocked layout this call cannot honour is refused with a message, never guessed
+ * at: both widths the same and 8 or 16, 2-D, written (not accumulated), the workspace the
+ * plan gave it large enough. */
+static int64_t k_cd_block_width(const k_conv_param *p) {
+  return p->in_block ? p->in_block : p->out_block ? p->out_block : p->epi_block;
+}
+
+static int k_cd_check_blocked(const k_call *c) {
+  const k_conv_param *p = c->param;
+  int64_t V = k_cd_block_width(p);
+  const char *why = NULL;
+  if ((V != 8 && V != 16) || (p->in_block && p->in_block != V) || (p->out_block && p->out_block != V) ||
+      (p->epi_block && p->epi_block != V) || (p->out_block && !p->epi_block))
+    why = "block widths must be 8 or 16 and agree, and a blocked output needs blocked operands";
+  else if (c->in[0].shape.rank != 4) why = "only 2-D convolution runs blocked";
+  else if (p->out_block && c->req[0] == kAddTo) why = "a blocked output cannot be accumulated";
+  else if (!c->temp || c->temp_bytes < k_conv_direct_temp_bytes(&c->in[0].shape, &c->in[1].shape, p))
+    why = "the workspace is smaller than the direct path needs";
+  if (!why) return 0;
+  snprintf(c->err, c->err_len, "convolution: compiled blocked layout (in %d, out %d, epilogue %d): %s",
+           p->in_block, p->out_block, p->epi_block, why);
+  return 1;
+}
+
+/* Per chunk: the padded blocked input is packed from NCHW, copied from a blocked input, or,
+ * for a blocked unpadded input, the input tensor itself; a blocked output is written in
+ * place of yb. */
 int k_conv_direct_forward(const k_call *c) {
   if (c->req[0] == kNullOp) return 0;
-  const k_cd_isa *isa = k_cd_pick();
-  k_cd_geom g = k_cd_geometry(&c->in[0].shape, &c->in[1].shape, c->param, isa->V);
-  k_cd_skip_rows(&g);
-  k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), c->in[0].data, 0, 0};
+  const k_conv_param *p = c->param;
+  if (k_cd_blocked(p) && k_cd_check_blocked(c)) return 1;
+  const k_cd_isa *isa = k_cd_blocked(p) ? k_cd_pick_width(k_cd_block_width(p)) : k_cd_pick();
+  k_cd_geom g = k_cd_geometry(&c->in[0].shape, &c->in[1].shape, p, isa->V);
+  int direct_in = p->in_block && g.ph == 0 && g.pw == 0;
+  if (!direct_in) k_cd_skip_rows(&g);
+  k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), c->in[0].data, 0, 0, p->in_block, p->out_block,
+                 p->epi_block};
+  float *xb = t.b.xb, *yb = t.b.yb;
   t.b.w = k_cd_fwd_weights(c, &g, t.b.w);
   for (t.n0 = 0; t.n0 < g.N; t.n0 += g.S) {
     t.ns = g.N - t.n0 < g.S ? g.N - t.n0 : g.S;
-    k_parallel_for(t.ns * g.Cb, k_cd_pack_grain(g.Hp * g.Wp * g.V), k_cd_task_pack_x, &t);
+    t.b.xb = direct_in ? (float *)t.src + t.n0 * g.Cb * g.Hp * g.Wp * g.V : xb;
+    t.b.yb = p->out_block ? (float *)c->out[0].data + t.n0 * g.Fb * g.OH * g.OW * g.V : yb;
+    if (!direct_in)
+      k_parallel_for(t.ns * g.Cb, k_cd_pack_grain(g.Hp * g.Wp * g.V), p->in_block ? k_cd_task_pack_xb : k_cd_task_pack_x, &t);
     k_parallel_for(t.ns * ((g.Fb + 1) / 2), 1, k_cd_task_fwd, &t);
   }
   return 0;
@@ -472,7 +586,7 @@ int k_conv_direct_backward(const k_call *c) {
   const k_conv_param *p = c->param;
   const k_cd_isa *isa = k_cd_pick();
   k_cd_geom g = k_cd_geometry(&c->in[1].shape, &c->in[2].shape, p, isa->V);
-  k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), NULL, 0, 0};
+  k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), NULL, 0, 0, 0, 0, 0};
   if (c->req[0] != kNullOp) k_cd_pack_weights(&g, c->in[2].data, 1, t.b.w);
   if (c->req[0] != kNullOp || c->req[1] != kNullOp)
     for (t.n0 = 0; t.n0 < g.N; t.n0 += g.S) {
@@ -493,9 +607,14 @@ size_t k_conv_direct_temp_bytes(const k_shape *data, const k_shape *weight, cons
   (void)data, (void)weight, (void)p;
   return 0;
 }
-int k_conv_direct_runs(const k_call *c, const k_shape *data, const k_shape *weight, int backward) {
-  (void)c, (void)data, (void)weight, (void)backward;
+int k_conv_block_width(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
+  (void)data, (void)weight, (void)p;
   return 0;
+}
+int k_conv_direct_runs(const k_call *c, const k_shape *data, const k_shape *weight, int backward) {
+  const k_conv_param *p = c->param;
+  (void)data, (void)weight;
+  return !backward && (p->in_block || p->out_block || p->epi_block);   /* refused by k_conv_direct_forward */
 }
 int k_conv_direct_forward(const k_call *c) {
   snprintf(c->err, c->err_len, "convolution: no direct path in this build");

@@ -20,7 +20,9 @@ int k_conv_direct_wanted(const k_shape *data, const k_shape *weight, const k_con
 size_t k_conv_direct_temp_bytes(const k_shape *data, const k_shape *weight, const k_conv_param *p);
 
 /* Whether a call runs the direct path: wanted, and the call's temp space is large enough
- * (a plan made with another KILN_CONV falls back to im2col instead of failing). */
+ * (a plan made with another KILN_CONV falls back to im2col instead of failing); always for a
+ * forward with a compiled blocked layout (k_conv_param.in_block / out_block / epi_block), which
+ * k_conv_direct_forward then honours or refuses with a message. */
 int k_conv_direct_runs(const k_call *c, const k_shape *data, const k_shape *weight, int backward);
 
 /* The k_convolution_forward / _backward contracts, for calls k_conv_direct_runs accepts,

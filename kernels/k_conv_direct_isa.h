@@ -1,7 +1,8 @@
 /* k_conv_direct_isa.h — the register-blocked inner loops of the direct convolution for one
  * vector width. Not a normal header: k_conv_direct.c includes it once per instruction set,
  * inside `#pragma GCC target(...)`, after defining
- *   K_CD_V      floats per vector (16 for AVX-512, 8 for AVX2 and the portable build),
+ *   K_CD_V      floats per vector (16 for AVX-512, 8 for AVX2 and the portable build; a
+ *               portable 16 for layers compiled blocked at 16 running without AVX-512),
  *   K_CD_SFX    the suffix of every function defined here (avx512, avx2, generic), and
  *   K_CD_NAME   the same as a string,
  *   K_CD_FT, K_CD_F1, K_CD_BT  the most output positions of a forward tile holding two

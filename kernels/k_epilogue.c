@@ -11,6 +11,7 @@
 /* The steps run one after another over sub-blocks of this many floats (16 KiB), so each step
  * reads what the previous one wrote from L1 rather than L2. */
 #define K_EPI_CHUNK 4096
+#define K_EPI_VMAX 16   /* the widest block of a blocked output */
 
 /* Indexed by K_EPI_FN_*: the same rows of the op list (k_ops.def). */
 #define K_OP(op)
@@ -56,7 +57,7 @@ int k_epi_valid(const k_epilogue *e, int nin) {
 }
 
 /* y[lo, hi) = y * a + b per channel run, as k_norm.c's predict path writes it. */
-static void k_epi_affine(const k_call *c, const k_epi_step *s, float *y, int64_t lo, int64_t hi) {
+static void k_epi_affine(const k_call *c, const k_epi_step *s, float *y, int64_t base, int64_t lo, int64_t hi) {
   const float *gamma = c->in[s->slot].data, *beta = c->in[s->slot + 1].data;
   const float *mean = c->in[s->slot + 2].data, *var = c->in[s->slot + 3].data;
   for (int64_t e = lo; e < hi;) {
@@ -64,16 +65,43 @@ static void k_epi_affine(const k_call *c, const k_epi_step *s, float *y, int64_t
     if (end > hi) end = hi;
     float invstd, a, b;
     k_batch_norm_predict_coeffs(gamma[ch], beta[ch], mean[ch], var[ch], s->eps, &invstd, &a, &b);
-    k_epi_axpb(y + e, end - e, a, b);
+    k_epi_axpb(y + (e - base), end - e, a, b);
+    e = end;
+  }
+}
+
+/* One channel block's run y[0, n) of positions of V lanes: y = y * a[lane] + b[lane]. */
+K_VEC_TARGETS static void k_epi_axpb_lanes(float *y, int64_t n, const float *a, const float *b, int64_t V) {
+  for (int64_t i = 0; i < n; i += V)
+    for (int64_t l = 0; l < V; l++) y[i + l] = y[i + l] * a[l] + b[l];
+}
+
+/* k_epi_affine on a blocked output: runs of inner * V floats share a channel block. */
+static void k_epi_affine_blocked(const k_call *c, const k_epi_step *s, float *y, int64_t base, int64_t lo, int64_t hi,
+                                 int64_t V) {
+  const float *gamma = c->in[s->slot].data, *beta = c->in[s->slot + 1].data;
+  const float *mean = c->in[s->slot + 2].data, *var = c->in[s->slot + 3].data;
+  int64_t blocks = (s->channels + V - 1) / V, len = s->inner * V;
+  for (int64_t e = lo; e < hi;) {
+    int64_t run = e / len, cb = run % blocks, end = (run + 1) * len;
+    if (end > hi) end = hi;
+    float a[K_EPI_VMAX], b[K_EPI_VMAX], invstd;
+    for (int64_t l = 0; l < V; l++) {
+      int64_t ch = cb * V + l;
+      a[l] = b[l] = 0;
+      if (ch < s->channels)
+        k_batch_norm_predict_coeffs(gamma[ch], beta[ch], mean[ch], var[ch], s->eps, &invstd, &a[l], &b[l]);
+    }
+    k_epi_axpb_lanes(y + (e - base), end - e, a, b, V);
     e = end;
   }
 }
 
 /* The op's kernel on the block as a flat [n] tensor, written in place (elementwise kernels
  * read each element before they write it). */
-static void k_epi_kernel(const k_call *c, const k_epi_step *s, float *y, int64_t lo, int64_t hi) {
+static void k_epi_kernel(const k_call *c, const k_epi_step *s, float *y, int64_t base, int64_t lo, int64_t hi) {
   k_shape flat = {1, {hi - lo}}, one = {0, {0}};
-  k_tensor run = {y + lo, flat, K_F32}, in[2] = {run, run};
+  k_tensor run = {y + (lo - base), flat, K_F32}, in[2] = {run, run};
   if (s->kind == K_EPI_BINARY) {
     const float *o = c->in[s->slot].data;
     k_tensor other = s->scalar ? (k_tensor){(void *)o, one, K_F32} : (k_tensor){(void *)(o + lo), flat, K_F32};
@@ -87,15 +115,26 @@ static void k_epi_kernel(const k_call *c, const k_epi_step *s, float *y, int64_t
   k_epi_kernels[s->fn](&k);   /* elementwise kernels cannot fail */
 }
 
-void k_epi_apply(const k_call *c, int64_t lo, int64_t hi) {
+/* Elements [lo, hi) of the output (NCHW when V = 0), element lo stored at y; operands are
+ * read at the elements' own indices. K_EPI_CHUNK is a multiple of every V, so the sub-blocks
+ * stay whole vectors. */
+static void k_epi_run(const k_call *c, float *y, int64_t lo, int64_t hi, int64_t V) {
   const k_epilogue *e = c->epi;
-  float *y = c->out[0].data;
   for (int64_t a = lo; e && a < hi; a += K_EPI_CHUNK) {
     int64_t b = hi - a < K_EPI_CHUNK ? hi : a + K_EPI_CHUNK;
     for (int i = 0; i < e->nsteps; i++) {
       const k_epi_step *s = &e->step[i];
-      if (s->kind == K_EPI_AFFINE) k_epi_affine(c, s, y, a, b);
-      else k_epi_kernel(c, s, y, a, b);
+      if (s->kind == K_EPI_AFFINE && V) k_epi_affine_blocked(c, s, y, lo, a, b, V);
+      else if (s->kind == K_EPI_AFFINE) k_epi_affine(c, s, y, lo, a, b);
+      else k_epi_kernel(c, s, y, lo, a, b);
     }
   }
+}
+
+void k_epi_apply(const k_call *c, int64_t lo, int64_t hi) {
+  if (c->epi) k_epi_run(c, (float *)c->out[0].data + lo, lo, hi, 0);
+}
+
+void k_epi_apply_blocked(const k_call *c, float *y, int64_t lo, int64_t hi, int64_t V) {
+  if (c->epi) k_epi_run(c, y, lo, hi, V);
 }

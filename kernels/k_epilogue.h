@@ -57,5 +57,12 @@ int k_epi_fn_lookup(const char *name);
  * kernel has just written; other operands and batch_norm's parameters come from c->in. Each
  * element's result depends on that element only, so any split into blocks gives the same bits. */
 void k_epi_apply(const k_call *c, int64_t lo, int64_t hi);
+/* The same on elements [lo, hi) of a convolution output computed channel-blocked at width V
+ * ([N][ceil(C / V)][H][W][V], passes/pass_layout.c; lo and hi multiples of V), element lo stored
+ * at y (the output tensor itself, or the kernel's blocked copy before it writes NCHW): every
+ * same-shaped operand is blocked alike (k_conv_param.epi_block), and batch_norm's affine takes
+ * channel (e / (inner V)) % ceil(C / V) * V + e % V, lanes past C getting y * 0 + 0. The same
+ * expressions, so the same bits. */
+void k_epi_apply_blocked(const k_call *c, float *y, int64_t lo, int64_t hi, int64_t V);
 
 #endif

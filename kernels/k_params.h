@@ -47,6 +47,11 @@ typedef struct {
   k_ints kernel, stride, pad, dilate;
   int64_t num_group;
   int32_t no_bias;
+  /* Forward only, set by passes/pass_layout.c (never an attribute; 0 everywhere else): 0 when
+   * data (in_block), out[0] (out_block) or the epilogue's same-shaped operands (epi_block: a
+   * residual add's) are NCHW, else the block width V (8 or 16) of their channel-blocked storage
+   * [N][ceil(C / V)][H][W][V], lanes past C undefined. out_block implies epi_block. */
+  int32_t in_block, out_block, epi_block;
 } k_conv_param;
 
 enum { K_POOL_MAX = 0, K_POOL_AVG = 1 };

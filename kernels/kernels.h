@@ -46,9 +46,17 @@
  * convolution on channel-blocked tensors (KILN_CONV overrides the choice); the rest run
  * im2col + GEMM, the batch cut into at most 4 parts (fixed by N, not by the thread count) run
  * in parallel, each with a column buffer lent for its run and its own weight-gradient
- * partial, the partials summed in part order. */
+ * partial, the partials summed in part order. A forward whose param carries a blocked layout
+ * (k_conv_param.in_block / out_block / epi_block, set by passes/pass_layout.c) reads / writes
+ * those tensors channel-blocked and always runs direct (k_conv_block_width below). */
 size_t k_conv_temp_bytes(const k_shape *data, const k_shape *weight, const k_conv_param *p);
 size_t k_convolution_temp_bytes(const k_shape *args, const void *param);   /* the op row's k_temp_fn */
+/* For passes/pass_layout.c: the block width V (8 or 16) a 2-D forward of this shape computes
+ * in on the direct path here (this CPU; KILN_CONV honoured, as the plan's workspace does), or
+ * 0 when it would run im2col. A forward with k_conv_param.in_block / out_block set runs direct
+ * at that width whatever KILN_CONV or the CPU say at run time (a portable loop without
+ * AVX-512 / AVX2), and refuses with a message what it cannot honour. */
+int k_conv_block_width(const k_shape *data, const k_shape *weight, const k_conv_param *p);
 
 /* k_epilogue.c (map: k_epilogue.h) — the elementwise tail that convolution, fully_connected
  * and matmul forward run on each output block when k_call.epi is set. */

@@ -40,7 +40,7 @@ static void pass_plan_touch(ir_plan *p, const ir_graph *g, int t, int pos, bool 
   ir_buffer *b = &p->buf[t];
   if (b->cls == IR_MEM_NONE) {
     const ir_tensor *x = ir_tensor_at(g, t);
-    *b = (ir_buffer){pass_plan_class(x), 0, ir_tensor_numel(x) * 4, write ? pos : 0, pos, -1};
+    *b = (ir_buffer){pass_plan_class(x), 0, ir_tensor_bytes(x), write ? pos : 0, pos, -1};
   }
   if (write && pos < b->first) b->first = pos;
   if (pos > b->last) b->last = pos;
@@ -175,7 +175,7 @@ static int pass_validate_classes(const ir_graph *g, const ir_plan *p, FILE *out)
       const ir_tensor *x = ir_tensor_at(g, t);
       if (p->buf[t].cls != pass_plan_class(x))
         return fprintf(out, "plan: %s, used by node %s, has the wrong storage class\n", x->name, n->name), 1;
-      if (p->buf[t].cls == IR_MEM_ARENA && p->buf[t].bytes != ir_tensor_numel(x) * 4)
+      if (p->buf[t].cls == IR_MEM_ARENA && p->buf[t].bytes != ir_tensor_bytes(x))
         return fprintf(out, "plan: %s has %lld bytes, not the size of its type\n", x->name, (long long)p->buf[t].bytes), 1;
     }
   }

@@ -1,5 +1,5 @@
 /* pass_stats.c — what `kiln passes --stats` prints: per pass the node count, fused groups,
- * in-place pairs, bytes freed by pruning and time; then the plan's figures (naive bytes,
+ * in-place pairs, values kept blocked, bytes freed by pruning and time; then the plan's figures (naive bytes,
  * arena bytes, their ratio) and its table of buffers with offsets and lifetimes. */
 #include "passes.h"
 
@@ -10,13 +10,13 @@ static void pass_print_bytes(FILE *out, int64_t b) {
 }
 
 static void pass_print_table(const pass_ctx *cx, FILE *out) {
-  fprintf(out, "%-10s %7s %6s %8s %14s %9s\n", "pass", "nodes", "fused", "inplace", "pruned bytes", "ms");
+  fprintf(out, "%-10s %7s %6s %8s %8s %14s %9s\n", "pass", "nodes", "fused", "inplace", "blocked", "pruned bytes", "ms");
   for (int i = 0; i < PASS_COUNT; i++) {
     const pass_stats *s = &cx->stats[i];
     if (!s->ran) continue;
     bool off = pass_table[i].optional && (cx->disabled >> i & 1);
-    fprintf(out, "%-10s %7d %6d %8d %14lld %9.3f%s\n", pass_table[i].name, s->nodes, s->fused_groups,
-            s->inplace_pairs, (long long)s->bytes_freed, s->ms, off ? "  (switched off)" : "");
+    fprintf(out, "%-10s %7d %6d %8d %8d %14lld %9.3f%s\n", pass_table[i].name, s->nodes, s->fused_groups,
+            s->inplace_pairs, s->blocked, (long long)s->bytes_freed, s->ms, off ? "  (switched off)" : "");
   }
 }
 

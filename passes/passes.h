@@ -10,6 +10,7 @@
  *   pass_inplace.c  forward/backward in-place options where legal
  *   pass_epilogue.c conv / fully_connected / matmul with the elementwise tail they feed, as one node
  *   pass_fusion.c   elementwise groups into fused nodes, with the reasons for every non-fusion
+ *   pass_layout.c   activations kept channel-blocked between direct-path convolutions
  *   pass_plan.c     liveness, arena packing, the plan validator
  *   pass_dot.c      the graph as graphviz DOT */
 #ifndef KILN_PASSES_H
@@ -17,7 +18,7 @@
 
 #include "ops.h"
 
-#define PASS_LIST(X) X(infer) X(select) X(backward) X(prune) X(optimizer) X(inplace) X(epilogue) X(fusion) X(plan)
+#define PASS_LIST(X) X(infer) X(select) X(backward) X(prune) X(optimizer) X(inplace) X(epilogue) X(fusion) X(layout) X(plan)
 #define PASS_ENUM(n) PASS_##n,
 enum { PASS_LIST(PASS_ENUM) PASS_COUNT };
 #undef PASS_ENUM
@@ -28,6 +29,7 @@ typedef struct {
   int fused_groups;
   int inplace_pairs;
   int64_t bytes_freed;       /* pruning: forward bytes no backward node keeps alive */
+  int blocked;               /* layout: values kept channel-blocked between convolutions */
   double ms;
 } pass_stats;
 

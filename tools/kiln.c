@@ -60,7 +60,7 @@ static const kiln_command kiln_commands[] = {
    "                   its ops: dot -Tsvg OUT.dot -o graph.svg\n"
    "  --dot-full OUT.dot  the same with every member of a fused group as its own node\n"
    "  --explain        list the fusion decisions and their reasons\n"
-   "  --disable P      switch an optional pass off (prune, inplace, epilogue, fusion, plan)\n"
+   "  --disable P      switch an optional pass off (prune, inplace, epilogue, fusion, layout, plan)\n"
    "\n"
    "passes, in order: infer select backward prune optimizer inplace epilogue fusion plan\n",
    kiln_passes_main},

@@ -225,7 +225,9 @@ static void t_each_graph(ts_front *fr, bool loaded, const char *file, int min_gr
     if (!t_check(low != NULL, "%s:%s lowers", file, mo->name)) continue;
     for (int train = 0; train < 1 + low->has_train; train++) {
       pass_ctx cx;
-      ir_graph *g = ts_compile_cx(low, train ? IR_MODE_TRAIN : IR_MODE_PREDICT, 0, &cx, &fr->diag);
+      /* Without the layout pass: each node here runs on NCHW tensors the test makes itself
+       * (tests/passes/test_differential.c checks the blocked layouts bit for bit). */
+      ir_graph *g = ts_compile_cx(low, train ? IR_MODE_TRAIN : IR_MODE_PREDICT, 1u << PASS_layout, &cx, &fr->diag);
       char label[256];
       snprintf(label, sizeof label, "%s:%s:%s", file, mo->name, train ? "train" : "predict");
       if (t_check(g != NULL, "%s compiles", label)) fn(g, train, label), groups += t_count_fused(g);

@@ -6,7 +6,9 @@
  * padding, dilation, 1-D, batch 1, a batch split in chunks — for every instruction set the CPU has (KILN_CONV picks
  * them). The workspace is filled with NaN first, so a read of a byte the kernel did not write
  * shows. Then finite-difference gradient checks of the direct path itself, and the dispatch
- * contract: KILN_CONV=im2col keeps the old path, and too little temp space falls back to it. */
+ * contract: KILN_CONV=im2col keeps the old path, and too little temp space falls back to it.
+ * Last, the compiled blocked layouts: blocked input, output or both at V = 8 and 16 under every
+ * KILN_CONV, against im2col and bit for bit against the NCHW direct path, and their refusals. */
 #include "kt_harness.h"
 #include "k_conv_direct.h"
 
@@ -224,6 +226,98 @@ static void cd_dispatch_contract(void) {
   cd_free(&d);
 }
 
+/* ---- compiled blocked layouts (k_conv_param.in_block / out_block, passes/pass_layout.c) ---- */
+
+/* NCHW [N][C][P] -> [N][ceil(C / V)][P][V]; lanes past C are NaN, which a sum that read them
+ * would carry to the result. */
+static float *cd_to_blocked(const float *x, int64_t N, int64_t C, int64_t P, int64_t V) {
+  int64_t Cb = (C + V - 1) / V, n = N * Cb * P * V;
+  float *b = malloc((size_t)n * sizeof(float));
+  for (int64_t i = 0; i < n; i++) b[i] = NAN;
+  for (int64_t s = 0; s < N; s++)
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t q = 0; q < P; q++) b[((s * Cb + c / V) * P + q) * V + c % V] = x[(s * C + c) * P + q];
+  return b;
+}
+
+static void cd_from_blocked(const float *b, int64_t N, int64_t C, int64_t P, int64_t V, float *x) {
+  int64_t Cb = (C + V - 1) / V;
+  for (int64_t s = 0; s < N; s++)
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t q = 0; q < P; q++) x[(s * C + c) * P + q] = b[((s * Cb + c / V) * P + q) * V + c % V];
+}
+
+/* One forward with blocked input and/or output of width V under KILN_CONV=mode, the result
+ * returned NCHW; rc of the kernel. */
+static int cd_forward_blocked(const cd_spec *s, cd_data *d, int64_t V, int in_b, int out_b, const char *mode,
+                              size_t temp_bytes, float *out, char *err, size_t errn) {
+  setenv("KILN_CONV", mode, 1);
+  k_conv_param p = cd_param(s);
+  p.in_block = in_b ? (int32_t)V : 0;
+  p.out_block = p.epi_block = out_b ? (int32_t)V : 0;
+  int64_t P = (int64_t)s->H * s->W, OP = d->y.shape.d[2] * d->y.shape.d[3], Fb = (s->F + V - 1) / V;
+  float *xb = in_b ? cd_to_blocked(d->x.data, s->N, s->C, P, V) : NULL;
+  float *yb = out_b ? malloc((size_t)(s->N * Fb * OP * V) * sizeof(float)) : NULL;
+  k_tensor in[3] = {d->x, d->w, d->b}, o = d->y;
+  if (xb) in[0].data = xb;
+  o.data = yb ? yb : out;
+  k_req req = kWriteTo;
+  size_t tb = temp_bytes ? temp_bytes : k_conv_temp_bytes(&d->x.shape, &d->w.shape, &p);
+  void *temp = cd_temp(tb);
+  k_call c = {in, s->no_bias ? 2 : 3, &o, 1, &req, &p, temp, tb, 0, 0, 0, err, errn, NULL, NULL};
+  int rc = k_convolution_forward(&c);
+  if (!rc && yb) cd_from_blocked(yb, s->N, s->F, OP, V, out);
+  free(temp), free(xb), free(yb);
+  return rc;
+}
+
+/* A blocked forward computes what the NCHW one does: the same bits on the same instruction
+ * set (V = 16 under "direct" on AVX-512, V = 8 under "direct-avx2" on AVX2), close to im2col
+ * on any (a V the CPU lacks runs the portable loop of that width), and KILN_CONV=im2col cannot
+ * move it off the direct path. */
+static void cd_blocked(const cd_spec *s) {
+  static const char *const bmodes[] = {"direct", "direct-avx2", "direct-generic", "im2col"};
+  cd_data d = cd_make(s);
+  int64_t ny = k_shape_numel(&d.y.shape);
+  float *zero = calloc((size_t)ny, sizeof(float)), *want = malloc((size_t)ny * sizeof(float));
+  float *same = malloc((size_t)ny * sizeof(float)), *got = malloc((size_t)ny * sizeof(float));
+  k_conv_param p = cd_param(s);
+  cd_forward(s, &p, &d, "im2col", kWriteTo, zero, want);
+  char err[160], what[200];
+  for (int64_t V = 8; V <= 16; V += 8)
+    for (size_t m = 0; m < sizeof bmodes / sizeof *bmodes; m++)
+      for (int io = 1; io < 4; io++) {
+        int in_b = io & 1, out_b = io >> 1;
+        snprintf(what, sizeof what, "%s blocked V=%d in %d out %d %s", s->name, (int)V, in_b, out_b, bmodes[m]);
+        err[0] = 0;
+        KT_CHECK(cd_forward_blocked(s, &d, V, in_b, out_b, bmodes[m], 0, got, err, sizeof err) == 0, "%s: %s", what, err);
+        KT_CHECK(kt_expect_close(what, got, want, ny, 1e-5f, 1e-5f) == 0, "%s", what);
+        const char *native = V == 16 ? "direct" : "direct-avx2";
+        int has = V == 16 ? __builtin_cpu_supports("avx512f") : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        if (strcmp(bmodes[m], native) || !has) continue;
+        cd_forward(s, &p, &d, native, kWriteTo, zero, same);
+        KT_CHECK(memcmp(got, same, (size_t)ny * sizeof(float)) == 0, "%s: not the NCHW direct path's bits", what);
+      }
+  free(zero), free(want), free(same), free(got);
+  cd_free(&d);
+}
+
+/* What a blocked call cannot honour is refused with a message: a width other than 8 or 16, and
+ * a workspace smaller than the direct path's (a plan made for im2col). */
+static void cd_blocked_refused(void) {
+  const cd_spec *s = &specs[1];
+  cd_data d = cd_make(s);
+  float *out = malloc((size_t)k_shape_numel(&d.y.shape) * sizeof(float));
+  char err[160] = "";
+  KT_CHECK(cd_forward_blocked(s, &d, 12, 1, 0, "direct", 0, out, err, sizeof err) != 0 && strstr(err, "8 or 16"),
+           "width 12 accepted (%s)", err);
+  err[0] = 0;
+  KT_CHECK(cd_forward_blocked(s, &d, 16, 1, 1, "direct", 64, out, err, sizeof err) != 0 && strstr(err, "workspace"),
+           "a too small workspace accepted (%s)", err);
+  free(out);
+  cd_free(&d);
+}
+
 int main(void) {
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
@@ -235,6 +329,9 @@ int main(void) {
   cd_gradcheck(&specs[6], "direct-avx2");
   cd_gradcheck(&specs[15], "direct-generic");
   cd_dispatch_contract();
+  for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
+    if (specs[i].two_d) cd_blocked(&specs[i]);
+  cd_blocked_refused();
   unsetenv("KILN_CONV");
   return kt_finish("test_conv_direct");
 }

@@ -1,0 +1,168 @@
+/* pass_layout.c — keeps convolution activations channel-blocked between direct-path
+ * convolutions: a value written by one (with its epilogue) and read only by others, as their
+ * data or as an epilogue's same-shaped operand (a residual add), is stored as the direct
+ * convolution computes it ([N][ceil(C / V)][H][W][V], kernels/k_conv_direct_isa.h), so neither
+ * side converts it to NCHW and back. Conversions stay at the boundaries: inputs, outputs, and
+ * values any other node reads. The decisions go to the kernels as k_conv_param.in_block,
+ * out_block and epi_block (in a copy of the node's param) and to the memory plan as
+ * ir_tensor.block. docs/passes.md ("Layout") states the rules. */
+#include "passes.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "k_epilogue.h"
+
+/* The width a forward convolution (alone or with its epilogue) computes in on the direct
+ * path, by the kernels' own rule; 0 for any other node. */
+static int pass_layout_width(const ir_graph *g, const ir_node *n) {
+  bool conv = (n->kind == IR_N_OP || (n->kind == IR_N_FUSED && n->epi)) && n->op == IR_OP_convolution;
+  if (!conv || n->nin < 2 || n->nout < 1 || n->in[0] < 0 || n->in[1] < 0 || n->out[0] < 0) return 0;
+  return k_conv_block_width(&ir_tensor_at(g, n->in[0])->shape, &ir_tensor_at(g, n->in[1])->shape, n->param);
+}
+
+static bool pass_layout_is_result(const ir_graph *g, int t) {
+  for (int i = 0; i < g->outputs.len; i++)
+    if (IR_VEC_AT(g->outputs, int, i) == t) return true;
+  return t == g->loss;
+}
+
+/* Whether input slot j of node n (width V) reads its tensor as the direct kernel can in blocked
+ * form: the data slot, or a binary step's operand of the output's shape (not one value). */
+static bool pass_layout_slot_ok(const ir_graph *g, const ir_node *n, int j) {
+  if (j == 0) return true;
+  for (int i = 0; n->epi && i < n->epi->nsteps; i++) {
+    const k_epi_step *s = &n->epi->step[i];
+    if (s->kind == K_EPI_BINARY && s->slot == j && !s->scalar &&
+        ir_shape_eq(&ir_tensor_at(g, n->in[j])->shape, &ir_tensor_at(g, n->out[0])->shape))
+      return true;
+  }
+  return false;
+}
+
+/* Every batch_norm affine of n's epilogue runs over the channel axis 1 (a blocked output has
+ * no other channel mapping). */
+static bool pass_layout_affine_ok(const ir_graph *g, const ir_node *n) {
+  const k_shape *y = &ir_tensor_at(g, n->out[0])->shape;
+  for (int i = 0; n->epi && i < n->epi->nsteps; i++) {
+    const k_epi_step *s = &n->epi->step[i];
+    if (s->kind == K_EPI_AFFINE && (s->channels != y->d[1] || s->inner != y->d[2] * y->d[3])) return false;
+  }
+  return true;
+}
+
+/* Candidates: the output of each direct convolution that writes it (not accumulating, not in
+ * place), is a value, not a result, and whose every reader reads it in a slot the kernel takes
+ * blocked, at the same width. width[n] is node n's direct-path width. */
+static void pass_layout_candidates(const ir_graph *g, const int *width, int *blk) {
+  for (int i = 0; i < ir_nnodes(g); i++) {
+    const ir_node *n = ir_node_at(g, i);
+    int t = n->nout ? n->out[0] : -1;
+    if (!width[i] || n->nout != 1 || ir_node_req(n, 0) != kWriteTo || (n->inplace && n->inplace[0] >= 0)) continue;
+    const ir_tensor *x = ir_tensor_at(g, t);
+    if (x->kind == IR_T_VALUE && x->shape.rank == 4 && !pass_layout_is_result(g, t) && pass_layout_affine_ok(g, n))
+      blk[t] = width[i];
+  }
+  for (int i = 0; i < ir_nnodes(g); i++) {
+    const ir_node *n = ir_node_at(g, i);
+    for (int j = 0; j < n->nin; j++) {
+      int t = n->in[j];
+      if (t >= 0 && blk[t] && (width[i] != blk[t] || !pass_layout_slot_ok(g, n, j))) blk[t] = 0;
+    }
+    for (int j = 0; j < n->nout; j++)   /* a second writer (kAddTo, in place) */
+      if (n->out[j] >= 0 && blk[n->out[j]] && ir_tensor_at(g, n->out[j])->producer != i) blk[n->out[j]] = 0;
+  }
+}
+
+/* Whether n's epilogue can run on the blocked result: its affines are per channel of axis 1,
+ * and every same-shaped operand is blocked (true when it has none). */
+static bool pass_layout_operands_blocked(const ir_graph *g, const ir_node *n, const int *blk) {
+  if (!pass_layout_affine_ok(g, n)) return false;
+  for (int j = 1; j < n->nin; j++)
+    if (n->in[j] >= 0 && pass_layout_slot_ok(g, n, j) && !blk[n->in[j]]) return false;
+  return true;
+}
+
+/* An epilogue runs elementwise over the blocked result before it is written (blocked or NCHW),
+ * its same-shaped operands read at the same offsets: so they are all blocked or all NCHW, and
+ * a blocked output needs them blocked. One that cannot be unblocks the others, until nothing
+ * changes. */
+static void pass_layout_agree(const ir_graph *g, const int *width, int *blk) {
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int i = 0; i < ir_nnodes(g); i++) {
+      const ir_node *n = ir_node_at(g, i);
+      if (!width[i] || pass_layout_operands_blocked(g, n, blk)) continue;
+      for (int j = 1; j < n->nin; j++)
+        if (n->in[j] >= 0 && blk[n->in[j]] && pass_layout_slot_ok(g, n, j)) blk[n->in[j]] = 0, changed = true;
+      if (blk[n->out[0]]) blk[n->out[0]] = 0, changed = true;
+    }
+  }
+}
+
+/* The epilogue's same-shaped operands' width: the output's when blocked, else theirs (0 when
+ * it has none or they are NCHW). */
+static int pass_layout_epi_width(const ir_graph *g, const ir_node *n, const int *blk) {
+  if (blk[n->out[0]]) return blk[n->out[0]];
+  for (int j = 1; j < n->nin; j++)
+    if (n->in[j] >= 0 && pass_layout_slot_ok(g, n, j)) return blk[n->in[j]];
+  return 0;
+}
+
+/* Node n's param, copied (a backward node shares the original) with the layouts set. */
+static void pass_layout_mark(ir_graph *g, ir_node *n, const int *blk) {
+  k_conv_param *p = ir_alloc(&g->arena, sizeof *p);
+  memcpy(p, n->param, sizeof *p);
+  p->in_block = blk[n->in[0]];
+  p->out_block = blk[n->out[0]];
+  p->epi_block = pass_layout_epi_width(g, n, blk);
+  n->param = p;
+  if (n->epi) n->sub[0].param = p;
+}
+
+/* A node as the explain lines name it: an epilogue by its heavy node. */
+static const char *pass_layout_name(const ir_node *n) { return n->epi ? n->sub[0].name : n->name; }
+
+/* "c1 (convolution): c1 is read by pool (pooling), so it is stored NCHW" for each direct
+ * convolution's output left NCHW, naming the first reader that needs it so. */
+static void pass_layout_explain(const ir_graph *g, pass_ctx *cx, const int *width, int i) {
+  const ir_node *n = ir_node_at(g, i);
+  int t = n->out[0];
+  const char *name = ir_tensor_at(g, t)->name, *who = pass_layout_name(n);
+  if (pass_layout_is_result(g, t)) return pass_explain(cx, "%s (convolution): %s is a result, so it is stored NCHW", who, name);
+  if (!pass_layout_affine_ok(g, n))
+    return pass_explain(cx, "%s (convolution): its epilogue's batch_norm is not over the channel axis, so %s is stored NCHW",
+                        who, name);
+  for (int k = 0; k < ir_nnodes(g); k++) {
+    const ir_node *r = ir_node_at(g, k);
+    bool op = r->kind == IR_N_OP || r->epi;
+    for (int j = 0; j < r->nin; j++)
+      if (r->in[j] == t && (!width[k] || !pass_layout_slot_ok(g, r, j)))
+        return pass_explain(cx, "%s (convolution): %s is read by %s%s (%s%s), so it is stored NCHW", who, name,
+                            pass_layout_name(r), j && r->epi ? "'s epilogue" : "", op ? ir_ops[r->op].name : ir_node_kind_name(r),
+                            !width[k] && op && r->op == IR_OP_convolution ? " on the im2col path" : "");
+  }
+  pass_explain(cx, "%s (convolution): %s or an operand of its epilogue meets an NCHW tensor, so it is stored NCHW", who, name);
+}
+
+int pass_layout(ir_graph *g, pass_ctx *cx) {
+  int nn = ir_nnodes(g), nt = ir_ntensors(g);
+  int *width = calloc((size_t)nn + 1, sizeof *width), *blk = calloc((size_t)nt + 1, sizeof *blk);
+  if (!width || !blk) KILN_ICE("out of memory in the layout pass");
+  for (int i = 0; i < nn; i++) width[i] = pass_layout_width(g, ir_node_at(g, i));
+  pass_layout_candidates(g, width, blk);
+  pass_layout_agree(g, width, blk);
+  int count = 0;
+  for (int t = 0; t < nt; t++)
+    if (blk[t]) ir_tensor_at(g, t)->block = blk[t], count++;
+  for (int i = 0; i < nn; i++) {
+    ir_node *n = ir_node_at(g, i);
+    if (!width[i]) continue;
+    if (blk[n->in[0]] || pass_layout_epi_width(g, n, blk)) pass_layout_mark(g, n, blk);
+    if (!blk[n->out[0]]) pass_layout_explain(g, cx, width, i);
+  }
+  cx->stats[PASS_layout].blocked = count;
+  free(width);
+  free(blk);
+  return 0;
+}
