@@ -1,0 +1,424 @@
+/* k_conv_dw.c — depthwise convolution (groups == C, F = M * C filters, filter f reading input
+ * channel f / M), forward and backward, computed directly on NCHW planes. im2col + GEMM is a
+ * poor fit here: every group is a GEMM of one row and K = kh*kw.
+ *
+ * The trick that makes every inner loop a run of contiguous vector loads, whatever the stride,
+ * padding and dilation: one input plane is copied, zero-padded, into sh*sw "phase planes"
+ *   P[pr][pc][r][c] = x[r*sh + pr - ph][c*sw + pc - pw]   (zero outside x),
+ * each Hq = ceil(Hp / sh) rows of Wq = ceil(Wp / sw) floats. Tap (ki, kj) then reads phase
+ * (ki*dh % sh, kj*dw % sw) at the fixed offset o = (ki*dh / sh) * Wq + kj*dw / sw from the
+ * output position, so the output plane, laid out with row stride Wq (columns OW..Wq-1 are
+ * dropped), is a 1-D sum of shifted planes: y[q] = sum_t w_t * P_t[q + o_t]. Small planes
+ * (7x7) fill the vector lanes this way too, where a row-wise loop would leave most empty.
+ * The data gradient is the same sum the other way round, per phase plane, over the output
+ * gradient laid out with stride Wq and a zero margin; the weight gradient is one dot product
+ * per tap between that output gradient and the shifted phase planes.
+ *
+ * Threads: forward over (sample x channel), the epilogue (k_call.epi) applied to each run of
+ * planes just written; backward over (part of the batch x channel), the parts fixed by N as
+ * in k_conv.c, each with its own weight-gradient partial summed in part order, so the bits do
+ * not depend on the thread count. Each running chunk has its own slot of the workspace: the
+ * work is cut into at most `slots` chunks, and chunk k uses slot k.
+ *
+ * The inner loops are written once with GCC vector extensions (16 floats) and compiled for
+ * AVX-512, AVX2 + FMA and the portable target, picked at run time (KILN_CONV=direct-avx2 /
+ * direct-generic narrow it, as for k_conv_direct.c). The x86 ones contract multiply-adds into
+ * FMAs, as the direct convolution does: bits differ between instruction sets, not between
+ * thread counts. */
+#include "kernels.h"
+#include "k_conv_dw.h"
+#include "k_epilogue.h"
+#include "k_parallel.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* 64-byte vectors in functions without AVX-512 (all inlined): no ABI to keep. */
+#if defined(__clang__)
+#pragma clang diagnostic ignored "-Wpsabi"
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=fast")
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+#define K_DW_V 16              /* floats per vector in the source (1, 2 or 4 machine vectors) */
+#define K_DW_TILE 64           /* floats per step of the sum loop; buffers carry this slack */
+#define K_DW_MAX_TAPS 256      /* larger kernels stay on im2col (the tap tables live on the stack) */
+#define K_DW_SLOTS 8           /* most chunks running at once: threads that can help one call */
+#define K_DW_SLOT_BUDGET ((int64_t)4 << 20)   /* floats all slots may take, unless one needs more */
+#define K_DW_PARTS 4           /* backward: parts of the batch, each with a weight-gradient partial */
+#define K_DW_EPI_FLOATS 16384  /* forward: planes written before the epilogue runs on them */
+
+/* ---- inner loops --------------------------------------------------------------------------- */
+
+typedef float k_dw_vec __attribute__((vector_size(K_DW_V * sizeof(float))));
+#define K_DW_INLINE static inline __attribute__((always_inline))
+
+K_DW_INLINE k_dw_vec k_dw_ld(const float *p) {
+  k_dw_vec v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+
+K_DW_INLINE void k_dw_st(float *p, k_dw_vec v) { memcpy(p, &v, sizeof v); }
+
+/* out[q] = (add ? out[q] : init) + sum_t w[t] * src[t][q] for q < len rounded up to K_DW_TILE
+ * (callers make that much readable and writable), T vectors of accumulators per step. */
+K_DW_INLINE void k_dw_sum_body(float *out, int64_t len, const float *const *src, const float *w,
+                               int64_t n, float init, int add, const int T) {
+  for (int64_t q = 0; q < len; q += K_DW_TILE)
+    for (int h = 0; h < K_DW_TILE; h += T * K_DW_V) {
+      k_dw_vec acc[4];
+      for (int i = 0; i < T; i++) acc[i] = add ? k_dw_ld(out + q + h + i * K_DW_V) : (k_dw_vec){0} + init;
+      for (int64_t t = 0; t < n; t++) {
+        const float *s = src[t] + q + h;
+        float wt = w[t];
+        for (int i = 0; i < T; i++) acc[i] += wt * k_dw_ld(s + i * K_DW_V);
+      }
+      for (int i = 0; i < T; i++) k_dw_st(out + q + h + i * K_DW_V, acc[i]);
+    }
+}
+
+/* The lanes of v added in lane order (a fixed order: the same bits on every call). */
+K_DW_INLINE float k_dw_hsum(k_dw_vec v) {
+  float s = 0.0f;
+  for (int l = 0; l < K_DW_V; l++) s += v[l];
+  return s;
+}
+
+/* out[t] = (add ? out[t] : 0) + sum_q dy[q] * src[t][q] for q < len rounded up to K_DW_TILE,
+ * taps in batches of B (one accumulator each, enough to hide the FMA latency), then the rest
+ * one at a time with four accumulators. */
+K_DW_INLINE void k_dw_dots_body(const float *dy, int64_t len, const float *const *src, int64_t n,
+                                float *out, int add, const int B) {
+  int64_t t = 0;
+  for (; t + B <= n; t += B) {
+    k_dw_vec acc[8];
+    for (int b = 0; b < B; b++) acc[b] = (k_dw_vec){0};
+    for (int64_t q = 0; q < len; q += K_DW_V) {
+      k_dw_vec d = k_dw_ld(dy + q);
+      for (int b = 0; b < B; b++) acc[b] += d * k_dw_ld(src[t + b] + q);
+    }
+    for (int b = 0; b < B; b++) out[t + b] = (add ? out[t + b] : 0.0f) + k_dw_hsum(acc[b]);
+  }
+  for (; t < n; t++) {
+    k_dw_vec acc[4] = {{0}, {0}, {0}, {0}};
+    for (int64_t q = 0; q < len; q += K_DW_TILE)
+      for (int i = 0; i < 4; i++) acc[i] += k_dw_ld(dy + q + i * K_DW_V) * k_dw_ld(src[t] + q + i * K_DW_V);
+    out[t] = (add ? out[t] : 0.0f) + k_dw_hsum((acc[0] + acc[1]) + (acc[2] + acc[3]));
+  }
+}
+
+typedef void (*k_dw_sum_fn)(float *out, int64_t len, const float *const *src, const float *w,
+                            int64_t n, float init, int add);
+typedef void (*k_dw_dots_fn)(const float *dy, int64_t len, const float *const *src, int64_t n,
+                             float *out, int add);
+typedef struct {
+  const char *name;
+  k_dw_sum_fn sum;
+  k_dw_dots_fn dots;
+} k_dw_isa;
+
+/* One copy of the loops per target: T sum accumulators and B dot taps sized to its registers
+ * (a 16-float vector is 1 zmm, 2 ymm or 4 xmm). */
+#define K_DW_DEFINE(sfx, attr, T, B)                                                              \
+  attr static void k_dw_sum_##sfx(float *out, int64_t len, const float *const *src,              \
+                                  const float *w, int64_t n, float init, int add) {              \
+    k_dw_sum_body(out, len, src, w, n, init, add, T);                                             \
+  }                                                                                               \
+  attr static void k_dw_dots_##sfx(const float *dy, int64_t len, const float *const *src,        \
+                                   int64_t n, float *out, int add) {                              \
+    k_dw_dots_body(dy, len, src, n, out, add, B);                                                 \
+  }                                                                                               \
+  static const k_dw_isa k_dw_isa_##sfx = {#sfx, k_dw_sum_##sfx, k_dw_dots_##sfx};
+
+K_DW_DEFINE(generic, , 2, 2)
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+#define K_DW_X86 1
+K_DW_DEFINE(avx2, __attribute__((target("avx2,fma"))), 4, 4)
+K_DW_DEFINE(avx512, __attribute__((target("avx512f,avx2,fma"))), 4, 8)
+#endif
+
+/* The widest instruction set the CPU has, narrowed by KILN_CONV=direct-avx2 / direct-generic. */
+static const k_dw_isa *k_dw_pick(void) {
+  const char *want = getenv("KILN_CONV");
+  if (want && !strcmp(want, "direct-generic")) return &k_dw_isa_generic;
+#ifdef K_DW_X86
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && !(want && !strcmp(want, "direct-avx2"))) return &k_dw_isa_avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return &k_dw_isa_avx2;
+#endif
+  return &k_dw_isa_generic;
+}
+
+/* ---- geometry and workspace --------------------------------------------------------------- */
+
+typedef struct {
+  int64_t N, C, H, W, F, M, taps;
+  int64_t kh, kw, sh, sw, ph, pw, dh, dw, OH, OW;
+  int64_t Hq, Wq;        /* a phase plane's rows and row length */
+  int64_t PL;            /* floats per phase plane: (Hq + 1) * Wq + K_DW_TILE (see k_dw_geometry) */
+  int64_t omax;          /* the largest tap offset */
+  int64_t DL;            /* floats of the output (gradient) buffer: omax margin + Hq*Wq + tile */
+  int64_t slot, slots;   /* floats per slot; slots */
+  int64_t parts;         /* backward: parts of the batch */
+} k_dw_geom;
+
+static int64_t k_dw_out_len(int64_t in, int64_t k, int64_t s, int64_t pad, int64_t dil) {
+  int64_t span = dil * (k - 1) + 1;
+  return in + 2 * pad < span ? 0 : (in + 2 * pad - span) / s + 1;
+}
+
+/* Bounds of the reads (q an output position, o a tap offset): q + o < OH*Wq + omax needs
+ * OH + oki <= Hq rows, but the last row's dropped columns reach up to okj < Wq further, and
+ * the tile rounding K_DW_TILE more: hence one more row and a tile in PL. */
+static k_dw_geom k_dw_geometry(const k_shape *x, const k_shape *w, const k_conv_param *p) {
+  k_dw_geom g;
+  int two = p->kernel.n == 2, last = p->kernel.n - 1;
+  g.N = x->d[0]; g.C = x->d[1];
+  g.H = two ? x->d[2] : 1; g.W = x->d[x->rank - 1];
+  g.F = w->d[0];
+  g.M = g.C > 0 ? g.F / g.C : 0;
+  g.kh = two ? p->kernel.v[0] : 1; g.kw = p->kernel.v[last];
+  g.sh = two ? p->stride.v[0] : 1; g.sw = p->stride.v[last];
+  g.ph = two ? p->pad.v[0] : 0;    g.pw = p->pad.v[last];
+  g.dh = two ? p->dilate.v[0] : 1; g.dw = p->dilate.v[last];
+  g.taps = g.kh * g.kw;
+  g.OH = k_dw_out_len(g.H, g.kh, g.sh, g.ph, g.dh);
+  g.OW = k_dw_out_len(g.W, g.kw, g.sw, g.pw, g.dw);
+  g.Hq = (g.H + 2 * g.ph + g.sh - 1) / g.sh;
+  g.Wq = (g.W + 2 * g.pw + g.sw - 1) / g.sw;
+  g.PL = (g.Hq + 1) * g.Wq + K_DW_TILE;
+  g.omax = (g.dh * (g.kh - 1) / g.sh) * g.Wq + g.dw * (g.kw - 1) / g.sw;
+  g.DL = g.omax + g.Hq * g.Wq + K_DW_TILE;
+  g.slot = (2 * g.sh * g.sw * g.PL + g.DL + 15) / 16 * 16;
+  g.slots = g.slot > 0 ? K_DW_SLOT_BUDGET / g.slot : 1;
+  g.slots = g.slots < 1 ? 1 : g.slots > K_DW_SLOTS ? K_DW_SLOTS : g.slots;
+  g.parts = g.N < K_DW_PARTS ? g.N : K_DW_PARTS;
+  return g;
+}
+
+/* The slots, then the parts' weight-gradient partials. */
+static int64_t k_dw_temp_floats(const k_dw_geom *g) {
+  return g->slots * g->slot + g->parts * g->F * g->taps;
+}
+
+int k_conv_dw_wanted(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
+  if (p->num_group <= 1 || p->num_group != data->d[1]) return 0;
+  k_dw_geom g = k_dw_geometry(data, weight, p);
+  if (g.N == 0 || g.OH == 0 || g.OW == 0 || g.M < 1 || g.F != g.M * g.C || g.taps > K_DW_MAX_TAPS) return 0;
+  const char *force = getenv("KILN_CONV");
+  return !(force && (!strcmp(force, "im2col") || !strcmp(force, "grouped-im2col")));
+}
+
+size_t k_conv_dw_temp_bytes(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
+  if (!k_conv_dw_wanted(data, weight, p)) return 0;
+  k_dw_geom g = k_dw_geometry(data, weight, p);
+  return (size_t)k_dw_temp_floats(&g) * sizeof(float);
+}
+
+int k_conv_dw_runs(const k_call *c, const k_shape *data, const k_shape *weight) {
+  return k_conv_dw_wanted(data, weight, c->param) && c->temp &&
+         c->temp_bytes >= k_conv_dw_temp_bytes(data, weight, c->param);
+}
+
+/* ---- layout ------------------------------------------------------------------------------- */
+
+/* Phase columns [lo, hi) whose input column c*sw + pc - pw lies inside [0, W). */
+static void k_dw_cols(const k_dw_geom *g, int64_t pc, int64_t *lo, int64_t *hi) {
+  int64_t off = pc - g->pw;
+  *lo = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
+  *hi = g->W - off <= 0 ? 0 : (g->W - off - 1) / g->sw + 1;
+  if (*hi > g->Wq) *hi = g->Wq;
+  if (*lo > *hi) *lo = *hi;
+}
+
+/* Input plane x [H][W] -> its sh*sw phase planes at xp (plane pr*sw + pc), zero in the padding
+ * and in every plane's slack. */
+static void k_dw_phases(const k_dw_geom *g, const float *x, float *xp) {
+  for (int64_t pr = 0; pr < g->sh; pr++)
+    for (int64_t pc = 0; pc < g->sw; pc++) {
+      float *P = xp + (pr * g->sw + pc) * g->PL;
+      int64_t lo, hi, off = pc - g->pw;
+      k_dw_cols(g, pc, &lo, &hi);
+      for (int64_t r = 0; r < g->Hq; r++) {
+        int64_t ih = r * g->sh + pr - g->ph;
+        float *d = P + r * g->Wq;
+        if (ih < 0 || ih >= g->H) {
+          memset(d, 0, (size_t)g->Wq * sizeof(float));
+          continue;
+        }
+        const float *s = x + ih * g->W;
+        for (int64_t c = 0; c < lo; c++) d[c] = 0.0f;
+        if (g->sw == 1) memcpy(d + lo, s + lo + off, (size_t)(hi - lo) * sizeof(float));
+        else for (int64_t c = lo; c < hi; c++) d[c] = s[c * g->sw + off];
+        for (int64_t c = hi; c < g->Wq; c++) d[c] = 0.0f;
+      }
+      memset(P + g->Hq * g->Wq, 0, (size_t)(g->PL - g->Hq * g->Wq) * sizeof(float));
+    }
+}
+
+/* The inverse for the input's own positions: dx [H][W] (+)= the phase planes dxp. */
+static void k_dw_unphase(const k_dw_geom *g, const float *dxp, int add, float *dx) {
+  for (int64_t ih = 0; ih < g->H; ih++) {
+    int64_t r = ih + g->ph;
+    float *d = dx + ih * g->W;
+    for (int64_t pc = 0; pc < g->sw; pc++) {
+      const float *s = dxp + (r % g->sh * g->sw + pc) * g->PL + r / g->sh * g->Wq;
+      int64_t lo, hi, off = pc - g->pw;
+      k_dw_cols(g, pc, &lo, &hi);
+      if (add) for (int64_t c = lo; c < hi; c++) d[c * g->sw + off] += s[c];
+      else for (int64_t c = lo; c < hi; c++) d[c * g->sw + off] = s[c];
+    }
+  }
+}
+
+/* Output-gradient plane dy [OH][OW] -> b: omax zeros, then rows of Wq (OW values, zeros),
+ * zeros to DL. The zeros make the dropped columns and everything outside dy read as 0. */
+static void k_dw_dy_rows(const k_dw_geom *g, const float *dy, float *b) {
+  memset(b, 0, (size_t)g->omax * sizeof(float));
+  float *d = b + g->omax;
+  for (int64_t oh = 0; oh < g->OH; oh++, d += g->Wq) {
+    memcpy(d, dy + oh * g->OW, (size_t)g->OW * sizeof(float));
+    memset(d + g->OW, 0, (size_t)(g->Wq - g->OW) * sizeof(float));
+  }
+  memset(d, 0, (size_t)(g->DL - g->omax - g->OH * g->Wq) * sizeof(float));
+}
+
+/* Staged output plane (rows of Wq) -> y [OH][OW], adding for kAddTo. */
+static void k_dw_unstage(const k_dw_geom *g, const float *s, int add, float *y) {
+  for (int64_t oh = 0; oh < g->OH; oh++, s += g->Wq, y += g->OW) {
+    if (add) for (int64_t ow = 0; ow < g->OW; ow++) y[ow] += s[ow];
+    else memcpy(y, s, (size_t)g->OW * sizeof(float));
+  }
+}
+
+/* ---- tasks -------------------------------------------------------------------------------- */
+
+typedef struct {
+  const k_call *c;
+  const k_dw_geom *g;
+  const k_dw_isa *isa;
+  int64_t grain;                       /* tasks per chunk: chunk lo / grain uses that slot */
+  int64_t off[K_DW_MAX_TAPS];          /* tap t's offset from the output position */
+  int64_t phase[K_DW_MAX_TAPS];        /* and its phase plane */
+} k_dw_job;
+
+static void k_dw_job_init(k_dw_job *j, const k_call *c, const k_dw_geom *g, int64_t tasks) {
+  j->c = c, j->g = g, j->isa = k_dw_pick();
+  j->grain = (tasks + g->slots - 1) / g->slots;
+  for (int64_t ki = 0; ki < g->kh; ki++)
+    for (int64_t kj = 0; kj < g->kw; kj++) {
+      int64_t t = ki * g->kw + kj, a = ki * g->dh, b = kj * g->dw;
+      j->off[t] = a / g->sh * g->Wq + b / g->sw;
+      j->phase[t] = a % g->sh * g->sw + b % g->sw;
+    }
+}
+
+static float *k_dw_slot(const k_dw_job *j, int64_t lo) {
+  return (float *)j->c->temp + lo / j->grain * j->g->slot;
+}
+
+/* Tasks i = n*C + ch: the M output planes of input plane i, which are planes i*M .. i*M+M-1
+ * of Y, so a chunk's planes are contiguous and the epilogue runs on runs of them. */
+static void k_dw_fwd_tasks(void *ctx, int64_t lo, int64_t hi) {
+  const k_dw_job *j = ctx;
+  const k_dw_geom *g = j->g;
+  const k_call *c = j->c;
+  const k_conv_param *p = c->param;
+  const float *X = c->in[0].data, *Wt = c->in[1].data, *bias = p->no_bias ? NULL : c->in[2].data;
+  float *Y = c->out[0].data, *xp = k_dw_slot(j, lo), *ys = xp + 2 * g->sh * g->sw * g->PL;
+  const float *src[K_DW_MAX_TAPS];
+  int64_t ohw = g->OH * g->OW, done = lo;
+  for (int64_t i = lo; i < hi; i++) {
+    k_dw_phases(g, X + i * g->H * g->W, xp);
+    for (int64_t t = 0; t < g->taps; t++) src[t] = xp + j->phase[t] * g->PL + j->off[t];
+    for (int64_t m = 0; m < g->M; m++) {
+      int64_t f = i % g->C * g->M + m;
+      j->isa->sum(ys, g->OH * g->Wq, src, Wt + f * g->taps, g->taps, bias ? bias[f] : 0.0f, 0);
+      k_dw_unstage(g, ys, c->req[0] == kAddTo, Y + (i * g->M + m) * ohw);
+    }
+    if ((i + 1 - done) * g->M * ohw >= K_DW_EPI_FLOATS || i + 1 == hi) {
+      k_epi_apply(c, done * g->M * ohw, (i + 1) * g->M * ohw);   /* the planes, still in cache */
+      done = i + 1;
+    }
+  }
+}
+
+int k_conv_dw_forward(const k_call *c) {
+  if (c->req[0] == kNullOp) return 0;
+  k_dw_geom g = k_dw_geometry(&c->in[0].shape, &c->in[1].shape, c->param);
+  k_dw_job j;
+  k_dw_job_init(&j, c, &g, g.N * g.C);
+  k_parallel_for(g.N * g.C, j.grain, k_dw_fwd_tasks, &j);
+  return 0;
+}
+
+/* The data gradient of one input plane from output plane dyb (k_dw_dy_rows) of filter f: each
+ * phase plane sums the taps that read it, shifted the other way; m > 0 adds to filter f-1's. */
+static void k_dw_grad_x(const k_dw_job *j, const float *dyb, int64_t f, int add, float *dxp) {
+  const k_dw_geom *g = j->g;
+  const float *Wt = (const float *)j->c->in[2].data + f * g->taps;
+  const float *src[K_DW_MAX_TAPS];
+  float w[K_DW_MAX_TAPS];
+  for (int64_t ph = 0; ph < g->sh * g->sw; ph++) {
+    int64_t n = 0;
+    for (int64_t t = 0; t < g->taps; t++)
+      if (j->phase[t] == ph) src[n] = dyb + g->omax - j->off[t], w[n++] = Wt[t];
+    j->isa->sum(dxp + ph * g->PL, g->Hq * g->Wq, src, w, n, 0.0f, add);
+  }
+}
+
+/* Tasks i = part * C + ch: the part's samples in order, for each the weight gradient of the
+ * channel's M filters into the part's partial and the data gradient of the plane. */
+static void k_dw_bwd_tasks(void *ctx, int64_t lo, int64_t hi) {
+  const k_dw_job *j = ctx;
+  const k_dw_geom *g = j->g;
+  const k_call *c = j->c;
+  const float *dY = c->in[0].data, *X = c->in[1].data;
+  float *dX = c->out[0].data, *xp = k_dw_slot(j, lo), *dxp = xp + g->sh * g->sw * g->PL;
+  float *dyb = dxp + g->sh * g->sw * g->PL;
+  int want_w = c->req[1] != kNullOp, want_x = c->req[0] != kNullOp;
+  const float *src[K_DW_MAX_TAPS];
+  int64_t hw = g->H * g->W, ohw = g->OH * g->OW;
+  for (int64_t i = lo; i < hi; i++) {
+    int64_t pt = i / g->C, ch = i % g->C, n0 = pt * g->N / g->parts, n1 = (pt + 1) * g->N / g->parts;
+    float *wpart = (float *)c->temp + g->slots * g->slot + pt * g->F * g->taps;
+    for (int64_t n = n0; n < n1; n++) {
+      if (want_w) {
+        k_dw_phases(g, X + (n * g->C + ch) * hw, xp);
+        for (int64_t t = 0; t < g->taps; t++) src[t] = xp + j->phase[t] * g->PL + j->off[t];
+      }
+      for (int64_t m = 0; m < g->M; m++) {
+        int64_t f = ch * g->M + m;
+        k_dw_dy_rows(g, dY + (n * g->F + f) * ohw, dyb);
+        if (want_w) j->isa->dots(dyb + g->omax, g->OH * g->Wq, src, g->taps, wpart + f * g->taps, n > n0);
+        if (want_x) k_dw_grad_x(j, dyb, f, m > 0, dxp);
+      }
+      if (want_x) k_dw_unphase(g, dxp, c->req[0] == kAddTo, dX + (n * g->C + ch) * hw);
+    }
+  }
+}
+
+/* dW (op)= partial 0 + partial 1 + ...: the same order whichever threads made them. */
+static void k_dw_sum_parts(const k_call *c, const k_dw_geom *g) {
+  const float *parts = (const float *)c->temp + g->slots * g->slot;
+  float *dW = c->out[1].data;
+  int64_t n = g->F * g->taps;
+  for (int64_t e = 0; e < n; e++) {
+    float s = parts[e];
+    for (int64_t pt = 1; pt < g->parts; pt++) s += parts[pt * n + e];
+    dW[e] = c->req[1] == kAddTo ? dW[e] + s : s;
+  }
+}
+
+/* Backward in = [dY, X, W, (b), Y]; out = [dX, dW, (db)] (k_conv.c adds db). */
+int k_conv_dw_backward(const k_call *c) {
+  if (c->req[0] == kNullOp && c->req[1] == kNullOp) return 0;
+  k_dw_geom g = k_dw_geometry(&c->in[1].shape, &c->in[2].shape, c->param);
+  k_dw_job j;
+  k_dw_job_init(&j, c, &g, g.parts * g.C);
+  k_parallel_for(g.parts * g.C, j.grain, k_dw_bwd_tasks, &j);
+  if (c->req[1] != kNullOp) k_dw_sum_parts(c, &g);
+  return 0;
+}
