@@ -109,6 +109,46 @@ K_DW_INLINE void k_dw_dots_body(const float *dy, int64_t len, const float *const
   }
 }
 
+/* Two 16-float vectors -> one, lanes picked by index (0..15 from a, 16..31 from b). */
+#if defined(__clang__)
+#define K_DW_EVEN(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30)
+#define K_DW_LOHALF(a, b) __builtin_shufflevector(a, b, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23)
+#define K_DW_HIHALF(a, b) __builtin_shufflevector(a, b, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31)
+#else
+typedef int k_dw_ivec __attribute__((vector_size(K_DW_V * sizeof(int))));
+#define K_DW_EVEN(a, b) __builtin_shuffle(a, b, (k_dw_ivec){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30})
+#define K_DW_LOHALF(a, b) __builtin_shuffle(a, b, (k_dw_ivec){0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23})
+#define K_DW_HIHALF(a, b) __builtin_shuffle(a, b, (k_dw_ivec){8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31})
+#endif
+
+/* d[c] = s[c * stride] for c < n, reading nothing past s[(n - 1) * stride]: a row of an input
+ * plane into a phase plane. Stride 2 (MobileNet's downsampling layers) takes the even lanes of
+ * two vectors; other strides go one by one. */
+K_DW_INLINE void k_dw_gather_body(const float *s, int64_t stride, int64_t n, float *d) {
+  int64_t c = 0;
+  if (stride == 1)
+    for (; c + K_DW_V <= n; c += K_DW_V) k_dw_st(d + c, k_dw_ld(s + c));
+  else if (stride == 2)
+    for (; c + K_DW_V + 1 <= n; c += K_DW_V)
+      k_dw_st(d + c, K_DW_EVEN(k_dw_ld(s + 2 * c), k_dw_ld(s + 2 * c + K_DW_V)));
+  for (; c < n; c++) d[c] = s[c * stride];
+}
+
+/* d[2i] (+)= s0[i], d[2i + 1] (+)= s1[i] for i < n: two phase rows back into an input row. */
+K_DW_INLINE void k_dw_interleave_body(const float *s0, const float *s1, int64_t n, float *d, int add) {
+  int64_t i = 0;
+  for (; i + K_DW_V <= n; i += K_DW_V) {
+    k_dw_vec a = k_dw_ld(s0 + i), b = k_dw_ld(s1 + i), lo = K_DW_LOHALF(a, b), hi = K_DW_HIHALF(a, b);
+    if (add) lo += k_dw_ld(d + 2 * i), hi += k_dw_ld(d + 2 * i + K_DW_V);
+    k_dw_st(d + 2 * i, lo);
+    k_dw_st(d + 2 * i + K_DW_V, hi);
+  }
+  for (; i < n; i++) {
+    d[2 * i] = add ? d[2 * i] + s0[i] : s0[i];
+    d[2 * i + 1] = add ? d[2 * i + 1] + s1[i] : s1[i];
+  }
+}
+
 typedef void (*k_dw_sum_fn)(float *out, int64_t len, const float *const *src, const float *w,
                             int64_t n, float init, int add);
 typedef void (*k_dw_dots_fn)(const float *dy, int64_t len, const float *const *src, int64_t n,
@@ -117,11 +157,13 @@ typedef struct {
   const char *name;
   k_dw_sum_fn sum;
   k_dw_dots_fn dots;
+  void (*gather)(const float *s, int64_t stride, int64_t n, float *d);
+  void (*interleave)(const float *s0, const float *s1, int64_t n, float *d, int add);
 } k_dw_isa;
 
 /* One copy of the loops per target: T sum accumulators and B dot taps sized to its registers
- * (a 16-float vector is 1 zmm, 2 ymm or 4 xmm). */
-#define K_DW_DEFINE(sfx, attr, T, B)                                                              \
+ * (a 16-float vector is 1 zmm, 2 ymm or 4 xmm); the copies, where the target has no better. */
+#define K_DW_DEFINE_MATH(sfx, attr, T, B)                                                         \
   attr static void k_dw_sum_##sfx(float *out, int64_t len, const float *const *src,              \
                                   const float *w, int64_t n, float init, int add) {              \
     k_dw_sum_body(out, len, src, w, n, init, add, T);                                             \
@@ -129,14 +171,75 @@ typedef struct {
   attr static void k_dw_dots_##sfx(const float *dy, int64_t len, const float *const *src,        \
                                    int64_t n, float *out, int add) {                              \
     k_dw_dots_body(dy, len, src, n, out, add, B);                                                 \
+  }
+#define K_DW_DEFINE_COPY(sfx, attr)                                                               \
+  attr static void k_dw_gather_##sfx(const float *s, int64_t stride, int64_t n, float *d) {      \
+    k_dw_gather_body(s, stride, n, d);                                                            \
   }                                                                                               \
-  static const k_dw_isa k_dw_isa_##sfx = {#sfx, k_dw_sum_##sfx, k_dw_dots_##sfx};
+  attr static void k_dw_interleave_##sfx(const float *s0, const float *s1, int64_t n, float *d,  \
+                                         int add) {                                               \
+    k_dw_interleave_body(s0, s1, n, d, add);                                                      \
+  }
+#define K_DW_ISA(sfx) \
+  static const k_dw_isa k_dw_isa_##sfx = {#sfx, k_dw_sum_##sfx, k_dw_dots_##sfx, k_dw_gather_##sfx, k_dw_interleave_##sfx};
 
-K_DW_DEFINE(generic, , 2, 2)
+K_DW_DEFINE_MATH(generic, , 2, 2)
+K_DW_DEFINE_COPY(generic, )
+K_DW_ISA(generic)
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
 #define K_DW_X86 1
-K_DW_DEFINE(avx2, __attribute__((target("avx2,fma"))), 4, 4)
-K_DW_DEFINE(avx512, __attribute__((target("avx512f,avx2,fma"))), 4, 8)
+#include <immintrin.h>
+K_DW_DEFINE_MATH(avx2, __attribute__((target("avx2,fma"))), 4, 4)
+K_DW_DEFINE_COPY(avx2, __attribute__((target("avx2,fma"))))
+K_DW_ISA(avx2)
+K_DW_DEFINE_MATH(avx512, __attribute__((target("avx512f,avx2,fma"))), 4, 8)
+
+/* AVX-512's copies finish a row with masked loads and stores instead of one float at a time:
+ * MobileNet's late planes are 7 to 28 floats wide, where the scalar tail was most of the copy. */
+#define K_DW_AVX512 __attribute__((target("avx512f,avx2,fma")))
+
+K_DW_AVX512 static inline __mmask16 k_dw_mask(int64_t n) {
+  return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
+}
+
+K_DW_AVX512 static void k_dw_gather_avx512(const float *s, int64_t stride, int64_t n, float *d) {
+  if (stride > 2) {
+    k_dw_gather_body(s, stride, n, d);
+    return;
+  }
+  if (stride == 1) {
+    for (int64_t c = 0; c < n; c += 16) {
+      __mmask16 m = k_dw_mask(n - c);
+      _mm512_mask_storeu_ps(d + c, m, _mm512_maskz_loadu_ps(m, s + c));
+    }
+    return;
+  }
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  for (int64_t c = 0; c < n; c += 16) {
+    int64_t out = n - c < 16 ? n - c : 16, in = 2 * out - 1;   /* reads s[2c .. 2c + in) */
+    __m512 a = _mm512_maskz_loadu_ps(k_dw_mask(in), s + 2 * c);
+    __m512 b = _mm512_maskz_loadu_ps(k_dw_mask(in - 16), s + 2 * c + 16);
+    _mm512_mask_storeu_ps(d + c, k_dw_mask(out), _mm512_permutex2var_ps(a, even, b));
+  }
+}
+
+K_DW_AVX512 static void k_dw_interleave_avx512(const float *s0, const float *s1, int64_t n, float *d, int add) {
+  const __m512i lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i hi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 m = k_dw_mask(n - i), m0 = k_dw_mask(2 * (n - i)), m1 = k_dw_mask(2 * (n - i) - 16);
+    __m512 a = _mm512_maskz_loadu_ps(m, s0 + i), b = _mm512_maskz_loadu_ps(m, s1 + i);
+    __m512 vl = _mm512_permutex2var_ps(a, lo, b), vh = _mm512_permutex2var_ps(a, hi, b);
+    if (add) {
+      vl = _mm512_add_ps(vl, _mm512_maskz_loadu_ps(m0, d + 2 * i));
+      vh = _mm512_add_ps(vh, _mm512_maskz_loadu_ps(m1, d + 2 * i + 16));
+    }
+    _mm512_mask_storeu_ps(d + 2 * i, m0, vl);
+    _mm512_mask_storeu_ps(d + 2 * i + 16, m1, vh);
+  }
+}
+
+K_DW_ISA(avx512)
 #endif
 
 /* The widest instruction set the CPU has, narrowed by KILN_CONV=direct-avx2 / direct-generic. */
@@ -233,9 +336,15 @@ static void k_dw_cols(const k_dw_geom *g, int64_t pc, int64_t *lo, int64_t *hi) 
   if (*lo > *hi) *lo = *hi;
 }
 
-/* Input plane x [H][W] -> its sh*sw phase planes at xp (plane pr*sw + pc), zero in the padding
- * and in every plane's slack. */
-static void k_dw_phases(const k_dw_geom *g, const float *x, float *xp) {
+/* A slot's buffers hold zeros wherever a plane's copy never writes (padding, dropped
+ * columns, margins, slack), at the same places for every plane of a call: cleared once when a
+ * chunk takes the slot, so each plane then copies only its values. */
+static void k_dw_clear_slot(const k_dw_geom *g, float *slot) {
+  memset(slot, 0, (size_t)g->slot * sizeof(float));
+}
+
+/* Input plane x [H][W] -> the inside of its sh*sw phase planes at xp (plane pr*sw + pc). */
+static void k_dw_phases(const k_dw_geom *g, const k_dw_isa *isa, const float *x, float *xp) {
   for (int64_t pr = 0; pr < g->sh; pr++)
     for (int64_t pc = 0; pc < g->sw; pc++) {
       float *P = xp + (pr * g->sw + pc) * g->PL;
@@ -243,28 +352,36 @@ static void k_dw_phases(const k_dw_geom *g, const float *x, float *xp) {
       k_dw_cols(g, pc, &lo, &hi);
       for (int64_t r = 0; r < g->Hq; r++) {
         int64_t ih = r * g->sh + pr - g->ph;
-        float *d = P + r * g->Wq;
-        if (ih < 0 || ih >= g->H) {
-          memset(d, 0, (size_t)g->Wq * sizeof(float));
-          continue;
-        }
-        const float *s = x + ih * g->W;
-        for (int64_t c = 0; c < lo; c++) d[c] = 0.0f;
-        if (g->sw == 1) memcpy(d + lo, s + lo + off, (size_t)(hi - lo) * sizeof(float));
-        else for (int64_t c = lo; c < hi; c++) d[c] = s[c * g->sw + off];
-        for (int64_t c = hi; c < g->Wq; c++) d[c] = 0.0f;
+        if (ih >= 0 && ih < g->H && hi > lo)
+          isa->gather(x + ih * g->W + lo * g->sw + off, g->sw, hi - lo, P + r * g->Wq + lo);
       }
-      memset(P + g->Hq * g->Wq, 0, (size_t)(g->PL - g->Hq * g->Wq) * sizeof(float));
     }
 }
 
 /* The inverse for the input's own positions: dx [H][W] (+)= the phase planes dxp. */
-static void k_dw_unphase(const k_dw_geom *g, const float *dxp, int add, float *dx) {
+static void k_dw_unphase(const k_dw_geom *g, const k_dw_isa *isa, const float *dxp, int add, float *dx) {
   for (int64_t ih = 0; ih < g->H; ih++) {
     int64_t r = ih + g->ph;
     float *d = dx + ih * g->W;
+    const float *row = dxp + r % g->sh * g->sw * g->PL + r / g->sh * g->Wq;
+    if (g->sw == 1) {
+      const float *s = row + g->pw;
+      if (add) for (int64_t c = 0; c < g->W; c++) d[c] += s[c];
+      else isa->gather(s, 1, g->W, d);
+      continue;
+    }
+    if (g->sw == 2) {
+      /* Input column iw is phase (iw + pw) % 2, column (iw + pw) / 2: pairs from an even one. */
+      int64_t iw = g->pw % 2, c = (iw + g->pw) / 2;
+      if (iw) d[0] = (add ? d[0] : 0.0f) + row[g->PL + g->pw / 2];
+      int64_t pairs = (g->W - iw) / 2;
+      isa->interleave(row + c, row + g->PL + c, pairs, d + iw, add);
+      iw += 2 * pairs;
+      if (iw < g->W) d[iw] = (add ? d[iw] : 0.0f) + row[(iw + g->pw) / 2];
+      continue;
+    }
     for (int64_t pc = 0; pc < g->sw; pc++) {
-      const float *s = dxp + (r % g->sh * g->sw + pc) * g->PL + r / g->sh * g->Wq;
+      const float *s = row + pc * g->PL;
       int64_t lo, hi, off = pc - g->pw;
       k_dw_cols(g, pc, &lo, &hi);
       if (add) for (int64_t c = lo; c < hi; c++) d[c * g->sw + off] += s[c];
@@ -273,23 +390,17 @@ static void k_dw_unphase(const k_dw_geom *g, const float *dxp, int add, float *d
   }
 }
 
-/* Output-gradient plane dy [OH][OW] -> b: omax zeros, then rows of Wq (OW values, zeros),
- * zeros to DL. The zeros make the dropped columns and everything outside dy read as 0. */
-static void k_dw_dy_rows(const k_dw_geom *g, const float *dy, float *b) {
-  memset(b, 0, (size_t)g->omax * sizeof(float));
-  float *d = b + g->omax;
-  for (int64_t oh = 0; oh < g->OH; oh++, d += g->Wq) {
-    memcpy(d, dy + oh * g->OW, (size_t)g->OW * sizeof(float));
-    memset(d + g->OW, 0, (size_t)(g->Wq - g->OW) * sizeof(float));
-  }
-  memset(d, 0, (size_t)(g->DL - g->omax - g->OH * g->Wq) * sizeof(float));
+/* Output-gradient plane dy [OH][OW] -> b at offset omax, rows Wq apart (the rest stays 0, so
+ * the dropped columns and everything outside dy read as zero). */
+static void k_dw_dy_rows(const k_dw_geom *g, const k_dw_isa *isa, const float *dy, float *b) {
+  for (int64_t oh = 0; oh < g->OH; oh++) isa->gather(dy + oh * g->OW, 1, g->OW, b + g->omax + oh * g->Wq);
 }
 
 /* Staged output plane (rows of Wq) -> y [OH][OW], adding for kAddTo. */
-static void k_dw_unstage(const k_dw_geom *g, const float *s, int add, float *y) {
+static void k_dw_unstage(const k_dw_geom *g, const k_dw_isa *isa, const float *s, int add, float *y) {
   for (int64_t oh = 0; oh < g->OH; oh++, s += g->Wq, y += g->OW) {
     if (add) for (int64_t ow = 0; ow < g->OW; ow++) y[ow] += s[ow];
-    else memcpy(y, s, (size_t)g->OW * sizeof(float));
+    else isa->gather(s, 1, g->OW, y);
   }
 }
 
@@ -330,13 +441,14 @@ static void k_dw_fwd_tasks(void *ctx, int64_t lo, int64_t hi) {
   float *Y = c->out[0].data, *xp = k_dw_slot(j, lo), *ys = xp + 2 * g->sh * g->sw * g->PL;
   const float *src[K_DW_MAX_TAPS];
   int64_t ohw = g->OH * g->OW, done = lo;
+  k_dw_clear_slot(g, xp);
   for (int64_t i = lo; i < hi; i++) {
-    k_dw_phases(g, X + i * g->H * g->W, xp);
+    k_dw_phases(g, j->isa, X + i * g->H * g->W, xp);
     for (int64_t t = 0; t < g->taps; t++) src[t] = xp + j->phase[t] * g->PL + j->off[t];
     for (int64_t m = 0; m < g->M; m++) {
       int64_t f = i % g->C * g->M + m;
       j->isa->sum(ys, g->OH * g->Wq, src, Wt + f * g->taps, g->taps, bias ? bias[f] : 0.0f, 0);
-      k_dw_unstage(g, ys, c->req[0] == kAddTo, Y + (i * g->M + m) * ohw);
+      k_dw_unstage(g, j->isa, ys, c->req[0] == kAddTo, Y + (i * g->M + m) * ohw);
     }
     if ((i + 1 - done) * g->M * ohw >= K_DW_EPI_FLOATS || i + 1 == hi) {
       k_epi_apply(c, done * g->M * ohw, (i + 1) * g->M * ohw);   /* the planes, still in cache */
@@ -381,21 +493,22 @@ static void k_dw_bwd_tasks(void *ctx, int64_t lo, int64_t hi) {
   int want_w = c->req[1] != kNullOp, want_x = c->req[0] != kNullOp;
   const float *src[K_DW_MAX_TAPS];
   int64_t hw = g->H * g->W, ohw = g->OH * g->OW;
+  k_dw_clear_slot(g, xp);
   for (int64_t i = lo; i < hi; i++) {
     int64_t pt = i / g->C, ch = i % g->C, n0 = pt * g->N / g->parts, n1 = (pt + 1) * g->N / g->parts;
     float *wpart = (float *)c->temp + g->slots * g->slot + pt * g->F * g->taps;
     for (int64_t n = n0; n < n1; n++) {
       if (want_w) {
-        k_dw_phases(g, X + (n * g->C + ch) * hw, xp);
+        k_dw_phases(g, j->isa, X + (n * g->C + ch) * hw, xp);
         for (int64_t t = 0; t < g->taps; t++) src[t] = xp + j->phase[t] * g->PL + j->off[t];
       }
       for (int64_t m = 0; m < g->M; m++) {
         int64_t f = ch * g->M + m;
-        k_dw_dy_rows(g, dY + (n * g->F + f) * ohw, dyb);
+        k_dw_dy_rows(g, j->isa, dY + (n * g->F + f) * ohw, dyb);
         if (want_w) j->isa->dots(dyb + g->omax, g->OH * g->Wq, src, g->taps, wpart + f * g->taps, n > n0);
         if (want_x) k_dw_grad_x(j, dyb, f, m > 0, dxp);
       }
-      if (want_x) k_dw_unphase(g, dxp, c->req[0] == kAddTo, dX + (n * g->C + ch) * hw);
+      if (want_x) k_dw_unphase(g, j->isa, dxp, c->req[0] == kAddTo, dX + (n * g->C + ch) * hw);
     }
   }
 }
