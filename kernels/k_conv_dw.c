@@ -112,40 +112,52 @@ K_DW_INLINE void k_dw_dots_body(const float *dy, int64_t len, const float *const
 /* Two 16-float vectors -> one, lanes picked by index (0..15 from a, 16..31 from b). */
 #if defined(__clang__)
 #define K_DW_EVEN(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30)
+#define K_DW_ODD(a, b) __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31)
 #define K_DW_LOHALF(a, b) __builtin_shufflevector(a, b, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23)
 #define K_DW_HIHALF(a, b) __builtin_shufflevector(a, b, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31)
 #else
 typedef int k_dw_ivec __attribute__((vector_size(K_DW_V * sizeof(int))));
 #define K_DW_EVEN(a, b) __builtin_shuffle(a, b, (k_dw_ivec){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30})
+#define K_DW_ODD(a, b) __builtin_shuffle(a, b, (k_dw_ivec){1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31})
 #define K_DW_LOHALF(a, b) __builtin_shuffle(a, b, (k_dw_ivec){0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23})
 #define K_DW_HIHALF(a, b) __builtin_shuffle(a, b, (k_dw_ivec){8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31})
 #endif
 
-/* d[c] = s[c * stride] for c < n, reading nothing past s[(n - 1) * stride]: a row of an input
- * plane into a phase plane. Stride 2 (MobileNet's downsampling layers) takes the even lanes of
- * two vectors; other strides go one by one. */
-K_DW_INLINE void k_dw_gather_body(const float *s, int64_t stride, int64_t n, float *d) {
+/* Row copies between planes and phase planes, each reading and writing only its n floats:
+ *   copy   d[c] (+)= s[c], c < n
+ *   split  e[i] = s[2i], o[i] = s[2i + 1]: an input row into its two column phases (stride 2)
+ *   merge  the inverse, d[2i] (+)= e[i], d[2i + 1] (+)= o[i]
+ * Whole vectors, then one float at a time (AVX-512 has masked versions below). */
+K_DW_INLINE void k_dw_copy_row(const float *s, int64_t n, float *d, int add) {
   int64_t c = 0;
-  if (stride == 1)
-    for (; c + K_DW_V <= n; c += K_DW_V) k_dw_st(d + c, k_dw_ld(s + c));
-  else if (stride == 2)
-    for (; c + K_DW_V + 1 <= n; c += K_DW_V)
-      k_dw_st(d + c, K_DW_EVEN(k_dw_ld(s + 2 * c), k_dw_ld(s + 2 * c + K_DW_V)));
-  for (; c < n; c++) d[c] = s[c * stride];
+  for (; c + K_DW_V <= n; c += K_DW_V) k_dw_st(d + c, add ? k_dw_ld(d + c) + k_dw_ld(s + c) : k_dw_ld(s + c));
+  for (; c < n; c++) d[c] = add ? d[c] + s[c] : s[c];
 }
 
-/* d[2i] (+)= s0[i], d[2i + 1] (+)= s1[i] for i < n: two phase rows back into an input row. */
-K_DW_INLINE void k_dw_interleave_body(const float *s0, const float *s1, int64_t n, float *d, int add) {
+K_DW_INLINE void k_dw_split_row(const float *s, int64_t n, float *e, float *o) {
   int64_t i = 0;
-  for (; i + K_DW_V <= n; i += K_DW_V) {
-    k_dw_vec a = k_dw_ld(s0 + i), b = k_dw_ld(s1 + i), lo = K_DW_LOHALF(a, b), hi = K_DW_HIHALF(a, b);
+  for (; 2 * i + 2 * K_DW_V <= n; i += K_DW_V) {
+    k_dw_vec a = k_dw_ld(s + 2 * i), b = k_dw_ld(s + 2 * i + K_DW_V);
+    k_dw_st(e + i, K_DW_EVEN(a, b));
+    k_dw_st(o + i, K_DW_ODD(a, b));
+  }
+  for (; 2 * i < n; i++) {
+    e[i] = s[2 * i];
+    if (2 * i + 1 < n) o[i] = s[2 * i + 1];
+  }
+}
+
+K_DW_INLINE void k_dw_merge_row(const float *e, const float *o, int64_t n, float *d, int add) {
+  int64_t i = 0;
+  for (; 2 * i + 2 * K_DW_V <= n; i += K_DW_V) {
+    k_dw_vec a = k_dw_ld(e + i), b = k_dw_ld(o + i), lo = K_DW_LOHALF(a, b), hi = K_DW_HIHALF(a, b);
     if (add) lo += k_dw_ld(d + 2 * i), hi += k_dw_ld(d + 2 * i + K_DW_V);
     k_dw_st(d + 2 * i, lo);
     k_dw_st(d + 2 * i + K_DW_V, hi);
   }
-  for (; i < n; i++) {
-    d[2 * i] = add ? d[2 * i] + s0[i] : s0[i];
-    d[2 * i + 1] = add ? d[2 * i + 1] + s1[i] : s1[i];
+  for (; 2 * i < n; i++) {
+    d[2 * i] = add ? d[2 * i] + e[i] : e[i];
+    if (2 * i + 1 < n) d[2 * i + 1] = add ? d[2 * i + 1] + o[i] : o[i];
   }
 }
 
@@ -153,17 +165,23 @@ typedef void (*k_dw_sum_fn)(float *out, int64_t len, const float *const *src, co
                             int64_t n, float init, int add);
 typedef void (*k_dw_dots_fn)(const float *dy, int64_t len, const float *const *src, int64_t n,
                              float *out, int add);
+/* Plane copies, nr rows of nc floats, rows ss (source) and ds (destination) floats apart. */
+typedef void (*k_dw_rows_fn)(const float *s, int64_t ss, float *d, int64_t ds, int64_t nr, int64_t nc, int add);
+typedef void (*k_dw_split_fn)(const float *s, int64_t ss, float *e, float *o, int64_t ds, int64_t nr, int64_t nc);
+typedef void (*k_dw_merge_fn)(const float *e, const float *o, int64_t ss, float *d, int64_t ds, int64_t nr,
+                              int64_t nc, int add);
 typedef struct {
   const char *name;
   k_dw_sum_fn sum;
   k_dw_dots_fn dots;
-  void (*gather)(const float *s, int64_t stride, int64_t n, float *d);
-  void (*interleave)(const float *s0, const float *s1, int64_t n, float *d, int add);
+  k_dw_rows_fn rows;
+  k_dw_split_fn split;
+  k_dw_merge_fn merge;
 } k_dw_isa;
 
 /* One copy of the loops per target: T sum accumulators and B dot taps sized to its registers
- * (a 16-float vector is 1 zmm, 2 ymm or 4 xmm); the copies, where the target has no better. */
-#define K_DW_DEFINE_MATH(sfx, attr, T, B)                                                         \
+ * (a 16-float vector is 1 zmm, 2 ymm or 4 xmm), and the plane copies from its row copies. */
+#define K_DW_DEFINE(sfx, attr, T, B, copy, split, merge)                                          \
   attr static void k_dw_sum_##sfx(float *out, int64_t len, const float *const *src,              \
                                   const float *w, int64_t n, float init, int add) {              \
     k_dw_sum_body(out, len, src, w, n, init, add, T);                                             \
@@ -171,75 +189,76 @@ typedef struct {
   attr static void k_dw_dots_##sfx(const float *dy, int64_t len, const float *const *src,        \
                                    int64_t n, float *out, int add) {                              \
     k_dw_dots_body(dy, len, src, n, out, add, B);                                                 \
-  }
-#define K_DW_DEFINE_COPY(sfx, attr)                                                               \
-  attr static void k_dw_gather_##sfx(const float *s, int64_t stride, int64_t n, float *d) {      \
-    k_dw_gather_body(s, stride, n, d);                                                            \
   }                                                                                               \
-  attr static void k_dw_interleave_##sfx(const float *s0, const float *s1, int64_t n, float *d,  \
-                                         int add) {                                               \
-    k_dw_interleave_body(s0, s1, n, d, add);                                                      \
-  }
-#define K_DW_ISA(sfx) \
-  static const k_dw_isa k_dw_isa_##sfx = {#sfx, k_dw_sum_##sfx, k_dw_dots_##sfx, k_dw_gather_##sfx, k_dw_interleave_##sfx};
+  attr static void k_dw_rows_##sfx(const float *s, int64_t ss, float *d, int64_t ds, int64_t nr, \
+                                   int64_t nc, int add) {                                         \
+    for (int64_t r = 0; r < nr; r++) copy(s + r * ss, nc, d + r * ds, add);                       \
+  }                                                                                               \
+  attr static void k_dw_split_##sfx(const float *s, int64_t ss, float *e, float *o, int64_t ds,  \
+                                    int64_t nr, int64_t nc) {                                     \
+    for (int64_t r = 0; r < nr; r++) split(s + r * ss, nc, e + r * ds, o + r * ds);               \
+  }                                                                                               \
+  attr static void k_dw_merge_##sfx(const float *e, const float *o, int64_t ss, float *d,        \
+                                    int64_t ds, int64_t nr, int64_t nc, int add) {                \
+    for (int64_t r = 0; r < nr; r++) merge(e + r * ss, o + r * ss, nc, d + r * ds, add);          \
+  }                                                                                               \
+  static const k_dw_isa k_dw_isa_##sfx = {#sfx, k_dw_sum_##sfx, k_dw_dots_##sfx, k_dw_rows_##sfx,  \
+                                          k_dw_split_##sfx, k_dw_merge_##sfx};
 
-K_DW_DEFINE_MATH(generic, , 2, 2)
-K_DW_DEFINE_COPY(generic, )
-K_DW_ISA(generic)
+K_DW_DEFINE(generic, , 2, 2, k_dw_copy_row, k_dw_split_row, k_dw_merge_row)
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
 #define K_DW_X86 1
 #include <immintrin.h>
-K_DW_DEFINE_MATH(avx2, __attribute__((target("avx2,fma"))), 4, 4)
-K_DW_DEFINE_COPY(avx2, __attribute__((target("avx2,fma"))))
-K_DW_ISA(avx2)
-K_DW_DEFINE_MATH(avx512, __attribute__((target("avx512f,avx2,fma"))), 4, 8)
+K_DW_DEFINE(avx2, __attribute__((target("avx2,fma"))), 4, 4, k_dw_copy_row, k_dw_split_row, k_dw_merge_row)
 
-/* AVX-512's copies finish a row with masked loads and stores instead of one float at a time:
+/* AVX-512's row copies end with masked loads and stores instead of one float at a time:
  * MobileNet's late planes are 7 to 28 floats wide, where the scalar tail was most of the copy. */
 #define K_DW_AVX512 __attribute__((target("avx512f,avx2,fma")))
 
-K_DW_AVX512 static inline __mmask16 k_dw_mask(int64_t n) {
+K_DW_AVX512 K_DW_INLINE __mmask16 k_dw_mask(int64_t n) {
   return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
 }
 
-K_DW_AVX512 static void k_dw_gather_avx512(const float *s, int64_t stride, int64_t n, float *d) {
-  if (stride > 2) {
-    k_dw_gather_body(s, stride, n, d);
-    return;
-  }
-  if (stride == 1) {
-    for (int64_t c = 0; c < n; c += 16) {
-      __mmask16 m = k_dw_mask(n - c);
-      _mm512_mask_storeu_ps(d + c, m, _mm512_maskz_loadu_ps(m, s + c));
-    }
-    return;
-  }
-  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+K_DW_AVX512 K_DW_INLINE void k_dw_copy_row_m(const float *s, int64_t n, float *d, int add) {
   for (int64_t c = 0; c < n; c += 16) {
-    int64_t out = n - c < 16 ? n - c : 16, in = 2 * out - 1;   /* reads s[2c .. 2c + in) */
-    __m512 a = _mm512_maskz_loadu_ps(k_dw_mask(in), s + 2 * c);
-    __m512 b = _mm512_maskz_loadu_ps(k_dw_mask(in - 16), s + 2 * c + 16);
-    _mm512_mask_storeu_ps(d + c, k_dw_mask(out), _mm512_permutex2var_ps(a, even, b));
+    __mmask16 m = k_dw_mask(n - c);
+    __m512 v = _mm512_maskz_loadu_ps(m, s + c);
+    if (add) v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, d + c), v);
+    _mm512_mask_storeu_ps(d + c, m, v);
   }
 }
 
-K_DW_AVX512 static void k_dw_interleave_avx512(const float *s0, const float *s1, int64_t n, float *d, int add) {
+K_DW_AVX512 K_DW_INLINE void k_dw_split_row_m(const float *s, int64_t n, float *e, float *o) {
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  for (int64_t i = 0; 2 * i < n; i += 16) {
+    int64_t rem = n - 2 * i;
+    __m512 a = _mm512_maskz_loadu_ps(k_dw_mask(rem), s + 2 * i);
+    __m512 b = _mm512_maskz_loadu_ps(k_dw_mask(rem - 16), s + 2 * i + 16);
+    _mm512_mask_storeu_ps(e + i, k_dw_mask((rem + 1) / 2), _mm512_permutex2var_ps(a, even, b));
+    _mm512_mask_storeu_ps(o + i, k_dw_mask(rem / 2), _mm512_permutex2var_ps(a, odd, b));
+  }
+}
+
+K_DW_AVX512 K_DW_INLINE void k_dw_merge_row_m(const float *e, const float *o, int64_t n, float *d, int add) {
   const __m512i lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   const __m512i hi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
-  for (int64_t i = 0; i < n; i += 16) {
-    __mmask16 m = k_dw_mask(n - i), m0 = k_dw_mask(2 * (n - i)), m1 = k_dw_mask(2 * (n - i) - 16);
-    __m512 a = _mm512_maskz_loadu_ps(m, s0 + i), b = _mm512_maskz_loadu_ps(m, s1 + i);
+  for (int64_t i = 0; 2 * i < n; i += 16) {
+    int64_t rem = n - 2 * i;
+    __mmask16 m0 = k_dw_mask(rem), m1 = k_dw_mask(rem - 16);
+    __m512 a = _mm512_maskz_loadu_ps(k_dw_mask((rem + 1) / 2), e + i);
+    __m512 b = _mm512_maskz_loadu_ps(k_dw_mask(rem / 2), o + i);
     __m512 vl = _mm512_permutex2var_ps(a, lo, b), vh = _mm512_permutex2var_ps(a, hi, b);
     if (add) {
-      vl = _mm512_add_ps(vl, _mm512_maskz_loadu_ps(m0, d + 2 * i));
-      vh = _mm512_add_ps(vh, _mm512_maskz_loadu_ps(m1, d + 2 * i + 16));
+      vl = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, d + 2 * i), vl);
+      vh = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, d + 2 * i + 16), vh);
     }
     _mm512_mask_storeu_ps(d + 2 * i, m0, vl);
     _mm512_mask_storeu_ps(d + 2 * i + 16, m1, vh);
   }
 }
 
-K_DW_ISA(avx512)
+K_DW_DEFINE(avx512, K_DW_AVX512, 4, 8, k_dw_copy_row_m, k_dw_split_row_m, k_dw_merge_row_m)
 #endif
 
 /* The widest instruction set the CPU has, narrowed by KILN_CONV=direct-avx2 / direct-generic. */
@@ -343,49 +362,65 @@ static void k_dw_clear_slot(const k_dw_geom *g, float *slot) {
   memset(slot, 0, (size_t)g->slot * sizeof(float));
 }
 
-/* Input plane x [H][W] -> the inside of its sh*sw phase planes at xp (plane pr*sw + pc). */
+/* The input rows ih of row phase pr ((ih + ph) % sh == pr): the first one, *ih0, and how many. */
+static int64_t k_dw_phase_rows(const k_dw_geom *g, int64_t pr, int64_t *ih0) {
+  *ih0 = ((pr - g->ph) % g->sh + g->sh) % g->sh;
+  return *ih0 < g->H ? (g->H - 1 - *ih0) / g->sh + 1 : 0;
+}
+
+/* Input plane x [H][W] -> the inside of its sh*sw phase planes at xp (plane pr*sw + pc).
+ * Column strides 1 and 2 copy whole rows (2 splits each row into its two column phases: even
+ * input columns go to phase pw % 2 from column pw / 2, odd ones to the other from (pw+1) / 2). */
 static void k_dw_phases(const k_dw_geom *g, const k_dw_isa *isa, const float *x, float *xp) {
-  for (int64_t pr = 0; pr < g->sh; pr++)
+  for (int64_t pr = 0; pr < g->sh; pr++) {
+    int64_t ih0, nr = k_dw_phase_rows(g, pr, &ih0);
+    float *row = xp + pr * g->sw * g->PL + (ih0 + g->ph) / g->sh * g->Wq;
+    if (nr == 0) continue;
+    if (g->sw == 1) {
+      isa->rows(x + ih0 * g->W, g->sh * g->W, row + g->pw, g->Wq, nr, g->W, 0);
+      continue;
+    }
+    if (g->sw == 2) {
+      isa->split(x + ih0 * g->W, g->sh * g->W, row + g->pw % 2 * g->PL + g->pw / 2,
+                 row + (g->pw + 1) % 2 * g->PL + (g->pw + 1) / 2, g->Wq, nr, g->W);
+      continue;
+    }
     for (int64_t pc = 0; pc < g->sw; pc++) {
-      float *P = xp + (pr * g->sw + pc) * g->PL;
       int64_t lo, hi, off = pc - g->pw;
       k_dw_cols(g, pc, &lo, &hi);
-      for (int64_t r = 0; r < g->Hq; r++) {
-        int64_t ih = r * g->sh + pr - g->ph;
-        if (ih >= 0 && ih < g->H && hi > lo)
-          isa->gather(x + ih * g->W + lo * g->sw + off, g->sw, hi - lo, P + r * g->Wq + lo);
+      for (int64_t k = 0; k < nr; k++) {
+        const float *s = x + (ih0 + k * g->sh) * g->W;
+        float *d = row + pc * g->PL + k * g->Wq;
+        for (int64_t c = lo; c < hi; c++) d[c] = s[c * g->sw + off];
       }
     }
+  }
 }
 
 /* The inverse for the input's own positions: dx [H][W] (+)= the phase planes dxp. */
 static void k_dw_unphase(const k_dw_geom *g, const k_dw_isa *isa, const float *dxp, int add, float *dx) {
-  for (int64_t ih = 0; ih < g->H; ih++) {
-    int64_t r = ih + g->ph;
-    float *d = dx + ih * g->W;
-    const float *row = dxp + r % g->sh * g->sw * g->PL + r / g->sh * g->Wq;
+  for (int64_t pr = 0; pr < g->sh; pr++) {
+    int64_t ih0, nr = k_dw_phase_rows(g, pr, &ih0);
+    const float *row = dxp + pr * g->sw * g->PL + (ih0 + g->ph) / g->sh * g->Wq;
+    if (nr == 0) continue;
     if (g->sw == 1) {
-      const float *s = row + g->pw;
-      if (add) for (int64_t c = 0; c < g->W; c++) d[c] += s[c];
-      else isa->gather(s, 1, g->W, d);
+      isa->rows(row + g->pw, g->Wq, dx + ih0 * g->W, g->sh * g->W, nr, g->W, add);
       continue;
     }
     if (g->sw == 2) {
-      /* Input column iw is phase (iw + pw) % 2, column (iw + pw) / 2: pairs from an even one. */
-      int64_t iw = g->pw % 2, c = (iw + g->pw) / 2;
-      if (iw) d[0] = (add ? d[0] : 0.0f) + row[g->PL + g->pw / 2];
-      int64_t pairs = (g->W - iw) / 2;
-      isa->interleave(row + c, row + g->PL + c, pairs, d + iw, add);
-      iw += 2 * pairs;
-      if (iw < g->W) d[iw] = (add ? d[iw] : 0.0f) + row[(iw + g->pw) / 2];
+      isa->merge(row + g->pw % 2 * g->PL + g->pw / 2, row + (g->pw + 1) % 2 * g->PL + (g->pw + 1) / 2,
+                 g->Wq, dx + ih0 * g->W, g->sh * g->W, nr, g->W, add);
       continue;
     }
     for (int64_t pc = 0; pc < g->sw; pc++) {
-      const float *s = row + pc * g->PL;
       int64_t lo, hi, off = pc - g->pw;
       k_dw_cols(g, pc, &lo, &hi);
-      if (add) for (int64_t c = lo; c < hi; c++) d[c * g->sw + off] += s[c];
-      else for (int64_t c = lo; c < hi; c++) d[c * g->sw + off] = s[c];
+      for (int64_t k = 0; k < nr; k++) {
+        const float *s = row + pc * g->PL + k * g->Wq;
+        float *d = dx + (ih0 + k * g->sh) * g->W;
+        if (add) for (int64_t c = lo; c < hi; c++) d[c * g->sw + off] += s[c];
+        else for (int64_t c = lo; c < hi; c++) d[c * g->sw + off] = s[c];
+      }
     }
   }
 }
@@ -393,15 +428,12 @@ static void k_dw_unphase(const k_dw_geom *g, const k_dw_isa *isa, const float *d
 /* Output-gradient plane dy [OH][OW] -> b at offset omax, rows Wq apart (the rest stays 0, so
  * the dropped columns and everything outside dy read as zero). */
 static void k_dw_dy_rows(const k_dw_geom *g, const k_dw_isa *isa, const float *dy, float *b) {
-  for (int64_t oh = 0; oh < g->OH; oh++) isa->gather(dy + oh * g->OW, 1, g->OW, b + g->omax + oh * g->Wq);
+  isa->rows(dy, g->OW, b + g->omax, g->Wq, g->OH, g->OW, 0);
 }
 
 /* Staged output plane (rows of Wq) -> y [OH][OW], adding for kAddTo. */
 static void k_dw_unstage(const k_dw_geom *g, const k_dw_isa *isa, const float *s, int add, float *y) {
-  for (int64_t oh = 0; oh < g->OH; oh++, s += g->Wq, y += g->OW) {
-    if (add) for (int64_t ow = 0; ow < g->OW; ow++) y[ow] += s[ow];
-    else isa->gather(s, 1, g->OW, y);
-  }
+  isa->rows(s, g->Wq, y, g->OW, g->OH, g->OW, add);
 }
 
 /* ---- tasks -------------------------------------------------------------------------------- */

@@ -33,6 +33,8 @@ static const dw_spec specs[] = {
   {"multiplier 2",              1, 2, 3, 2, 9,  10, 3, 3, 1, 1, 1, 1, 1, 1, 0},
   {"multiplier 3 stride 2",     1, 3, 2, 3, 8,  7, 3, 3, 2, 2, 1, 1, 1, 1, 0},
   {"dilation 2",                1, 2, 4, 1, 12, 11, 3, 3, 1, 1, 2, 2, 2, 2, 0},
+  {"stride 2 pad 2, wide rows",  1, 1, 2, 1, 9,  70, 5, 5, 2, 2, 2, 2, 1, 1, 0},
+  {"stride 2 pad 0, odd width",  1, 2, 2, 1, 10, 37, 3, 3, 2, 2, 0, 0, 1, 1, 0},
   {"dilation + stride 2",       1, 2, 3, 2, 13, 15, 3, 3, 2, 2, 1, 3, 2, 3, 0},
   {"stride 3, uneven kernel",   1, 2, 3, 1, 10, 13, 3, 2, 3, 3, 2, 1, 1, 1, 1},
   {"pad wider than reach",      1, 1, 2, 1, 5,  6, 2, 2, 1, 2, 3, 2, 1, 1, 0},
@@ -320,21 +322,29 @@ static void dw_dispatch_contract(void) {
   dw_free(&d);
 }
 
+/* The spec of that name (the checks below pick theirs by name, not by index). */
+static const dw_spec *spec(const char *name) {
+  for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
+    if (!strcmp(specs[i].name, name)) return &specs[i];
+  fprintf(stderr, "test_conv_dw: no spec named %s\n", name);
+  exit(1);
+}
+
 int main(void) {
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
       dw_compare(&specs[i], modes[m], kWriteTo);
       if (m == 0) dw_compare(&specs[i], modes[m], kAddTo);
     }
-  dw_gradcheck(&specs[1], NULL);
-  dw_gradcheck(&specs[4], NULL);
-  dw_gradcheck(&specs[6], "direct-avx2");
-  dw_gradcheck(&specs[17], "direct-generic");
-  dw_threads(&specs[13]);
-  dw_threads(&specs[15]);
-  dw_threads(&specs[11]);
-  dw_epilogue(&specs[3]);
-  dw_epilogue(&specs[13]);
+  dw_gradcheck(spec("3x3 s2 pad 1"), NULL);
+  dw_gradcheck(spec("multiplier 3 stride 2"), NULL);
+  dw_gradcheck(spec("dilation + stride 2"), "direct-avx2");
+  dw_gradcheck(spec("1-D stride pad dilate"), "direct-generic");
+  dw_threads(spec("7x7 plane (mobilenet end)"));
+  dw_threads(spec("batch 6 in 4 parts"));
+  dw_threads(spec("wide plane, many tiles"));
+  dw_epilogue(spec("multiplier 2"));
+  dw_epilogue(spec("7x7 plane (mobilenet end)"));
   dw_dispatch_contract();
   unsetenv("KILN_CONV");
   return kt_finish("test_conv_dw");
