@@ -79,11 +79,23 @@ K_DW_INLINE void k_dw_sum_body(float *out, int64_t len, const float *const *src,
     }
 }
 
-/* The lanes of v added in lane order (a fixed order: the same bits on every call). */
+/* The lanes of v added as a tree of halves (a fixed order: the same bits on every call; a
+ * lane-by-lane sum was a chain of 16 dependent adds per tap, most of a 7x7 plane's weight
+ * gradient). */
 K_DW_INLINE float k_dw_hsum(k_dw_vec v) {
-  float s = 0.0f;
-  for (int l = 0; l < K_DW_V; l++) s += v[l];
-  return s;
+#if defined(__clang__)
+  v += __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+  v += __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
+  v += __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+  v += __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+#else
+  typedef int iv __attribute__((vector_size(K_DW_V * sizeof(int))));
+  v += __builtin_shuffle(v, (iv){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7});
+  v += __builtin_shuffle(v, (iv){4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11});
+  v += __builtin_shuffle(v, (iv){2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13});
+  v += __builtin_shuffle(v, (iv){1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14});
+#endif
+  return v[0];
 }
 
 /* out[t] = (add ? out[t] : 0) + sum_q dy[q] * src[t][q] for q < len rounded up to K_DW_TILE,
@@ -513,35 +525,45 @@ static void k_dw_grad_x(const k_dw_job *j, const float *dyb, int64_t f, int add,
   }
 }
 
-/* Tasks i = part * C + ch: the part's samples in order, for each the weight gradient of the
- * channel's M filters into the part's partial and the data gradient of the plane. */
-static void k_dw_bwd_tasks(void *ctx, int64_t lo, int64_t hi) {
-  const k_dw_job *j = ctx;
+/* Sample n, channel ch of the backward pass: the weight gradient of the channel's M filters
+ * into the part's partial (the part's first sample n0 writes it, later ones add) and the data
+ * gradient of the plane. */
+static void k_dw_bwd_plane(const k_dw_job *j, float *xp, int64_t pt, int64_t n0, int64_t n, int64_t ch) {
   const k_dw_geom *g = j->g;
   const k_call *c = j->c;
   const float *dY = c->in[0].data, *X = c->in[1].data;
-  float *dX = c->out[0].data, *xp = k_dw_slot(j, lo), *dxp = xp + g->sh * g->sw * g->PL;
-  float *dyb = dxp + g->sh * g->sw * g->PL;
+  float *dxp = xp + g->sh * g->sw * g->PL, *dyb = dxp + g->sh * g->sw * g->PL;
+  float *wpart = (float *)c->temp + g->slots * g->slot + pt * g->F * g->taps;
   int want_w = c->req[1] != kNullOp, want_x = c->req[0] != kNullOp;
   const float *src[K_DW_MAX_TAPS];
   int64_t hw = g->H * g->W, ohw = g->OH * g->OW;
+  if (want_w) {
+    k_dw_phases(g, j->isa, X + (n * g->C + ch) * hw, xp);
+    for (int64_t t = 0; t < g->taps; t++) src[t] = xp + j->phase[t] * g->PL + j->off[t];
+  }
+  for (int64_t m = 0; m < g->M; m++) {
+    int64_t f = ch * g->M + m;
+    k_dw_dy_rows(g, j->isa, dY + (n * g->F + f) * ohw, dyb);
+    if (want_w) j->isa->dots(dyb + g->omax, g->OH * g->Wq, src, g->taps, wpart + f * g->taps, n > n0);
+    if (want_x) k_dw_grad_x(j, dyb, f, m > 0, dxp);
+  }
+  if (want_x) k_dw_unphase(g, j->isa, dxp, c->req[0] == kAddTo, (float *)c->out[0].data + (n * g->C + ch) * hw);
+}
+
+/* Tasks i = part * C + ch. A chunk takes its channels of each part sample by sample, in memory
+ * order (channel inner), so the planes it reads are contiguous; each (part, filter) partial
+ * still sums its samples in order. */
+static void k_dw_bwd_tasks(void *ctx, int64_t lo, int64_t hi) {
+  const k_dw_job *j = ctx;
+  const k_dw_geom *g = j->g;
+  float *xp = k_dw_slot(j, lo);
   k_dw_clear_slot(g, xp);
-  for (int64_t i = lo; i < hi; i++) {
-    int64_t pt = i / g->C, ch = i % g->C, n0 = pt * g->N / g->parts, n1 = (pt + 1) * g->N / g->parts;
-    float *wpart = (float *)c->temp + g->slots * g->slot + pt * g->F * g->taps;
-    for (int64_t n = n0; n < n1; n++) {
-      if (want_w) {
-        k_dw_phases(g, j->isa, X + (n * g->C + ch) * hw, xp);
-        for (int64_t t = 0; t < g->taps; t++) src[t] = xp + j->phase[t] * g->PL + j->off[t];
-      }
-      for (int64_t m = 0; m < g->M; m++) {
-        int64_t f = ch * g->M + m;
-        k_dw_dy_rows(g, j->isa, dY + (n * g->F + f) * ohw, dyb);
-        if (want_w) j->isa->dots(dyb + g->omax, g->OH * g->Wq, src, g->taps, wpart + f * g->taps, n > n0);
-        if (want_x) k_dw_grad_x(j, dyb, f, m > 0, dxp);
-      }
-      if (want_x) k_dw_unphase(g, j->isa, dxp, c->req[0] == kAddTo, dX + (n * g->C + ch) * hw);
-    }
+  for (int64_t i = lo; i < hi;) {
+    int64_t pt = i / g->C, c0 = i % g->C, c1 = hi - pt * g->C < g->C ? hi - pt * g->C : g->C;
+    int64_t n0 = pt * g->N / g->parts, n1 = (pt + 1) * g->N / g->parts;
+    for (int64_t n = n0; n < n1; n++)
+      for (int64_t ch = c0; ch < c1; ch++) k_dw_bwd_plane(j, xp, pt, n0, n, ch);
+    i = pt * g->C + c1;
   }
 }
 
