@@ -20,8 +20,8 @@
  * not depend on the thread count. Each running chunk has its own slot of the workspace: the
  * work is cut into at most `slots` chunks, and chunk k uses slot k.
  *
- * The inner loops are written once with GCC vector extensions (16 floats) and compiled for
- * AVX-512, AVX2 + FMA and the portable target, picked at run time (KILN_CONV=direct-avx2 /
+ * The inner loops are written once with GCC vector extensions (k_conv_dw_isa.h) and compiled
+ * for AVX-512 (16 floats), AVX2 + FMA (8) and the portable target (4), picked at run time (KILN_CONV=direct-avx2 /
  * direct-generic narrow it, as for k_conv_direct.c). The x86 ones contract multiply-adds into
  * FMAs, as the direct convolution does: bits differ between instruction sets, not between
  * thread counts. */
@@ -33,7 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* 64-byte vectors in functions without AVX-512 (all inlined): no ABI to keep. */
+/* Vectors wider than the baseline's registers in the always-inlined helpers of the AVX
+ * targets: no ABI to keep. */
 #if defined(__clang__)
 #pragma clang diagnostic ignored "-Wpsabi"
 #elif defined(__GNUC__)
@@ -41,7 +42,6 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 
-#define K_DW_V 16              /* floats per vector in the source (1, 2 or 4 machine vectors) */
 #define K_DW_TILE 64           /* floats per step of the sum loop; buffers carry this slack */
 #define K_DW_MAX_TAPS 256      /* larger kernels stay on im2col (the tap tables live on the stack) */
 #define K_DW_SLOTS 8           /* most chunks running at once: threads that can help one call */
@@ -51,127 +51,7 @@
 
 /* ---- inner loops --------------------------------------------------------------------------- */
 
-typedef float k_dw_vec __attribute__((vector_size(K_DW_V * sizeof(float))));
 #define K_DW_INLINE static inline __attribute__((always_inline))
-
-K_DW_INLINE k_dw_vec k_dw_ld(const float *p) {
-  k_dw_vec v;
-  memcpy(&v, p, sizeof v);
-  return v;
-}
-
-K_DW_INLINE void k_dw_st(float *p, k_dw_vec v) { memcpy(p, &v, sizeof v); }
-
-/* out[q] = (add ? out[q] : init) + sum_t w[t] * src[t][q] for q < len rounded up to K_DW_TILE
- * (callers make that much readable and writable), T vectors of accumulators per step. */
-K_DW_INLINE void k_dw_sum_body(float *out, int64_t len, const float *const *src, const float *w,
-                               int64_t n, float init, int add, const int T) {
-  for (int64_t q = 0; q < len; q += K_DW_TILE)
-    for (int h = 0; h < K_DW_TILE; h += T * K_DW_V) {
-      k_dw_vec acc[4];
-      for (int i = 0; i < T; i++) acc[i] = add ? k_dw_ld(out + q + h + i * K_DW_V) : (k_dw_vec){0} + init;
-      for (int64_t t = 0; t < n; t++) {
-        const float *s = src[t] + q + h;
-        float wt = w[t];
-        for (int i = 0; i < T; i++) acc[i] += wt * k_dw_ld(s + i * K_DW_V);
-      }
-      for (int i = 0; i < T; i++) k_dw_st(out + q + h + i * K_DW_V, acc[i]);
-    }
-}
-
-/* The lanes of v added as a tree of halves (a fixed order: the same bits on every call; a
- * lane-by-lane sum was a chain of 16 dependent adds per tap, most of a 7x7 plane's weight
- * gradient). */
-K_DW_INLINE float k_dw_hsum(k_dw_vec v) {
-#if defined(__clang__)
-  v += __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
-  v += __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
-  v += __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
-  v += __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
-#else
-  typedef int iv __attribute__((vector_size(K_DW_V * sizeof(int))));
-  v += __builtin_shuffle(v, (iv){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7});
-  v += __builtin_shuffle(v, (iv){4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11});
-  v += __builtin_shuffle(v, (iv){2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13});
-  v += __builtin_shuffle(v, (iv){1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14});
-#endif
-  return v[0];
-}
-
-/* out[t] = (add ? out[t] : 0) + sum_q dy[q] * src[t][q] for q < len rounded up to K_DW_TILE,
- * taps in batches of B (one accumulator each, enough to hide the FMA latency), then the rest
- * one at a time with four accumulators. */
-K_DW_INLINE void k_dw_dots_body(const float *dy, int64_t len, const float *const *src, int64_t n,
-                                float *out, int add, const int B) {
-  int64_t t = 0;
-  for (; t + B <= n; t += B) {
-    k_dw_vec acc[8];
-    for (int b = 0; b < B; b++) acc[b] = (k_dw_vec){0};
-    for (int64_t q = 0; q < len; q += K_DW_V) {
-      k_dw_vec d = k_dw_ld(dy + q);
-      for (int b = 0; b < B; b++) acc[b] += d * k_dw_ld(src[t + b] + q);
-    }
-    for (int b = 0; b < B; b++) out[t + b] = (add ? out[t + b] : 0.0f) + k_dw_hsum(acc[b]);
-  }
-  for (; t < n; t++) {
-    k_dw_vec acc[4] = {{0}, {0}, {0}, {0}};
-    for (int64_t q = 0; q < len; q += K_DW_TILE)
-      for (int i = 0; i < 4; i++) acc[i] += k_dw_ld(dy + q + i * K_DW_V) * k_dw_ld(src[t] + q + i * K_DW_V);
-    out[t] = (add ? out[t] : 0.0f) + k_dw_hsum((acc[0] + acc[1]) + (acc[2] + acc[3]));
-  }
-}
-
-/* Two 16-float vectors -> one, lanes picked by index (0..15 from a, 16..31 from b). */
-#if defined(__clang__)
-#define K_DW_EVEN(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30)
-#define K_DW_ODD(a, b) __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31)
-#define K_DW_LOHALF(a, b) __builtin_shufflevector(a, b, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23)
-#define K_DW_HIHALF(a, b) __builtin_shufflevector(a, b, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31)
-#else
-typedef int k_dw_ivec __attribute__((vector_size(K_DW_V * sizeof(int))));
-#define K_DW_EVEN(a, b) __builtin_shuffle(a, b, (k_dw_ivec){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30})
-#define K_DW_ODD(a, b) __builtin_shuffle(a, b, (k_dw_ivec){1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31})
-#define K_DW_LOHALF(a, b) __builtin_shuffle(a, b, (k_dw_ivec){0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23})
-#define K_DW_HIHALF(a, b) __builtin_shuffle(a, b, (k_dw_ivec){8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31})
-#endif
-
-/* Row copies between planes and phase planes, each reading and writing only its n floats:
- *   copy   d[c] (+)= s[c], c < n
- *   split  e[i] = s[2i], o[i] = s[2i + 1]: an input row into its two column phases (stride 2)
- *   merge  the inverse, d[2i] (+)= e[i], d[2i + 1] (+)= o[i]
- * Whole vectors, then one float at a time (AVX-512 has masked versions below). */
-K_DW_INLINE void k_dw_copy_row(const float *s, int64_t n, float *d, int add) {
-  int64_t c = 0;
-  for (; c + K_DW_V <= n; c += K_DW_V) k_dw_st(d + c, add ? k_dw_ld(d + c) + k_dw_ld(s + c) : k_dw_ld(s + c));
-  for (; c < n; c++) d[c] = add ? d[c] + s[c] : s[c];
-}
-
-K_DW_INLINE void k_dw_split_row(const float *s, int64_t n, float *e, float *o) {
-  int64_t i = 0;
-  for (; 2 * i + 2 * K_DW_V <= n; i += K_DW_V) {
-    k_dw_vec a = k_dw_ld(s + 2 * i), b = k_dw_ld(s + 2 * i + K_DW_V);
-    k_dw_st(e + i, K_DW_EVEN(a, b));
-    k_dw_st(o + i, K_DW_ODD(a, b));
-  }
-  for (; 2 * i < n; i++) {
-    e[i] = s[2 * i];
-    if (2 * i + 1 < n) o[i] = s[2 * i + 1];
-  }
-}
-
-K_DW_INLINE void k_dw_merge_row(const float *e, const float *o, int64_t n, float *d, int add) {
-  int64_t i = 0;
-  for (; 2 * i + 2 * K_DW_V <= n; i += K_DW_V) {
-    k_dw_vec a = k_dw_ld(e + i), b = k_dw_ld(o + i), lo = K_DW_LOHALF(a, b), hi = K_DW_HIHALF(a, b);
-    if (add) lo += k_dw_ld(d + 2 * i), hi += k_dw_ld(d + 2 * i + K_DW_V);
-    k_dw_st(d + 2 * i, lo);
-    k_dw_st(d + 2 * i + K_DW_V, hi);
-  }
-  for (; 2 * i < n; i++) {
-    d[2 * i] = add ? d[2 * i] + e[i] : e[i];
-    if (2 * i + 1 < n) d[2 * i + 1] = add ? d[2 * i + 1] + o[i] : o[i];
-  }
-}
 
 typedef void (*k_dw_sum_fn)(float *out, int64_t len, const float *const *src, const float *w,
                             int64_t n, float init, int add);
@@ -182,6 +62,7 @@ typedef void (*k_dw_rows_fn)(const float *s, int64_t ss, float *d, int64_t ds, i
 typedef void (*k_dw_split_fn)(const float *s, int64_t ss, float *e, float *o, int64_t ds, int64_t nr, int64_t nc);
 typedef void (*k_dw_merge_fn)(const float *e, const float *o, int64_t ss, float *d, int64_t ds, int64_t nr,
                               int64_t nc, int add);
+/* One instruction set's loops (k_conv_dw_isa.h says what each does). */
 typedef struct {
   const char *name;
   k_dw_sum_fn sum;
@@ -191,37 +72,33 @@ typedef struct {
   k_dw_merge_fn merge;
 } k_dw_isa;
 
-/* One copy of the loops per target: T sum accumulators and B dot taps sized to its registers
- * (a 16-float vector is 1 zmm, 2 ymm or 4 xmm), and the plane copies from its row copies. */
-#define K_DW_DEFINE(sfx, attr, T, B, copy, split, merge)                                          \
-  attr static void k_dw_sum_##sfx(float *out, int64_t len, const float *const *src,              \
-                                  const float *w, int64_t n, float init, int add) {              \
-    k_dw_sum_body(out, len, src, w, n, init, add, T);                                             \
-  }                                                                                               \
-  attr static void k_dw_dots_##sfx(const float *dy, int64_t len, const float *const *src,        \
-                                   int64_t n, float *out, int add) {                              \
-    k_dw_dots_body(dy, len, src, n, out, add, B);                                                 \
-  }                                                                                               \
-  attr static void k_dw_rows_##sfx(const float *s, int64_t ss, float *d, int64_t ds, int64_t nr, \
-                                   int64_t nc, int add) {                                         \
-    for (int64_t r = 0; r < nr; r++) copy(s + r * ss, nc, d + r * ds, add);                       \
-  }                                                                                               \
-  attr static void k_dw_split_##sfx(const float *s, int64_t ss, float *e, float *o, int64_t ds,  \
-                                    int64_t nr, int64_t nc) {                                     \
-    for (int64_t r = 0; r < nr; r++) split(s + r * ss, nc, e + r * ds, o + r * ds);               \
-  }                                                                                               \
-  attr static void k_dw_merge_##sfx(const float *e, const float *o, int64_t ss, float *d,        \
-                                    int64_t ds, int64_t nr, int64_t nc, int add) {                \
-    for (int64_t r = 0; r < nr; r++) merge(e + r * ss, o + r * ss, nc, d + r * ds, add);          \
-  }                                                                                               \
-  static const k_dw_isa k_dw_isa_##sfx = {#sfx, k_dw_sum_##sfx, k_dw_dots_##sfx, k_dw_rows_##sfx,  \
-                                          k_dw_split_##sfx, k_dw_merge_##sfx};
+/* Portable: 4-float (SSE) vectors. */
+#define K_DW_V 4
+#define K_DW_SFX generic
+#define K_DW_NAME "generic"
+#define K_DW_T 4
+#define K_DW_B 4
+#define K_DW_ATTR
+#define K_DW_ROW_COPY kdw_copy_row_generic
+#define K_DW_ROW_SPLIT kdw_split_row_generic
+#define K_DW_ROW_MERGE kdw_merge_row_generic
+#include "k_conv_dw_isa.h"
 
-K_DW_DEFINE(generic, , 2, 2, k_dw_copy_row, k_dw_split_row, k_dw_merge_row)
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
 #define K_DW_X86 1
 #include <immintrin.h>
-K_DW_DEFINE(avx2, __attribute__((target("avx2,fma"))), 4, 4, k_dw_copy_row, k_dw_split_row, k_dw_merge_row)
+
+/* AVX2 + FMA: 16 ymm registers, 4 sum accumulators (and 4 dot taps) leave room for the loads. */
+#define K_DW_V 8
+#define K_DW_SFX avx2
+#define K_DW_NAME "avx2"
+#define K_DW_T 4
+#define K_DW_B 4
+#define K_DW_ATTR __attribute__((target("avx2,fma")))
+#define K_DW_ROW_COPY kdw_copy_row_avx2
+#define K_DW_ROW_SPLIT kdw_split_row_avx2
+#define K_DW_ROW_MERGE kdw_merge_row_avx2
+#include "k_conv_dw_isa.h"
 
 /* AVX-512's row copies end with masked loads and stores instead of one float at a time:
  * MobileNet's late planes are 7 to 28 floats wide, where the scalar tail was most of the copy. */
@@ -270,7 +147,17 @@ K_DW_AVX512 K_DW_INLINE void k_dw_merge_row_m(const float *e, const float *o, in
   }
 }
 
-K_DW_DEFINE(avx512, K_DW_AVX512, 4, 8, k_dw_copy_row_m, k_dw_split_row_m, k_dw_merge_row_m)
+/* AVX-512: 32 zmm registers; 8 dot taps per pass. */
+#define K_DW_V 16
+#define K_DW_SFX avx512
+#define K_DW_NAME "avx512"
+#define K_DW_T 4
+#define K_DW_B 8
+#define K_DW_ATTR K_DW_AVX512
+#define K_DW_ROW_COPY k_dw_copy_row_m
+#define K_DW_ROW_SPLIT k_dw_split_row_m
+#define K_DW_ROW_MERGE k_dw_merge_row_m
+#include "k_conv_dw_isa.h"
 #endif
 
 /* The widest instruction set the CPU has, narrowed by KILN_CONV=direct-avx2 / direct-generic. */
