@@ -1,10 +1,11 @@
-/* test_conv_dw.c — the direct depthwise convolution of k_conv_dw.c: forward values against a
- * naive definition in double written here, and forward, data, weight and bias gradients
+/* test_conv_dw.c — the direct depthwise (and few-channels-per-group grouped) convolution of
+ * k_conv_dw.c: forward values against a naive definition in double written here, and forward, data, weight and bias gradients
  * against the im2col path (KILN_CONV=grouped-im2col; test_conv.c checks that one), with
  * kWriteTo and kAddTo, with and without a data gradient, on shapes that hit the edges of the
  * phase-plane scheme — stride 1, 2 and 3, padding wider than the kernel reach, dilation,
  * odd sizes, planes smaller and larger than a vector tile, channel multiplier 1, 2 and 3, 1-D,
- * batch 1 and batches split in parts — for every instruction set (KILN_CONV picks them). The
+ * batch 1 and batches split in parts, groups of 2 to 8 channels — for every instruction set
+ * (KILN_CONV picks them; groups wider than the dispatch rule takes run under grouped-direct). The
  * workspace is filled with NaN first, so a read of a byte the kernel did not write shows.
  * Then finite-difference gradient checks of the path itself, 1- vs 2-thread bit identity,
  * the epilogue applied once to every output element, and the dispatch contract. */
@@ -23,31 +24,38 @@ typedef struct {
   int N, C, M, H, W;
   int kh, kw, sh, sw, ph, pw, dh, dw;
   int no_bias;
+  int cg;          /* input channels per group: 1 depthwise; groups = C / cg, M filters each */
 } dw_spec;
 
 static const dw_spec specs[] = {
-  /* name                      2d N  C  M  H   W  kh kw sh sw ph pw dh dw nb */
-  {"3x3 s1 pad 1",              1, 2, 5, 1, 7,  9, 3, 3, 1, 1, 1, 1, 1, 1, 0},
-  {"3x3 s2 pad 1",              1, 2, 6, 1, 11, 8, 3, 3, 2, 2, 1, 1, 1, 1, 0},
-  {"3x3 s2 even input",         1, 1, 4, 1, 14, 14, 3, 3, 2, 2, 1, 1, 1, 1, 1},
-  {"multiplier 2",              1, 2, 3, 2, 9,  10, 3, 3, 1, 1, 1, 1, 1, 1, 0},
-  {"multiplier 3 stride 2",     1, 3, 2, 3, 8,  7, 3, 3, 2, 2, 1, 1, 1, 1, 0},
-  {"dilation 2",                1, 2, 4, 1, 12, 11, 3, 3, 1, 1, 2, 2, 2, 2, 0},
-  {"stride 2 pad 2, wide rows",  1, 1, 2, 1, 9,  70, 5, 5, 2, 2, 2, 2, 1, 1, 0},
-  {"stride 2 pad 0, odd width",  1, 2, 2, 1, 10, 37, 3, 3, 2, 2, 0, 0, 1, 1, 0},
-  {"dilation + stride 2",       1, 2, 3, 2, 13, 15, 3, 3, 2, 2, 1, 3, 2, 3, 0},
-  {"stride 3, uneven kernel",   1, 2, 3, 1, 10, 13, 3, 2, 3, 3, 2, 1, 1, 1, 1},
-  {"pad wider than reach",      1, 1, 2, 1, 5,  6, 2, 2, 1, 2, 3, 2, 1, 1, 0},
-  {"no padding 5x5",            1, 2, 3, 1, 12, 12, 5, 5, 1, 1, 0, 0, 1, 1, 0},
-  {"1x1 stride 2",              1, 2, 3, 2, 9,  9, 1, 1, 2, 2, 0, 0, 1, 1, 1},
-  {"wide plane, many tiles",    1, 1, 3, 1, 20, 61, 3, 3, 1, 1, 1, 1, 1, 1, 0},
-  {"tall kernel, 1 wide out",   1, 2, 2, 1, 9,  3, 4, 3, 1, 1, 0, 0, 1, 1, 0},
-  {"7x7 plane (mobilenet end)", 1, 1, 24, 1, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 0},
-  {"batch 1",                   1, 1, 8, 1, 8,  8, 3, 3, 1, 1, 1, 1, 1, 1, 0},
-  {"batch 6 in 4 parts",        1, 6, 3, 2, 6,  5, 3, 3, 2, 1, 1, 1, 1, 1, 0},
-  {"1-D",                       0, 3, 4, 1, 1,  29, 1, 3, 1, 1, 0, 1, 1, 1, 0},
-  {"1-D stride pad dilate",     0, 2, 3, 2, 1,  40, 1, 5, 1, 2, 0, 3, 1, 2, 0},
-  {"1-D stride 3",              0, 2, 2, 1, 1,  17, 1, 4, 1, 3, 0, 2, 1, 1, 1},
+  /* name                      2d N  C  M  H   W  kh kw sh sw ph pw dh dw nb cg */
+  {"3x3 s1 pad 1",              1, 2, 5, 1, 7,  9, 3, 3, 1, 1, 1, 1, 1, 1, 0, 1},
+  {"3x3 s2 pad 1",              1, 2, 6, 1, 11, 8, 3, 3, 2, 2, 1, 1, 1, 1, 0, 1},
+  {"3x3 s2 even input",         1, 1, 4, 1, 14, 14, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
+  {"multiplier 2",              1, 2, 3, 2, 9,  10, 3, 3, 1, 1, 1, 1, 1, 1, 0, 1},
+  {"multiplier 3 stride 2",     1, 3, 2, 3, 8,  7, 3, 3, 2, 2, 1, 1, 1, 1, 0, 1},
+  {"dilation 2",                1, 2, 4, 1, 12, 11, 3, 3, 1, 1, 2, 2, 2, 2, 0, 1},
+  {"stride 2 pad 2, wide rows",  1, 1, 2, 1, 9,  70, 5, 5, 2, 2, 2, 2, 1, 1, 0, 1},
+  {"stride 2 pad 0, odd width",  1, 2, 2, 1, 10, 37, 3, 3, 2, 2, 0, 0, 1, 1, 0, 1},
+  {"dilation + stride 2",       1, 2, 3, 2, 13, 15, 3, 3, 2, 2, 1, 3, 2, 3, 0, 1},
+  {"stride 3, uneven kernel",   1, 2, 3, 1, 10, 13, 3, 2, 3, 3, 2, 1, 1, 1, 1, 1},
+  {"pad wider than reach",      1, 1, 2, 1, 5,  6, 2, 2, 1, 2, 3, 2, 1, 1, 0, 1},
+  {"no padding 5x5",            1, 2, 3, 1, 12, 12, 5, 5, 1, 1, 0, 0, 1, 1, 0, 1},
+  {"1x1 stride 2",              1, 2, 3, 2, 9,  9, 1, 1, 2, 2, 0, 0, 1, 1, 1, 1},
+  {"wide plane, many tiles",    1, 1, 3, 1, 20, 61, 3, 3, 1, 1, 1, 1, 1, 1, 0, 1},
+  {"tall kernel, 1 wide out",   1, 2, 2, 1, 9,  3, 4, 3, 1, 1, 0, 0, 1, 1, 0, 1},
+  {"7x7 plane (mobilenet end)", 1, 1, 24, 1, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 0, 1},
+  {"batch 1",                   1, 1, 8, 1, 8,  8, 3, 3, 1, 1, 1, 1, 1, 1, 0, 1},
+  {"batch 6 in 4 parts",        1, 6, 3, 2, 6,  5, 3, 3, 2, 1, 1, 1, 1, 1, 0, 1},
+  {"1-D",                       0, 3, 4, 1, 1,  29, 1, 3, 1, 1, 0, 1, 1, 1, 0, 1},
+  {"1-D stride pad dilate",     0, 2, 3, 2, 1,  40, 1, 5, 1, 2, 0, 3, 1, 2, 0, 1},
+  {"1-D stride 3",              0, 2, 2, 1, 1,  17, 1, 4, 1, 3, 0, 2, 1, 1, 1, 1},
+  {"groups of 2",               1, 2, 8, 2, 7,  9, 3, 3, 1, 1, 1, 1, 1, 1, 0, 2},
+  {"groups of 3, stride 2",     1, 3, 6, 1, 9,  8, 3, 3, 2, 2, 1, 1, 1, 1, 1, 3},
+  {"groups of 4, M 3, dilation", 1, 2, 8, 3, 10, 11, 3, 3, 1, 2, 2, 1, 2, 1, 0, 4},
+  {"groups of 8",               1, 2, 16, 4, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 0, 8},
+  {"groups of 20 (forced)",     1, 2, 40, 1, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1, 0, 20},
+  {"1-D groups of 2",           0, 2, 6, 2, 1,  20, 1, 3, 1, 2, 0, 1, 1, 1, 0, 2},
 };
 
 static int out_len(int in, int k, int s, int p, int d) { return (in + 2 * p - d * (k - 1) - 1) / s + 1; }
@@ -55,8 +63,8 @@ static int out_len(int in, int k, int s, int p, int d) { return (in + 2 * p - d 
 static k_conv_param dw_param(const dw_spec *s) {
   k_conv_param p = {0};
   int n = s->two_d ? 2 : 1;
-  p.num_filter = s->C * s->M;
-  p.num_group = s->C;
+  p.num_filter = s->C / s->cg * s->M;
+  p.num_group = s->C / s->cg;
   p.no_bias = s->no_bias;
   p.kernel.n = p.stride.n = p.pad.n = p.dilate.n = n;
   if (s->two_d) {
@@ -69,11 +77,11 @@ static k_conv_param dw_param(const dw_spec *s) {
 typedef struct { k_tensor x, w, b, y, dy; } dw_data;
 
 static dw_data dw_make(const dw_spec *s) {
-  int F = s->C * s->M;
+  int F = s->C / s->cg * s->M;
   int OH = out_len(s->H, s->kh, s->sh, s->ph, s->dh), OW = out_len(s->W, s->kw, s->sw, s->pw, s->dw);
   dw_data d;
   d.x = kt_tensor_f32(s->two_d ? kt_shape(4, s->N, s->C, s->H, s->W) : kt_shape(3, s->N, s->C, s->W), -1, 1, 31);
-  d.w = kt_tensor_f32(s->two_d ? kt_shape(4, F, 1, s->kh, s->kw) : kt_shape(3, F, 1, s->kw), -1, 1, 32);
+  d.w = kt_tensor_f32(s->two_d ? kt_shape(4, F, s->cg, s->kh, s->kw) : kt_shape(3, F, s->cg, s->kw), -1, 1, 32);
   d.b = kt_tensor_f32(kt_shape(1, F), -1, 1, 33);
   k_shape ys = s->two_d ? kt_shape(4, s->N, F, OH, OW) : kt_shape(3, s->N, F, OW);
   d.y = kt_tensor_f32(ys, -1, 1, 34);
@@ -93,21 +101,23 @@ static float *dw_copy(const k_tensor *t) {
   return p;
 }
 
-/* y[n, f, oh, ow] = b[f] + sum_{i, j} w[f, i, j] x[n, f / M, oh*sh - ph + i*dh, ow*sw - pw + j*dw]. */
+/* y[n, f, oh, ow] = b[f] + sum_{c, i, j} w[f, c, i, j] x[n, (f / M) * cg + c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]. */
 static void ref_dw(const dw_spec *s, const float *x, const float *w, const float *b, float *y) {
   int OH = out_len(s->H, s->kh, s->sh, s->ph, s->dh), OW = out_len(s->W, s->kw, s->sw, s->pw, s->dw);
-  int F = s->C * s->M;
+  int F = s->C / s->cg * s->M;
   for (int n = 0; n < s->N; n++)
     for (int f = 0; f < F; f++)
       for (int oh = 0; oh < OH; oh++)
         for (int ow = 0; ow < OW; ow++) {
           double acc = b ? b[f] : 0.0;
-          for (int i = 0; i < s->kh; i++)
-            for (int j = 0; j < s->kw; j++) {
-              int ih = oh * s->sh - s->ph + i * s->dh, iw = ow * s->sw - s->pw + j * s->dw;
-              if (ih < 0 || ih >= s->H || iw < 0 || iw >= s->W) continue;
-              acc += (double)w[(f * s->kh + i) * s->kw + j] * x[((n * s->C + f / s->M) * s->H + ih) * s->W + iw];
-            }
+          for (int c = 0; c < s->cg; c++)
+            for (int i = 0; i < s->kh; i++)
+              for (int j = 0; j < s->kw; j++) {
+                int ih = oh * s->sh - s->ph + i * s->dh, iw = ow * s->sw - s->pw + j * s->dw;
+                if (ih < 0 || ih >= s->H || iw < 0 || iw >= s->W) continue;
+                acc += (double)w[((f * s->cg + c) * s->kh + i) * s->kw + j] *
+                       x[((n * s->C + f / s->M * s->cg + c) * s->H + ih) * s->W + iw];
+              }
           y[((n * F + f) * OH + oh) * OW + ow] = (float)acc;
         }
 }
@@ -259,7 +269,7 @@ static void dw_threads(const dw_spec *s) {
 static void dw_epilogue(const dw_spec *s) {
   k_conv_param p = dw_param(s);
   dw_data d = dw_make(s);
-  int F = s->C * s->M;
+  int F = s->C / s->cg * s->M;
   int64_t ny = k_shape_numel(&d.y.shape);
   k_tensor bn[4];
   for (int i = 0; i < 4; i++) bn[i] = kt_tensor_f32(kt_shape(1, F), i == 3 ? 0.5f : -1.0f, 1.5f, 40 + i);
@@ -291,7 +301,7 @@ static void dw_epilogue(const dw_spec *s) {
 }
 
 /* KILN_CONV=im2col and grouped-im2col turn the path off; too little temp space falls back to
- * im2col; grouped but not depthwise shapes never take it. */
+ * im2col; wide groups take it only under grouped-direct, and never past K_DW_MAX_TAPS terms. */
 static void dw_dispatch_contract(void) {
   const dw_spec *s = &specs[0];
   k_conv_param p = dw_param(s);
@@ -317,9 +327,29 @@ static void dw_dispatch_contract(void) {
   KT_CHECK(k_conv_dw_temp_bytes(&d.x.shape, &gw, &grouped) == 0, "ungrouped conv taken by depthwise path");
   k_shape x6 = kt_shape(4, 2, 6, 7, 9), w6 = kt_shape(4, 6, 2, 3, 3);
   grouped.num_group = 3;
-  KT_CHECK(k_conv_dw_temp_bytes(&x6, &w6, &grouped) == 0, "grouped (2 channels per group) conv taken by depthwise path");
+  KT_CHECK(k_conv_dw_temp_bytes(&x6, &w6, &grouped) > 0, "groups of 2 channels not taken by the direct path");
+  k_shape x32 = kt_shape(4, 2, 48, 7, 9), w32 = kt_shape(4, 48, 24, 3, 3);
+  k_shape x58 = kt_shape(4, 2, 58, 7, 9), w58 = kt_shape(4, 58, 29, 3, 3);   /* 261 terms per sum */
+  grouped.num_group = 2;
+  KT_CHECK(k_conv_dw_temp_bytes(&x32, &w32, &grouped) == 0, "groups of 24 channels taken by the direct path");
+  setenv("KILN_CONV", "grouped-direct", 1);
+  KT_CHECK(k_conv_dw_temp_bytes(&x32, &w32, &grouped) > 0, "grouped-direct: groups of 24 not taken");
+  KT_CHECK(k_conv_dw_temp_bytes(&x58, &w58, &grouped) == 0, "grouped-direct: groups of 29 3x3 taken");
+  grouped.num_group = 1;
+  KT_CHECK(k_conv_dw_temp_bytes(&x32, &w32, &grouped) == 0, "grouped-direct: ungrouped conv taken");
+  unsetenv("KILN_CONV");
   free(temp);
   dw_free(&d);
+}
+
+/* Whether the dispatch takes the direct path for this spec unforced. */
+static int dw_taken(const dw_spec *s) {
+  k_conv_param p = dw_param(s);
+  dw_data d = dw_make(s);
+  unsetenv("KILN_CONV");
+  int taken = k_conv_dw_temp_bytes(&d.x.shape, &d.w.shape, &p) > 0;
+  dw_free(&d);
+  return taken;
 }
 
 /* The spec of that name (the checks below pick theirs by name, not by index). */
@@ -331,11 +361,17 @@ static const dw_spec *spec(const char *name) {
 }
 
 int main(void) {
-  for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
+  for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+    if (!dw_taken(&specs[i])) {   /* more channels per group than the rule takes: forced */
+      dw_compare(&specs[i], "grouped-direct", kWriteTo);
+      dw_compare(&specs[i], "grouped-direct", kAddTo);
+      continue;
+    }
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
       dw_compare(&specs[i], modes[m], kWriteTo);
       if (m == 0) dw_compare(&specs[i], modes[m], kAddTo);
     }
+  }
   dw_gradcheck(spec("3x3 s2 pad 1"), NULL);
   dw_gradcheck(spec("multiplier 3 stride 2"), NULL);
   dw_gradcheck(spec("dilation + stride 2"), "direct-avx2");
@@ -343,6 +379,10 @@ int main(void) {
   dw_threads(spec("7x7 plane (mobilenet end)"));
   dw_threads(spec("batch 6 in 4 parts"));
   dw_threads(spec("wide plane, many tiles"));
+  dw_threads(spec("groups of 3, stride 2"));
+  dw_gradcheck(spec("groups of 4, M 3, dilation"), NULL);
+  dw_gradcheck(spec("groups of 8"), "direct-avx2");
+  dw_gradcheck(spec("groups of 20 (forced)"), "grouped-direct");
   dw_epilogue(spec("multiplier 2"));
   dw_epilogue(spec("7x7 plane (mobilenet end)"));
   dw_dispatch_contract();
