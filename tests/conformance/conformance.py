@@ -459,9 +459,8 @@ def conv_cases(R):
         conv = [conv[1], conv[4], conv[13], conv[21]]
     # Each shape through the path the shape rule picks, then forced through the direct
     # (channel-blocked) convolution at the CPU's widest vector and at AVX2's (KILN_CONV reaches
-    # kiln_opcheck through the environment; depthwise shapes take the depthwise path at the
-    # same vector widths, other grouped ones stay on im2col whatever it says), then the
-    # grouped shapes forced onto im2col.
+    # kiln_opcheck through the environment; grouped shapes take the direct grouped path,
+    # k_conv_dw.c, at the same vector widths), then the grouped shapes forced onto im2col.
     saved = os.environ.get("KILN_CONV")
     try:
         for mode in (None, "direct", "direct-avx2", "grouped-im2col"):
