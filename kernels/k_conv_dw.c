@@ -289,8 +289,8 @@ static int64_t k_dw_phase_rows(const k_dw_geom *g, int64_t pr, int64_t *ih0) {
 static void k_dw_phases(const k_dw_geom *g, const k_dw_isa *isa, const float *x, float *xp) {
   for (int64_t pr = 0; pr < g->sh; pr++) {
     int64_t ih0, nr = k_dw_phase_rows(g, pr, &ih0);
-    float *row = xp + pr * g->sw * g->PL + (ih0 + g->ph) / g->sh * g->Wq;
     if (nr == 0) continue;
+    float *row = xp + pr * g->sw * g->PL + (ih0 + g->ph) / g->sh * g->Wq;
     if (g->sw == 1) {
       isa->rows(x + ih0 * g->W, g->sh * g->W, row + g->pw, g->Wq, nr, g->W, 0);
       continue;
@@ -316,8 +316,8 @@ static void k_dw_phases(const k_dw_geom *g, const k_dw_isa *isa, const float *x,
 static void k_dw_unphase(const k_dw_geom *g, const k_dw_isa *isa, const float *dxp, int add, float *dx) {
   for (int64_t pr = 0; pr < g->sh; pr++) {
     int64_t ih0, nr = k_dw_phase_rows(g, pr, &ih0);
-    const float *row = dxp + pr * g->sw * g->PL + (ih0 + g->ph) / g->sh * g->Wq;
     if (nr == 0) continue;
+    const float *row = dxp + pr * g->sw * g->PL + (ih0 + g->ph) / g->sh * g->Wq;
     if (g->sw == 1) {
       isa->rows(row + g->pw, g->Wq, dx + ih0 * g->W, g->sh * g->W, nr, g->W, add);
       continue;
