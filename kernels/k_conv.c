@@ -5,6 +5,7 @@
  * otherwise make many thin GEMMs). A 1-D convolution runs as a 2-D one of height 1. */
 #include "kernels.h"
 #include "k_conv_direct.h"
+#include "k_conv_dw.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -93,7 +94,9 @@ size_t k_conv_temp_bytes(const k_shape *data, const k_shape *weight, const k_con
   k_conv_geom g = k_conv_geometry(data, weight, p);
   size_t im2col = (size_t)k_conv_temp_floats(&g) * sizeof(float);
   size_t direct = k_conv_direct_temp_bytes(data, weight, p);   /* 0 unless that path is wanted */
-  return direct > im2col ? direct : im2col;
+  size_t dw = k_conv_dw_temp_bytes(data, weight, p);           /* likewise (depthwise) */
+  size_t most = direct > im2col ? direct : im2col;
+  return dw > most ? dw : most;
 }
 
 size_t k_convolution_temp_bytes(const k_shape *args, const void *param) {
@@ -276,6 +279,7 @@ static void k_conv_forward_parts(void *ctx, int64_t lo, int64_t hi) {
 int k_convolution_forward(const k_call *c) {
   if (c->req[0] == kNullOp) return 0;
   if (k_conv_direct_runs(c, &c->in[0].shape, &c->in[1].shape, 0)) return k_conv_direct_forward(c);
+  if (k_conv_dw_runs(c, &c->in[0].shape, &c->in[1].shape)) return k_conv_dw_forward(c);
   k_conv_geom g = k_conv_geometry(&c->in[0].shape, &c->in[1].shape, c->param);
   if (k_conv_check_temp(c, &g)) return 1;
   k_conv_job j = {c, &g, 0};
@@ -407,7 +411,8 @@ int k_convolution_backward(const k_call *c) {
   k_conv_geom g = k_conv_geometry(&c->in[1].shape, &c->in[2].shape, p);
   k_conv_job j = {c, &g, 0};
   int direct = k_conv_direct_runs(c, &c->in[1].shape, &c->in[2].shape, 1);
-  if (direct ? k_conv_direct_backward(c) : k_conv_backward_im2col(&j)) return 1;
+  int dw = !direct && k_conv_dw_runs(c, &c->in[1].shape, &c->in[2].shape);
+  if (direct ? k_conv_direct_backward(c) : dw ? k_conv_dw_backward(c) : k_conv_backward_im2col(&j)) return 1;
   if (!p->no_bias && c->req[2] != kNullOp) k_parallel_for(g.F, 8, k_conv_grad_bias_rows, &j);
   return 0;
 }

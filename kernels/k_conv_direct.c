@@ -24,7 +24,7 @@
  * forward pass and the data gradient, and over (pair of output blocks x input block x tap) for
  * the weight gradient, which adds each chunk onto the previous ones: each task owns what it
  * writes and sums in a fixed order, so results do not depend on the thread count. Grouped
- * (and depthwise) convolution stays on the im2col path for now. The instruction set is picked
+ * and depthwise convolutions run k_conv_dw.c's own loops (or im2col). The instruction set is picked
  * at run time, not from the model's --cpu/--features; a compiled blocked layout fixes only the
  * width (the compiling machine's, k_conv_block_width). */
 #include "kernels.h"

@@ -43,10 +43,12 @@
 
 /* k_conv.c — convolution (1-D and 2-D, groups, dilation); needs temp space of
  * k_conv_temp_bytes(). Ungrouped shapes where it measured faster run k_conv_direct.c's direct
- * convolution on channel-blocked tensors (KILN_CONV overrides the choice); the rest run
- * im2col + GEMM, the batch cut into at most 4 parts (fixed by N, not by the thread count) run
- * in parallel, each with a column buffer lent for its run and its own weight-gradient
- * partial, the partials summed in part order. A forward whose param carries a blocked layout
+ * convolution on channel-blocked tensors, depthwise ones and groups of up to 16 channels
+ * k_conv_dw.c's direct loops on NCHW planes (KILN_CONV overrides the choice: im2col,
+ * grouped-im2col, grouped-direct, direct, direct-avx2, direct-generic); the rest run im2col +
+ * GEMM, the batch cut into at most 4 parts (fixed by N, not by the thread count) run in
+ * parallel, each with a column buffer lent for its run and its own weight-gradient partial,
+ * the partials summed in part order. A forward whose param carries a blocked layout
  * (k_conv_param.in_block / out_block / epi_block, set by passes/pass_layout.c) reads / writes
  * those tensors channel-blocked and always runs direct (k_conv_block_width below). */
 size_t k_conv_temp_bytes(const k_shape *data, const k_shape *weight, const k_conv_param *p);

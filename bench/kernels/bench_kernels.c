@@ -16,7 +16,7 @@ enum { B_FC, B_CONV, B_MM };
 typedef struct {
   const char *model, *layer;
   int kind;
-  int v[8];   /* FC: rows in hidden; CONV: N C H W F k stride pad; MM: B M N K tb */
+  int v[9];   /* FC: rows in hidden; CONV: N C H W F k stride pad [groups]; MM: B M N K tb */
 } b_layer;
 
 /* The example models' layers (see bench/README.md). */
@@ -36,6 +36,17 @@ static const b_layer layers[] = {
   {"resnet", "conv 32-64 1x1 s2", B_CONV, {64, 32, 16, 16, 64, 1, 2, 0}},
   {"resnet", "conv 64-64 8x8", B_CONV, {64, 64, 8, 8, 64, 3, 1, 1}},
   {"resnet", "fc 64-10", B_FC, {64, 64, 10}},
+  /* ONNX mobilenet_v2's depthwise 3x3 layers (groups = channels), batch 8 */
+  {"mobilenet_v2", "dw 32 112x112 s1", B_CONV, {8, 32, 112, 112, 32, 3, 1, 1, 32}},
+  {"mobilenet_v2", "dw 96 112x112 s2", B_CONV, {8, 96, 112, 112, 96, 3, 2, 1, 96}},
+  {"mobilenet_v2", "dw 144 56x56 s1", B_CONV, {8, 144, 56, 56, 144, 3, 1, 1, 144}},
+  {"mobilenet_v2", "dw 144 56x56 s2", B_CONV, {8, 144, 56, 56, 144, 3, 2, 1, 144}},
+  {"mobilenet_v2", "dw 192 28x28 s1", B_CONV, {8, 192, 28, 28, 192, 3, 1, 1, 192}},
+  {"mobilenet_v2", "dw 192 28x28 s2", B_CONV, {8, 192, 28, 28, 192, 3, 2, 1, 192}},
+  {"mobilenet_v2", "dw 384 14x14 s1", B_CONV, {8, 384, 14, 14, 384, 3, 1, 1, 384}},
+  {"mobilenet_v2", "dw 576 14x14 s1", B_CONV, {8, 576, 14, 14, 576, 3, 1, 1, 576}},
+  {"mobilenet_v2", "dw 576 14x14 s2", B_CONV, {8, 576, 14, 14, 576, 3, 2, 1, 576}},
+  {"mobilenet_v2", "dw 960 7x7 s1", B_CONV, {8, 960, 7, 7, 960, 3, 1, 1, 960}},
   {"transformer", "qkv 128-384", B_FC, {512, 128, 384}},
   {"transformer", "scores QK^T", B_MM, {32, 64, 64, 32, 1}},
   {"transformer", "attn x V", B_MM, {32, 64, 32, 64}},
@@ -168,12 +179,25 @@ static void b_fc(const b_layer *l, int backward) {
 
 /* ---- convolution ----------------------------------------------------------------------- */
 
+/* The reference of a grouped layer: one sgemm is no bound for G tiny products, so it is
+ * Kiln's own im2col path instead (KILN_CONV=grouped-im2col: what ran before k_conv_dw.c). */
+static double b_time_grouped_im2col(b_kernel *k) {
+  const char *old = getenv("KILN_CONV");
+  char *saved = old ? strdup(old) : NULL;
+  setenv("KILN_CONV", "grouped-im2col", 1);
+  double t = b_time(b_run_kernel, k);
+  if (saved) setenv("KILN_CONV", saved, 1); else unsetenv("KILN_CONV");
+  free(saved);
+  return t;
+}
+
 static void b_conv(const b_layer *l, int backward) {
   int N = l->v[0], C = l->v[1], H = l->v[2], W = l->v[3], F = l->v[4], kk = l->v[5], s = l->v[6], pad = l->v[7];
-  int OH = (H + 2 * pad - kk) / s + 1, OW = (W + 2 * pad - kk) / s + 1, ckk = C * kk * kk;
-  k_conv_param p = {F, {2, {kk, kk}}, {2, {s, s}}, {2, {pad, pad}}, {2, {1, 1}}, 1, 0, 0, 0, 0};
+  int G = l->v[8] > 0 ? l->v[8] : 1;
+  int OH = (H + 2 * pad - kk) / s + 1, OW = (W + 2 * pad - kk) / s + 1, ckk = C / G * kk * kk;
+  k_conv_param p = {F, {2, {kk, kk}}, {2, {s, s}}, {2, {pad, pad}}, {2, {1, 1}}, G, 0, 0, 0, 0};
   k_tensor fin[3] = {{b_buf((int64_t)N * C * H * W), b_shape(4, N, C, H, W), K_F32},
-                     {b_buf((int64_t)F * ckk), b_shape(4, F, C, kk, kk), K_F32},
+                     {b_buf((int64_t)F * ckk), b_shape(4, F, C / G, kk, kk), K_F32},
                      {b_buf(F), b_shape(1, F, 0, 0, 0), K_F32}};
   k_tensor yt = {b_buf((int64_t)N * F * OH * OW), b_shape(4, N, F, OH, OW), K_F32};
   k_tensor bin[5] = {yt, fin[0], fin[1], fin[2], {NULL, yt.shape, K_F32}};
@@ -195,7 +219,8 @@ static void b_conv(const b_layer *l, int backward) {
     b_gemm_add(&g, CblasNoTrans, CblasNoTrans, F, cols, ckk);
   }
   double flops = (backward ? 4.0 : 2.0) * F * ckk * (double)cols;
-  b_report(l, backward ? "bwd" : "fwd", flops, b_time(b_run_kernel, &k), b_time(b_run_gemms, &g));
+  double t_ref = G > 1 ? b_time_grouped_im2col(&k) : b_time(b_run_gemms, &g);
+  b_report(l, backward ? "bwd" : "fwd", flops, b_time(b_run_kernel, &k), t_ref);
   b_gemms_free(&g);
   for (int i = 0; i < 3; i++) { free(fin[i].data); free(bout[i].data); }
   free(yt.data); free(temp);

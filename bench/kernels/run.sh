@@ -1,6 +1,8 @@
 #!/bin/sh
 # run.sh — Kiln's GEMM/convolution kernels next to bare OpenBLAS sgemm and PyTorch, same shapes,
-# same thread count. Usage: bench/kernels/run.sh [threads] [build-dir]
+# same thread count (for grouped layers such as mobilenet_v2's depthwise ones the "cblas" column
+# is Kiln's own im2col path, KILN_CONV=grouped-im2col: see bench_kernels.c).
+# Usage: bench/kernels/run.sh [threads] [build-dir]
 #   threads    Kiln's pool (KILN_NUM_THREADS), OpenBLAS and torch threads (default 1)
 #   build-dir  a Release build tree with bench/ hooked in (default: build-rel at the repo root);
 #              the kiln_bench_kernels target is (re)built there first.

@@ -27,6 +27,16 @@ LAYERS = [
     ("resnet", "conv 32-64 1x1 s2", "conv", (64, 32, 16, 16, 64, 1, 2, 0)),
     ("resnet", "conv 64-64 8x8", "conv", (64, 64, 8, 8, 64, 3, 1, 1)),
     ("resnet", "fc 64-10", "fc", (64, 64, 10)),
+    ("mobilenet_v2", "dw 32 112x112 s1", "conv", (8, 32, 112, 112, 32, 3, 1, 1, 32)),
+    ("mobilenet_v2", "dw 96 112x112 s2", "conv", (8, 96, 112, 112, 96, 3, 2, 1, 96)),
+    ("mobilenet_v2", "dw 144 56x56 s1", "conv", (8, 144, 56, 56, 144, 3, 1, 1, 144)),
+    ("mobilenet_v2", "dw 144 56x56 s2", "conv", (8, 144, 56, 56, 144, 3, 2, 1, 144)),
+    ("mobilenet_v2", "dw 192 28x28 s1", "conv", (8, 192, 28, 28, 192, 3, 1, 1, 192)),
+    ("mobilenet_v2", "dw 192 28x28 s2", "conv", (8, 192, 28, 28, 192, 3, 2, 1, 192)),
+    ("mobilenet_v2", "dw 384 14x14 s1", "conv", (8, 384, 14, 14, 384, 3, 1, 1, 384)),
+    ("mobilenet_v2", "dw 576 14x14 s1", "conv", (8, 576, 14, 14, 576, 3, 1, 1, 576)),
+    ("mobilenet_v2", "dw 576 14x14 s2", "conv", (8, 576, 14, 14, 576, 3, 2, 1, 576)),
+    ("mobilenet_v2", "dw 960 7x7 s1", "conv", (8, 960, 7, 7, 960, 3, 1, 1, 960)),
     ("transformer", "qkv 128-384", "fc", (512, 128, 384)),
     ("transformer", "scores QK^T", "mm", (32, 64, 64, 32, 1)),
     ("transformer", "attn x V", "mm", (32, 64, 32, 64, 0)),
@@ -73,15 +83,15 @@ def fc(rows, inp, hidden):
     return [("fwd", flops / fwd), ("bwd", 2 * flops / bwd)]
 
 
-def conv(n, c, h, w_, f, k, s, p):
+def conv(n, c, h, w_, f, k, s, p, g=1):
     x = torch.randn(n, c, h, w_, requires_grad=True)
-    w = torch.randn(f, c, k, k, requires_grad=True)
+    w = torch.randn(f, c // g, k, k, requires_grad=True)
     b = torch.randn(f, requires_grad=True)
-    y = F.conv2d(x, w, b, stride=s, padding=p)
+    y = F.conv2d(x, w, b, stride=s, padding=p, groups=g)
     dy = torch.randn_like(y)
-    flops = 2.0 * f * c * k * k * y.shape[0] * y.shape[2] * y.shape[3]
+    flops = 2.0 * f * (c // g) * k * k * y.shape[0] * y.shape[2] * y.shape[3]
     with torch.no_grad():
-        fwd = seconds(lambda: F.conv2d(x, w, b, stride=s, padding=p))
+        fwd = seconds(lambda: F.conv2d(x, w, b, stride=s, padding=p, groups=g))
     bwd = seconds(lambda: torch.autograd.grad(y, (x, w, b), dy, retain_graph=True))
     return [("fwd", flops / fwd), ("bwd", 2 * flops / bwd)]
 

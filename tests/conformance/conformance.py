@@ -504,20 +504,30 @@ def conv_cases(R):
             ((2, 16, 10, 10), 32, (1, 1), (2, 2), (0, 0), (1, 1), 1, True),
             ((1, 9, 10, 15), 18, (3, 2), (3, 3), (2, 1), (1, 1), 1, False),
             ((2, 8, 12, 15), 9, (3, 3), (2, 2), (1, 3), (2, 3), 1, False),
-            ((2, 10, 33), 12, (3,), (1,), (1,), (1,), 1, False)]
+            ((2, 10, 33), 12, (3,), (1,), (1,), (1,), 1, False),
+            # depthwise (groups = channels, k_conv_dw.c): multiplier 1 and 2, stride 2,
+            # dilation, padding, a 7x7 plane, 1-D
+            ((2, 6, 9, 9), 6, (3, 3), (1, 1), (1, 1), (1, 1), 6, False),
+            ((2, 4, 11, 10), 8, (3, 3), (2, 2), (1, 1), (1, 1), 4, False),
+            ((1, 5, 13, 12), 10, (3, 3), (2, 2), (2, 3), (2, 2), 5, True),
+            ((5, 8, 7, 7), 8, (3, 3), (1, 1), (1, 1), (1, 1), 8, False),
+            ((3, 4, 30), 4, (5,), (2,), (2,), (1,), 4, False),
+            ((2, 3, 17), 6, (3,), (1,), (2,), (2,), 3, True)]
     if R.quick:
-        conv = [conv[1], conv[4], conv[13]]
+        conv = [conv[1], conv[4], conv[13], conv[21]]
     # Each shape through the path the shape rule picks, then forced through the direct
     # (channel-blocked) convolution at the CPU's widest vector and at AVX2's (KILN_CONV reaches
-    # kiln_opcheck through the environment; grouped shapes stay on im2col whatever it says).
+    # kiln_opcheck through the environment; grouped shapes take the direct grouped path,
+    # k_conv_dw.c, at the same vector widths), then the grouped shapes forced onto im2col.
     saved = os.environ.get("KILN_CONV")
     try:
-        for mode in (None, "direct", "direct-avx2"):
+        for mode in (None, "direct", "direct-avx2", "grouped-im2col"):
             if mode:
                 os.environ["KILN_CONV"] = mode
             elif saved is None:
                 os.environ.pop("KILN_CONV", None)
-            conv_mode_cases(R, conv, " [KILN_CONV=%s]" % mode if mode else "")
+            shapes = [c for c in conv if c[6] > 1] if mode == "grouped-im2col" else conv
+            conv_mode_cases(R, shapes, " [KILN_CONV=%s]" % mode if mode else "")
     finally:
         if saved is None:
             os.environ.pop("KILN_CONV", None)
