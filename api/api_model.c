@@ -25,7 +25,7 @@ static int api_build_graphs(const ir_graph *lowered, cg_build *b) {
   api_diags x;
   *b = (cg_build){0};
   if (api_diags_open(&x)) return KILN_ERR;
-  int rc = cg_build_graphs(lowered, &x.d, b);
+  int rc = cg_build_graphs(lowered, 0, &x.d, b);
   api_diags_close(&x, rc != 0, "the passes refused the graph");
   if (rc) cg_build_free(b);
   return rc ? KILN_ERR : KILN_OK;

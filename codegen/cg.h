@@ -80,8 +80,9 @@ typedef struct {
   rt_model_desc *desc;
   cg_llvm *llvm;
 } cg_build;
-/* The passes for predict, and for train when lowered trains; errors reported to d. */
-int cg_build_graphs(const ir_graph *lowered, ir_diag *d, cg_build *b);
+/* The passes for predict, and for train when lowered trains, less the optional passes whose
+ * bit (1 << PASS_x) is set in disabled (kiln compile --disable); errors reported to d. */
+int cg_build_graphs(const ir_graph *lowered, uint32_t disabled, ir_diag *d, cg_build *b);
 /* From b's compiled graphs: the descriptor and (unless o is NULL: a header needs no code)
  * the module with the fused loops. */
 int cg_build_module(cg_build *b, const cg_options *o, char *err, size_t n);

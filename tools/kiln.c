@@ -62,11 +62,12 @@ static const kiln_command kiln_commands[] = {
    "  --explain        list the fusion decisions and their reasons\n"
    "  --disable P      switch an optional pass off (prune, inplace, epilogue, fusion, layout, plan)\n"
    "\n"
-   "passes, in order: infer select backward prune optimizer inplace epilogue fusion plan\n",
+   "passes, in order: infer select backward prune optimizer inplace epilogue fusion layout plan\n",
    kiln_passes_main},
   {"compile", "build a model into a self-contained shared object and its C header",
    "usage: kiln compile FILE [-o LIB.so] [-D dim=N]... [--model NAME] [-O0|-O1|-O2|-O3]\n"
    "                    [--emit ll|obj|c-header] [--cpu CPU] [--features F] [--target cpu|cuda]\n"
+   "                    [--disable PASS]...\n"
    "\n"
    "Compiles the model's predict graph (and its train_step graph when it has a train statement)\n"
    "through the passes and the LLVM back end, and links the result with the Kiln runtime and\n"
@@ -82,6 +83,8 @@ static const kiln_command kiln_commands[] = {
    "  --cpu CPU        target CPU (default: this host's), e.g. x86-64-v3, skylake\n"
    "  --features F     target features, e.g. +avx2,+fma (default: this host's)\n"
    "  --target T       cpu (default); cuda is not available yet\n"
+   "  --disable P      switch an optional pass off, as kiln passes --disable does (to time or\n"
+   "                   compare what it changes)\n"
    "\n"
    "The archives linked in come from the build tree, or from $KILN_LIB_DIR (a folder holding\n"
    "libkiln_runtime.a and libkiln_kernels.a); $CC is the linker driver (default cc).\n",
@@ -100,7 +103,7 @@ static const kiln_command kiln_commands[] = {
    "  --output NAME=Y.npy   write an output of predict (repeatable)\n"
    "  --weights W           load every parameter and aux state from a safetensors file\n"
    "  --seed N              initialise the weights from their initializers with seed N (default 0)\n"
-   "  -D, --model, -O       as for kiln compile (.kiln and .onnx files only)\n",
+   "  -D, --model, -O, --disable  as for kiln compile (.kiln and .onnx files only)\n",
    kiln_run_main},
   {"train", "JIT-compile a model and train it on an MNIST-layout data set, with held-out accuracy",
    "usage: kiln train FILE.kiln --data DIR [--epochs N] [--save W.safetensors] [--lr X] [--seed N]\n"
@@ -203,6 +206,14 @@ static int kiln_opt_pass(const kiln_opts *o, const char *flag, const char *v, bo
   return -2;
 }
 
+/* --disable PASS (passes, compile, run): an optional pass switched off, as the differential
+ * tests do, to see or time what it changes. */
+static int kiln_opt_disable(kiln_opts *o, const char *a, const char *v, int *i) {
+  int id = kiln_opt_pass(o, a, v, false, true);
+  if (id < -1) return 2;
+  return o->disabled |= 1u << id, ++*i, 1;
+}
+
 /* The options only `kiln passes` takes; returns 1 when `a` was one of them, 2 on error. */
 static int kiln_passes_flag(kiln_opts *o, int argc, char **argv, int *i) {
   const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
@@ -218,10 +229,7 @@ static int kiln_passes_flag(kiln_opts *o, int argc, char **argv, int *i) {
     if ((id = kiln_opt_pass(o, a, v, true, false)) < -1) return 2;
     return o->print_after = id, ++*i, 1;
   }
-  if (strcmp(a, "--disable") == 0) {
-    if ((id = kiln_opt_pass(o, a, v, false, true)) < -1) return 2;
-    return o->disabled |= 1u << id, ++*i, 1;
-  }
+  if (strcmp(a, "--disable") == 0) return kiln_opt_disable(o, a, v, i);
   return 0;
 }
 
@@ -268,6 +276,7 @@ static int kiln_build_flag(kiln_opts *o, int argc, char **argv, int *i) {
   bool compile = strcmp(o->cmd, "compile") == 0;
   if (strlen(a) == 3 && a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3') return o->opt_level = a[2] - '0', 1;
   if (strncmp(a, "-O", 2) == 0) return fprintf(stderr, "kiln %s: optimisation levels are -O0 to -O3\n", o->cmd), 2;
+  if (strcmp(a, "--disable") == 0) return kiln_opt_disable(o, a, v, i);
   const char **slot = kiln_build_slot(o, a);
   bool other = compile ? strcmp(a, "--emit") == 0
                        : !strcmp(a, "--input") || !strcmp(a, "--output") || !strcmp(a, "--seed");
@@ -405,7 +414,7 @@ static void kiln_cg_error(ir_diag *d, const char *err) { ir_error(d, (ir_loc){0}
 static int kiln_build_model(const ir_graph *lowered, const kiln_opts *o, bool llvm, ir_diag *d, cg_build *b) {
   char err[2048];
   cg_options co = {.opt_level = o->opt_level, .cpu = o->cpu, .features = o->features};
-  if (cg_build_graphs(lowered, d, b)) return 1;
+  if (cg_build_graphs(lowered, o->disabled, d, b)) return 1;
   if (cg_build_module(b, llvm ? &co : NULL, err, sizeof err)) return kiln_cg_error(d, err), 1;
   return 0;
 }

@@ -12,18 +12,19 @@ void cg_build_free(cg_build *b) {
   *b = (cg_build){0};
 }
 
-static ir_graph *cg_build_pass(const ir_graph *lowered, ir_mode mode, ir_diag *d) {
+static ir_graph *cg_build_pass(const ir_graph *lowered, ir_mode mode, uint32_t disabled, ir_diag *d) {
   pass_ctx cx;
   pass_ctx_init(&cx, mode, d);
+  cx.disabled = disabled;
   ir_graph *g = pass_compile(lowered, &cx);
   pass_ctx_free(&cx);
   return g;
 }
 
-int cg_build_graphs(const ir_graph *lowered, ir_diag *d, cg_build *b) {
+int cg_build_graphs(const ir_graph *lowered, uint32_t disabled, ir_diag *d, cg_build *b) {
   *b = (cg_build){0};
-  if (!(b->predict = cg_build_pass(lowered, IR_MODE_PREDICT, d))) return 1;
-  if (lowered->has_train && !(b->train = cg_build_pass(lowered, IR_MODE_TRAIN, d))) return 1;
+  if (!(b->predict = cg_build_pass(lowered, IR_MODE_PREDICT, disabled, d))) return 1;
+  if (lowered->has_train && !(b->train = cg_build_pass(lowered, IR_MODE_TRAIN, disabled, d))) return 1;
   return 0;
 }
 

@@ -79,6 +79,12 @@ defs=$(grep -cE '^define .*@kiln_fused_[pt][0-9]+\(' "$TMP/repeat/repeat.ll")
 "$KILN" compile "$ROOT/examples/mlp.kiln" --target cuda -o "$TMP/x.so" 2>/dev/null; [ $? -eq 1 ] && ok || bad "--target cuda should exit 1"
 "$KILN" compile "$ROOT/examples/mlp.kiln" -O7 2>/dev/null; [ $? -eq 2 ] && ok || bad "-O7 should exit 2"
 "$KILN" compile "$ROOT/examples/mlp.kiln" --emit exe 2>/dev/null; [ $? -eq 2 ] && ok || bad "--emit exe should exit 2"
+"$KILN" compile "$ROOT/examples/mlp.kiln" --disable nosuch -o "$TMP/libnosuch.so" 2>/dev/null; [ $? -eq 2 ] && [ ! -e "$TMP/libnosuch.so" ] && ok || bad "--disable of an unknown pass should exit 2 and write nothing"
+# --disable reaches the passes: without the plan every tensor has its own buffer, so the
+# descriptor in the module changes.
+"$KILN" compile "$ROOT/examples/mlp.kiln" --emit ll -o "$TMP/plan_on.ll" 2>/dev/null &&
+  "$KILN" compile "$ROOT/examples/mlp.kiln" --disable plan --emit ll -o "$TMP/plan_off.ll" 2>/dev/null &&
+  ! cmp -s "$TMP/plan_on.ll" "$TMP/plan_off.ll" && ok || bad "kiln compile --disable plan should change the module"
 "$KILN" run "$TMP/mlp/libmlp.so" --input nope 2>/dev/null; [ $? -eq 2 ] && ok || bad "--input without = should exit 2"
 "$KILN" run "$TMP/mlp/libmlp.so" 2>/dev/null; [ $? -eq 1 ] && ok || bad "kiln run without inputs should exit 1"
 "$KILN" run "$TMP/nonexistent.so" 2>/dev/null; [ $? -eq 1 ] && ok || bad "kiln run on a missing .so should exit 1"
