@@ -29,14 +29,20 @@
     }                                                                   \
   } while (0)
 
+/* Each unary op is a range function split by k_parallel_for in chunks of K_GRAIN elements:
+ * a multiple of every vector width, fixed by the size alone, so each element goes through
+ * the same code with any thread count. ctx is the call (const, passed as k_range_fn's void *). */
 #define K_UNARY_FWD(op, EXPR)                                           \
-  K_VEC_TARGETS int k_##op##_forward(const k_call *c) {                  \
-    k_req req = c->req[0];                                              \
-    if (req == kNullOp) return 0;                                       \
-    const float *xs = c->in[0].data;                                    \
-    float *ys = c->out[0].data;                                         \
-    int64_t n = k_shape_numel(&c->out[0].shape);                        \
-    K_UNARY_LOOP(n, ys, float x = xs[i], EXPR, req);                    \
+  K_VEC_TARGETS static void k_##op##_forward_range(void *ctx, int64_t lo, int64_t hi) { \
+    const k_call *c = ctx;                                              \
+    const float *xs = (const float *)c->in[0].data + lo;                \
+    float *ys = (float *)c->out[0].data + lo;                           \
+    K_UNARY_LOOP(hi - lo, ys, float x = xs[i], EXPR, c->req[0]);        \
+  }                                                                     \
+  int k_##op##_forward(const k_call *c) {                               \
+    if (c->req[0] == kNullOp) return 0;                                 \
+    k_parallel_for(k_shape_numel(&c->out[0].shape), K_GRAIN,            \
+                   k_##op##_forward_range, (void *)c);                  \
     return 0;                                                           \
   }
 
@@ -44,20 +50,24 @@
  * that always happens and an AND let gcc vectorise the loop, which `p ? p[i] : 0` (a
  * conditional load) and even `has ? v : 0` (with a large body) do not. */
 #define K_UNARY_BWD(op, EXPR)                                           \
-  K_VEC_TARGETS int k_##op##_backward(const k_call *c) {                 \
-    k_req req = c->req[0];                                              \
-    if (req == kNullOp) return 0;                                       \
+  K_VEC_TARGETS static void k_##op##_backward_range(void *ctx, int64_t lo, int64_t hi) { \
+    const k_call *c = ctx;                                              \
     const float *ogs = c->in[0].data, *xs = c->in[1].data, *ys = c->in[2].data; \
     unsigned int mx = xs ? ~0u : 0u, my = ys ? ~0u : 0u;                \
-    xs = xs ? xs : ogs;                                                 \
-    ys = ys ? ys : ogs;                                                 \
-    float *gx = c->out[0].data;                                         \
-    int64_t n = k_shape_numel(&c->out[0].shape);                        \
-    K_UNARY_LOOP(n, gx,                                                 \
+    xs = (xs ? xs : ogs) + lo;                                          \
+    ys = (ys ? ys : ogs) + lo;                                          \
+    ogs += lo;                                                          \
+    float *gx = (float *)c->out[0].data + lo;                           \
+    K_UNARY_LOOP(hi - lo, gx,                                           \
                  float og = ogs[i];                                     \
                  float x = k_vm_asfloat(k_vm_asuint(xs[i]) & mx);       \
                  float y = k_vm_asfloat(k_vm_asuint(ys[i]) & my),       \
-                 EXPR, req);                                            \
+                 EXPR, c->req[0]);                                      \
+  }                                                                     \
+  int k_##op##_backward(const k_call *c) {                              \
+    if (c->req[0] == kNullOp) return 0;                                 \
+    k_parallel_for(k_shape_numel(&c->out[0].shape), K_GRAIN,            \
+                   k_##op##_backward_range, (void *)c);                 \
     return 0;                                                           \
   }
 
