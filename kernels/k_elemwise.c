@@ -29,9 +29,12 @@
     }                                                                   \
   } while (0)
 
-/* Each unary op is a range function split by k_parallel_for in chunks of K_GRAIN elements:
- * a multiple of every vector width, fixed by the size alone, so each element goes through
- * the same code with any thread count. ctx is the call (const, passed as k_range_fn's void *). */
+/* Each unary op is a range function split by k_parallel_for in chunks of K_GRAIN or, for a
+ * light op, K_GRAIN_LIGHT elements (k_vec.h): a multiple of every vector width, fixed by the
+ * op and the size alone, so each element goes through the same code with any thread count.
+ * ctx is the call (const, passed as k_range_fn's void *). */
+static int64_t k_unary_grain(const char *op) { return k_vec_light_stem(op) ? K_GRAIN_LIGHT : K_GRAIN; }
+
 #define K_UNARY_FWD(op, EXPR)                                           \
   K_VEC_TARGETS static void k_##op##_forward_range(void *ctx, int64_t lo, int64_t hi) { \
     const k_call *c = ctx;                                              \
@@ -41,7 +44,7 @@
   }                                                                     \
   int k_##op##_forward(const k_call *c) {                               \
     if (c->req[0] == kNullOp) return 0;                                 \
-    k_parallel_for(k_shape_numel(&c->out[0].shape), K_GRAIN,            \
+    k_parallel_for(k_shape_numel(&c->out[0].shape), k_unary_grain(#op), \
                    k_##op##_forward_range, (void *)c);                  \
     return 0;                                                           \
   }
@@ -66,7 +69,7 @@
   }                                                                     \
   int k_##op##_backward(const k_call *c) {                              \
     if (c->req[0] == kNullOp) return 0;                                 \
-    k_parallel_for(k_shape_numel(&c->out[0].shape), K_GRAIN,            \
+    k_parallel_for(k_shape_numel(&c->out[0].shape), k_unary_grain(#op), \
                    k_##op##_backward_range, (void *)c);                 \
     return 0;                                                           \
   }

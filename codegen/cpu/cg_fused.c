@@ -7,7 +7,7 @@
  * becomes `kiln_fused_<p|t><i>_range(ptrs, lo, hi)` (a k_range_fn whose outermost loop runs
  * over [lo, hi)) and kiln_fused_<p|t><i> calls k_parallel_for over the outermost dimension,
  * which the .so resolves from the kernel archive it links and the JIT from this process.
- * Chunks depend only on the shape, and on a rank-1 group they are multiples of K_GRAIN
+ * Chunks depend only on the group, and on a rank-1 group they are multiples of K_GRAIN
  * elements, so every element is computed by the same code with any thread count. */
 #include "cg_cpu.h"
 
@@ -220,11 +220,23 @@ static int cg_fused_emit_nest(cg_llvm *m, const cg_fexpr *fx, const char *name, 
   return bad;
 }
 
-/* Outermost indices per k_parallel_for chunk: K_GRAIN elements' worth (k_vec.h). */
-static int64_t cg_fused_grain(const cg_fexpr *fx) { return k_vec_grain(fx->numel / fx->dim[0]); }
+/* Whether every scalar function of the group is light (k_vec.h: a few instructions). */
+static bool cg_fused_light(const cg_fexpr *fx) {
+  for (int i = 0; i < fx->nx; i++)
+    if (fx->x[i].kind == CG_FX_CALL && (strncmp(fx->x[i].fn, "k_sf_", 5) != 0 || !k_vec_light_stem(fx->x[i].fn + 5)))
+      return false;
+  return true;
+}
 
-/* Whether the group is split over the pool: more than one chunk. Below K_GRAIN elements,
- * waking a worker (~10 us) costs more than the loop. */
+/* Outermost indices per k_parallel_for chunk: K_GRAIN elements' worth, K_GRAIN_LIGHT for a
+ * light group (k_vec.h), at least one index. */
+static int64_t cg_fused_grain(const cg_fexpr *fx) {
+  int64_t elems = cg_fused_light(fx) ? K_GRAIN_LIGHT : K_GRAIN, inner = fx->numel / fx->dim[0];
+  return inner < elems ? elems / inner : 1;
+}
+
+/* Whether the group is split over the pool: more than one chunk. Below a chunk, waking a
+ * worker (~5-10 us) costs more than the loop. */
 static bool cg_fused_split(const cg_fexpr *fx) {
   return fx->rank > 0 && fx->numel > 0 && k_parallel_chunks(fx->dim[0], cg_fused_grain(fx)) > 1;
 }

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "k_vec.h"
+
 #define TT_MAX 12
 
 typedef struct {
@@ -149,12 +151,16 @@ static void tt_batch_norm(int is_train) {
 
 /* ---- elementwise, softmax, layer_norm ------------------------------------------------------ */
 
-/* 3 chunks of K_GRAIN elements and a ragged end. */
+/* 3 chunks of K_GRAIN elements and a ragged end; K_GRAIN_LIGHT chunks for light ops. */
 #define TT_EW_ROWS 7
 #define TT_EW_COLS 7031
+#define TT_EW_LIGHT_COLS 100003
 
 static void tt_unary(const char *name, k_fn fwd, k_fn bwd, const void *param) {
-  k_shape xs = kt_shape(2, TT_EW_ROWS, TT_EW_COLS);
+  int64_t cols = k_vec_light_stem(name) ? TT_EW_LIGHT_COLS : TT_EW_COLS;
+  KT_CHECK(k_parallel_chunks(TT_EW_ROWS * cols, k_vec_light_stem(name) ? K_GRAIN_LIGHT : K_GRAIN) > 2,
+           "%s: the test size is not split", name);
+  k_shape xs = kt_shape(2, TT_EW_ROWS, cols);
   char bname[96];
   snprintf(bname, sizeof bname, "%s backward", name);
   tt_call f = {name, fwd, {tt_rand(xs, 1)}, 1, {xs}, 1, param, 0, 1};
