@@ -33,7 +33,7 @@
  * light op, K_GRAIN_LIGHT elements (k_vec.h): a multiple of every vector width, fixed by the
  * op and the size alone, so each element goes through the same code with any thread count.
  * ctx is the call (const, passed as k_range_fn's void *). */
-static int64_t k_unary_grain(const char *op) { return k_vec_light_stem(op) ? K_GRAIN_LIGHT : K_GRAIN; }
+static int64_t k_elem_grain(const char *op) { return k_vec_light_stem(op) ? K_GRAIN_LIGHT : K_GRAIN; }
 
 #define K_UNARY_FWD(op, EXPR)                                           \
   K_VEC_TARGETS static void k_##op##_forward_range(void *ctx, int64_t lo, int64_t hi) { \
@@ -44,7 +44,7 @@ static int64_t k_unary_grain(const char *op) { return k_vec_light_stem(op) ? K_G
   }                                                                     \
   int k_##op##_forward(const k_call *c) {                               \
     if (c->req[0] == kNullOp) return 0;                                 \
-    k_parallel_for(k_shape_numel(&c->out[0].shape), k_unary_grain(#op), \
+    k_parallel_for(k_shape_numel(&c->out[0].shape), k_elem_grain(#op), \
                    k_##op##_forward_range, (void *)c);                  \
     return 0;                                                           \
   }
@@ -69,7 +69,7 @@ static int64_t k_unary_grain(const char *op) { return k_vec_light_stem(op) ? K_G
   }                                                                     \
   int k_##op##_backward(const k_call *c) {                              \
     if (c->req[0] == kNullOp) return 0;                                 \
-    k_parallel_for(k_shape_numel(&c->out[0].shape), k_unary_grain(#op), \
+    k_parallel_for(k_shape_numel(&c->out[0].shape), k_elem_grain(#op), \
                    k_##op##_backward_range, (void *)c);                 \
     return 0;                                                           \
   }
@@ -135,13 +135,14 @@ static void k_binary_forward_range(void *ctx, int64_t lo, int64_t hi) {
   }
 }
 
-static int k_binary_forward(const k_call *c, k_fwd_block_fn blk) {
+static int k_binary_forward(const k_call *c, k_fwd_block_fn blk, const char *op) {
   if (c->req[0] == kNullOp) return 0;
   k_bview v = k_bview_make(&c->out[0].shape, &c->in[0].shape, &c->in[1].shape);
   int64_t n = v.d[v.rank - 1], nb = (n + K_BLOCK - 1) / K_BLOCK;
   int64_t units = n ? k_shape_numel(&c->out[0].shape) / n * nb : 0;
   k_fwd_job j = {&v, c->in[0].data, c->in[1].data, c->out[0].data, c->req[0], blk, nb};
-  k_parallel_for(units, k_vec_grain(n < K_BLOCK ? n : K_BLOCK), k_binary_forward_range, &j);
+  int64_t run = n < K_BLOCK ? n : K_BLOCK, grain = run ? k_elem_grain(op) / run : 1;
+  k_parallel_for(units, grain > 0 ? grain : 1, k_binary_forward_range, &j);
   return 0;
 }
 
@@ -226,7 +227,7 @@ static int k_binary_backward(const k_call *c, const k_reducer *ga, const k_reduc
   K_FWD_BLOCKS(op)                                                                        \
   K_GRAD_BLOCKS(k_##op##_ga, k_sf_##op##_grad_a)                                          \
   K_GRAD_BLOCKS(k_##op##_gb, k_sf_##op##_grad_b)                                          \
-  int k_##op##_forward(const k_call *c) { return k_binary_forward(c, k_##op##_fwd_block); } \
+  int k_##op##_forward(const k_call *c) { return k_binary_forward(c, k_##op##_fwd_block, #op); } \
   int k_##op##_backward(const k_call *c) {                                                \
     static const k_reducer ga = {k_##op##_ga_cols, k_##op##_ga_rows, 0.0f, k_lanes_sum};   \
     static const k_reducer gb = {k_##op##_gb_cols, k_##op##_gb_rows, 0.0f, k_lanes_sum};   \

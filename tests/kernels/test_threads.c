@@ -173,12 +173,14 @@ static void tt_unary(const char *name, k_fn fwd, k_fn bwd, const void *param) {
   tt_check(&bn);
 }
 
-static void tt_binary(void) {
-  k_shape ys = kt_shape(3, TT_EW_ROWS, 3, 2347), bs = kt_shape(2, 3, 2347), as = kt_shape(3, TT_EW_ROWS, 1, 2347);
-  tt_call f = {"mul, both broadcast", k_mul_forward, {tt_rand(as, 1), tt_rand(bs, 2)}, 2, {ys}, 1, NULL, 0, 1};
+/* a [rows, 1, 2347] against b [3, 2347]: both broadcast, both gradients reduced. */
+static void tt_binary(const char *name, k_fn fwd, k_fn bwd, int64_t rows) {
+  k_shape ys = kt_shape(3, rows, 3, 2347), bs = kt_shape(2, 3, 2347), as = kt_shape(3, rows, 1, 2347);
+  char bname[96];
+  snprintf(bname, sizeof bname, "%s backward", name);
+  tt_call f = {name, fwd, {tt_rand(as, 1), tt_rand(bs, 2)}, 2, {ys}, 1, NULL, 0, 1};
   tt_check(&f);
-  tt_call b = {"mul backward, both reduced", k_mul_backward,
-               {tt_rand(ys, 3), tt_rand(as, 4), tt_rand(bs, 5), tt_rand(ys, 6)}, 4, {as, bs}, 2, NULL, 0, 1};
+  tt_call b = {bname, bwd, {tt_rand(ys, 3), tt_rand(as, 4), tt_rand(bs, 5), tt_rand(ys, 6)}, 4, {as, bs}, 2, NULL, 0, 1};
   tt_check(&b);
 }
 
@@ -265,7 +267,8 @@ int main(void) {
   tt_unary("relu", k_relu_forward, k_relu_backward, NULL);
   tt_unary("tanh", k_tanh_forward, k_tanh_backward, NULL);
   tt_unary("leaky_relu", k_leaky_relu_forward, k_leaky_relu_backward, &lr);
-  tt_binary();
+  tt_binary("mul (light: K_GRAIN_LIGHT chunks)", k_mul_forward, k_mul_backward, 40);
+  tt_binary("pow", k_pow_forward, k_pow_backward, 7);
   tt_softmax(0, 2);
   tt_softmax(1, 1);
   tt_sce();
