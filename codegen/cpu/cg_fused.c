@@ -3,7 +3,8 @@
  * collapsed index space, loads placed at the loop level where they vary, the k_scalar.h
  * calls in member order with every value in SSA registers, stores at the end of the body.
  *
- * A group of more than one k_vec_grain chunk is split over the kernels' thread pool: the nest
+ * A group of more than one chunk (K_GRAIN elements, K_GRAIN_LIGHT when all its scalar
+ * functions are light: k_vec.h) is split over the kernels' thread pool: the nest
  * becomes `kiln_fused_<p|t><i>_range(ptrs, lo, hi)` (a k_range_fn whose outermost loop runs
  * over [lo, hi)) and kiln_fused_<p|t><i> calls k_parallel_for over the outermost dimension,
  * which the .so resolves from the kernel archive it links and the JIT from this process.
