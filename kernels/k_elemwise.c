@@ -29,14 +29,23 @@
     }                                                                   \
   } while (0)
 
+/* Each unary op is a range function split by k_parallel_for in chunks of K_GRAIN or, for a
+ * light op, K_GRAIN_LIGHT elements (k_vec.h): a multiple of every vector width, fixed by the
+ * op and the size alone, so each element goes through the same code with any thread count.
+ * ctx is the call (const, passed as k_range_fn's void *). */
+static int64_t k_elem_grain(const char *op) { return k_vec_light_stem(op) ? K_GRAIN_LIGHT : K_GRAIN; }
+
 #define K_UNARY_FWD(op, EXPR)                                           \
-  K_VEC_TARGETS int k_##op##_forward(const k_call *c) {                  \
-    k_req req = c->req[0];                                              \
-    if (req == kNullOp) return 0;                                       \
-    const float *xs = c->in[0].data;                                    \
-    float *ys = c->out[0].data;                                         \
-    int64_t n = k_shape_numel(&c->out[0].shape);                        \
-    K_UNARY_LOOP(n, ys, float x = xs[i], EXPR, req);                    \
+  K_VEC_TARGETS static void k_##op##_forward_range(void *ctx, int64_t lo, int64_t hi) { \
+    const k_call *c = ctx;                                              \
+    const float *xs = (const float *)c->in[0].data + lo;                \
+    float *ys = (float *)c->out[0].data + lo;                           \
+    K_UNARY_LOOP(hi - lo, ys, float x = xs[i], EXPR, c->req[0]);        \
+  }                                                                     \
+  int k_##op##_forward(const k_call *c) {                               \
+    if (c->req[0] == kNullOp) return 0;                                 \
+    k_parallel_for(k_shape_numel(&c->out[0].shape), k_elem_grain(#op), \
+                   k_##op##_forward_range, (void *)c);                  \
     return 0;                                                           \
   }
 
@@ -44,20 +53,24 @@
  * that always happens and an AND let gcc vectorise the loop, which `p ? p[i] : 0` (a
  * conditional load) and even `has ? v : 0` (with a large body) do not. */
 #define K_UNARY_BWD(op, EXPR)                                           \
-  K_VEC_TARGETS int k_##op##_backward(const k_call *c) {                 \
-    k_req req = c->req[0];                                              \
-    if (req == kNullOp) return 0;                                       \
+  K_VEC_TARGETS static void k_##op##_backward_range(void *ctx, int64_t lo, int64_t hi) { \
+    const k_call *c = ctx;                                              \
     const float *ogs = c->in[0].data, *xs = c->in[1].data, *ys = c->in[2].data; \
     unsigned int mx = xs ? ~0u : 0u, my = ys ? ~0u : 0u;                \
-    xs = xs ? xs : ogs;                                                 \
-    ys = ys ? ys : ogs;                                                 \
-    float *gx = c->out[0].data;                                         \
-    int64_t n = k_shape_numel(&c->out[0].shape);                        \
-    K_UNARY_LOOP(n, gx,                                                 \
+    xs = (xs ? xs : ogs) + lo;                                          \
+    ys = (ys ? ys : ogs) + lo;                                          \
+    ogs += lo;                                                          \
+    float *gx = (float *)c->out[0].data + lo;                           \
+    K_UNARY_LOOP(hi - lo, gx,                                           \
                  float og = ogs[i];                                     \
                  float x = k_vm_asfloat(k_vm_asuint(xs[i]) & mx);       \
                  float y = k_vm_asfloat(k_vm_asuint(ys[i]) & my),       \
-                 EXPR, req);                                            \
+                 EXPR, c->req[0]);                                      \
+  }                                                                     \
+  int k_##op##_backward(const k_call *c) {                              \
+    if (c->req[0] == kNullOp) return 0;                                 \
+    k_parallel_for(k_shape_numel(&c->out[0].shape), k_elem_grain(#op), \
+                   k_##op##_backward_range, (void *)c);                 \
     return 0;                                                           \
   }
 
@@ -122,13 +135,14 @@ static void k_binary_forward_range(void *ctx, int64_t lo, int64_t hi) {
   }
 }
 
-static int k_binary_forward(const k_call *c, k_fwd_block_fn blk) {
+static int k_binary_forward(const k_call *c, k_fwd_block_fn blk, const char *op) {
   if (c->req[0] == kNullOp) return 0;
   k_bview v = k_bview_make(&c->out[0].shape, &c->in[0].shape, &c->in[1].shape);
   int64_t n = v.d[v.rank - 1], nb = (n + K_BLOCK - 1) / K_BLOCK;
   int64_t units = n ? k_shape_numel(&c->out[0].shape) / n * nb : 0;
   k_fwd_job j = {&v, c->in[0].data, c->in[1].data, c->out[0].data, c->req[0], blk, nb};
-  k_parallel_for(units, k_vec_grain(n < K_BLOCK ? n : K_BLOCK), k_binary_forward_range, &j);
+  int64_t run = n < K_BLOCK ? n : K_BLOCK, grain = run ? k_elem_grain(op) / run : 1;
+  k_parallel_for(units, grain > 0 ? grain : 1, k_binary_forward_range, &j);
   return 0;
 }
 
@@ -213,7 +227,7 @@ static int k_binary_backward(const k_call *c, const k_reducer *ga, const k_reduc
   K_FWD_BLOCKS(op)                                                                        \
   K_GRAD_BLOCKS(k_##op##_ga, k_sf_##op##_grad_a)                                          \
   K_GRAD_BLOCKS(k_##op##_gb, k_sf_##op##_grad_b)                                          \
-  int k_##op##_forward(const k_call *c) { return k_binary_forward(c, k_##op##_fwd_block); } \
+  int k_##op##_forward(const k_call *c) { return k_binary_forward(c, k_##op##_fwd_block, #op); } \
   int k_##op##_backward(const k_call *c) {                                                \
     static const k_reducer ga = {k_##op##_ga_cols, k_##op##_ga_rows, 0.0f, k_lanes_sum};   \
     static const k_reducer gb = {k_##op##_gb_cols, k_##op##_gb_rows, 0.0f, k_lanes_sum};   \

@@ -16,6 +16,27 @@ static inline int64_t k_vec_grain(int64_t unit_elems) {
   return unit_elems > 0 && unit_elems < K_GRAIN ? K_GRAIN / unit_elems : 1;
 }
 
+/* Elementwise work (the unary kernels, the generated fused loops) is split in chunks of
+ * K_GRAIN elements when it calls transcendental math (k_vm_*: ~0.6 ns an element with
+ * AVX-512, 10 us a chunk), but of K_GRAIN_LIGHT when every scalar function is a few
+ * instructions: relu runs 16384 elements in ~1 us, so a waking worker (~5-10 us) would find
+ * no chunk left, and only from ~2^18 elements does the second thread take half
+ * (measured: relu forward and backward, 1 vs 2 threads, calling thread's CPU time). */
+#define K_GRAIN_LIGHT (8 * K_GRAIN)
+
+/* Whether k_sf_<stem> (and its gradients, "<stem>_grad...") is light in the sense above. */
+static inline int k_vec_light_stem(const char *stem) {
+  static const char *const light[] = {"neg", "sign", "abs", "square", "relu", "leaky_relu", "clip",
+                                      "smooth_l1", "hard_sigmoid", "hard_swish", "reciprocal", "sqrt",
+                                      "rsqrt", "add", "sub", "mul", "div", "maximum", "minimum", NULL};
+  for (int i = 0; light[i]; i++) {
+    size_t k = 0;
+    while (light[i][k] && stem[k] == light[i][k]) k++;
+    if (!light[i][k] && (!stem[k] || (stem[k] == '_' && stem[k + 1] == 'g'))) return 1;
+  }
+  return 0;
+}
+
 /* The archive is built for baseline x86-64 (SSE2); a function carrying K_VEC_TARGETS is also
  * compiled for AVX2 and AVX-512F and the best one is picked once, at load time, through an
  * ifunc (in the generated .so and in the process the JIT resolves kernels from alike). None of

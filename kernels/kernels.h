@@ -22,7 +22,8 @@
 #undef K_UNARY
 #undef K_BINARY
 
-/* k_elemwise.c — unary ops over any shape; binary ops with NumPy broadcasting, whose
+/* k_elemwise.c — unary ops over any shape (element ranges split with k_parallel_for, in
+ * K_GRAIN_LIGHT chunks for light ops: k_vec.h); binary ops with NumPy broadcasting, whose
  * backward reduces the gradient over broadcast axes (vectorised loops on a collapsed view,
  * k_bview.h, split with k_parallel_for). Scalar math comes from k_scalar.h. */
 

@@ -1,13 +1,23 @@
 /* cg_fused.c — lowers each fused group's expression (cg_fexpr.h) to an LLVM function
  * `void kiln_fused_<p|t><i>(void *const *ptrs)`: a loop nest of constant trip counts over the
  * collapsed index space, loads placed at the loop level where they vary, the k_scalar.h
- * calls in member order with every value in SSA registers, stores at the end of the body. */
+ * calls in member order with every value in SSA registers, stores at the end of the body.
+ *
+ * A group of more than one chunk (K_GRAIN elements, K_GRAIN_LIGHT when all its scalar
+ * functions are light: k_vec.h) is split over the kernels' thread pool: the nest
+ * becomes `kiln_fused_<p|t><i>_range(ptrs, lo, hi)` (a k_range_fn whose outermost loop runs
+ * over [lo, hi)) and kiln_fused_<p|t><i> calls k_parallel_for over the outermost dimension,
+ * which the .so resolves from the kernel archive it links and the JIT from this process.
+ * Chunks depend only on the group, and on a rank-1 group they are multiples of K_GRAIN
+ * elements, so every element is computed by the same code with any thread count. */
 #include "cg_cpu.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "cg_fexpr.h"
+#include "k_parallel.h"
+#include "k_vec.h"
 
 typedef struct {
   cg_llvm *m;
@@ -18,6 +28,7 @@ typedef struct {
   LLVMValueRef *val;            /* per expression node */
   char *err;
   size_t n;
+  LLVMValueRef lo, hi;          /* a _range function: the outermost loop's bounds, else NULL */
 } cg_lower;
 
 static LLVMValueRef cg_i64c(cg_llvm *m, int64_t v) { return LLVMConstInt(cg_i64(m), (unsigned long long)v, 1); }
@@ -84,7 +95,8 @@ static void cg_lower_loads(cg_lower *l, int level) {
   }
 }
 
-/* Loop d: i from 0 to dim[d] (at least 1: a bottom-tested loop), each operand's offset
+/* Loop d: i from 0 to dim[d] (at least 1: a bottom-tested loop; the outermost from lo to hi
+ * in a _range function, which k_parallel_for never calls empty), each operand's offset
  * advanced by i * its stride; the nest inside, then the body at the innermost level. */
 static int cg_lower_level(cg_lower *l, int d) {
   cg_llvm *m = l->m;
@@ -105,8 +117,9 @@ static int cg_lower_level(cg_lower *l, int d) {
   if (cg_lower_level(l, d + 1)) return 1;
   LLVMBasicBlockRef tail = LLVMGetInsertBlock(m->b), done = LLVMAppendBasicBlockInContext(m->ctx, l->fn, "done");
   LLVMValueRef next = LLVMBuildNUWAdd(m->b, i, cg_i64c(m, 1), "");
-  LLVMBuildCondBr(m->b, LLVMBuildICmp(m->b, LLVMIntULT, next, cg_i64c(m, fx->dim[d]), ""), head, done);
-  LLVMValueRef inc[2] = {cg_i64c(m, 0), next};
+  LLVMValueRef end = d == 0 && l->hi ? l->hi : cg_i64c(m, fx->dim[d]);
+  LLVMBuildCondBr(m->b, LLVMBuildICmp(m->b, LLVMIntULT, next, end, ""), head, done);
+  LLVMValueRef inc[2] = {d == 0 && l->lo ? l->lo : cg_i64c(m, 0), next};
   LLVMBasicBlockRef from[2] = {pre, tail};
   LLVMAddIncoming(i, inc, from, 2);
   LLVMPositionBuilderAtEnd(m->b, done);
@@ -150,9 +163,22 @@ static int cg_lower_versions(cg_lower *l) {
 
 /* ---- the function ---- */
 
-static LLVMValueRef cg_fused_decl(cg_llvm *m, const char *name) {
-  LLVMTypeRef i8p = cg_ptr(m, LLVMInt8TypeInContext(m->ctx)), pp = cg_ptr(m, i8p);
-  LLVMValueRef f = LLVMAddFunction(m->mod, name, LLVMFunctionType(LLVMVoidTypeInContext(m->ctx), &pp, 1, 0));
+static LLVMTypeRef cg_i8p(cg_llvm *m) { return cg_ptr(m, LLVMInt8TypeInContext(m->ctx)); }
+
+/* k_range_fn: void (void *ctx, int64_t lo, int64_t hi). */
+static LLVMTypeRef cg_range_type(cg_llvm *m) {
+  LLVMTypeRef p[3] = {cg_i8p(m), cg_i64(m), cg_i64(m)};
+  return LLVMFunctionType(LLVMVoidTypeInContext(m->ctx), p, 3, 0);
+}
+
+/* The step's own type, void (void *const *ptrs). */
+static LLVMTypeRef cg_step_type(cg_llvm *m) {
+  LLVMTypeRef pp = cg_ptr(m, cg_i8p(m));
+  return LLVMFunctionType(LLVMVoidTypeInContext(m->ctx), &pp, 1, 0);
+}
+
+static LLVMValueRef cg_fused_decl(cg_llvm *m, const char *name, LLVMTypeRef type) {
+  LLVMValueRef f = LLVMAddFunction(m->mod, name, type);
   unsigned nounwind = LLVMGetEnumAttributeKindForName("nounwind", 8);
   LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(m->ctx, nounwind, 0));
   LLVMAddTargetDependentFunctionAttr(f, "target-cpu", m->cpu);
@@ -163,8 +189,8 @@ static LLVMValueRef cg_fused_decl(cg_llvm *m, const char *name) {
 /* ptrs[k] as float*: inputs first, then outputs. */
 static void cg_fused_ptrs(cg_lower *l) {
   cg_llvm *m = l->m;
-  LLVMTypeRef i8p = cg_ptr(m, LLVMInt8TypeInContext(m->ctx)), fp = cg_ptr(m, cg_f32(m));
-  LLVMValueRef pp = LLVMGetParam(l->fn, 0);
+  LLVMTypeRef i8p = cg_i8p(m), fp = cg_ptr(m, cg_f32(m));
+  LLVMValueRef pp = LLVMBuildBitCast(m->b, LLVMGetParam(l->fn, 0), cg_ptr(m, i8p), "");
   for (int k = 0; k < l->fx->nin + l->fx->nout; k++) {
     LLVMValueRef idx = cg_i64c(m, k), slot = LLVMBuildInBoundsGEP2(m->b, i8p, pp, &idx, 1, "");
     LLVMValueRef p = LLVMBuildLoad2(m->b, i8p, slot, "");
@@ -174,12 +200,15 @@ static void cg_fused_ptrs(cg_lower *l) {
   }
 }
 
-static int cg_fused_emit(cg_llvm *m, const cg_fexpr *fx, const char *name, char *err, size_t n) {
+/* The group's loop nest as function `name` of `type`: the step's own type, or with `range`
+ * a k_range_fn over the outermost dimension. */
+static int cg_fused_emit_nest(cg_llvm *m, const cg_fexpr *fx, const char *name, bool range, char *err, size_t n) {
   int nops = fx->nin + fx->nout;
   LLVMValueRef in[fx->nin + 1], out[fx->nout + 1], off[nops + 1];
   LLVMValueRef *val = calloc((size_t)fx->nx + 1, sizeof *val);
   if (!val) return rt_errf(err, n, "out of memory");
-  cg_lower l = {m, fx, cg_fused_decl(m, name), in, out, off, val, err, n};
+  cg_lower l = {m, fx, cg_fused_decl(m, name, range ? cg_range_type(m) : cg_step_type(m)), in, out, off, val, err, n, NULL, NULL};
+  if (range) l.lo = LLVMGetParam(l.fn, 1), l.hi = LLVMGetParam(l.fn, 2);
   LLVMPositionBuilderAtEnd(m->b, LLVMAppendBasicBlockInContext(m->ctx, l.fn, "entry"));
   int bad = 0;
   if (fx->numel > 0) {
@@ -190,6 +219,57 @@ static int cg_fused_emit(cg_llvm *m, const cg_fexpr *fx, const char *name, char 
   free(val);
   if (bad) LLVMDeleteFunction(l.fn);
   return bad;
+}
+
+/* Whether every scalar function of the group is light (k_vec.h: a few instructions). */
+static bool cg_fused_light(const cg_fexpr *fx) {
+  for (int i = 0; i < fx->nx; i++)
+    if (fx->x[i].kind == CG_FX_CALL && (strncmp(fx->x[i].fn, "k_sf_", 5) != 0 || !k_vec_light_stem(fx->x[i].fn + 5)))
+      return false;
+  return true;
+}
+
+/* Outermost indices per k_parallel_for chunk: K_GRAIN elements' worth, K_GRAIN_LIGHT for a
+ * light group (k_vec.h), at least one index. */
+static int64_t cg_fused_grain(const cg_fexpr *fx) {
+  int64_t elems = cg_fused_light(fx) ? K_GRAIN_LIGHT : K_GRAIN, inner = fx->numel / fx->dim[0];
+  return inner < elems ? elems / inner : 1;
+}
+
+/* Whether the group is split over the pool: more than one chunk. Below a chunk, waking a
+ * worker (~5-10 us) costs more than the loop. */
+static bool cg_fused_split(const cg_fexpr *fx) {
+  return fx->rank > 0 && fx->numel > 0 && k_parallel_chunks(fx->dim[0], cg_fused_grain(fx)) > 1;
+}
+
+/* k_parallel_for as the module sees it, declared once. */
+static LLVMValueRef cg_parallel_for(cg_llvm *m) {
+  LLVMValueRef f = LLVMGetNamedFunction(m->mod, "k_parallel_for");
+  if (f) return f;
+  LLVMTypeRef p[4] = {cg_i64(m), cg_i64(m), cg_ptr(m, cg_range_type(m)), cg_i8p(m)};
+  f = LLVMAddFunction(m->mod, "k_parallel_for", LLVMFunctionType(LLVMVoidTypeInContext(m->ctx), p, 4, 0));
+  LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
+                          LLVMCreateEnumAttribute(m->ctx, LLVMGetEnumAttributeKindForName("nounwind", 8), 0));
+  return f;
+}
+
+/* `name` as k_parallel_for over `name`_range. */
+static int cg_fused_emit_split(cg_llvm *m, const cg_fexpr *fx, const char *name, char *err, size_t n) {
+  char rname[80];
+  snprintf(rname, sizeof rname, "%s_range", name);
+  if (cg_fused_emit_nest(m, fx, rname, true, err, n)) return 1;
+  LLVMValueRef body = LLVMGetNamedFunction(m->mod, rname), pf = cg_parallel_for(m);
+  LLVMValueRef f = cg_fused_decl(m, name, cg_step_type(m));
+  LLVMPositionBuilderAtEnd(m->b, LLVMAppendBasicBlockInContext(m->ctx, f, "entry"));
+  LLVMValueRef args[4] = {cg_i64c(m, fx->dim[0]), cg_i64c(m, cg_fused_grain(fx)), body,
+                          LLVMBuildBitCast(m->b, LLVMGetParam(f, 0), cg_i8p(m), "")};
+  LLVMBuildCall2(m->b, LLVMGlobalGetValueType(pf), pf, args, 4, "");
+  LLVMBuildRetVoid(m->b);
+  return 0;
+}
+
+static int cg_fused_emit(cg_llvm *m, const cg_fexpr *fx, const char *name, char *err, size_t n) {
+  return cg_fused_split(fx) ? cg_fused_emit_split(m, fx, name, err, n) : cg_fused_emit_nest(m, fx, name, false, err, n);
 }
 
 /* ---- one function per distinct expression ---- */

@@ -3,6 +3,8 @@
  * step's function address into the descriptor. The code lives until cg_llvm_free. */
 #include "cg_cpu.h"
 
+#include "k_parallel.h"
+
 #include <llvm-c/Error.h>
 #include <llvm-c/LLJIT.h>
 
@@ -11,6 +13,22 @@ static int cg_jit_error(LLVMErrorRef e, const char *what, char *err, size_t n) {
   rt_errf(err, n, "JIT: %s: %s", what, msg ? msg : "?");
   LLVMDisposeErrorMessage(msg);
   return 1;
+}
+
+/* k_parallel_for, which split fused loops call, by its address in this process: the search
+ * generator sees only dynamic symbols, and a kiln linked statically exports none. The JIT'd
+ * loops then share the pool of the kernels the runtime calls. */
+static int cg_jit_define_pool(cg_llvm *m, char *err, size_t n) {
+  LLVMJITCSymbolMapPair sym = {LLVMOrcLLJITMangleAndIntern(m->jit, "k_parallel_for"),
+                               {(LLVMOrcExecutorAddress)(uintptr_t)&k_parallel_for,
+                                {LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable, 0}}};
+  LLVMOrcMaterializationUnitRef mu = LLVMOrcAbsoluteSymbols(&sym, 1);
+  LLVMErrorRef e = LLVMOrcJITDylibDefine(LLVMOrcLLJITGetMainJITDylib(m->jit), mu);
+  if (e) {
+    LLVMOrcDisposeMaterializationUnit(mu);
+    return cg_jit_error(e, "cannot define k_parallel_for", err, n);
+  }
+  return 0;
 }
 
 static int cg_jit_create(cg_llvm *m, char *err, size_t n) {
@@ -25,7 +43,7 @@ static int cg_jit_create(cg_llvm *m, char *err, size_t n) {
   e = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(&gen, LLVMOrcLLJITGetGlobalPrefix(m->jit), NULL, NULL);
   if (e) return cg_jit_error(e, "cannot search this process's symbols", err, n);
   LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(m->jit), gen);
-  return 0;
+  return cg_jit_define_pool(m, err, n);
 }
 
 /* Hands the module to the JIT (once); afterwards m->mod is NULL and only lookups remain. */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cg_cpu.h"
+#include "k_parallel.h"
 #include "kiln_test.h"
 #include "ops.h"
 
@@ -385,6 +386,53 @@ static void t_vectorized(const ir_graph *g, bool train, const char *label) {
   t_check_graph_at(g, train, t_vec_level, label);
 }
 
+/* ---- groups split over the thread pool ---- */
+
+/* Groups of several K_GRAIN chunks: one contiguous run with a ragged end (rank 1), rows
+ * broadcast against a column (rank 2, chunks of whole rows), two long rows (a chunk each), a
+ * light group in K_GRAIN_LIGHT chunks, and in train their backward groups with kAddTo. */
+static const char t_split_src[] =
+  "model split {\n"
+  "  input x : f32[7, 7031]\n  input b : f32[7, 7031]\n"
+  "  input u : f32[70, 3, 333]\n  param row : f32[333] = normal(std=1.0)\n"
+  "  input v : f32[2, 50001]\n  param col : f32[2, 1] = normal(std=1.0)\n"
+  "  y = tanh(x * 2.0 + b) - abs(b) * 0.5 + minimum(x, b)\n"
+  "  z = sigmoid(u * row + 1.0) * u\n"
+  "  w = relu(v - col) * gelu(v)\n"
+  "  input p : f32[3, 100003]\n"
+  "  q = relu(p) * 2.0 - abs(p)\n"
+  "  loss = mean(y * y) + mean(z) + mean(w * w) + mean(q)\n"
+  "  output y, z, w, q\n"
+  "  train loss with sgd(lr=0.01)\n"
+  "}\n";
+
+/* The module calls k_parallel_for for at least `want` groups (each a _range function). */
+static void t_split_emitted(const ir_graph *g, bool train, const char *label) {
+  char err[1024] = "";
+  cg_options o = {2, NULL, NULL};
+  cg_llvm *m = cg_llvm_new(label, &o, err, sizeof err);
+  if (!t_check(m && !cg_emit_fused_all(m, train ? NULL : g, train ? g : NULL, err, sizeof err), "%s: %s", label, err))
+    return cg_llvm_free(m);
+  char *ir = LLVMPrintModuleToString(m->mod);
+  int ranges = 0;
+  for (const char *p = ir; (p = strstr(p, "_range(i8*")) != NULL; p++) ranges++;   /* definitions */
+  int want = train ? 5 : 4;   /* train: at least one backward group besides the forward ones */
+  t_check(strstr(ir, "call void @k_parallel_for") != NULL && ranges >= want,
+          "%s: %d split groups, want at least %d", label, ranges, want);
+  LLVMDisposeMessage(ir);
+  cg_llvm_free(m);
+}
+
+/* Each graph's groups split, and bit-identical to the kernels with 1 and with 2 threads. */
+static void t_split(const ir_graph *g, bool train, const char *label) {
+  t_split_emitted(g, train, label);
+  for (int threads = 1; threads <= 2; threads++) {
+    k_parallel_set_threads(threads);
+    t_check_graph_at(g, train, 2, label);
+  }
+  k_parallel_set_threads(0);
+}
+
 /* cg_desc_build on chains.kiln's two graphs, then cg_jit fills every fused step. */
 static void t_jit_desc(void) {
   char path[2048], err[1024] = "";
@@ -426,6 +474,7 @@ int main(void) {
     t_text("long.kiln", t_long_src, 1, t_vectorized);
     printf("fused: O%d vector width in the long group: %s\n", t_vec_level, t_vec_found ? t_vec_found : "none");
   }
+  t_text("split.kiln", t_split_src, 4, t_split);
   t_jit_desc();
   printf("fused: %d groups checked (%d also in place), %d epilogues; %lld elements, %lld not bit-identical (max rel diff %.3g)\n",
          t_st.groups, t_st.inplace_groups, t_st.epilogues, t_elems, t_inexact, t_maxrel);

@@ -1,12 +1,15 @@
 /* test_threads.c — every kernel that splits its work with k_parallel_for gives the same bits
  * with 1, 2 and 3 threads: convolution (a batch in parts, and batch 1 through split GEMMs),
  * fully_connected, matmul (one GEMM, batches, a broadcast operand), pooling and batch_norm,
- * forward and backward, and the SGD and Adam updates, at sizes large enough that the work
- * really is split. */
+ * forward and backward, the unary and binary elementwise ops, softmax, log_softmax,
+ * softmax_cross_entropy's gradient and layer_norm, and the SGD and Adam updates, at sizes large
+ * enough that the work really is split (several K_GRAIN chunks, and a ragged last one). */
 #include "kt_harness.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "k_vec.h"
 
 #define TT_MAX 12
 
@@ -146,6 +149,76 @@ static void tt_batch_norm(int is_train) {
   tt_check(&b);
 }
 
+/* ---- elementwise, softmax, layer_norm ------------------------------------------------------ */
+
+/* 3 chunks of K_GRAIN elements and a ragged end; K_GRAIN_LIGHT chunks for light ops. */
+#define TT_EW_ROWS 7
+#define TT_EW_COLS 7031
+#define TT_EW_LIGHT_COLS 100003
+
+static void tt_unary(const char *name, k_fn fwd, k_fn bwd, const void *param) {
+  int64_t cols = k_vec_light_stem(name) ? TT_EW_LIGHT_COLS : TT_EW_COLS;
+  KT_CHECK(k_parallel_chunks(TT_EW_ROWS * cols, k_vec_light_stem(name) ? K_GRAIN_LIGHT : K_GRAIN) > 2,
+           "%s: the test size is not split", name);
+  k_shape xs = kt_shape(2, TT_EW_ROWS, cols);
+  char bname[96];
+  snprintf(bname, sizeof bname, "%s backward", name);
+  tt_call f = {name, fwd, {tt_rand(xs, 1)}, 1, {xs}, 1, param, 0, 1};
+  tt_check(&f);
+  tt_call b = {bname, bwd, {tt_rand(xs, 2), tt_rand(xs, 3), tt_rand(xs, 4)}, 3, {xs}, 1, param, 0, 1};
+  tt_check(&b);
+  k_tensor none = {NULL, xs, K_F32};   /* undeclared x: read from og and masked to 0 */
+  snprintf(bname, sizeof bname, "%s backward without x", name);
+  tt_call bn = {bname, bwd, {tt_rand(xs, 5), none, tt_rand(xs, 6)}, 3, {xs}, 1, param, 0, 1};
+  tt_check(&bn);
+}
+
+/* a [rows, 1, 2347] against b [3, 2347]: both broadcast, both gradients reduced. */
+static void tt_binary(const char *name, k_fn fwd, k_fn bwd, int64_t rows) {
+  k_shape ys = kt_shape(3, rows, 3, 2347), bs = kt_shape(2, 3, 2347), as = kt_shape(3, rows, 1, 2347);
+  char bname[96];
+  snprintf(bname, sizeof bname, "%s backward", name);
+  tt_call f = {name, fwd, {tt_rand(as, 1), tt_rand(bs, 2)}, 2, {ys}, 1, NULL, 0, 1};
+  tt_check(&f);
+  tt_call b = {bname, bwd, {tt_rand(ys, 3), tt_rand(as, 4), tt_rand(bs, 5), tt_rand(ys, 6)}, 4, {as, bs}, 2, NULL, 0, 1};
+  tt_check(&b);
+}
+
+static void tt_softmax(int is_log, int axis) {
+  k_softmax_param p = {axis};
+  k_shape xs = kt_shape(3, 40, 33, 41);
+  k_tensor none = {NULL, xs, K_F32};
+  char name[64];
+  snprintf(name, sizeof name, "%s axis %d", is_log ? "log_softmax" : "softmax", axis);
+  tt_call f = {name, is_log ? k_log_softmax_forward : k_softmax_forward, {tt_rand(xs, 1)}, 1, {xs}, 1, &p, 0, 1};
+  tt_check(&f);
+  tt_call b = {name, is_log ? k_log_softmax_backward : k_softmax_backward,
+               {tt_rand(xs, 2), none, tt_rand(xs, 3)}, 3, {xs}, 1, &p, 0, 1};
+  tt_check(&b);
+}
+
+static void tt_sce(void) {
+  k_shape xs = kt_shape(2, 300, 257), ls = kt_shape(1, 300);
+  k_tensor none = {NULL, kt_shape(0), K_F32};
+  tt_call b = {"softmax_cross_entropy backward", k_softmax_cross_entropy_backward,
+               {tt_rand(kt_shape(0), 1), tt_rand(xs, 2), kt_tensor_i32(ls, 0, 257, 3), none}, 4, {xs, ls}, 2, NULL, 0, 1};
+  tt_check(&b);
+}
+
+static void tt_layer_norm(void) {
+  k_layer_norm_param p = {-1, 1e-5f};
+  k_shape xs = kt_shape(3, 20, 30, 96), ds = kt_shape(1, 96), rs = kt_shape(3, 20, 30, 1);
+  p.axis = 2;
+  tt_call f = {"layer_norm forward", k_layer_norm_forward, {tt_rand(xs, 1), tt_rand(ds, 2), tt_rand(ds, 3)}, 3,
+               {xs, rs, rs}, 3, &p, 0, 1};
+  tt_check(&f);
+  k_tensor none = {NULL, xs, K_F32};
+  tt_call b = {"layer_norm backward", k_layer_norm_backward,
+               {tt_rand(xs, 4), none, none, tt_rand(xs, 5), tt_rand(ds, 6), tt_rand(ds, 7), none,
+                tt_rand(rs, 8), kt_tensor_f32(rs, 0.5f, 2.0f, 9)}, 9, {xs, ds, ds}, 3, &p, 0, 1};
+  tt_check(&b);
+}
+
 /* ---- optimizer updates ------------------------------------------------------------------- */
 
 #define TT_OPT_N 100003
@@ -190,6 +263,16 @@ int main(void) {
   tt_pool("avg pooling 2x2 s2", K_POOL_AVG, 2, 2, 0);
   tt_batch_norm(1);
   tt_batch_norm(0);
+  k_leaky_relu_param lr = {0.1f};
+  tt_unary("relu", k_relu_forward, k_relu_backward, NULL);
+  tt_unary("tanh", k_tanh_forward, k_tanh_backward, NULL);
+  tt_unary("leaky_relu", k_leaky_relu_forward, k_leaky_relu_backward, &lr);
+  tt_binary("mul (light: K_GRAIN_LIGHT chunks)", k_mul_forward, k_mul_backward, 40);
+  tt_binary("pow", k_pow_forward, k_pow_backward, 7);
+  tt_softmax(0, 2);
+  tt_softmax(1, 1);
+  tt_sce();
+  tt_layer_norm();
   tt_optimizers();
   return kt_finish("threads");
 }
