@@ -270,9 +270,6 @@ int k_layer_norm_forward(const k_call *c) {
  * around); element k still goes to lane k % K_LANES, with the same operations in the same
  * order, so the bits are those of the plain loops. A vector of dY is read before dX's is
  * written, so dX may be dY. */
-/* A vector of 16 floats from p (a macro: a function returning one warns of the AVX-512 ABI). */
-#define K_VF16_LOAD(v, p) __builtin_memcpy(&(v), (p), sizeof(v))
-
 K_VEC_TARGETS static void k_ln_row_grad(const float *x, const float *dy, const float *gamma, int64_t d,
                           float mean, float invstd, k_req r, float *dx) {
   k_vf16 vg = {0}, vgx = {0}, vx, vdy, vgm;

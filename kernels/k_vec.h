@@ -57,6 +57,11 @@ typedef float k_vf8 __attribute__((vector_size(32)));
 typedef float k_vf4 __attribute__((vector_size(16)));
 _Static_assert(K_LANES == 16, "k_lanes_sum folds 16 lanes");
 
+/* v = the 16 floats at p, unaligned (a macro: a function returning a k_vf16 warns that the
+ * AVX-512 ABI differs). Kernels whose short rows gcc's SLP handles badly as lane arrays write
+ * the whole vectors on k_vf16 (GCC vector extensions; the baseline clone splits them). */
+#define K_VF16_LOAD(v, p) __builtin_memcpy(&(v), (p), sizeof(v))
+
 static inline float k_lanes_sum(float *l) {
   k_vf16 v;
   __builtin_memcpy(&v, l, sizeof v);
