@@ -265,29 +265,46 @@ int k_layer_norm_forward(const k_call *c) {
   return 0;
 }
 
-/* One row of dX: invstd * (g - mean(g) - xhat * mean(g*xhat)) with g = dY*gamma. */
+/* One row of dX: invstd * (g - mean(g) - xhat * mean(g*xhat)) with g = dY*gamma. The whole
+ * vectors are written on vector types (as arrays of lanes gcc's SLP shuffled the partial sums
+ * around); element k still goes to lane k % K_LANES, with the same operations in the same
+ * order, so the bits are those of the plain loops. A vector of dY is read before dX's is
+ * written, so dX may be dY. */
 K_VEC_TARGETS static void k_ln_row_grad(const float *x, const float *dy, const float *gamma, int64_t d,
                           float mean, float invstd, k_req r, float *dx) {
-  float lg[K_LANES] = {0}, lgx[K_LANES] = {0}, t[K_BLOCK];
+  k_vf16 vg = {0}, vgx = {0}, vx, vdy, vgm;
+  float lg[K_LANES], lgx[K_LANES];
   int64_t k = 0;
-  for (; k + K_LANES <= d; k += K_LANES)
-    for (int i = 0; i < K_LANES; i++) {
-      float g = dy[k + i] * gamma[k + i];
-      lg[i] += g;
-      lgx[i] += g * ((x[k + i] - mean) * invstd);
-    }
+  for (; k + K_LANES <= d; k += K_LANES) {
+    K_VF16_LOAD(vx, x + k);
+    K_VF16_LOAD(vdy, dy + k);
+    K_VF16_LOAD(vgm, gamma + k);
+    k_vf16 g = vdy * vgm;
+    vg += g;
+    vgx += g * ((vx - mean) * invstd);
+  }
+  __builtin_memcpy(lg, &vg, sizeof lg);
+  __builtin_memcpy(lgx, &vgx, sizeof lgx);
   for (int i = 0; k + i < d; i++) {
     float g = dy[k + i] * gamma[k + i];
     lg[i] += g;
     lgx[i] += g * ((x[k + i] - mean) * invstd);
   }
   float mg = k_lanes_sum(lg) / (float)d, mgx = k_lanes_sum(lgx) / (float)d;
-  for (int64_t k0 = 0; k0 < d; k0 += K_BLOCK) {
-    int64_t len = d - k0 < K_BLOCK ? d - k0 : K_BLOCK;
-    const float *xb = x + k0, *dyb = dy + k0, *gb = gamma + k0;
-    for (int64_t i = 0; i < len; i++)
-      t[i] = invstd * (dyb[i] * gb[i] - mg - (xb[i] - mean) * invstd * mgx);
-    k_store_block(dx + k0, t, len, r);
+  for (k = 0; k + K_LANES <= d; k += K_LANES) {
+    K_VF16_LOAD(vx, x + k);
+    K_VF16_LOAD(vdy, dy + k);
+    K_VF16_LOAD(vgm, gamma + k);
+    k_vf16 t = invstd * (vdy * vgm - mg - (vx - mean) * invstd * mgx), old;
+    if (r == kAddTo) {
+      K_VF16_LOAD(old, dx + k);
+      t = old + t;
+    }
+    __builtin_memcpy(dx + k, &t, sizeof t);
+  }
+  for (; k < d; k++) {
+    float t = invstd * (dy[k] * gamma[k] - mg - (x[k] - mean) * invstd * mgx);
+    dx[k] = r == kAddTo ? dx[k] + t : t;
   }
 }
 

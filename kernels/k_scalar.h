@@ -2,7 +2,7 @@
  * Three consumers share this text: the reference kernels (k_elemwise.c) call it, the CPU
  * code generator compiles it to LLVM bitcode and inlines it into fused loops, and the GPU
  * generator pastes it into NVRTC source as device functions. So it must stay portable C:
- * only `static inline` functions (of floats, and one int selector, for the ops; the k_vm_
+ * only `K_SF_INLINE` (static inline) functions (of floats, and one int selector, for the ops; the k_vm_
  * math below also reads float bits through unions), from <math.h> only fabsf and sqrtf
  * (libm's calls would stop vectorisation), no static data, no variadics, no
  * asserts, no other libc.
@@ -15,6 +15,18 @@
 #define KILN_K_SCALAR_H
 
 #include <math.h>
+
+/* Every function here is forced inline under gcc (the kernels' compiler): its inliner weighs
+ * each call site on its own and left k_vm_erf and k_vm_exp out of line in the gelu gradient
+ * (two of them in one expression), which kept that whole loop scalar, a call per element.
+ * Only straight-line code gets inlined into vector loops, so the calls must all go. clang
+ * (the bitcode, where cg_scalar_bc.c defines static and inline away) and other compilers see
+ * plain `static inline`. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define K_SF_INLINE static inline __attribute__((always_inline))
+#else
+#define K_SF_INLINE static inline
+#endif
 
 /* ---- vector math (k_vm_): branch-free float approximations of libm ----
  * Why: a call to libm's expf or tanhf stops both gcc and LLVM from vectorising the loop
@@ -31,34 +43,34 @@
 typedef union { float f; unsigned int u; } k_vm_bits32;
 typedef union { double d; unsigned long long u; } k_vm_bits64;
 
-static inline unsigned int k_vm_asuint(float x) {
+K_SF_INLINE unsigned int k_vm_asuint(float x) {
   k_vm_bits32 b;
   b.f = x;
   return b.u;
 }
-static inline float k_vm_asfloat(unsigned int u) {
+K_SF_INLINE float k_vm_asfloat(unsigned int u) {
   k_vm_bits32 b;
   b.u = u;
   return b.f;
 }
 
 /* inf and a quiet NaN from their bits (the <math.h> macros need not exist in NVRTC). */
-static inline float k_vm_inf(void) { return k_vm_asfloat(0x7f800000u); }
-static inline float k_vm_nan(void) { return k_vm_asfloat(0x7fc00000u); }
+K_SF_INLINE float k_vm_inf(void) { return k_vm_asfloat(0x7f800000u); }
+K_SF_INLINE float k_vm_nan(void) { return k_vm_asfloat(0x7fc00000u); }
 
 /* 2^n for -126 <= n <= 127, built from its exponent bits. */
-static inline float k_vm_pow2i(int n) { return k_vm_asfloat((unsigned int)(n + 127) << 23); }
+K_SF_INLINE float k_vm_pow2i(int n) { return k_vm_asfloat((unsigned int)(n + 127) << 23); }
 
 /* x rounded to the nearest integer (ties to even) for |x| < 2^22: adding 1.5 * 2^23 leaves
  * no fraction bits, and subtracting it back is exact. */
-static inline float k_vm_round(float x) { return (x + 12582912.0f) - 12582912.0f; }
+K_SF_INLINE float k_vm_round(float x) { return (x + 12582912.0f) - 12582912.0f; }
 
 /* e^x = 2^n e^r with n = round(x / ln2) and |r| <= ln2/2. ln2 is split so that n * hi is
  * exact and x - n * hi cancels exactly. The scale 2^n is applied as two halves, each a
  * normal float, so that the one rounding into a denormal or to inf happens on the last
  * multiply. x is clamped first to where the result is already inf (89) or 0 (-104); the
  * clamp also turns NaN into a number before the int conversion. */
-static inline float k_vm_exp(float x) {
+K_SF_INLINE float k_vm_exp(float x) {
   float xc = x > -104.0f ? x : -104.0f;
   xc = xc < 89.0f ? xc : 89.0f;
   float kf = k_vm_round(xc * 1.44269504f);
@@ -73,7 +85,7 @@ static inline float k_vm_exp(float x) {
 
 /* e^x - 1 without the cancellation of exp(x) - 1 near 0: a Taylor series for
  * |x| < ln2, exp(x) - 1 beyond (where e^x >= 2 or <= 1/2, so it loses at most a bit). */
-static inline float k_vm_expm1(float x) {
+K_SF_INLINE float k_vm_expm1(float x) {
   float p = 1.0f / 40320.0f + x * (1.0f / 362880.0f + x * (1.0f / 3628800.0f));
   p = 1.0f / 120.0f + x * (1.0f / 720.0f + x * (1.0f / 5040.0f + x * p));
   float small = x + x * x * (0.5f + x * (1.0f / 6.0f + x * (1.0f / 24.0f + x * p)));
@@ -83,7 +95,7 @@ static inline float k_vm_expm1(float x) {
 
 /* x = m 2^e with m in [sqrt(1/2), sqrt(2)), for finite x > 0 (denormals scaled by 2^24 first):
  * the split k_vm_log and k_vm_log2d share. m is exact. */
-static inline float k_vm_split(float x, int *e) {
+K_SF_INLINE float k_vm_split(float x, int *e) {
   int tiny = x < 1.17549435e-38f;
   unsigned int u = k_vm_asuint(tiny ? x * 16777216.0f : x);
   float m = k_vm_asfloat((u & 0x7fffffu) | 0x3f800000u);
@@ -95,7 +107,7 @@ static inline float k_vm_split(float x, int *e) {
 /* ln x = e ln2 + ln m with m in [sqrt(1/2), sqrt(2)); ln m = 2 atanh(s), s = f / (2 + f),
  * f = m - 1, written as f - f^2/2 + s (f^2/2 + R(s^2)) so the large terms are exact.
  * Denormals are scaled first, by k_vm_split. */
-static inline float k_vm_log(float x) {
+K_SF_INLINE float k_vm_log(float x) {
   int ei;
   float m = k_vm_split(x, &ei), e = (float)ei;
   float f = m - 1.0f, s = f / (2.0f + f), z = s * s, hfsq = 0.5f * f * f;
@@ -109,7 +121,7 @@ static inline float k_vm_log(float x) {
 
 /* ln(1 + t) for t in [0, 1] (softplus): Kahan's ln(u) * t / (u - 1), u = 1 + t, cancels the
  * rounding of 1 + t. */
-static inline float k_vm_log1p01(float t) {
+K_SF_INLINE float k_vm_log1p01(float t) {
   float u = 1.0f + t;
   float y = k_vm_log(u) * (t / (u - 1.0f));
   return u == 1.0f ? t : y;
@@ -117,7 +129,7 @@ static inline float k_vm_log1p01(float t) {
 
 /* tanh: an odd fit x + x^3 P(x^2) below 0.55, 1 - 2 / (e^2|x| + 1) above (no cancellation
  * there; e^2|x| = inf gives exactly 1). The zero test keeps tanh(-0) = -0. */
-static inline float k_vm_tanh(float x) {
+K_SF_INLINE float k_vm_tanh(float x) {
   float a = fabsf(x), z = x * x;
   float p = -0.0539647453f + z * (0.0218188744f + z * (-0.00852793548f + z * 0.00252850307f));
   float small = x + x * (z * (-0.333333343f + z * (0.133333251f + z * p)));
@@ -127,7 +139,7 @@ static inline float k_vm_tanh(float x) {
 }
 
 /* 1 / (1 + e^-x), with e^-|x| so that nothing overflows: e / (1 + e) for x < 0. */
-static inline float k_vm_sigmoid(float x) {
+K_SF_INLINE float k_vm_sigmoid(float x) {
   float e = k_vm_exp(-fabsf(x)), d = 1.0f + e;
   return x >= 0.0f ? 1.0f / d : e / d;
 }
@@ -135,7 +147,7 @@ static inline float k_vm_sigmoid(float x) {
 /* erf: x + x Q(x^2) below 0.9; 1 - erfc(|x|) above, erfc = exp(P(|x| - 0.9)) (ln erfc is
  * smooth; the fit is weighted to be accurate where erfc is large). erf = ±1 in float above
  * 3.92; the clamp keeps P inside its fitted range, and NaN passes it. */
-static inline float k_vm_erf(float x) {
+K_SF_INLINE float k_vm_erf(float x) {
   float a = fabsf(x), z = x * x;
   float q = 0.00520375278f + z * (-0.000817448366f + z * 8.50839497e-05f);
   q = 0.128379166f + z * (-0.376126349f + z * (0.112837143f + z * (-0.0268604625f + z * q)));
@@ -149,12 +161,12 @@ static inline float k_vm_erf(float x) {
 
 /* sin and cos of r, |r| <= pi/4, in double: Taylor series whose first omitted term is
  * below 2^-36 of the result, so the one rounding to float is all but correct. */
-static inline double k_vm_sin_r(double r) {
+K_SF_INLINE double k_vm_sin_r(double r) {
   double z = r * r;
   double p = -1.0 / 5040 + z * (1.0 / 362880 + z * (-1.0 / 39916800));
   return r + r * (z * (-1.0 / 6 + z * (1.0 / 120 + z * p)));
 }
-static inline double k_vm_cos_r(double r) {
+K_SF_INLINE double k_vm_cos_r(double r) {
   double z = r * r;
   double q = 1.0 / 24 + z * (-1.0 / 720 + z * (1.0 / 40320 + z * (-1.0 / 3628800 + z * (1.0 / 479001600))));
   return 1.0 - (0.5 * z - z * z * q);
@@ -169,7 +181,7 @@ static inline double k_vm_cos_r(double r) {
  * Beyond K_VM_TRIG_MAX it would take the bits of 2/pi from a table (Payne and Hanek), which
  * this header may not hold: there x is treated as 0, so the result is in [-1, 1] but not
  * sin x. inf and NaN give NaN. */
-static inline float k_vm_sincos(float x, int quarter) {
+K_SF_INLINE float k_vm_sincos(float x, int quarter) {
   float a = fabsf(x);
   double xd = (double)(a < K_VM_TRIG_MAX ? x : 0.0f);
   double nd = (xd * 0.63661977236758138 + 6755399441055744.0) - 6755399441055744.0;
@@ -179,14 +191,14 @@ static inline float k_vm_sincos(float x, int quarter) {
   float y = (float)((q & 2u) ? -v : v);
   return a <= 3.40282347e+38f ? y : x - x;
 }
-static inline float k_vm_sin(float x) {
+K_SF_INLINE float k_vm_sin(float x) {
   float y = k_vm_sincos(x, 0);
   return x == 0.0f ? x : y;
 }
-static inline float k_vm_cos(float x) { return k_vm_sincos(x, 1); }
+K_SF_INLINE float k_vm_cos(float x) { return k_vm_sincos(x, 1); }
 
 /* log2 of a finite a >= 0 in double (relative error near 2^-50), as k_vm_log does it. */
-static inline double k_vm_log2d(float a) {
+K_SF_INLINE double k_vm_log2d(float a) {
   int ei;
   float m = k_vm_split(a, &ei);
   double e = (double)ei;
@@ -198,7 +210,7 @@ static inline double k_vm_log2d(float a) {
 
 /* 2^t rounded once to float: t = n + r, |r| <= 1/2, 2^r by its Taylor series in r ln2, 2^n
  * from exponent bits (a normal double for the clamped n), then the one conversion. */
-static inline float k_vm_exp2d(double t) {
+K_SF_INLINE float k_vm_exp2d(double t) {
   double tc = t > -200.0 ? t : -200.0;
   tc = tc < 200.0 ? tc : 200.0;
   double nd = (tc + 6755399441055744.0) - 6755399441055744.0;
@@ -213,7 +225,7 @@ static inline float k_vm_exp2d(double t) {
 /* x^y = 2^(y log2|x|) in double, so the product's error stays far below a float ulp; then
  * C99's special cases: the sign for negative x and odd integer y, NaN for negative finite x
  * and non-integer y, and 1 for y = ±0, x = 1, and x = -1 with y = ±inf. */
-static inline float k_vm_pow(float x, float y) {
+K_SF_INLINE float k_vm_pow(float x, float y) {
   float ax = fabsf(x), ay = fabsf(y);
   double l = k_vm_log2d(ax);
   l = ax == 0.0f ? -(double)k_vm_inf() : (ax == k_vm_inf() ? (double)k_vm_inf() : l);
@@ -229,129 +241,129 @@ static inline float k_vm_pow(float x, float y) {
 
 
 /* ---- unary ---- */
-static inline float k_sf_neg(float x) { return -x; }
-static inline float k_sf_neg_grad(float og, float x, float y) { return -og; }
+K_SF_INLINE float k_sf_neg(float x) { return -x; }
+K_SF_INLINE float k_sf_neg_grad(float og, float x, float y) { return -og; }
 
 /* torch: d|x| = sign(x), 0 at 0. */
-static inline float k_sf_sign(float x) { return (float)((x > 0.0f) - (x < 0.0f)); }
-static inline float k_sf_sign_grad(float og, float x, float y) { return 0.0f; }
-static inline float k_sf_abs(float x) { return fabsf(x); }
-static inline float k_sf_abs_grad(float og, float x, float y) { return og * k_sf_sign(x); }
+K_SF_INLINE float k_sf_sign(float x) { return (float)((x > 0.0f) - (x < 0.0f)); }
+K_SF_INLINE float k_sf_sign_grad(float og, float x, float y) { return 0.0f; }
+K_SF_INLINE float k_sf_abs(float x) { return fabsf(x); }
+K_SF_INLINE float k_sf_abs_grad(float og, float x, float y) { return og * k_sf_sign(x); }
 
-static inline float k_sf_exp(float x) { return k_vm_exp(x); }
-static inline float k_sf_exp_grad(float og, float x, float y) { return og * y; }
-static inline float k_sf_log(float x) { return k_vm_log(x); }
-static inline float k_sf_log_grad(float og, float x, float y) { return og / x; }
-static inline float k_sf_sqrt(float x) { return sqrtf(x); }
-static inline float k_sf_sqrt_grad(float og, float x, float y) { return og / (2.0f * y); }
-static inline float k_sf_rsqrt(float x) { return 1.0f / sqrtf(x); }
-static inline float k_sf_rsqrt_grad(float og, float x, float y) { return -0.5f * og * y * y * y; }
-static inline float k_sf_square(float x) { return x * x; }
-static inline float k_sf_square_grad(float og, float x, float y) { return 2.0f * og * x; }
-static inline float k_sf_sin(float x) { return k_vm_sin(x); }
-static inline float k_sf_sin_grad(float og, float x, float y) { return og * k_vm_cos(x); }
-static inline float k_sf_cos(float x) { return k_vm_cos(x); }
-static inline float k_sf_cos_grad(float og, float x, float y) { return -og * k_vm_sin(x); }
-static inline float k_sf_reciprocal(float x) { return 1.0f / x; }
-static inline float k_sf_reciprocal_grad(float og, float x, float y) { return -og * y * y; }
+K_SF_INLINE float k_sf_exp(float x) { return k_vm_exp(x); }
+K_SF_INLINE float k_sf_exp_grad(float og, float x, float y) { return og * y; }
+K_SF_INLINE float k_sf_log(float x) { return k_vm_log(x); }
+K_SF_INLINE float k_sf_log_grad(float og, float x, float y) { return og / x; }
+K_SF_INLINE float k_sf_sqrt(float x) { return sqrtf(x); }
+K_SF_INLINE float k_sf_sqrt_grad(float og, float x, float y) { return og / (2.0f * y); }
+K_SF_INLINE float k_sf_rsqrt(float x) { return 1.0f / sqrtf(x); }
+K_SF_INLINE float k_sf_rsqrt_grad(float og, float x, float y) { return -0.5f * og * y * y * y; }
+K_SF_INLINE float k_sf_square(float x) { return x * x; }
+K_SF_INLINE float k_sf_square_grad(float og, float x, float y) { return 2.0f * og * x; }
+K_SF_INLINE float k_sf_sin(float x) { return k_vm_sin(x); }
+K_SF_INLINE float k_sf_sin_grad(float og, float x, float y) { return og * k_vm_cos(x); }
+K_SF_INLINE float k_sf_cos(float x) { return k_vm_cos(x); }
+K_SF_INLINE float k_sf_cos_grad(float og, float x, float y) { return -og * k_vm_sin(x); }
+K_SF_INLINE float k_sf_reciprocal(float x) { return 1.0f / x; }
+K_SF_INLINE float k_sf_reciprocal_grad(float og, float x, float y) { return -og * y * y; }
 
 /* relu's gradient reads the output so that x can be freed (and relu run in place). */
-static inline float k_sf_relu(float x) { return x > 0.0f ? x : 0.0f; }
-static inline float k_sf_relu_grad(float og, float x, float y) { return y > 0.0f ? og : 0.0f; }
+K_SF_INLINE float k_sf_relu(float x) { return x > 0.0f ? x : 0.0f; }
+K_SF_INLINE float k_sf_relu_grad(float og, float x, float y) { return y > 0.0f ? og : 0.0f; }
 
-static inline float k_sf_sigmoid(float x) { return k_vm_sigmoid(x); }
-static inline float k_sf_sigmoid_grad(float og, float x, float y) { return og * y * (1.0f - y); }
-static inline float k_sf_tanh(float x) { return k_vm_tanh(x); }
-static inline float k_sf_tanh_grad(float og, float x, float y) { return og * (1.0f - y * y); }
+K_SF_INLINE float k_sf_sigmoid(float x) { return k_vm_sigmoid(x); }
+K_SF_INLINE float k_sf_sigmoid_grad(float og, float x, float y) { return og * y * (1.0f - y); }
+K_SF_INLINE float k_sf_tanh(float x) { return k_vm_tanh(x); }
+K_SF_INLINE float k_sf_tanh_grad(float og, float x, float y) { return og * (1.0f - y * y); }
 
 /* F.softplus (beta 1, threshold 20): linear above the threshold, as torch is; below it
  * log(1 + e^x) = max(x, 0) + log(1 + e^-|x|), which cannot overflow. */
-static inline float k_sf_softplus(float x) {
+K_SF_INLINE float k_sf_softplus(float x) {
   float y = (x > 0.0f ? x : 0.0f) + k_vm_log1p01(k_vm_exp(-fabsf(x)));
   return x > 20.0f ? x : y;
 }
-static inline float k_sf_softplus_grad(float og, float x, float y) {
+K_SF_INLINE float k_sf_softplus_grad(float og, float x, float y) {
   return x > 20.0f ? og : og * k_sf_sigmoid(x);
 }
 
 /* F.gelu, exact erf form: x * Phi(x). */
-static inline float k_sf_gelu(float x) { return 0.5f * x * (1.0f + k_vm_erf(x * 0.70710678118654752f)); }
-static inline float k_sf_gelu_grad(float og, float x, float y) {
+K_SF_INLINE float k_sf_gelu(float x) { return 0.5f * x * (1.0f + k_vm_erf(x * 0.70710678118654752f)); }
+K_SF_INLINE float k_sf_gelu_grad(float og, float x, float y) {
   float cdf = 0.5f * (1.0f + k_vm_erf(x * 0.70710678118654752f));
   float pdf = 0.39894228040143268f * k_vm_exp(-0.5f * x * x);
   return og * (cdf + x * pdf);
 }
 
 /* torch: slope applies for x <= 0 in the gradient. */
-static inline float k_sf_leaky_relu(float x, float slope) { return x > 0.0f ? x : x * slope; }
-static inline float k_sf_leaky_relu_grad(float og, float x, float y, float slope) {
+K_SF_INLINE float k_sf_leaky_relu(float x, float slope) { return x > 0.0f ? x : x * slope; }
+K_SF_INLINE float k_sf_leaky_relu_grad(float og, float x, float y, float slope) {
   return x > 0.0f ? og : og * slope;
 }
 
 /* torch.clamp: min applied before max; gradient passes on the closed interval. */
-static inline float k_sf_clip(float x, float a_min, float a_max) {
+K_SF_INLINE float k_sf_clip(float x, float a_min, float a_max) {
   float v = x < a_min ? a_min : x;
   return v > a_max ? a_max : v;
 }
-static inline float k_sf_clip_grad(float og, float x, float y, float a_min, float a_max) {
+K_SF_INLINE float k_sf_clip_grad(float og, float x, float y, float a_min, float a_max) {
   return (x >= a_min && x <= a_max) ? og : 0.0f;
 }
 
 /* smooth L1 with beta = 1/sigma^2: quadratic inside |x| < beta, linear outside. */
-static inline float k_sf_smooth_l1(float x, float sigma) {
+K_SF_INLINE float k_sf_smooth_l1(float x, float sigma) {
   float beta = 1.0f / (sigma * sigma), ax = fabsf(x);
   return ax < beta ? 0.5f * x * x / beta : ax - 0.5f * beta;
 }
-static inline float k_sf_smooth_l1_grad(float og, float x, float y, float sigma) {
+K_SF_INLINE float k_sf_smooth_l1_grad(float og, float x, float y, float sigma) {
   float beta = 1.0f / (sigma * sigma);
   return fabsf(x) < beta ? og * x / beta : og * k_sf_sign(x);
 }
 
 /* MXNet softrelu is softplus; its gradient from the output y is 1 - exp(-y) = sigmoid(x). */
-static inline float k_sf_softrelu(float x) { return k_sf_softplus(x); }
-static inline float k_sf_softrelu_grad(float og, float x, float y) { return -og * k_vm_expm1(-y); }
+K_SF_INLINE float k_sf_softrelu(float x) { return k_sf_softplus(x); }
+K_SF_INLINE float k_sf_softrelu_grad(float og, float x, float y) { return -og * k_vm_expm1(-y); }
 
 /* ---- unary ops beyond SPEC section 2 (docs/language.md) ---- */
 /* torch.erf; d/dx = 2/sqrt(pi) e^(-x^2). */
-static inline float k_sf_erf(float x) { return k_vm_erf(x); }
-static inline float k_sf_erf_grad(float og, float x, float y) {
+K_SF_INLINE float k_sf_erf(float x) { return k_vm_erf(x); }
+K_SF_INLINE float k_sf_erf_grad(float og, float x, float y) {
   return og * (1.12837916709551257f * k_vm_exp(-x * x));
 }
 
 /* clamp(alpha x + beta, 0, 1): F.hardsigmoid is alpha = 1/6, beta = 1/2 (ONNX HardSigmoid's
  * defaults are 0.2, 0.5). NaN passes, as in torch. The gradient is alpha where the output is
  * strictly inside (0, 1) (torch's -3 < x < 3), so it reads y and x can be freed. */
-static inline float k_sf_hard_sigmoid(float x, float alpha, float beta) {
+K_SF_INLINE float k_sf_hard_sigmoid(float x, float alpha, float beta) {
   float v = alpha * x + beta;
   v = v < 0.0f ? 0.0f : v;
   return v > 1.0f ? 1.0f : v;
 }
-static inline float k_sf_hard_sigmoid_grad(float og, float x, float y, float alpha, float beta) {
+K_SF_INLINE float k_sf_hard_sigmoid_grad(float og, float x, float y, float alpha, float beta) {
   return (y > 0.0f && y < 1.0f) ? og * alpha : 0.0f;
 }
 
 /* F.hardswish: x * clamp(x + 3, 0, 6) / 6, in torch's order; its gradient as torch's
  * (0 below -3, x/3 + 1/2 on [-3, 3], 1 above). */
-static inline float k_sf_hard_swish(float x) {
+K_SF_INLINE float k_sf_hard_swish(float x) {
   float v = x + 3.0f;
   v = v < 0.0f ? 0.0f : v;
   v = v > 6.0f ? 6.0f : v;
   return x * v / 6.0f;
 }
-static inline float k_sf_hard_swish_grad(float og, float x, float y) {
+K_SF_INLINE float k_sf_hard_swish_grad(float og, float x, float y) {
   return x < -3.0f ? 0.0f : (x <= 3.0f ? og * (x / 3.0f + 0.5f) : og);
 }
 
 /* F.silu: x sigmoid(x); gradient s (1 + x (1 - s)) as torch writes it. */
-static inline float k_sf_silu(float x) { return x * k_vm_sigmoid(x); }
-static inline float k_sf_silu_grad(float og, float x, float y) {
+K_SF_INLINE float k_sf_silu(float x) { return x * k_vm_sigmoid(x); }
+K_SF_INLINE float k_sf_silu_grad(float og, float x, float y) {
   float s = k_vm_sigmoid(x);
   return og * (s * (1.0f + x * (1.0f - s)));
 }
 
 /* activation selects by act_type (K_ACT_RELU=0, SIGMOID, TANH, SOFTRELU); its backward
  * declares only the output, so every branch's gradient reads y. */
-static inline float k_sf_activation(float x, int act_type) {
+K_SF_INLINE float k_sf_activation(float x, int act_type) {
   switch (act_type) {
   case 0: return k_sf_relu(x);
   case 1: return k_sf_sigmoid(x);
@@ -359,7 +371,7 @@ static inline float k_sf_activation(float x, int act_type) {
   default: return k_sf_softrelu(x);
   }
 }
-static inline float k_sf_activation_grad(float og, float x, float y, int act_type) {
+K_SF_INLINE float k_sf_activation_grad(float og, float x, float y, int act_type) {
   switch (act_type) {
   case 0: return k_sf_relu_grad(og, x, y);
   case 1: return k_sf_sigmoid_grad(og, x, y);
@@ -369,42 +381,42 @@ static inline float k_sf_activation_grad(float og, float x, float y, int act_typ
 }
 
 /* ---- binary ---- */
-static inline float k_sf_add(float a, float b) { return a + b; }
-static inline float k_sf_add_grad_a(float og, float a, float b, float y) { return og; }
-static inline float k_sf_add_grad_b(float og, float a, float b, float y) { return og; }
-static inline float k_sf_sub(float a, float b) { return a - b; }
-static inline float k_sf_sub_grad_a(float og, float a, float b, float y) { return og; }
-static inline float k_sf_sub_grad_b(float og, float a, float b, float y) { return -og; }
-static inline float k_sf_mul(float a, float b) { return a * b; }
-static inline float k_sf_mul_grad_a(float og, float a, float b, float y) { return og * b; }
-static inline float k_sf_mul_grad_b(float og, float a, float b, float y) { return og * a; }
-static inline float k_sf_div(float a, float b) { return a / b; }
-static inline float k_sf_div_grad_a(float og, float a, float b, float y) { return og / b; }
-static inline float k_sf_div_grad_b(float og, float a, float b, float y) { return -og * a / (b * b); }
+K_SF_INLINE float k_sf_add(float a, float b) { return a + b; }
+K_SF_INLINE float k_sf_add_grad_a(float og, float a, float b, float y) { return og; }
+K_SF_INLINE float k_sf_add_grad_b(float og, float a, float b, float y) { return og; }
+K_SF_INLINE float k_sf_sub(float a, float b) { return a - b; }
+K_SF_INLINE float k_sf_sub_grad_a(float og, float a, float b, float y) { return og; }
+K_SF_INLINE float k_sf_sub_grad_b(float og, float a, float b, float y) { return -og; }
+K_SF_INLINE float k_sf_mul(float a, float b) { return a * b; }
+K_SF_INLINE float k_sf_mul_grad_a(float og, float a, float b, float y) { return og * b; }
+K_SF_INLINE float k_sf_mul_grad_b(float og, float a, float b, float y) { return og * a; }
+K_SF_INLINE float k_sf_div(float a, float b) { return a / b; }
+K_SF_INLINE float k_sf_div_grad_a(float og, float a, float b, float y) { return og / b; }
+K_SF_INLINE float k_sf_div_grad_b(float og, float a, float b, float y) { return -og * a / (b * b); }
 
 /* torch masks pow's gradients: d/da is 0 where b == 0, d/db is 0 where a == 0 and b >= 0. */
-static inline float k_sf_pow(float a, float b) { return k_vm_pow(a, b); }
-static inline float k_sf_pow_grad_a(float og, float a, float b, float y) {
+K_SF_INLINE float k_sf_pow(float a, float b) { return k_vm_pow(a, b); }
+K_SF_INLINE float k_sf_pow_grad_a(float og, float a, float b, float y) {
   return b == 0.0f ? 0.0f : og * b * k_vm_pow(a, b - 1.0f);
 }
-static inline float k_sf_pow_grad_b(float og, float a, float b, float y) {
+K_SF_INLINE float k_sf_pow_grad_b(float og, float a, float b, float y) {
   return (a == 0.0f && b >= 0.0f) ? 0.0f : og * y * k_vm_log(a);
 }
 
 /* torch.maximum/minimum propagate NaN (fmaxf would not) and split the gradient at ties;
  * the masks mirror torch's derivative formulas, so a NaN operand passes og to both. */
-static inline float k_sf_maximum(float a, float b) { return (a > b || a != a) ? a : b; }
-static inline float k_sf_maximum_grad_a(float og, float a, float b, float y) {
+K_SF_INLINE float k_sf_maximum(float a, float b) { return (a > b || a != a) ? a : b; }
+K_SF_INLINE float k_sf_maximum_grad_a(float og, float a, float b, float y) {
   return a == b ? 0.5f * og : (a < b ? 0.0f : og);
 }
-static inline float k_sf_maximum_grad_b(float og, float a, float b, float y) {
+K_SF_INLINE float k_sf_maximum_grad_b(float og, float a, float b, float y) {
   return a == b ? 0.5f * og : (a > b ? 0.0f : og);
 }
-static inline float k_sf_minimum(float a, float b) { return (a < b || a != a) ? a : b; }
-static inline float k_sf_minimum_grad_a(float og, float a, float b, float y) {
+K_SF_INLINE float k_sf_minimum(float a, float b) { return (a < b || a != a) ? a : b; }
+K_SF_INLINE float k_sf_minimum_grad_a(float og, float a, float b, float y) {
   return a == b ? 0.5f * og : (a > b ? 0.0f : og);
 }
-static inline float k_sf_minimum_grad_b(float og, float a, float b, float y) {
+K_SF_INLINE float k_sf_minimum_grad_b(float og, float a, float b, float y) {
   return a == b ? 0.5f * og : (a < b ? 0.0f : og);
 }
 

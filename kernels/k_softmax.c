@@ -74,9 +74,44 @@ K_VEC_TARGETS static void k_softmax_row(const float *x, float *y, int64_t n, int
   }
 }
 
+/* softmax's gx = y * (og - <og, y>) on vector types: as lane arrays gcc left the sum's lanes
+ * in scalar registers. Element k in lane k % 16, same operations in the same order as the
+ * plain loops: the same bits. A vector of og is read before gx's is written (gx may be og). */
+static inline void k_softmax_row_grad_vec(const float *og, const float *y, float *gx, int64_t n, k_req req) {
+  k_vf16 acc = {0}, vo, vy, old;
+  float l[K_LANES];
+  int64_t k = 0;
+  for (; k + K_LANES <= n; k += K_LANES) {
+    K_VF16_LOAD(vo, og + k);
+    K_VF16_LOAD(vy, y + k);
+    acc += vo * vy;
+  }
+  __builtin_memcpy(l, &acc, sizeof l);
+  for (int i = 0; k + i < n; i++) l[i] += og[k + i] * y[k + i];
+  float s = k_lanes_sum(l);
+  for (k = 0; k + K_LANES <= n; k += K_LANES) {
+    K_VF16_LOAD(vo, og + k);
+    K_VF16_LOAD(vy, y + k);
+    k_vf16 t = vy * (vo - s);
+    if (req == kAddTo) {
+      K_VF16_LOAD(old, gx + k);
+      t = old + t;
+    }
+    __builtin_memcpy(gx + k, &t, sizeof t);
+  }
+  for (; k < n; k++) {
+    float t = y[k] * (og[k] - s);
+    gx[k] = req == kAddTo ? gx[k] + t : t;
+  }
+}
+
 /* softmax: gx = y * (og - <og, y>);  log_softmax: gx = og - exp(y) * sum(og). */
 K_VEC_TARGETS static void k_softmax_row_grad(const float *og, const float *y, float *gx, int64_t n, int is_log,
                                k_req req) {
+  if (!is_log) {
+    k_softmax_row_grad_vec(og, y, gx, n, req);
+    return;
+  }
   float l[K_LANES] = {0}, t[K_BLOCK];
   int64_t k = 0;
   for (; k + K_LANES <= n; k += K_LANES)

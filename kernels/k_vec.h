@@ -54,17 +54,43 @@ static inline int k_vec_light_stem(const char *stem) {
 #endif
 #endif
 
-/* y[k] = t[k] or y[k] += t[k]; t is a stack block, so it never overlaps y. */
+/* y[k] = t[k] or y[k] += t[k]; t is a stack block, so it never overlaps y. The copy goes a
+ * vector at a time: as one plain loop gcc turned it into a memcpy of unknown length, inlined
+ * as `rep movsq`, whose start-up cost more than a short row's (128 floats) arithmetic. */
 static inline void k_store_block(float *y, const float *restrict t, int64_t n, k_req req) {
-  if (req == kAddTo) for (int64_t k = 0; k < n; k++) y[k] += t[k];
-  else for (int64_t k = 0; k < n; k++) y[k] = t[k];
+  int64_t k = 0;
+  if (req == kAddTo) {
+    for (; k < n; k++) y[k] += t[k];
+    return;
+  }
+  for (; k + K_LANES <= n; k += K_LANES)
+    for (int i = 0; i < K_LANES; i++) y[k + i] = t[k + i];
+  for (; k < n; k++) y[k] = t[k];
 }
 
-/* The lanes of a horizontal sum, added pairwise in a fixed order. */
+/* The lanes of a horizontal sum, added pairwise in a fixed order: lane i + w into lane i for
+ * w = 8, 4, 2, 1. Written on vector types (halves added in registers) because the loop form,
+ * an array of partial sums, went through the stack with narrower loads of wider stores,
+ * store-forwarding stalls that cost a short row (layer_norm's 128, softmax's 64) more than
+ * its arithmetic. Same additions, same order, same bits. */
+typedef float k_vf16 __attribute__((vector_size(64)));
+typedef float k_vf8 __attribute__((vector_size(32)));
+typedef float k_vf4 __attribute__((vector_size(16)));
+_Static_assert(K_LANES == 16, "k_lanes_sum folds 16 lanes");
+
+/* v = the 16 floats at p, unaligned (a macro: a function returning a k_vf16 warns that the
+ * AVX-512 ABI differs). Kernels whose short rows gcc's SLP handles badly as lane arrays write
+ * the whole vectors on k_vf16 (GCC vector extensions; the baseline clone splits them). */
+#define K_VF16_LOAD(v, p) __builtin_memcpy(&(v), (p), sizeof(v))
+
 static inline float k_lanes_sum(float *l) {
-  for (int w = K_LANES / 2; w > 0; w /= 2)
-    for (int i = 0; i < w; i++) l[i] += l[i + w];
-  return l[0];
+  k_vf16 v;
+  __builtin_memcpy(&v, l, sizeof v);
+  k_vf8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+            __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  k_vf4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+  float c0 = b[0] + b[2], c1 = b[1] + b[3];
+  return c0 + c1;
 }
 
 /* NaN-propagating max (torch.amax): NaN wins, else the larger. */

@@ -77,7 +77,8 @@ void k_batch_norm_predict_coeffs(float gamma, float beta, float mean, float var,
 /* k_embedding.c — gather forward; scatter-add backward into the weight gradient. */
 
 /* k_optim.c — updates exactly as torch.optim.SGD / Adam (weight decay added to the
- * gradient, dampening 0, no Nesterov). Buffers start at zero; step counts from 1. Large
+ * gradient, dampening 0, no Nesterov). Buffers start at zero; step counts from 1. w, g and
+ * the moment buffers must be distinct (the Adam loop is vectorised on that promise). Large
  * tensors are split over threads. */
 void k_sgd_update(float *w, const float *g, float *mom, int64_t n, float lr, const k_sgd_param *p);
 void k_adam_update(float *w, const float *g, float *m, float *v, int64_t n, float lr,

@@ -144,6 +144,30 @@ static void ln_check(const char *name, k_shape ds) {
   for (int j = 0; j < 3; j++) kt_tensor_free(&c.in[j]);
 }
 
+/* A NaN or an inf anywhere in a row makes that whole row NaN (as F.layer_norm: inf - mean
+ * is inf - inf or inf, the variance NaN or inf), in the full vector or the tail of a row of
+ * 17, and leaves the other rows alone. */
+static void ln_check_nonfinite(void) {
+  enum { D = 17 };
+  float specials[3] = {NAN, INFINITY, -INFINITY}, g[D], b[D], x[2 * D], y[2 * D], m[2], inv[2];
+  int at[2] = {2, 16};
+  char err[64];
+  for (int i = 0; i < D; i++) g[i] = 1.0f, b[i] = 0.0f;
+  for (int s = 0; s < 3; s++)
+    for (int a = 0; a < 2; a++) {
+      for (int i = 0; i < 2 * D; i++) x[i] = (float)(i % 7) - 3.0f;
+      x[at[a]] = specials[s];
+      k_layer_norm_param p = {1, 1e-5f};
+      k_tensor in[3] = {{x, kt_shape(2, 2, D), K_F32}, {g, kt_shape(1, D), K_F32}, {b, kt_shape(1, D), K_F32}};
+      k_tensor out[3] = {{y, in[0].shape, K_F32}, {m, kt_shape(1, 2), K_F32}, {inv, kt_shape(1, 2), K_F32}};
+      k_req req[3] = {kWriteTo, kWriteTo, kWriteTo};
+      k_call call = {in, 3, out, 3, req, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+      int ok = k_layer_norm_forward(&call) == 0;
+      for (int i = 0; i < D; i++) ok &= isnan(y[i]) && isfinite(y[D + i]);
+      KT_CHECK(ok, "layer_norm with %g at %d: its row NaN, the other finite", specials[s], at[a]);
+    }
+}
+
 int main(void) {
   bn_check_train_forward("bn train axis 1", kt_shape(4, 4, 3, 2, 2), 1);
   bn_check_train_forward("bn train axis 2 (channels last)", kt_shape(3, 5, 2, 3), 2);
@@ -158,5 +182,6 @@ int main(void) {
   ln_check("layer_norm rows over one block", kt_shape(2, 3, 300));   /* 256-float blocks */
   ln_check("layer_norm rows off the lanes", kt_shape(3, 2, 7, 19));   /* 16 lanes + a tail */
   ln_check("layer_norm rows of one", kt_shape(2, 5, 1));
+  ln_check_nonfinite();
   return kt_finish("test_norm");
 }

@@ -110,6 +110,78 @@ static void test_large(void) {
   kt_tensor_free(&x);
 }
 
+/* Contiguous rows at every length around the 16-float vectors (a row of 1 included), each
+ * written (kWriteTo) and added (kAddTo onto 1.0) against the double reference. */
+static void test_row_lengths(void) {
+  int64_t lens[] = {1, 2, 15, 16, 17, 31, 33, 64};
+  char err[64];
+  for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+    k_tensor x = kt_tensor_f32(kt_shape(2, 3, lens[k]), -4, 4, 60 + k);
+    int64_t n = 3 * lens[k];
+    float *want = malloc((size_t)n * sizeof(float)), *y = malloc((size_t)n * sizeof(float));
+    k_tensor ty = {y, x.shape, K_F32};
+    k_softmax_param p = {1};
+    for (int is_log = 0; is_log < 2; is_log++) {
+      reference(x.data, x.shape, 1, is_log, 0, want);
+      for (int add = 0; add < 2; add++) {
+        k_req req = add ? kAddTo : kWriteTo;
+        k_call call = {&x, 1, &ty, 1, &req, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+        for (int64_t i = 0; i < n; i++) y[i] = add ? 1.0f : NAN;
+        (is_log ? k_log_softmax_forward : k_softmax_forward)(&call);
+        for (int64_t i = 0; i < n && add; i++) y[i] -= 1.0f;
+        KT_CHECK(kt_expect_close("softmax row", y, want, n, 1e-5f, 2e-6f) == 0,
+                 "%s rows of %lld, req %d", is_log ? "log_softmax" : "softmax", (long long)lens[k], req);
+      }
+    }
+    free(want);
+    free(y);
+    kt_tensor_free(&x);
+  }
+}
+
+/* Non-finite inputs fall in torch's classes: a NaN or a +inf makes its whole row NaN (inf - inf
+ * is NaN), a row of -inf is NaN, a -inf among finite values gets 0 (log: -inf) and leaves
+ * the rest a distribution. Rows of 17 put the value in the full vector and in the tail. */
+static void test_nonfinite(void) {
+  enum { N = 17 };
+  char err[64];
+  int at[2] = {3, 16};
+  float specials[3] = {NAN, INFINITY, -INFINITY};
+  for (int is_log = 0; is_log < 2; is_log++)
+    for (int s = 0; s < 3; s++)
+      for (int a = 0; a < 2; a++) {
+        float x[N], y[N];
+        for (int i = 0; i < N; i++) x[i] = (float)(i % 5) - 2.0f;
+        x[at[a]] = specials[s];
+        k_tensor tx = {x, kt_shape(1, N), K_F32}, ty = {y, tx.shape, K_F32};
+        k_softmax_param p = {0};
+        k_req w = kWriteTo;
+        k_call call = {&tx, 1, &ty, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+        (is_log ? k_log_softmax_forward : k_softmax_forward)(&call);
+        int ok = 1;
+        double sum = 0;
+        for (int i = 0; i < N; i++) {
+          if (s < 2) ok &= isnan(y[i]);
+          else if (i == at[a]) ok &= is_log ? y[i] == -INFINITY : y[i] == 0.0f;
+          else ok &= isfinite(y[i]), sum += is_log ? exp(y[i]) : y[i];
+        }
+        if (s == 2) ok &= fabs(sum - 1.0) < 1e-5;
+        KT_CHECK(ok, "%s with %g at %d", is_log ? "log_softmax" : "softmax", specials[s], at[a]);
+      }
+  for (int is_log = 0; is_log < 2; is_log++) {   /* a row of -inf */
+    float x[N], y[N];
+    for (int i = 0; i < N; i++) x[i] = -INFINITY;
+    k_tensor tx = {x, kt_shape(1, N), K_F32}, ty = {y, tx.shape, K_F32};
+    k_softmax_param p = {0};
+    k_req w = kWriteTo;
+    k_call call = {&tx, 1, &ty, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+    (is_log ? k_log_softmax_forward : k_softmax_forward)(&call);
+    int ok = 1;
+    for (int i = 0; i < N; i++) ok &= isnan(y[i]);
+    KT_CHECK(ok, "%s of a row of -inf is NaN", is_log ? "log_softmax" : "softmax");
+  }
+}
+
 /* y over x, then gx over og: both equal to the out-of-place results (on [4, 5], axis 1:
  * contiguous rows, axis 0: strided ones). */
 static void test_inplace(int axis) {
@@ -216,6 +288,8 @@ int main(void) {
   test_axes();
   test_long_rows();
   test_large();
+  test_row_lengths();
+  test_nonfinite();
   test_inplace(0);
   test_inplace(1);
   test_xent();
