@@ -4,6 +4,7 @@
 #include "k_blas.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -135,25 +136,37 @@ static int64_t k_sgemm_grain(const k_sgemm_job *j, int64_t dim) {
   return grain;
 }
 
+/* The epilogue over rows [lo, hi) of a product already complete. */
+typedef struct { k_sgemm_after_fn after; void *ctx; } k_sgemm_after_job;
+
+static void k_sgemm_after_block(void *ctx, int64_t lo, int64_t hi) {
+  const k_sgemm_after_job *j = ctx;
+  j->after(j->ctx, lo, hi);
+}
+
 static void k_sgemm_pack_block(void *ctx, int64_t lo, int64_t hi) {
   k_sgemm_job *j = ctx;
   k_sg_pack_panels(j->isa, &j->g, lo, hi, (float *)j->bp);
 }
 
-/* Blocks of rows would each pack all of op(B): with more than one, it is packed once here (its
- * panels split over the pool), and every block reads that. Returns the buffer to free. */
-static float *k_sgemm_pack_shared(k_sgemm_job *j, int64_t grain) {
+/* op(B) of j packed whole into j->bp, its panels split over the pool. */
+static void k_sgemm_pack_all(k_sgemm_job *j) {
+  int64_t nr = k_sg_panel_cols(j->isa), per = K_SGEMM_PACK_GRAIN / (j->g.K * nr);
+  k_parallel_for((j->g.N + nr - 1) / nr, per > 0 ? per : 1, k_sgemm_pack_block, j);
+}
+
+/* Blocks of rows would each pack all of op(B): with more than one, it is packed once here and
+ * every block reads that. Returns the allocation to free, NULL when the blocks pack their own. */
+static void *k_sgemm_pack_shared(k_sgemm_job *j, int64_t grain) {
   const k_sg_args *g = &j->g;
-  if (!j->isa || !j->by_rows || k_parallel_chunks(g->M, grain) <= 1 || g->K == 0 || g->alpha == 0.0f ||
-      k_sgemm_is_gemv(g))
+  if (!j->isa || j->bp || !j->by_rows || k_parallel_chunks(g->M, grain) <= 1 || g->K == 0 ||
+      g->alpha == 0.0f || k_sgemm_is_gemv(g))
     return NULL;
-  float *bp = NULL;
-  if (posix_memalign((void **)&bp, 64, (size_t)k_sg_packed_floats(j->isa, g->K, g->N) * sizeof(float)))
-    return NULL;   /* each block packs its own */
-  int64_t nr = k_sg_panel_cols(j->isa), per = K_SGEMM_PACK_GRAIN / (g->K * nr);
-  j->bp = bp;
-  k_parallel_for((g->N + nr - 1) / nr, per > 0 ? per : 1, k_sgemm_pack_block, j);
-  return bp;
+  void *mem = malloc((size_t)k_sg_packed_floats(j->isa, g->K, g->N) * sizeof(float) + 64);
+  if (!mem) return NULL;
+  j->bp = (const float *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
+  k_sgemm_pack_all(j);
+  return mem;
 }
 
 static k_sgemm_job k_sgemm_job_of(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K,
@@ -164,10 +177,28 @@ static k_sgemm_job k_sgemm_job_of(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_
   return j;
 }
 
-static void k_sgemm_run(k_sgemm_job *j, int64_t grain) {
-  float *bp = k_sgemm_pack_shared(j, grain);
+/* The product in blocks of `grain` rows or columns, then `after` (if any) over blocks of rows
+ * of at most `cap`: run by each block of rows as it completes, or once the whole product is
+ * done when the blocks are columns. */
+static void k_sgemm_run(k_sgemm_job *j, int64_t grain, k_sgemm_after_fn after, void *ctx, int64_t cap) {
+  if (j->by_rows) {
+    j->after = after;
+    j->ctx = ctx;
+    if (after && grain > cap) grain = cap;
+  }
+  void *mem = k_sgemm_pack_shared(j, grain);
   k_parallel_for(j->by_rows ? j->g.M : j->g.N, grain, k_sgemm_block, j);
-  free(bp);
+  free(mem);
+  if (after && !j->by_rows) {
+    k_sgemm_after_job aj = {after, ctx};
+    k_parallel_for(j->g.M, cap, k_sgemm_after_block, &aj);
+  }
+}
+
+/* inside another loop's chunk the blocks would run one after another: one call packs less */
+static int64_t k_sgemm_split(const k_sgemm_job *j) {
+  int64_t dim = j->by_rows ? j->g.M : j->g.N;
+  return k_parallel_nested() ? dim : k_sgemm_grain(j, dim);
 }
 
 void k_sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K, float alpha,
@@ -175,35 +206,42 @@ void k_sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64
              int64_t ldc) {
   if (M <= 0 || N <= 0) return;
   k_sgemm_job j = k_sgemm_job_of(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  int64_t dim = j.by_rows ? M : N;
-  /* inside another loop's chunk the blocks would run one after another: one call packs less */
-  k_sgemm_run(&j, k_parallel_nested() ? dim : k_sgemm_grain(&j, dim));
+  k_sgemm_run(&j, k_sgemm_split(&j), NULL, NULL, 0);
 }
 
-/* The epilogue over rows [lo, hi) of a product already complete. */
-typedef struct { k_sgemm_after_fn after; void *ctx; } k_sgemm_after_job;
-
-static void k_sgemm_after_block(void *ctx, int64_t lo, int64_t hi) {
-  const k_sgemm_after_job *j = ctx;
-  j->after(j->ctx, lo, hi);
+void k_sgemm_rows_packed(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K, float alpha,
+                         const float *A, int64_t lda, const float *B, int64_t ldb, const float *bp,
+                         float beta, float *C, int64_t ldc, k_sgemm_after_fn after, void *ctx) {
+  if (M <= 0 || N <= 0) return;
+  k_sgemm_job j = k_sgemm_job_of(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (j.isa) j.bp = bp;
+  /* a product wider than tall is split by columns (blocks of rows would each read all of B);
+   * C is then at most N x N and the epilogue follows over blocks of rows */
+  k_sgemm_run(&j, k_sgemm_split(&j), after, ctx, K_SGEMM_EPI_FLOATS / N > 0 ? K_SGEMM_EPI_FLOATS / N : 1);
 }
 
 void k_sgemm_rows(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K, float alpha,
                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                   int64_t ldc, k_sgemm_after_fn after, void *ctx) {
-  if (M <= 0 || N <= 0) return;
-  int64_t cap = K_SGEMM_EPI_FLOATS / N > 0 ? K_SGEMM_EPI_FLOATS / N : 1;
-  if (M < N) {
-    /* k_sgemm splits a wide product by columns (blocks of rows would read all of B once per
-     * block); C is then at most N x N and the epilogue follows over blocks of rows */
-    k_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    k_sgemm_after_job aj = {after, ctx};
-    k_parallel_for(M, cap, k_sgemm_after_block, &aj);
-    return;
-  }
-  k_sgemm_job j = k_sgemm_job_of(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  j.after = after;
-  j.ctx = ctx;
-  int64_t grain = k_parallel_nested() ? M : k_sgemm_grain(&j, M);
-  k_sgemm_run(&j, grain > cap ? cap : grain);
+  k_sgemm_rows_packed(ta, tb, M, N, K, alpha, A, lda, B, ldb, NULL, beta, C, ldc, after, ctx);
+}
+
+/* ---- op(B) packed ahead ---------------------------------------------------------------------- */
+
+size_t k_sgemm_packed_bytes(int64_t N, int64_t K) {
+  const k_sg_isa *isa = k_blas_isa();
+  if (!isa || N <= 0 || K <= 0) return 0;
+  return (size_t)k_sg_packed_floats(isa, K, N) * sizeof(float);
+}
+
+uint64_t k_sgemm_packed_key(void) {
+  const k_sg_isa *isa = k_blas_isa();
+  return isa ? 0x6b73670000000000ull | (uint64_t)k_sg_panel_cols(isa) << 8 | (uint64_t)k_sg_vector(isa) : 0;
+}
+
+void k_sgemm_pack(CBLAS_TRANSPOSE tb, int64_t N, int64_t K, const float *B, int64_t ldb, float *bp) {
+  k_sgemm_job j = k_sgemm_job_of(CblasNoTrans, tb, 1, N, K, 1.0f, NULL, 1, B, ldb, 0.0f, NULL, 1);
+  if (!j.isa || N <= 0 || K <= 0) return;
+  j.bp = bp;
+  k_sgemm_pack_all(&j);
 }

@@ -10,6 +10,7 @@
 #define KILN_K_BLAS_H
 
 #include <cblas.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* cblas_sgemm in row-major order: C = alpha op(A) op(B) + beta C, C being M x N, any leading
@@ -31,6 +32,23 @@ typedef void (*k_sgemm_after_fn)(void *ctx, int64_t m0, int64_t m1);
 void k_sgemm_rows(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K, float alpha,
                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                   int64_t ldc, k_sgemm_after_fn after, void *ctx);
+
+/* op(B) packed ahead, for a product whose op(B) stays the same across calls (fully_connected's
+ * weights in a predict program, kept in its k_cache until the weights change): the packing's
+ * size in bytes, 0 when products would not use one (OpenBLAS); a nonzero key naming its layout
+ * (it changes with the implementation, k_sgemm_use); and the packing of op(B) (K x N) into bp,
+ * 64-byte aligned, split over the pool. */
+size_t k_sgemm_packed_bytes(int64_t N, int64_t K);
+uint64_t k_sgemm_packed_key(void);
+void k_sgemm_pack(CBLAS_TRANSPOSE tb, int64_t N, int64_t K, const float *B, int64_t ldb, float *bp);
+
+/* k_sgemm_rows reading op(B) from bp, packed by k_sgemm_pack under the current key, instead of
+ * packing it (bp NULL: exactly k_sgemm_rows; after may be NULL: exactly k_sgemm). B is still
+ * read when the product is one row or one column, or the implementation has no packing. Same
+ * bits as without bp. */
+void k_sgemm_rows_packed(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K, float alpha,
+                         const float *A, int64_t lda, const float *B, int64_t ldb, const float *bp,
+                         float beta, float *C, int64_t ldc, k_sgemm_after_fn after, void *ctx);
 
 /* Which implementation computes the products: "avx512", "avx2" or "openblas" (KILN_GEMM, read
  * at the first product, and the CPU decide). k_sgemm_use switches it ("openblas", "avx2", or

@@ -122,6 +122,8 @@ const char *k_sg_name(const k_sg_isa *isa) { return isa ? isa->name : "openblas"
 
 int64_t k_sg_panel_cols(const k_sg_isa *isa) { return isa->V * isa->NV; }
 
+int64_t k_sg_vector(const k_sg_isa *isa) { return isa->V; }
+
 /* ---- blocking -------------------------------------------------------------------------------- */
 
 /* K in nk blocks of near-equal length, block b = [k0(b), k0(b + 1)): from K alone. */

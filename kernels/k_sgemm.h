@@ -26,6 +26,7 @@ const char *k_sg_name(const k_sg_isa *isa);
 /* Columns per panel of packed B; a block of columns handed to k_sg_compute with a shared
  * packing starts on a multiple of it. */
 int64_t k_sg_panel_cols(const k_sg_isa *isa);
+int64_t k_sg_vector(const k_sg_isa *isa);   /* floats per vector register */
 
 /* op(B) packed whole, once, for several k_sg_compute calls: its size in floats, and panels
  * [p0, p1) of it (k_parallel_for can split the panels; there are ceil(N / panel_cols)). */

@@ -4,7 +4,9 @@
  * dimensions larger than needed (the padding must stay untouched), and beta 0 on C filled with
  * NaN (which must not be read). Then the bits: the same product with 1 and 2 threads, and cut
  * into sub-products (blocks of rows and columns at odd offsets, as k_sgemm's blocks cut it),
- * must be identical. Every implementation the CPU runs is checked: avx512, avx2, openblas. */
+ * must be identical; so must a product whose op(B) was packed ahead (k_sgemm_pack), and
+ * fully_connected forward reading its packed weights from a k_cache. Every implementation the
+ * CPU runs is checked: avx512, avx2, openblas. */
 #include "kt_harness.h"
 #include "k_blas.h"
 #include "k_parallel.h"
@@ -153,6 +155,68 @@ static void t_bits(const char *impl, int64_t M, int64_t N, int64_t K, int ta, in
   t_free(&p);
 }
 
+/* After-callback of k_sgemm_rows_packed: counts the rows it was handed. */
+static void t_after(void *ctx, int64_t m0, int64_t m1) { *(int64_t *)ctx += m1 - m0; }
+
+/* op(B) packed ahead (k_sgemm_pack) gives the bits of k_sgemm, with and without an epilogue
+ * callback, which sees every row once. */
+static void t_packed(const char *impl, int64_t M, int64_t N, int64_t K, int ta, int tb) {
+  t_prod p = t_make(M, N, K, ta, tb, 2, 1.0f, 0.5f, 7);
+  float *want = t_result(&p);
+  size_t bytes = k_sgemm_packed_bytes(N, K);
+  KT_CHECK((bytes == 0) == (strcmp(impl, "openblas") == 0), "%s: packed size %zu", impl, bytes);
+  float *bp = bytes ? aligned_alloc(64, (bytes + 63) / 64 * 64) : NULL;
+  if (bp) k_sgemm_pack(tb ? CblasTrans : CblasNoTrans, N, K, p.B, p.ldb, bp);
+  for (int with_after = 0; with_after < 2; with_after++) {
+    float *C = t_alloc(M * p.ldc);
+    memcpy(C, p.C, (size_t)(M * p.ldc) * sizeof(float));
+    int64_t rows = 0;
+    k_sgemm_rows_packed(ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, p.alpha, p.A,
+                        p.lda, p.B, p.ldb, bp, p.beta, C, p.ldc, with_after ? t_after : NULL, &rows);
+    KT_CHECK(memcmp(C, want, (size_t)(M * p.ldc) * sizeof(float)) == 0 && rows == (with_after ? M : 0),
+             "%s packed %lldx%lldx%lld ta=%d tb=%d after=%d: differs from k_sgemm (rows seen %lld)", impl,
+             (long long)M, (long long)N, (long long)K, ta, tb, with_after, (long long)rows);
+    free(C);
+  }
+  free(bp);
+  free(want);
+  t_free(&p);
+}
+
+/* fully_connected forward with a k_cache holding the packed weights: the bits of a call
+ * without one, on the first call (packing), the second (reusing) and after the weights change
+ * (the runtime clears the key). */
+static void t_fc_cache(const char *impl, int64_t rows, int64_t in, int64_t H) {
+  k_fc_param prm = {H, 0, 1};
+  k_tensor x = kt_tensor_f32(kt_shape(2, rows, in), -1, 1, 11), w = kt_tensor_f32(kt_shape(2, H, in), -1, 1, 12),
+           b = kt_tensor_f32(kt_shape(1, H), -1, 1, 13);
+  k_tensor ins[3] = {x, w, b};
+  float *y0 = t_alloc(rows * H), *y1 = t_alloc(rows * H);
+  k_tensor out0 = {y0, kt_shape(2, rows, H), K_F32}, out1 = {y1, kt_shape(2, rows, H), K_F32};
+  k_req req = kWriteTo;
+  char err[128];
+  k_cache cache = {NULL, 0, 0, 0x2 | 0x4};
+  k_call plain = {ins, 3, &out0, 1, &req, &prm, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+  k_call cached = plain;
+  cached.out = &out1;
+  cached.cache = &cache;
+  for (int round = 0; round < 3; round++) {
+    if (round == 2) {   /* new weights */
+      kt_fill_uniform(w.data, H * in, -1, 1, 14);
+      cache.key = 0;
+    }
+    k_fully_connected_forward(&plain);
+    k_fully_connected_forward(&cached);
+    KT_CHECK(memcmp(y0, y1, (size_t)(rows * H) * sizeof(float)) == 0, "%s fc %lldx%lld->%lld cached, call %d: differs",
+             impl, (long long)rows, (long long)in, (long long)H, round);
+  }
+  KT_CHECK((cache.key != 0) == (strcmp(impl, "openblas") != 0 && rows > 1), "%s fc cache key %llx", impl,
+           (unsigned long long)cache.key);
+  free(cache.data);
+  free(y0); free(y1);
+  kt_tensor_free(&x); kt_tensor_free(&w); kt_tensor_free(&b);
+}
+
 static void t_suite(const char *want) {
   const char *impl = k_sgemm_use(want);
   if (strcmp(impl, want) != 0) {
@@ -165,6 +229,14 @@ static void t_suite(const char *want) {
     t_bits(impl, 64, 784, 400, t & 1, t >> 1, 1.0f);    /* blocks of columns, K in two */
   }
   t_bits(impl, 520, 130, 900, 0, 1, 0.5f);             /* K in three blocks */
+  for (int t = 0; t < 4; t++) {
+    t_packed(impl, 300, 100, 700, t & 1, t >> 1);   /* blocks of rows */
+    t_packed(impl, 40, 333, 65, t & 1, t >> 1);     /* blocks of columns */
+    t_packed(impl, 1, 50, 30, t & 1, t >> 1);       /* one row: sgemv, bp unused */
+  }
+  t_fc_cache(impl, 64, 784, 128);
+  t_fc_cache(impl, 5, 33, 10);
+  t_fc_cache(impl, 1, 33, 10);
 }
 
 int main(void) {
