@@ -6,15 +6,19 @@
  * (kc floats each) stay in L1 while the panels stream from L2.
  *
  * Why not OpenBLAS alone: Debian's OpenBLAS 0.3.21 takes this project's Zen 5 for a Haswell
- * and runs its AVX2 kernels at about half the AVX-512 peak. The instruction set is picked at
- * run time (__builtin_cpu_supports): AVX-512 (MR 14 x 32 columns, 28 of the 32 zmm
- * registers accumulate), AVX2 + FMA (6 x 16 in 12 of 16 ymm); without either k_sg_pick
- * answers NULL and k_blas.c keeps OpenBLAS.
+ * and runs its AVX2 kernels, at about half of the AVX-512 peak (bench/kernels --gemm: 100-110
+ * GFLOP/s where this file gets 190-225 of the 228 one core can do). The instruction set is
+ * picked at run time (__builtin_cpu_supports): AVX-512 (MR 14 x 32 columns: 28 of the 32 zmm
+ * registers accumulate, 2 hold B, broadcasts of A fold into the FMA), AVX2 + FMA (6 x 16: 12
+ * of 16 ymm, 2 of B, 1 broadcast); without either k_sg_pick answers NULL and k_blas.c keeps
+ * OpenBLAS.
  *
- * A is read in place when not transposed (a tile's mr rows are mr streams along k, which L1
- * holds); A^T is packed per tile, kc x mr. The row tiles of a block have balanced heights
- * (64 rows: 5 tiles of 13 or 12, not 4 of 14 and one of 8) so no tile is short of
- * accumulators. Columns past a panel's end are zero in the packing and masked at the store.
+ * A is never packed: a tile's mr rows of A are mr streams along k (A^T: kc rows of mr
+ * consecutive floats, lda apart), which stay in L1 across the panels; packing A^T per tile
+ * cost 10-20% of a transposed-A product and gained nothing. B is packed, transposed in
+ * registers when it is B^T. The row tiles of a block have balanced heights (64 rows: 5 tiles
+ * of 13 or 12, not 4 of 14 and one of 8) so no tile is short of accumulators. Columns past a
+ * panel's end are zero in the packing and masked at the store.
  *
  * Bits: the K blocks depend on K alone, and each element of C is the same chain of operations
  * in every tile shape (k_sgemm_isa.h), so C does not depend on how a caller splits M and N —
@@ -26,10 +30,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Longest K block: a tile's rows of A (MR x KC floats) are what must stay in L1 (48 KiB on
- * Zen 5) while the panels stream past: 14 rows x 384 = 21 KiB. */
-#ifndef K_SG_KC   /* (overridable for tuning experiments) */
-#define K_SG_KC 512
+/* Longest K block. A tile's rows of A (MR x KC floats, 14 KiB) stay in L1 (48 KiB on Zen 5)
+ * while the panels stream past. Shorter blocks also round better: each element is a chain of
+ * FMAs per block, the blocks then added in C; at 512 (one block up to K = 512) the error of a
+ * 500-term product was 1.4x OpenBLAS's and a convolution test comparing the im2col path with
+ * the direct one at 1e-5 failed, at 256 it is OpenBLAS's, for about 2% of speed at K = 512.
+ * Overridable for tuning experiments (-DK_SG_KC=...), as is the next. */
+#ifndef K_SG_KC
+#define K_SG_KC 256
 #endif
 /* Packed floats of op(B) per chunk: 96 Ki floats = 384 KiB, inside a 1 MiB L2 beside A. */
 #ifndef K_SG_L2_FLOATS
@@ -37,14 +45,15 @@
 #endif
 #define K_SG_MRMAX 16
 
+/* A tile's micro-kernel (k_sgemm_isa.h, SG(tile)): nv vectors of B per row, A transposed or not. */
 typedef void (*k_sg_kern)(int64_t kc, const float *a, int64_t lda, const float *b, float *c,
-                          int64_t ldc, int64_t n, float alpha, float beta, int nv, int packed);
+                          int64_t ldc, int64_t n, float alpha, float beta, int nv, int at);
 
 struct k_sg_isa {
   const char *name;
   int64_t V, MR, NV;
   /* op(B) rows [k0, k0 + kc), columns [j0, j0 + nc) as panels, panel j at kc * (j - j0) */
-  void (*pack_b)(int tb, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t w,
+  void (*pack_b)(int tb, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
                  float *dst);
   k_sg_kern kern[K_SG_MRMAX + 1];   /* by tile height */
 };
@@ -147,19 +156,13 @@ int64_t k_sg_packed_floats(const k_sg_isa *isa, int64_t K, int64_t N) {
   return K * (full + (N > full ? k_sg_padded(isa, N - full) : 0));
 }
 
-/* Panels of columns [j0, j0 + nc) of K block [k0, k0 + kc) into dst, panel j at kc * (j - j0). */
-static void k_sg_pack_chunk(const k_sg_isa *isa, const k_sg_args *g, int64_t k0, int64_t kc, int64_t j0,
-                            int64_t nc, float *dst) {
-  isa->pack_b(g->tb, g->B, g->ldb, k0, kc, j0, nc, dst);
-}
-
 void k_sg_pack_panels(const k_sg_isa *isa, const k_sg_args *g, int64_t p0, int64_t p1, float *bp) {
   int64_t nr = k_sg_panel_cols(isa), nk = k_sg_kblocks(g->K);
   int64_t Np = g->K > 0 ? k_sg_packed_floats(isa, g->K, g->N) / g->K : 0;
   int64_t j0 = p0 * nr, j1 = p1 * nr < g->N ? p1 * nr : g->N;
   for (int64_t b = 0; b < nk; b++) {
     int64_t k0 = k_sg_k0(g->K, nk, b), kc = k_sg_k0(g->K, nk, b + 1) - k0;
-    k_sg_pack_chunk(isa, g, k0, kc, j0, j1 - j0, bp + k0 * Np + kc * j0);
+    isa->pack_b(g->tb, g->B, g->ldb, k0, kc, j0, j1 - j0, bp + k0 * Np + kc * j0);
   }
 }
 
@@ -178,7 +181,8 @@ static void k_sg_chunk(const k_sg_isa *isa, const k_sg_args *g, int64_t m0, int6
     float *c = g->C + i * g->ldc + j0;
     for (int64_t j = 0; j < nc; j += nr) {
       int64_t w = nc - j < nr ? nc - j : nr;
-      kern(kc, a, g->lda, bp + kc * j, c + j, g->ldc, w, g->alpha, beta, (int)((w + isa->V - 1) / isa->V), g->ta);
+      int nv = (int)((w + isa->V - 1) / isa->V);
+      kern(kc, a, g->lda, bp + kc * j, c + j, g->ldc, w, g->alpha, beta, nv, g->ta);
     }
     i += mr;
   }
@@ -212,7 +216,7 @@ int k_sg_compute(const k_sg_isa *isa, const k_sg_args *g, int64_t m0, int64_t m1
     for (int64_t j0 = n0; j0 < n1; j0 += step) {
       int64_t nc = n1 - j0 < step ? n1 - j0 : step;
       const float *p = bp ? bp + k0 * Np + kc * j0 : ws;
-      if (!bp) k_sg_pack_chunk(isa, g, k0, kc, j0, nc, ws);
+      if (!bp) isa->pack_b(g->tb, g->B, g->ldb, k0, kc, j0, nc, ws);
       k_sg_chunk(isa, g, m0, m1, k0, kc, j0, nc, p, beta);
     }
   }

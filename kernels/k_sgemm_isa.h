@@ -14,8 +14,8 @@
  * Layouts (k_sgemm.c's header comment has the blocking):
  *   packed B  one K block (kc rows) of one panel of NR = K_SG_NV * K_SG_V columns, row k at
  *             k * wp, wp = the panel's width rounded up to whole vectors, padded with zeros;
- *   A         read in place when not transposed (row i of the tile at a + i * lda), else packed
- *             per tile as a[k * mr + i].
+ *   A         read in place: element (i, k) of the tile at a[i * lda + k], or at a[k * lda + i]
+ *             when op(A) = A^T.
  * The tile functions take their sizes as arguments but are always inlined into callers that
  * pass constants, so the accumulators live in registers. Every element of C is one chain of
  * FMAs over k in order, started from zero, then scaled by alpha and merged with C: the same
@@ -90,8 +90,8 @@ SG_INLINE void SG(tv)(const float *s, int64_t ls, int64_t jn, int64_t kn, float 
 /* One panel of op(B) = B^T, rows [k0, k0 + kc), columns [j0, j0 + w) -> dst (row stride wp):
  * column j of the panel is row j0 + j of B, contiguous in k, so blocks of one vector squared
  * are transposed in registers (the edges masked, the padding zero). */
-static void SG(pack_bt)(const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
-                       int64_t w, float *dst) {
+static void SG(pack_bt)(const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t w,
+                        float *dst) {
   int64_t wp = (w + K_SG_V - 1) / K_SG_V * K_SG_V;
   const float *src = B + j0 * ldb + k0;
   for (int64_t j = 0; j < wp; j += K_SG_V) {
@@ -112,7 +112,8 @@ static void SG(pack_b)(int tb, const float *B, int64_t ldb, int64_t k0, int64_t 
                        float *dst) {
   const int64_t nr = K_SG_NV * K_SG_V;
   if (tb) {
-    for (int64_t j = 0; j < nc; j += nr) SG(pack_bt)(B, ldb, k0, kc, j0 + j, nc - j < nr ? nc - j : nr, dst + kc * j);
+    for (int64_t j = 0; j < nc; j += nr)
+      SG(pack_bt)(B, ldb, k0, kc, j0 + j, nc - j < nr ? nc - j : nr, dst + kc * j);
     return;
   }
   int64_t full = nc / nr * nr, w = nc - full, wp = (w + K_SG_V - 1) / K_SG_V * K_SG_V;
@@ -150,9 +151,9 @@ SG_INLINE void SG(merge)(float *c, SG_VT v, int64_t n, int full, float beta) {
 }
 
 /* C tile [mr x n] (n <= nv * K_SG_V, columns past n untouched) = alpha * op(A) tile . panel,
- * merged by beta. a: element (i, k) at a[i * lda + k] (packed = 0: A in place) or at
- * a[k * lda + i] (packed = 1: A^T, in place or packed with lda = mr); b: kc rows of nv vectors. */
-SG_INLINE void SG(tile)(const int mr, const int nv, const int packed, int64_t kc, const float *a,
+ * merged by beta. a: element (i, k) at a[i * lda + k], or at a[k * lda + i] when at (op(A) =
+ * A^T); b: kc rows of nv vectors. */
+SG_INLINE void SG(tile)(const int mr, const int nv, const int at, int64_t kc, const float *a,
                         int64_t lda, const float *b, float *c, int64_t ldc, int64_t n, float alpha,
                         float beta) {
   SG_VT acc[K_SG_MR][K_SG_NV];
@@ -162,8 +163,8 @@ SG_INLINE void SG(tile)(const int mr, const int nv, const int packed, int64_t kc
     for (int j = 0; j < nv; j++) acc[i][j] = SG_ZERO();
   const float *ar[K_SG_MR];
 #pragma GCC unroll 16
-  for (int i = 0; i < mr; i++) ar[i] = packed ? a + i : a + i * lda;
-  const int64_t as = packed ? lda : 1;
+  for (int i = 0; i < mr; i++) ar[i] = at ? a + i : a + i * lda;
+  const int64_t as = at ? lda : 1;
   for (int64_t k = 0; k < kc; k++) {
     SG_VT bv[K_SG_NV];
 #pragma GCC unroll 4
@@ -187,19 +188,19 @@ SG_INLINE void SG(tile)(const int mr, const int nv, const int packed, int64_t kc
     }
 }
 
-/* One function per tile height; the panel's vector count and A's form are picked inside, each
- * a constant-size copy of the tile. */
+/* One function per tile height; the panel's vector count and A's layout are picked inside,
+ * each a constant-size copy of the tile. */
 #if K_SG_NV == 2
-#define SG_KERN(M)                                                                                \
-  static void SG_CAT(SG(kern), M)(int64_t kc, const float *a, int64_t lda, const float *b, float *c,  \
-                                  int64_t ldc, int64_t n, float alpha, float beta, int nv, int packed) { \
-    if (packed) {                                                                                 \
-      if (nv == 1) SG(tile)(M, 1, 1, kc, a, lda, b, c, ldc, n, alpha, beta);                      \
-      else SG(tile)(M, 2, 1, kc, a, lda, b, c, ldc, n, alpha, beta);                              \
-    } else {                                                                                      \
-      if (nv == 1) SG(tile)(M, 1, 0, kc, a, lda, b, c, ldc, n, alpha, beta);                      \
-      else SG(tile)(M, 2, 0, kc, a, lda, b, c, ldc, n, alpha, beta);                              \
-    }                                                                                             \
+#define SG_KERN(M)                                                                                   \
+  static void SG_CAT(SG(kern), M)(int64_t kc, const float *a, int64_t lda, const float *b, float *c, \
+                                  int64_t ldc, int64_t n, float alpha, float beta, int nv, int at) { \
+    if (at) {                                                                                        \
+      if (nv == 1) SG(tile)(M, 1, 1, kc, a, lda, b, c, ldc, n, alpha, beta);                         \
+      else SG(tile)(M, 2, 1, kc, a, lda, b, c, ldc, n, alpha, beta);                                 \
+    } else {                                                                                         \
+      if (nv == 1) SG(tile)(M, 1, 0, kc, a, lda, b, c, ldc, n, alpha, beta);                         \
+      else SG(tile)(M, 2, 0, kc, a, lda, b, c, ldc, n, alpha, beta);                                 \
+    }                                                                                                \
   }
 #else
 #error "k_sgemm_isa.h: K_SG_NV must be 2"

@@ -49,7 +49,10 @@ K_DECLARE_OP(softmax_cross_entropy)
 K_DECLARE_OP(dropout)
 
 /* k_gemm.c — matmul (batched, broadcast batch dims) and fully_connected, on k_sgemm
- * (k_blas.h: OpenBLAS single-threaded, large products split over the k_parallel pool). */
+ * (k_blas.h: Kiln's own blocked SGEMM, k_sgemm.c, or OpenBLAS single-threaded where the CPU
+ * lacks AVX2 + FMA; large products split over the k_parallel pool); fully_connected forward
+ * keeps its packed weights in the call's k_cache (a predict program), packed once per weight
+ * change. */
 K_DECLARE_OP(matmul)
 K_DECLARE_OP(fully_connected)
 

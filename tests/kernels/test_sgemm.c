@@ -125,8 +125,8 @@ static void t_bits(const char *impl, int64_t M, int64_t N, int64_t K, int ta, in
   k_parallel_set_threads(2);
   float *two = t_result(&p);
   k_parallel_set_threads(0);
-  KT_CHECK(memcmp(one, two, (size_t)(M * p.ldc) * sizeof(float)) == 0, "%s %lldx%lldx%lld ta=%d tb=%d: 1 and 2 threads differ",
-           impl, (long long)M, (long long)N, (long long)K, ta, tb);
+  KT_CHECK(memcmp(one, two, (size_t)(M * p.ldc) * sizeof(float)) == 0,
+           "%s %lldx%lldx%lld ta=%d tb=%d: 1 and 2 threads differ", impl, (long long)M, (long long)N, (long long)K, ta, tb);
   if (strcmp(impl, "openblas") != 0) {   /* OpenBLAS promises nothing of the kind */
     float *cut = t_alloc(M * p.ldc);
     memcpy(cut, p.C, (size_t)(M * p.ldc) * sizeof(float));
