@@ -20,8 +20,10 @@
 /* With an epilogue, a block of C stays within this many floats (128 KiB, well inside L2), so
  * the epilogue reads it from cache. */
 #define K_SGEMM_EPI_FLOATS (32 * 1024)
-/* Floats of op(B) per chunk of the shared packing (k_sgemm_pack_shared). */
+/* Floats of op(B) per chunk of the shared packing (k_sgemm_pack_shared), and the most it
+ * allocates (16 MiB; a larger op(B) is packed by each block, in L2-sized pieces). */
 #define K_SGEMM_PACK_GRAIN (64 * 1024)
+#define K_SGEMM_PACK_MAX (4 * 1024 * 1024)
 
 static pthread_once_t g_blas_once = PTHREAD_ONCE_INIT;
 static const k_sg_isa *g_isa;   /* NULL: OpenBLAS */
@@ -162,7 +164,8 @@ static void *k_sgemm_pack_shared(k_sgemm_job *j, int64_t grain) {
   if (!j->isa || j->bp || !j->by_rows || k_parallel_chunks(g->M, grain) <= 1 || g->K == 0 ||
       g->alpha == 0.0f || k_sgemm_is_gemv(g))
     return NULL;
-  void *mem = malloc((size_t)k_sg_packed_floats(j->isa, g->K, g->N) * sizeof(float) + 64);
+  int64_t floats = k_sg_packed_floats(j->isa, g->K, g->N);
+  void *mem = floats <= K_SGEMM_PACK_MAX ? malloc((size_t)floats * sizeof(float) + 64) : NULL;
   if (!mem) return NULL;
   j->bp = (const float *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
   k_sgemm_pack_all(j);
