@@ -155,8 +155,8 @@ static void t_bits(const char *impl, int64_t M, int64_t N, int64_t K, int ta, in
   t_free(&p);
 }
 
-/* After-callback of k_sgemm_rows_packed: counts the rows it was handed. */
-static void t_after(void *ctx, int64_t m0, int64_t m1) { *(int64_t *)ctx += m1 - m0; }
+/* After-callback of k_sgemm_rows_packed: counts the rows it was handed (from any thread). */
+static void t_after(void *ctx, int64_t m0, int64_t m1) { __atomic_fetch_add((int64_t *)ctx, m1 - m0, __ATOMIC_RELAXED); }
 
 /* op(B) packed ahead (k_sgemm_pack) gives the bits of k_sgemm, with and without an epilogue
  * callback, which sees every row once. */
