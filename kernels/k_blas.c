@@ -53,7 +53,9 @@ typedef struct {
   k_sg_args g;
   const k_sg_isa *isa;
   const float *bp;          /* op(B) packed once for every block, or NULL */
-  int by_rows;
+  int by_rows;              /* blocks of rows (M >= N), else of columns */
+  int64_t unit;             /* a block's extent is a multiple of this (the last excepted) */
+  int64_t blocks;
   k_sgemm_after_fn after;
   void *ctx;
 } k_sgemm_job;
@@ -115,27 +117,36 @@ static void k_sgemm_call(const k_sgemm_job *j, int64_t m0, int64_t m1, int64_t n
               g->alpha, A, (int)g->lda, B, (int)g->ldb, g->beta, C, (int)g->ldc);
 }
 
+/* Blocks t in [lo, hi) of j->blocks: units [t * units / blocks, (t + 1) * units / blocks) of
+ * the split dimension (rows, or columns in whole panels of Kiln's GEMM), so that blocks differ
+ * by one unit at most and 2 threads share an even count evenly; then the epilogue, if any. */
 static void k_sgemm_block(void *ctx, int64_t lo, int64_t hi) {
   const k_sgemm_job *j = ctx;
-  if (j->by_rows) k_sgemm_call(j, lo, hi, 0, j->g.N);
-  else k_sgemm_call(j, 0, j->g.M, lo, hi);
-  if (j->after) j->after(j->ctx, lo, hi);
+  int64_t dim = j->by_rows ? j->g.M : j->g.N, units = (dim + j->unit - 1) / j->unit;
+  for (int64_t t = lo; t < hi; t++) {
+    int64_t a = t * units / j->blocks * j->unit, e = (t + 1) * units / j->blocks * j->unit;
+    if (e > dim) e = dim;
+    if (j->by_rows) k_sgemm_call(j, a, e, 0, j->g.N);
+    else k_sgemm_call(j, 0, j->g.M, a, e);
+    if (j->after) j->after(j->ctx, a, e);
+  }
 }
 
-/* Rows or columns per block: as few blocks as keep each above the minimum work; columns in
- * whole panels of Kiln's GEMM. */
-static int64_t k_sgemm_grain(const k_sgemm_job *j, int64_t dim) {
+/* How many blocks: as few as keep each above the minimum work, one inside another loop's chunk
+ * (the blocks would run one after another there: one call packs less), and with an epilogue
+ * on blocks of rows, enough that none exceeds `cap` rows. From M, N, K alone. */
+static int64_t k_sgemm_blocks(const k_sgemm_job *j, int64_t cap) {
   const k_sg_args *g = &j->g;
-  int64_t blocks = g->M * g->N * (g->K > 0 ? g->K : 1) / K_SGEMM_PAR_MIN;
-  if (blocks > K_SGEMM_MAX_BLOCKS) blocks = K_SGEMM_MAX_BLOCKS;
-  if (blocks > dim / K_SGEMM_MIN_DIM) blocks = dim / K_SGEMM_MIN_DIM;
-  if (blocks < 1) blocks = 1;
-  int64_t grain = (dim + blocks - 1) / blocks;
-  if (j->isa && !j->by_rows) {
-    int64_t nr = k_sg_panel_cols(j->isa);
-    grain = (grain + nr - 1) / nr * nr;
+  int64_t dim = j->by_rows ? g->M : g->N, blocks = 1;
+  if (!k_parallel_nested()) {
+    blocks = g->M * g->N * (g->K > 0 ? g->K : 1) / K_SGEMM_PAR_MIN;
+    if (blocks > K_SGEMM_MAX_BLOCKS) blocks = K_SGEMM_MAX_BLOCKS;
+    if (blocks > dim / K_SGEMM_MIN_DIM) blocks = dim / K_SGEMM_MIN_DIM;
+    if (blocks > (dim + j->unit - 1) / j->unit) blocks = (dim + j->unit - 1) / j->unit;
+    if (blocks < 1) blocks = 1;
   }
-  return grain;
+  if (j->by_rows && cap > 0 && blocks < (g->M + cap - 1) / cap) blocks = (g->M + cap - 1) / cap;
+  return blocks;
 }
 
 /* The epilogue over rows [lo, hi) of a product already complete. */
@@ -159,9 +170,9 @@ static void k_sgemm_pack_all(k_sgemm_job *j) {
 
 /* Blocks of rows would each pack all of op(B): with more than one, it is packed once here and
  * every block reads that. Returns the allocation to free, NULL when the blocks pack their own. */
-static void *k_sgemm_pack_shared(k_sgemm_job *j, int64_t grain) {
+static void *k_sgemm_pack_shared(k_sgemm_job *j) {
   const k_sg_args *g = &j->g;
-  if (!j->isa || j->bp || !j->by_rows || k_parallel_chunks(g->M, grain) <= 1 || g->K == 0 ||
+  if (!j->isa || j->bp || !j->by_rows || j->blocks <= 1 || g->K == 0 ||
       g->alpha == 0.0f || k_sgemm_is_gemv(g))
     return NULL;
   int64_t floats = k_sg_packed_floats(j->isa, g->K, g->N);
@@ -175,22 +186,23 @@ static void *k_sgemm_pack_shared(k_sgemm_job *j, int64_t grain) {
 static k_sgemm_job k_sgemm_job_of(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K,
                                   float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                                   float beta, float *C, int64_t ldc) {
+  const k_sg_isa *isa = k_blas_isa();
   k_sgemm_job j = {{ta == CblasTrans, tb == CblasTrans, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C},
-                   k_blas_isa(), NULL, M >= N, NULL, NULL};
+                   isa, NULL, M >= N, M < N && isa ? k_sg_panel_cols(isa) : 1, 1, NULL, NULL};
   return j;
 }
 
-/* The product in blocks of `grain` rows or columns, then `after` (if any) over blocks of rows
- * of at most `cap`: run by each block of rows as it completes, or once the whole product is
- * done when the blocks are columns. */
-static void k_sgemm_run(k_sgemm_job *j, int64_t grain, k_sgemm_after_fn after, void *ctx, int64_t cap) {
+/* The product in blocks of rows or columns, then `after` (if any) over blocks of rows of at
+ * most `cap`: run by each block of rows as it completes, or once the whole product is done
+ * when the blocks are columns. */
+static void k_sgemm_run(k_sgemm_job *j, k_sgemm_after_fn after, void *ctx, int64_t cap) {
   if (j->by_rows) {
     j->after = after;
     j->ctx = ctx;
-    if (after && grain > cap) grain = cap;
   }
-  void *mem = k_sgemm_pack_shared(j, grain);
-  k_parallel_for(j->by_rows ? j->g.M : j->g.N, grain, k_sgemm_block, j);
+  j->blocks = k_sgemm_blocks(j, after ? cap : 0);
+  void *mem = k_sgemm_pack_shared(j);
+  k_parallel_for(j->blocks, 1, k_sgemm_block, j);
   free(mem);
   if (after && !j->by_rows) {
     k_sgemm_after_job aj = {after, ctx};
@@ -198,18 +210,12 @@ static void k_sgemm_run(k_sgemm_job *j, int64_t grain, k_sgemm_after_fn after, v
   }
 }
 
-/* inside another loop's chunk the blocks would run one after another: one call packs less */
-static int64_t k_sgemm_split(const k_sgemm_job *j) {
-  int64_t dim = j->by_rows ? j->g.M : j->g.N;
-  return k_parallel_nested() ? dim : k_sgemm_grain(j, dim);
-}
-
 void k_sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K, float alpha,
              const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
              int64_t ldc) {
   if (M <= 0 || N <= 0) return;
   k_sgemm_job j = k_sgemm_job_of(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  k_sgemm_run(&j, k_sgemm_split(&j), NULL, NULL, 0);
+  k_sgemm_run(&j, NULL, NULL, 0);
 }
 
 void k_sgemm_rows_packed(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K, float alpha,
@@ -220,7 +226,7 @@ void k_sgemm_rows_packed(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int6
   if (j.isa) j.bp = bp;
   /* a product wider than tall is split by columns (blocks of rows would each read all of B);
    * C is then at most N x N and the epilogue follows over blocks of rows */
-  k_sgemm_run(&j, k_sgemm_split(&j), after, ctx, K_SGEMM_EPI_FLOATS / N > 0 ? K_SGEMM_EPI_FLOATS / N : 1);
+  k_sgemm_run(&j, after, ctx, K_SGEMM_EPI_FLOATS / N > 0 ? K_SGEMM_EPI_FLOATS / N : 1);
 }
 
 void k_sgemm_rows(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K, float alpha,
