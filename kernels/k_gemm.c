@@ -4,6 +4,7 @@
  * OpReqType maps onto sgemm's beta: kWriteTo -> 0, kAddTo -> 1, kNullOp skips the product. */
 #include "kernels.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "k_blas.h"
@@ -20,12 +21,35 @@ static void k_gemm_after(void *ctx, int64_t m0, int64_t m1) {
   k_epi_apply(e->c, m0 * e->row, m1 * e->row);
 }
 
-/* A product into out[0] with c's epilogue (if any) applied to each block of rows. */
+/* A product into out[0] with c's epilogue (if any) applied to each block of rows; bp: op(B)
+ * packed ahead (k_gemm_packed_weights), or NULL. */
 static void k_gemm_out(const k_call *c, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N,
-                       int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float beta) {
+                       int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, const float *bp,
+                       float beta) {
   k_gemm_epi e = {c, N};
-  if (!c->epi) k_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, c->out[0].data, N);
-  else k_sgemm_rows(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, c->out[0].data, N, k_gemm_after, &e);
+  k_sgemm_rows_packed(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, bp, beta, c->out[0].data, N,
+                      c->epi ? k_gemm_after : NULL, &e);
+}
+
+/* fully_connected's weights W [N, K] as k_sgemm's packed op(B) = W^T, from the call's cache when
+ * they are a stable input (a predict program: packed once per weight change, which clears the
+ * key); NULL — pack per call — without a cache or memory, and for one row of input, which
+ * runs as a matrix-vector product that reads W as it is. */
+static const float *k_gemm_packed_weights(const k_call *c, int64_t rows, int64_t N, int64_t K) {
+  k_cache *k = c->cache;
+  size_t bytes = k_sgemm_packed_bytes(N, K);
+  if (!k || !(k->stable >> 1 & 1u) || rows <= 1 || N <= 1 || bytes == 0) return NULL;
+  uint64_t key = k_sgemm_packed_key();
+  if (k->key == key && k->bytes >= bytes) return k->data;
+  k->key = 0;
+  if (k->bytes < bytes) {
+    free(k->data);
+    k->data = aligned_alloc(64, (bytes + 63) / 64 * 64), k->bytes = k->data ? bytes : 0;
+    if (!k->data) return NULL;
+  }
+  k_sgemm_pack(CblasTrans, N, K, c->in[1].data, K, k->data);
+  k->key = key;
+  return k->data;
 }
 
 /* ---- matmul ---------------------------------------------------------------------------- */
@@ -120,7 +144,7 @@ int k_matmul_forward(const k_call *c) {
   int lda = (int)(g.ta ? g.M : g.K), ldb = (int)(g.tb ? g.K : g.N);
   CBLAS_TRANSPOSE TA = g.ta ? CblasTrans : CblasNoTrans, TB = g.tb ? CblasTrans : CblasNoTrans;
   if (k_mm_foldable(&g)) {
-    k_gemm_out(c, TA, TB, g.batch * g.M, g.N, g.K, A, lda, B, ldb, k_beta(c->req[0]));
+    k_gemm_out(c, TA, TB, g.batch * g.M, g.N, g.K, A, lda, B, ldb, NULL, k_beta(c->req[0]));
     return 0;
   }
   k_mm_job j = {c, &g, 0};
@@ -224,7 +248,8 @@ int k_fully_connected_forward(const k_call *c) {
       for (int64_t h = 0; h < H; h++) Y[r * H + h] = (add ? Y[r * H + h] : 0.0f) + bias[h];
     beta = 1.0f;
   }
-  k_gemm_out(c, CblasNoTrans, CblasTrans, rows, H, in, c->in[0].data, in, c->in[1].data, in, beta);
+  k_gemm_out(c, CblasNoTrans, CblasTrans, rows, H, in, c->in[0].data, in, c->in[1].data, in,
+             k_gemm_packed_weights(c, rows, H, in), beta);
   return 0;
 }
 

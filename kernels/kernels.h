@@ -40,7 +40,10 @@
 /* k_dropout.c — dropout: identity when !is_train; mask from k_philox_uniform otherwise. */
 
 /* k_gemm.c — matmul (batched, broadcast batch dims) and fully_connected, on k_sgemm
- * (k_blas.h: OpenBLAS single-threaded, large products split over the k_parallel pool). */
+ * (k_blas.h: Kiln's own blocked SGEMM, k_sgemm.c, or OpenBLAS single-threaded where the CPU
+ * lacks AVX2 + FMA; large products split over the k_parallel pool); fully_connected forward
+ * keeps its packed weights in the call's k_cache (a predict program), packed once per weight
+ * change. */
 
 /* k_conv.c — convolution (1-D and 2-D, groups, dilation); needs temp space of
  * k_conv_temp_bytes(). Ungrouped shapes where it measured faster run k_conv_direct.c's direct

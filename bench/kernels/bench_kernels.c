@@ -3,6 +3,7 @@
  * practical limit: no im2col, no bias, one call for the whole batch). run.sh pairs the output
  * with torch_kernels.py. Output: one tab-separated row per layer and pass. */
 #include "kernels.h"
+#include "k_blas.h"
 
 #include <cblas.h>
 #include <immintrin.h>
@@ -253,6 +254,64 @@ static void b_mm(const b_layer *l) {
   free(r.A); free(r.B); free(r.C);
 }
 
+/* ---- bare GEMM: k_sgemm next to cblas_sgemm --------------------------------------------- */
+
+/* The GEMMs of the example models (batch 64 / 8 sequences of 64): forward and both backward
+ * products of each fully_connected, the attention's per-head products, and 512^3. */
+typedef struct { const char *name; int ta, tb, M, N, K; } b_gemm_shape;
+
+static const b_gemm_shape gemm_shapes[] = {
+  {"mlp fc1 fwd", 0, 1, 64, 128, 784},        {"mlp fc1 dX", 0, 0, 64, 784, 128},
+  {"mlp fc1 dW", 1, 0, 128, 784, 64},         {"mlp fc2 fwd", 0, 1, 64, 10, 128},
+  {"mlp fc2 dX", 0, 0, 64, 128, 10},          {"mlp fc2 dW", 1, 0, 10, 128, 64},
+  {"transformer fc 128-128 fwd", 0, 1, 512, 128, 128}, {"transformer fc 128-128 dX", 0, 0, 512, 128, 128},
+  {"transformer fc 128-128 dW", 1, 0, 128, 128, 512},  {"transformer ffn1 fwd", 0, 1, 512, 512, 128},
+  {"transformer ffn1 dX", 0, 0, 512, 128, 512},  {"transformer ffn1 dW", 1, 0, 512, 128, 512},
+  {"transformer ffn2 fwd", 0, 1, 512, 128, 512}, {"transformer ffn2 dX", 0, 0, 512, 512, 128},
+  {"transformer ffn2 dW", 1, 0, 128, 512, 512},  {"transformer scores QK^T", 0, 1, 64, 64, 32},
+  {"transformer attn x V", 0, 0, 64, 32, 64},    {"transformer dP = dctx V^T", 0, 1, 64, 64, 32},
+  {"transformer dV = P^T dctx", 1, 0, 64, 32, 64}, {"transformer dQ = dS K", 0, 0, 64, 32, 64},
+  {"transformer dK = dS^T Q", 1, 0, 64, 32, 64}, {"square 512^3 NN", 0, 0, 512, 512, 512},
+  {"square 512^3 NT", 0, 1, 512, 512, 512},     {"square 512^3 TN", 1, 0, 512, 512, 512},
+};
+
+typedef struct { const b_gemm_shape *s; float *A, *B, *C; int kiln; } b_gemm_run;
+
+static void b_run_gemm(void *ctx) {
+  b_gemm_run *r = ctx;
+  const b_gemm_shape *s = r->s;
+  CBLAS_TRANSPOSE ta = s->ta ? CblasTrans : CblasNoTrans, tb = s->tb ? CblasTrans : CblasNoTrans;
+  int lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
+  if (r->kiln) k_sgemm(ta, tb, s->M, s->N, s->K, 1.0f, r->A, lda, r->B, ldb, 0.0f, r->C, s->N);
+  else cblas_sgemm(CblasRowMajor, ta, tb, s->M, s->N, s->K, 1.0f, r->A, lda, r->B, ldb, 0.0f, r->C, s->N);
+}
+
+/* One row per shape: GFLOP/s of k_sgemm with each implementation this CPU runs (KILN_GEMM's
+ * choices) and of cblas_sgemm called directly. Rows whose name lacks `filter` are skipped. */
+static int b_gemm(const char *filter) {
+  static const char *impls[] = {"avx512", "avx2"};
+  printf("gemm\tta\ttb\tM\tN\tK");
+  for (int i = 0; i < 2; i++) printf("\tk_sgemm_%s", impls[i]);
+  printf("\tcblas_gflops\n");
+  for (size_t i = 0; i < sizeof gemm_shapes / sizeof gemm_shapes[0]; i++) {
+    const b_gemm_shape *s = &gemm_shapes[i];
+    if (filter && !strstr(s->name, filter)) continue;
+    b_gemm_run r = {s, b_buf((int64_t)s->M * s->K), b_buf((int64_t)s->K * s->N), b_buf((int64_t)s->M * s->N), 1};
+    double flops = 2.0 * s->M * s->N * s->K;
+    printf("%s\t%d\t%d\t%d\t%d\t%d", s->name, s->ta, s->tb, s->M, s->N, s->K);
+    for (int k = 0; k < 2; k++) {
+      if (strcmp(k_sgemm_use(impls[k]), impls[k]) != 0) { printf("\t-"); continue; }
+      printf("\t%.1f", flops / b_time(b_run_gemm, &r) * 1e-9);
+    }
+    r.kiln = 0;
+    printf("\t%.1f\n", flops / b_time(b_run_gemm, &r) * 1e-9);
+    fflush(stdout);
+    free(r.A); free(r.B); free(r.C);
+  }
+  k_sgemm_use(NULL);
+  return 0;
+}
+
 /* ---- the machine's peak ---------------------------------------------------------------- */
 
 /* Measured, not looked up (clock speeds and FMA pipe counts vary by part and by load): a loop
@@ -298,9 +357,11 @@ static int b_peak(void) {
 }
 
 /* Usage: kiln_bench_kernels [substring]: only layers whose "model layer" contains it.
- *        kiln_bench_kernels --peak: the measured FMA peak of one core (see b_peak). */
+ *        kiln_bench_kernels --peak: the measured FMA peak of one core (see b_peak).
+ *        kiln_bench_kernels --gemm [substring]: bare k_sgemm against cblas_sgemm (b_gemm). */
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--peak")) return b_peak();
+  if (argc > 1 && !strcmp(argv[1], "--gemm")) return b_gemm(argc > 2 ? argv[2] : NULL);
   printf("model\tlayer\tpass\tkiln_gflops\tcblas_gflops\n");
   for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++) {
     const b_layer *l = &layers[i];
