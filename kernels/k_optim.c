@@ -21,19 +21,30 @@ typedef struct {
 /* SGD: d = g + wd*w; with momentum, buf = momentum*buf + d (torch clones d into the buffer on
  * the first step, which is the same as starting the buffer at zero since dampening is 0);
  * w -= lr * d. mom may be NULL when momentum is 0. */
-static void k_sgd_range(void *ctx, int64_t lo, int64_t hi) {
-  const k_optim_job *j = ctx;
-  const k_sgd_param *p = j->sgd;
-  float *w = j->w, *mom = j->mom, lr = j->lr;
-  const float *g = j->g;
+static inline void k_sgd_loop(const k_optim_job *j, int64_t lo, int64_t hi, int has_wd, int has_mom) {
+  float *restrict w = j->w, *restrict mom = j->mom;
+  const float *restrict g = j->g;
+  float lr = j->lr, wd = j->sgd->wd, momentum = j->sgd->momentum;
   for (int64_t i = lo; i < hi; i++) {
-    float d = p->wd != 0.0f ? g[i] + p->wd * w[i] : g[i];
-    if (p->momentum != 0.0f) {
-      mom[i] = p->momentum * mom[i] + d;
+    float d = has_wd ? g[i] + wd * w[i] : g[i];
+    if (has_mom) {
+      mom[i] = momentum * mom[i] + d;
       d = mom[i];
     }
     w[i] -= lr * d;
   }
+}
+
+/* As Adam's: distinct buffers, parameters read once and the branches taken outside the loop,
+ * so each of the four loops vectorises (it was scalar, with both tests per element: 35% of
+ * the MLP's train step once the GEMMs got fast). Same operations in the same order. */
+K_VEC_TARGETS static void k_sgd_range(void *ctx, int64_t lo, int64_t hi) {
+  const k_optim_job *j = ctx;
+  int has_wd = j->sgd->wd != 0.0f, has_mom = j->sgd->momentum != 0.0f;
+  if (has_wd && has_mom) k_sgd_loop(j, lo, hi, 1, 1);
+  else if (has_wd) k_sgd_loop(j, lo, hi, 1, 0);
+  else if (has_mom) k_sgd_loop(j, lo, hi, 0, 1);
+  else k_sgd_loop(j, lo, hi, 0, 0);
 }
 
 void k_sgd_update(float *w, const float *g, float *mom, int64_t n, float lr, const k_sgd_param *p) {

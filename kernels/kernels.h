@@ -81,7 +81,7 @@ void k_batch_norm_predict_coeffs(float gamma, float beta, float mean, float var,
 
 /* k_optim.c — updates exactly as torch.optim.SGD / Adam (weight decay added to the
  * gradient, dampening 0, no Nesterov). Buffers start at zero; step counts from 1. w, g and
- * the moment buffers must be distinct (the Adam loop is vectorised on that promise). Large
+ * the moment buffers must be distinct (both loops are vectorised on that promise). Large
  * tensors are split over threads. */
 void k_sgd_update(float *w, const float *g, float *mom, int64_t n, float lr, const k_sgd_param *p);
 void k_adam_update(float *w, const float *g, float *m, float *v, int64_t n, float lr,
