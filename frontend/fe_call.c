@@ -285,12 +285,12 @@ int fe_call_def(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, con
   if (fe_def_recursion(L, s, def, e->loc) || fe_def_too_big(L, s, def, e->loc)) return -1;
   if (s->depth >= 64) return ir_error(L->d, e->loc, "defs are nested more than 64 calls deep"), -1;
   fe_scope callee = {.prefix = callsite, .def = def, .caller = s, .depth = s->depth + 1};
-  int before = fe_count_params(L), errors = L->d->errors, first = ir_ntensors(L->g);
+  int before = fe_count_params(L), failed = L->d->failed, first = ir_ntensors(L->g);
   if (fe_def_bind_tensors(L, s, st, &callee, e) | fe_def_bind_attrs(L, s, &callee, e)) return -1;
   fe_lower_stmts(L, &callee, def->body);
-  if (L->d->errors != errors) return fe_def_expansion_note(L, def, e), -1;
+  if (L->d->failed != failed) return fe_def_expansion_note(L, def, e), -1;
   int n = fe_def_returns(L, &callee, ret_name, st->targets, first, out, max);
-  if (n < 0 && L->d->errors != errors) fe_def_expansion_note(L, def, e);
+  if (n < 0 && L->d->failed != failed) fe_def_expansion_note(L, def, e);
   if (n > 0 && fe_count_params(L) > before && fe_op_claim(L, st, ir_strfmt(&L->g->arena, "call of '%s'", def->name), e->loc)) return -1;
   return n;
 }

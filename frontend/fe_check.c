@@ -47,12 +47,12 @@ static void fe_check_defines_known(fe_lower *L) {
 }
 
 int fe_check_file(fe_file *f, const fe_define *defs, int ndefs, ir_diag *d) {
-  int before = d->errors;
+  int before = d->failed;
   fe_lower L = {.file = f, .d = d, .defines = defs, .ndefines = ndefs};
   fe_check_dims(&L);
   for (const fe_def *def = f->defs; def; def = def->next) fe_check_def(&L, def);
   fe_check_models(&L);
   fe_check_defines_known(&L);
-  if (!f->models && d->errors == before) ir_error(d, (ir_loc){f->path, 1, 1}, "no model in this file (write 'model NAME { ... }')");
-  return d->errors - before;
+  if (!f->models && d->failed == before) ir_error(d, (ir_loc){f->path, 1, 1}, "no model in this file (write 'model NAME { ... }')");
+  return d->failed - before;
 }

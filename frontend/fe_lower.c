@@ -379,20 +379,20 @@ static bool fe_reaches_param(const ir_graph *g, int t) {
 }
 
 ir_graph *fe_lower_model(fe_file *f, fe_model *m, const fe_define *defs, int ndefs, ir_diag *d) {
-  int before = d->errors;
+  int before = d->failed;
   fe_lower L = {.file = f, .g = ir_graph_new(m->name), .d = d, .defines = defs, .ndefines = ndefs};
   fe_scope s = {.prefix = ""};
   for (const fe_stmt *a = m->items; a && !fe_gave_up(&L); a = a->next) fe_model_item(&L, &s, a);
-  if (L.g->outputs.len == 0 && !L.g->has_train && d->errors == before)
+  if (L.g->outputs.len == 0 && !L.g->has_train && d->failed == before)
     ir_error(d, m->loc, "model '%s' has no output and no train statement", m->name);
-  if (d->errors == before) ir_infer_shapes(L.g, d);
-  if (d->errors == before && L.g->has_train && L.g->loss >= 0 && !fe_reaches_param(L.g, L.g->loss))
+  if (d->failed == before) ir_infer_shapes(L.g, d);
+  if (d->failed == before && L.g->has_train && L.g->loss >= 0 && !fe_reaches_param(L.g, L.g->loss))
     ir_warning(d, L.g->train_loc, "no parameter reaches the loss '%s': train_step will change no weight",
                ir_tensor_at(L.g, L.g->loss)->name);
 #ifdef KILN_DEBUG
-  if (d->errors == before && ir_verify(L.g)) KILN_ICE("lowering produced an invalid graph");
+  if (d->failed == before && ir_verify(L.g)) KILN_ICE("lowering produced an invalid graph");
 #endif
-  if (d->errors == before) return L.g;
+  if (d->failed == before) return L.g;
   ir_graph_free(L.g);
   return NULL;
 }

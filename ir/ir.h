@@ -45,7 +45,9 @@ typedef struct ir_source {            /* one registered source text, for caret l
 } ir_source;
 typedef struct {
   ir_source *sources;
-  int errors;
+  int errors;                         /* printed and counted: a repeat is neither */
+  int failed;                         /* every error, repeats included: a step compares this
+                                         before and after to know whether it failed */
   int max_errors;                     /* stop printing after this many (0 = 100) */
   FILE *out;                          /* stderr unless a test redirects it */
   uint64_t seen[128];                 /* hashes of the errors printed, to drop repeats */

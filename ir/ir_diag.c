@@ -115,6 +115,7 @@ static bool ir_diag_repeat(ir_diag *d, ir_loc loc, const char *fmt, va_list ap) 
 }
 
 void ir_verror(ir_diag *d, ir_loc loc, const char *fmt, va_list ap) {
+  d->failed++;   /* even a repeat means the step that reported it failed (a def's second call) */
   d->dropped = loc.line > 0 && ir_diag_repeat(d, loc, fmt, ap);
   if (d->dropped) return;
   d->errors++;
