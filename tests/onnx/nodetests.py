@@ -49,6 +49,10 @@ with open(os.path.join(ROOT, "frontend", "onnx", "onnx_ops.def")) as f:
 
 
 def generate(out):
+    # ONNX's generators draw their inputs from numpy's global generator unseeded; a fixed seed
+    # gives every run the same cases, so a result near a test's tolerance cannot pass in one
+    # run and fail in the next.
+    np.random.seed(0)
     argv, sys.argv = sys.argv, ["backend-test-tools", "generate-data", "-o", out]
     try:
         backend_main()
