@@ -52,6 +52,13 @@ void kt_tensor_free(k_tensor *t) {
   t->data = NULL;
 }
 
+float *kt_data_copy(const k_tensor *t) {
+  size_t n = (size_t)k_shape_numel(&t->shape);
+  float *p = malloc((n + 1) * sizeof(float));
+  if (p) memcpy(p, t->data, n * sizeof(float));
+  return p;
+}
+
 static k_tensor kt_alloc_like(k_shape s, k_dtype dt) {
   k_tensor t = {calloc((size_t)k_shape_numel(&s) + 1, 4), s, dt};
   return t;

@@ -34,6 +34,7 @@ k_shape kt_shape(int rank, ...);   /* kt_shape(2, 3, 4) == [3, 4] */
 k_tensor kt_tensor_f32(k_shape s, float lo, float hi, uint64_t seed);  /* malloc'd data */
 k_tensor kt_tensor_i32(k_shape s, int32_t lo, int32_t hi_exclusive, uint64_t seed);
 void kt_tensor_free(k_tensor *t);
+float *kt_data_copy(const k_tensor *t);   /* malloc'd copy of t's floats (one spare) */
 
 /* Runs the forward kernel once into freshly allocated outputs (caller frees with free()). */
 int kt_forward(const kt_case *c, k_tensor *out);

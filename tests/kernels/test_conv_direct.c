@@ -84,13 +84,6 @@ static void cd_free(cd_data *d) {
   kt_tensor_free(&d->y); kt_tensor_free(&d->dy);
 }
 
-static float *cd_copy(const k_tensor *t) {
-  size_t n = (size_t)k_shape_numel(&t->shape);
-  float *p = malloc((n + 1) * sizeof(float));
-  memcpy(p, t->data, n * sizeof(float));
-  return p;
-}
-
 /* Temp space full of NaN, so a kernel that reads what it never wrote poisons its result. */
 static void *cd_temp(size_t bytes) {
   float *t = malloc(bytes + sizeof(float));
@@ -149,7 +142,7 @@ static void cd_compare(const cd_spec *s, const char *mode, k_req req) {
   cd_data d = cd_make(s);
   char what[160];
   int64_t ny = k_shape_numel(&d.y.shape);
-  float *init = cd_copy(&d.y), *want = malloc((size_t)ny * sizeof(float)), *got = malloc((size_t)ny * sizeof(float));
+  float *init = kt_data_copy(&d.y), *want = malloc((size_t)ny * sizeof(float)), *got = malloc((size_t)ny * sizeof(float));
   cd_forward(s, &p, &d, "im2col", req, init, want);
   KT_CHECK(cd_forward(s, &p, &d, mode, req, init, got), "%s: %s did not take the direct path", s->name, mode);
   snprintf(what, sizeof what, "%s %s forward req %d", s->name, mode, (int)req);
@@ -159,9 +152,9 @@ static void cd_compare(const cd_spec *s, const char *mode, k_req req) {
   const k_tensor *shp[3] = {&d.x, &d.w, &d.b};
   float *ginit[3], *gwant[3], *ggot[3];
   for (int i = 0; i < 3; i++) {
-    ginit[i] = cd_copy(shp[i]);
-    gwant[i] = cd_copy(shp[i]);
-    ggot[i] = cd_copy(shp[i]);
+    ginit[i] = kt_data_copy(shp[i]);
+    gwant[i] = kt_data_copy(shp[i]);
+    ggot[i] = kt_data_copy(shp[i]);
   }
   for (int no_dx = 0; no_dx < 2; no_dx++) {
     k_req r[3] = {no_dx ? kNullOp : req, req, s->no_bias ? kNullOp : req};

@@ -94,13 +94,6 @@ static void dw_free(dw_data *d) {
   kt_tensor_free(&d->y); kt_tensor_free(&d->dy);
 }
 
-static float *dw_copy(const k_tensor *t) {
-  size_t n = (size_t)k_shape_numel(&t->shape);
-  float *p = malloc((n + 1) * sizeof(float));
-  memcpy(p, t->data, n * sizeof(float));
-  return p;
-}
-
 /* y[n, f, oh, ow] = b[f] + sum_{c, i, j} w[f, c, i, j] x[n, (f / M) * cg + c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]. */
 static void ref_dw(const dw_spec *s, const float *x, const float *w, const float *b, float *y) {
   int OH = out_len(s->H, s->kh, s->sh, s->ph, s->dh), OW = out_len(s->W, s->kw, s->sw, s->pw, s->dw);
@@ -183,7 +176,7 @@ static void dw_compare(const dw_spec *s, const char *mode, k_req req) {
   char what[160];
   const char *mname = mode ? mode : "default";
   int64_t ny = k_shape_numel(&d.y.shape);
-  float *init = dw_copy(&d.y), *want = malloc((size_t)ny * sizeof(float)), *got = malloc((size_t)ny * sizeof(float));
+  float *init = kt_data_copy(&d.y), *want = malloc((size_t)ny * sizeof(float)), *got = malloc((size_t)ny * sizeof(float));
   ref_dw(s, d.x.data, d.w.data, s->no_bias ? NULL : d.b.data, want);
   if (req == kAddTo)
     for (int64_t i = 0; i < ny; i++) want[i] += init[i];
@@ -195,9 +188,9 @@ static void dw_compare(const dw_spec *s, const char *mode, k_req req) {
   const k_tensor *shp[3] = {&d.x, &d.w, &d.b};
   float *ginit[3], *gwant[3], *ggot[3];
   for (int i = 0; i < 3; i++) {
-    ginit[i] = dw_copy(shp[i]);
-    gwant[i] = dw_copy(shp[i]);
-    ggot[i] = dw_copy(shp[i]);
+    ginit[i] = kt_data_copy(shp[i]);
+    gwant[i] = kt_data_copy(shp[i]);
+    ggot[i] = kt_data_copy(shp[i]);
   }
   for (int no_dx = 0; no_dx < 2; no_dx++) {
     k_req r[3] = {no_dx ? kNullOp : req, req, s->no_bias ? kNullOp : req};
@@ -239,13 +232,13 @@ static void dw_threads(const dw_spec *s) {
   dw_data d = dw_make(s);
   int64_t ny = k_shape_numel(&d.y.shape);
   const k_tensor *shp[3] = {&d.x, &d.w, &d.b};
-  float *init = dw_copy(&d.y), *y[2], *ginit[3], *g[2][3];
-  for (int i = 0; i < 3; i++) ginit[i] = dw_copy(shp[i]);
+  float *init = kt_data_copy(&d.y), *y[2], *ginit[3], *g[2][3];
+  for (int i = 0; i < 3; i++) ginit[i] = kt_data_copy(shp[i]);
   k_req r[3] = {kWriteTo, kWriteTo, kWriteTo};
   for (int t = 0; t < 2; t++) {
     k_parallel_set_threads(t + 1);
     y[t] = malloc((size_t)ny * sizeof(float));
-    for (int i = 0; i < 3; i++) g[t][i] = dw_copy(shp[i]);
+    for (int i = 0; i < 3; i++) g[t][i] = kt_data_copy(shp[i]);
     KT_CHECK(dw_forward(s, &p, &d, NULL, kWriteTo, init, y[t], NULL, NULL, 0), "%s: threads: not depthwise", s->name);
     dw_backward(s, &p, &d, NULL, r, ginit, g[t]);
   }
@@ -286,7 +279,7 @@ static void dw_epilogue(const dw_spec *s) {
   memcpy(e.step[1].param, &clip, sizeof clip);
   e.step[1].has_param = 1;
   KT_CHECK(e.step[1].fn >= 0 && k_epi_valid(&e, 7), "%s: epilogue not valid", s->name);
-  float *init = dw_copy(&d.y), *got = malloc((size_t)ny * sizeof(float)), *want = malloc((size_t)ny * sizeof(float));
+  float *init = kt_data_copy(&d.y), *got = malloc((size_t)ny * sizeof(float)), *want = malloc((size_t)ny * sizeof(float));
   KT_CHECK(dw_forward(s, &p, &d, NULL, kWriteTo, init, got, &e, bn, 4), "%s: epilogue: not depthwise", s->name);
   dw_forward(s, &p, &d, NULL, kWriteTo, init, want, NULL, NULL, 0);
   k_tensor in[7] = {d.x, d.w, d.b, bn[0], bn[1], bn[2], bn[3]}, o = d.y;
