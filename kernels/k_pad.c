@@ -18,6 +18,7 @@ typedef struct {
   float value;
   int64_t xd[K_MAX_RANK], yd[K_MAX_RANK], before[K_MAX_RANK];
   int64_t xw, yw;               /* row lengths: the last axis of x and of y */
+  int64_t bw;                   /* the last axis's pad before */
 } k_pad_geom;
 
 static k_pad_geom k_pad_geometry(const k_shape *x, const k_shape *y, const k_pad_param *p) {
@@ -28,6 +29,7 @@ static k_pad_geom k_pad_geometry(const k_shape *x, const k_shape *y, const k_pad
   }
   g.xw = x->rank ? x->d[x->rank - 1] : 1;
   g.yw = y->rank ? y->d[y->rank - 1] : 1;
+  g.bw = x->rank ? g.before[x->rank - 1] : 0;
   return g;
 }
 
@@ -56,7 +58,7 @@ static int64_t k_pad_row_src(const k_pad_geom *g, int64_t r) {
 
 /* [lo, hi): the output positions of a row that read the input's [lo - b, hi - b). */
 static void k_pad_inside(const k_pad_geom *g, int64_t *lo, int64_t *hi) {
-  int64_t b = g->rank ? g->before[g->rank - 1] : 0;
+  int64_t b = g->bw;
   *lo = b < 0 ? 0 : (b > g->yw ? g->yw : b);
   *hi = b + g->xw > g->yw ? g->yw : b + g->xw;
   if (*hi < *lo) *hi = *lo;
@@ -74,10 +76,19 @@ static inline void k_pad_put(float *y, float v, k_req req) {
   else *y = v;
 }
 
+/* Output positions [k0, k1) of a row, each outside the input's span: the constant, or the
+ * reflected / replicated input element. */
+static void k_pad_edge(const k_pad_geom *g, const float *x, float *y, int64_t k0, int64_t k1, k_req req) {
+  for (int64_t k = k0; k < k1; k++) {
+    int64_t s = k_pad_src(k, g->bw, g->xw, g->mode);
+    k_pad_put(y + k, s < 0 ? g->value : x[s], req);
+  }
+}
+
 static void k_pad_forward_rows(void *ctx, int64_t r0, int64_t r1) {
   const k_pad_job *j = ctx;
   const k_pad_geom *g = j->g;
-  int64_t lo, hi, b = g->rank ? g->before[g->rank - 1] : 0;
+  int64_t lo, hi, b = g->bw;
   k_pad_inside(g, &lo, &hi);
   for (int64_t r = r0; r < r1; r++) {
     float *y = j->y + r * g->yw;
@@ -87,15 +98,9 @@ static void k_pad_forward_rows(void *ctx, int64_t r0, int64_t r1) {
       continue;
     }
     const float *x = j->x + src;
-    for (int64_t k = 0; k < lo; k++) {
-      int64_t s = k_pad_src(k, b, g->xw, g->mode);
-      k_pad_put(y + k, s < 0 ? g->value : x[s], j->req);
-    }
+    k_pad_edge(g, x, y, 0, lo, j->req);
     k_copy_req(y + lo, x + lo - b, hi - lo, j->req);
-    for (int64_t k = hi; k < g->yw; k++) {
-      int64_t s = k_pad_src(k, b, g->xw, g->mode);
-      k_pad_put(y + k, s < 0 ? g->value : x[s], j->req);
-    }
+    k_pad_edge(g, x, y, hi, g->yw, j->req);
   }
 }
 
@@ -113,7 +118,7 @@ int k_pad_forward(const k_call *c) {
 static void k_pad_backward_rows(void *ctx, int64_t r0, int64_t r1) {
   const k_pad_job *j = ctx;
   const k_pad_geom *g = j->g;
-  int64_t lo, hi, b = g->rank ? g->before[g->rank - 1] : 0;
+  int64_t lo, hi, b = g->bw;
   k_pad_inside(g, &lo, &hi);
   for (int64_t r = r0; r < r1; r++) {
     float *gx = j->y + r * g->xw;
@@ -138,7 +143,7 @@ static void k_pad_backward_rows(void *ctx, int64_t r0, int64_t r1) {
 
 /* Reflect and replicate: every output element added into the input element it read. */
 static void k_pad_backward_scatter(const k_pad_geom *g, const float *og, float *gx) {
-  int64_t lo, hi, b = g->rank ? g->before[g->rank - 1] : 0;
+  int64_t lo, hi, b = g->bw;
   k_pad_inside(g, &lo, &hi);
   int64_t rows = 1;
   for (int a = 0; a + 1 < g->rank; a++) rows *= g->yd[a];
