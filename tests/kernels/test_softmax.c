@@ -139,12 +139,21 @@ static void test_row_lengths(void) {
   }
 }
 
+/* softmax (or log_softmax) of one row of n values, written to y. */
+static void sm_row(float *x, float *y, int n, int is_log) {
+  char err[64];
+  k_tensor tx = {x, kt_shape(1, n), K_F32}, ty = {y, tx.shape, K_F32};
+  k_softmax_param p = {0};
+  k_req w = kWriteTo;
+  k_call call = {&tx, 1, &ty, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+  (is_log ? k_log_softmax_forward : k_softmax_forward)(&call);
+}
+
 /* Non-finite inputs fall in torch's classes: a NaN or a +inf makes its whole row NaN (inf - inf
  * is NaN), a row of -inf is NaN, a -inf among finite values gets 0 (log: -inf) and leaves
  * the rest a distribution. Rows of 17 put the value in the full vector and in the tail. */
 static void test_nonfinite(void) {
   enum { N = 17 };
-  char err[64];
   int at[2] = {3, 16};
   float specials[3] = {NAN, INFINITY, -INFINITY};
   for (int is_log = 0; is_log < 2; is_log++)
@@ -153,11 +162,7 @@ static void test_nonfinite(void) {
         float x[N], y[N];
         for (int i = 0; i < N; i++) x[i] = (float)(i % 5) - 2.0f;
         x[at[a]] = specials[s];
-        k_tensor tx = {x, kt_shape(1, N), K_F32}, ty = {y, tx.shape, K_F32};
-        k_softmax_param p = {0};
-        k_req w = kWriteTo;
-        k_call call = {&tx, 1, &ty, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
-        (is_log ? k_log_softmax_forward : k_softmax_forward)(&call);
+        sm_row(x, y, N, is_log);
         int ok = 1;
         double sum = 0;
         for (int i = 0; i < N; i++) {
@@ -171,11 +176,7 @@ static void test_nonfinite(void) {
   for (int is_log = 0; is_log < 2; is_log++) {   /* a row of -inf */
     float x[N], y[N];
     for (int i = 0; i < N; i++) x[i] = -INFINITY;
-    k_tensor tx = {x, kt_shape(1, N), K_F32}, ty = {y, tx.shape, K_F32};
-    k_softmax_param p = {0};
-    k_req w = kWriteTo;
-    k_call call = {&tx, 1, &ty, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
-    (is_log ? k_log_softmax_forward : k_softmax_forward)(&call);
+    sm_row(x, y, N, is_log);
     int ok = 1;
     for (int i = 0; i < N; i++) ok &= isnan(y[i]);
     KT_CHECK(ok, "%s of a row of -inf is NaN", is_log ? "log_softmax" : "softmax");
