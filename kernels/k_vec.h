@@ -24,11 +24,20 @@ static inline int64_t k_vec_grain(int64_t unit_elems) {
  * (measured: relu forward and backward, 1 vs 2 threads, calling thread's CPU time). */
 #define K_GRAIN_LIGHT (8 * K_GRAIN)
 
-/* Whether k_sf_<stem> (and its gradients, "<stem>_grad...") is light in the sense above. */
+/* Whether k_sf_<stem> (and its gradients, "<stem>_grad...") is light in the sense above: one of
+ * k_ops.def's K_LIGHT rows. */
 static inline int k_vec_light_stem(const char *stem) {
-  static const char *const light[] = {"neg", "sign", "abs", "square", "relu", "leaky_relu", "clip",
-                                      "smooth_l1", "hard_sigmoid", "hard_swish", "reciprocal", "sqrt",
-                                      "rsqrt", "add", "sub", "mul", "div", "maximum", "minimum", NULL};
+#define K_OP(op)
+#define K_UNARY(op)
+#define K_BINARY(op)
+#define K_LIGHT(op) #op,
+  static const char *const light[] = {
+#include "k_ops.def"
+      NULL};
+#undef K_OP
+#undef K_UNARY
+#undef K_BINARY
+#undef K_LIGHT
   for (int i = 0; light[i]; i++) {
     size_t k = 0;
     while (light[i][k] && stem[k] == light[i][k]) k++;
