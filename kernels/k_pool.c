@@ -7,6 +7,7 @@
  * loops run along contiguous (or evenly strided) memory and vectorise; the clipped windows at
  * the borders take the scalar path. Each output still sees its taps in scan order. */
 #include "kernels.h"
+#include "k_vec.h"   /* K_VF16_LOAD */
 
 #include <math.h>
 #include <string.h>
@@ -118,6 +119,101 @@ static void k_pool_row(const k_pool_geom *g, const float *x, int64_t oh, int64_t
     if (ow < lo || ow >= hi) v[ow - b0] = k_pool_value(g, x, k_pool_window(g, oh, ow), is_max);
 }
 
+/* ---- max pooling with column stride 2 ------------------------------------------------------
+ * The common CNN pooling (2x2 or 3x3, stride 2, no padding) reads every other column, which
+ * the loops above do one strided element at a time; and its rows are short (LeNet's 24 -> 12),
+ * so a vector loop over one row's windows hardly starts. Here an output row goes in strips of
+ * 16 windows: tap kj of the 16 is the even lanes of the 32 floats from column 2 ow0 + kj,
+ * two vector loads and one shuffle, and the taps are scanned in the same order with the same
+ * rule as k_pool_argmax, so the values and the argmaxes are the same bits. A strip near the
+ * row's end loads under a mask, reading nothing past the row.
+ *
+ * Written on GCC vector types inside an AVX-512 target pragma, used when the CPU has AVX-512:
+ * under target_clones gcc lowers these vector compares to scalar code before it clones. Other
+ * CPUs and compilers (clang builds the fuzzing harnesses) keep the loops above. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define K_POOL_S2 1
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+#include <immintrin.h>
+typedef float k_pool_v16 __attribute__((vector_size(64)));
+typedef int32_t k_pool_i16 __attribute__((vector_size(64)));
+#define K_POOL_STRIP 16
+#define K_POOL_EVENS 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30
+
+/* Lanes [0, n) of a 16-lane mask (n clamped to 0..16). */
+static inline __mmask16 k_pool_lanes(int64_t n) {
+  return n <= 0 ? 0 : n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1u);
+}
+
+/* Windows [ow0, ow0 + 16) of output row oh: their maxima in *m and (when idx) the index in
+ * the plane of each one's first maximum. Lanes past the row's end hold garbage. The loads are
+ * masked to the row, so nothing past it is read. */
+static inline __attribute__((always_inline)) void k_pool_s2_strip(const k_pool_geom *g, const float *x,
+                                                                   int64_t oh, int64_t ow0,
+                                                                   k_pool_v16 *m, k_pool_i16 *idx) {
+  const k_pool_i16 two_i = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
+  k_pool_v16 best = {0};
+  best -= INFINITY;
+  k_pool_i16 at = two_i + (int32_t)(oh * g->sh * g->W + 2 * ow0);
+  int64_t left = g->W - 2 * ow0;  /* floats from the strip's first column to the row's end */
+  for (int64_t h = oh * g->sh; h < oh * g->sh + g->kh; h++) {
+    const float *p = x + h * g->W + 2 * ow0;
+    for (int64_t kj = 0; kj < g->kw; kj++) {
+      k_pool_v16 lo = (k_pool_v16)_mm512_maskz_loadu_ps(k_pool_lanes(left - kj), p + kj);
+      k_pool_v16 hi = (k_pool_v16)_mm512_maskz_loadu_ps(k_pool_lanes(left - kj - 16), p + kj + 16);
+      k_pool_v16 a = __builtin_shufflevector(lo, hi, K_POOL_EVENS);
+      k_pool_i16 take = (a > best) | (a != a);
+      best = (k_pool_v16)(((k_pool_i16)a & take) | ((k_pool_i16)best & ~take));
+      k_pool_i16 tap = two_i + (int32_t)(h * g->W + 2 * ow0 + kj);
+      at = (tap & take) | (at & ~take);
+    }
+  }
+  *m = best;
+  if (idx) *idx = at;
+}
+
+static void k_pool_s2_forward_plane(const k_pool_geom *g, const float *x, float *y, k_req r) {
+  for (int64_t oh = 0; oh < g->OH; oh++)
+    for (int64_t ow0 = 0; ow0 < g->OW; ow0 += K_POOL_STRIP) {
+      __mmask16 keep = k_pool_lanes(g->OW - ow0);
+      k_pool_v16 m;
+      k_pool_s2_strip(g, x, oh, ow0, &m, NULL);
+      float *yr = y + oh * g->OW + ow0;
+      if (r == kAddTo) m = (k_pool_v16)_mm512_maskz_loadu_ps(keep, yr) + m;   /* y + v, as above */
+      _mm512_mask_storeu_ps(yr, keep, (__m512)m);
+    }
+}
+
+/* The gradients are added in column order, as k_pool_max_back_row does (3-wide windows
+ * overlap). A gather-add-scatter for disjoint windows, or building each input row's strip from
+ * the argmaxes, measured no faster than these scalar adds on LeNet's maps. */
+static void k_pool_s2_backward_plane(const k_pool_geom *g, const float *x, const float *dy, float *dx) {
+  for (int64_t oh = 0; oh < g->OH; oh++)
+    for (int64_t ow0 = 0; ow0 < g->OW; ow0 += K_POOL_STRIP) {
+      int64_t n = g->OW - ow0 < K_POOL_STRIP ? g->OW - ow0 : K_POOL_STRIP;
+      k_pool_v16 m;
+      k_pool_i16 idx;
+      k_pool_s2_strip(g, x, oh, ow0, &m, &idx);
+      const float *d = dy + oh * g->OW + ow0;
+      for (int64_t i = 0; i < n; i++) dx[idx[i]] += d[i];
+    }
+}
+#pragma GCC pop_options
+#endif
+
+static int k_pool_s2_applies(const k_pool_geom *g, int is_max) {
+#ifdef K_POOL_S2
+  __builtin_cpu_init();
+  int inside = 2 * (g->OW - 1) + g->kw <= g->W && g->sh * (g->OH - 1) + g->kh <= g->H;  /* no clipping */
+  return is_max && g->sw == 2 && g->kw <= 3 && g->ph == 0 && g->pw == 0 && g->OW > 0 && g->OH > 0 && inside &&
+         __builtin_cpu_supports("avx512f");
+#else
+  (void)g, (void)is_max;
+  return 0;
+#endif
+}
+
 typedef struct { const k_call *c; k_pool_geom g; int is_max; } k_pool_job;
 
 /* Planes per chunk: about 16K input elements each, so small maps do not pay one wake-up each. */
@@ -134,6 +230,12 @@ static void k_pool_forward_planes(void *ctx, int64_t lo, int64_t hi) {
   for (int64_t pl = lo; pl < hi; pl++) {
     const float *x = (const float *)j->c->in[0].data + pl * g->H * g->W;
     float *y = (float *)j->c->out[0].data + pl * g->OH * g->OW;
+#ifdef K_POOL_S2
+    if (k_pool_s2_applies(g, j->is_max)) {
+      k_pool_s2_forward_plane(g, x, y, r);
+      continue;
+    }
+#endif
     for (int64_t oh = 0; oh < g->OH; oh++)
       for (int64_t b0 = 0; b0 < g->OW; b0 += K_POOL_BLOCK) {
         int64_t b1 = b0 + K_POOL_BLOCK < g->OW ? b0 + K_POOL_BLOCK : g->OW;
@@ -225,6 +327,12 @@ static void k_pool_backward_planes(void *ctx, int64_t lo, int64_t hi) {
     const float *dy = (const float *)j->c->in[0].data + pl * g->OH * g->OW;
     float *dx = (float *)j->c->out[0].data + pl * g->H * g->W;
     if (j->c->req[0] != kAddTo) memset(dx, 0, (size_t)(g->H * g->W) * sizeof(float));
+#ifdef K_POOL_S2
+    if (k_pool_s2_applies(g, j->is_max)) {
+      k_pool_s2_backward_plane(g, x, dy, dx);
+      continue;
+    }
+#endif
     for (int64_t oh = 0; oh < g->OH; oh++) {
       if (!j->is_max) {
         k_pool_avg_back_row(g, dy + oh * g->OW, oh, dx);

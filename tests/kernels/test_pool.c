@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct {
   const char *name;
@@ -100,6 +101,12 @@ static const pool_spec specs[] = {
   {"max1d wide 3 s1 pad1", 0, 1, 2, 1, 600, 1, 3, 1, 1, 0, 1, K_POOL_MAX, 0},
   {"avg1d wide 4 s3 pad2", 0, 1, 2, 1, 800, 1, 4, 1, 3, 0, 2, K_POOL_AVG, 0},
   {"max2d wide 2x3 s2",    1, 1, 2, 3, 700, 2, 3, 2, 2, 0, 1, K_POOL_MAX, 0},
+  /* column stride 2 without padding: k_pool.c's strips of 16 windows (AVX-512), with a
+   * partial last strip, overlapping 3-wide windows, 1-D, and one-column windows */
+  {"max2d 2x2 s2 strips",  1, 2, 3, 4, 70, 2, 2, 2, 2, 0, 0, K_POOL_MAX, 0},
+  {"max2d 3x3 s2 strips",  1, 1, 2, 7, 39, 3, 3, 2, 2, 0, 0, K_POOL_MAX, 0},
+  {"max1d 2 s2 strips",    0, 2, 2, 1, 50, 1, 2, 1, 2, 0, 0, K_POOL_MAX, 0},
+  {"max2d 2x1 s2",         1, 1, 2, 4, 33, 2, 1, 2, 2, 0, 0, K_POOL_MAX, 0},
 };
 
 /* A window of equal values: torch puts the whole gradient on the first one. Padding counts as
@@ -131,8 +138,45 @@ static void test_ties_and_padding(void) {
            "avg counts padding: %g %g", out9[0], out9[4]);
 }
 
+/* torch's scan, bit for bit: a strictly greater value or a NaN replaces the running max, so of
+ * equal values (+0 and -0 too) the first wins and of NaNs the last. Rows of windows long enough
+ * for several strips of the stride-2 path, with ties of +0/-0 and NaNs placed in every tap. */
+static void test_scan_rule_bits(void) {
+  enum { H = 5, W = 42, OH = 2, OW = 20 };   /* 3x3 windows, stride 2: overlapping rows and columns */
+  float x[H * W], y[OH * OW], dy[OH * OW], dx[H * W], want_dx[H * W] = {0};
+  for (int i = 0; i < H * W; i++) x[i] = (i % 7 == 3) ? -0.0f : (i % 5 == 1) ? 0.0f : (float)(i % 3) - 2.0f;
+  x[5] = NAN; x[W + 17] = NAN; x[2 * W + 30] = -NAN; x[2 * W + 31] = NAN;
+  for (int i = 0; i < OH * OW; i++) dy[i] = (float)(i + 1);
+  pool_spec s = {"scan", 1, 1, 1, H, W, 3, 3, 2, 2, 0, 0, K_POOL_MAX, 0};
+  k_pool_param p = make_param(&s);
+  k_tensor xin = {x, kt_shape(4, 1, 1, H, W), K_F32}, yt = {y, kt_shape(4, 1, 1, OH, OW), K_F32};
+  k_req w = kWriteTo;
+  char err[64];
+  k_call f = {&xin, 1, &yt, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+  KT_CHECK(k_pooling_forward(&f) == 0, "scan forward rc");
+  k_tensor bin[3] = {{dy, yt.shape, K_F32}, xin, yt}, dxt = {dx, xin.shape, K_F32};
+  k_call b = {bin, 3, &dxt, 1, &w, &p, NULL, 0, 0, 0, 1, err, sizeof err, NULL, NULL};
+  KT_CHECK(k_pooling_backward(&b) == 0, "scan backward rc");
+  int bad = 0;
+  for (int oh = 0; oh < OH; oh++)
+    for (int ow = 0; ow < OW; ow++) {
+      float m = -INFINITY;
+      int at = oh * 2 * W + ow * 2;
+      for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) {
+          int k = (oh * 2 + i) * W + ow * 2 + j;
+          if (x[k] > m || x[k] != x[k]) m = x[k], at = k;
+        }
+      want_dx[at] += dy[oh * OW + ow];
+      if (memcmp(&m, &y[oh * OW + ow], sizeof m) != 0) bad++;
+    }
+  KT_CHECK(bad == 0, "scan rule: %d outputs differ in their bits", bad);
+  KT_CHECK(memcmp(dx, want_dx, sizeof dx) == 0, "scan rule: gradients not at the first maxima");
+}
+
 int main(void) {
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) check_pool(&specs[i]);
   test_ties_and_padding();
+  test_scan_rule_bits();
   return kt_finish("test_pool");
 }
