@@ -200,7 +200,9 @@ static int64_t k_cd_out_len(int64_t in, int64_t k, int64_t s, int64_t pad, int64
 
 /* Samples per chunk: as many as keep the blocked activations (sized at V = 16, the widest)
  * within K_CD_CHUNK_FLOATS, so the workspace stays near im2col's and a chunk's blocked
- * copies are still in cache (L2) when the block functions read them; at least one. */
+ * copies are still in cache (L2) when the block functions read them; at least one. An even
+ * number when more than two (7 samples made 4 + 3 tasks on 2 threads, 6 make 3 + 3): fixed by
+ * the shapes, never by the thread count, since the weight gradient sums chunk by chunk. */
 #define K_CD_CHUNK_FLOATS (256 * 1024)
 
 static k_cd_geom k_cd_geometry(const k_shape *x, const k_shape *w, const k_conv_param *p, int64_t V) {
@@ -221,6 +223,7 @@ static k_cd_geom k_cd_geometry(const k_shape *x, const k_shape *w, const k_conv_
   g.rstep = 1;
   int64_t vm = K_CD_VMAX, per = ((g.C + vm - 1) / vm * g.Hp * g.Wp + (g.F + vm - 1) / vm * g.OH * g.OW) * vm;
   g.S = per > 0 ? K_CD_CHUNK_FLOATS / per : g.N;
+  if (g.S > 2) g.S &= ~(int64_t)1;   /* even: a chunk's sample tasks split evenly over 2 threads */
   g.S = g.S < 1 ? 1 : g.S > g.N ? g.N : g.S;
   return g;
 }
