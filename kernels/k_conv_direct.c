@@ -17,7 +17,8 @@
  * forward pass keeps them in the call's k_cache when it has one (a compiled model's predict,
  * where the weights change only when they are loaded or trained: the runtime then clears
  * it), so they are packed once per weight change; otherwise, and in the backward pass (a
- * train step, after which the weights change anyway), they are packed per call.
+ * train step, after which the weights change anyway), they are packed per call. Either way a
+ * batch_norm that opens the forward epilogue is folded into them (k_cd_fold_step).
  *
  * The batch runs in chunks of S samples whose blocked copies fit K_CD_CHUNK_FLOATS. Within a
  * chunk, work is split with k_parallel_for over (sample x pair of channel blocks) for the
@@ -362,7 +363,8 @@ static void k_cd_unpack_block(const k_cd_isa *isa, const float *src, int64_t nch
 
 /* W [F][C][kh][kw] -> wf [Fb][Cb][kh][kw][V c][V f] (fwd) or wd [Cb][Fb][kh][kw][V f][V c],
  * zero past F and C. */
-static void k_cd_pack_weights(const k_cd_geom *g, const float *W, int for_data, float *out) {
+static void k_cd_pack_weights_scaled(const k_cd_geom *g, const float *W, const float *scale, int for_data,
+                                     float *out) {
   int64_t V = g->V, taps = g->kh * g->kw;
   memset(out, 0, (size_t)(g->Fb * g->Cb * taps * V * V) * sizeof(float));
   for (int64_t f = 0; f < g->F; f++)
@@ -370,8 +372,13 @@ static void k_cd_pack_weights(const k_cd_geom *g, const float *W, int for_data, 
       for (int64_t t = 0; t < taps; t++) {
         int64_t fb = f / V, fi = f % V, cb = c / V, ci = c % V;
         int64_t blk = for_data ? (cb * g->Fb + fb) * taps + t : (fb * g->Cb + cb) * taps + t;
-        out[blk * V * V + (for_data ? fi * V + ci : ci * V + fi)] = W[(f * g->C + c) * taps + t];
+        float w = W[(f * g->C + c) * taps + t];
+        out[blk * V * V + (for_data ? fi * V + ci : ci * V + fi)] = scale ? w * scale[f] : w;
       }
+}
+
+static void k_cd_pack_weights(const k_cd_geom *g, const float *W, int for_data, float *out) {
+  k_cd_pack_weights_scaled(g, W, NULL, for_data, out);
 }
 
 /* dwb [Fb][Cb][kh][kw][V c][V f] -> dW [F][C][kh][kw], honouring req. */
@@ -398,6 +405,7 @@ typedef struct {
   const float *src;      /* what a pack task reads (x or dy, NCHW, whole batch) */
   int64_t n0, ns;
   int64_t in_block, out_block, epi_block;   /* forward: the param's compiled layouts (0: NCHW) */
+  const float *bias;     /* forward: the bias added to each output channel, or NULL */
 } k_cd_ctx;
 
 /* A pack task copies one channel block of one sample, a few KiB at batch 1: tasks are grouped
@@ -442,13 +450,11 @@ static void k_cd_task_pack_dy(void *p, int64_t lo, int64_t hi) {
 static void k_cd_task_fwd(void *p, int64_t lo, int64_t hi) {
   k_cd_ctx *t = p;
   const k_cd_geom *g = t->g;
-  const k_conv_param *prm = t->c->param;
-  const float *bias = prm->no_bias ? NULL : t->c->in[2].data;
   int64_t pairs = (g->Fb + 1) / 2, ysz = g->OH * g->OW;
   for (int64_t i = lo; i < hi; i++) {
     int64_t n = i / pairs, fb = i % pairs * 2;
     int nf = fb + 1 < g->Fb ? 2 : 1;
-    t->isa->fwd_block(g, t->b.xb, t->b.w, bias, t->b.yb, n, fb, nf);
+    t->isa->fwd_block(g, t->b.xb, t->b.w, t->bias, t->b.yb, n, fb, nf);
     if (t->epi_block) {   /* on yb (the output tensor itself when out_block), before any unpacking */
       int64_t at = ((t->n0 + n) * g->Fb + fb) * ysz * g->V;
       k_epi_apply_blocked(t->c, t->b.yb + (n * g->Fb + fb) * ysz * g->V, at, at + nf * ysz * g->V, g->V);
@@ -494,27 +500,79 @@ static void k_cd_task_dx(void *p, int64_t lo, int64_t hi) {
 
 /* ---- the forward weights, packed once per weight change --------------------------------- */
 
-/* What a cache holding forward-layout weights of vector width V is keyed by (never 0). The
- * shapes are the step's own and fixed; V changes only with KILN_CONV. */
-static uint64_t k_cd_cache_key(const k_cd_geom *g) { return 0x6b63640000000000ull | (uint64_t)g->V; }
+/* What a cache holding forward-layout weights of vector width V is keyed by (never 0), with
+ * a batch_norm folded in or not. The shapes are the step's own and fixed; V changes only
+ * with KILN_CONV. */
+static uint64_t k_cd_cache_key(const k_cd_geom *g, int folded) {
+  return 0x6b63640000000000ull | (uint64_t)folded << 8 | (uint64_t)g->V;
+}
 
-/* The forward-layout weights: from the call's cache when the weights are a stable input and
- * the cache holds them for this V; packed into the cache (grown as needed) when it does not;
- * packed into the workspace when there is no cache or no memory for it. */
-static float *k_cd_fwd_weights(const k_call *c, const k_cd_geom *g, float *temp_w) {
-  k_cache *k = c->cache;
-  size_t bytes = (size_t)k_cd_round(g->Fb * g->Cb * g->kh * g->kw * g->V * g->V) * sizeof(float);
-  if (!k || !(k->stable >> 1 & 1u)) return k_cd_pack_weights(g, c->in[1].data, 0, temp_w), temp_w;
-  if (k->key == k_cd_cache_key(g) && k->bytes >= bytes) return k->data;
-  k->key = 0;
-  if (k->bytes < bytes) {
-    free(k->data);
-    k->data = aligned_alloc(64, bytes), k->bytes = k->data ? bytes : 0;
-    if (!k->data) return k_cd_pack_weights(g, c->in[1].data, 0, temp_w), temp_w;
+/* A predict-mode batch_norm that opens the epilogue, over the output's channels, folds into
+ * the packed weights: y = (conv(x, W) + bias) a + b = conv(x, W a) + (bias a + b), per output
+ * channel, with a and b from k_batch_norm_predict_coeffs as the epilogue computes them. The
+ * convolution then skips that step, one pass over its output less. Rounding differs from
+ * the affine applied after the sum by an ulp or so per output (W a is rounded before the sum),
+ * as in any compiler that folds batch_norm; since every caller of this path folds (the
+ * executor, the JIT, a compiled .so), they all still agree bit for bit, and the result does
+ * not depend on the thread count or the layout. */
+static const k_epi_step *k_cd_fold_step(const k_call *c, const k_cd_geom *g) {
+  const k_epilogue *e = c->epi;
+  if (!e || e->nsteps < 1) return NULL;
+  const k_epi_step *s = &e->step[0];
+  return s->kind == K_EPI_AFFINE && s->channels == g->F && s->inner == g->OH * g->OW ? s : NULL;
+}
+
+/* Packs W (times a per output channel when s folds a batch_norm) into w, and with s writes
+ * bias a + b (b alone without a bias) into fb[0, F). */
+static void k_cd_pack_forward(const k_call *c, const k_cd_geom *g, const k_epi_step *s, float *w, float *fb) {
+  const k_conv_param *p = c->param;
+  if (!s) return k_cd_pack_weights(g, c->in[1].data, 0, w);
+  const float *gamma = c->in[s->slot].data, *beta = c->in[s->slot + 1].data;
+  const float *mean = c->in[s->slot + 2].data, *var = c->in[s->slot + 3].data;
+  const float *bias = p->no_bias ? NULL : c->in[2].data;
+  float *a = fb + k_cd_round(g->F);   /* scratch after the bias: the callers leave room */
+  for (int64_t f = 0; f < g->F; f++) {
+    float invstd, b;
+    k_batch_norm_predict_coeffs(gamma[f], beta[f], mean[f], var[f], s->eps, &invstd, &a[f], &b);
+    fb[f] = bias ? bias[f] * a[f] + b : b;
   }
-  k_cd_pack_weights(g, c->in[1].data, 0, k->data);
-  k->key = k_cd_cache_key(g);
-  return k->data;
+  k_cd_pack_weights_scaled(g, c->in[1].data, a, 0, w);
+}
+
+/* Whether input slots [first, first + n) are all stable in the call's cache. */
+static int k_cd_stable(const k_cache *k, int first, int n) {
+  for (int i = first; i < first + n; i++)
+    if (i >= 32 || !(k->stable >> i & 1u)) return 0;
+  return 1;
+}
+
+/* The forward-layout weights and bias (t->b.w, t->bias; returns the folded step or NULL):
+ * from the call's cache when the weights (and, folding, the bias and the statistics) are
+ * stable inputs and the cache holds them for this V; packed into the cache (grown as needed)
+ * when it does not; packed into the workspace (the folded bias into its weight-gradient part,
+ * which the forward pass does not use) when there is no cache or no memory for it. */
+static const k_epi_step *k_cd_fwd_weights(const k_call *c, const k_cd_geom *g, k_cd_ctx *t) {
+  const k_conv_param *p = c->param;
+  k_cache *k = c->cache;
+  const k_epi_step *fold = k_cd_fold_step(c, g);
+  size_t wfloats = (size_t)k_cd_round(g->Fb * g->Cb * g->kh * g->kw * g->V * g->V);
+  size_t bytes = (wfloats + (fold ? 2 * (size_t)k_cd_round(g->F) : 0)) * sizeof(float);
+  int cached = k && k_cd_stable(k, 1, 1) &&
+               (!fold || ((p->no_bias || k_cd_stable(k, 2, 1)) && k_cd_stable(k, fold->slot, 4)));
+  float *w = t->b.w, *fb = t->b.dwb;
+  if (cached && !(k->key == k_cd_cache_key(g, fold != NULL) && k->bytes >= bytes)) {
+    k->key = 0;
+    if (k->bytes < bytes) {
+      free(k->data);
+      k->data = aligned_alloc(64, bytes), k->bytes = k->data ? bytes : 0;
+    }
+    if (k->data) k_cd_pack_forward(c, g, fold, k->data, (float *)k->data + wfloats), k->key = k_cd_cache_key(g, fold != NULL);
+  }
+  if (cached && k->key) w = k->data, fb = (float *)k->data + wfloats;
+  else k_cd_pack_forward(c, g, fold, w, fb);
+  t->b.w = w;
+  t->bias = fold ? fb : p->no_bias ? NULL : c->in[2].data;
+  return fold;
 }
 
 /* ---- entry points ----------------------------------------------------------------------- */
@@ -555,9 +613,17 @@ int k_conv_direct_forward(const k_call *c) {
   int direct_in = p->in_block && g.ph == 0 && g.pw == 0;
   if (!direct_in) k_cd_skip_rows(&g);
   k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), c->in[0].data, 0, 0, p->in_block, p->out_block,
-                 p->epi_block};
+                 p->epi_block, NULL};
   float *xb = t.b.xb, *yb = t.b.yb;
-  t.b.w = k_cd_fwd_weights(c, &g, t.b.w);
+  k_call folded;       /* the call with the folded step taken off its epilogue */
+  k_epilogue tail;
+  if (k_cd_fwd_weights(c, &g, &t)) {
+    tail.nsteps = c->epi->nsteps - 1;
+    memcpy(tail.step, c->epi->step + 1, (size_t)tail.nsteps * sizeof tail.step[0]);
+    folded = *c;
+    folded.epi = tail.nsteps ? &tail : NULL;
+    t.c = &folded;
+  }
   for (t.n0 = 0; t.n0 < g.N; t.n0 += g.S) {
     t.ns = g.N - t.n0 < g.S ? g.N - t.n0 : g.S;
     t.b.xb = direct_in ? (float *)t.src + t.n0 * g.Cb * g.Hp * g.Wp * g.V : xb;
@@ -589,7 +655,7 @@ int k_conv_direct_backward(const k_call *c) {
   const k_conv_param *p = c->param;
   const k_cd_isa *isa = k_cd_pick();
   k_cd_geom g = k_cd_geometry(&c->in[1].shape, &c->in[2].shape, p, isa->V);
-  k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), NULL, 0, 0, 0, 0, 0};
+  k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), NULL, 0, 0, 0, 0, 0, NULL};
   if (c->req[0] != kNullOp) k_cd_pack_weights(&g, c->in[2].data, 1, t.b.w);
   if (c->req[0] != kNullOp || c->req[1] != kNullOp)
     for (t.n0 = 0; t.n0 < g.N; t.n0 += g.S) {

@@ -3,7 +3,8 @@
  * predict-mode per-channel affine, unary ops, and binary ops with a same-shaped or one-value
  * second operand. Plain data, so a code generator can emit it as constant bytes; each step
  * runs the op's own kernel (or batch_norm's own arithmetic) so results are bit-identical to
- * the unfused ops. The passes build it (passes/pass_epilogue.c). */
+ * the unfused ops — except where a direct convolution folds a leading affine into its packed
+ * weights (k_conv_direct.c, k_cd_fold_step). The passes build it (passes/pass_epilogue.c). */
 #ifndef KILN_K_EPILOGUE_H
 #define KILN_K_EPILOGUE_H
 
