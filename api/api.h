@@ -11,7 +11,8 @@
  *   api_eval.c   deferred compute: the pending subgraph of the arrays read, as a model,
  *                compiled once per structure (the cache) by pass_compile + cg_jit, and run
  *   api_grad.c   kiln_grad: lazy gradients by the passes train_step uses (backward, prune)
- *   api_export.c the recorded graph of chosen arrays as a .kiln model and safetensors */
+ *   api_export.c the recorded graph of chosen arrays as a .kiln model and safetensors
+ *   api_record.c a lowered graph replayed on arrays (kiln_graph_predict_arrays, the REPL) */
 #ifndef KILN_API_INT_H
 #define KILN_API_INT_H
 
@@ -179,5 +180,15 @@ void api_type_text(api_buf *b, k_dtype t, const k_shape *s);
 int api_export(kiln_session *s, const char *kiln_path, const char *weights_path, const char *model,
                int nout, kiln_array *const *outs, const char *const *out_names, int nin, kiln_array *const *ins,
                const char *const *in_names, const char *(*user)(void *, const kiln_array *), void *user_ctx);
+
+/* api_record.c. made[t] is tensor t's array made here (owned by the caller's walk, freed
+ * with kiln_array_free), bound[t] (may be NULL) one the caller lends; constants are made into
+ * made[]. An operand neither holds is an error naming it. */
+kiln_array *api_record_operand(kiln_session *s, const ir_graph *g, int t, kiln_array **made, kiln_array *const *bound);
+/* Node n as a lazy array in made[n->out[0]]. */
+int api_record_node(kiln_session *s, const ir_graph *g, const ir_node *n, kiln_array **made, kiln_array *const *bound);
+/* The nodes g's outputs need as lazy arrays over bound[] (inputs and weights); outs[i] gets
+ * output i (the caller's to free). */
+int api_record_predict(kiln_session *s, const ir_graph *g, kiln_array *const *bound, kiln_array **outs);
 
 #endif

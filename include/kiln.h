@@ -150,6 +150,14 @@ KILN_API int kiln_array_eval(kiln_session *s, int n, kiln_array *const *arrays);
  * next...). Reading `loss` itself runs predict (dropout the identity, batch_norm by the
  * moving statistics). */
 KILN_API int kiln_grad(kiln_array *loss, int n, kiln_array *const *wrt, kiln_array **out);
+/* predict of graph g recorded on arrays of session s (nothing computed): inputs[0..ninputs)
+ * are predict's inputs in declaration order (those predict reads, as kiln_model_tensor lists
+ * them), each param or aux state predict reads is the array weights[k] whose name
+ * weight_names[k] is, and outputs[0..noutputs) receive lazy arrays, one per `output` in
+ * order (the caller frees them). Every array must have the declared dtype and shape. */
+KILN_API int kiln_graph_predict_arrays(kiln_graph *g, kiln_session *s, int ninputs, kiln_array *const *inputs,
+                                       int nweights, const char *const *weight_names, kiln_array *const *weights,
+                                       int noutputs, kiln_array **outputs);
 /* Reads an array (computing it first): nbytes must be exactly its size. */
 KILN_API int kiln_array_read(kiln_array *a, void *dst, size_t nbytes);
 KILN_API int kiln_array_save_npy(kiln_array *a, const char *path);
