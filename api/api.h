@@ -82,6 +82,9 @@ bool api_stopped(api_stop *stop);
 int api_build_jit(const ir_graph *lowered, int opt_level, cg_build *b, api_stop *stop);
 /* From compiled graphs b already holds: descriptor, fused loops, JIT; interruptible. */
 int api_build_finish(cg_build *b, int opt_level, api_stop *stop);
+/* kiln_graph_jit, interrupted through stop (NULL: never) as a session's compiles are:
+ * `kiln repl`'s :model compiles under its session's request, so Ctrl-C stops it. */
+int api_graph_jit(kiln_graph *g, uint64_t seed, api_stop *stop, kiln_model **out);
 
 /* ---- api_array.c / api_eval.c ---- */
 typedef struct api_cache_entry api_cache_entry;

@@ -4,7 +4,8 @@
  * graph on arrays (each node a lazy array over the weight arrays: nothing runs until shown);
  * `loss = train_step(x, label)` runs the model's own train_step (its optimizer) on the
  * arrays' values and refreshes the weight arrays; `:weights FILE.safetensors` loads
- * weights into it. */
+ * weights into it. Ctrl-C interrupts :model's compile as it does a statement's (the
+ * session's interrupt request), and the session keeps what it had. */
 #include "kiln_repl.h"
 
 #include <stdlib.h>
@@ -67,7 +68,8 @@ int repl_cmd_model(repl *r, char **arg, int n) {
   if (repl_model_dims(arg + 2, n - 2, names, values)) return KILN_ERR;
   repl_model *m = calloc(1, sizeof *m);
   if (!m) return api_fail("out of memory");
-  if (kiln_graph_load_dims(arg[1], NULL, n - 2, names, values, &m->g) || kiln_graph_jit(m->g, 0, &m->m)) {
+  /* compiled under the session's interrupt request: Ctrl-C stops a long compile */
+  if (kiln_graph_load_dims(arg[1], NULL, n - 2, names, values, &m->g) || api_graph_jit(m->g, 0, &r->s->stop, &m->m)) {
     kiln_graph_free(m->g), free(m);
     return KILN_ERR;
   }
