@@ -93,7 +93,8 @@ struct kiln_session {
   struct kiln_array *arrays;       /* every live array, user-held or kept by a lazy one */
   api_cache_entry *cache;
   int64_t hits, misses;
-  int64_t grad_steps;              /* gradient computations run: dropout's step (api_grad.c) */
+  uint64_t seed;                   /* kiln_session_seed: the Philox seed of dropout's masks */
+  int64_t grad_steps;              /* kiln_grad calls since it was set: dropout's step (api_grad.c) */
   api_stop stop;                   /* kiln_session_interrupt: read without the lock */
 };
 struct kiln_array {
@@ -165,6 +166,8 @@ typedef struct api_grad {
   kiln_array **wrt;                /* each holds a reference */
   kiln_array **outs;               /* the gradient arrays still alive (NULL once freed) */
   int refs;                        /* gradient arrays alive */
+  uint64_t seed;                   /* dropout draws as train_step's step `step` of a model */
+  int64_t step;                    /* created with `seed`: fixed when kiln_grad is called */
 } api_grad;
 /* Computes the gradient arrays not yet computed that a walk from roots meets as leaves
  * (before a walk that needs their values). */

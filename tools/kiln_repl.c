@@ -211,6 +211,8 @@ static const char repl_help[] =
   "  :graph NAME            the pending graph NAME needs, as the .kiln model it compiles to\n"
   "  :passes NAME           that graph after each pass, and the passes' statistics\n"
   "  :grad LOSS W...        gradients of the scalar LOSS as lazy arrays d_W... (W made from data)\n"
+  "  :seed N                the seed of dropout's masks in :grad (Philox, as a model created\n"
+  "                         with seed N draws them in train_step's steps 1, 2...; starts at 0)\n"
   "  :export FILE.kiln NAME... [input=X,Y]   the graph computing NAME... as a model, with the\n"
   "                         arrays it reads as params in FILE.safetensors (X, Y as inputs)\n"
   "  :time on|off           the time of each statement (front end, compile or cache, run)\n"
@@ -314,6 +316,14 @@ static int repl_cmd_grad(repl *r, char **arg, int n) {
   return KILN_OK;
 }
 
+/* :seed N: the session's seed (kiln_session_seed); the next :grad draws step 1's masks. */
+static int repl_cmd_seed(repl *r, char **arg, int n) {
+  char *end = NULL;
+  unsigned long long seed = n == 2 && arg[1][0] >= '0' && arg[1][0] <= '9' ? strtoull(arg[1], &end, 10) : 0;
+  if (n != 2 || !end || *end) return api_fail("usage: :seed N (a number)");
+  return kiln_session_seed(r->s, (uint64_t)seed);
+}
+
 /* The REPL's own names for the arrays an export reads. */
 static const char *repl_var_name(void *ctx, const kiln_array *a) {
   repl *r = ctx;
@@ -412,6 +422,7 @@ static int repl_command(repl *r, char *line, bool *quit) {
   if (!strcmp(arg[0], ":save")) return (v = repl_var_arg(r, arg, n, 3, ":save NAME FILE.npy")) ? kiln_array_save_npy(v->a, arg[2]) : KILN_ERR;
   if (!strcmp(arg[0], ":graph")) return (v = repl_var_arg(r, arg, n, 2, ":graph NAME")) ? repl_cmd_graph(r, v) : KILN_ERR;
   if (!strcmp(arg[0], ":grad")) return repl_cmd_grad(r, arg, n);
+  if (!strcmp(arg[0], ":seed")) return repl_cmd_seed(r, arg, n);
   if (!strcmp(arg[0], ":model")) return repl_cmd_model(r, arg, n);
   if (!strcmp(arg[0], ":weights")) return repl_cmd_weights(r, arg, n);
   if (!strcmp(arg[0], ":export")) return repl_cmd_export(r, arg, n);
