@@ -51,6 +51,7 @@ static void test_without_objects(void) {
   REFUSED(kiln_model_tensor(NULL, 0, 0, 0, NULL, NULL, NULL, NULL));
   REFUSED(kiln_session_new(NULL));
   REFUSED(kiln_session_cache_stats(NULL, &h, &m));
+  REFUSED(kiln_session_seed(NULL, 1));
   REFUSED(kiln_array_from_data(NULL, KILN_F32, 2, d, &f, NULL));
   REFUSED(kiln_array_load_npy(NULL, NULL, NULL));
   REFUSED(kiln_array_zeros(NULL, KILN_F32, 2, d, NULL));
