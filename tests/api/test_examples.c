@@ -4,7 +4,8 @@
  * seed saves its weights; the same weights and inputs as arrays, predict recorded on them
  * (kiln_graph_predict_arrays) and evaluated by the JIT in one compile, and every output must
  * equal the .so's predict bit for bit: both paths run the same passes, kernels and LLVM
- * pipeline on the same graph, so any difference is a bug, not rounding. */
+ * pipeline on the same graph, so any difference is a bug, not rounding. Also: kiln_grad on
+ * examples/mlp.kiln's loss equals the step its train_step takes. */
 #include <dlfcn.h>
 #include <math.h>
 #include <stdlib.h>
@@ -150,6 +151,59 @@ static void one_example(const char *path, void *ctx_) {
   ctx->models++;
 }
 
+/* examples/mlp.kiln's gradients on arrays equal what its train_step applies: the model JIT'd
+ * (small batch), its learning rate set to 1 so that one step of sgd with momentum (whose
+ * buffer starts at the gradient) moves each weight by its gradient; then `output loss` added
+ * to the graph, predict recorded on the saved weights, and kiln_grad of the loss. */
+static void test_mlp_grad_vs_train_step(const char *dir) {
+  char path[4096], p0[4400], p1[4400];
+  snprintf(path, sizeof path, "%sexamples/mlp.kiln", ts_root());
+  snprintf(p0, sizeof p0, "%s/w0.safetensors", dir), snprintf(p1, sizeof p1, "%s/w1.safetensors", dir);
+  kiln_graph *g = load_small(path);
+  kiln_model *m = NULL;
+  int64_t batch = 0, d[KILN_MAX_RANK];
+  int rank = 0;
+  CHECK(g && !kiln_graph_shape(g, "image", NULL, &rank, d) && rank == 2, "image's shape: %s", kiln_last_error());
+  batch = d[0];
+  float *image = malloc(sizeof(float) * (size_t)(batch * 784)), loss = 0, mine = 0;
+  int32_t *label = malloc(sizeof(int32_t) * (size_t)batch);
+  for (int64_t i = 0; i < batch * 784; i++) image[i] = (float)((i * 37) % 101) / 50 - 1;
+  for (int64_t i = 0; i < batch; i++) label[i] = (int32_t)((i * 3) % 10);
+  CHECK(!kiln_graph_jit(g, 5, &m) && !kiln_model_set_lr(m, 1) && !kiln_model_save(m, p0) &&
+        !kiln_model_train_step(m, (const void *[]){image, label}, &loss) && !kiln_model_save(m, p1), "train_step: %s", kiln_last_error());
+  kiln_session *s = NULL;
+  kiln_session_new(&s);
+  rt_st_file f0, f1;
+  char err[512];
+  CHECK(!rt_st_open(p0, &f0, err, sizeof err) && !rt_st_open(p1, &f1, err, sizeof err), "%s", err);
+  const char **wn = calloc((size_t)f0.n + 1, sizeof *wn);
+  kiln_array **wa = calloc((size_t)f0.n + 1, sizeof *wa), **gr = calloc((size_t)f0.n + 1, sizeof *gr), *in[2], *out[2] = {0};
+  int nw = weight_arrays(s, &f0, wn, wa);
+  kiln_array_from_data(s, KILN_F32, 2, (int64_t[]){batch, 784}, image, &in[0]);
+  kiln_array_from_data(s, KILN_I32, 1, &batch, label, &in[1]);
+  CHECK(!kiln_graph_output(g, "loss") && !kiln_graph_predict_arrays(g, s, 2, in, nw, wn, wa, 2, out) && !kiln_grad(out[1], nw, wa, gr),
+        "the loss on arrays and its gradients: %s", kiln_last_error());
+  CHECK(out[1] && !kiln_array_read(out[1], &mine, 4) && fabsf(mine - loss) <= 1e-6f * fabsf(loss), "the same loss: %g vs %g", mine, loss);
+  double worst = 0, scale = 0;
+  for (int i = 0; i < nw && gr[0]; i++) {
+    const rt_st_entry *a = &f0.entries[i], *b = rt_st_find(&f1, a->name);
+    size_t n = (size_t)(a->end - a->begin) / 4;
+    float *gv = malloc(n * 4);
+    CHECK(b && !kiln_array_read(gr[i], gv, n * 4), "%s's gradient: %s", a->name, kiln_last_error());
+    for (size_t k = 0; b && k < n; k++) {
+      double step = (double)((const float *)a->data)[k] - ((const float *)b->data)[k];
+      worst = fmax(worst, fabs(step - gv[k])), scale = fmax(scale, fabs(step));
+    }
+    free(gv);
+  }
+  CHECK(scale > 1e-4 && worst <= 1e-6, "mlp: gradients on arrays equal train_step's steps (worst %g, largest step %g)", worst, scale);
+  if (worst <= 1e-6) printf("mlp: kiln_grad equals train_step's step on %d weights (worst %g)\n", nw, worst);
+  rt_st_close(&f0), rt_st_close(&f1);
+  free(wn), free(wa), free(gr), free(image), free(label);
+  kiln_session_free(s), kiln_model_free(m), kiln_graph_free(g);
+  unlink(p0), unlink(p1);
+}
+
 /* kiln_graph_predict_arrays refuses what does not fit: the input count, a shape, a weight
  * name the model lacks, a weight left out. */
 static void test_refusals(void) {
@@ -190,6 +244,7 @@ int main(void) {
   ex_ctx ctx = {dir, 0};
   int n = ts_each_model("examples", one_example, &ctx);
   CHECK(n >= 4 && ctx.models == n, "every example compared (%d of %d)", ctx.models, n);
+  test_mlp_grad_vs_train_step(dir);
   rmdir(dir);
   test_refusals();
   return ts_summary("api.test_examples");
