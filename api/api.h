@@ -11,7 +11,8 @@
  *   api_eval.c   deferred compute: the pending subgraph of the arrays read, as a model,
  *                compiled once per structure (the cache) by pass_compile + cg_jit, and run
  *   api_grad.c   kiln_grad: lazy gradients by the passes train_step uses (backward, prune)
- *   api_export.c the recorded graph of chosen arrays as a .kiln model and safetensors */
+ *   api_export.c the recorded graph of chosen arrays as a .kiln model and safetensors
+ *   api_record.c a lowered graph replayed on arrays (kiln_graph_predict_arrays, the REPL) */
 #ifndef KILN_API_INT_H
 #define KILN_API_INT_H
 
@@ -81,6 +82,9 @@ bool api_stopped(api_stop *stop);
 int api_build_jit(const ir_graph *lowered, int opt_level, cg_build *b, api_stop *stop);
 /* From compiled graphs b already holds: descriptor, fused loops, JIT; interruptible. */
 int api_build_finish(cg_build *b, int opt_level, api_stop *stop);
+/* kiln_graph_jit, interrupted through stop (NULL: never) as a session's compiles are:
+ * `kiln repl`'s :model compiles under its session's request, so Ctrl-C stops it. */
+int api_graph_jit(kiln_graph *g, uint64_t seed, api_stop *stop, kiln_model **out);
 
 /* ---- api_array.c / api_eval.c ---- */
 typedef struct api_cache_entry api_cache_entry;
@@ -89,7 +93,8 @@ struct kiln_session {
   struct kiln_array *arrays;       /* every live array, user-held or kept by a lazy one */
   api_cache_entry *cache;
   int64_t hits, misses;
-  int64_t grad_steps;              /* gradient computations run: dropout's step (api_grad.c) */
+  uint64_t seed;                   /* kiln_session_seed: the Philox seed of dropout's masks */
+  int64_t grad_steps;              /* kiln_grad calls since it was set: dropout's step (api_grad.c) */
   api_stop stop;                   /* kiln_session_interrupt: read without the lock */
 };
 struct kiln_array {
@@ -161,6 +166,8 @@ typedef struct api_grad {
   kiln_array **wrt;                /* each holds a reference */
   kiln_array **outs;               /* the gradient arrays still alive (NULL once freed) */
   int refs;                        /* gradient arrays alive */
+  uint64_t seed;                   /* dropout draws as train_step's step `step` of a model */
+  int64_t step;                    /* created with `seed`: fixed when kiln_grad is called */
 } api_grad;
 /* Computes the gradient arrays not yet computed that a walk from roots meets as leaves
  * (before a walk that needs their values). */
@@ -179,5 +186,15 @@ void api_type_text(api_buf *b, k_dtype t, const k_shape *s);
 int api_export(kiln_session *s, const char *kiln_path, const char *weights_path, const char *model,
                int nout, kiln_array *const *outs, const char *const *out_names, int nin, kiln_array *const *ins,
                const char *const *in_names, const char *(*user)(void *, const kiln_array *), void *user_ctx);
+
+/* api_record.c. made[t] is tensor t's array made here (owned by the caller's walk, freed
+ * with kiln_array_free), bound[t] (may be NULL) one the caller lends; constants are made into
+ * made[]. An operand neither holds is an error naming it. */
+kiln_array *api_record_operand(kiln_session *s, const ir_graph *g, int t, kiln_array **made, kiln_array *const *bound);
+/* Node n as a lazy array in made[n->out[0]]. */
+int api_record_node(kiln_session *s, const ir_graph *g, const ir_node *n, kiln_array **made, kiln_array *const *bound);
+/* The nodes g's outputs need as lazy arrays over bound[] (inputs and weights); outs[i] gets
+ * output i (the caller's to free). */
+int api_record_predict(kiln_session *s, const ir_graph *g, kiln_array *const *bound, kiln_array **outs);
 
 #endif

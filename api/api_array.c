@@ -40,6 +40,14 @@ KILN_API void kiln_session_interrupt(kiln_session *s, int on) {
   if (s) atomic_store(&s->stop.flag, on ? 1 : 0);   /* no lock: a signal handler may call it */
 }
 
+KILN_API int kiln_session_seed(kiln_session *s, uint64_t seed) {
+  if (!s) return api_fail("kiln_session_seed: session is NULL");
+  pthread_mutex_lock(&s->mu);
+  s->seed = seed, s->grad_steps = 0;
+  pthread_mutex_unlock(&s->mu);
+  return api_ok();
+}
+
 KILN_API int kiln_session_cache_stats(kiln_session *s, int64_t *hits, int64_t *misses) {
   if (!s || !hits || !misses) return api_fail("kiln_session_cache_stats: session, hits or misses is NULL");
   pthread_mutex_lock(&s->mu);

@@ -8,8 +8,10 @@
  * The forward ops run as train_step runs them (the program is marked is_train): batch_norm
  * normalises by the batch's statistics (its moving statistics, declared params and so aux
  * states, are the gradient model's own storage: the arrays passed for them are not changed),
- * and dropout draws its mask as train_step's step k of a model created with seed 0 does for
- * a node of the same name, k counting the session's gradient computations from 1. */
+ * and dropout draws its mask as train_step's step k of a model created with the session's
+ * seed (kiln_session_seed, 0 by default) does for a node of the same name, k counting the
+ * kiln_grad calls since the seed was set, from 1. Seed and step are fixed when kiln_grad is
+ * called, so the order in which gradients are read changes no mask. */
 #include "api.h"
 
 #include <stdlib.h>
@@ -52,6 +54,7 @@ KILN_API int kiln_grad(kiln_array *loss, int n, kiln_array *const *wrt, kiln_arr
   kiln_session *s = loss->s;
   pthread_mutex_lock(&s->mu);
   api_grad *g = api_grad_new(loss, n, wrt);
+  if (g) g->seed = s->seed, g->step = ++s->grad_steps;
   int made = 0;
   for (; g && made < n; made++) {
     kiln_array *a = api_array_new(s, K_F32, &wrt[made]->shape);
@@ -158,7 +161,7 @@ static int api_grad_run(kiln_session *s, api_grad *g, const api_walk *w, api_cac
     out[k] = slot >= 0 ? api_array_storage(g->wrt[slot]) : NULL;
     if (!out[k]) rc = api_fail("out of memory");
   }
-  if (!rc && rt_model_set_step(e->m, ++s->grad_steps)) rc = api_fail("%s", rt_model_error(e->m));
+  if (!rc && rt_model_set_random(e->m, g->seed, g->step)) rc = api_fail("%s", rt_model_error(e->m));
   if (!rc && rt_model_predict(e->m, in, out)) rc = api_fail("%s", rt_model_error(e->m));
   for (int k = 0; k < p->noutputs; k++) {
     int slot = api_grad_slot(g, w, ts[p->outputs[k]].name);

@@ -139,7 +139,7 @@ int api_build_jit(const ir_graph *lowered, int opt_level, cg_build *b, api_stop 
   return api_build_finish(b, opt_level, stop);
 }
 
-KILN_API int kiln_graph_jit(kiln_graph *g, uint64_t seed, kiln_model **out) {
+int api_graph_jit(kiln_graph *g, uint64_t seed, api_stop *stop, kiln_model **out) {
   if (!out) return api_fail("kiln_graph_jit: out is NULL");
   *out = NULL;
   if (!g) return api_fail("kiln_graph_jit: graph is NULL");
@@ -147,13 +147,15 @@ KILN_API int kiln_graph_jit(kiln_graph *g, uint64_t seed, kiln_model **out) {
   if (!m) return api_fail("out of memory");
   api_graph_lock(g, true);
   const ir_graph *low;
-  int rc = api_graph_get(g, &low) || api_build_jit(low, 2, &m->b, NULL);
+  int rc = api_graph_get(g, &low) || api_build_jit(low, 2, &m->b, stop);
   api_graph_lock(g, false);
   if (!rc && !(m->m = rt_model_create(m->b.desc, seed))) rc = api_fail("out of memory creating the model");
   if (rc) return kiln_model_free(m), KILN_ERR;
   *out = m;
   return api_ok();
 }
+
+KILN_API int kiln_graph_jit(kiln_graph *g, uint64_t seed, kiln_model **out) { return api_graph_jit(g, seed, NULL, out); }
 
 KILN_API void kiln_model_free(kiln_model *m) {
   if (!m) return;

@@ -115,6 +115,11 @@ KILN_API void kiln_session_free(kiln_session *s);
  * (the arrays being read stay lazy, nothing is cached). The request stays until a compile
  * takes it or on = 0 withdraws it. */
 KILN_API void kiln_session_interrupt(kiln_session *s, int on);
+/* The Philox seed of the session's random draws inside computations (dropout's masks in
+ * gradients, see kiln_grad), and the count of kiln_grad calls restarted: after it, kiln_grad
+ * call k draws what train_step's step k draws in a model created with `seed`
+ * (kiln_graph_jit(g, seed) or NAME_create(seed) of a compiled .so). A new session has seed 0. */
+KILN_API int kiln_session_seed(kiln_session *s, uint64_t seed);
 /* The cache of compiled subgraphs: lookups that found one, and compiles. */
 KILN_API int kiln_session_cache_stats(kiln_session *s, int64_t *hits, int64_t *misses);
 
@@ -146,10 +151,19 @@ KILN_API int kiln_array_eval(kiln_session *s, int n, kiln_array *const *arrays);
  * pruning that train_step uses, all n computed by one compile when one is read. The forward
  * ops run as in train_step: batch_norm by the batch's statistics (the arrays passed as its
  * moving statistics are not updated), dropout with the mask train_step's step k draws in a
- * model created with seed 0 (k = 1 for the session's first gradient computation, 2 for the
- * next...). Reading `loss` itself runs predict (dropout the identity, batch_norm by the
- * moving statistics). */
+ * model created with the session's seed (kiln_session_seed; 0 by default), k = 1 for the
+ * first kiln_grad call after the seed was set, 2 for the next...: fixed by the call, however
+ * late its gradients are read. Reading `loss` itself runs predict (dropout the identity,
+ * batch_norm by the moving statistics). */
 KILN_API int kiln_grad(kiln_array *loss, int n, kiln_array *const *wrt, kiln_array **out);
+/* predict of graph g recorded on arrays of session s (nothing computed): inputs[0..ninputs)
+ * are predict's inputs in declaration order (those predict reads, as kiln_model_tensor lists
+ * them), each param or aux state predict reads is the array weights[k] whose name
+ * weight_names[k] is, and outputs[0..noutputs) receive lazy arrays, one per `output` in
+ * order (the caller frees them). Every array must have the declared dtype and shape. */
+KILN_API int kiln_graph_predict_arrays(kiln_graph *g, kiln_session *s, int ninputs, kiln_array *const *inputs,
+                                       int nweights, const char *const *weight_names, kiln_array *const *weights,
+                                       int noutputs, kiln_array **outputs);
 /* Reads an array (computing it first): nbytes must be exactly its size. */
 KILN_API int kiln_array_read(kiln_array *a, void *dst, size_t nbytes);
 KILN_API int kiln_array_save_npy(kiln_array *a, const char *path);

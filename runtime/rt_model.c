@@ -131,12 +131,12 @@ int rt_model_set_lr(rt_model *m, float lr) {
   return rc;
 }
 
-int rt_model_set_step(rt_model *m, int64_t step) {
+int rt_model_set_random(rt_model *m, uint64_t seed, int64_t step) {
   if (!m) return 1;
   pthread_mutex_lock(&m->mu);
   int rc = 0;
-  if (step < 0) rc = rt_model_fail(m, "set_step: the step must be >= 0, not %lld", (long long)step);
-  else m->step = step, m->err[0] = 0;
+  if (step < 0) rc = rt_model_fail(m, "set_random: the step must be >= 0, not %lld", (long long)step);
+  else m->seed = seed, m->step = step, m->err[0] = 0;
   pthread_mutex_unlock(&m->mu);
   return rc;
 }

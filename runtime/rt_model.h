@@ -97,10 +97,11 @@ int rt_model_save(const rt_model *m, const char *path);      /* atomic: a tempor
 int rt_model_predict(rt_model *m, const void *const *inputs, void *const *outputs);
 int rt_model_train_step(rt_model *m, const void *const *inputs, float *loss);
 int rt_model_set_lr(rt_model *m, float lr);
-/* The train steps taken, which the random counters of the next run read (a RANDOM op in a
- * program with is_train draws as train_step's step `step` does): the C API's gradients use
- * it to draw dropout's masks. step >= 0. */
-int rt_model_set_step(rt_model *m, int64_t step);
+/* The Philox seed and the train steps taken, which the random ops of the next run read (a
+ * RANDOM op in a program with is_train draws as train_step's step `step` does in a model
+ * created with `seed`; weights drawn at create keep their draws): the C API's gradients use
+ * it to draw dropout's masks from the session's seed. step >= 0. */
+int rt_model_set_random(rt_model *m, uint64_t seed, int64_t step);
 const char *rt_model_error(const rt_model *m);               /* "" after success; never NULL */
 /* A weight or optimizer state by name (tests, tools): 0, or 1 when there is none. */
 int rt_model_get(const rt_model *m, const char *name, const float **data, int64_t *n);

@@ -72,53 +72,34 @@ static void repl_source(repl *r, const char *lead, const char *stmt, const char 
   api_buf_printf(b, " %s\n%s\n output %s\n}\n", lead, stmt, outputs);
 }
 
-/* The array of tensor t of the lowered statement: a session array, a scalar constant, or a
- * node made earlier in this walk. */
-static kiln_array *repl_operand(repl *r, const ir_graph *g, int t, kiln_array **made, kiln_array *const *bound) {
-  const ir_tensor *x = ir_tensor_at(g, t);
-  if (made[t]) return made[t];
-  if (bound && bound[t]) return bound[t];
-  if (x->kind == IR_T_INPUT) return repl_find(r, x->name)->a;
-  if (x->kind == IR_T_CONST && !api_array_constant(r->s, x->value, &made[t])) return made[t];
-  if (x->kind == IR_T_PARAM || x->kind == IR_T_AUX)
-    api_fail("<repl>:%d: error: '%s' would be a parameter, but arrays create none; pass it as an array (e.g. from :rand)",
-             r->stmt, x->name);
-  return NULL;
-}
-
-int repl_node(repl *r, const ir_graph *g, const ir_node *n, kiln_array **made, kiln_array *const *bound) {
-  const ir_opdef *op = &ir_ops[n->op];
-  kiln_array *in[64];
-  for (int j = 0; j < n->nin; j++)
-    if (!(in[j] = repl_operand(r, g, n->in[j], made, bound))) return KILN_ERR;
-  kiln_attrs at = {{0}, 0};
-  char *text = NULL;
-  size_t len = 0;
-  FILE *mem = open_memstream(&text, &len);
-  if (!mem) return api_fail("out of memory");
-  ir_attr_print(op->attrs, n->param, mem);
-  fclose(mem);
-  at.text = (api_buf){text, len, len + 1, false}, at.n = len > 0;
-  int rc = kiln_array_op(r->s, op->name, n->nin, in, &at, &made[n->out[0]]);
-  free(text);
-  return rc;
+/* The statement's inputs are the session's arrays of their names; a parameter it would
+ * create is refused (arrays create none). */
+static int repl_bind_inputs(repl *r, const ir_graph *g, kiln_array **bound) {
+  for (int t = 0; t < ir_ntensors(g); t++) {
+    const ir_tensor *x = ir_tensor_at(g, t);
+    if (x->kind == IR_T_INPUT) bound[t] = repl_find(r, x->name)->a;
+    if (x->kind == IR_T_PARAM || x->kind == IR_T_AUX)
+      return api_fail("<repl>:%d: error: '%s' would be a parameter, but arrays create none; pass it as an array (e.g. from :rand)",
+                      r->stmt, x->name);
+  }
+  return KILN_OK;
 }
 
 /* Every node of the lowered statement as a lazy array; the targets bound to theirs. */
 static int repl_record(repl *r, const ir_graph *g, char **targets, int ntargets) {
-  kiln_array **made = calloc((size_t)ir_ntensors(g), sizeof *made);
-  int rc = made ? KILN_OK : api_fail("out of memory");
-  for (int i = 0; !rc && i < ir_nnodes(g); i++) rc = repl_node(r, g, ir_node_at(g, i), made, NULL);
+  kiln_array **made = calloc((size_t)ir_ntensors(g) + 1, sizeof *made), **bound = calloc((size_t)ir_ntensors(g) + 1, sizeof *bound);
+  int rc = made && bound ? repl_bind_inputs(r, g, bound) : api_fail("out of memory");
+  for (int i = 0; !rc && i < ir_nnodes(g); i++) rc = api_record_node(r->s, g, ir_node_at(g, i), made, bound);
   for (int i = 0; !rc && i < ntargets; i++) {
     int t = ir_graph_find_tensor(g, targets[i]);
-    kiln_array *a = t >= 0 ? repl_operand(r, g, t, made, NULL) : NULL;
+    kiln_array *a = t >= 0 ? api_record_operand(r->s, g, t, made, bound) : NULL;
     /* the name takes over the walk's handle; an existing array has its own name already */
     if (!a || !made[t]) { rc = api_fail("'%s': assign a computed value (an op or a number)", targets[i]); break; }
     made[t] = NULL;
     if (repl_bind(r, targets[i], a)) rc = api_fail("out of memory");
   }
   for (int i = 0; made && i < ir_ntensors(g); i++) kiln_array_free(made[i]);
-  free(made);
+  free(made), free(bound);
   return rc;
 }
 
@@ -230,6 +211,8 @@ static const char repl_help[] =
   "  :graph NAME            the pending graph NAME needs, as the .kiln model it compiles to\n"
   "  :passes NAME           that graph after each pass, and the passes' statistics\n"
   "  :grad LOSS W...        gradients of the scalar LOSS as lazy arrays d_W... (W made from data)\n"
+  "  :seed N                the seed of dropout's masks in :grad (Philox, as a model created\n"
+  "                         with seed N draws them in train_step's steps 1, 2...; starts at 0)\n"
   "  :export FILE.kiln NAME... [input=X,Y]   the graph computing NAME... as a model, with the\n"
   "                         arrays it reads as params in FILE.safetensors (X, Y as inputs)\n"
   "  :time on|off           the time of each statement (front end, compile or cache, run)\n"
@@ -333,6 +316,14 @@ static int repl_cmd_grad(repl *r, char **arg, int n) {
   return KILN_OK;
 }
 
+/* :seed N: the session's seed (kiln_session_seed); the next :grad draws step 1's masks. */
+static int repl_cmd_seed(repl *r, char **arg, int n) {
+  char *end = NULL;
+  unsigned long long seed = n == 2 && arg[1][0] >= '0' && arg[1][0] <= '9' ? strtoull(arg[1], &end, 10) : 0;
+  if (n != 2 || !end || *end) return api_fail("usage: :seed N (a number)");
+  return kiln_session_seed(r->s, (uint64_t)seed);
+}
+
 /* The REPL's own names for the arrays an export reads. */
 static const char *repl_var_name(void *ctx, const kiln_array *a) {
   repl *r = ctx;
@@ -431,6 +422,7 @@ static int repl_command(repl *r, char *line, bool *quit) {
   if (!strcmp(arg[0], ":save")) return (v = repl_var_arg(r, arg, n, 3, ":save NAME FILE.npy")) ? kiln_array_save_npy(v->a, arg[2]) : KILN_ERR;
   if (!strcmp(arg[0], ":graph")) return (v = repl_var_arg(r, arg, n, 2, ":graph NAME")) ? repl_cmd_graph(r, v) : KILN_ERR;
   if (!strcmp(arg[0], ":grad")) return repl_cmd_grad(r, arg, n);
+  if (!strcmp(arg[0], ":seed")) return repl_cmd_seed(r, arg, n);
   if (!strcmp(arg[0], ":model")) return repl_cmd_model(r, arg, n);
   if (!strcmp(arg[0], ":weights")) return repl_cmd_weights(r, arg, n);
   if (!strcmp(arg[0], ":export")) return repl_cmd_export(r, arg, n);

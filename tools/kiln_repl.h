@@ -27,9 +27,6 @@ repl_var *repl_find(repl *r, const char *name);
 /* Binds name to a, replacing (and releasing) an earlier value; nonzero without memory. */
 int repl_bind(repl *r, const char *name, kiln_array *a);
 int repl_show(repl *r, kiln_array *a);     /* computes and prints a */
-/* Node n of a lowered graph as a lazy array in made[n->out[0]]; its inputs from made[],
- * bound[] (when not NULL), the session's arrays by name, or constants. */
-int repl_node(repl *r, const ir_graph *g, const ir_node *n, kiln_array **made, kiln_array *const *bound);
 
 /* ---- kiln_repl_print.c ---- */
 void repl_print_value(const kiln_array *a, const void *data, FILE *out);

@@ -4,7 +4,8 @@
  * graph on arrays (each node a lazy array over the weight arrays: nothing runs until shown);
  * `loss = train_step(x, label)` runs the model's own train_step (its optimizer) on the
  * arrays' values and refreshes the weight arrays; `:weights FILE.safetensors` loads
- * weights into it. */
+ * weights into it. Ctrl-C interrupts :model's compile as it does a statement's (the
+ * session's interrupt request), and the session keeps what it had. */
 #include "kiln_repl.h"
 
 #include <stdlib.h>
@@ -67,7 +68,8 @@ int repl_cmd_model(repl *r, char **arg, int n) {
   if (repl_model_dims(arg + 2, n - 2, names, values)) return KILN_ERR;
   repl_model *m = calloc(1, sizeof *m);
   if (!m) return api_fail("out of memory");
-  if (kiln_graph_load_dims(arg[1], NULL, n - 2, names, values, &m->g) || kiln_graph_jit(m->g, 0, &m->m)) {
+  /* compiled under the session's interrupt request: Ctrl-C stops a long compile */
+  if (kiln_graph_load_dims(arg[1], NULL, n - 2, names, values, &m->g) || api_graph_jit(m->g, 0, &r->s->stop, &m->m)) {
     kiln_graph_free(m->g), free(m);
     return KILN_ERR;
   }
@@ -134,58 +136,39 @@ static int repl_call_args(repl *r, bool train, char **args, int nargs, kiln_arra
   return KILN_OK;
 }
 
-/* The tensors predict's outputs need, marked (a walk back over the nodes). */
-static bool *repl_needed(const ir_graph *g) {
-  bool *need = calloc((size_t)ir_ntensors(g) + 1, 1);
-  for (int i = 0; need && i < g->outputs.len; i++) need[IR_VEC_AT(g->outputs, int, i)] = true;
-  for (int i = ir_nnodes(g) - 1; need && i >= 0; i--) {
-    const ir_node *n = ir_node_at(g, i);
-    bool used = false;
-    for (int j = 0; j < n->nout; j++) used |= n->out[j] >= 0 && need[n->out[j]];
-    for (int j = 0; used && j < n->nin; j++) need[n->in[j]] = true;
-  }
-  return need;
-}
-
-/* Inputs bound to the arguments (in declaration order, as the entry point takes them) and
- * weights to the session's arrays of their names. */
-static int repl_bind_model(repl *r, const ir_graph *g, const bool *need, kiln_array **args, kiln_array **bound) {
-  int k = 0;
+/* Weights bound to the session's arrays of their names; kiln_graph_predict_arrays binds
+ * the inputs (those predict reads, in the entry point's order) and records predict. */
+static int repl_weights(repl *r, const ir_graph *g, const char **names, kiln_array **arrays, int *n) {
+  *n = 0;
   for (int t = 0; t < ir_ntensors(g); t++) {
     const ir_tensor *x = ir_tensor_at(g, t);
-    if (x->kind == IR_T_INPUT && need[t]) bound[t] = args[k++];
     if (x->kind != IR_T_PARAM && x->kind != IR_T_AUX) continue;
     repl_var *v = repl_find(r, x->name);
     if (!v) return api_fail("the model's weight '%s' is no longer an array", x->name);
-    bound[t] = v->a;
+    names[*n] = x->name, arrays[(*n)++] = v->a;
   }
   return KILN_OK;
 }
 
-static int repl_predict(repl *r, kiln_array **args, char **targets, int ntargets) {
+static int repl_predict(repl *r, kiln_array **args, int nargs, char **targets, int ntargets) {
   const ir_graph *g;
   api_graph_lock(r->model->g, true);
   int rc = api_graph_get(r->model->g, &g);
   api_graph_lock(r->model->g, false);
   if (rc) return KILN_ERR;
-  int nt = ir_ntensors(g), nouts = g->outputs.len;
+  int nt = ir_ntensors(g), nouts = g->outputs.len, nw = 0;
   if (ntargets && ntargets != nouts) return api_fail("predict gives %d output%s", nouts, nouts == 1 ? "" : "s");
-  bool *need = repl_needed(g);
-  kiln_array **made = calloc((size_t)nt + 1, sizeof *made), **bound = calloc((size_t)nt + 1, sizeof *bound);
-  rc = need && made && bound ? repl_bind_model(r, g, need, args, bound) : api_fail("out of memory");
-  for (int i = 0; !rc && i < ir_nnodes(g); i++) {
-    const ir_node *n = ir_node_at(g, i);
-    if (n->nout && n->out[0] >= 0 && need[n->out[0]]) rc = repl_node(r, g, n, made, bound);
-  }
+  const char **names = calloc((size_t)nt + 1, sizeof *names);
+  kiln_array **weights = calloc((size_t)nt + 1, sizeof *weights), **outs = calloc((size_t)nouts + 1, sizeof *outs);
+  rc = names && weights && outs ? repl_weights(r, g, names, weights, &nw) : api_fail("out of memory");
+  if (!rc) rc = kiln_graph_predict_arrays(r->model->g, r->s, nargs, args, nw, names, weights, nouts, outs);
   for (int i = 0; !rc && i < nouts; i++) {
-    int t = IR_VEC_AT(g->outputs, int, i);
-    if (!made[t]) { rc = api_fail("predict's output '%s' is not computed by an op", ir_tensor_at(g, t)->name); break; }
-    if (!ntargets) rc = repl_show(r, made[t]);
-    else if (repl_bind(r, targets[i], made[t])) rc = api_fail("out of memory");
-    else made[t] = NULL;   /* the name owns it now */
+    kiln_array *a = outs[i];
+    if (!ntargets) rc = repl_show(r, a);
+    else if (outs[i] = NULL, repl_bind(r, targets[i], a)) rc = api_fail("out of memory");   /* the name owns it now */
   }
-  for (int t = 0; made && t < nt; t++) kiln_array_free(made[t]);
-  free(need), free(made), free(bound);
+  for (int i = 0; outs && i < nouts; i++) kiln_array_free(outs[i]);
+  free(names), free(weights), free(outs);
   return rc;
 }
 
@@ -219,5 +202,5 @@ int repl_model_call(repl *r, const char *text, char **targets, int ntargets) {
   for (int i = 0; i < ntargets; i++)
     if (repl_find(r, targets[i])) return api_fail("'%s' is already defined (:reset starts over)", targets[i]);
   if (repl_call_args(r, train, args, nargs, arrays)) return KILN_ERR;
-  return train ? repl_train_step(r, arrays, nargs, targets, ntargets) : repl_predict(r, arrays, targets, ntargets);
+  return train ? repl_train_step(r, arrays, nargs, targets, ntargets) : repl_predict(r, arrays, nargs, targets, ntargets);
 }

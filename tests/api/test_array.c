@@ -288,8 +288,8 @@ static void test_grad_simple(void) {
 }
 
 /* Gradients through train-mode ops (batch_norm, dropout) equal train_step's: the arrays'
- * graph exported, a train statement added (sgd, lr=1), the model JIT'd with seed 0 (whose
- * step 1 draws the dropout mask the session's first gradient computation draws) and its
+ * graph exported, a train statement added (sgd, lr=1), the model JIT'd with seed 11 (whose
+ * step 1 draws the dropout mask of the first kiln_grad call after kiln_session_seed(s, 11)) and its
  * weights loaded; w_before - w_after after one step is the gradient. */
 static void test_grad_train_ops(void) {
   char dir[] = "/tmp/kiln-gradbn-XXXXXX", kx[4200], wx[4200], w1[4200];
@@ -298,6 +298,7 @@ static void test_grad_train_ops(void) {
   snprintf(w1, sizeof w1, "%s/after.safetensors", dir);
   kiln_session *s = NULL;
   kiln_session_new(&s);
+  CHECK(!kiln_session_seed(s, 11), "seed: %s", kiln_last_error());
   float x[8 * 6];
   for (int i = 0; i < 48; i++) x[i] = (float)((i * 7) % 11) / 4.0f - 1.2f;
   kiln_array *ax = from(s, 2, (int64_t[]){8, 6}, x), *w = NULL, *gam = NULL, *bet = NULL, *mean = NULL, *var = NULL;
@@ -322,7 +323,7 @@ static void test_grad_train_ops(void) {
   kiln_attrs *lr = NULL;
   kiln_attrs_new(&lr), kiln_attrs_float(lr, "lr", 1.0);
   float tl = 0, pl = 0, al = 0;
-  CHECK(!kiln_graph_load(kx, NULL, &g) && !kiln_graph_train(g, "loss", "sgd", lr) && !kiln_graph_jit(g, 0, &m) &&
+  CHECK(!kiln_graph_load(kx, NULL, &g) && !kiln_graph_train(g, "loss", "sgd", lr) && !kiln_graph_jit(g, 11, &m) &&
         !kiln_model_load(m, wx), "the exported graph with its weights: %s", kiln_last_error());
   /* export: params from normal, uniform, zeros and ones (the last two batch_norm's aux
    * states) carry their values, so predict computes what the arrays do */
@@ -357,6 +358,111 @@ static void test_grad_train_ops(void) {
   for (int k = 0; k < 3; k++) free(host[k]);
   kiln_attrs_free(a5), kiln_attrs_free(half), kiln_attrs_free(lr), kiln_model_free(m), kiln_graph_free(g), kiln_session_free(s);
   unlink(kx), unlink(wx), unlink(w1), rmdir(dir);
+}
+
+/* ---- dropout's masks in gradients: the session's seed ---- */
+
+/* d/dw sum(dropout(w * x)) for the session's next kiln_grad call: mask * 2 * x (p = 0.5). */
+static kiln_array *drop_grad(kiln_session *s, kiln_array *w, kiln_array *x, kiln_array **loss) {
+  kiln_attrs *half = NULL;
+  kiln_attrs_new(&half), kiln_attrs_float(half, "p", 0.5);
+  kiln_array *m = op(s, "mul", 2, (kiln_array *[]){w, x}, NULL), *d = op(s, "dropout", 1, &m, half);
+  kiln_array *l = op(s, "sum", 1, &d, NULL), *g = NULL;
+  CHECK(l && !kiln_grad(l, 1, &w, &g), "kiln_grad: %s", kiln_last_error());
+  kiln_array_free(m), kiln_array_free(d), kiln_attrs_free(half);
+  if (loss) *loss = l;
+  else kiln_array_free(l);
+  return g;
+}
+
+static void read64(kiln_array *a, float *out) {
+  CHECK(a && !kiln_array_read(a, out, 64 * sizeof(float)), "read: %s", kiln_last_error());
+  kiln_array_free(a);
+}
+
+/* One train_step of a compiled .so created with `seed` (sgd, lr = 1), from the weights in
+ * `before`; the weights after it written to `after`. */
+static bool so_train_step(const char *so, uint64_t seed, const char *before, const float *x, const char *after) {
+  void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+  const rt_model_api *api = lib ? dlsym(lib, "kiln_model") : NULL;
+  rt_model *m = api ? api->create(api->desc, seed) : NULL;
+  float loss;
+  bool ok = m && !api->load(m, before) && !api->train_step(m, (const void *[]){x}, &loss) && !api->save(m, after);
+  if (m && !ok) fprintf(stderr, "%s: %s\n", so, api->error(m));
+  if (m) api->destroy(m);
+  if (lib) dlclose(lib);
+  return ok;
+}
+
+/* w's step in `after` against `before` (the exported param holding w's values), as the
+ * gradient train_step applied; the worst difference from want. */
+static double so_step_vs(const char *before, const char *after, const float *w, const float *want) {
+  rt_st_file b, a;
+  char err[512];
+  double worst = 1e30;
+  if (rt_st_open(before, &b, err, sizeof err)) return fprintf(stderr, "%s\n", err), worst;
+  if (rt_st_open(after, &a, err, sizeof err)) return rt_st_close(&b), fprintf(stderr, "%s\n", err), worst;
+  for (int e = 0; e < b.n; e++) {
+    const rt_st_entry *be = &b.entries[e], *ae = rt_st_find(&a, be->name);
+    if (!ae || be->end - be->begin != 64 * 4 || memcmp(be->data, w, 64 * 4) != 0) continue;
+    worst = 0;
+    for (int i = 0; i < 64; i++)
+      worst = fmax(worst, fabs((double)((const float *)be->data)[i] - ((const float *)ae->data)[i] - want[i]));
+  }
+  rt_st_close(&b), rt_st_close(&a);
+  return worst;
+}
+
+/* Two kiln_grad calls draw two masks; kiln_session_seed with the same seed draws the same
+ * ones again, another seed others; the masks are fixed by the calls, not by the order of
+ * the reads; and the first mask after kiln_session_seed(s, 5) is the one a compiled .so's
+ * model created with seed 5 draws in its first train_step. */
+static void test_grad_seed(void) {
+  kiln_session *s = NULL;
+  kiln_session_new(&s);
+  float xv[64], wv[64], g1[64], g2[64], g3[64], g4[64], ga[64], gb[64], dflt[64];
+  for (int i = 0; i < 64; i++) xv[i] = 1 + (float)i / 64, wv[i] = 0.5f - (float)i / 128;
+  kiln_array *x = from(s, 1, (int64_t[]){64}, xv), *w = from(s, 1, (int64_t[]){64}, wv), *loss = NULL;
+  read64(drop_grad(s, w, x, NULL), dflt);                    /* seed 0, the default */
+  CHECK(!kiln_session_seed(s, 5), "seed: %s", kiln_last_error());
+  read64(drop_grad(s, w, x, &loss), g1), read64(drop_grad(s, w, x, NULL), g2);
+  CHECK(!kiln_session_seed(s, 5), "seed again");
+  read64(drop_grad(s, w, x, NULL), g3);
+  CHECK(!kiln_session_seed(s, 6), "another seed");
+  read64(drop_grad(s, w, x, NULL), g4);
+  int kept = 0, zeros = 0;
+  for (int i = 0; i < 64; i++) {
+    bool on = g1[i] != 0;
+    kept += on, zeros += !on;
+    CHECK(!on || g1[i] == 2 * xv[i], "a kept element's gradient is x / (1 - p): %g", g1[i]);
+  }
+  CHECK(kept > 10 && zeros > 10, "dropout(p=0.5) keeps some and drops some (%d kept)", kept);
+  CHECK(memcmp(g1, g2, sizeof g1) != 0, "the next kiln_grad call draws a fresh mask");
+  CHECK(memcmp(g1, g3, sizeof g1) == 0, "the same seed again gives the same mask");
+  CHECK(memcmp(g1, g4, sizeof g1) != 0 && memcmp(g1, dflt, sizeof g1) != 0, "other seeds give other masks");
+  /* the mask is the call's: gradients read in the other order get the same masks */
+  CHECK(!kiln_session_seed(s, 5), "seed");
+  kiln_array *a = drop_grad(s, w, x, NULL), *b = drop_grad(s, w, x, NULL);
+  read64(b, gb), read64(a, ga);
+  CHECK(memcmp(ga, g1, sizeof g1) == 0 && memcmp(gb, g2, sizeof g2) == 0, "masks fixed by the calls, not by the order of the reads");
+  CHECK(kiln_session_seed(NULL, 1) && has(kiln_last_error(), "NULL"), "NULL session refused");
+  /* a compiled .so created with seed 5: its first train_step draws g1's mask */
+  char dir[] = "/tmp/kiln-seed-XXXXXX", kx[4200], wx[4200], so[4200], after[4200], hdr[4200];
+  CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+  snprintf(kx, sizeof kx, "%s/drop.kiln", dir), snprintf(wx, sizeof wx, "%s/drop.safetensors", dir);
+  snprintf(so, sizeof so, "%s/libdrop.so", dir), snprintf(after, sizeof after, "%s/after.safetensors", dir);
+  snprintf(hdr, sizeof hdr, "%s/drop.h", dir);
+  kiln_graph *g = NULL;
+  kiln_attrs *lr = NULL;
+  kiln_attrs_new(&lr), kiln_attrs_float(lr, "lr", 1.0);
+  CHECK(!kiln_export(s, kx, wx, "drop", 1, &loss, (const char *[]){"loss"}, 1, &x, (const char *[]){"x"}) &&
+        !kiln_graph_load(kx, NULL, &g) && !kiln_graph_train(g, "loss", "sgd", lr) && !kiln_graph_compile(g, so, 2),
+        "the arrays' graph as a .so: %s", kiln_last_error());
+  CHECK(so_train_step(so, 5, wx, xv, after), "train_step of the .so");
+  double worst = so_step_vs(wx, after, wv, g1);
+  CHECK(worst <= 1e-6, "the .so created with seed 5 steps by the gradient kiln_session_seed(s, 5) gave (worst %g)", worst);
+  kiln_array_free(loss), kiln_attrs_free(lr), kiln_graph_free(g), kiln_session_free(s);
+  unlink(kx), unlink(wx), unlink(so), unlink(after), unlink(hdr), rmdir(dir);
 }
 
 /* The MLP's gradients on arrays equal what train_step applies: with sgd(lr=1), no momentum,
@@ -481,6 +587,7 @@ int main(int argc, char **argv) {
   test_grad_simple();
   test_grad_vs_train_step();
   test_grad_train_ops();
+  test_grad_seed();
   test_interrupt();
   return ts_summary("api.test_array");
 }

@@ -51,6 +51,7 @@ static void test_without_objects(void) {
   REFUSED(kiln_model_tensor(NULL, 0, 0, 0, NULL, NULL, NULL, NULL));
   REFUSED(kiln_session_new(NULL));
   REFUSED(kiln_session_cache_stats(NULL, &h, &m));
+  REFUSED(kiln_session_seed(NULL, 1));
   REFUSED(kiln_array_from_data(NULL, KILN_F32, 2, d, &f, NULL));
   REFUSED(kiln_array_load_npy(NULL, NULL, NULL));
   REFUSED(kiln_array_zeros(NULL, KILN_F32, 2, d, NULL));
@@ -62,6 +63,7 @@ static void test_without_objects(void) {
   REFUSED(kiln_array_is_lazy(NULL, NULL));
   REFUSED(kiln_array_eval(NULL, 0, NULL));
   REFUSED(kiln_grad(NULL, 0, NULL, NULL));
+  REFUSED(kiln_graph_predict_arrays(NULL, NULL, 0, NULL, 0, NULL, NULL, 1, NULL));
   REFUSED(kiln_array_read(NULL, &f, 4));
   REFUSED(kiln_array_save_npy(NULL, "x.npy"));
   REFUSED(kiln_export(NULL, "m.kiln", "m.safetensors", "m", 0, NULL, NULL, 0, NULL, NULL));
@@ -123,6 +125,11 @@ static void test_with_objects(void) {
   REFUSED(kiln_array_is_lazy(x, NULL));
   REFUSED(kiln_array_eval(s, 1, NULL));
   REFUSED(kiln_grad(x, 1, NULL, &y));
+  REFUSED(kiln_graph_predict_arrays(g, NULL, 1, &x, 0, NULL, NULL, 1, &y));
+  REFUSED(kiln_graph_predict_arrays(g, s, 1, NULL, 0, NULL, NULL, 1, &y));
+  REFUSED(kiln_graph_predict_arrays(g, s, 1, (kiln_array *[]){NULL}, 0, NULL, NULL, 1, &y));
+  REFUSED(kiln_graph_predict_arrays(g, s, 1, &x, 1, NULL, NULL, 1, &y));
+  REFUSED(kiln_graph_predict_arrays(g, s, 1, &x, 0, NULL, NULL, 1, NULL));
   REFUSED(kiln_array_read(x, NULL, 16));
   REFUSED(kiln_array_save_npy(x, NULL));
   REFUSED(kiln_export(s, NULL, "w", "m", 1, &x, (const char *[]){"x"}, 0, NULL, NULL));

@@ -3,7 +3,8 @@
 # a person types: a statement with an error and the session going on, a def over several lines
 # (the "...:" continuation prompt), a value shown; a second session that recalls the last line
 # of the first from ~/.kiln_history with the up arrow; a third that loads a model and trains
-# it a few steps; a fourth whose long compile Ctrl-C interrupts.
+# it a few steps; a fourth whose long compile Ctrl-C interrupts, and a fifth whose `:model`
+# compile it interrupts.
 set -uo pipefail
 kiln=$1 src=$2
 command -v script >/dev/null || { echo "SKIP: util-linux 'script' is not installed"; exit 77; }
@@ -80,5 +81,37 @@ check "the compile interrupted" "error: interrupted"
 check "the session goes on after an interrupted compile" "[[1. 1. 1. ... 1. 1. 1.]"
 grep -qE '^t300 +f32\[64, 64\]' <<<"$out" || { echo "FAIL: :vars after the interrupt lacks t300:"; tail -20 <<<"$out"; fail=1; }
 echo "Ctrl-C interrupted a compile ${ms:-?} ms after it was pressed"
+# Ctrl-C during :model's compile: the same chain as a model file (seconds of LLVM work); the
+# command fails with "interrupted" at once, no model is loaded, and a later :model works.
+model=$home/chain_model.kiln
+{ echo 'model chain {'; echo '  input t0 : f32[64, 64]'
+  grep -E '^[ut][0-9]+ = ' "$body" | sed 's/^/  /'
+  echo '  output t300'; echo '}'; } > "$model"
+rm -f "$home/in" && mkfifo "$home/in"
+HOME=$home timeout 120 script -qec "$kiln repl" /dev/null < "$home/in" > "$home/out" 2>&1 &
+spid=$!
+exec 3> "$home/in"
+printf ':model %s\n' "$model" >&3
+ms=
+if wait_for "[1]: :model" 30; then
+  sleep 0.5
+  t0=$(date +%s%N)
+  printf '\003' >&3
+  wait_for "interrupted" 30 || { echo "FAIL: Ctrl-C during :model's compile did not interrupt it"; fail=1; }
+  ms=$((($(date +%s%N) - t0) / 1000000))
+  [ "$ms" -lt 3000 ] || { echo "FAIL: the interrupted :model returned ${ms} ms after Ctrl-C"; fail=1; }
+  printf 'predict(t0)\n:model %s/tests/repl/models/tiny.kiln\n:vars\n:quit\n' "$src" >&3
+else
+  echo "FAIL: the session never reached :model"; fail=1
+  printf ':quit\n' >&3
+fi
+exec 3>&-
+wait $spid
+out=$(tr -d '\r' < "$home/out" | sed 's/\x1b\[[0-9;]*[A-Za-z]//g')
+check ":model's compile interrupted" "error: interrupted"
+check "no model after the interrupted :model" "predict: no model loaded"
+check "a later :model loads" "its weights are arrays now"
+grep -qE '^hidden\.weight +f32' <<<"$out" || { echo "FAIL: :vars after the second :model lacks hidden.weight:"; tail -20 <<<"$out"; fail=1; }
+echo "Ctrl-C interrupted :model's compile ${ms:-?} ms after it was pressed"
 [ $fail = 0 ] && echo "repl through a pseudo-terminal: as typed"
 exit $fail
