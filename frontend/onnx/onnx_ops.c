@@ -600,7 +600,8 @@ int onnx_concat(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   return 0;
 }
 
-/* ---- Slice: starts, ends, axes, steps from attributes (opset < 10) or constant inputs ---- */
+/* ---- Slice: starts, ends, axes, steps from attributes (opset < 10) or constant inputs; one
+ * Kiln slice per axis ---- */
 
 static int onnx_slice_arg(onnx_ctx *c, const Onnx__NodeProto *n, int input, const char *attr, int64_t *v, int *cnt) {
   if (c->opset < 10) {
@@ -641,17 +642,20 @@ int onnx_slice(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
     if (axes[i] < 0 || axes[i] >= xs.rank || steps[i] == 0) return onnx_fail(c, "axis %lld or its step is out of range", (long long)axes[i]);
     onnx_slice_norm(xs.d[axes[i]], steps[i], &b[i], &e[i]);
   }
-  if (xv->k) return onnx_fold_slice(c, n, xv->k, nb, axes, b, e, steps);
+  if (xv->k) return onnx_fold_slice(c, n, n->output[0], xv->k, nb, axes, b, e, steps);
   int cur = onnx_tensor(c, xv, IR_T_PARAM);
   for (int i = 0; i < nb && cur >= 0; i++) {
-    if (steps[i] != 1) return onnx_unsupported_attr(c, "steps", "other than 1 on a computed tensor (Kiln's slice is x.narrow)");
-    if (b[i] >= e[i]) return onnx_fail(c, "an empty slice is not supported (Kiln tensors are never empty)");
+    if (steps[i] > 0 ? b[i] >= e[i] : b[i] <= e[i]) return onnx_fail(c, "an empty slice is not supported (Kiln tensors are never empty)");
     int k = onnx_step(c, n, i == nb - 1, kop, &cur, 1);
     if (k < 0) return 1;
     k_slice_param *p = onnx_param(c, k);
-    p->axis = (int32_t)axes[i], p->begin = b[i], p->end = e[i];
+    /* Kiln's slice names the range [begin, end) that a negative step walks down from end - 1
+     * (ONNX's start), so ONNX's exclusive end below is that range's begin - 1. */
+    p->axis = (int32_t)axes[i], p->step = steps[i];
+    p->begin = steps[i] > 0 ? b[i] : e[i] + 1, p->end = steps[i] > 0 ? e[i] : b[i] + 1;
     cur = onnx_step_done(c, k);
   }
   if (nb == 0) onnx_bind(c, n->output[0], cur, NULL);
   return cur < 0;
 }
+

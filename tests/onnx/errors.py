@@ -8,7 +8,8 @@ onnx.helper (no torch needed, a few seconds):
   * asymmetric Conv, AveragePool and MaxPool pads, and MaxPool's ceil_mode, against numpy
     (AveragePool's ceil_mode where it adds a window is refused);
   * Pad: folded into an AveragePool, or a pad node (constant with a value and negative pads,
-    reflect, edge) matching numpy; HardSigmoid's alpha and beta;
+    reflect, edge) matching numpy; HardSigmoid's alpha and beta; Slice with steps (negative
+    too) on a computed tensor;
   * initializers in an external data file beside the model read as inline ones do, and a
     missing external file is an error; --map prints the renamings.
 
@@ -280,7 +281,22 @@ if got is not None and not np.allclose(got, np.clip(0.3 * x + 0.4, 0, 1), rtol=1
     fail("HardSigmoid alpha=0.3 beta=0.4 differs from numpy")
 elif got is not None:
     print("ok %-20s HardSigmoid alpha, beta" % "hard_sigmoid")
-
+# Slice with steps on a computed tensor (a slice node per axis), against numpy's x[b:e:s]:
+# ends past either end, negative starts, ends and steps.
+BIG = np.iinfo(np.int64).max
+for starts, ends, axes, steps in (([0, 3], [BIG, -BIG], [2, 3], [2, -1]), ([-1], [-5], [1], [-1]),
+                                  ([1, -1], [4, 0], [3, -2], [3, -2]), ([3, 0], [0, 2], [2, 0], [-2, 1])):
+    idx = [slice(None)] * 4
+    for b, e, a, st in zip(starts, ends, axes, steps):
+        idx[a] = slice(b, e, st)
+    want = x[tuple(idx)]
+    inits = [numpy_helper.from_array(np.array(v, np.int64), nm) for v, nm in ((starts, "st"), (ends, "en"), (axes, "ax"), (steps, "sp"))]
+    m = model([helper.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["y"], name="strided")], [X], [vi("y", list(want.shape))], inits)
+    got = run(save(m, "slice_steps"), x)
+    if got is not None and (got.shape != want.shape or not np.array_equal(got, want)):
+        fail("Slice starts %s ends %s axes %s steps %s differs from numpy" % (starts, ends, axes, steps))
+    elif got is not None:
+        print("ok %-20s Slice axes %s steps %s -> %s" % ("slice_steps", axes, steps, list(want.shape)))
 r = subprocess.run([KILN, "import", inline, "-o", os.path.join(tmp, "mapped.kiln"), "--map"], capture_output=True, text=True)
 if r.returncode != 0 or "x" in r.stdout.split() or "conv.weight" in r.stdout:
     fail("--map: exit %d, stdout %r (names kept as they are must not be listed)" % (r.returncode, r.stdout))
