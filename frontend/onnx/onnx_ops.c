@@ -659,3 +659,64 @@ int onnx_slice(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   return cur < 0;
 }
 
+/* ---- Split: one slice per output. Each output is one copy of its part whichever way it is
+ * computed, and the gradients of the slices meet by kAddTo in one buffer (the first zeroes
+ * it, the others add their part), so a multi-output split row would be no faster ---- */
+
+#define ONNX_MAX_SPLIT 64     /* outputs of one Split, as Concat's inputs */
+
+/* The sizes of the parts: the `split` attribute (opset < 13) or constant input 2, else equal. */
+static int onnx_split_sizes(onnx_ctx *c, const Onnx__NodeProto *n, int64_t d, int64_t *sz, int parts) {
+  int got = 0;
+  if (c->opset < 13) {
+    got = onnx_attr_ints(n, "split", sz, parts);
+    if (got < 0) return onnx_fail(c, "split has more entries than the node's %d outputs", parts);
+  } else if (onnx_input(c, n, 1)) {
+    onnx_const *k = onnx_input_const(c, n, 1, "split");
+    if (!k) return 1;
+    if (!k->is_int || k->shape.rank != 1 || k->n != parts) return onnx_fail(c, "split must be %d integers, one per output", parts);
+    memcpy(sz, k->i, (size_t)parts * sizeof *sz);
+    got = parts;
+  }
+  if (got && got != parts) return onnx_fail(c, "split has %d entries for %d outputs", got, parts);
+  if (!got && d % parts) return onnx_fail(c, "axis of size %lld does not split into %d equal parts", (long long)d, parts);
+  int64_t sum = 0;
+  for (int i = 0; i < parts; i++) {
+    if (!got) sz[i] = d / parts;
+    if (sz[i] <= 0) return onnx_fail(c, "output %d would be empty (Kiln tensors are never empty)", i + 1);
+    if (sz[i] > d - sum) return onnx_fail(c, "the split sizes add up to more than the axis's size %lld", (long long)d);
+    sum += sz[i];
+  }
+  if (sum != d) return onnx_fail(c, "the split sizes add up to %lld, not the axis's size %lld", (long long)sum, (long long)d);
+  return 0;
+}
+
+int onnx_split(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  onnx_value *xv = onnx_input(c, n, 0);
+  int64_t sz[ONNX_MAX_SPLIT], axis = onnx_attr_int(n, "axis", 0), begin = 0, one = 1;
+  int parts = (int)n->n_output;
+  k_shape xs;
+  if (!xv) return onnx_fail(c, "input 1 is required");
+  if (parts > ONNX_MAX_SPLIT) return onnx_fail(c, "more than %d outputs", ONNX_MAX_SPLIT);
+  onnx_shape_of(c, xv, &xs);
+  if (axis < 0) axis += xs.rank;
+  if (axis < 0 || axis >= xs.rank) return onnx_fail(c, "axis %lld is out of range", (long long)onnx_attr_int(n, "axis", 0));
+  if (onnx_split_sizes(c, n, xs.d[axis], sz, parts)) return 1;
+  int x = xv->k ? -1 : onnx_tensor(c, xv, IR_T_PARAM);
+  if (!xv->k && x < 0) return 1;
+  for (int i = 0; i < parts; begin += sz[i++]) {
+    const char *out = n->output[i];
+    if (!out || !*out) continue;                         /* an output nothing names */
+    int64_t end = begin + sz[i];
+    if (xv->k) {
+      if (onnx_fold_slice(c, n, out, xv->k, 1, &axis, &begin, &end, &one)) return 1;
+      continue;
+    }
+    int k = onnx_emit_as(c, out, out, kop, &x, 1);
+    if (k < 0) return 1;
+    k_slice_param *p = onnx_param(c, k);
+    p->axis = (int32_t)axis, p->begin = begin, p->end = end, p->step = 1;
+    if (onnx_step_done(c, k) < 0) return 1;
+  }
+  return 0;
+}

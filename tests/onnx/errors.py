@@ -9,7 +9,8 @@ onnx.helper (no torch needed, a few seconds):
     (AveragePool's ceil_mode where it adds a window is refused);
   * Pad: folded into an AveragePool, or a pad node (constant with a value and negative pads,
     reflect, edge) matching numpy; HardSigmoid's alpha and beta; Slice with steps (negative
-    too) on a computed tensor;
+    too) on a computed tensor; Split by the attribute, the input or in equal parts, of a
+    constant too, and its bad sizes refused;
   * initializers in an external data file beside the model read as inline ones do, and a
     missing external file is an error; --map prints the renamings.
 
@@ -297,6 +298,48 @@ for starts, ends, axes, steps in (([0, 3], [BIG, -BIG], [2, 3], [2, -1]), ([-1],
         fail("Slice starts %s ends %s axes %s steps %s differs from numpy" % (starts, ends, axes, steps))
     elif got is not None:
         print("ok %-20s Slice axes %s steps %s -> %s" % ("slice_steps", axes, steps, list(want.shape)))
+# Split: a slice per output; sizes from the attribute (opset 11), the input (13), or equal.
+# Two outputs are summed into y after a broadcast, so every part is checked.
+x6 = np.random.default_rng(6).standard_normal((2, 6, 3)).astype(np.float32)
+for opset, axis, sizes, attr in ((11, 1, [1, 2, 3], True), (13, -2, [4, 1, 1], False), (13, 1, None, False), (11, 0, None, False)):
+    parts = np.split(x6, np.cumsum(sizes)[:-1] if sizes else 3 if axis != 0 else 2, axis=axis)
+    outs = ["p%d" % i for i in range(len(parts))]
+    kw = {"axis": axis, **({"split": sizes} if attr else {})}
+    ins, inits = ["x"], []
+    if sizes and not attr:
+        ins, inits = ["x", "sz"], [numpy_helper.from_array(np.array(sizes, np.int64), "sz")]
+    nodes = [helper.make_node("Split", ins, outs, name="the_split", **kw)]
+    nodes += [helper.make_node("ReduceSum", [o], ["r%d" % i], axes=[axis], keepdims=1, name="sum%d" % i)
+              for i, o in enumerate(outs)] if opset == 11 else \
+             [helper.make_node("ReduceSum", [o, "ax"], ["r%d" % i], keepdims=1, name="sum%d" % i) for i, o in enumerate(outs)]
+    if opset == 13:
+        inits.append(numpy_helper.from_array(np.array([axis], np.int64), "ax"))
+    nodes += [helper.make_node("Mul", ["r0", "r1"], ["m"], name="mul"), helper.make_node("Add", ["m", outs[-1]], ["y"], name="add")]
+    want = parts[0].sum(axis=axis, keepdims=True) * parts[1].sum(axis=axis, keepdims=True) + parts[-1]
+    m = model(nodes, [vi("x", [2, 6, 3])], [vi("y", list(want.shape))], inits, opset=opset)
+    got = run(save(m, "split"), x6)
+    if got is not None and (got.shape != want.shape or not np.allclose(got, want, rtol=1e-5, atol=1e-5)):
+        fail("Split opset %d axis %d sizes %s differs from numpy" % (opset, axis, sizes))
+    elif got is not None:
+        print("ok %-20s Split opset %d axis %d sizes %s" % ("split", opset, axis, sizes or "equal"))
+# a Split of a constant folds; bad sizes are refused naming the node
+w6 = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(2, 6), "w6")
+m = model([helper.make_node("Split", ["w6"], ["a", "b"], name="const_split", axis=1, split=[4, 2]),
+           helper.make_node("Add", ["x", "b"], ["y"], name="add")], [vi("x", [2, 2])], [vi("y", [2, 2])], [w6], opset=11)
+x22 = np.ones((2, 2), np.float32)
+got = run(save(m, "split_const"), x22)
+if got is not None and not np.array_equal(got, x22 + np.arange(12, dtype=np.float32).reshape(2, 6)[:, 4:]):
+    fail("Split of a constant differs from numpy")
+elif got is not None:
+    print("ok %-20s Split of a constant folds" % "split_const")
+for case, kw, needle in (("split_sum", {"split": [2, 2]}, "add up to 4, not the axis's size 6"),
+                         ("split_uneven", {}, "does not split into 4 equal parts"),
+                         ("split_zero", {"split": [6, 0]}, "output 2 would be empty")):
+    outs = ["a", "b", "c", "d"] if case == "split_uneven" else ["a", "b"]
+    m = model([helper.make_node("Split", ["x"], outs, name="bad_split", axis=1, **kw)], [vi("x", [2, 6, 3])],
+              [vi(o, None) for o in outs], opset=11)
+    expect_error(case, save(m, case), "node 'bad_split' (Split)", needle)
+
 r = subprocess.run([KILN, "import", inline, "-o", os.path.join(tmp, "mapped.kiln"), "--map"], capture_output=True, text=True)
 if r.returncode != 0 or "x" in r.stdout.split() or "conv.weight" in r.stdout:
     fail("--map: exit %d, stdout %r (names kept as they are must not be listed)" % (r.returncode, r.stdout))
