@@ -196,11 +196,32 @@ static onnx_const *onnx_gemm_bias(onnx_ctx *c, onnx_const *b, int64_t nh, float 
   return w;
 }
 
-/* Gemm whose B is computed (or transA = 1): matmul, then alpha *, then + beta * C. */
+/* Input i scaled by s as a Kiln tensor: a float constant is scaled at import (a new constant:
+ * the original may have other readers), so no mul node is left; -1 when not a float constant. */
+static int onnx_scaled_const(onnx_ctx *c, const Onnx__NodeProto *n, int i, float s) {
+  onnx_value *v = onnx_input(c, n, i);
+  if (!v || !v->k || v->k->is_int) return -1;
+  if (s == 1.0f) return onnx_tensor(c, v, IR_T_PARAM);
+  onnx_const *w = onnx_const_new(c, false, &v->k->shape);
+  if (!w) return onnx_fail(c, "input %d is too large to scale", i + 1), -1;
+  w->onnx_name = v->k->onnx_name;
+  for (int64_t j = 0; j < w->n; j++) w->f[j] = s * v->k->f[j];
+  onnx_value sv = {.tensor = -1, .k = w};
+  return onnx_tensor(c, &sv, IR_T_PARAM);
+}
+
+/* Gemm whose B is computed, or with transA = 1: matmul, then alpha *, then + beta * C, alpha and
+ * beta folded into B and C where those are constants. With transA, a fully_connected would need
+ * A transposed by a node first (it reads its data row by row), a copy that matmul's transpose_a
+ * does not make; a constant B is packed once per weight change by matmul as by
+ * fully_connected (k_gemm.c), so matmul is the faster of the two (docs/onnx.md). */
 static int onnx_gemm_matmul(onnx_ctx *c, const Onnx__NodeProto *n) {
   float alpha = onnx_attr_float(n, "alpha", 1.0f), beta = onnx_attr_float(n, "beta", 1.0f);
   bool has_c = onnx_input(c, n, 2) != NULL;
-  int in[2] = {onnx_in(c, n, 0, IR_T_PARAM), onnx_in(c, n, 1, IR_T_PARAM)};
+  onnx_value *bv = onnx_input(c, n, 1), *cv = onnx_input(c, n, 2);
+  bool fold_b = bv && bv->k && !bv->k->is_int, fold_c = cv && cv->k && !cv->k->is_int;
+  int in[2] = {onnx_in(c, n, 0, IR_T_PARAM), fold_b ? onnx_scaled_const(c, n, 1, alpha) : onnx_in(c, n, 1, IR_T_PARAM)};
+  if (fold_b) alpha = 1.0f;
   int k = onnx_step(c, n, !has_c && alpha == 1.0f, IR_OP_matmul, in, 2);
   if (k < 0) return 1;
   k_matmul_param *p = onnx_param(c, k);
@@ -210,8 +231,8 @@ static int onnx_gemm_matmul(onnx_ctx *c, const Onnx__NodeProto *n) {
     int m[2] = {cur, onnx_scalar(c, alpha)};
     cur = onnx_step_done(c, onnx_step(c, n, !has_c, IR_OP_mul, m, 2));
   }
-  int bias = has_c && cur >= 0 ? onnx_in(c, n, 2, IR_T_PARAM) : -1;
-  if (bias >= 0 && beta != 1.0f) {
+  int bias = !has_c || cur < 0 ? -1 : fold_c ? onnx_scaled_const(c, n, 2, beta) : onnx_in(c, n, 2, IR_T_PARAM);
+  if (bias >= 0 && beta != 1.0f && !fold_c) {
     int m[2] = {bias, onnx_scalar(c, beta)};
     bias = onnx_step_done(c, onnx_step(c, n, false, IR_OP_mul, m, 2));
   }
@@ -219,7 +240,7 @@ static int onnx_gemm_matmul(onnx_ctx *c, const Onnx__NodeProto *n) {
     int a[2] = {cur, bias};
     cur = onnx_step_done(c, onnx_step(c, n, true, IR_OP_add, a, 2));
   }
-  return cur < 0;
+  return cur < 0 || (has_c && bias < 0);
 }
 
 int onnx_gemm(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {

@@ -10,7 +10,8 @@ onnx.helper (no torch needed, a few seconds):
   * Pad: folded into an AveragePool, or a pad node (constant with a value and negative pads,
     reflect, edge) matching numpy; HardSigmoid's alpha and beta; Slice with steps (negative
     too) on a computed tensor; Split by the attribute, the input or in equal parts, of a
-    constant too, and its bad sizes refused;
+    constant too, and its bad sizes refused; Gemm with transA as a matmul with alpha and beta
+    folded into constant B and C;
   * initializers in an external data file beside the model read as inline ones do, and a
     missing external file is an error; --map prints the renamings.
 
@@ -322,6 +323,31 @@ for opset, axis, sizes, attr in ((11, 1, [1, 2, 3], True), (13, -2, [4, 1, 1], F
         fail("Split opset %d axis %d sizes %s differs from numpy" % (opset, axis, sizes))
     elif got is not None:
         print("ok %-20s Split opset %d axis %d sizes %s" % ("split", opset, axis, sizes or "equal"))
+# Gemm with transA = 1 is a matmul, alpha and beta folded into a constant B and C.
+rg = np.random.default_rng(7)
+a7 = rg.standard_normal((5, 3)).astype(np.float32)
+for transB, alpha, beta, cshape in ((0, 0.5, 2.0, [4]), (1, 1.0, 1.0, [3, 4]), (1, -2.0, 0.25, [1, 4]), (0, 1.5, 1.0, None)):
+    bmat = rg.standard_normal((4, 5) if transB else (5, 4)).astype(np.float32)
+    inits = [numpy_helper.from_array(bmat, "B")]
+    ins = ["x", "B"]
+    want = alpha * a7.T @ (bmat.T if transB else bmat)
+    if cshape:
+        cmat = rg.standard_normal(cshape).astype(np.float32)
+        inits.append(numpy_helper.from_array(cmat, "C"))
+        ins.append("C")
+        want = want + beta * cmat
+    m = model([helper.make_node("Gemm", ins, ["y"], name="gemm_ta", transA=1, transB=transB, alpha=alpha, beta=beta)],
+              [vi("x", [5, 3])], [vi("y", [3, 4])], inits)
+    path = save(m, "gemm_ta")
+    got = run(path, a7)
+    txt = subprocess.run([KILN, "import", path, "-o", os.path.join(tmp, "gemm_ta.kiln")], capture_output=True, text=True)
+    nodes = open(os.path.join(tmp, "gemm_ta.kiln")).read() if txt.returncode == 0 else ""
+    if got is not None and not np.allclose(got, want, rtol=1e-5, atol=1e-5):
+        fail("Gemm transA transB=%d alpha %g beta %g C %s differs from numpy" % (transB, alpha, beta, cshape))
+    elif "= mul(" in nodes or "matmul(" not in nodes:
+        fail("Gemm transA with constant B and C: expected one matmul and no mul node:\n%s%s" % (nodes, txt.stderr))
+    elif got is not None:
+        print("ok %-20s Gemm transA transB=%d alpha %g beta %g C %s" % ("gemm_ta", transB, alpha, beta, cshape))
 # a Split of a constant folds; bad sizes are refused naming the node
 w6 = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(2, 6), "w6")
 m = model([helper.make_node("Split", ["w6"], ["a", "b"], name="const_split", axis=1, split=[4, 2]),
