@@ -227,8 +227,14 @@ int ir_infer_slice(ir_infer *x) {
                          (long long)p->begin, (long long)p->end, p->axis, (long long)d);
   if (p->begin == p->end)
     return ir_infer_fail(x, "begin..end [%lld, %lld) is empty; tensors are never empty", (long long)p->begin, (long long)p->end);
+  if (p->step == 0) return ir_infer_fail(x, "step must not be 0");
+  /* A step longer than the axis takes one element, as a step of d does; clamping keeps the
+   * arithmetic here and in the kernels far from overflow. */
+  if (p->step > d) p->step = d;
+  if (p->step < -d) p->step = -d;
+  int64_t mag = p->step > 0 ? p->step : -p->step;
   k_shape out = x->in[0];
-  out.d[p->axis] = p->end - p->begin;
+  out.d[p->axis] = (p->end - p->begin + mag - 1) / mag;
   ir_set_out(x, 0, out);
   return 0;
 }

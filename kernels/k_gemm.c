@@ -22,7 +22,7 @@ static void k_gemm_after(void *ctx, int64_t m0, int64_t m1) {
 }
 
 /* A product into out[0] with c's epilogue (if any) applied to each block of rows; bp: op(B)
- * packed ahead (k_gemm_packed_weights), or NULL. */
+ * packed ahead (k_gemm_packed_b), or NULL. */
 static void k_gemm_out(const k_call *c, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N,
                        int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, const float *bp,
                        float beta) {
@@ -31,11 +31,13 @@ static void k_gemm_out(const k_call *c, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, 
                       c->epi ? k_gemm_after : NULL, &e);
 }
 
-/* fully_connected's weights W [N, K] as k_sgemm's packed op(B) = W^T, from the call's cache when
- * they are a stable input (a predict program: packed once per weight change, which clears the
- * key); NULL — pack per call — without a cache or memory, and for one row of input, which
- * runs as a matrix-vector product that reads W as it is. */
-static const float *k_gemm_packed_weights(const k_call *c, int64_t rows, int64_t N, int64_t K) {
+/* op(B) of a product whose B is input 1, packed ahead (fully_connected's W [N, K] is op(B) =
+ * W^T, tb = CblasTrans; a matmul's B is op(B) by its transpose_b): from the call's cache when B
+ * is a stable input (a predict program: packed once per weight change, which clears the key);
+ * NULL — pack per call — without a cache or memory, and for one row of input, which runs as a
+ * matrix-vector product that reads B as it is. */
+static const float *k_gemm_packed_b(const k_call *c, int64_t rows, int64_t N, int64_t K, CBLAS_TRANSPOSE tb,
+                                    int64_t ldb) {
   k_cache *k = c->cache;
   size_t bytes = k_sgemm_packed_bytes(N, K);
   if (!k || !(k->stable >> 1 & 1u) || rows <= 1 || N <= 1 || bytes == 0) return NULL;
@@ -47,7 +49,7 @@ static const float *k_gemm_packed_weights(const k_call *c, int64_t rows, int64_t
     k->data = aligned_alloc(64, (bytes + 63) / 64 * 64), k->bytes = k->data ? bytes : 0;
     if (!k->data) return NULL;
   }
-  k_sgemm_pack(CblasTrans, N, K, c->in[1].data, K, k->data);
+  k_sgemm_pack(tb, N, K, c->in[1].data, ldb, k->data);
   k->key = key;
   return k->data;
 }
@@ -104,9 +106,10 @@ static int64_t k_mm_offset(const k_mm_geom *g, const int64_t *s, int64_t i) {
 }
 
 /* True when b is one matrix shared by every batch and a is not transposed: then a's batches
- * stack into one tall [batch*M, K] matrix and the whole matmul is a single GEMM. */
+ * stack into one tall [batch*M, K] matrix and the whole matmul is a single GEMM. So is a
+ * single product with a transposed (ONNX's Gemm with transA = 1). */
 static int k_mm_foldable(const k_mm_geom *g) {
-  if (g->ta) return 0;
+  if (g->ta) return g->batch == 1;
   for (int d = 0; d < g->nb; d++)
     if (g->sb[d] != 0 && g->bd[d] != 1) return 0;
   for (int d = 0; d < g->nb; d++)
@@ -144,7 +147,8 @@ int k_matmul_forward(const k_call *c) {
   int lda = (int)(g.ta ? g.M : g.K), ldb = (int)(g.tb ? g.K : g.N);
   CBLAS_TRANSPOSE TA = g.ta ? CblasTrans : CblasNoTrans, TB = g.tb ? CblasTrans : CblasNoTrans;
   if (k_mm_foldable(&g)) {
-    k_gemm_out(c, TA, TB, g.batch * g.M, g.N, g.K, A, lda, B, ldb, NULL, k_beta(c->req[0]));
+    k_gemm_out(c, TA, TB, g.batch * g.M, g.N, g.K, A, lda, B, ldb, k_gemm_packed_b(c, g.batch * g.M, g.N, g.K, TB, ldb),
+               k_beta(c->req[0]));
     return 0;
   }
   k_mm_job j = {c, &g, 0};
@@ -249,7 +253,7 @@ int k_fully_connected_forward(const k_call *c) {
     beta = 1.0f;
   }
   k_gemm_out(c, CblasNoTrans, CblasTrans, rows, H, in, c->in[0].data, in, c->in[1].data, in,
-             k_gemm_packed_weights(c, rows, H, in), beta);
+             k_gemm_packed_b(c, rows, H, in, CblasTrans, in), beta);
   return 0;
 }
 

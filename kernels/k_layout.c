@@ -163,34 +163,56 @@ static int64_t k_inner(const k_shape *s, int axis) {
   return m;
 }
 
+/* The input index along the axis of output index i: step > 0 walks up from begin, step < 0
+ * down from end - 1 (inference clamped |step| to the axis, so nothing overflows). */
+static int64_t k_slice_at(const k_slice_param *p, int64_t i) {
+  return p->step > 0 ? p->begin + i * p->step : p->end - 1 + i * p->step;
+}
+
 int k_slice_forward(const k_call *c) {
+  if (c->req[0] == kNullOp) return 0;
   const k_slice_param *p = c->param;
   const k_shape *xs = &c->in[0].shape;
   int64_t outer = k_outer(xs, p->axis), inner = k_inner(xs, p->axis), d = xs->d[p->axis];
-  int64_t len = (p->end - p->begin) * inner;
+  int64_t n = c->out[0].shape.d[p->axis];
   const uint32_t *x = c->in[0].data;
   uint32_t *y = c->out[0].data;
-  for (int64_t o = 0; o < outer; o++)
-    k_copy_req(y + o * len, x + (o * d + p->begin) * inner, len, c->req[0]);
+  for (int64_t o = 0; o < outer; o++) {
+    if (p->step == 1) {      /* x.narrow: one run per outer index */
+      k_copy_req(y + o * n * inner, x + (o * d + p->begin) * inner, n * inner, c->req[0]);
+      continue;
+    }
+    for (int64_t i = 0; i < n; i++)      /* inner == 1 (the last axis): element by element */
+      if (inner == 1) k_move(y, o * n + i, x, o * d + k_slice_at(p, i), c->req[0]);
+      else k_copy_req(y + (o * n + i) * inner, x + (o * d + k_slice_at(p, i)) * inner, inner, c->req[0]);
+  }
   return 0;
 }
 
-/* gx is og inside [begin, end) and zero outside (outside is left alone under kAddTo). */
+/* gx is og at the positions the slice took and zero elsewhere (left alone under kAddTo). */
 int k_slice_backward(const k_call *c) {
   k_req req = c->req[0];
   if (req == kNullOp) return 0;
   const k_slice_param *p = c->param;
   const k_shape *xs = &c->out[0].shape;
   int64_t outer = k_outer(xs, p->axis), inner = k_inner(xs, p->axis), d = xs->d[p->axis];
-  int64_t len = (p->end - p->begin) * inner;
+  int64_t n = c->in[0].shape.d[p->axis];
   const float *og = c->in[0].data;
   float *gx = c->out[0].data;
   for (int64_t o = 0; o < outer; o++) {
     float *row = gx + o * d * inner;
-    k_copy_req(row + p->begin * inner, og + o * len, len, req);
-    if (req == kAddTo) continue;
-    memset(row, 0, (size_t)(p->begin * inner) * sizeof(float));
-    memset(row + p->end * inner, 0, (size_t)((d - p->end) * inner) * sizeof(float));
+    if (p->step == 1) {
+      k_copy_req(row + p->begin * inner, og + o * n * inner, n * inner, req);
+      if (req == kAddTo) continue;
+      memset(row, 0, (size_t)(p->begin * inner) * sizeof(float));
+      memset(row + p->end * inner, 0, (size_t)((d - p->end) * inner) * sizeof(float));
+      continue;
+    }
+    /* The positions taken are distinct, so zeroing the row first and then writing each is exact. */
+    if (req != kAddTo) memset(row, 0, (size_t)(d * inner) * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+      if (inner == 1) k_move(row, k_slice_at(p, i), og, o * n + i, req);
+      else k_copy_req(row + k_slice_at(p, i) * inner, og + (o * n + i) * inner, inner, req);
   }
   return 0;
 }

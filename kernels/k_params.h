@@ -34,7 +34,9 @@ typedef struct { k_ints axes; } k_transpose_param;       /* normalised: a full p
 typedef struct { int32_t axis; } k_expand_dims_param;    /* normalised: 0..rank */
 typedef struct { k_ints axis; } k_squeeze_param;         /* normalised: the axes removed */
 typedef struct { k_ints shape; } k_broadcast_to_param;
-typedef struct { int32_t axis; int64_t begin, end; } k_slice_param;  /* 0 <= begin <= end <= d */
+/* 0 <= begin < end <= d, step != 0: step > 0 takes begin, begin + step, ... below end; step < 0
+ * the same range from end - 1 down (docs/language.md). */
+typedef struct { int32_t axis; int64_t begin, end, step; } k_slice_param;
 typedef struct { int32_t dim; } k_concat_param;           /* normalised: >= 0 */
 typedef struct { int32_t transpose_a, transpose_b; } k_matmul_param;
 

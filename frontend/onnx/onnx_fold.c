@@ -164,8 +164,8 @@ int onnx_fold_concat(onnx_ctx *c, const Onnx__NodeProto *n, int axis) {
   return onnx_fold_done(c, n, out);
 }
 
-int onnx_fold_slice(onnx_ctx *c, const Onnx__NodeProto *n, const onnx_const *x, int na, const int64_t *axes,
-                    const int64_t *begin, const int64_t *end, const int64_t *step) {
+int onnx_fold_slice(onnx_ctx *c, const Onnx__NodeProto *n, const char *out, const onnx_const *x, int na,
+                    const int64_t *axes, const int64_t *begin, const int64_t *end, const int64_t *step) {
   int64_t lo[K_MAX_RANK], st[K_MAX_RANK];
   k_shape s = x->shape;
   for (int d = 0; d < s.rank; d++) lo[d] = 0, st[d] = 1;
@@ -184,7 +184,10 @@ int onnx_fold_slice(onnx_ctx *c, const Onnx__NodeProto *n, const onnx_const *x, 
     }
     onnx_copy(k, o, x, src);
   }
-  return onnx_fold_done(c, n, k);
+  if (!k) return 1;
+  k->onnx_name = out;
+  onnx_bind(c, out, -1, k);
+  return 0;
 }
 
 /* ---- arithmetic on constants (shape computations: Add, Sub, Mul, Div of sizes) ---- */

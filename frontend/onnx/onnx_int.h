@@ -118,9 +118,10 @@ int onnx_add_train(onnx_ctx *c, const char *spec);
 int onnx_fold_concat(onnx_ctx *c, const Onnx__NodeProto *n, int axis);   /* every input a constant */
 /* An elementwise binary op (the row's Kiln op) of two constants, NumPy broadcasting. */
 int onnx_fold_binary(onnx_ctx *c, const Onnx__NodeProto *n, int kop, const onnx_const *a, const onnx_const *b);
-/* Slice of a constant: for each of the axes, [begin, end) with step (normalised, in range). */
-int onnx_fold_slice(onnx_ctx *c, const Onnx__NodeProto *n, const onnx_const *x, int na, const int64_t *axes,
-                    const int64_t *begin, const int64_t *end, const int64_t *step);
+/* Slice of a constant, bound to the node's output `out`: for each of the axes, ONNX's
+ * [begin, end) with step (normalised, in range). */
+int onnx_fold_slice(onnx_ctx *c, const Onnx__NodeProto *n, const char *out, const onnx_const *x, int na,
+                    const int64_t *axes, const int64_t *begin, const int64_t *end, const int64_t *step);
 
 /* ---- the handlers (onnx_ops.c, onnx_fold.c), named by the table ---- */
 #define ONNX_OP(type, fn, kop) int fn(onnx_ctx *c, const Onnx__NodeProto *n, int kop_);

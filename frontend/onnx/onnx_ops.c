@@ -196,11 +196,32 @@ static onnx_const *onnx_gemm_bias(onnx_ctx *c, onnx_const *b, int64_t nh, float 
   return w;
 }
 
-/* Gemm whose B is computed (or transA = 1): matmul, then alpha *, then + beta * C. */
+/* Input i scaled by s as a Kiln tensor: a float constant is scaled at import (a new constant:
+ * the original may have other readers), so no mul node is left; -1 when not a float constant. */
+static int onnx_scaled_const(onnx_ctx *c, const Onnx__NodeProto *n, int i, float s) {
+  onnx_value *v = onnx_input(c, n, i);
+  if (!v || !v->k || v->k->is_int) return -1;
+  if (s == 1.0f) return onnx_tensor(c, v, IR_T_PARAM);
+  onnx_const *w = onnx_const_new(c, false, &v->k->shape);
+  if (!w) return onnx_fail(c, "input %d is too large to scale", i + 1), -1;
+  w->onnx_name = v->k->onnx_name;
+  for (int64_t j = 0; j < w->n; j++) w->f[j] = s * v->k->f[j];
+  onnx_value sv = {.tensor = -1, .k = w};
+  return onnx_tensor(c, &sv, IR_T_PARAM);
+}
+
+/* Gemm whose B is computed, or with transA = 1: matmul, then alpha *, then + beta * C, alpha and
+ * beta folded into B and C where those are constants. With transA, a fully_connected would need
+ * A transposed by a node first (it reads its data row by row), a copy that matmul's transpose_a
+ * does not make; a constant B is packed once per weight change by matmul as by
+ * fully_connected (k_gemm.c), so matmul is the faster of the two (docs/onnx.md). */
 static int onnx_gemm_matmul(onnx_ctx *c, const Onnx__NodeProto *n) {
   float alpha = onnx_attr_float(n, "alpha", 1.0f), beta = onnx_attr_float(n, "beta", 1.0f);
   bool has_c = onnx_input(c, n, 2) != NULL;
-  int in[2] = {onnx_in(c, n, 0, IR_T_PARAM), onnx_in(c, n, 1, IR_T_PARAM)};
+  onnx_value *bv = onnx_input(c, n, 1), *cv = onnx_input(c, n, 2);
+  bool fold_b = bv && bv->k && !bv->k->is_int, fold_c = cv && cv->k && !cv->k->is_int;
+  int in[2] = {onnx_in(c, n, 0, IR_T_PARAM), fold_b ? onnx_scaled_const(c, n, 1, alpha) : onnx_in(c, n, 1, IR_T_PARAM)};
+  if (fold_b) alpha = 1.0f;
   int k = onnx_step(c, n, !has_c && alpha == 1.0f, IR_OP_matmul, in, 2);
   if (k < 0) return 1;
   k_matmul_param *p = onnx_param(c, k);
@@ -210,8 +231,8 @@ static int onnx_gemm_matmul(onnx_ctx *c, const Onnx__NodeProto *n) {
     int m[2] = {cur, onnx_scalar(c, alpha)};
     cur = onnx_step_done(c, onnx_step(c, n, !has_c, IR_OP_mul, m, 2));
   }
-  int bias = has_c && cur >= 0 ? onnx_in(c, n, 2, IR_T_PARAM) : -1;
-  if (bias >= 0 && beta != 1.0f) {
+  int bias = !has_c || cur < 0 ? -1 : fold_c ? onnx_scaled_const(c, n, 2, beta) : onnx_in(c, n, 2, IR_T_PARAM);
+  if (bias >= 0 && beta != 1.0f && !fold_c) {
     int m[2] = {bias, onnx_scalar(c, beta)};
     bias = onnx_step_done(c, onnx_step(c, n, false, IR_OP_mul, m, 2));
   }
@@ -219,7 +240,7 @@ static int onnx_gemm_matmul(onnx_ctx *c, const Onnx__NodeProto *n) {
     int a[2] = {cur, bias};
     cur = onnx_step_done(c, onnx_step(c, n, true, IR_OP_add, a, 2));
   }
-  return cur < 0;
+  return cur < 0 || (has_c && bias < 0);
 }
 
 int onnx_gemm(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
@@ -600,7 +621,8 @@ int onnx_concat(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   return 0;
 }
 
-/* ---- Slice: starts, ends, axes, steps from attributes (opset < 10) or constant inputs ---- */
+/* ---- Slice: starts, ends, axes, steps from attributes (opset < 10) or constant inputs; one
+ * Kiln slice per axis ---- */
 
 static int onnx_slice_arg(onnx_ctx *c, const Onnx__NodeProto *n, int input, const char *attr, int64_t *v, int *cnt) {
   if (c->opset < 10) {
@@ -641,17 +663,81 @@ int onnx_slice(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
     if (axes[i] < 0 || axes[i] >= xs.rank || steps[i] == 0) return onnx_fail(c, "axis %lld or its step is out of range", (long long)axes[i]);
     onnx_slice_norm(xs.d[axes[i]], steps[i], &b[i], &e[i]);
   }
-  if (xv->k) return onnx_fold_slice(c, n, xv->k, nb, axes, b, e, steps);
+  if (xv->k) return onnx_fold_slice(c, n, n->output[0], xv->k, nb, axes, b, e, steps);
   int cur = onnx_tensor(c, xv, IR_T_PARAM);
   for (int i = 0; i < nb && cur >= 0; i++) {
-    if (steps[i] != 1) return onnx_unsupported_attr(c, "steps", "other than 1 on a computed tensor (Kiln's slice is x.narrow)");
-    if (b[i] >= e[i]) return onnx_fail(c, "an empty slice is not supported (Kiln tensors are never empty)");
+    if (steps[i] > 0 ? b[i] >= e[i] : b[i] <= e[i]) return onnx_fail(c, "an empty slice is not supported (Kiln tensors are never empty)");
     int k = onnx_step(c, n, i == nb - 1, kop, &cur, 1);
     if (k < 0) return 1;
     k_slice_param *p = onnx_param(c, k);
-    p->axis = (int32_t)axes[i], p->begin = b[i], p->end = e[i];
+    /* Kiln's slice names the range [begin, end) that a negative step walks down from end - 1
+     * (ONNX's start), so ONNX's exclusive end below is that range's begin - 1. */
+    p->axis = (int32_t)axes[i], p->step = steps[i];
+    p->begin = steps[i] > 0 ? b[i] : e[i] + 1, p->end = steps[i] > 0 ? e[i] : b[i] + 1;
     cur = onnx_step_done(c, k);
   }
   if (nb == 0) onnx_bind(c, n->output[0], cur, NULL);
   return cur < 0;
+}
+
+/* ---- Split: one slice per output. Each output is one copy of its part whichever way it is
+ * computed, and the gradients of the slices meet by kAddTo in one buffer (the first zeroes
+ * it, the others add their part), so a multi-output split row would be no faster ---- */
+
+#define ONNX_MAX_SPLIT 64     /* outputs of one Split, as Concat's inputs */
+
+/* The sizes of the parts: the `split` attribute (opset < 13) or constant input 2, else equal. */
+static int onnx_split_sizes(onnx_ctx *c, const Onnx__NodeProto *n, int64_t d, int64_t *sz, int parts) {
+  int got = 0;
+  if (c->opset < 13) {
+    got = onnx_attr_ints(n, "split", sz, parts);
+    if (got < 0) return onnx_fail(c, "split has more entries than the node's %d outputs", parts);
+  } else if (onnx_input(c, n, 1)) {
+    onnx_const *k = onnx_input_const(c, n, 1, "split");
+    if (!k) return 1;
+    if (!k->is_int || k->shape.rank != 1 || k->n != parts) return onnx_fail(c, "split must be %d integers, one per output", parts);
+    memcpy(sz, k->i, (size_t)parts * sizeof *sz);
+    got = parts;
+  }
+  if (got && got != parts) return onnx_fail(c, "split has %d entries for %d outputs", got, parts);
+  if (!got && d % parts) return onnx_fail(c, "axis of size %lld does not split into %d equal parts", (long long)d, parts);
+  int64_t sum = 0;
+  for (int i = 0; i < parts; i++) {
+    if (!got) sz[i] = d / parts;
+    if (sz[i] <= 0) return onnx_fail(c, "output %d would be empty (Kiln tensors are never empty)", i + 1);
+    if (sz[i] > d - sum) return onnx_fail(c, "the split sizes add up to more than the axis's size %lld", (long long)d);
+    sum += sz[i];
+  }
+  if (sum != d) return onnx_fail(c, "the split sizes add up to %lld, not the axis's size %lld", (long long)sum, (long long)d);
+  return 0;
+}
+
+int onnx_split(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  onnx_value *xv = onnx_input(c, n, 0);
+  int64_t sz[ONNX_MAX_SPLIT], axis = onnx_attr_int(n, "axis", 0), begin = 0, one = 1;
+  int parts = (int)n->n_output;
+  k_shape xs;
+  if (!xv) return onnx_fail(c, "input 1 is required");
+  if (parts > ONNX_MAX_SPLIT) return onnx_fail(c, "more than %d outputs", ONNX_MAX_SPLIT);
+  onnx_shape_of(c, xv, &xs);
+  if (axis < 0) axis += xs.rank;
+  if (axis < 0 || axis >= xs.rank) return onnx_fail(c, "axis %lld is out of range", (long long)onnx_attr_int(n, "axis", 0));
+  if (onnx_split_sizes(c, n, xs.d[axis], sz, parts)) return 1;
+  int x = xv->k ? -1 : onnx_tensor(c, xv, IR_T_PARAM);
+  if (!xv->k && x < 0) return 1;
+  for (int i = 0; i < parts; begin += sz[i++]) {
+    const char *out = n->output[i];
+    if (!out || !*out) continue;                         /* an output nothing names */
+    int64_t end = begin + sz[i];
+    if (xv->k) {
+      if (onnx_fold_slice(c, n, out, xv->k, 1, &axis, &begin, &end, &one)) return 1;
+      continue;
+    }
+    int k = onnx_emit_as(c, out, out, kop, &x, 1);
+    if (k < 0) return 1;
+    k_slice_param *p = onnx_param(c, k);
+    p->axis = (int32_t)axis, p->begin = begin, p->end = end, p->step = 1;
+    if (onnx_step_done(c, k) < 0) return 1;
+  }
+  return 0;
 }

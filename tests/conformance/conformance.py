@@ -406,6 +406,14 @@ def layout_cases(R):
         R.case("slice axis=%d [%d,%d)" % (axis, b, e), "y = slice(x, axis=%d, begin=%d, end=%d)" % (axis, b, e),
                {"x": x}, lambda T, a=axis, b=b, e=e: T["x"].narrow(a, b, e - b))
     R.case("slice default begin", "y = slice(x, axis=1, end=2)", {"x": x}, lambda T: T["x"].narrow(1, 0, 2))
+    # (shape, axis, begin, end, step): inner runs and the last axis, up and down, a step past the range
+    strided = [((3, 7, 6), 1, 1, 7, 3), ((2, 3, 4), 2, 1, 4, 2), ((2, 3, 4), -1, 0, 4, 3), ((2, 3, 4), 0, 0, 2, 5),
+               ((2, 3, 4), 2, 0, 4, -1), ((3, 7, 6), 1, 0, 3, -2), ((2, 3, 4), -1, 1, 4, -2), ((3, 7, 6), 2, 0, 6, -4),
+               ((3, 7, 6), 0, 0, 3, -1), ((5, 8), 0, 1, 5, 2)]
+    for s, axis, b, e, st in strided if not R.quick else strided[:1] + strided[5:6]:
+        R.case("slice %s axis=%d [%d,%d) step=%d" % (shp(s), axis, b, e, st),
+               "y = slice(x, axis=%d, begin=%d, end=%d, step=%d)" % (axis, b, e, st), {"x": R.randn(*s)},
+               lambda T, a=axis, b=b, e=e, st=st: strided_ref(T["x"], a, b, e, st))
     for dim, shapes in ((0, [(2, 3), (4, 3)]), (1, [(2, 3, 2), (2, 1, 2), (2, 4, 2)]), (2, [(2, 3, 1), (2, 3, 5)]),
                         (-1, [(3, 2), (3, 3)])):
         arrays = {"x%d" % i: R.randn(*sh) for i, sh in enumerate(shapes)}
@@ -414,6 +422,17 @@ def layout_cases(R):
                arrays, lambda T, n=names, d=dim: torch.cat([T[k] for k in n], d), grads={k: k for k in names})
     R.case("concat default dim=1", "y = concat(a, b)", {"a": R.randn(2, 2), "b": R.randn(2, 3)},
            lambda T: torch.cat([T["a"], T["b"]], 1), grads={"x0": "a", "x1": "b"})
+
+
+def strided_ref(t, axis, b, e, step):
+    """slice with a step: x[..., b:e:step] for step > 0; step < 0 walks [b, e) from its end
+    down, torch.flip of the narrowed range taking every -step-th (docs/language.md)."""
+    idx = [slice(None)] * t.dim()
+    if step > 0:
+        idx[axis] = slice(b, e, step)
+        return t[tuple(idx)]
+    idx[axis] = slice(None, None, -step)
+    return t.narrow(axis, b, e - b).flip(axis)[tuple(idx)]
 
 
 def pad_cases(R):
@@ -451,7 +470,9 @@ def gemm_cases(R):
     mm = [((3, 4), (4, 5), 0, 0), ((4, 3), (4, 5), 1, 0), ((3, 4), (5, 4), 0, 1), ((4, 3), (5, 4), 1, 1),
           ((2, 3, 4), (2, 4, 5), 0, 0), ((2, 3, 4), (4, 5), 0, 0), ((3, 4), (2, 4, 5), 0, 0),
           ((2, 1, 3, 4), (3, 5, 4), 0, 1), ((16, 33), (33, 17), 0, 0), ((64, 256), (256, 48), 0, 0),
-          ((3, 32, 64), (3, 40, 32), 1, 1)]
+          ((3, 32, 64), (3, 40, 32), 1, 1),
+          # one product with A transposed runs as one GEMM split by rows (ONNX's Gemm transA)
+          ((256, 64), (256, 48), 1, 0), ((1, 40, 30), (20, 40), 1, 1)]
     if R.quick:
         mm = mm[3:6]
     for sa, sb, ta, tb in mm:

@@ -332,9 +332,16 @@ static void test_slice_concat(void) {
   t_model *m = t_ok(MODEL("input x : f32[3, 5]\n input z : f32[3, 2]\n a = slice(x, axis=1, begin=1, end=4)\n"
                           "b = slice(x, axis=-1, begin=-3, end=-1)\n c = slice(x, axis=0, end=2)\n"
                           "d = concat(x, z)\n e = concat(x, x, dim=0)\n f = concat(x, z, x, dim=-1)\n g = concat(x)\n"
-                          "output a, b, c, d, e, f, g"));
+                          "s1 = slice(x, axis=1, end=5, step=2)\n s2 = slice(x, axis=1, begin=1, end=5, step=2)\n"
+                          "s3 = slice(x, axis=0, end=3, step=-1)\n s4 = slice(x, axis=1, begin=-4, end=5, step=-3)\n"
+                          "s5 = slice(x, axis=1, end=5, step=-99)\n"
+                          "output a, b, c, d, e, f, g, s1, s2, s3, s4, s5"));
   if (m) {
     t_type(m, "a", "f32[3, 3]"), t_type(m, "b", "f32[3, 2]"), t_type(m, "c", "f32[2, 5]");
+    t_type(m, "s1", "f32[3, 3]"), t_type(m, "s2", "f32[3, 2]"), t_type(m, "s3", "f32[3, 5]");
+    t_type(m, "s4", "f32[3, 2]"), t_type(m, "s5", "f32[3, 1]");
+    CHECK(t_param_of(m, "s5", slice, k_slice_param)->step == -5, "a step past the axis is clamped to its size");
+    CHECK(t_param_of(m, "a", slice, k_slice_param)->step == 1, "slice step defaults to 1");
     t_type(m, "d", "f32[3, 7]"), t_type(m, "e", "f32[6, 5]"), t_type(m, "f", "f32[3, 12]"), t_type(m, "g", "f32[3, 5]");
     const k_slice_param *s = t_param_of(m, "b", slice, k_slice_param);
     CHECK(s->axis == 1 && s->begin == 2 && s->end == 4, "slice negatives resolved: axis %d [%lld, %lld)", s->axis, (long long)s->begin, (long long)s->end);
@@ -353,6 +360,7 @@ static void test_slice_concat(void) {
   t_err(MODEL("input x : f32[3, 5]\n y = slice(x, axis=1, begin=-6, end=2)\n output y"), "slice: begin..end");
   t_err(MODEL("input x : f32[3, 5]\n y = slice(x, axis=2, end=1)\n output y"), "slice: axis 2 is out of range");
   t_err(MODEL("input x : f32[3, 5]\n y = slice(x, axis=0)\n output y"), "slice needs attribute 'end'");
+  t_err(MODEL("input x : f32[3, 5]\n y = slice(x, axis=1, end=4, step=0)\n output y"), "slice: step must not be 0");
   t_err(MODEL("input x : f32[3, 5]\n input z : f32[4, 2]\n y = concat(x, z)\n output y"),
         "concat: input 2 does not match input 1 outside dim 1", "x f32[3, 5], z f32[4, 2]");
   t_err(MODEL("input x : f32[3, 5]\n input z : f32[3]\n y = concat(x, z, dim=0)\n output y"), "concat: input 2 does not match");

@@ -28,10 +28,10 @@ static const char *const models[] = {
   MODEL("input x : f32[2, 1, 3, 4]\n a = sum(x)\n b = mean(x, axis=(0, -1), keepdims=true)\n c = max(x, axis=2)\n"
         "d = reshape(x, shape=(6, -1))\n e = flatten(x)\n f = transpose(x)\n g = transpose(x, axes=(0, 2, 1, -1))\n"
         "h = expand_dims(x, axis=-1)\n i = squeeze(x)\n j = squeeze(x, axis=0)\n k = broadcast_to(x, shape=(5, 2, 2, 3, 4))\n"
-        "l = slice(x, axis=-1, begin=-3, end=-1)\n n = concat(x, x, dim=0)\n o = concat(x, x, x)\n"
+        "l = slice(x, axis=-1, begin=-3, end=-1)\n l2 = slice(x, axis=2, end=3, step=-2)\n n = concat(x, x, dim=0)\n o = concat(x, x, x)\n"
         "p = pad(x, pad=(1, 2))\n q = pad(x, pad=(0, 1, 2, 0, 0, 0, -1, 1), value=-0.5)\n"
         "r = pad(x, pad=(1, 1, 1, 1), mode=\"reflect\")\n s = pad(x, pad=(2, 0), mode=\"replicate\")\n"
-        "output a, b, c, d, e, f, g, h, i, j, k, l, n, o, p, q, r, s"),
+        "output a, b, c, d, e, f, g, h, i, j, k, l, l2, n, o, p, q, r, s"),
   /* GEMM family, parameters created and declared */
   MODEL("input a : f32[2, 1, 3, 4]\n input b : f32[5, 4, 6]\n input x : f32[8, 2, 3]\n"
         "param w : f32[7, 6] = normal(std=0.01)\n param bias = constant(0.25)\n"

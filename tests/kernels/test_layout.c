@@ -45,7 +45,7 @@ static src_t map_slice(const kt_case *c, int64_t i) {
   const k_slice_param *p = c->param;
   int64_t co[K_MAX_RANK];
   unravel(i, &c->out_shape[0], co);
-  co[p->axis] += p->begin;
+  co[p->axis] = p->step > 0 ? p->begin + co[p->axis] * p->step : p->end - 1 + co[p->axis] * p->step;
   return (src_t){0, ravel(co, &c->in[0].shape)};
 }
 
@@ -241,14 +241,21 @@ static void test_broadcast_to(void) {
 
 static void test_slice(void) {
   k_tensor x = kt_tensor_f32(kt_shape(3, 2, 5, 3), -1, 1, 11);
-  k_slice_param p1 = {1, 1, 4}, p0 = {0, 1, 2}, p2 = {2, 0, 3}, pe = {2, 1, 2};
+  k_slice_param p1 = {1, 1, 4, 1}, p0 = {0, 1, 2, 1}, p2 = {2, 0, 3, 1}, pe = {2, 1, 2, 1};
+  /* strided: inner > 1 and inner == 1, up and down, a step that takes one element */
+  k_slice_param s2 = {1, 0, 5, 2}, s3 = {2, 0, 3, 2}, n2 = {1, 1, 5, -2}, n1 = {2, 0, 3, -1}, s5 = {1, 2, 5, 5};
   kt_case cs[] = {
     one_input("slice axis 1 [1,4)", k_slice_forward, k_slice_backward, &x, kt_shape(3, 2, 3, 3), &p1),
     one_input("slice axis 0 [1,2)", k_slice_forward, k_slice_backward, &x, kt_shape(3, 1, 5, 3), &p0),
     one_input("slice axis 2 [0,3)", k_slice_forward, k_slice_backward, &x, kt_shape(3, 2, 5, 3), &p2),
     one_input("slice axis 2 [1,2)", k_slice_forward, k_slice_backward, &x, kt_shape(3, 2, 5, 1), &pe),
+    one_input("slice axis 1 [0,5) step 2", k_slice_forward, k_slice_backward, &x, kt_shape(3, 2, 3, 3), &s2),
+    one_input("slice axis 2 [0,3) step 2", k_slice_forward, k_slice_backward, &x, kt_shape(3, 2, 5, 2), &s3),
+    one_input("slice axis 1 [1,5) step -2", k_slice_forward, k_slice_backward, &x, kt_shape(3, 2, 2, 3), &n2),
+    one_input("slice axis 2 [0,3) step -1", k_slice_forward, k_slice_backward, &x, kt_shape(3, 2, 5, 3), &n1),
+    one_input("slice axis 1 [2,5) step 5", k_slice_forward, k_slice_backward, &x, kt_shape(3, 2, 1, 3), &s5),
   };
-  for (int i = 0; i < 4; i++) check_all(&cs[i], map_slice);
+  for (int i = 0; i < 9; i++) check_all(&cs[i], map_slice);
   kt_tensor_free(&x);
 }
 

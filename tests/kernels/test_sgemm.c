@@ -5,8 +5,8 @@
  * NaN (which must not be read). Then the bits: the same product with 1 and 2 threads, and cut
  * into sub-products (blocks of rows and columns at odd offsets, as k_sgemm's blocks cut it),
  * must be identical; so must a product whose op(B) was packed ahead (k_sgemm_pack), and
- * fully_connected forward reading its packed weights from a k_cache. Every implementation the
- * CPU runs is checked: avx512, avx2, openblas. */
+ * fully_connected and matmul forward reading their packed weights from a k_cache. Every
+ * implementation the CPU runs is checked: avx512, avx2, openblas. */
 #include "kt_harness.h"
 #include "k_blas.h"
 #include "k_parallel.h"
@@ -217,6 +217,42 @@ static void t_fc_cache(const char *impl, int64_t rows, int64_t in, int64_t H) {
   kt_tensor_free(&x); kt_tensor_free(&w); kt_tensor_free(&b);
 }
 
+/* matmul forward with a k_cache holding op(B) packed (B a weight shared by the whole product,
+ * either operand transposed, a's batches stacked): the bits of a call without one, on the
+ * first call, the second and after B changes. */
+static void t_mm_cache(const char *impl, int64_t batch, int64_t M, int64_t K, int64_t N, int ta, int tb) {
+  k_matmul_param prm = {ta, tb};
+  k_shape as = batch > 1 ? kt_shape(3, batch, M, K) : ta ? kt_shape(2, K, M) : kt_shape(2, M, K);
+  k_tensor a = kt_tensor_f32(as, -1, 1, 21), b = kt_tensor_f32(tb ? kt_shape(2, N, K) : kt_shape(2, K, N), -1, 1, 22);
+  k_tensor ins[2] = {a, b};
+  int64_t n = batch * M * N;
+  k_shape os = batch > 1 ? kt_shape(3, batch, M, N) : kt_shape(2, M, N);
+  float *y0 = t_alloc(n), *y1 = t_alloc(n);
+  k_tensor out0 = {y0, os, K_F32}, out1 = {y1, os, K_F32};
+  k_req req = kWriteTo;
+  char err[128];
+  k_cache cache = {NULL, 0, 0, 0x1 | 0x2};
+  k_call plain = {ins, 2, &out0, 1, &req, &prm, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+  k_call cached = plain;
+  cached.out = &out1;
+  cached.cache = &cache;
+  for (int round = 0; round < 3; round++) {
+    if (round == 2) {   /* new weights */
+      kt_fill_uniform(b.data, K * N, -1, 1, 23);
+      cache.key = 0;
+    }
+    k_matmul_forward(&plain);
+    k_matmul_forward(&cached);
+    KT_CHECK(memcmp(y0, y1, (size_t)n * sizeof(float)) == 0, "%s matmul %lldx[%lldx%lld]x%lld ta=%d tb=%d cached, call %d: differs",
+             impl, (long long)batch, (long long)M, (long long)K, (long long)N, ta, tb, round);
+  }
+  KT_CHECK((cache.key != 0) == (strcmp(impl, "openblas") != 0 && batch * M > 1), "%s matmul cache key %llx", impl,
+           (unsigned long long)cache.key);
+  free(cache.data);
+  free(y0); free(y1);
+  kt_tensor_free(&a); kt_tensor_free(&b);
+}
+
 static void t_suite(const char *want) {
   const char *impl = k_sgemm_use(want);
   if (strcmp(impl, want) != 0) {
@@ -237,6 +273,9 @@ static void t_suite(const char *want) {
   t_fc_cache(impl, 64, 784, 128);
   t_fc_cache(impl, 5, 33, 10);
   t_fc_cache(impl, 1, 33, 10);
+  for (int t = 0; t < 4; t++) t_mm_cache(impl, 1, 48, 70, 20, t & 1, t >> 1);
+  t_mm_cache(impl, 3, 5, 33, 10, 0, 1);
+  t_mm_cache(impl, 1, 1, 33, 10, 1, 0);
 }
 
 int main(void) {

@@ -8,7 +8,10 @@ onnx.helper (no torch needed, a few seconds):
   * asymmetric Conv, AveragePool and MaxPool pads, and MaxPool's ceil_mode, against numpy
     (AveragePool's ceil_mode where it adds a window is refused);
   * Pad: folded into an AveragePool, or a pad node (constant with a value and negative pads,
-    reflect, edge) matching numpy; HardSigmoid's alpha and beta;
+    reflect, edge) matching numpy; HardSigmoid's alpha and beta; Slice with steps (negative
+    too) on a computed tensor; Split by the attribute, the input or in equal parts, of a
+    constant too, and its bad sizes refused; Gemm with transA as a matmul with alpha and beta
+    folded into constant B and C;
   * initializers in an external data file beside the model read as inline ones do, and a
     missing external file is an error; --map prints the renamings.
 
@@ -280,6 +283,88 @@ if got is not None and not np.allclose(got, np.clip(0.3 * x + 0.4, 0, 1), rtol=1
     fail("HardSigmoid alpha=0.3 beta=0.4 differs from numpy")
 elif got is not None:
     print("ok %-20s HardSigmoid alpha, beta" % "hard_sigmoid")
+# Slice with steps on a computed tensor (a slice node per axis), against numpy's x[b:e:s]:
+# ends past either end, negative starts, ends and steps.
+BIG = np.iinfo(np.int64).max
+for starts, ends, axes, steps in (([0, 3], [BIG, -BIG], [2, 3], [2, -1]), ([-1], [-5], [1], [-1]),
+                                  ([1, -1], [4, 0], [3, -2], [3, -2]), ([3, 0], [0, 2], [2, 0], [-2, 1])):
+    idx = [slice(None)] * 4
+    for b, e, a, st in zip(starts, ends, axes, steps):
+        idx[a] = slice(b, e, st)
+    want = x[tuple(idx)]
+    inits = [numpy_helper.from_array(np.array(v, np.int64), nm) for v, nm in ((starts, "st"), (ends, "en"), (axes, "ax"), (steps, "sp"))]
+    m = model([helper.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["y"], name="strided")], [X], [vi("y", list(want.shape))], inits)
+    got = run(save(m, "slice_steps"), x)
+    if got is not None and (got.shape != want.shape or not np.array_equal(got, want)):
+        fail("Slice starts %s ends %s axes %s steps %s differs from numpy" % (starts, ends, axes, steps))
+    elif got is not None:
+        print("ok %-20s Slice axes %s steps %s -> %s" % ("slice_steps", axes, steps, list(want.shape)))
+# Split: a slice per output; sizes from the attribute (opset 11), the input (13), or equal.
+# Two outputs are summed into y after a broadcast, so every part is checked.
+x6 = np.random.default_rng(6).standard_normal((2, 6, 3)).astype(np.float32)
+for opset, axis, sizes, attr in ((11, 1, [1, 2, 3], True), (13, -2, [4, 1, 1], False), (13, 1, None, False), (11, 0, None, False)):
+    parts = np.split(x6, np.cumsum(sizes)[:-1] if sizes else 3 if axis != 0 else 2, axis=axis)
+    outs = ["p%d" % i for i in range(len(parts))]
+    kw = {"axis": axis, **({"split": sizes} if attr else {})}
+    ins, inits = ["x"], []
+    if sizes and not attr:
+        ins, inits = ["x", "sz"], [numpy_helper.from_array(np.array(sizes, np.int64), "sz")]
+    nodes = [helper.make_node("Split", ins, outs, name="the_split", **kw)]
+    nodes += [helper.make_node("ReduceSum", [o], ["r%d" % i], axes=[axis], keepdims=1, name="sum%d" % i)
+              for i, o in enumerate(outs)] if opset == 11 else \
+             [helper.make_node("ReduceSum", [o, "ax"], ["r%d" % i], keepdims=1, name="sum%d" % i) for i, o in enumerate(outs)]
+    if opset == 13:
+        inits.append(numpy_helper.from_array(np.array([axis], np.int64), "ax"))
+    nodes += [helper.make_node("Mul", ["r0", "r1"], ["m"], name="mul"), helper.make_node("Add", ["m", outs[-1]], ["y"], name="add")]
+    want = parts[0].sum(axis=axis, keepdims=True) * parts[1].sum(axis=axis, keepdims=True) + parts[-1]
+    m = model(nodes, [vi("x", [2, 6, 3])], [vi("y", list(want.shape))], inits, opset=opset)
+    got = run(save(m, "split"), x6)
+    if got is not None and (got.shape != want.shape or not np.allclose(got, want, rtol=1e-5, atol=1e-5)):
+        fail("Split opset %d axis %d sizes %s differs from numpy" % (opset, axis, sizes))
+    elif got is not None:
+        print("ok %-20s Split opset %d axis %d sizes %s" % ("split", opset, axis, sizes or "equal"))
+# Gemm with transA = 1 is a matmul, alpha and beta folded into a constant B and C.
+rg = np.random.default_rng(7)
+a7 = rg.standard_normal((5, 3)).astype(np.float32)
+for transB, alpha, beta, cshape in ((0, 0.5, 2.0, [4]), (1, 1.0, 1.0, [3, 4]), (1, -2.0, 0.25, [1, 4]), (0, 1.5, 1.0, None)):
+    bmat = rg.standard_normal((4, 5) if transB else (5, 4)).astype(np.float32)
+    inits = [numpy_helper.from_array(bmat, "B")]
+    ins = ["x", "B"]
+    want = alpha * a7.T @ (bmat.T if transB else bmat)
+    if cshape:
+        cmat = rg.standard_normal(cshape).astype(np.float32)
+        inits.append(numpy_helper.from_array(cmat, "C"))
+        ins.append("C")
+        want = want + beta * cmat
+    m = model([helper.make_node("Gemm", ins, ["y"], name="gemm_ta", transA=1, transB=transB, alpha=alpha, beta=beta)],
+              [vi("x", [5, 3])], [vi("y", [3, 4])], inits)
+    path = save(m, "gemm_ta")
+    got = run(path, a7)
+    txt = subprocess.run([KILN, "import", path, "-o", os.path.join(tmp, "gemm_ta.kiln")], capture_output=True, text=True)
+    nodes = open(os.path.join(tmp, "gemm_ta.kiln")).read() if txt.returncode == 0 else ""
+    if got is not None and not np.allclose(got, want, rtol=1e-5, atol=1e-5):
+        fail("Gemm transA transB=%d alpha %g beta %g C %s differs from numpy" % (transB, alpha, beta, cshape))
+    elif "= mul(" in nodes or "matmul(" not in nodes:
+        fail("Gemm transA with constant B and C: expected one matmul and no mul node:\n%s%s" % (nodes, txt.stderr))
+    elif got is not None:
+        print("ok %-20s Gemm transA transB=%d alpha %g beta %g C %s" % ("gemm_ta", transB, alpha, beta, cshape))
+# a Split of a constant folds; bad sizes are refused naming the node
+w6 = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(2, 6), "w6")
+m = model([helper.make_node("Split", ["w6"], ["a", "b"], name="const_split", axis=1, split=[4, 2]),
+           helper.make_node("Add", ["x", "b"], ["y"], name="add")], [vi("x", [2, 2])], [vi("y", [2, 2])], [w6], opset=11)
+x22 = np.ones((2, 2), np.float32)
+got = run(save(m, "split_const"), x22)
+if got is not None and not np.array_equal(got, x22 + np.arange(12, dtype=np.float32).reshape(2, 6)[:, 4:]):
+    fail("Split of a constant differs from numpy")
+elif got is not None:
+    print("ok %-20s Split of a constant folds" % "split_const")
+for case, kw, needle in (("split_sum", {"split": [2, 2]}, "add up to 4, not the axis's size 6"),
+                         ("split_uneven", {}, "does not split into 4 equal parts"),
+                         ("split_zero", {"split": [6, 0]}, "output 2 would be empty")):
+    outs = ["a", "b", "c", "d"] if case == "split_uneven" else ["a", "b"]
+    m = model([helper.make_node("Split", ["x"], outs, name="bad_split", axis=1, **kw)], [vi("x", [2, 6, 3])],
+              [vi(o, None) for o in outs], opset=11)
+    expect_error(case, save(m, case), "node 'bad_split' (Split)", needle)
 
 r = subprocess.run([KILN, "import", inline, "-o", os.path.join(tmp, "mapped.kiln"), "--map"], capture_output=True, text=True)
 if r.returncode != 0 or "x" in r.stdout.split() or "conv.weight" in r.stdout:
