@@ -109,7 +109,9 @@ static inline void k_par_pause(void) {
 }
 
 /* Polls until done(arg) holds or K_PAR_SPIN_NS has passed; 1 when it holds. The clock is read
- * every 64 polls (a vDSO call, but not free). */
+ * every 64 polls (a vDSO call, but not free), and from then on each round of polls ends in
+ * sched_yield: on an idle machine it returns at once, on a loaded one the other processes run
+ * instead of the poll. */
 static int k_par_spin(int (*done)(void *), void *arg) {
   int64_t until = 0;
   for (unsigned i = 0;; i++) {
@@ -118,6 +120,7 @@ static int k_par_spin(int (*done)(void *), void *arg) {
       int64_t t = k_par_now_ns();
       if (!until) until = t + K_PAR_SPIN_NS;
       else if (t > until) return 0;
+      if (i) sched_yield();
     }
     k_par_pause();
   }
