@@ -13,11 +13,13 @@
  *   cpu/cg_fused.c    one function per fused group: a loop nest over the group's output
  *                     index space with broadcast strides, the members' scalar functions
  *                     inlined from kernels/k_scalar.h (compiled to bitcode at build time)
- *   cpu/cg_aot.c      the descriptor as LLVM constants (kernels referenced by symbol), the
- *                     NAME_* wrappers and the exported `kiln_model` (rt_model_api)
+ *   cpu/cg_aot.c      the descriptor as LLVM constants (kernels and the weights object
+ *                     referenced by symbol), the NAME_* wrappers and the exported
+ *                     `kiln_model` (rt_model_api)
  *   cpu/cg_jit.c      ORC LLJIT: compiles the module in memory and stores each fused
  *                     function's address into the descriptor
- *   cpu/cg_build.c    the pipeline: passes, descriptor, module, JIT (the C API uses it)
+ *   cpu/cg_build.c    the pipeline: passes, descriptor, module, JIT or objects and link
+ *                     (the C API and kiln compile use it)
  * There is no GPU back end yet; cg_fexpr.c keeps the fused groups free of LLVM so that one
  * can print them as CUDA C. */
 #ifndef KILN_CG_H

@@ -1,6 +1,7 @@
 /* cg_aot.c — the AOT half of the CPU back end: the model descriptor as LLVM constants (kernels
- * referenced by symbol, so the linker pulls exactly those from the archive), the NAME_*
- * wrappers of SPEC section 3 and the exported name-free `kiln_model` (rt_model_api).
+ * referenced by symbol, so the linker pulls exactly those from the archive; initial weights
+ * by the weights object's symbol, cg_weights.c), the NAME_* wrappers of SPEC section 3 and
+ * the exported name-free `kiln_model` (rt_model_api).
  *
  * Every struct the runtime reads is built field by field from a table that records the C
  * offset of each field; the LLVM layout under the target's data layout is checked against
@@ -207,7 +208,7 @@ static LLVMValueRef cg_weights(cg_aot *a, int i) {
     LLVMSetVisibility(a->weights, LLVMHiddenVisibility);
   }
   LLVMValueRef off = cg_i64c(a, a->woff[i]);
-  return LLVMConstInBoundsGEP2(a->i8, LLVMConstBitCast(a->weights, a->ptr), &off, 1);
+  return LLVMConstGEP2(a->i8, LLVMConstBitCast(a->weights, a->ptr), &off, 1);   /* not inbounds: LLVM sees [0 x i8] */
 }
 
 static LLVMValueRef cg_tensor_val(cg_aot *a, int i) {

@@ -1,37 +1,45 @@
-/* onnx_read.c — the ONNX file itself: read whole, decoded by the protobuf-c code generated
+/* onnx_read.c — the ONNX file itself: mapped whole, decoded by the protobuf-c code generated
  * from onnx.proto, its opsets checked; and TensorProtos (raw, typed fields or external data
  * files beside the model) into constants, every size checked against the data before use. */
 #include "onnx_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static int onnx_file_error(ir_diag *d, const char *path, const char *fmt, const char *detail) {
   ir_error(d, (ir_loc){path, 0, 0}, fmt, detail);
   return 1;
 }
 
-/* The whole file in malloc'd memory; NULL after an error. */
-static uint8_t *onnx_slurp(const char *path, size_t *len, ir_diag *d) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return onnx_file_error(d, path, "cannot read the file: %s", strerror(errno)), NULL;
-  uint8_t *buf = NULL;
-  long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-  if (n >= 0 && fseek(f, 0, SEEK_SET) == 0) buf = malloc((size_t)n + 1);
-  if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) free(buf), buf = NULL;
-  fclose(f);
-  if (!buf) return onnx_file_error(d, path, "cannot read the file: %s", n < 0 ? "not a regular file" : "read error"), NULL;
-  *len = (size_t)n;
-  return buf;
+/* The whole file mapped read-only (the decoder copies what it keeps, so the file's bytes are
+ * not copied once more into a buffer of their own; they are most of a large model); NULL
+ * after an error. An empty file maps nothing: *len 0 and a non-NULL dummy. */
+static const uint8_t *onnx_map(const char *path, size_t *len, ir_diag *d) {
+  static const uint8_t empty[1];
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return onnx_file_error(d, path, "cannot read the file: %s", strerror(errno)), NULL;
+  struct stat st;
+  const void *p = NULL;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) onnx_file_error(d, path, "cannot read the file: %s", "not a regular file");
+  else if (st.st_size == 0) p = empty;
+  else if ((p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED)
+    p = NULL, onnx_file_error(d, path, "cannot read the file: %s", strerror(errno));
+  close(fd);
+  *len = p ? (size_t)st.st_size : 0;
+  return p;
 }
 
 Onnx__ModelProto *onnx_read_model(const char *path, ir_diag *d) {
   size_t len = 0;
-  uint8_t *buf = onnx_slurp(path, &len, d);
+  const uint8_t *buf = onnx_map(path, &len, d);
   if (!buf) return NULL;
   Onnx__ModelProto *m = len ? onnx__model_proto__unpack(NULL, len, buf) : NULL;
-  free(buf);
+  if (len) munmap((void *)buf, len);
   if (!m) onnx_file_error(d, path, "%s", "not an ONNX model: the protobuf data is malformed or truncated");
   else if (!m->graph) {
     onnx_file_error(d, path, "%s", "not an ONNX model: it has no graph");
