@@ -1,7 +1,8 @@
 /* cg_link.c — the system C compiler as linker: model object (+ weights object) + runtime and
- * kernel archives + BLAS, libm, pthreads into a self-contained shared object. The compiler runs through
- * posix_spawn (no shell, so no quoting of paths), its output becomes the error message, and
- * the result is written to a temporary name and renamed, so a failed link leaves nothing. */
+ * kernel archives + BLAS, libm, pthreads into a self-contained shared object. The compiler
+ * runs through posix_spawn (no shell, so no quoting of paths), its output becomes the error
+ * message, and the result is written to a temporary name and renamed, so a failed link
+ * leaves nothing. */
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -58,7 +59,7 @@ static bool cg_on_path(const char *name) {
 /* $CC may carry words ("ccache cc", "cc -m64") and is used as it is. The default is cc, with
  * -fuse-ld=lld when ld.lld is on $PATH (where gcc and clang look for it): LLVM's linker
  * copies a model's large weights section (cg_weights.c) several times faster than GNU ld,
- * which took 2.5-6.5 s of a 10-15 s compile of vgg11_bn's 530 MB (bench/README.md). */
+ * which took 40% of vgg11_bn's compile (531 MB of weights; bench/README.md). */
 static int cg_cc_words(cg_link_cmd *c) {
   const char *cc = getenv("CC");
   bool user = cc && *cc;

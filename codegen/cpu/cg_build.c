@@ -1,7 +1,7 @@
 /* cg_build.c — the one pipeline from a lowered graph to code: the passes for predict (and
  * for train when the model trains), the descriptor, the LLVM module with the fused loops,
- * then the JIT, or the objects (the module's, the weights') and the link of a .so. The C API (api/) and kiln compile / run / train (tools/kiln.c) build through
- * it. */
+ * then the JIT, or the objects (the module's, the weights') and the link of a .so. The C API
+ * (api/) and kiln compile / run / train (tools/kiln.c) build through it. */
 #include "cg_cpu.h"
 
 #include <errno.h>
