@@ -34,18 +34,20 @@ static const uint8_t *onnx_map(const char *path, size_t *len, ir_diag *d) {
   return p;
 }
 
-Onnx__ModelProto *onnx_read_model(const char *path, ir_diag *d) {
+/* The decoder allocates from the graph's arena, whose failure is fatal with a message (as
+ * every IR allocation); nothing is freed before the graph. */
+static void *onnx_arena_alloc(void *arena, size_t n) { return ir_alloc(arena, n); }
+static void onnx_arena_free(void *arena, void *p) { (void)arena, (void)p; }
+
+Onnx__ModelProto *onnx_read_model(const char *path, ir_arena *arena, ir_diag *d) {
   size_t len = 0;
   const uint8_t *buf = onnx_map(path, &len, d);
   if (!buf) return NULL;
-  Onnx__ModelProto *m = len ? onnx__model_proto__unpack(NULL, len, buf) : NULL;
+  ProtobufCAllocator al = {onnx_arena_alloc, onnx_arena_free, arena};
+  Onnx__ModelProto *m = len ? onnx__model_proto__unpack(&al, len, buf) : NULL;
   if (len) munmap((void *)buf, len);
   if (!m) onnx_file_error(d, path, "%s", "not an ONNX model: the protobuf data is malformed or truncated");
-  else if (!m->graph) {
-    onnx_file_error(d, path, "%s", "not an ONNX model: it has no graph");
-    onnx__model_proto__free_unpacked(m, NULL);
-    m = NULL;
-  }
+  else if (!m->graph) onnx_file_error(d, path, "%s", "not an ONNX model: it has no graph"), m = NULL;
   return m;
 }
 
@@ -191,15 +193,19 @@ onnx_const *onnx_read_tensor(onnx_ctx *c, const Onnx__TensorProto *t) {
   if (have != -1 && have != want)
     return onnx_fail(c, "tensor '%s': its data holds %s elements, its shape %s", name, have < 0 ? "a partial number of" : "another number of",
                      want > ONNX_MAX_ELEMS ? "too many" : "a different count"), NULL;
-  onnx_const *k = onnx_const_new(c, is_int, &s);
+  bool external = t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+  /* Raw float data are most of a model's bytes: used where the decoder put them, in the
+   * graph's arena (onnx_read_model), 16-byte aligned. */
+  bool in_place = !external && t->has_raw_data && t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && want > 0;
+  onnx_const *k = in_place ? onnx_const_over(c, &s, (float *)(void *)t->raw_data.data) : onnx_const_new(c, is_int, &s);
   if (!k) return onnx_fail(c, "tensor '%s' is too large (%lld elements)", name, (long long)k_shape_numel(&s)), NULL;
   k->onnx_name = ir_strdup(&c->g->arena, name);
   int rc;
-  if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) rc = onnx_external_data(c, t, k, name, esz);
+  if (external) rc = onnx_external_data(c, t, k, name, esz);
   else if (t->has_raw_data && t->raw_data.len != (size_t)(k->n * esz))
     rc = onnx_fail(c, "tensor '%s': %zu bytes of raw data for %lld elements of %d bytes", name, t->raw_data.len, (long long)k->n, esz);
   else if (t->has_raw_data) {
-    onnx_put_raws(k, t->data_type, t->raw_data.data, esz);
+    if (!in_place) onnx_put_raws(k, t->data_type, t->raw_data.data, esz);
     rc = 0;
   } else rc = onnx_typed_data(c, t, k, name);
   return rc ? NULL : k;
