@@ -239,7 +239,7 @@ static int api_write_header(const rt_model_desc *d, const char *path) {
 }
 
 /* The folder holding the archives a model's .so is linked with (libkiln_runtime.a and
- * libkiln_kernels.a), for cg_link_shared_from: `kiln/` beside the libkiln.so this code is in
+ * libkiln_kernels.a), for cg_link_shared: `kiln/` beside the libkiln.so this code is in
  * (dladdr), so an installed library finds its own wherever the prefix was put; else NULL
  * (the build tree's, compiled into cg_link.c) while the build tree still has them; else the
  * configured install prefix's (a program linked with an installed libkiln.a). $KILN_LIB_DIR
@@ -266,17 +266,8 @@ static const char *api_lib_dir(char *buf, size_t n) {
 }
 
 static int api_link(cg_build *b, const char *so_tmp) {
-  char obj[4096], err[8192];
-  const char *tmpdir = getenv("TMPDIR");
-  snprintf(obj, sizeof obj, "%s/kiln-XXXXXX.o", tmpdir && *tmpdir ? tmpdir : "/tmp");
-  int fd = mkstemps(obj, 2);
-  if (fd < 0) return api_fail("cannot create a temporary object file in %s", obj);
-  close(fd);
-  char dir[4096];
-  const char *lib_dir = api_lib_dir(dir, sizeof dir);
-  int rc = cg_write_object(b->llvm, obj, err, sizeof err) || cg_link_shared_from(obj, so_tmp, lib_dir, err, sizeof err);
-  unlink(obj);
-  return rc ? api_fail("%s", err) : KILN_OK;
+  char dir[4096], err[8192];
+  return cg_build_link(b, so_tmp, api_lib_dir(dir, sizeof dir), err, sizeof err) ? api_fail("%s", err) : KILN_OK;
 }
 
 /* The .so is renamed into place first, keeping a hard link to the file it replaces, so that

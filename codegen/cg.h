@@ -5,17 +5,21 @@
  *   cg_common.c       fused-loop symbol names
  *   cg_desc.c         the descriptor, built in memory; step i of a program is node i of its graph
  *   cg_header.c       NAME.h: the SPEC section 3 ABI for one model
- *   cg_link.c         cc -shared: the object + the runtime and kernel archives + BLAS, libm, pthreads
+ *   cg_weights.c      the initial weights (an ONNX model's) as an ELF object of their own,
+ *                     written straight from the descriptor: they never pass through LLVM
+ *   cg_link.c         cc -shared: the objects + the runtime and kernel archives + BLAS, libm, pthreads
  *   cpu/cg_llvm.c     the LLVM module, the target machine (host CPU unless cpu/features say
  *                     otherwise), -O0..-O3 as LLVM's pipelines, .ll and .o output
  *   cpu/cg_fused.c    one function per fused group: a loop nest over the group's output
  *                     index space with broadcast strides, the members' scalar functions
  *                     inlined from kernels/k_scalar.h (compiled to bitcode at build time)
- *   cpu/cg_aot.c      the descriptor as LLVM constants (kernels referenced by symbol), the
- *                     NAME_* wrappers and the exported `kiln_model` (rt_model_api)
+ *   cpu/cg_aot.c      the descriptor as LLVM constants (kernels and the weights object
+ *                     referenced by symbol), the NAME_* wrappers and the exported
+ *                     `kiln_model` (rt_model_api)
  *   cpu/cg_jit.c      ORC LLJIT: compiles the module in memory and stores each fused
  *                     function's address into the descriptor
- *   cpu/cg_build.c    the pipeline: passes, descriptor, module, JIT (the C API uses it)
+ *   cpu/cg_build.c    the pipeline: passes, descriptor, module, JIT or objects and link
+ *                     (the C API and kiln compile use it)
  * There is no GPU back end yet; cg_fexpr.c keeps the fused groups free of LLVM so that one
  * can print them as CUDA C. */
 #ifndef KILN_CG_H
@@ -35,8 +39,9 @@ typedef struct {
 /* The descriptor of a model: tensors of the train graph when there is one (the predict
  * graph's tensors are a prefix of it: both start as copies of the lowered graph), and one
  * program per entry point, step i = node i. The descriptor owns copies of every name,
- * param struct and array; fused steps have fused == NULL until cg_jit fills them. NULL with
- * a message in err on failure. */
+ * param struct and array; the initial weights (rt_tensor_info.data = ir_tensor.data) it
+ * borrows from the lowered graph's arena, which must outlive it. Fused steps have fused ==
+ * NULL until cg_jit fills them. NULL with a message in err on failure. */
 rt_model_desc *cg_desc_build(const ir_graph *predict, const ir_graph *train, char *err, size_t n);
 void cg_desc_free(rt_model_desc *d);
 /* ---- cg_common.c ---- */
@@ -48,14 +53,28 @@ void cg_fused_name(char *buf, size_t n, bool train, int step);
  * set_lr/error, and a NAME_<TENSOR>_SIZE constant per input and output. */
 int cg_write_header(const rt_model_desc *d, FILE *out);
 
+/* ---- cg_weights.c ---- */
+/* The weights object defines one hidden symbol, CG_WEIGHTS_SYMBOL: the data of every tensor
+ * whose rt_tensor_info.data is set, in tensor order, each at a multiple of CG_WEIGHTS_ALIGN
+ * bytes (the section is that aligned too, so each tensor's data is in the loaded .so). */
+#define CG_WEIGHTS_SYMBOL "kiln_weights"
+#define CG_WEIGHTS_ALIGN 64
+/* The blob's size in bytes (0: the model has no initial data); offset, when not NULL, gets
+ * d->ntensors entries: where tensor i's data starts, or -1. */
+int64_t cg_weights_layout(const rt_model_desc *d, int64_t *offset);
+/* Writes the weights object to path, for the same machine as model_obj (the model's object,
+ * whose ELF header it copies). 0, or 1 with a message. */
+int cg_write_weights(const rt_model_desc *d, const char *model_obj, const char *path, char *err, size_t n);
+
 /* ---- cg_link.c ---- */
-/* Links obj into a shared object at so_path with the runtime and kernel archives, so its
- * only dynamic dependencies are libc, libm, pthreads and the BLAS; exports only the
- * model's NAME_* functions and kiln_model. 0, or nonzero with a message. */
-int cg_link_shared(const char *obj, const char *so_path, char *err, size_t n);
-/* The same with the archives taken from lib_dir (libkiln_runtime.a, libkiln_kernels.a) when
- * $KILN_LIB_DIR is unset; lib_dir NULL: the build tree's. */
-int cg_link_shared_from(const char *obj, const char *so_path, const char *lib_dir, char *err, size_t n);
+/* Links obj (and weights, the weights object, unless NULL) into a shared object at so_path
+ * with the runtime and kernel archives, so its only dynamic dependencies are libc, libm,
+ * pthreads and the BLAS; exports only the model's NAME_* functions and kiln_model. The
+ * archives are taken from lib_dir (libkiln_runtime.a, libkiln_kernels.a) when $KILN_LIB_DIR
+ * is unset; lib_dir NULL: the build tree's. 0, or nonzero with a message. */
+int cg_link_shared(const char *obj, const char *weights, const char *so_path, const char *lib_dir, char *err, size_t n);
+/* obj and weights as one relocatable object at out (cc -r), for --emit obj. */
+int cg_link_relocatable(const char *obj, const char *weights, const char *out, char *err, size_t n);
 
 /* ---- cpu/ ---- */
 typedef struct cg_llvm cg_llvm;
@@ -87,6 +106,13 @@ int cg_build_graphs(const ir_graph *lowered, uint32_t disabled, ir_diag *d, cg_b
  * the module with the fused loops. */
 int cg_build_module(cg_build *b, const cg_options *o, char *err, size_t n);
 int cg_build_jit(cg_build *b, char *err, size_t n);    /* cg_optimize, then cg_jit */
+/* After cg_emit_aot and cg_optimize: the module's object and the weights object (when the
+ * model has initial weights) written to temporary files in $TMPDIR and linked into so_path
+ * (cg_link_shared, lib_dir as there); the temporary files are removed. 0, or 1 with a message. */
+int cg_build_link(cg_build *b, const char *so_path, const char *lib_dir, char *err, size_t n);
+/* The same as one relocatable object at path (--emit obj): the module's object alone when
+ * the model has no initial weights, else both objects merged by cg_link_relocatable. */
+int cg_build_object(cg_build *b, const char *path, char *err, size_t n);
 void cg_build_free(cg_build *b);                       /* everything b holds */
 
 #endif

@@ -1,7 +1,8 @@
 /* cg_desc.c — the model descriptor (runtime/rt_model.h) from the compiled predict and train
  * graphs: the tensor table, and per entry point one step per node with its kernel, slots,
  * workspace and the earlier steps it must follow (memory conflicts, transitively reduced).
- * Everything is copied into allocations the descriptor owns; cg_desc_free releases them. */
+ * Everything is copied into allocations the descriptor owns, which cg_desc_free releases,
+ * except the initial weights (rt_tensor_info.data), which point into the lowered graph. */
 #include "cg.h"
 #include "k_epilogue.h"
 
@@ -63,8 +64,9 @@ static rt_tensor_info cg_tensor(cg_box *b, const ir_tensor *x) {
   if ((x->kind == IR_T_PARAM || x->kind == IR_T_AUX) && x->has_init)
     t.init = (int32_t)x->init.kind, t.init_a = x->init.a, t.init_b = x->init.b;
   if (x->kind == IR_T_CONST) t.init_a = x->value;
-  if ((x->kind == IR_T_PARAM || x->kind == IR_T_AUX) && x->data)
-    t.data = cg_dup(b, x->data, (size_t)ir_tensor_numel(x) * 4);
+  /* Borrowed, not copied: an ONNX model's weights are most of its size, and the graph's arena
+   * that holds them outlives the descriptor (cg.h). */
+  if (x->kind == IR_T_PARAM || x->kind == IR_T_AUX) t.data = x->data;
   return t;
 }
 

@@ -1,10 +1,12 @@
-/* cg_link.c — the system C compiler as linker: model object + runtime and kernel archives +
- * BLAS, libm, pthreads into a self-contained shared object. The compiler runs through
- * posix_spawn (no shell, so no quoting of paths), its output becomes the error message, and
- * the result is written to a temporary name and renamed, so a failed link leaves nothing. */
+/* cg_link.c — the system C compiler as linker: model object (+ weights object) + runtime and
+ * kernel archives + BLAS, libm, pthreads into a self-contained shared object. The compiler
+ * runs through posix_spawn (no shell, so no quoting of paths), its output becomes the error
+ * message, and the result is written to a temporary name and renamed, so a failed link
+ * leaves nothing. */
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -41,13 +43,31 @@ static void cg_arg(cg_link_cmd *c, const char *a) {
   c->argv[c->argc] = NULL;
 }
 
-/* $CC may carry words ("ccache cc", "cc -m64"); default cc. */
+/* Whether an executable file `name` is in one of $PATH's folders. */
+static bool cg_on_path(const char *name) {
+  const char *path = getenv("PATH");
+  char file[4096];
+  for (const char *p = path; p && *p;) {
+    size_t len = strcspn(p, ":");
+    if (len && (size_t)snprintf(file, sizeof file, "%.*s/%s", (int)len, p, name) < sizeof file && access(file, X_OK) == 0)
+      return true;
+    p += len + (p[len] == ':');
+  }
+  return false;
+}
+
+/* $CC may carry words ("ccache cc", "cc -m64") and is used as it is. The default is cc, with
+ * -fuse-ld=lld when ld.lld is on $PATH (where gcc and clang look for it): LLVM's linker
+ * copies a model's large weights section (cg_weights.c) several times faster than GNU ld,
+ * which took 40% of vgg11_bn's compile (531 MB of weights; bench/README.md). */
 static int cg_cc_words(cg_link_cmd *c) {
   const char *cc = getenv("CC");
-  c->cc_copy = strdup(cc && *cc ? cc : "cc");
+  bool user = cc && *cc;
+  c->cc_copy = strdup(user ? cc : "cc");
   if (!c->cc_copy) return 1;
   for (char *save = NULL, *w = strtok_r(c->cc_copy, " \t", &save); w; w = strtok_r(NULL, " \t", &save))
     cg_arg(c, w);
+  if (!user && cg_on_path("ld.lld")) cg_arg(c, "-fuse-ld=lld");
   return c->argc == 0;
 }
 
@@ -63,14 +83,16 @@ static void cg_archives(cg_link_cmd *c, const char *lib_dir) {
   }
 }
 
-/* cc -shared -o TMP OBJ runtime.a kernels.a BLAS -lm -lpthread: archive members are hidden
- * (--exclude-libs), and the object itself exports only NAME_* and kiln_model (cg_aot.c gives
- * everything else hidden visibility); --no-undefined turns a missing kernel into a link error
- * instead of a dlopen failure. */
-static int cg_build_cmd(cg_link_cmd *c, const char *obj, const char *tmp, const char *lib_dir) {
+/* cc -shared -o TMP OBJ [WEIGHTS] runtime.a kernels.a BLAS -lm -lpthread: archive members are
+ * hidden (--exclude-libs), and the objects export only NAME_* and kiln_model (cg_aot.c gives
+ * everything else hidden visibility, as cg_weights.c its symbol); --no-undefined turns a
+ * missing kernel into a link error instead of a dlopen failure. */
+static int cg_build_cmd(cg_link_cmd *c, const char *obj, const char *weights, const char *tmp, const char *lib_dir) {
   if (cg_cc_words(c)) return 1;
   cg_archives(c, lib_dir);
-  const char *fixed[] = {"-shared", "-o", tmp, obj, c->runtime, c->kernels, KILN_BLAS_LIB, "-lm",
+  const char *head[] = {"-shared", "-o", tmp, obj, weights};
+  for (int i = 0; i < 5 && head[i]; i++) cg_arg(c, head[i]);
+  const char *fixed[] = {c->runtime, c->kernels, KILN_BLAS_LIB, "-lm",
                          "-lpthread", "-Wl,--exclude-libs,ALL", "-Wl,--no-undefined", "-Wl,--as-needed",
 #ifdef KILN_SANITIZE
                          KILN_SANITIZE_FLAG,
@@ -124,8 +146,10 @@ static int cg_spawn(char *const *argv, char *out, size_t n) {
 
 /* The message for a failed link: the command's first words, then what it printed. */
 static void cg_link_error(const cg_link_cmd *c, int status, const char *log, char *err, size_t n) {
+  const char *cc = c->argv[0] ? c->argv[0] : "$CC";
   if (status < 0 && *log) snprintf(err, n, "linking failed: %s", log);
-  else snprintf(err, n, "linking failed (%s exited with %d; archives %s, %s)%s%s", c->argv[0], status,
+  else if (!*c->runtime) snprintf(err, n, "linking failed (%s exited with %d)%s%s", cc, status, *log ? ":\n" : "", log);
+  else snprintf(err, n, "linking failed (%s exited with %d; archives %s, %s)%s%s", cc, status,
                 c->runtime, c->kernels, *log ? ":\n" : "", log);
 }
 
@@ -137,23 +161,37 @@ static int cg_temp_path(const char *so_path, char *tmp, size_t n) {
   return 0;
 }
 
-int cg_link_shared(const char *obj, const char *so_path, char *err, size_t n) {
-  return cg_link_shared_from(obj, so_path, NULL, err, n);
-}
-
-int cg_link_shared_from(const char *obj, const char *so_path, const char *lib_dir, char *err, size_t n) {
-  char tmp[4096], log[8192];
-  if (cg_temp_path(so_path, tmp, sizeof tmp))
-    return snprintf(err, n, "cannot write '%s': %s", so_path, strerror(errno)), 1;
+/* Builds the command (shared, or relocatable for --emit obj), runs it into a temporary name
+ * beside out and renames that into place; mode is the output's permissions. */
+static int cg_link_to(const char *obj, const char *weights, const char *out, const char *lib_dir, bool shared, mode_t mode,
+                      char *err, size_t n) {
+  char tmp[4096], log[8192] = "";
+  if (cg_temp_path(out, tmp, sizeof tmp))
+    return snprintf(err, n, "cannot write '%s': %s", out, strerror(errno)), 1;
   cg_link_cmd c = {.argc = 0};
-  int rc = cg_build_cmd(&c, obj, tmp, lib_dir) ? -1 : cg_spawn(c.argv, log, sizeof log);
+  int rc;
+  if (shared) rc = cg_build_cmd(&c, obj, weights, tmp, lib_dir) ? -1 : cg_spawn(c.argv, log, sizeof log);
+  else {
+    rc = cg_cc_words(&c) ? -1 : 0;
+    const char *args[] = {"-r", "-nostdlib", "-o", tmp, obj, weights};
+    for (int i = 0; !rc && i < 6 && args[i]; i++) cg_arg(&c, args[i]);
+    if (!rc) rc = cg_spawn(c.argv, log, sizeof log);
+  }
   if (rc != 0) cg_link_error(&c, rc, log, err, n);
   mode_t um = umask(0);
   umask(um);
-  if (rc == 0 && chmod(tmp, 0777 & ~um)) rc = 1, snprintf(err, n, "cannot write '%s': %s", tmp, strerror(errno));
-  if (rc == 0 && rename(tmp, so_path))
-    rc = 1, snprintf(err, n, "cannot write '%s': %s", so_path, strerror(errno));
+  if (rc == 0 && chmod(tmp, mode & ~um)) rc = 1, snprintf(err, n, "cannot write '%s': %s", tmp, strerror(errno));
+  if (rc == 0 && rename(tmp, out))
+    rc = 1, snprintf(err, n, "cannot write '%s': %s", out, strerror(errno));
   if (rc != 0) unlink(tmp);
   free(c.cc_copy);
   return rc != 0;
+}
+
+int cg_link_shared(const char *obj, const char *weights, const char *so_path, const char *lib_dir, char *err, size_t n) {
+  return cg_link_to(obj, weights, so_path, lib_dir, true, 0777, err, n);
+}
+
+int cg_link_relocatable(const char *obj, const char *weights, const char *out, char *err, size_t n) {
+  return cg_link_to(obj, weights, out, NULL, false, 0666, err, n);
 }

@@ -79,7 +79,8 @@ static const kiln_command kiln_commands[] = {
    "  -D dim=N         rebind a dim declared in FILE (repeatable), e.g. -D batch=1\n"
    "  --model NAME     the model to compile (needed when FILE holds several)\n"
    "  -O0..-O3         LLVM optimisation level (default -O2)\n"
-   "  --emit KIND      ll: LLVM IR text; obj: the object file; c-header: only NAME.h\n"
+   "  --emit KIND      ll: LLVM IR text; obj: the object file (with the weights of an ONNX\n"
+   "                   model; the .ll refers to them as kiln_weights); c-header: only NAME.h\n"
    "  --cpu CPU        target CPU (default: this host's), e.g. x86-64-v3, skylake\n"
    "  --features F     target features, e.g. +avx2,+fma (default: this host's)\n"
    "  --target T       cpu (default); cuda is not available yet\n"
@@ -87,7 +88,8 @@ static const kiln_command kiln_commands[] = {
    "                   compare what it changes)\n"
    "\n"
    "The archives linked in come from the build tree, or from $KILN_LIB_DIR (a folder holding\n"
-   "libkiln_runtime.a and libkiln_kernels.a); $CC is the linker driver (default cc).\n",
+   "libkiln_runtime.a and libkiln_kernels.a); $CC is the linker driver (default cc, with\n"
+   "-fuse-ld=lld when ld.lld is on $PATH: it copies a large model's weights much faster).\n",
    kiln_compile_main},
   {"run", "run predict on .npy inputs: a compiled LIB.so, or a .kiln or .onnx file JIT-compiled",
    "usage: kiln run LIB.so|FILE.kiln|FILE.onnx --input NAME=X.npy... [--output NAME=Y.npy]...\n"
@@ -506,17 +508,11 @@ int kiln_outs_commit(kiln_outs *s, ir_diag *d) {
   return 1;
 }
 
-/* The object into a temporary file next to nothing the user owns, then linked into so. */
+/* The objects into temporary files next to nothing the user owns, then linked into so. */
 static int kiln_link(cg_build *b, const char *so, ir_diag *d) {
-  char obj[4096], err[8192];
-  const char *tmpdir = getenv("TMPDIR");
-  snprintf(obj, sizeof obj, "%s/kiln-XXXXXX.o", tmpdir && *tmpdir ? tmpdir : "/tmp");
-  int fd = mkstemps(obj, 2);
-  if (fd < 0) return ir_error(d, (ir_loc){0}, "cannot create a temporary object file in %s", obj), 1;
-  close(fd);
-  int rc = cg_write_object(b->llvm, obj, err, sizeof err) || cg_link_shared(obj, so, err, sizeof err);
+  char err[8192];
+  int rc = cg_build_link(b, so, NULL, err, sizeof err);
   if (rc) kiln_cg_error(d, err);
-  unlink(obj);
   return rc;
 }
 
@@ -534,7 +530,7 @@ static int kiln_compile_emit(cg_build *b, const kiln_opts *o, const char *name, 
   if (cg_emit_aot(b->llvm, b->desc, err, sizeof err) || cg_optimize(b->llvm, err, sizeof err))
     return kiln_cg_error(d, err), 1;
   if (strcmp(emit, "ll") == 0) return cg_write_ir(b->llvm, out, err, sizeof err) ? kiln_cg_error(d, err), 1 : 0;
-  if (strcmp(emit, "obj") == 0) return cg_write_object(b->llvm, out, err, sizeof err) ? kiln_cg_error(d, err), 1 : 0;
+  if (strcmp(emit, "obj") == 0) return cg_build_object(b, out, err, sizeof err) ? kiln_cg_error(d, err), 1 : 0;
   char dir[2048];
   kiln_dir_of(out, dir, sizeof dir);
   snprintf(p->hdr, sizeof p->hdr, "%s%s.h", dir, name);

@@ -1,6 +1,7 @@
 /* cg_aot.c — the AOT half of the CPU back end: the model descriptor as LLVM constants (kernels
- * referenced by symbol, so the linker pulls exactly those from the archive), the NAME_*
- * wrappers of SPEC section 3 and the exported name-free `kiln_model` (rt_model_api).
+ * referenced by symbol, so the linker pulls exactly those from the archive; initial weights
+ * by the weights object's symbol, cg_weights.c), the NAME_* wrappers of SPEC section 3 and
+ * the exported name-free `kiln_model` (rt_model_api).
  *
  * Every struct the runtime reads is built field by field from a table that records the C
  * offset of each field; the LLVM layout under the target's data layout is checked against
@@ -70,6 +71,8 @@ typedef struct {
   LLVMTypeRef i8, i32, i64, f32, ptr, vd;
   LLVMTypeRef shape, tensor, step, program, sgd, adam, desc, api;
   LLVMValueRef desc_ptr;        /* the descriptor global as i8* */
+  LLVMValueRef weights;         /* CG_WEIGHTS_SYMBOL, declared when a tensor has data */
+  int64_t *woff;                /* cg_weights_layout's offsets, one per tensor */
   int nglobals;
   char *err;
   size_t n;
@@ -194,17 +197,24 @@ static LLVMValueRef cg_bytes(cg_aot *a, const void *p, size_t n) {
 
 /* ---- the tensor table ---- */
 
-/* Initial weight values (a model compiled from ONNX) as one constant byte array each. */
-static LLVMValueRef cg_weights(cg_aot *a, const rt_tensor_info *t) {
-  if (!t->data) return cg_null(a);
-  size_t n = (size_t)k_shape_numel(&t->shape) * 4;
-  LLVMValueRef v = LLVMConstStringInContext(a->m->ctx, (const char *)t->data, (unsigned)n, 1);
-  return cg_global(a, v, "weights", 64);
+/* Initial weight values (a model compiled from ONNX): a pointer into the weights object
+ * (cg_weights.c), never constants of the module, which cost LLVM a copy and a hash of every
+ * byte. The symbol is hidden: the link resolves it inside the .so. */
+static LLVMValueRef cg_weights(cg_aot *a, int i) {
+  if (!a->d->tensors[i].data) return cg_null(a);
+  if (!a->weights) {
+    a->weights = LLVMAddGlobal(a->m->mod, LLVMArrayType(a->i8, 0), CG_WEIGHTS_SYMBOL);
+    LLVMSetGlobalConstant(a->weights, 1);
+    LLVMSetVisibility(a->weights, LLVMHiddenVisibility);
+  }
+  LLVMValueRef off = cg_i64c(a, a->woff[i]);
+  return LLVMConstGEP2(a->i8, LLVMConstBitCast(a->weights, a->ptr), &off, 1);   /* not inbounds: LLVM sees [0 x i8] */
 }
 
-static LLVMValueRef cg_tensor_val(cg_aot *a, const rt_tensor_info *t) {
+static LLVMValueRef cg_tensor_val(cg_aot *a, int i) {
+  const rt_tensor_info *t = &a->d->tensors[i];
   LLVMValueRef f[] = {cg_str(a, t->name), cg_i32c(a, t->role), cg_i32c(a, t->dtype), cg_shape_val(a, &t->shape),
-                      cg_i32c(a, t->init), cg_f32c(a, t->init_a), cg_f32c(a, t->init_b), cg_weights(a, t)};
+                      cg_i32c(a, t->init), cg_f32c(a, t->init_a), cg_f32c(a, t->init_b), cg_weights(a, i)};
   return cg_struct_val(a, f, CG_N(f));
 }
 
@@ -212,10 +222,15 @@ static LLVMValueRef cg_tensors(cg_aot *a) {
   int n = a->d->ntensors;
   if (n <= 0) return cg_null(a);
   LLVMValueRef *tmp = malloc(sizeof *tmp * (size_t)n);
-  if (!tmp) return NULL;
-  for (int i = 0; i < n; i++) tmp[i] = cg_tensor_val(a, &a->d->tensors[i]);
-  LLVMValueRef g = cg_array(a, a->tensor, tmp, n, "tensors");
-  free(tmp);
+  a->woff = malloc(sizeof *a->woff * (size_t)n);
+  LLVMValueRef g = NULL;
+  if (tmp && a->woff) {
+    cg_weights_layout(a->d, a->woff);
+    for (int i = 0; i < n; i++) tmp[i] = cg_tensor_val(a, i);
+    g = cg_array(a, a->tensor, tmp, n, "tensors");
+  }
+  free(tmp), free(a->woff);
+  a->woff = NULL;
   return g;
 }
 

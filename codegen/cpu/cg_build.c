@@ -1,8 +1,13 @@
 /* cg_build.c — the one pipeline from a lowered graph to code: the passes for predict (and
  * for train when the model trains), the descriptor, the LLVM module with the fused loops,
- * then the JIT. The C API (api/) and kiln compile / run / train (tools/kiln.c) build through
- * it. */
+ * then the JIT, or the objects (the module's, the weights') and the link of a .so. The C API
+ * (api/) and kiln compile / run / train (tools/kiln.c) build through it. */
 #include "cg_cpu.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 void cg_build_free(cg_build *b) {
   cg_llvm_free(b->llvm);
@@ -37,4 +42,47 @@ int cg_build_module(cg_build *b, const cg_options *o, char *err, size_t n) {
 
 int cg_build_jit(cg_build *b, char *err, size_t n) {
   return cg_optimize(b->llvm, err, n) || cg_jit(b->llvm, b->desc, err, n);
+}
+
+/* ---- objects and the link ---- */
+
+/* An empty temporary file $TMPDIR/kiln-XXXXXX.o (or in /tmp). */
+static int cg_build_temp(char *path, size_t size, char *err, size_t n) {
+  const char *dir = getenv("TMPDIR");
+  if (!dir || !*dir) dir = "/tmp";
+  snprintf(path, size, "%s/kiln-XXXXXX.o", dir);
+  int fd = mkstemps(path, 2);
+  if (fd < 0) return *path = 0, rt_errf(err, n, "cannot create a temporary object file in %s: %s", dir, strerror(errno));
+  close(fd);
+  return 0;
+}
+
+/* The module's object, and the weights object when the model has initial weights (weights
+ * is then "" otherwise), both as temporary files. */
+static int cg_build_objects(cg_build *b, char *obj, char *weights, size_t size, char *err, size_t n) {
+  *obj = *weights = 0;
+  if (cg_build_temp(obj, size, err, n) || cg_write_object(b->llvm, obj, err, n)) return 1;
+  if (cg_weights_layout(b->desc, NULL) == 0) return 0;
+  return cg_build_temp(weights, size, err, n) || cg_write_weights(b->desc, obj, weights, err, n);
+}
+
+static void cg_build_unlink(const char *obj, const char *weights) {
+  if (*obj) unlink(obj);
+  if (*weights) unlink(weights);
+}
+
+int cg_build_link(cg_build *b, const char *so_path, const char *lib_dir, char *err, size_t n) {
+  char obj[4096], weights[4096];
+  int rc = cg_build_objects(b, obj, weights, sizeof obj, err, n) ||
+           cg_link_shared(obj, *weights ? weights : NULL, so_path, lib_dir, err, n);
+  cg_build_unlink(obj, weights);
+  return rc;
+}
+
+int cg_build_object(cg_build *b, const char *path, char *err, size_t n) {
+  if (cg_weights_layout(b->desc, NULL) == 0) return cg_write_object(b->llvm, path, err, n);
+  char obj[4096], weights[4096];
+  int rc = cg_build_objects(b, obj, weights, sizeof obj, err, n) || cg_link_relocatable(obj, weights, path, err, n);
+  cg_build_unlink(obj, weights);
+  return rc;
 }

@@ -38,17 +38,31 @@ int onnx_fail(onnx_ctx *c, const char *fmt, ...) {
   return 1;
 }
 
-onnx_const *onnx_const_new(onnx_ctx *c, bool is_int, const k_shape *s) {
+/* The element count of shape s; -1 when it exceeds ONNX_MAX_ELEMS. */
+static int64_t onnx_const_count(const k_shape *s) {
   int64_t n = 1;
   for (int i = 0; i < s->rank; i++) {
-    if (s->d[i] < 0 || (s->d[i] && n > ONNX_MAX_ELEMS / s->d[i])) return NULL;
+    if (s->d[i] < 0 || (s->d[i] && n > ONNX_MAX_ELEMS / s->d[i])) return -1;
     n *= s->d[i];
   }
-  if (n > ONNX_MAX_ELEMS) return NULL;
+  return n > ONNX_MAX_ELEMS ? -1 : n;
+}
+
+onnx_const *onnx_const_new(onnx_ctx *c, bool is_int, const k_shape *s) {
+  int64_t n = onnx_const_count(s);
+  if (n < 0) return NULL;
   onnx_const *k = ir_alloc(&c->g->arena, sizeof *k);
   *k = (onnx_const){.is_int = is_int, .shape = *s, .n = n, .tensor = -1};
   if (is_int) k->i = ir_alloc(&c->g->arena, (size_t)n * sizeof *k->i + 8);
   else k->f = ir_alloc(&c->g->arena, (size_t)n * sizeof *k->f + 8);
+  return k;
+}
+
+onnx_const *onnx_const_over(onnx_ctx *c, const k_shape *s, float *f) {
+  int64_t n = onnx_const_count(s);
+  if (n < 0) return NULL;
+  onnx_const *k = ir_alloc(&c->g->arena, sizeof *k);
+  *k = (onnx_const){.is_int = false, .shape = *s, .n = n, .f = f, .tensor = -1};
   return k;
 }
 
@@ -463,14 +477,15 @@ static int onnx_graph(onnx_ctx *c, const Onnx__GraphProto *gp) {
   return rc;
 }
 
+/* The decoded file lives in the graph's arena: the initializers' float data become the
+ * parameters' values where the decoder put them, with no copy (onnx_read.c). */
 ir_graph *onnx_import(const char *path, const onnx_options *o, ir_diag *d, ir_vec *map) {
-  Onnx__ModelProto *m = onnx_read_model(path, d);
-  if (!m) return NULL;
+  ir_graph *g = ir_graph_new("model");
+  Onnx__ModelProto *m = onnx_read_model(path, &g->arena, d);
+  if (!m) return ir_graph_free(g), NULL;
   int64_t opset = onnx_model_opset(m, path, d);
-  onnx_ctx c = {.g = ir_graph_new("model"), .d = d, .o = o, .path = path, .opset = opset, .map = map,
-                .loc = {path, 0, 0}};
+  onnx_ctx c = {.g = g, .d = d, .o = o, .path = path, .opset = opset, .map = map, .loc = {path, 0, 0}};
   int rc = opset < 0 || onnx_graph(&c, m->graph);
-  onnx__model_proto__free_unpacked(m, NULL);
   if (!rc && d->errors == 0) return c.g;
   ir_graph_free(c.g);
   return NULL;

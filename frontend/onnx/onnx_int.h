@@ -66,8 +66,10 @@ typedef struct {
 const onnx_opdef *onnx_op_lookup(const char *type);
 
 /* ---- onnx_read.c ---- */
-/* The file decoded (NULL after an error naming the file); free with onnx__model_proto__free_unpacked. */
-Onnx__ModelProto *onnx_read_model(const char *path, ir_diag *d);
+/* The file decoded (NULL after an error naming the file), everything the decoder allocates
+ * in `arena` (the graph's): it is freed with the graph, never with
+ * onnx__model_proto__free_unpacked, and onnx_read_tensor keeps raw float data where they are. */
+Onnx__ModelProto *onnx_read_model(const char *path, ir_arena *arena, ir_diag *d);
 /* The default domain's opset, checked to be 9..17, and every other domain refused; -1 after an error. */
 int64_t onnx_model_opset(const Onnx__ModelProto *m, const char *path, ir_diag *d);
 /* A TensorProto (an initializer, a Constant's value) into a constant in the graph's arena. */
@@ -102,6 +104,8 @@ int onnx_emit(onnx_ctx *c, const Onnx__NodeProto *n, int kop, const int *ins, in
 int onnx_emit_as(onnx_ctx *c, const char *onnx_name, const char *bind, int kop, const int *ins, int nin);
 void onnx_bind(onnx_ctx *c, const char *name, int tensor, onnx_const *k);
 onnx_const *onnx_const_new(onnx_ctx *c, bool is_int, const k_shape *s);   /* zeroed; NULL if too big */
+/* A float constant over f, memory of the graph's arena (not copied); NULL if too big. */
+onnx_const *onnx_const_over(onnx_ctx *c, const k_shape *s, float *f);
 /* Attributes; the default when absent. */
 const Onnx__AttributeProto *onnx_attr(const Onnx__NodeProto *n, const char *name);
 int64_t onnx_attr_int(const Onnx__NodeProto *n, const char *name, int64_t dflt);
