@@ -109,6 +109,13 @@ int ir_infer_reduce(ir_infer *x) {
   return 0;
 }
 
+/* norm: a reduction with an order, 1 or 2 (the ones ONNX's ReduceL1 and ReduceL2 need). */
+int ir_infer_norm(ir_infer *x) {
+  const k_reduce_param *p = x->param;
+  if (p->ord != 1 && p->ord != 2) return ir_infer_fail(x, "ord must be 1 or 2, not %d", (int)p->ord);
+  return ir_infer_reduce(x);
+}
+
 /* ---- layout ---- */
 int ir_infer_reshape(ir_infer *x) {
   k_reshape_param *p = x->param;

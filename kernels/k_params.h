@@ -25,9 +25,10 @@ typedef struct { int32_t n; int64_t v[2 * K_MAX_RANK]; } k_pads;
 enum { K_PAD_CONSTANT = 0, K_PAD_REFLECT, K_PAD_REPLICATE };
 typedef struct { k_pads pad; int32_t mode; float value; } k_pad_param;
 
-/* sum / mean / max. After normalisation axis lists every reduced axis, ascending, >= 0
- * (all axes when the user gave none). */
-typedef struct { k_ints axis; int32_t keepdims; } k_reduce_param;
+/* sum / mean / max / min / prod / logsumexp / norm. After normalisation axis lists every
+ * reduced axis, ascending, >= 0 (all axes when the user gave none). ord is norm's (1 or 2;
+ * the other rows have no such attribute and leave it 0). */
+typedef struct { k_ints axis; int32_t keepdims; int32_t ord; } k_reduce_param;
 
 typedef struct { k_ints shape; } k_reshape_param;        /* normalised: no -1 left */
 typedef struct { k_ints axes; } k_transpose_param;       /* normalised: a full permutation */

@@ -27,7 +27,10 @@
  * backward reduces the gradient over broadcast axes (vectorised loops on a collapsed view,
  * k_bview.h, split with k_parallel_for). Scalar math comes from k_scalar.h. */
 
-/* k_reduce.c — sum, mean, max over axes (k_reduce_param). */
+/* k_reduce.c — sum, mean, max, and beyond SPEC section 2 min, prod, logsumexp and norm (ord 1
+ * or 2), over axes (k_reduce_param). prod's backward and logsumexp's forward use temp space. */
+size_t k_prod_temp_bytes(const k_shape *args, const void *param);        /* the op rows' k_temp_fn */
+size_t k_logsumexp_temp_bytes(const k_shape *args, const void *param);
 
 /* k_layout.c — data movement: reshape, flatten, transpose, expand_dims, squeeze,
  * broadcast_to, slice, concat (variadic: in = the pieces). */

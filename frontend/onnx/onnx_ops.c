@@ -460,24 +460,45 @@ int onnx_softmax(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   return 0;
 }
 
-int onnx_reduce(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
-  int64_t axes[K_MAX_RANK];
+/* The axes: an attribute, or (ReduceSum since opset 13) a constant input; the count, or -1. */
+static int onnx_reduce_axes(onnx_ctx *c, const Onnx__NodeProto *n, int64_t *axes) {
   int na = onnx_attr_ints(n, "axes", axes, K_MAX_RANK);
-  onnx_value *av = onnx_input(c, n, 1);
-  if (av) {
+  if (onnx_input(c, n, 1)) {
     onnx_const *k = onnx_input_const(c, n, 1, "axes");
-    if (!k || !k->is_int || k->n > K_MAX_RANK) return k ? onnx_fail(c, "axes must be at most %d integers", K_MAX_RANK) : 1;
+    if (!k) return -1;
+    if (!k->is_int || k->n > K_MAX_RANK) return onnx_fail(c, "axes must be at most %d integers", K_MAX_RANK), -1;
     na = (int)k->n;
     memcpy(axes, k->i, (size_t)na * sizeof *axes);
   }
-  if (na < 0) return onnx_fail(c, "too many axes");
-  if (na == 0 && onnx_attr_int(n, "noop_with_empty_axes", 0)) return onnx_unsupported_attr(c, "noop_with_empty_axes", "= 1");
-  int x = onnx_in(c, n, 0, IR_T_PARAM), k = onnx_emit(c, n, kop, &x, 1);
+  if (na < 0) onnx_fail(c, "too many axes");
+  return na;
+}
+
+/* The elementwise op ReduceSumSquare and ReduceLogSum apply to the reduction's output, which
+ * is no larger than x: square(norm(x)) and log(sum(x)) cost one pass over x, as a row of
+ * their own would. -1 for the others. */
+static int onnx_reduce_tail(const Onnx__NodeProto *n) {
+  if (strcmp(n->op_type, "ReduceSumSquare") == 0) return IR_OP_square;
+  if (strcmp(n->op_type, "ReduceLogSum") == 0) return IR_OP_log;
+  return -1;
+}
+
+/* Reduce*: one Kiln reduction (norm's ord from the op: 1 for ReduceL1, else 2), and for two of
+ * them an elementwise op after it. noop_with_empty_axes = 1 with no axes is the identity. */
+int onnx_reduce(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  int64_t axes[K_MAX_RANK];
+  int na = onnx_reduce_axes(c, n, axes), tail = onnx_reduce_tail(n);
+  if (na < 0) return 1;
+  if (na == 0 && onnx_attr_int(n, "noop_with_empty_axes", 0)) return onnx_fold_identity(c, n, kop);
+  int x = onnx_in(c, n, 0, IR_T_PARAM), k = onnx_step(c, n, tail < 0, kop, &x, 1);
   if (k < 0) return 1;
   k_reduce_param *p = onnx_param(c, k);
   onnx_set_ints(&p->axis, axes, na);
   p->keepdims = onnx_attr_int(n, "keepdims", 1) != 0;
-  return 0;
+  if (kop == IR_OP_norm) p->ord = strcmp(n->op_type, "ReduceL1") == 0 ? 1 : 2;
+  if (tail < 0) return 0;
+  int r = onnx_step_done(c, k);
+  return r < 0 || onnx_step(c, n, true, tail, &r, 1) < 0;
 }
 
 /* ---- layout: a constant folds; a computed tensor becomes a reshape to the static shape ---- */

@@ -376,6 +376,58 @@ def reduce_cases(R):
     R.case("sum scalar-axis", "y = sum(x, axis=1)", {"x": R.randn(3, 4)}, lambda T: torch.sum(T["x"], 1))
 
 
+def beyond_spec_reduce_cases(R):
+    """The reductions beyond SPEC section 2 (docs/language.md), which ONNX's Reduce* ops use:
+    min (torch.amin), prod (torch.prod), logsumexp (torch.logsumexp), norm (vector_norm)."""
+    shapes = [((3, 4, 5), None), ((3, 4, 5), (1,)), ((3, 4, 5), (0, 2)), ((6, 7), (-1,)), ((2, 3, 2, 3), (1, 3)),
+              ((64, 300), (1,)), ((50, 40), None)]
+    if R.quick:
+        shapes = shapes[1:3]
+
+    def prod(x, dims, keep):
+        # torch.prod takes one dim: the others one at a time, the last axis first
+        nd = x.dim()
+        for d in sorted((a % nd for a in dims), reverse=True):
+            x = torch.prod(x, d, keepdim=True)
+        return x if keep else x.reshape([n for i, n in enumerate(x.shape) if i not in [a % nd for a in dims]])
+    refs = {"min": lambda x, d, k: torch.amin(x, dim=d, keepdim=k), "prod": prod,
+            "logsumexp": lambda x, d, k: torch.logsumexp(x, dim=d, keepdim=k),
+            "norm, ord=1": lambda x, d, k: torch.linalg.vector_norm(x, 1, dim=d, keepdim=k),
+            "norm, ord=2": lambda x, d, k: torch.linalg.vector_norm(x, 2, dim=d, keepdim=k)}
+    for op, fn in refs.items():
+        name, _, extra = op.partition(", ")
+        for s, axis in shapes:
+            for keep in (False, True):
+                attrs = ", " + extra if extra else ""
+                if axis is not None:
+                    attrs += ", axis=(%s%s)" % (", ".join(str(a) for a in axis), "," if len(axis) == 1 else "")
+                attrs += ", keepdims=true" if keep else ""
+                dims = tuple(range(len(s))) if axis is None else axis
+                # products of up to 2000 factors near 1 (|x| in [0.8, 1.25]) stay normal floats
+                x = R.away(*s, lo=0.8, hi=1.25) if name == "prod" else R.randn(*s)
+                R.case("%s %s axis=%s keepdims=%s" % (op, shp(s), axis, keep), "y = %s(x%s)" % (name, attrs),
+                       {"x": x}, lambda T, fn=fn, dims=dims, keep=keep: fn(T["x"], dims, keep), tol=SUM_TOL)
+    # amin with ties: the gradient divides evenly among the minima.
+    x = np.array([[1, 3, 1, 0], [2, 2, 2, 2], [5, -1, 5, -1]], np.float32)
+    R.case("min ties axis=1", "y = min(x, axis=1)", {"x": x}, lambda T: torch.amin(T["x"], dim=1))
+    # prod at zeros: one zero in a row passes the product of the others to it, two pass 0.
+    x = np.array([[2, 0, 3, 4], [0, 5, 0, 1], [1, 2, -3, 4]], np.float32)
+    R.case("prod zeros axis=1", "y = prod(x, axis=1)", {"x": x}, lambda T: torch.prod(T["x"], 1))
+    R.case("prod zeros axis=0", "y = prod(x, axis=0)", {"x": x}, lambda T: torch.prod(T["x"], 0))
+    R.case("prod zeros all", "y = prod(x)", {"x": x}, lambda T: torch.prod(T["x"]))
+    # logsumexp where exp overflows float32, and with -inf entries.
+    x = R.randn(4, 6, lo=80, hi=120)
+    R.case("logsumexp large", "y = logsumexp(x, axis=1)", {"x": x}, lambda T: torch.logsumexp(T["x"], 1))
+    x = R.randn(3, 5)
+    x[0, 1] = x[2, :] = -np.inf
+    R.case("logsumexp -inf", "y = logsumexp(x, axis=1)", {"x": x}, lambda T: torch.logsumexp(T["x"], 1))
+    # norms at 0: ord 1's gradient is sign(0) = 0, ord 2's is 0 for a group of zeros.
+    x = np.array([[0, 1, -2, 0], [0, 0, 0, 0], [3, 0, -4, 0]], np.float32)
+    for o in (1, 2):
+        R.case("norm ord=%d zeros" % o, "y = norm(x, ord=%d, axis=1)" % o, {"x": x},
+               lambda T, o=o: torch.linalg.vector_norm(T["x"], o, dim=1))
+
+
 def layout_cases(R):
     x = R.randn(2, 3, 4)
     R.case("reshape [2,3,4]->[6,4]", "y = reshape(x, shape=(6, 4))", {"x": x}, lambda T: T["x"].reshape(6, 4))
@@ -704,7 +756,7 @@ def optim_cases(R):
     R.optim("sgd many steps=30", "sgd", {"lr": 0.02, "momentum": 0.5, "wd": 0.001}, shape, 30)
 
 
-FAMILIES = [binary_cases, unary_cases, reduce_cases, layout_cases, pad_cases, gemm_cases, conv_cases, pool_cases,
+FAMILIES = [binary_cases, unary_cases, reduce_cases, beyond_spec_reduce_cases, layout_cases, pad_cases, gemm_cases, conv_cases, pool_cases,
             norm_cases, dropout_cases, softmax_cases, optim_cases]
 
 

@@ -242,6 +242,24 @@ static void test_reduce(void) {
   t_err(MODEL("input x : f32[2, 3, 4]\n y = max(x, axis=1.5)\n output y"), "axis", "int");
 }
 
+/* The reductions beyond SPEC section 2: the same axes and keepdims; norm's ord 1 or 2. */
+static void test_reduce_beyond(void) {
+  t_model *m = t_ok(MODEL("input x : f32[2, 3, 4]\n a = min(x, axis=1)\n b = prod(x, keepdims=true)\n"
+                          "c = logsumexp(x, axis=(0, -1))\n d = norm(x, axis=2, keepdims=true)\n e = norm(x, ord=1)\n"
+                          "output a, b, c, d, e"));
+  if (m) {
+    t_type(m, "a", "f32[2, 4]"), t_type(m, "b", "f32[1, 1, 1]"), t_type(m, "c", "f32[3]");
+    t_type(m, "d", "f32[2, 3, 1]"), t_type(m, "e", "f32[]");
+    t_ints(&t_param_of(m, "c", logsumexp, k_reduce_param)->axis, "(0, 2)");
+    CHECK(t_param_of(m, "d", norm, k_reduce_param)->ord == 2, "norm's ord defaults to 2");
+    CHECK(t_param_of(m, "e", norm, k_reduce_param)->ord == 1, "norm ord=1");
+    t_free(m);
+  }
+  t_err(MODEL("input x : f32[2, 3, 4]\n y = norm(x, ord=3)\n output y"), "norm: ord must be 1 or 2, not 3");
+  t_err(MODEL("input x : f32[2, 3, 4]\n y = prod(x, axis=(0, 0))\n output y"), "prod: axis 0 is listed twice");
+  t_err(MODEL("input x : f32[2, 3, 4]\n y = min(x, ord=1)\n output y"), "min has no attribute 'ord'");
+}
+
 /* ---- layout ---- */
 
 static void test_reshape_flatten(void) {
@@ -735,6 +753,7 @@ int main(void) {
   test_binary();
   test_unary();
   test_reduce();
+  test_reduce_beyond();
   test_reshape_flatten();
   test_transpose_dims();
   test_squeeze_broadcast();

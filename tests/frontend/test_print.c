@@ -31,7 +31,9 @@ static const char *const models[] = {
         "l = slice(x, axis=-1, begin=-3, end=-1)\n n = concat(x, x, dim=0)\n o = concat(x, x, x)\n"
         "p = pad(x, pad=(1, 2))\n q = pad(x, pad=(0, 1, 2, 0, 0, 0, -1, 1), value=-0.5)\n"
         "r = pad(x, pad=(1, 1, 1, 1), mode=\"reflect\")\n s = pad(x, pad=(2, 0), mode=\"replicate\")\n"
-        "output a, b, c, d, e, f, g, h, i, j, k, l, n, o, p, q, r, s"),
+        "t = min(x, axis=(1, 3))\n u = prod(x, keepdims=true)\n v = logsumexp(x, axis=-1)\n w = norm(x, ord=1, axis=2)\n"
+        "z = norm(x)\n"
+        "output a, b, c, d, e, f, g, h, i, j, k, l, n, o, p, q, r, s, t, u, v, w, z"),
   /* GEMM family, parameters created and declared */
   MODEL("input a : f32[2, 1, 3, 4]\n input b : f32[5, 4, 6]\n input x : f32[8, 2, 3]\n"
         "param w : f32[7, 6] = normal(std=0.01)\n param bias = constant(0.25)\n"

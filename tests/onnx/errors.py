@@ -8,7 +8,9 @@ onnx.helper (no torch needed, a few seconds):
   * asymmetric Conv, AveragePool and MaxPool pads, and MaxPool's ceil_mode, against numpy
     (AveragePool's ceil_mode where it adds a window is refused);
   * Pad: folded into an AveragePool, or a pad node (constant with a value and negative pads,
-    reflect, edge) matching numpy; HardSigmoid's alpha and beta;
+    reflect, edge) matching numpy; HardSigmoid's alpha and beta; ReduceMin, ReduceProd,
+    ReduceLogSumExp, ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum and ReduceSum's
+    noop_with_empty_axes;
   * initializers in an external data file beside the model read as inline ones do, and a
     missing external file is an error; --map prints the renamings.
 
@@ -280,6 +282,42 @@ if got is not None and not np.allclose(got, np.clip(0.3 * x + 0.4, 0, 1), rtol=1
     fail("HardSigmoid alpha=0.3 beta=0.4 differs from numpy")
 elif got is not None:
     print("ok %-20s HardSigmoid alpha, beta" % "hard_sigmoid")
+# The Reduce ops beyond sum, mean and max, on float32 (ONNX's node tests of ReduceLogSumExp
+# are float64): keepdims and negative axes, logsumexp where exp overflows float32.
+xr = np.random.default_rng(7).uniform(-3, 3, (2, 3, 4)).astype(np.float32)
+xr[0, 1, 2] = 0.0
+x64 = xr.astype(np.float64)
+lse = lambda v, a: np.log(np.sum(np.exp(v - v.max(axis=a, keepdims=True)), axis=a, keepdims=True)) + v.max(axis=a, keepdims=True)
+reductions = (("ReduceMin", lambda v, a: v.min(axis=a, keepdims=True)), ("ReduceProd", lambda v, a: v.prod(axis=a, keepdims=True)),
+              ("ReduceLogSumExp", lse), ("ReduceL1", lambda v, a: np.abs(v).sum(axis=a, keepdims=True)),
+              ("ReduceL2", lambda v, a: np.sqrt((v * v).sum(axis=a, keepdims=True))),
+              ("ReduceSumSquare", lambda v, a: (v * v).sum(axis=a, keepdims=True)),
+              ("ReduceLogSum", lambda v, a: np.log(v.sum(axis=a, keepdims=True))))
+for op, fn in reductions:
+    for axes, keep in (([1], 1), ([0, -1], 0), (None, 1)):
+        a = tuple(range(3)) if axes is None else tuple(axes)
+        v = x64 + 100.0 if op == "ReduceLogSumExp" else np.abs(x64) + 1 if op == "ReduceLogSum" else x64
+        want = fn(v, a)
+        want = want if keep else want.squeeze(a)
+        attrs = {"keepdims": keep} if axes is None else {"keepdims": keep, "axes": axes}
+        m = model([helper.make_node(op, ["x"], ["y"], name="red", **attrs)], [vi("x", [2, 3, 4])], [vi("y", list(want.shape))])
+        got = run(save(m, "reduce_" + op), v.astype(np.float32))
+        if got is not None and (got.shape != want.shape or not np.allclose(got, want, rtol=1e-5, atol=1e-5)):
+            fail("%s axes %s keepdims %d differs from numpy" % (op, axes, keep))
+        elif got is not None:
+            print("ok %-20s %s axes %s keepdims %d" % ("reduce_" + op, op, axes, keep))
+# ReduceSum (opset 13) with empty axes and noop_with_empty_axes = 1 is the identity; without
+# it, a sum over every axis.
+empty = numpy_helper.from_array(np.zeros((0,), np.int64), "axes")
+for noop, want in ((1, np.maximum(xr, 0)), (0, np.maximum(xr, 0).sum(keepdims=True))):
+    m = model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+               helper.make_node("ReduceSum", ["r", "axes"], ["y"], name="red", noop_with_empty_axes=noop)],
+              [vi("x", [2, 3, 4])], [vi("y", list(want.shape))], [empty])
+    got = run(save(m, "reduce_noop%d" % noop), xr)
+    if got is not None and (got.shape != want.shape or not np.allclose(got, want, rtol=1e-5, atol=1e-5)):
+        fail("ReduceSum empty axes noop_with_empty_axes=%d differs from numpy" % noop)
+    elif got is not None:
+        print("ok %-20s ReduceSum empty axes, noop_with_empty_axes=%d" % ("reduce_noop%d" % noop, noop))
 
 r = subprocess.run([KILN, "import", inline, "-o", os.path.join(tmp, "mapped.kiln"), "--map"], capture_output=True, text=True)
 if r.returncode != 0 or "x" in r.stdout.split() or "conv.weight" in r.stdout:
