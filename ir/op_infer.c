@@ -394,6 +394,14 @@ static bool ir_pool_global_conflict(const k_pool_param *p, const k_shape *d, int
   return false;
 }
 
+/* The output length along one axis: torch's, whose ceil_mode rounds up but drops a last
+ * window that would start in the right padding (so every window holds an input element). */
+static int64_t ir_pool_out_len(int64_t n, int64_t k, int64_t s, int64_t pd, bool ceil_mode) {
+  int64_t span = n + 2 * pd - k, out = (ceil_mode ? span + s - 1 : span) / s + 1;
+  if (ceil_mode && (out - 1) * s >= n + pd) out--;
+  return out;
+}
+
 int ir_infer_pooling(ir_infer *x) {
   k_pool_param *p = x->param;
   const k_shape *d = &x->in[0];
@@ -418,7 +426,7 @@ int ir_infer_pooling(ir_infer *x) {
     if (2 * pd > k) return ir_infer_fail(x, "pad (%lld) must be at most half the kernel (%lld)", (long long)pd, (long long)k);
     if (d->d[2 + i] + 2 * pd < k) return ir_infer_fail(x, "the kernel (%lld) is larger than the padded input (%lld)",
                                                        (long long)k, (long long)(d->d[2 + i] + 2 * pd));
-    out.d[2 + i] = (d->d[2 + i] + 2 * pd - k) / s + 1;
+    out.d[2 + i] = ir_pool_out_len(d->d[2 + i], k, s, pd, p->ceil_mode);
   }
   ir_set_out(x, 0, out);
   x->flops = k_shape_numel(&out) * p->kernel.v[0] * (sp == 2 ? p->kernel.v[1] : 1);

@@ -57,8 +57,17 @@ typedef struct {
 
 enum { K_POOL_MAX = 0, K_POOL_AVG = 1 };
 /* pooling: after normalisation kernel/stride/pad have one entry per spatial axis (1 or 2);
- * global_pool sets kernel to the spatial extent, stride 1, pad 0. */
-typedef struct { k_ints kernel, stride, pad; int32_t pool_type; int32_t global_pool; } k_pool_param;
+ * global_pool sets kernel to the spatial extent, stride 1, pad 0. Beyond SPEC section 2 (for
+ * ONNX's AveragePool): count_include_pad (1, SPEC's average; 0 divides by the elements of the
+ * input a window holds) and ceil_mode (the output size rounded up, as torch's: the last window
+ * may hang past the padded input, and its average counts only what lies within it). */
+typedef struct {
+  k_ints kernel, stride, pad;
+  int32_t pool_type;
+  int32_t global_pool;
+  int32_t count_include_pad;
+  int32_t ceil_mode;
+} k_pool_param;
 
 /* batch_norm: outputs [out, saved_mean, saved_invstd]; aux [moving_mean, moving_var].
  * moving = momentum * moving + (1 - momentum) * batch (unbiased batch variance). */

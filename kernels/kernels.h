@@ -70,7 +70,7 @@ int k_conv_block_width(const k_shape *data, const k_shape *weight, const k_conv_
 /* k_epilogue.c (map: k_epilogue.h) — the elementwise tail that convolution, fully_connected
  * and matmul forward run on each output block when k_call.epi is set. */
 
-/* k_pool.c — max and average pooling (count_include_pad), 1-D and 2-D; planes split over
+/* k_pool.c — max and average pooling (count_include_pad either way, ceil_mode), 1-D and 2-D; planes split over
  * threads, unclipped windows done together so the inner loops vectorise. */
 
 /* k_norm.c — batch_norm (train: batch statistics in one pass, moving update; predict: moving

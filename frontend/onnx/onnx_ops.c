@@ -366,38 +366,52 @@ int onnx_conv(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   return 0;
 }
 
-/* ceil_mode = 1 where it changes the output size: a max pool's last windows, which run past
+/* ceil_mode = 1 where it changes the output size. A max pool's last windows, which run past
  * the end, read padding of -FLT_MAX put after the input (floor mode on that gives the same
- * windows); a window of padding alone is refused (torch drops it, ONNX's formula keeps it).
- * An average pool would divide those windows by fewer elements than Kiln's does: refused. */
-static int onnx_ceil_mode(onnx_ctx *c, onnx_window *w, const k_shape *x, bool avg) {
+ * windows); an average pool takes the row's ceil_mode (torch's: the last window counts only
+ * what it holds of the padded input, or of the input with count_include_pad = 0), so *ceil is
+ * set. Either way a window of padding alone is refused (torch drops it, ONNX's formula keeps
+ * it). */
+static int onnx_ceil_mode(onnx_ctx *c, onnx_window *w, const k_shape *x, bool avg, bool *ceil) {
   for (int i = 0; i < w->nk; i++) {
     int64_t span = x->d[2 + i] + 2 * w->pad[i] + w->before[i] + w->after[i] - w->kernel[i];
     if (span < 0 || span % w->stride[i] == 0) continue;
-    if (avg) return onnx_unsupported_attr(c, "ceil_mode", "= 1 where it changes an average pool's output size");
     int64_t last = (span / w->stride[i] + 1) * w->stride[i];    /* the extra window's start */
     if (last >= x->d[2 + i] + w->pad[i] + w->before[i])
       return onnx_unsupported_attr(c, "ceil_mode", "= 1 where a window would hold padding only");
+    if (avg) {
+      *ceil = true;
+      continue;
+    }
     w->after[i] += w->stride[i] - span % w->stride[i];
     w->asym = true;
   }
   return 0;
 }
 
+/* AveragePool's count_include_pad = 0 is the row's attribute where the pool pads alike on
+ * both sides; the zeros of a pad node (asymmetric pads' excess) would count as elements. A
+ * zero Pad before the pool is data to ONNX, so it folds into the pool's pads only where the
+ * pool counts padding or has none of its own (then Kiln's pool counts it). */
+static int onnx_avg_count(onnx_ctx *c, const Onnx__NodeProto *n, onnx_value **xv, onnx_window *w, k_shape *xs, bool *cip) {
+  bool padded = w->asym;                   /* by the op itself: a Pad before it counts as data */
+  for (int i = 0; i < w->nk; i++) padded |= w->pad[i] != 0;
+  *cip = onnx_attr_int(n, "count_include_pad", 0) != 0 || !padded;
+  if (!*cip && w->asym)
+    return onnx_unsupported_attr(c, "count_include_pad", "= 0 with pads that differ between the two sides");
+  return *cip ? onnx_take_pad(c, xv, w, xs, true) : 0;
+}
+
 int onnx_pool(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   onnx_value *xv = onnx_input(c, n, 0);
-  bool avg = strcmp(n->op_type, "AveragePool") == 0;
+  bool avg = strcmp(n->op_type, "AveragePool") == 0, cip = true, ceil = false;
   k_shape xs;
   onnx_window w = {0};
   if (!xv || onnx_one_output(c, n, "Indices")) return 1;
   onnx_shape_of(c, xv, &xs);
   if (onnx_window_read(c, n, &xs, &w)) return 1;
-  bool padded = w.asym;                   /* by the op itself: a Pad before it counts as data */
-  for (int i = 0; i < w.nk; i++) padded |= w.pad[i] != 0;
-  if (avg && padded && !onnx_attr_int(n, "count_include_pad", 0))
-    return onnx_unsupported_attr(c, "count_include_pad", "= 0 with padding (Kiln's average counts the padding)");
-  if (avg && onnx_take_pad(c, &xv, &w, &xs, true)) return 1;
-  if (onnx_attr_int(n, "ceil_mode", 0) && onnx_ceil_mode(c, &w, &xs, avg)) return 1;
+  if (avg && onnx_avg_count(c, n, &xv, &w, &xs, &cip)) return 1;
+  if (onnx_attr_int(n, "ceil_mode", 0) && onnx_ceil_mode(c, &w, &xs, avg, &ceil)) return 1;
   for (int i = 0; i < w.nk; i++) {
     if (w.dilate[i] != 1) return onnx_unsupported_attr(c, "dilations", "other than 1");
     if (2 * w.pad[i] > w.kernel[i]) return onnx_unsupported_attr(c, "pads", "larger than half the kernel (PyTorch's limit, which Kiln keeps)");
@@ -410,7 +424,7 @@ int onnx_pool(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   int x = onnx_window_input(c, n, xv, &w, avg ? 0.0f : -FLT_MAX), k = onnx_emit(c, n, kop, &x, 1);
   if (k < 0) return 1;
   k_pool_param *p = onnx_param(c, k);
-  p->pool_type = avg ? 1 : 0;
+  p->pool_type = avg ? 1 : 0, p->count_include_pad = cip, p->ceil_mode = ceil;
   onnx_set_ints(&p->kernel, w.kernel, w.nk), onnx_set_ints(&p->stride, w.stride, w.nk), onnx_set_ints(&p->pad, w.pad, w.nk);
   return 0;
 }

@@ -633,6 +633,31 @@ def pool_cases(R):
                 return fn(T["x"], k, stride=st or k, padding=pd, **kw)
             R.case("pooling %s %s k=%s s=%s p=%s" % (pt, shp(s), k, st, pd), "y = pooling(x, %s)" % attrs,
                    {"x": R.randn(*s)}, ref, grads={"data": "x"})
+    # Beyond SPEC section 2 (docs/language.md): count_include_pad=False divides by the input
+    # elements a window holds; ceil_mode rounds the output size up, the last window hanging past
+    # the (padded) input and counting only what it holds of it (torch's rule, both modes).
+    extra = [((2, 3, 7, 6), (3, 3), (2, 2), (1, 1)), ((1, 2, 6, 8), (3, 3), (2, 2), (0, 0)),
+             ((2, 2, 9), (4,), (3,), (2,)), ((1, 2, 7, 7), (2, 3), (2, 2), (1, 1)), ((2, 4, 33, 31), (3, 3), (2, 2), (1, 1))]
+    if R.quick:
+        extra = extra[:2]
+    for pt in ("avg", "max"):
+        for s, k, st, pd in extra:
+            for cip, ceil in ((False, False), (True, True), (False, True)):
+                if pt == "max" and not ceil:
+                    continue                  # count_include_pad is an average's alone
+                sp = len(k)
+                tup = lambda v: "(%s%s)" % (", ".join(map(str, v)), "," if len(v) == 1 else "")
+                attrs = 'kernel=%s, stride=%s, pad=%s, pool_type="%s", ceil_mode=%s' % (
+                    tup(k), tup(st), tup(pd), pt, "true" if ceil else "false")
+                attrs += ", count_include_pad=false" if not cip else ""
+                fn = {("max", 1): F.max_pool1d, ("max", 2): F.max_pool2d,
+                      ("avg", 1): F.avg_pool1d, ("avg", 2): F.avg_pool2d}[(pt, sp)]
+
+                def ref(T, fn=fn, k=k, st=st, pd=pd, pt=pt, cip=cip, ceil=ceil):
+                    kw = {"count_include_pad": cip} if pt == "avg" else {}
+                    return fn(T["x"], k, stride=st, padding=pd, ceil_mode=ceil, **kw)
+                R.case("pooling %s %s k=%s s=%s p=%s count_include_pad=%s ceil_mode=%s" % (pt, shp(s), k, st, pd, cip, ceil),
+                       "y = pooling(x, %s)" % attrs, {"x": R.randn(*s)}, ref, grads={"data": "x"})
     # Max pooling ties (small integers) with overlapping windows: torch routes each window's
     # gradient to the first maximum in scan order, and overlapping windows add up.
     x = R.ints(0, 3, 2, 2, 6, 6).astype(np.float32)

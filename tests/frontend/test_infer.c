@@ -496,6 +496,24 @@ static void test_pooling(void) {
   t_err(MODEL("input x : f32[2, 3, 9, 9]\n y = pooling(x, kernel=(2, 2, 2))\n output y"), "pooling: kernel has 3 entries");
 }
 
+/* Beyond SPEC section 2: ceil_mode rounds the size up, less a last window that would start in
+ * the right padding (torch's rule); count_include_pad defaults to true. */
+static void test_pooling_ceil(void) {
+  t_model *m = t_ok(MODEL("input x : f32[1, 2, 6, 8]\n input v : f32[1, 2, 5]\n"
+                          "a = pooling(x, kernel=3, stride=2, ceil_mode=true, pool_type=\"avg\", count_include_pad=false)\n"
+                          "b = pooling(x, kernel=3, stride=2, pad=1, ceil_mode=true)\n"
+                          "c = pooling(v, kernel=2, stride=2, pad=1, ceil_mode=true)\n"
+                          "d = pooling(x, kernel=2, pool_type=\"avg\")\n output a, b, c, d"));
+  if (m) {
+    t_type(m, "a", "f32[1, 2, 3, 4]"), t_type(m, "b", "f32[1, 2, 4, 5]"), t_type(m, "c", "f32[1, 2, 3]");
+    const k_pool_param *p = t_param_of(m, "a", pooling, k_pool_param);
+    CHECK(p->ceil_mode == 1 && p->count_include_pad == 0, "pooling ceil_mode, count_include_pad read");
+    p = t_param_of(m, "d", pooling, k_pool_param);
+    CHECK(p->ceil_mode == 0 && p->count_include_pad == 1, "pooling ceil_mode false, count_include_pad true by default");
+    t_free(m);
+  }
+}
+
 /* ---- normalisation, dropout, softmax ---- */
 
 static void test_norm(void) {
@@ -763,6 +781,7 @@ int main(void) {
   test_fully_connected();
   test_convolution();
   test_pooling();
+  test_pooling_ceil();
   test_norm();
   test_dropout_softmax();
   test_embedding_loss();

@@ -5,8 +5,9 @@ onnx.helper (no torch needed, a few seconds):
   * an opset out of 9..17, a cycle, a missing initializer, a shape that does not check, a
     declared output shape that disagrees, negative Conv pads, a file that is not protobuf, a
     Pad mode Kiln lacks: exit 1 with a message naming the node, no output file;
-  * asymmetric Conv, AveragePool and MaxPool pads, and MaxPool's ceil_mode, against numpy
-    (AveragePool's ceil_mode where it adds a window is refused);
+  * asymmetric Conv, AveragePool and MaxPool pads, MaxPool's and AveragePool's ceil_mode and
+    AveragePool's count_include_pad = 0, against numpy (a window of padding alone, and
+    count_include_pad = 0 with asymmetric pads, are refused);
   * Pad: folded into an AveragePool, or a pad node (constant with a value and negative pads,
     reflect, edge) matching numpy; HardSigmoid's alpha and beta; ReduceMin, ReduceProd,
     ReduceLogSumExp, ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum and ReduceSum's
@@ -271,9 +272,43 @@ for k, s, pv in ((2, 2, [0, 0, 0, 0]), (3, 2, [1, 0, 1, 0])):
         fail("MaxPool ceil_mode k=%d s=%d pads %s differs from numpy" % (k, s, pv))
     elif got is not None:
         print("ok %-20s MaxPool ceil_mode kernel %d stride %d pads %s -> %s" % ("ceil_%d" % k, k, s, pv, list(want.shape)))
-avg_ceil = model([helper.make_node("AveragePool", ["x"], ["y"], name="avg_ceil", kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)],
-                 [vi("x", [1, 2, 5, 6])], [vi("y", [1, 2, 3, 3])])
-expect_error("avg_ceil", save(avg_ceil, "avg_ceil"), "node 'avg_ceil' (AveragePool)", "ceil_mode")
+# AveragePool with ceil_mode (the last windows average what they hold of the padded input, or
+# of the input with count_include_pad = 0) and with count_include_pad = 0 and pads.
+def avg_pool_ref(xv, k, s, p, ceil, cip):
+    H, W = xv.shape[2:]
+    def out(n):
+        o = (n + 2 * p - k + (s - 1 if ceil else 0)) // s + 1
+        return o - 1 if ceil and (o - 1) * s >= n + p else o
+    y = np.zeros(xv.shape[:2] + (out(H), out(W)), np.float64)
+    for i in range(y.shape[2]):
+        for j in range(y.shape[3]):
+            h0, w0 = i * s - p, j * s - p
+            lo_h, hi_h = (max(h0, -p), min(h0 + k, H + p)) if cip else (max(h0, 0), min(h0 + k, H))
+            lo_w, hi_w = (max(w0, -p), min(w0 + k, W + p)) if cip else (max(w0, 0), min(w0 + k, W))
+            win = xv[:, :, max(h0, 0):min(h0 + k, H), max(w0, 0):min(w0 + k, W)]
+            y[:, :, i, j] = win.sum(axis=(2, 3)) / ((hi_h - lo_h) * (hi_w - lo_w))
+    return y.astype(np.float32)
+
+
+for k, s, p, ceil, cip in ((2, 2, 0, 1, 0), (3, 2, 1, 1, 0), (3, 2, 1, 1, 1), (3, 2, 1, 0, 0), (3, 1, 1, 0, 0)):
+    want = avg_pool_ref(x5, k, s, p, ceil, cip)
+    m = model([helper.make_node("AveragePool", ["x"], ["y"], name="avg", kernel_shape=[k, k], strides=[s, s], pads=[p] * 4,
+                                ceil_mode=ceil, count_include_pad=cip)], [vi("x", [1, 2, 5, 6])], [vi("y", list(want.shape))])
+    got = run(save(m, "avg_%d%d%d%d%d" % (k, s, p, ceil, cip)), x5)
+    if got is not None and (got.shape != want.shape or not np.allclose(got, want, rtol=1e-5, atol=1e-6)):
+        fail("AveragePool k=%d s=%d pads %d ceil_mode %d count_include_pad %d differs from numpy" % (k, s, p, ceil, cip))
+    elif got is not None:
+        print("ok %-20s AveragePool kernel %d stride %d pads %d ceil_mode %d count_include_pad %d -> %s" % (
+            "avg_%d%d%d%d%d" % (k, s, p, ceil, cip), k, s, p, ceil, cip, list(want.shape)))
+# count_include_pad = 0 would count a pad node's zeros: asymmetric pads with it are refused.
+avg_asym = model([helper.make_node("AveragePool", ["x"], ["y"], name="avg_asym", kernel_shape=[3, 3], pads=[0, 1, 1, 0])],
+                 [vi("x", [1, 2, 5, 6])], [vi("y", [1, 2, 4, 5])])
+expect_error("avg_asym", save(avg_asym, "avg_asym"), "node 'avg_asym' (AveragePool)", "count_include_pad")
+# ceil_mode where the extra window would start in the right padding: torch drops it, ONNX
+# keeps it; refused.
+avg_ceil = model([helper.make_node("AveragePool", ["x"], ["y"], name="avg_ceil", kernel_shape=[3, 3], strides=[3, 3], pads=[1, 1, 1, 1],
+                                   ceil_mode=1, count_include_pad=1)], [vi("x", [1, 2, 5, 6])], [vi("y", [1, 2, 3, 3])])
+expect_error("avg_ceil", save(avg_ceil, "avg_ceil"), "node 'avg_ceil' (AveragePool)", "ceil_mode", "padding only")
 wrap = model([helper.make_node("Pad", ["x", "pads"], ["y"], name="pad_wrap", mode="wrap")], [X], [vi("y", [1, 2, 6, 6])], [pads])
 expect_error("pad_wrap", save(wrap, "pad_wrap"), "node 'pad_wrap' (Pad)", "mode")
 hs = model([helper.make_node("HardSigmoid", ["x"], ["y"], name="hs", alpha=0.3, beta=0.4)], [X], [vi("y", [1, 2, 4, 4])])
