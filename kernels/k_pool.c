@@ -15,8 +15,9 @@
 
 typedef struct {
   int64_t planes, H, W, OH, OW;  /* planes = N*C */
-  int64_t kh, kw, sh, sw, ph, pw;
-  int cip;                       /* count_include_pad */
+  int64_t kh, kw, sh, sw, ph, pw;  /* ph, pw: the padding at the start */
+  int64_t phe, pwe;                /* and at the end */
+  int cip;                         /* count_include_pad */
 } k_pool_geom;
 
 static k_pool_geom k_pool_geometry(const k_shape *x, const k_shape *y, const k_pool_param *p) {
@@ -27,28 +28,29 @@ static k_pool_geom k_pool_geometry(const k_shape *x, const k_shape *y, const k_p
   g.OH = two ? y->d[r - 2] : 1; g.OW = y->d[r - 1];
   g.kh = two ? p->kernel.v[0] : 1;  g.kw = p->kernel.v[p->kernel.n - 1];
   g.sh = two ? p->stride.v[0] : 1;  g.sw = p->stride.v[p->kernel.n - 1];
-  g.ph = two ? p->pad.v[0] : 0;     g.pw = p->pad.v[p->kernel.n - 1];
+  g.ph = two ? k_pool_pad_begin(p, 0) : 0; g.pw = k_pool_pad_begin(p, p->kernel.n - 1);
+  g.phe = two ? k_pool_pad_end(p, 0) : 0;   g.pwe = k_pool_pad_end(p, p->kernel.n - 1);
   g.cip = p->count_include_pad != 0;
   return g;
 }
 
 /* The extent an average divides by along one axis, for the window starting at o * s - pd of
- * an axis of n: clipped to the padded axis [-pd, n + pd) with count_include_pad, else to the
+ * an axis of n: clipped to the padded axis [-pd, n + pe) with count_include_pad, else to the
  * axis itself (torch's avg_pool2d). */
-static int64_t k_pool_span(int64_t o, int64_t s, int64_t pd, int64_t k, int64_t n, int cip) {
-  int64_t a = o * s - pd, b = a + k < n + pd ? a + k : n + pd;
+static int64_t k_pool_span(int64_t o, int64_t s, int64_t pd, int64_t pe, int64_t k, int64_t n, int cip) {
+  int64_t a = o * s - pd, b = a + k < n + pe ? a + k : n + pe;
   if (!cip) a = a < 0 ? 0 : a, b = b < n ? b : n;
   return b - a;
 }
 
 /* The divisor of output row oh's windows that lie wholly inside the input row. */
 static float k_pool_row_div(const k_pool_geom *g, int64_t oh) {
-  return (float)(k_pool_span(oh, g->sh, g->ph, g->kh, g->H, g->cip) * g->kw);
+  return (float)(k_pool_span(oh, g->sh, g->ph, g->phe, g->kh, g->H, g->cip) * g->kw);
 }
 
 static float k_pool_div(const k_pool_geom *g, int64_t oh, int64_t ow) {
-  return (float)(k_pool_span(oh, g->sh, g->ph, g->kh, g->H, g->cip) *
-                 k_pool_span(ow, g->sw, g->pw, g->kw, g->W, g->cip));
+  return (float)(k_pool_span(oh, g->sh, g->ph, g->phe, g->kh, g->H, g->cip) *
+                 k_pool_span(ow, g->sw, g->pw, g->pwe, g->kw, g->W, g->cip));
 }
 
 /* The window of output (oh, ow) clipped to the input: [h0, h1) x [w0, w1). */

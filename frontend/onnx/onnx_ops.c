@@ -389,32 +389,44 @@ static int onnx_ceil_mode(onnx_ctx *c, onnx_window *w, const k_shape *x, bool av
   return 0;
 }
 
-/* AveragePool's count_include_pad = 0 is the row's attribute where the pool pads alike on
- * both sides; the zeros of a pad node (asymmetric pads' excess) would count as elements. A
- * zero Pad before the pool is data to ONNX, so it folds into the pool's pads only where the
- * pool counts padding or has none of its own (then Kiln's pool counts it). */
-static int onnx_avg_count(onnx_ctx *c, const Onnx__NodeProto *n, onnx_value **xv, onnx_window *w, k_shape *xs, bool *cip) {
+/* AveragePool's count_include_pad = 0 is the row's attribute. Asymmetric pads with it are the
+ * row's own start and end pads (*direct; a pad node's zeros would count as elements), so the
+ * window keeps them in before/after but asks for no pad node. A zero Pad before the pool is
+ * data to ONNX, so it folds into the pool's pads only where the pool counts padding or has
+ * none of its own (then Kiln's pool counts it). */
+static int onnx_avg_count(onnx_ctx *c, const Onnx__NodeProto *n, onnx_value **xv, onnx_window *w, k_shape *xs,
+                          bool *cip, bool *direct) {
   bool padded = w->asym;                   /* by the op itself: a Pad before it counts as data */
   for (int i = 0; i < w->nk; i++) padded |= w->pad[i] != 0;
   *cip = onnx_attr_int(n, "count_include_pad", 0) != 0 || !padded;
-  if (!*cip && w->asym)
-    return onnx_unsupported_attr(c, "count_include_pad", "= 0 with pads that differ between the two sides");
+  *direct = !*cip && w->asym;
+  w->asym &= !*direct;
   return *cip ? onnx_take_pad(c, xv, w, xs, true) : 0;
+}
+
+/* The pool's pad attribute: one per axis, or with direct asymmetric pads every start then
+ * every end (k_params.h). */
+static void onnx_pool_pads(k_ints *dst, const onnx_window *w, bool direct) {
+  onnx_set_ints(dst, w->pad, w->nk);
+  for (int i = 0; direct && i < w->nk; i++)
+    dst->v[i] = w->pad[i] + w->before[i], dst->v[w->nk + i] = w->pad[i] + w->after[i];
+  dst->n = direct ? 2 * w->nk : w->nk;
 }
 
 int onnx_pool(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   onnx_value *xv = onnx_input(c, n, 0);
-  bool avg = strcmp(n->op_type, "AveragePool") == 0, cip = true, ceil = false;
+  bool avg = strcmp(n->op_type, "AveragePool") == 0, cip = true, ceil = false, direct = false;
   k_shape xs;
   onnx_window w = {0};
   if (!xv || onnx_one_output(c, n, "Indices")) return 1;
   onnx_shape_of(c, xv, &xs);
   if (onnx_window_read(c, n, &xs, &w)) return 1;
-  if (avg && onnx_avg_count(c, n, &xv, &w, &xs, &cip)) return 1;
+  if (avg && onnx_avg_count(c, n, &xv, &w, &xs, &cip, &direct)) return 1;
   if (onnx_attr_int(n, "ceil_mode", 0) && onnx_ceil_mode(c, &w, &xs, avg, &ceil)) return 1;
   for (int i = 0; i < w.nk; i++) {
     if (w.dilate[i] != 1) return onnx_unsupported_attr(c, "dilations", "other than 1");
-    if (2 * w.pad[i] > w.kernel[i]) return onnx_unsupported_attr(c, "pads", "larger than half the kernel (PyTorch's limit, which Kiln keeps)");
+    int64_t side = w.pad[i] + (direct ? (w.before[i] > w.after[i] ? w.before[i] : w.after[i]) : 0);
+    if (2 * side > w.kernel[i]) return onnx_unsupported_attr(c, "pads", "larger than half the kernel (PyTorch's limit, which Kiln keeps)");
     /* max pools pad with -FLT_MAX for ONNX's "ignored": the same while every window holds an
      * element of the input */
     if (!avg && (w.pad[i] + w.before[i] >= w.kernel[i] || w.pad[i] + w.after[i] >= w.kernel[i]))
@@ -425,7 +437,8 @@ int onnx_pool(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   if (k < 0) return 1;
   k_pool_param *p = onnx_param(c, k);
   p->pool_type = avg ? 1 : 0, p->count_include_pad = cip, p->ceil_mode = ceil;
-  onnx_set_ints(&p->kernel, w.kernel, w.nk), onnx_set_ints(&p->stride, w.stride, w.nk), onnx_set_ints(&p->pad, w.pad, w.nk);
+  onnx_set_ints(&p->kernel, w.kernel, w.nk), onnx_set_ints(&p->stride, w.stride, w.nk);
+  onnx_pool_pads(&p->pad, &w, direct);
   return 0;
 }
 

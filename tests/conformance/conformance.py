@@ -658,6 +658,31 @@ def pool_cases(R):
                     return fn(T["x"], k, stride=st, padding=pd, ceil_mode=ceil, **kw)
                 R.case("pooling %s %s k=%s s=%s p=%s count_include_pad=%s ceil_mode=%s" % (pt, shp(s), k, st, pd, cip, ceil),
                        "y = pooling(x, %s)" % attrs, {"x": R.randn(*s)}, ref, grads={"data": "x"})
+    # Start and end pads that differ (pad = every start, then every end): torch pools F.pad's
+    # output; without count_include_pad the divisor is the same pool of ones (the elements of
+    # the input each window holds).
+    asym = [((2, 3, 5, 6), (2, 2), (1, 1), (0, 0, 1, 1)), ((1, 2, 7, 6), (3, 3), (2, 2), (1, 0, 0, 1)),
+            ((2, 2, 9), (4,), (3,), (2, 1))]
+    for s, k, st, pd in asym if not R.quick else asym[:1]:
+        sp = len(k)
+        tp = []
+        for i in reversed(range(sp)):
+            tp += [pd[i], pd[sp + i]]
+        tup = lambda v: "(%s%s)" % (", ".join(map(str, v)), "," if len(v) == 1 else "")
+        avg = F.avg_pool1d if sp == 1 else F.avg_pool2d
+        mx = F.max_pool1d if sp == 1 else F.max_pool2d
+        for pt, cip, ceil in (("avg", False, False), ("avg", True, False), ("avg", False, True), ("max", True, True)):
+            attrs = 'kernel=%s, stride=%s, pad=%s, pool_type="%s", ceil_mode=%s, count_include_pad=%s' % (
+                tup(k), tup(st), tup(pd), pt, "true" if ceil else "false", "true" if cip else "false")
+
+            def ref(T, k=k, st=st, tp=tp, pt=pt, cip=cip, ceil=ceil, avg=avg, mx=mx):
+                x = T["x"]
+                if pt == "max":
+                    return mx(F.pad(x, tp, value=-float("inf")), k, stride=st, ceil_mode=ceil)
+                y = avg(F.pad(x, tp), k, stride=st, ceil_mode=ceil)
+                return y if cip else y / avg(F.pad(torch.ones_like(x), tp), k, stride=st, ceil_mode=ceil)
+            R.case("pooling %s %s k=%s s=%s pad=%s count_include_pad=%s ceil_mode=%s" % (pt, shp(s), k, st, pd, cip, ceil),
+                   "y = pooling(x, %s)" % attrs, {"x": R.randn(*s)}, ref, grads={"data": "x"})
     # Max pooling ties (small integers) with overlapping windows: torch routes each window's
     # gradient to the first maximum in scan order, and overlapping windows add up.
     x = R.ints(0, 3, 2, 2, 6, 6).astype(np.float32)

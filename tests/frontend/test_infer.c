@@ -497,21 +497,30 @@ static void test_pooling(void) {
 }
 
 /* Beyond SPEC section 2: ceil_mode rounds the size up, less a last window that would start in
- * the right padding (torch's rule); count_include_pad defaults to true. */
+ * the right padding (torch's rule); count_include_pad defaults to true; pad takes every start
+ * then every end, kept so where they differ. */
 static void test_pooling_ceil(void) {
   t_model *m = t_ok(MODEL("input x : f32[1, 2, 6, 8]\n input v : f32[1, 2, 5]\n"
                           "a = pooling(x, kernel=3, stride=2, ceil_mode=true, pool_type=\"avg\", count_include_pad=false)\n"
                           "b = pooling(x, kernel=3, stride=2, pad=1, ceil_mode=true)\n"
                           "c = pooling(v, kernel=2, stride=2, pad=1, ceil_mode=true)\n"
-                          "d = pooling(x, kernel=2, pool_type=\"avg\")\n output a, b, c, d"));
+                          "d = pooling(x, kernel=2, pool_type=\"avg\")\n e = pooling(x, kernel=3, pad=(0, 1, 1, 1), pool_type=\"avg\")\n"
+                          "f = pooling(x, kernel=2, pad=(1, 0, 1, 0))\n output a, b, c, d, e, f"));
   if (m) {
     t_type(m, "a", "f32[1, 2, 3, 4]"), t_type(m, "b", "f32[1, 2, 4, 5]"), t_type(m, "c", "f32[1, 2, 3]");
     const k_pool_param *p = t_param_of(m, "a", pooling, k_pool_param);
     CHECK(p->ceil_mode == 1 && p->count_include_pad == 0, "pooling ceil_mode, count_include_pad read");
     p = t_param_of(m, "d", pooling, k_pool_param);
     CHECK(p->ceil_mode == 0 && p->count_include_pad == 1, "pooling ceil_mode false, count_include_pad true by default");
+    t_type(m, "e", "f32[1, 2, 2, 3]"), t_type(m, "f", "f32[1, 2, 4, 4]");
+    t_ints(&t_param_of(m, "e", pooling, k_pool_param)->pad, "(0, 1, 1, 1)");
+    t_ints(&t_param_of(m, "f", pooling, k_pool_param)->pad, "(1, 0)");
     t_free(m);
   }
+  t_err(MODEL("input x : f32[1, 2, 6, 8]\n y = pooling(x, kernel=3, pad=(2, 0, 0, 0))\n output y"),
+        "pooling: pad (2) must be at most half the kernel (3)");
+  t_err(MODEL("input x : f32[1, 2, 6, 8]\n y = pooling(x, kernel=3, pad=(1, 0, 0))\n output y"),
+        "pooling: pad has 3 entries");
 }
 
 /* ---- normalisation, dropout, softmax ---- */

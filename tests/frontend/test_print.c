@@ -49,7 +49,8 @@ static const char *const models[] = {
         "p1 = pooling(c1, kernel=(3, 2), stride=(2, 2), pad=(1, 0), pool_type=\"avg\")\n p2 = pooling(x, kernel=2)\n"
         "p3 = pooling(c1, global_pool=true, pool_type=\"avg\")\n p4 = pooling(c2, kernel=2, stride=1)\n"
         "p5 = pooling(x, kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type=\"avg\", count_include_pad=false, ceil_mode=true)\n"
-        "output c3, p1, p2, p3, p4, p5"),
+        "p6 = pooling(x, kernel=(3, 3), pad=(0, 1, 1, 1), pool_type=\"avg\", count_include_pad=false)\n"
+        "output c3, p1, p2, p3, p4, p5, p6"),
   /* normalisation, dropout, softmax, embedding, loss, sgd */
   MODEL("input x : f32[4, 3, 5, 5]\n input z : f32[4, 6, 7]\n input i : i32[4, 2]\n input y : i32[4]\n"
         "bn = batch_norm(x)\n b2 = batch_norm(z, axis=-1, eps=0.001, momentum=0.5)\n ln = layer_norm(z)\n"

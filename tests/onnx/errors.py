@@ -6,8 +6,8 @@ onnx.helper (no torch needed, a few seconds):
     declared output shape that disagrees, negative Conv pads, a file that is not protobuf, a
     Pad mode Kiln lacks: exit 1 with a message naming the node, no output file;
   * asymmetric Conv, AveragePool and MaxPool pads, MaxPool's and AveragePool's ceil_mode and
-    AveragePool's count_include_pad = 0, against numpy (a window of padding alone, and
-    count_include_pad = 0 with asymmetric pads, are refused);
+    AveragePool's count_include_pad = 0 (asymmetric pads too), against numpy (a ceil_mode
+    window of padding alone is refused);
   * Pad: folded into an AveragePool, or a pad node (constant with a value and negative pads,
     reflect, edge) matching numpy; HardSigmoid's alpha and beta; ReduceMin, ReduceProd,
     ReduceLogSumExp, ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum and ReduceSum's
@@ -300,10 +300,21 @@ for k, s, p, ceil, cip in ((2, 2, 0, 1, 0), (3, 2, 1, 1, 0), (3, 2, 1, 1, 1), (3
     elif got is not None:
         print("ok %-20s AveragePool kernel %d stride %d pads %d ceil_mode %d count_include_pad %d -> %s" % (
             "avg_%d%d%d%d%d" % (k, s, p, ceil, cip), k, s, p, ceil, cip, list(want.shape)))
-# count_include_pad = 0 would count a pad node's zeros: asymmetric pads with it are refused.
-avg_asym = model([helper.make_node("AveragePool", ["x"], ["y"], name="avg_asym", kernel_shape=[3, 3], pads=[0, 1, 1, 0])],
-                 [vi("x", [1, 2, 5, 6])], [vi("y", [1, 2, 4, 5])])
-expect_error("avg_asym", save(avg_asym, "avg_asym"), "node 'avg_asym' (AveragePool)", "count_include_pad")
+# count_include_pad = 0 with asymmetric pads (auto_pad SAME): pooling's own start and end pads
+# (a pad node's zeros would count as elements).
+for attrs in ({"pads": [0, 1, 1, 0], "kernel_shape": [3, 3]}, {"auto_pad": "SAME_UPPER", "kernel_shape": [2, 2]}):
+    kk = attrs["kernel_shape"][0]
+    pv = attrs.get("pads", [0, 0, 1, 1])
+    xp = np.pad(x5, ((0, 0), (0, 0), (pv[0], pv[2]), (pv[1], pv[3])))
+    ones = np.pad(np.ones_like(x5), ((0, 0), (0, 0), (pv[0], pv[2]), (pv[1], pv[3])))
+    want = (windows(xp, kk).sum(axis=(4, 5)) / windows(ones, kk).sum(axis=(4, 5))).astype(np.float32)
+    m = model([helper.make_node("AveragePool", ["x"], ["y"], name="avg_asym", **attrs)], [vi("x", [1, 2, 5, 6])],
+              [vi("y", list(want.shape))])
+    got = run(save(m, "avg_asym"), x5)
+    if got is not None and (got.shape != want.shape or not np.allclose(got, want, rtol=1e-5, atol=1e-6)):
+        fail("AveragePool %s count_include_pad 0 differs from numpy" % attrs)
+    elif got is not None:
+        print("ok %-20s AveragePool %s count_include_pad 0" % ("avg_asym", attrs))
 # ceil_mode where the extra window would start in the right padding: torch drops it, ONNX
 # keeps it; refused.
 avg_ceil = model([helper.make_node("AveragePool", ["x"], ["y"], name="avg_ceil", kernel_shape=[3, 3], strides=[3, 3], pads=[1, 1, 1, 1],
