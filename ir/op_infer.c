@@ -109,6 +109,13 @@ int ir_infer_reduce(ir_infer *x) {
   return 0;
 }
 
+/* norm: a reduction with an order, 1 or 2 (the ones ONNX's ReduceL1 and ReduceL2 need). */
+int ir_infer_norm(ir_infer *x) {
+  const k_reduce_param *p = x->param;
+  if (p->ord != 1 && p->ord != 2) return ir_infer_fail(x, "ord must be 1 or 2, not %d", (int)p->ord);
+  return ir_infer_reduce(x);
+}
+
 /* ---- layout ---- */
 int ir_infer_reshape(ir_infer *x) {
   k_reshape_param *p = x->param;
@@ -393,6 +400,24 @@ static bool ir_pool_global_conflict(const k_pool_param *p, const k_shape *d, int
   return false;
 }
 
+/* The output length along one axis: torch's, whose ceil_mode rounds up but drops a last
+ * window that would start in the right padding (so every window holds an input element). */
+static int64_t ir_pool_out_len(int64_t n, int64_t k, int64_t s, int64_t pd, int64_t pe, bool ceil_mode) {
+  int64_t span = n + pd + pe - k, out = (ceil_mode ? span + s - 1 : span) / s + 1;
+  if (ceil_mode && (out - 1) * s >= n + pd) out--;
+  return out;
+}
+
+/* pad: SPEC's one value per spatial axis (or one for all), or two per axis, every start then
+ * every end (k_params.h), kept so only where the sides differ. */
+static int ir_pool_pads(ir_infer *x, k_ints *pad, int sp) {
+  if (pad->n != 2 * sp) return ir_expand_ints(x, pad, sp, 0, "pad");
+  bool same = true;
+  for (int i = 0; i < sp; i++) same &= pad->v[i] == pad->v[sp + i];
+  if (same) pad->n = sp;
+  return 0;
+}
+
 int ir_infer_pooling(ir_infer *x) {
   k_pool_param *p = x->param;
   const k_shape *d = &x->in[0];
@@ -407,17 +432,18 @@ int ir_infer_pooling(ir_infer *x) {
   } else if (p->kernel.n == 0) {
     return ir_infer_fail(x, "needs a kernel unless global_pool=true");
   }
-  if (ir_expand_ints(x, &p->kernel, sp, 1, "kernel") || ir_expand_ints(x, &p->pad, sp, 0, "pad")) return 1;
+  if (ir_expand_ints(x, &p->kernel, sp, 1, "kernel") || ir_pool_pads(x, &p->pad, sp)) return 1;
   if (p->stride.n == 0) p->stride = p->kernel;
   if (ir_expand_ints(x, &p->stride, sp, 1, "stride")) return 1;
   k_shape out = *d;
   for (int i = 0; i < sp; i++) {
-    int64_t k = p->kernel.v[i], s = p->stride.v[i], pd = p->pad.v[i];
-    if (k <= 0 || s <= 0 || pd < 0) return ir_infer_fail(x, "kernel and stride must be positive and pad not negative");
-    if (2 * pd > k) return ir_infer_fail(x, "pad (%lld) must be at most half the kernel (%lld)", (long long)pd, (long long)k);
-    if (d->d[2 + i] + 2 * pd < k) return ir_infer_fail(x, "the kernel (%lld) is larger than the padded input (%lld)",
-                                                       (long long)k, (long long)(d->d[2 + i] + 2 * pd));
-    out.d[2 + i] = (d->d[2 + i] + 2 * pd - k) / s + 1;
+    int64_t k = p->kernel.v[i], s = p->stride.v[i], pd = k_pool_pad_begin(p, i), pe = k_pool_pad_end(p, i);
+    if (k <= 0 || s <= 0 || pd < 0 || pe < 0) return ir_infer_fail(x, "kernel and stride must be positive and pad not negative");
+    if (2 * (pd > pe ? pd : pe) > k)
+      return ir_infer_fail(x, "pad (%lld) must be at most half the kernel (%lld)", (long long)(pd > pe ? pd : pe), (long long)k);
+    if (d->d[2 + i] + pd + pe < k) return ir_infer_fail(x, "the kernel (%lld) is larger than the padded input (%lld)",
+                                                       (long long)k, (long long)(d->d[2 + i] + pd + pe));
+    out.d[2 + i] = ir_pool_out_len(d->d[2 + i], k, s, pd, pe, p->ceil_mode);
   }
   ir_set_out(x, 0, out);
   x->flops = k_shape_numel(&out) * p->kernel.v[0] * (sp == 2 ? p->kernel.v[1] : 1);

@@ -107,7 +107,7 @@ int ir_op_arg_index(const ir_opdef *op, const char *name);
 #define IR_INFER_FNS(X) X(unary) X(binary) X(reduce) X(reshape) X(flatten) X(transpose) \
   X(expand_dims) X(squeeze) X(broadcast_to) X(slice) X(concat) X(matmul) X(fully_connected) \
   X(convolution) X(pooling) X(batch_norm) X(layer_norm) X(dropout) X(softmax) \
-  X(embedding) X(softmax_cross_entropy) X(pad)
+  X(embedding) X(softmax_cross_entropy) X(pad) X(norm)
 #define IR_DECLARE_INFER(n) int ir_infer_##n(ir_infer *x);
 IR_INFER_FNS(IR_DECLARE_INFER)
 #undef IR_DECLARE_INFER

@@ -93,6 +93,9 @@ typedef struct {
   k_rows_fn rows;
   float init;                        /* 0 for a sum, -inf for a max */
   float (*finish)(float *lanes);     /* k_lanes_sum, k_lanes_max */
+  /* NULL, or applied to each result before it is scaled and stored, with operand 2's
+   * element at that output position: the sqrt of a 2-norm, logsumexp's log(sum) + max */
+  float (*post)(float acc, float x2);
 } k_reducer;
 
 /* Offsets of the three operands at position `index` of the row-major walk over mask's axes. */
@@ -145,6 +148,10 @@ static inline void k_breduce_cols_range(void *ctx, int64_t lo, int64_t hi) {
     k_iter_rewind(&ro);
     for (int64_t q = 0; q < nr; q++, k_iter_next(&ro))
       jb->r->cols(t, q == 0, k_bsrc_at(jb->s, ko, ro.off, k0, v, in), len, v->st[1][in], v->st[2][in]);
+    if (jb->r->post) {
+      const float *x2 = jb->s.x2 + ko[2] + k0 * v->st[2][in];
+      for (int64_t k = 0; k < len; k++) t[k] = jb->r->post(t[k], x2[k * v->st[2][in]]);
+    }
     if (jb->scale != 1.0f) for (int64_t k = 0; k < len; k++) t[k] *= jb->scale;
     k_store_block(jb->out + ko[jb->j] + k0, t, len, jb->req);
   }
@@ -165,7 +172,9 @@ static inline void k_breduce_rows_range(void *ctx, int64_t lo, int64_t hi) {
     k_iter_rewind(&ro);
     for (int64_t q = 0; q < nr; q++, k_iter_next(&ro))
       jb->r->rows(lanes, k_bsrc_at(jb->s, ko, ro.off, 0, v, in), v->d[in], v->st[1][in], v->st[2][in]);
-    k_put(jb->out, ko[jb->j], jb->scale * jb->r->finish(lanes), jb->req);
+    float acc = jb->r->finish(lanes);
+    if (jb->r->post) acc = jb->r->post(acc, jb->s.x2[ko[2]]);
+    k_put(jb->out, ko[jb->j], jb->scale * acc, jb->req);
   }
 }
 
@@ -210,7 +219,7 @@ static inline void k_breduce_sum(const float *x, const k_shape *full, const k_sh
                                  float *out, k_req req, float scale) {
   k_bview v = k_bview_make(full, keep, keep);
   k_bsrc s = {x, x, x, x};
-  static const k_reducer sum = {k_sum_cols, k_sum_rows, 0.0f, k_lanes_sum};
+  static const k_reducer sum = {k_sum_cols, k_sum_rows, 0.0f, k_lanes_sum, NULL};
   k_breduce(&v, 1, s, out, k_shape_numel(keep), req, scale, &sum);
 }
 

@@ -229,8 +229,8 @@ static int k_binary_backward(const k_call *c, const k_reducer *ga, const k_reduc
   K_GRAD_BLOCKS(k_##op##_gb, k_sf_##op##_grad_b)                                          \
   int k_##op##_forward(const k_call *c) { return k_binary_forward(c, k_##op##_fwd_block, #op); } \
   int k_##op##_backward(const k_call *c) {                                                \
-    static const k_reducer ga = {k_##op##_ga_cols, k_##op##_ga_rows, 0.0f, k_lanes_sum};   \
-    static const k_reducer gb = {k_##op##_gb_cols, k_##op##_gb_rows, 0.0f, k_lanes_sum};   \
+    static const k_reducer ga = {k_##op##_ga_cols, k_##op##_ga_rows, 0.0f, k_lanes_sum, NULL}; \
+    static const k_reducer gb = {k_##op##_gb_cols, k_##op##_gb_rows, 0.0f, k_lanes_sum, NULL}; \
     return k_binary_backward(c, &ga, &gb);                                                \
   }
 #define K_OP(op)

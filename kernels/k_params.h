@@ -25,9 +25,10 @@ typedef struct { int32_t n; int64_t v[2 * K_MAX_RANK]; } k_pads;
 enum { K_PAD_CONSTANT = 0, K_PAD_REFLECT, K_PAD_REPLICATE };
 typedef struct { k_pads pad; int32_t mode; float value; } k_pad_param;
 
-/* sum / mean / max. After normalisation axis lists every reduced axis, ascending, >= 0
- * (all axes when the user gave none). */
-typedef struct { k_ints axis; int32_t keepdims; } k_reduce_param;
+/* sum / mean / max / min / prod / logsumexp / norm. After normalisation axis lists every
+ * reduced axis, ascending, >= 0 (all axes when the user gave none). ord is norm's (1 or 2;
+ * the other rows have no such attribute and leave it 0). */
+typedef struct { k_ints axis; int32_t keepdims; int32_t ord; } k_reduce_param;
 
 typedef struct { k_ints shape; } k_reshape_param;        /* normalised: no -1 left */
 typedef struct { k_ints axes; } k_transpose_param;       /* normalised: a full permutation */
@@ -57,9 +58,26 @@ typedef struct {
 } k_conv_param;
 
 enum { K_POOL_MAX = 0, K_POOL_AVG = 1 };
-/* pooling: after normalisation kernel/stride/pad have one entry per spatial axis (1 or 2);
- * global_pool sets kernel to the spatial extent, stride 1, pad 0. */
-typedef struct { k_ints kernel, stride, pad; int32_t pool_type; int32_t global_pool; } k_pool_param;
+/* pooling: after normalisation kernel/stride have one entry per spatial axis (1 or 2), pad one
+ * or two (below); global_pool sets kernel to the spatial extent, stride 1, pad 0. Beyond SPEC section 2 (for
+ * ONNX's AveragePool): count_include_pad (1, SPEC's average; 0 divides by the elements of the
+ * input a window holds) and ceil_mode (the output size rounded up, as torch's: the last window
+ * may hang past the padded input, and its average counts only what lies within it). */
+typedef struct {
+  k_ints kernel, stride, pad;
+  int32_t pool_type;
+  int32_t global_pool;
+  int32_t count_include_pad;
+  int32_t ceil_mode;
+} k_pool_param;
+
+/* pooling's pad also takes, beyond SPEC section 2, two values per spatial axis: every axis's
+ * start, then every axis's end (ONNX's order; normalisation keeps this form only where the
+ * two sides differ). Spatial axis i's padding at its start and at its end: */
+static inline int64_t k_pool_pad_begin(const k_pool_param *p, int i) { return p->pad.v[i]; }
+static inline int64_t k_pool_pad_end(const k_pool_param *p, int i) {
+  return p->pad.n == 2 * p->kernel.n ? p->pad.v[p->kernel.n + i] : p->pad.v[i];
+}
 
 /* batch_norm: outputs [out, saved_mean, saved_invstd]; aux [moving_mean, moving_var].
  * moving = momentum * moving + (1 - momentum) * batch (unbiased batch variance). */

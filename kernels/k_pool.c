@@ -1,6 +1,8 @@
 /* k_pool.c — max and average pooling over 1 or 2 spatial axes (F.max_pool1d/2d, F.avg_pool1d/2d
- * with count_include_pad=True, ceil_mode=False). 1-D runs as 2-D with height 1. Max pooling
- * treats padding as -inf and sends the gradient to the first maximum in scan order, as torch.
+ * with count_include_pad and ceil_mode). 1-D runs as 2-D with height 1. Max pooling treats
+ * padding as -inf and sends the gradient to the first maximum in scan order, as torch. An
+ * average divides by its window's extent clipped to the padded input (count_include_pad: with
+ * ceil_mode the last window may hang past it) or to the input itself, as torch's avg_pool2d.
  *
  * Planes (N*C) are split over threads. Within an output row the windows that lie wholly inside
  * the input row are done together, one window tap at a time across all of them, so the inner
@@ -14,7 +16,9 @@
 
 typedef struct {
   int64_t planes, H, W, OH, OW;  /* planes = N*C */
-  int64_t kh, kw, sh, sw, ph, pw;
+  int64_t kh, kw, sh, sw, ph, pw;  /* ph, pw: the padding at the start */
+  int64_t phe, pwe;                /* and at the end */
+  int cip;                         /* count_include_pad */
 } k_pool_geom;
 
 static k_pool_geom k_pool_geometry(const k_shape *x, const k_shape *y, const k_pool_param *p) {
@@ -25,8 +29,29 @@ static k_pool_geom k_pool_geometry(const k_shape *x, const k_shape *y, const k_p
   g.OH = two ? y->d[r - 2] : 1; g.OW = y->d[r - 1];
   g.kh = two ? p->kernel.v[0] : 1;  g.kw = p->kernel.v[p->kernel.n - 1];
   g.sh = two ? p->stride.v[0] : 1;  g.sw = p->stride.v[p->kernel.n - 1];
-  g.ph = two ? p->pad.v[0] : 0;     g.pw = p->pad.v[p->kernel.n - 1];
+  g.ph = two ? k_pool_pad_begin(p, 0) : 0; g.pw = k_pool_pad_begin(p, p->kernel.n - 1);
+  g.phe = two ? k_pool_pad_end(p, 0) : 0;   g.pwe = k_pool_pad_end(p, p->kernel.n - 1);
+  g.cip = p->count_include_pad != 0;
   return g;
+}
+
+/* The extent an average divides by along one axis, for the window starting at o * s - pd of
+ * an axis of n: clipped to the padded axis [-pd, n + pe) with count_include_pad, else to the
+ * axis itself (torch's avg_pool2d). */
+static int64_t k_pool_span(int64_t o, int64_t s, int64_t pd, int64_t pe, int64_t k, int64_t n, int cip) {
+  int64_t a = o * s - pd, b = a + k < n + pe ? a + k : n + pe;
+  if (!cip) a = a < 0 ? 0 : a, b = b < n ? b : n;
+  return b - a;
+}
+
+/* The divisor of output row oh's windows that lie wholly inside the input row. */
+static float k_pool_row_div(const k_pool_geom *g, int64_t oh) {
+  return (float)(k_pool_span(oh, g->sh, g->ph, g->phe, g->kh, g->H, g->cip) * g->kw);
+}
+
+static float k_pool_div(const k_pool_geom *g, int64_t oh, int64_t ow) {
+  return (float)(k_pool_span(oh, g->sh, g->ph, g->phe, g->kh, g->H, g->cip) *
+                 k_pool_span(ow, g->sw, g->pw, g->pwe, g->kw, g->W, g->cip));
 }
 
 /* The window of output (oh, ow) clipped to the input: [h0, h1) x [w0, w1). */
@@ -60,7 +85,8 @@ static int64_t k_pool_argmax(const k_pool_geom *g, const float *x, k_window w) {
   return best;
 }
 
-static float k_pool_value(const k_pool_geom *g, const float *x, k_window w, int is_max) {
+static float k_pool_value(const k_pool_geom *g, const float *x, int64_t oh, int64_t ow, int is_max) {
+  k_window w = k_pool_window(g, oh, ow);
   if (is_max) {
     int64_t i = k_pool_argmax(g, x, w);
     return i < 0 ? -INFINITY : x[i];
@@ -68,7 +94,7 @@ static float k_pool_value(const k_pool_geom *g, const float *x, k_window w, int 
   float s = 0.0f;
   for (int64_t h = w.h0; h < w.h1; h++)
     for (int64_t v = w.w0; v < w.w1; v++) s += x[h * g->W + v];
-  return s / (float)(g->kh * g->kw);   /* count_include_pad: padding counts as zeros */
+  return s / k_pool_div(g, oh, ow);
 }
 
 /* Output columns [lo, hi) whose windows lie wholly inside an input row (no clipping). Fewer
@@ -87,7 +113,7 @@ static void k_pool_inner_cols(const k_pool_geom *g, int64_t *lo, int64_t *hi) {
 
 /* Max or average of the unclipped windows [lo, hi) of output row oh (input rows [h0, h1)). */
 static void k_pool_row_inner(const k_pool_geom *g, const float *x, int64_t h0, int64_t h1,
-                             int64_t lo, int64_t hi, int is_max, float *v) {
+                             int64_t lo, int64_t hi, int is_max, float div, float *v) {
   for (int64_t ow = lo; ow < hi; ow++) v[ow - lo] = is_max ? -INFINITY : 0.0f;
   for (int64_t h = h0; h < h1; h++)
     for (int64_t kj = 0; kj < g->kw; kj++) {
@@ -102,7 +128,7 @@ static void k_pool_row_inner(const k_pool_geom *g, const float *x, int64_t h0, i
         for (int64_t i = 0; i < n; i++) v[i] += xr[i * sw];
     }
   if (!is_max)
-    for (int64_t i = 0; i < hi - lo; i++) v[i] /= (float)(g->kh * g->kw);
+    for (int64_t i = 0; i < hi - lo; i++) v[i] /= div;
 }
 
 /* Output row oh, columns [b0, b1), into v. */
@@ -114,9 +140,9 @@ static void k_pool_row(const k_pool_geom *g, const float *x, int64_t oh, int64_t
   if (hi > b1) hi = b1;
   k_window w = k_pool_window(g, oh, 0);
   if (lo > hi || w.h0 >= w.h1) lo = hi = b1;   /* no unclipped window here */
-  if (lo < hi) k_pool_row_inner(g, x, w.h0, w.h1, lo, hi, is_max, v + (lo - b0));
+  if (lo < hi) k_pool_row_inner(g, x, w.h0, w.h1, lo, hi, is_max, k_pool_row_div(g, oh), v + (lo - b0));
   for (int64_t ow = b0; ow < b1; ow++)
-    if (ow < lo || ow >= hi) v[ow - b0] = k_pool_value(g, x, k_pool_window(g, oh, ow), is_max);
+    if (ow < lo || ow >= hi) v[ow - b0] = k_pool_value(g, x, oh, ow, is_max);
 }
 
 /* ---- max pooling with column stride 2 ------------------------------------------------------
@@ -309,9 +335,9 @@ static void k_pool_avg_back_row(const k_pool_geom *g, const float *dy, int64_t o
   int64_t lo, hi, sw = g->sw;
   k_pool_inner_cols(g, &lo, &hi);
   k_window w = k_pool_window(g, oh, 0);
-  float kk = (float)(g->kh * g->kw);
+  float kk = k_pool_row_div(g, oh);
   for (int64_t ow = 0; ow < g->OW; ow++)
-    if (ow < lo || ow >= hi) k_pool_avg_scatter(g, k_pool_window(g, oh, ow), dy[ow] / kk, dx);
+    if (ow < lo || ow >= hi) k_pool_avg_scatter(g, k_pool_window(g, oh, ow), dy[ow] / k_pool_div(g, oh, ow), dx);
   for (int64_t h = w.h0; h < w.h1 && lo < hi; h++)
     for (int64_t kj = 0; kj < g->kw; kj++) {
       float *dr = dx + h * g->W + lo * sw - g->pw + kj;

@@ -112,6 +112,22 @@ static inline float k_lanes_max(float *l) {
   return l[0];
 }
 
+/* NaN-propagating min (torch.amin): NaN wins, else the smaller. */
+static inline float k_vec_min2(float a, float b) { return (b < a || b != b) ? b : a; }
+
+static inline float k_lanes_min(float *l) {
+  for (int w = K_LANES / 2; w > 0; w /= 2)
+    for (int i = 0; i < w; i++) l[i] = k_vec_min2(l[i], l[i + w]);
+  return l[0];
+}
+
+/* The lanes of a product, multiplied pairwise in the same order as k_lanes_max combines. */
+static inline float k_lanes_prod(float *l) {
+  for (int w = K_LANES / 2; w > 0; w /= 2)
+    for (int i = 0; i < w; i++) l[i] *= l[i + w];
+  return l[0];
+}
+
 /* Sum of x[0..n) in lanes: element k goes to lane k % K_LANES. */
 static inline float k_vec_sum(const float *x, int64_t n) {
   float l[K_LANES] = {0};

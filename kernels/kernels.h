@@ -27,7 +27,10 @@
  * backward reduces the gradient over broadcast axes (vectorised loops on a collapsed view,
  * k_bview.h, split with k_parallel_for). Scalar math comes from k_scalar.h. */
 
-/* k_reduce.c — sum, mean, max over axes (k_reduce_param). */
+/* k_reduce.c — sum, mean, max, and beyond SPEC section 2 min, prod, logsumexp and norm (ord 1
+ * or 2), over axes (k_reduce_param). prod's backward and logsumexp's forward use temp space. */
+size_t k_prod_temp_bytes(const k_shape *args, const void *param);        /* the op rows' k_temp_fn */
+size_t k_logsumexp_temp_bytes(const k_shape *args, const void *param);
 
 /* k_layout.c — data movement: reshape, flatten, transpose, expand_dims, squeeze,
  * broadcast_to, slice, concat (variadic: in = the pieces). */
@@ -67,7 +70,7 @@ int k_conv_block_width(const k_shape *data, const k_shape *weight, const k_conv_
 /* k_epilogue.c (map: k_epilogue.h) — the elementwise tail that convolution, fully_connected
  * and matmul forward run on each output block when k_call.epi is set. */
 
-/* k_pool.c — max and average pooling (count_include_pad), 1-D and 2-D; planes split over
+/* k_pool.c — max and average pooling (count_include_pad either way, ceil_mode), 1-D and 2-D; planes split over
  * threads, unclipped windows done together so the inner loops vectorise. */
 
 /* k_norm.c — batch_norm (train: batch statistics in one pass, moving update; predict: moving

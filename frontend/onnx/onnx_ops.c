@@ -387,41 +387,67 @@ int onnx_conv(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   return 0;
 }
 
-/* ceil_mode = 1 where it changes the output size: a max pool's last windows, which run past
+/* ceil_mode = 1 where it changes the output size. A max pool's last windows, which run past
  * the end, read padding of -FLT_MAX put after the input (floor mode on that gives the same
- * windows); a window of padding alone is refused (torch drops it, ONNX's formula keeps it).
- * An average pool would divide those windows by fewer elements than Kiln's does: refused. */
-static int onnx_ceil_mode(onnx_ctx *c, onnx_window *w, const k_shape *x, bool avg) {
+ * windows); an average pool takes the row's ceil_mode (torch's: the last window counts only
+ * what it holds of the padded input, or of the input with count_include_pad = 0), so *ceil is
+ * set. Either way a window of padding alone is refused (torch drops it, ONNX's formula keeps
+ * it). */
+static int onnx_ceil_mode(onnx_ctx *c, onnx_window *w, const k_shape *x, bool avg, bool *ceil) {
   for (int i = 0; i < w->nk; i++) {
     int64_t span = x->d[2 + i] + 2 * w->pad[i] + w->before[i] + w->after[i] - w->kernel[i];
     if (span < 0 || span % w->stride[i] == 0) continue;
-    if (avg) return onnx_unsupported_attr(c, "ceil_mode", "= 1 where it changes an average pool's output size");
     int64_t last = (span / w->stride[i] + 1) * w->stride[i];    /* the extra window's start */
     if (last >= x->d[2 + i] + w->pad[i] + w->before[i])
       return onnx_unsupported_attr(c, "ceil_mode", "= 1 where a window would hold padding only");
+    if (avg) {
+      *ceil = true;
+      continue;
+    }
     w->after[i] += w->stride[i] - span % w->stride[i];
     w->asym = true;
   }
   return 0;
 }
 
+/* AveragePool's count_include_pad = 0 is the row's attribute. Asymmetric pads with it are the
+ * row's own start and end pads (*direct; a pad node's zeros would count as elements), so the
+ * window keeps them in before/after but asks for no pad node. A zero Pad before the pool is
+ * data to ONNX, so it folds into the pool's pads only where the pool counts padding or has
+ * none of its own (then Kiln's pool counts it). */
+static int onnx_avg_count(onnx_ctx *c, const Onnx__NodeProto *n, onnx_value **xv, onnx_window *w, k_shape *xs,
+                          bool *cip, bool *direct) {
+  bool padded = w->asym;                   /* by the op itself: a Pad before it counts as data */
+  for (int i = 0; i < w->nk; i++) padded |= w->pad[i] != 0;
+  *cip = onnx_attr_int(n, "count_include_pad", 0) != 0 || !padded;
+  *direct = !*cip && w->asym;
+  w->asym &= !*direct;
+  return *cip ? onnx_take_pad(c, xv, w, xs, true) : 0;
+}
+
+/* The pool's pad attribute: one per axis, or with direct asymmetric pads every start then
+ * every end (k_params.h). */
+static void onnx_pool_pads(k_ints *dst, const onnx_window *w, bool direct) {
+  onnx_set_ints(dst, w->pad, w->nk);
+  for (int i = 0; direct && i < w->nk; i++)
+    dst->v[i] = w->pad[i] + w->before[i], dst->v[w->nk + i] = w->pad[i] + w->after[i];
+  dst->n = direct ? 2 * w->nk : w->nk;
+}
+
 int onnx_pool(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   onnx_value *xv = onnx_input(c, n, 0);
-  bool avg = strcmp(n->op_type, "AveragePool") == 0;
+  bool avg = strcmp(n->op_type, "AveragePool") == 0, cip = true, ceil = false, direct = false;
   k_shape xs;
   onnx_window w = {0};
   if (!xv || onnx_one_output(c, n, "Indices")) return 1;
   onnx_shape_of(c, xv, &xs);
   if (onnx_window_read(c, n, &xs, &w)) return 1;
-  bool padded = w.asym;                   /* by the op itself: a Pad before it counts as data */
-  for (int i = 0; i < w.nk; i++) padded |= w.pad[i] != 0;
-  if (avg && padded && !onnx_attr_int(n, "count_include_pad", 0))
-    return onnx_unsupported_attr(c, "count_include_pad", "= 0 with padding (Kiln's average counts the padding)");
-  if (avg && onnx_take_pad(c, &xv, &w, &xs, true)) return 1;
-  if (onnx_attr_int(n, "ceil_mode", 0) && onnx_ceil_mode(c, &w, &xs, avg)) return 1;
+  if (avg && onnx_avg_count(c, n, &xv, &w, &xs, &cip, &direct)) return 1;
+  if (onnx_attr_int(n, "ceil_mode", 0) && onnx_ceil_mode(c, &w, &xs, avg, &ceil)) return 1;
   for (int i = 0; i < w.nk; i++) {
     if (w.dilate[i] != 1) return onnx_unsupported_attr(c, "dilations", "other than 1");
-    if (2 * w.pad[i] > w.kernel[i]) return onnx_unsupported_attr(c, "pads", "larger than half the kernel (PyTorch's limit, which Kiln keeps)");
+    int64_t side = w.pad[i] + (direct ? (w.before[i] > w.after[i] ? w.before[i] : w.after[i]) : 0);
+    if (2 * side > w.kernel[i]) return onnx_unsupported_attr(c, "pads", "larger than half the kernel (PyTorch's limit, which Kiln keeps)");
     /* max pools pad with -FLT_MAX for ONNX's "ignored": the same while every window holds an
      * element of the input */
     if (!avg && (w.pad[i] + w.before[i] >= w.kernel[i] || w.pad[i] + w.after[i] >= w.kernel[i]))
@@ -431,8 +457,9 @@ int onnx_pool(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   int x = onnx_window_input(c, n, xv, &w, avg ? 0.0f : -FLT_MAX), k = onnx_emit(c, n, kop, &x, 1);
   if (k < 0) return 1;
   k_pool_param *p = onnx_param(c, k);
-  p->pool_type = avg ? 1 : 0;
-  onnx_set_ints(&p->kernel, w.kernel, w.nk), onnx_set_ints(&p->stride, w.stride, w.nk), onnx_set_ints(&p->pad, w.pad, w.nk);
+  p->pool_type = avg ? 1 : 0, p->count_include_pad = cip, p->ceil_mode = ceil;
+  onnx_set_ints(&p->kernel, w.kernel, w.nk), onnx_set_ints(&p->stride, w.stride, w.nk);
+  onnx_pool_pads(&p->pad, &w, direct);
   return 0;
 }
 
@@ -481,24 +508,45 @@ int onnx_softmax(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   return 0;
 }
 
-int onnx_reduce(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
-  int64_t axes[K_MAX_RANK];
+/* The axes: an attribute, or (ReduceSum since opset 13) a constant input; the count, or -1. */
+static int onnx_reduce_axes(onnx_ctx *c, const Onnx__NodeProto *n, int64_t *axes) {
   int na = onnx_attr_ints(n, "axes", axes, K_MAX_RANK);
-  onnx_value *av = onnx_input(c, n, 1);
-  if (av) {
+  if (onnx_input(c, n, 1)) {
     onnx_const *k = onnx_input_const(c, n, 1, "axes");
-    if (!k || !k->is_int || k->n > K_MAX_RANK) return k ? onnx_fail(c, "axes must be at most %d integers", K_MAX_RANK) : 1;
+    if (!k) return -1;
+    if (!k->is_int || k->n > K_MAX_RANK) return onnx_fail(c, "axes must be at most %d integers", K_MAX_RANK), -1;
     na = (int)k->n;
     memcpy(axes, k->i, (size_t)na * sizeof *axes);
   }
-  if (na < 0) return onnx_fail(c, "too many axes");
-  if (na == 0 && onnx_attr_int(n, "noop_with_empty_axes", 0)) return onnx_unsupported_attr(c, "noop_with_empty_axes", "= 1");
-  int x = onnx_in(c, n, 0, IR_T_PARAM), k = onnx_emit(c, n, kop, &x, 1);
+  if (na < 0) onnx_fail(c, "too many axes");
+  return na;
+}
+
+/* The elementwise op ReduceSumSquare and ReduceLogSum apply to the reduction's output, which
+ * is no larger than x: square(norm(x)) and log(sum(x)) cost one pass over x, as a row of
+ * their own would. -1 for the others. */
+static int onnx_reduce_tail(const Onnx__NodeProto *n) {
+  if (strcmp(n->op_type, "ReduceSumSquare") == 0) return IR_OP_square;
+  if (strcmp(n->op_type, "ReduceLogSum") == 0) return IR_OP_log;
+  return -1;
+}
+
+/* Reduce*: one Kiln reduction (norm's ord from the op: 1 for ReduceL1, else 2), and for two of
+ * them an elementwise op after it. noop_with_empty_axes = 1 with no axes is the identity. */
+int onnx_reduce(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  int64_t axes[K_MAX_RANK];
+  int na = onnx_reduce_axes(c, n, axes), tail = onnx_reduce_tail(n);
+  if (na < 0) return 1;
+  if (na == 0 && onnx_attr_int(n, "noop_with_empty_axes", 0)) return onnx_fold_identity(c, n, kop);
+  int x = onnx_in(c, n, 0, IR_T_PARAM), k = onnx_step(c, n, tail < 0, kop, &x, 1);
   if (k < 0) return 1;
   k_reduce_param *p = onnx_param(c, k);
   onnx_set_ints(&p->axis, axes, na);
   p->keepdims = onnx_attr_int(n, "keepdims", 1) != 0;
-  return 0;
+  if (kop == IR_OP_norm) p->ord = strcmp(n->op_type, "ReduceL1") == 0 ? 1 : 2;
+  if (tail < 0) return 0;
+  int r = onnx_step_done(c, k);
+  return r < 0 || onnx_step(c, n, true, tail, &r, 1) < 0;
 }
 
 /* ---- layout: a constant folds; a computed tensor becomes a reshape to the static shape ---- */

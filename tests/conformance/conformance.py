@@ -376,6 +376,58 @@ def reduce_cases(R):
     R.case("sum scalar-axis", "y = sum(x, axis=1)", {"x": R.randn(3, 4)}, lambda T: torch.sum(T["x"], 1))
 
 
+def beyond_spec_reduce_cases(R):
+    """The reductions beyond SPEC section 2 (docs/language.md), which ONNX's Reduce* ops use:
+    min (torch.amin), prod (torch.prod), logsumexp (torch.logsumexp), norm (vector_norm)."""
+    shapes = [((3, 4, 5), None), ((3, 4, 5), (1,)), ((3, 4, 5), (0, 2)), ((6, 7), (-1,)), ((2, 3, 2, 3), (1, 3)),
+              ((64, 300), (1,)), ((50, 40), None)]
+    if R.quick:
+        shapes = shapes[1:3]
+
+    def prod(x, dims, keep):
+        # torch.prod takes one dim: the others one at a time, the last axis first
+        nd = x.dim()
+        for d in sorted((a % nd for a in dims), reverse=True):
+            x = torch.prod(x, d, keepdim=True)
+        return x if keep else x.reshape([n for i, n in enumerate(x.shape) if i not in [a % nd for a in dims]])
+    refs = {"min": lambda x, d, k: torch.amin(x, dim=d, keepdim=k), "prod": prod,
+            "logsumexp": lambda x, d, k: torch.logsumexp(x, dim=d, keepdim=k),
+            "norm, ord=1": lambda x, d, k: torch.linalg.vector_norm(x, 1, dim=d, keepdim=k),
+            "norm, ord=2": lambda x, d, k: torch.linalg.vector_norm(x, 2, dim=d, keepdim=k)}
+    for op, fn in refs.items():
+        name, _, extra = op.partition(", ")
+        for s, axis in shapes:
+            for keep in (False, True):
+                attrs = ", " + extra if extra else ""
+                if axis is not None:
+                    attrs += ", axis=(%s%s)" % (", ".join(str(a) for a in axis), "," if len(axis) == 1 else "")
+                attrs += ", keepdims=true" if keep else ""
+                dims = tuple(range(len(s))) if axis is None else axis
+                # products of up to 2000 factors near 1 (|x| in [0.8, 1.25]) stay normal floats
+                x = R.away(*s, lo=0.8, hi=1.25) if name == "prod" else R.randn(*s)
+                R.case("%s %s axis=%s keepdims=%s" % (op, shp(s), axis, keep), "y = %s(x%s)" % (name, attrs),
+                       {"x": x}, lambda T, fn=fn, dims=dims, keep=keep: fn(T["x"], dims, keep), tol=SUM_TOL)
+    # amin with ties: the gradient divides evenly among the minima.
+    x = np.array([[1, 3, 1, 0], [2, 2, 2, 2], [5, -1, 5, -1]], np.float32)
+    R.case("min ties axis=1", "y = min(x, axis=1)", {"x": x}, lambda T: torch.amin(T["x"], dim=1))
+    # prod at zeros: one zero in a row passes the product of the others to it, two pass 0.
+    x = np.array([[2, 0, 3, 4], [0, 5, 0, 1], [1, 2, -3, 4]], np.float32)
+    R.case("prod zeros axis=1", "y = prod(x, axis=1)", {"x": x}, lambda T: torch.prod(T["x"], 1))
+    R.case("prod zeros axis=0", "y = prod(x, axis=0)", {"x": x}, lambda T: torch.prod(T["x"], 0))
+    R.case("prod zeros all", "y = prod(x)", {"x": x}, lambda T: torch.prod(T["x"]))
+    # logsumexp where exp overflows float32, and with -inf entries.
+    x = R.randn(4, 6, lo=80, hi=120)
+    R.case("logsumexp large", "y = logsumexp(x, axis=1)", {"x": x}, lambda T: torch.logsumexp(T["x"], 1))
+    x = R.randn(3, 5)
+    x[0, 1] = x[2, :] = -np.inf
+    R.case("logsumexp -inf", "y = logsumexp(x, axis=1)", {"x": x}, lambda T: torch.logsumexp(T["x"], 1))
+    # norms at 0: ord 1's gradient is sign(0) = 0, ord 2's is 0 for a group of zeros.
+    x = np.array([[0, 1, -2, 0], [0, 0, 0, 0], [3, 0, -4, 0]], np.float32)
+    for o in (1, 2):
+        R.case("norm ord=%d zeros" % o, "y = norm(x, ord=%d, axis=1)" % o, {"x": x},
+               lambda T, o=o: torch.linalg.vector_norm(T["x"], o, dim=1))
+
+
 def layout_cases(R):
     x = R.randn(2, 3, 4)
     R.case("reshape [2,3,4]->[6,4]", "y = reshape(x, shape=(6, 4))", {"x": x}, lambda T: T["x"].reshape(6, 4))
@@ -602,6 +654,56 @@ def pool_cases(R):
                 return fn(T["x"], k, stride=st or k, padding=pd, **kw)
             R.case("pooling %s %s k=%s s=%s p=%s" % (pt, shp(s), k, st, pd), "y = pooling(x, %s)" % attrs,
                    {"x": R.randn(*s)}, ref, grads={"data": "x"})
+    # Beyond SPEC section 2 (docs/language.md): count_include_pad=False divides by the input
+    # elements a window holds; ceil_mode rounds the output size up, the last window hanging past
+    # the (padded) input and counting only what it holds of it (torch's rule, both modes).
+    extra = [((2, 3, 7, 6), (3, 3), (2, 2), (1, 1)), ((1, 2, 6, 8), (3, 3), (2, 2), (0, 0)),
+             ((2, 2, 9), (4,), (3,), (2,)), ((1, 2, 7, 7), (2, 3), (2, 2), (1, 1)), ((2, 4, 33, 31), (3, 3), (2, 2), (1, 1))]
+    if R.quick:
+        extra = extra[:2]
+    for pt in ("avg", "max"):
+        for s, k, st, pd in extra:
+            for cip, ceil in ((False, False), (True, True), (False, True)):
+                if pt == "max" and not ceil:
+                    continue                  # count_include_pad is an average's alone
+                sp = len(k)
+                tup = lambda v: "(%s%s)" % (", ".join(map(str, v)), "," if len(v) == 1 else "")
+                attrs = 'kernel=%s, stride=%s, pad=%s, pool_type="%s", ceil_mode=%s' % (
+                    tup(k), tup(st), tup(pd), pt, "true" if ceil else "false")
+                attrs += ", count_include_pad=false" if not cip else ""
+                fn = {("max", 1): F.max_pool1d, ("max", 2): F.max_pool2d,
+                      ("avg", 1): F.avg_pool1d, ("avg", 2): F.avg_pool2d}[(pt, sp)]
+
+                def ref(T, fn=fn, k=k, st=st, pd=pd, pt=pt, cip=cip, ceil=ceil):
+                    kw = {"count_include_pad": cip} if pt == "avg" else {}
+                    return fn(T["x"], k, stride=st, padding=pd, ceil_mode=ceil, **kw)
+                R.case("pooling %s %s k=%s s=%s p=%s count_include_pad=%s ceil_mode=%s" % (pt, shp(s), k, st, pd, cip, ceil),
+                       "y = pooling(x, %s)" % attrs, {"x": R.randn(*s)}, ref, grads={"data": "x"})
+    # Start and end pads that differ (pad = every start, then every end): torch pools F.pad's
+    # output; without count_include_pad the divisor is the same pool of ones (the elements of
+    # the input each window holds).
+    asym = [((2, 3, 5, 6), (2, 2), (1, 1), (0, 0, 1, 1)), ((1, 2, 7, 6), (3, 3), (2, 2), (1, 0, 0, 1)),
+            ((2, 2, 9), (4,), (3,), (2, 1))]
+    for s, k, st, pd in asym if not R.quick else asym[:1]:
+        sp = len(k)
+        tp = []
+        for i in reversed(range(sp)):
+            tp += [pd[i], pd[sp + i]]
+        tup = lambda v: "(%s%s)" % (", ".join(map(str, v)), "," if len(v) == 1 else "")
+        avg = F.avg_pool1d if sp == 1 else F.avg_pool2d
+        mx = F.max_pool1d if sp == 1 else F.max_pool2d
+        for pt, cip, ceil in (("avg", False, False), ("avg", True, False), ("avg", False, True), ("max", True, True)):
+            attrs = 'kernel=%s, stride=%s, pad=%s, pool_type="%s", ceil_mode=%s, count_include_pad=%s' % (
+                tup(k), tup(st), tup(pd), pt, "true" if ceil else "false", "true" if cip else "false")
+
+            def ref(T, k=k, st=st, tp=tp, pt=pt, cip=cip, ceil=ceil, avg=avg, mx=mx):
+                x = T["x"]
+                if pt == "max":
+                    return mx(F.pad(x, tp, value=-float("inf")), k, stride=st, ceil_mode=ceil)
+                y = avg(F.pad(x, tp), k, stride=st, ceil_mode=ceil)
+                return y if cip else y / avg(F.pad(torch.ones_like(x), tp), k, stride=st, ceil_mode=ceil)
+            R.case("pooling %s %s k=%s s=%s pad=%s count_include_pad=%s ceil_mode=%s" % (pt, shp(s), k, st, pd, cip, ceil),
+                   "y = pooling(x, %s)" % attrs, {"x": R.randn(*s)}, ref, grads={"data": "x"})
     # Max pooling ties (small integers) with overlapping windows: torch routes each window's
     # gradient to the first maximum in scan order, and overlapping windows add up.
     x = R.ints(0, 3, 2, 2, 6, 6).astype(np.float32)
@@ -725,7 +827,7 @@ def optim_cases(R):
     R.optim("sgd many steps=30", "sgd", {"lr": 0.02, "momentum": 0.5, "wd": 0.001}, shape, 30)
 
 
-FAMILIES = [binary_cases, unary_cases, reduce_cases, layout_cases, pad_cases, gemm_cases, conv_cases, pool_cases,
+FAMILIES = [binary_cases, unary_cases, reduce_cases, beyond_spec_reduce_cases, layout_cases, pad_cases, gemm_cases, conv_cases, pool_cases,
             norm_cases, dropout_cases, softmax_cases, optim_cases]
 
 

@@ -121,8 +121,11 @@ static int oc_setup(oc_op *o, const char *dir) {
     const ir_tensor *t = ir_tensor_at(o->g, o->node->out[i]);
     o->out[i] = (k_tensor){oc_alloc(&t->shape, t->dtype), t->shape, t->dtype};
   }
-  if (o->node->op == IR_OP_convolution)
-    o->temp_bytes = k_conv_temp_bytes(&o->in[0].shape, &o->in[1].shape, o->node->param);
+  if (o->op->temp) {            /* the row's size function, as the memory planner calls it */
+    k_shape args[OC_MAX_IO];
+    for (int i = 0; i < o->nargs; i++) args[i] = o->in[i].shape;
+    o->temp_bytes = o->op->temp(args, o->node->param);
+  }
   o->temp = o->temp_bytes ? malloc(o->temp_bytes) : NULL;
   return 0;
 }

@@ -242,6 +242,24 @@ static void test_reduce(void) {
   t_err(MODEL("input x : f32[2, 3, 4]\n y = max(x, axis=1.5)\n output y"), "axis", "int");
 }
 
+/* The reductions beyond SPEC section 2: the same axes and keepdims; norm's ord 1 or 2. */
+static void test_reduce_beyond(void) {
+  t_model *m = t_ok(MODEL("input x : f32[2, 3, 4]\n a = min(x, axis=1)\n b = prod(x, keepdims=true)\n"
+                          "c = logsumexp(x, axis=(0, -1))\n d = norm(x, axis=2, keepdims=true)\n e = norm(x, ord=1)\n"
+                          "output a, b, c, d, e"));
+  if (m) {
+    t_type(m, "a", "f32[2, 4]"), t_type(m, "b", "f32[1, 1, 1]"), t_type(m, "c", "f32[3]");
+    t_type(m, "d", "f32[2, 3, 1]"), t_type(m, "e", "f32[]");
+    t_ints(&t_param_of(m, "c", logsumexp, k_reduce_param)->axis, "(0, 2)");
+    CHECK(t_param_of(m, "d", norm, k_reduce_param)->ord == 2, "norm's ord defaults to 2");
+    CHECK(t_param_of(m, "e", norm, k_reduce_param)->ord == 1, "norm ord=1");
+    t_free(m);
+  }
+  t_err(MODEL("input x : f32[2, 3, 4]\n y = norm(x, ord=3)\n output y"), "norm: ord must be 1 or 2, not 3");
+  t_err(MODEL("input x : f32[2, 3, 4]\n y = prod(x, axis=(0, 0))\n output y"), "prod: axis 0 is listed twice");
+  t_err(MODEL("input x : f32[2, 3, 4]\n y = min(x, ord=1)\n output y"), "min has no attribute 'ord'");
+}
+
 /* ---- layout ---- */
 
 static void test_reshape_flatten(void) {
@@ -484,6 +502,33 @@ static void test_pooling(void) {
   t_err(MODEL("input x : f32[2, 3, 2, 2]\n y = pooling(x, kernel=(3, 3))\n output y"), "pooling: the kernel (3) is larger than the padded input (2)");
   t_err(MODEL("input x : f32[2, 3, 9, 9]\n y = pooling(x, kernel=2, pool_type=\"mean\")\n output y"), "pool_type", "\"mean\"");
   t_err(MODEL("input x : f32[2, 3, 9, 9]\n y = pooling(x, kernel=(2, 2, 2))\n output y"), "pooling: kernel has 3 entries");
+}
+
+/* Beyond SPEC section 2: ceil_mode rounds the size up, less a last window that would start in
+ * the right padding (torch's rule); count_include_pad defaults to true; pad takes every start
+ * then every end, kept so where they differ. */
+static void test_pooling_ceil(void) {
+  t_model *m = t_ok(MODEL("input x : f32[1, 2, 6, 8]\n input v : f32[1, 2, 5]\n"
+                          "a = pooling(x, kernel=3, stride=2, ceil_mode=true, pool_type=\"avg\", count_include_pad=false)\n"
+                          "b = pooling(x, kernel=3, stride=2, pad=1, ceil_mode=true)\n"
+                          "c = pooling(v, kernel=2, stride=2, pad=1, ceil_mode=true)\n"
+                          "d = pooling(x, kernel=2, pool_type=\"avg\")\n e = pooling(x, kernel=3, pad=(0, 1, 1, 1), pool_type=\"avg\")\n"
+                          "f = pooling(x, kernel=2, pad=(1, 0, 1, 0))\n output a, b, c, d, e, f"));
+  if (m) {
+    t_type(m, "a", "f32[1, 2, 3, 4]"), t_type(m, "b", "f32[1, 2, 4, 5]"), t_type(m, "c", "f32[1, 2, 3]");
+    const k_pool_param *p = t_param_of(m, "a", pooling, k_pool_param);
+    CHECK(p->ceil_mode == 1 && p->count_include_pad == 0, "pooling ceil_mode, count_include_pad read");
+    p = t_param_of(m, "d", pooling, k_pool_param);
+    CHECK(p->ceil_mode == 0 && p->count_include_pad == 1, "pooling ceil_mode false, count_include_pad true by default");
+    t_type(m, "e", "f32[1, 2, 2, 3]"), t_type(m, "f", "f32[1, 2, 4, 4]");
+    t_ints(&t_param_of(m, "e", pooling, k_pool_param)->pad, "(0, 1, 1, 1)");
+    t_ints(&t_param_of(m, "f", pooling, k_pool_param)->pad, "(1, 0)");
+    t_free(m);
+  }
+  t_err(MODEL("input x : f32[1, 2, 6, 8]\n y = pooling(x, kernel=3, pad=(2, 0, 0, 0))\n output y"),
+        "pooling: pad (2) must be at most half the kernel (3)");
+  t_err(MODEL("input x : f32[1, 2, 6, 8]\n y = pooling(x, kernel=3, pad=(1, 0, 0))\n output y"),
+        "pooling: pad has 3 entries");
 }
 
 /* ---- normalisation, dropout, softmax ---- */
@@ -743,6 +788,7 @@ int main(void) {
   test_binary();
   test_unary();
   test_reduce();
+  test_reduce_beyond();
   test_reshape_flatten();
   test_transpose_dims();
   test_squeeze_broadcast();
@@ -752,6 +798,7 @@ int main(void) {
   test_fully_connected();
   test_convolution();
   test_pooling();
+  test_pooling_ceil();
   test_norm();
   test_dropout_softmax();
   test_embedding_loss();

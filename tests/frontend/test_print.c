@@ -31,7 +31,9 @@ static const char *const models[] = {
         "l = slice(x, axis=-1, begin=-3, end=-1)\n l2 = slice(x, axis=2, end=3, step=-2)\n n = concat(x, x, dim=0)\n o = concat(x, x, x)\n"
         "p = pad(x, pad=(1, 2))\n q = pad(x, pad=(0, 1, 2, 0, 0, 0, -1, 1), value=-0.5)\n"
         "r = pad(x, pad=(1, 1, 1, 1), mode=\"reflect\")\n s = pad(x, pad=(2, 0), mode=\"replicate\")\n"
-        "output a, b, c, d, e, f, g, h, i, j, k, l, l2, n, o, p, q, r, s"),
+        "t = min(x, axis=(1, 3))\n u = prod(x, keepdims=true)\n v = logsumexp(x, axis=-1)\n w = norm(x, ord=1, axis=2)\n"
+        "z = norm(x)\n"
+        "output a, b, c, d, e, f, g, h, i, j, k, l, l2, n, o, p, q, r, s, t, u, v, w, z"),
   /* GEMM family, parameters created and declared */
   MODEL("input a : f32[2, 1, 3, 4]\n input b : f32[5, 4, 6]\n input x : f32[8, 2, 3]\n"
         "param w : f32[7, 6] = normal(std=0.01)\n param bias = constant(0.25)\n"
@@ -46,7 +48,9 @@ static const char *const models[] = {
         "c3 = convolution(x, cw, num_filter=2, kernel=(1, 1), no_bias=true)\n"
         "p1 = pooling(c1, kernel=(3, 2), stride=(2, 2), pad=(1, 0), pool_type=\"avg\")\n p2 = pooling(x, kernel=2)\n"
         "p3 = pooling(c1, global_pool=true, pool_type=\"avg\")\n p4 = pooling(c2, kernel=2, stride=1)\n"
-        "output c3, p1, p2, p3, p4"),
+        "p5 = pooling(x, kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type=\"avg\", count_include_pad=false, ceil_mode=true)\n"
+        "p6 = pooling(x, kernel=(3, 3), pad=(0, 1, 1, 1), pool_type=\"avg\", count_include_pad=false)\n"
+        "output c3, p1, p2, p3, p4, p5, p6"),
   /* normalisation, dropout, softmax, embedding, loss, sgd */
   MODEL("input x : f32[4, 3, 5, 5]\n input z : f32[4, 6, 7]\n input i : i32[4, 2]\n input y : i32[4]\n"
         "bn = batch_norm(x)\n b2 = batch_norm(z, axis=-1, eps=0.001, momentum=0.5)\n ln = layer_norm(z)\n"

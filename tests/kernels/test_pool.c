@@ -1,6 +1,7 @@
 /* test_pool.c — max and average pooling, 1-D and 2-D: forward values against naive loops
- * written here (padding, stride, global), gradient checks on inputs without near-ties, and
- * torch's tie rule (the gradient goes to the first maximum in scan order). */
+ * written here (padding, stride, global, count_include_pad = 0, ceil_mode), gradient checks on
+ * inputs without near-ties, and torch's tie rule (the gradient goes to the first maximum in
+ * scan order). */
 #include "kt_harness.h"
 
 #include <math.h>
@@ -10,37 +11,57 @@
 typedef struct {
   const char *name;
   int two_d, N, C, H, W, kh, kw, sh, sw, ph, pw, type, global;
+  int no_pad_count, ceil;       /* count_include_pad = 0; ceil_mode = 1 */
+  int asym, phe, pwe;           /* asym: the end pads are phe, pwe (else ph, pw) */
 } pool_spec;
 
-static int out_len(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
+static int end_h(const pool_spec *s) { return s->asym ? s->phe : s->ph; }
+static int end_w(const pool_spec *s) { return s->asym ? s->pwe : s->pw; }
 
-/* Max over in-range taps (padding is -inf); average sums in-range taps over kh*kw. */
+/* torch's output length: ceil_mode rounds up, less a last window starting in the right pad. */
+static int out_len(int in, int k, int s, int p, int pe, int ceil) {
+  int o = (in + p + pe - k + (ceil ? s - 1 : 0)) / s + 1;
+  return ceil && (o - 1) * s >= in + p ? o - 1 : o;
+}
+
+/* Max over in-range taps (padding is -inf); average sums in-range taps over the taps inside
+ * the padded input (count_include_pad) or inside the input. */
 static void ref_pool(const pool_spec *s, const float *x, float *y) {
-  int OH = out_len(s->H, s->kh, s->sh, s->ph), OW = out_len(s->W, s->kw, s->sw, s->pw);
+  int OH = out_len(s->H, s->kh, s->sh, s->ph, end_h(s), s->ceil), OW = out_len(s->W, s->kw, s->sw, s->pw, end_w(s), s->ceil);
   for (int pl = 0; pl < s->N * s->C; pl++)
     for (int oh = 0; oh < OH; oh++)
       for (int ow = 0; ow < OW; ow++) {
-        double m = -INFINITY, sum = 0;
+        double m = -INFINITY, sum = 0, count = 0;
         for (int i = 0; i < s->kh; i++)
           for (int j = 0; j < s->kw; j++) {
             int h = oh * s->sh - s->ph + i, w = ow * s->sw - s->pw + j;
+            if (!s->no_pad_count && h >= -s->ph && h < s->H + end_h(s) && w >= -s->pw && w < s->W + end_w(s)) count++;
             if (h < 0 || h >= s->H || w < 0 || w >= s->W) continue;
+            if (s->no_pad_count) count++;
             double v = x[(pl * s->H + h) * s->W + w];
             sum += v;
             if (v > m) m = v;
           }
-        y[(pl * OH + oh) * OW + ow] = (float)(s->type == K_POOL_MAX ? m : sum / (s->kh * s->kw));
+        y[(pl * OH + oh) * OW + ow] = (float)(s->type == K_POOL_MAX ? m : sum / count);
       }
 }
 
 static k_pool_param make_param(const pool_spec *s) {
   k_pool_param p = {0};
+  p.count_include_pad = 1;
   int n = s->two_d ? 2 : 1;
   p.kernel.n = p.stride.n = p.pad.n = n;
   if (s->two_d) { p.kernel.v[0] = s->kh; p.stride.v[0] = s->sh; p.pad.v[0] = s->ph; }
   p.kernel.v[n - 1] = s->kw; p.stride.v[n - 1] = s->sw; p.pad.v[n - 1] = s->pw;
+  if (s->asym) {                /* every start, then every end */
+    p.pad.n = 2 * n;
+    if (s->two_d) p.pad.v[n] = s->phe;
+    p.pad.v[2 * n - 1] = s->pwe;
+  }
   p.pool_type = s->type;
   p.global_pool = s->global;
+  p.count_include_pad = !s->no_pad_count;
+  p.ceil_mode = s->ceil;
   return p;
 }
 
@@ -58,7 +79,7 @@ static void fill_distinct(float *x, int64_t n, uint64_t seed) {
 
 static kt_case make_case(const pool_spec *s, const k_pool_param *p) {
   kt_case c = {0};
-  int OH = out_len(s->H, s->kh, s->sh, s->ph), OW = out_len(s->W, s->kw, s->sw, s->pw);
+  int OH = out_len(s->H, s->kh, s->sh, s->ph, end_h(s), s->ceil), OW = out_len(s->W, s->kw, s->sw, s->pw, end_w(s), s->ceil);
   c.name = s->name; c.fwd = k_pooling_forward; c.bwd = k_pooling_backward;
   c.nargs = 1; c.nout = 1; c.nvisible = 1;
   c.in[0] = kt_tensor_f32(s->two_d ? kt_shape(4, s->N, s->C, s->H, s->W) : kt_shape(3, s->N, s->C, s->W), -1, 1, 21);
@@ -86,33 +107,50 @@ static void check_pool(const pool_spec *s) {
 }
 
 static const pool_spec specs[] = {
-  /* name                 2d N  C  H  W  kh kw sh sw ph pw type        global */
-  {"max2d 2x2 s2",         1, 2, 2, 6, 6, 2, 2, 2, 2, 0, 0, K_POOL_MAX, 0},
-  {"max2d 3x3 s2 pad1",    1, 2, 3, 7, 6, 3, 3, 2, 2, 1, 1, K_POOL_MAX, 0},
-  {"max2d 3x2 s1 pad",     1, 1, 2, 5, 5, 3, 2, 1, 1, 1, 1, K_POOL_MAX, 0},
-  {"avg2d 2x2 s2",         1, 2, 2, 6, 6, 2, 2, 2, 2, 0, 0, K_POOL_AVG, 0},
-  {"avg2d 3x3 s2 pad1",    1, 2, 3, 7, 6, 3, 3, 2, 2, 1, 1, K_POOL_AVG, 0},
-  {"max1d 3 s2 pad1",      0, 2, 3, 1, 9, 1, 3, 1, 2, 0, 1, K_POOL_MAX, 0},
-  {"avg1d 2 s1 pad1",      0, 2, 2, 1, 7, 1, 2, 1, 1, 0, 1, K_POOL_AVG, 0},
-  {"max2d global",         1, 2, 3, 4, 5, 4, 5, 1, 1, 0, 0, K_POOL_MAX, 1},
-  {"avg2d global",         1, 2, 3, 4, 5, 4, 5, 1, 1, 0, 0, K_POOL_AVG, 1},
-  {"avg1d global",         0, 2, 3, 1, 6, 1, 6, 1, 1, 0, 0, K_POOL_AVG, 1},
+  /* name                 2d N  C  H  W  kh kw sh sw ph pw type        global no_pad_count ceil */
+  {"max2d 2x2 s2",         1, 2, 2, 6, 6, 2, 2, 2, 2, 0, 0, K_POOL_MAX, 0, 0, 0, 0, 0, 0},
+  {"max2d 3x3 s2 pad1",    1, 2, 3, 7, 6, 3, 3, 2, 2, 1, 1, K_POOL_MAX, 0, 0, 0, 0, 0, 0},
+  {"max2d 3x2 s1 pad",     1, 1, 2, 5, 5, 3, 2, 1, 1, 1, 1, K_POOL_MAX, 0, 0, 0, 0, 0, 0},
+  {"avg2d 2x2 s2",         1, 2, 2, 6, 6, 2, 2, 2, 2, 0, 0, K_POOL_AVG, 0, 0, 0, 0, 0, 0},
+  {"avg2d 3x3 s2 pad1",    1, 2, 3, 7, 6, 3, 3, 2, 2, 1, 1, K_POOL_AVG, 0, 0, 0, 0, 0, 0},
+  {"max1d 3 s2 pad1",      0, 2, 3, 1, 9, 1, 3, 1, 2, 0, 1, K_POOL_MAX, 0, 0, 0, 0, 0, 0},
+  {"avg1d 2 s1 pad1",      0, 2, 2, 1, 7, 1, 2, 1, 1, 0, 1, K_POOL_AVG, 0, 0, 0, 0, 0, 0},
+  {"max2d global",         1, 2, 3, 4, 5, 4, 5, 1, 1, 0, 0, K_POOL_MAX, 1, 0, 0, 0, 0, 0},
+  {"avg2d global",         1, 2, 3, 4, 5, 4, 5, 1, 1, 0, 0, K_POOL_AVG, 1, 0, 0, 0, 0, 0},
+  {"avg1d global",         0, 2, 3, 1, 6, 1, 6, 1, 1, 0, 0, K_POOL_AVG, 1, 0, 0, 0, 0, 0},
   /* rows wider than the kernel's 256-column blocks */
-  {"max1d wide 3 s1 pad1", 0, 1, 2, 1, 600, 1, 3, 1, 1, 0, 1, K_POOL_MAX, 0},
-  {"avg1d wide 4 s3 pad2", 0, 1, 2, 1, 800, 1, 4, 1, 3, 0, 2, K_POOL_AVG, 0},
-  {"max2d wide 2x3 s2",    1, 1, 2, 3, 700, 2, 3, 2, 2, 0, 1, K_POOL_MAX, 0},
+  {"max1d wide 3 s1 pad1", 0, 1, 2, 1, 600, 1, 3, 1, 1, 0, 1, K_POOL_MAX, 0, 0, 0, 0, 0, 0},
+  {"avg1d wide 4 s3 pad2", 0, 1, 2, 1, 800, 1, 4, 1, 3, 0, 2, K_POOL_AVG, 0, 0, 0, 0, 0, 0},
+  {"max2d wide 2x3 s2",    1, 1, 2, 3, 700, 2, 3, 2, 2, 0, 1, K_POOL_MAX, 0, 0, 0, 0, 0, 0},
+  /* beyond SPEC section 2: count_include_pad = 0, ceil_mode (the last windows hang past the
+   * end), both, on max too; 1-D, and wide rows */
+  {"avg2d 3x3 s2 pad1 nocount", 1, 2, 3, 7, 6, 3, 3, 2, 2, 1, 1, K_POOL_AVG, 0, 1, 0, 0, 0, 0},
+  {"avg2d 3x3 s2 ceil",         1, 2, 2, 6, 8, 3, 3, 2, 2, 0, 0, K_POOL_AVG, 0, 0, 1, 0, 0, 0},
+  {"avg2d 3x2 s2 pad1 ceil",    1, 1, 2, 6, 7, 3, 2, 2, 2, 1, 1, K_POOL_AVG, 0, 0, 1, 0, 0, 0},
+  {"avg2d 3x3 s2 pad1 ceil nocount", 1, 1, 2, 6, 7, 3, 3, 2, 2, 1, 1, K_POOL_AVG, 0, 1, 1, 0, 0, 0},
+  {"max2d 3x3 s2 pad1 ceil",    1, 1, 2, 6, 7, 3, 3, 2, 2, 1, 1, K_POOL_MAX, 0, 0, 1, 0, 0, 0},
+  {"avg1d 4 s3 pad2 ceil nocount", 0, 2, 2, 1, 11, 1, 4, 1, 3, 0, 2, K_POOL_AVG, 0, 1, 1, 0, 0, 0},
+  {"avg1d wide 4 s3 pad2 ceil", 0, 1, 2, 1, 800, 1, 4, 1, 3, 0, 2, K_POOL_AVG, 0, 0, 1, 0, 0, 0},
+  {"avg1d wide 3 s2 pad1 nocount", 0, 1, 2, 1, 601, 1, 3, 1, 2, 0, 1, K_POOL_AVG, 0, 1, 0, 0, 0, 0},
+  /* start and end pads that differ (ONNX's auto_pad SAME), either count, with ceil_mode, max */
+  {"avg2d 2x2 s1 pads 0/1 nocount", 1, 2, 2, 5, 6, 2, 2, 1, 1, 0, 0, K_POOL_AVG, 0, 1, 0, 1, 1, 1},
+  {"avg2d 3x3 s2 pads 1/0 nocount", 1, 1, 2, 7, 6, 3, 3, 2, 2, 1, 1, K_POOL_AVG, 0, 1, 0, 1, 0, 0},
+  {"avg2d 3x3 s2 pads 0/1 count",   1, 1, 2, 7, 6, 3, 3, 2, 2, 0, 0, K_POOL_AVG, 0, 0, 0, 1, 1, 1},
+  {"avg2d 3x3 s2 pads 1/0 ceil",    1, 1, 2, 6, 8, 3, 3, 2, 2, 1, 0, K_POOL_AVG, 0, 1, 1, 1, 0, 1},
+  {"max2d 3x3 s2 pads 0/1",         1, 1, 2, 7, 6, 3, 3, 2, 2, 0, 1, K_POOL_MAX, 0, 0, 0, 1, 1, 0},
+  {"avg1d wide 4 s3 pads 2/1 nocount", 0, 1, 2, 1, 800, 1, 4, 1, 3, 0, 2, K_POOL_AVG, 0, 1, 0, 1, 0, 1},
   /* column stride 2 without padding: k_pool.c's strips of 16 windows (AVX-512), with a
    * partial last strip, overlapping 3-wide windows, 1-D, and one-column windows */
-  {"max2d 2x2 s2 strips",  1, 2, 3, 4, 70, 2, 2, 2, 2, 0, 0, K_POOL_MAX, 0},
-  {"max2d 3x3 s2 strips",  1, 1, 2, 7, 39, 3, 3, 2, 2, 0, 0, K_POOL_MAX, 0},
-  {"max1d 2 s2 strips",    0, 2, 2, 1, 50, 1, 2, 1, 2, 0, 0, K_POOL_MAX, 0},
-  {"max2d 2x1 s2",         1, 1, 2, 4, 33, 2, 1, 2, 2, 0, 0, K_POOL_MAX, 0},
+  {"max2d 2x2 s2 strips",  1, 2, 3, 4, 70, 2, 2, 2, 2, 0, 0, K_POOL_MAX, 0, 0, 0, 0, 0, 0},
+  {"max2d 3x3 s2 strips",  1, 1, 2, 7, 39, 3, 3, 2, 2, 0, 0, K_POOL_MAX, 0, 0, 0, 0, 0, 0},
+  {"max1d 2 s2 strips",    0, 2, 2, 1, 50, 1, 2, 1, 2, 0, 0, K_POOL_MAX, 0, 0, 0, 0, 0, 0},
+  {"max2d 2x1 s2",         1, 1, 2, 4, 33, 2, 1, 2, 2, 0, 0, K_POOL_MAX, 0, 0, 0, 0, 0, 0},
 };
 
 /* A window of equal values: torch puts the whole gradient on the first one. Padding counts as
  * -inf for max (an all-negative input must not produce 0) and as 0 for the average. */
 static void test_ties_and_padding(void) {
-  pool_spec s = {"ties", 1, 1, 1, 2, 2, 2, 2, 2, 2, 0, 0, K_POOL_MAX, 0};
+  pool_spec s = {"ties", 1, 1, 1, 2, 2, 2, 2, 2, 2, 0, 0, K_POOL_MAX, 0, 0, 0, 0, 0, 0};
   k_pool_param p = make_param(&s);
   float x[4] = {3, 3, 1, 3}, y[1], dy[1] = {2}, dx[4];
   k_tensor xin = {x, kt_shape(4, 1, 1, 2, 2), K_F32}, yt = {y, kt_shape(4, 1, 1, 1, 1), K_F32};
@@ -125,7 +163,7 @@ static void test_ties_and_padding(void) {
   k_pooling_backward(&b);
   KT_CHECK(y[0] == 3 && dx[0] == 2 && dx[1] == 0 && dx[3] == 0, "tie: y %g dx %g %g %g %g", y[0], dx[0], dx[1], dx[2], dx[3]);
   float neg[4] = {-4, -3, -2, -5};
-  pool_spec sp = {"pad", 1, 1, 1, 2, 2, 2, 2, 1, 1, 1, 1, K_POOL_MAX, 0};   /* 3x3 output */
+  pool_spec sp = {"pad", 1, 1, 1, 2, 2, 2, 2, 1, 1, 1, 1, K_POOL_MAX, 0, 0, 0, 0, 0, 0};   /* 3x3 output */
   k_pool_param pp = make_param(&sp);
   float out9[9];
   k_tensor nin = {neg, xin.shape, K_F32}, o9 = {out9, kt_shape(4, 1, 1, 3, 3), K_F32};
@@ -147,7 +185,7 @@ static void test_scan_rule_bits(void) {
   for (int i = 0; i < H * W; i++) x[i] = (i % 7 == 3) ? -0.0f : (i % 5 == 1) ? 0.0f : (float)(i % 3) - 2.0f;
   x[5] = NAN; x[W + 17] = NAN; x[2 * W + 30] = -NAN; x[2 * W + 31] = NAN;
   for (int i = 0; i < OH * OW; i++) dy[i] = (float)(i + 1);
-  pool_spec s = {"scan", 1, 1, 1, H, W, 3, 3, 2, 2, 0, 0, K_POOL_MAX, 0};
+  pool_spec s = {"scan", 1, 1, 1, H, W, 3, 3, 2, 2, 0, 0, K_POOL_MAX, 0, 0, 0, 0, 0, 0};
   k_pool_param p = make_param(&s);
   k_tensor xin = {x, kt_shape(4, 1, 1, H, W), K_F32}, yt = {y, kt_shape(4, 1, 1, OH, OW), K_F32};
   k_req w = kWriteTo;

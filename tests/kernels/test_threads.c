@@ -122,7 +122,7 @@ static void tt_matmul(const char *name, k_shape as, k_shape bs, k_shape cs) {
 /* ---- pooling and batch_norm ---------------------------------------------------------------- */
 
 static void tt_pool(const char *name, int type, int k, int s, int pad) {
-  k_pool_param p = {.pool_type = type};
+  k_pool_param p = {.pool_type = type, .count_include_pad = 1};
   p.kernel = p.stride = p.pad = (k_ints){2, {k, k}};
   p.stride.v[0] = p.stride.v[1] = s;
   p.pad.v[0] = p.pad.v[1] = pad;

@@ -5,13 +5,15 @@ onnx.helper (no torch needed, a few seconds):
   * an opset out of 9..17, a cycle, a missing initializer, a shape that does not check, a
     declared output shape that disagrees, negative Conv pads, a file that is not protobuf, a
     Pad mode Kiln lacks: exit 1 with a message naming the node, no output file;
-  * asymmetric Conv, AveragePool and MaxPool pads, and MaxPool's ceil_mode, against numpy
-    (AveragePool's ceil_mode where it adds a window is refused);
+  * asymmetric Conv, AveragePool and MaxPool pads, MaxPool's and AveragePool's ceil_mode and
+    AveragePool's count_include_pad = 0 (asymmetric pads too), against numpy (a ceil_mode
+    window of padding alone is refused);
   * Pad: folded into an AveragePool, or a pad node (constant with a value and negative pads,
     reflect, edge) matching numpy; HardSigmoid's alpha and beta; Slice with steps (negative
     too) on a computed tensor; Split by the attribute, the input or in equal parts, of a
     constant too, and its bad sizes refused; Gemm with transA as a matmul with alpha and beta
-    folded into constant B and C;
+    folded into constant B and C; ReduceMin, ReduceProd, ReduceLogSumExp, ReduceL1, ReduceL2,
+    ReduceSumSquare, ReduceLogSum and ReduceSum's noop_with_empty_axes;
   * initializers in an external data file beside the model read as inline ones do, and a
     missing external file is an error; --map prints the renamings.
 
@@ -272,9 +274,54 @@ for k, s, pv in ((2, 2, [0, 0, 0, 0]), (3, 2, [1, 0, 1, 0])):
         fail("MaxPool ceil_mode k=%d s=%d pads %s differs from numpy" % (k, s, pv))
     elif got is not None:
         print("ok %-20s MaxPool ceil_mode kernel %d stride %d pads %s -> %s" % ("ceil_%d" % k, k, s, pv, list(want.shape)))
-avg_ceil = model([helper.make_node("AveragePool", ["x"], ["y"], name="avg_ceil", kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)],
-                 [vi("x", [1, 2, 5, 6])], [vi("y", [1, 2, 3, 3])])
-expect_error("avg_ceil", save(avg_ceil, "avg_ceil"), "node 'avg_ceil' (AveragePool)", "ceil_mode")
+# AveragePool with ceil_mode (the last windows average what they hold of the padded input, or
+# of the input with count_include_pad = 0) and with count_include_pad = 0 and pads.
+def avg_pool_ref(xv, k, s, p, ceil, cip):
+    H, W = xv.shape[2:]
+    def out(n):
+        o = (n + 2 * p - k + (s - 1 if ceil else 0)) // s + 1
+        return o - 1 if ceil and (o - 1) * s >= n + p else o
+    y = np.zeros(xv.shape[:2] + (out(H), out(W)), np.float64)
+    for i in range(y.shape[2]):
+        for j in range(y.shape[3]):
+            h0, w0 = i * s - p, j * s - p
+            lo_h, hi_h = (max(h0, -p), min(h0 + k, H + p)) if cip else (max(h0, 0), min(h0 + k, H))
+            lo_w, hi_w = (max(w0, -p), min(w0 + k, W + p)) if cip else (max(w0, 0), min(w0 + k, W))
+            win = xv[:, :, max(h0, 0):min(h0 + k, H), max(w0, 0):min(w0 + k, W)]
+            y[:, :, i, j] = win.sum(axis=(2, 3)) / ((hi_h - lo_h) * (hi_w - lo_w))
+    return y.astype(np.float32)
+
+
+for k, s, p, ceil, cip in ((2, 2, 0, 1, 0), (3, 2, 1, 1, 0), (3, 2, 1, 1, 1), (3, 2, 1, 0, 0), (3, 1, 1, 0, 0)):
+    want = avg_pool_ref(x5, k, s, p, ceil, cip)
+    m = model([helper.make_node("AveragePool", ["x"], ["y"], name="avg", kernel_shape=[k, k], strides=[s, s], pads=[p] * 4,
+                                ceil_mode=ceil, count_include_pad=cip)], [vi("x", [1, 2, 5, 6])], [vi("y", list(want.shape))])
+    got = run(save(m, "avg_%d%d%d%d%d" % (k, s, p, ceil, cip)), x5)
+    if got is not None and (got.shape != want.shape or not np.allclose(got, want, rtol=1e-5, atol=1e-6)):
+        fail("AveragePool k=%d s=%d pads %d ceil_mode %d count_include_pad %d differs from numpy" % (k, s, p, ceil, cip))
+    elif got is not None:
+        print("ok %-20s AveragePool kernel %d stride %d pads %d ceil_mode %d count_include_pad %d -> %s" % (
+            "avg_%d%d%d%d%d" % (k, s, p, ceil, cip), k, s, p, ceil, cip, list(want.shape)))
+# count_include_pad = 0 with asymmetric pads (auto_pad SAME): pooling's own start and end pads
+# (a pad node's zeros would count as elements).
+for attrs in ({"pads": [0, 1, 1, 0], "kernel_shape": [3, 3]}, {"auto_pad": "SAME_UPPER", "kernel_shape": [2, 2]}):
+    kk = attrs["kernel_shape"][0]
+    pv = attrs.get("pads", [0, 0, 1, 1])
+    xp = np.pad(x5, ((0, 0), (0, 0), (pv[0], pv[2]), (pv[1], pv[3])))
+    ones = np.pad(np.ones_like(x5), ((0, 0), (0, 0), (pv[0], pv[2]), (pv[1], pv[3])))
+    want = (windows(xp, kk).sum(axis=(4, 5)) / windows(ones, kk).sum(axis=(4, 5))).astype(np.float32)
+    m = model([helper.make_node("AveragePool", ["x"], ["y"], name="avg_asym", **attrs)], [vi("x", [1, 2, 5, 6])],
+              [vi("y", list(want.shape))])
+    got = run(save(m, "avg_asym"), x5)
+    if got is not None and (got.shape != want.shape or not np.allclose(got, want, rtol=1e-5, atol=1e-6)):
+        fail("AveragePool %s count_include_pad 0 differs from numpy" % attrs)
+    elif got is not None:
+        print("ok %-20s AveragePool %s count_include_pad 0" % ("avg_asym", attrs))
+# ceil_mode where the extra window would start in the right padding: torch drops it, ONNX
+# keeps it; refused.
+avg_ceil = model([helper.make_node("AveragePool", ["x"], ["y"], name="avg_ceil", kernel_shape=[3, 3], strides=[3, 3], pads=[1, 1, 1, 1],
+                                   ceil_mode=1, count_include_pad=1)], [vi("x", [1, 2, 5, 6])], [vi("y", [1, 2, 3, 3])])
+expect_error("avg_ceil", save(avg_ceil, "avg_ceil"), "node 'avg_ceil' (AveragePool)", "ceil_mode", "padding only")
 wrap = model([helper.make_node("Pad", ["x", "pads"], ["y"], name="pad_wrap", mode="wrap")], [X], [vi("y", [1, 2, 6, 6])], [pads])
 expect_error("pad_wrap", save(wrap, "pad_wrap"), "node 'pad_wrap' (Pad)", "mode")
 hs = model([helper.make_node("HardSigmoid", ["x"], ["y"], name="hs", alpha=0.3, beta=0.4)], [X], [vi("y", [1, 2, 4, 4])])
@@ -365,6 +412,42 @@ for case, kw, needle in (("split_sum", {"split": [2, 2]}, "add up to 4, not the 
     m = model([helper.make_node("Split", ["x"], outs, name="bad_split", axis=1, **kw)], [vi("x", [2, 6, 3])],
               [vi(o, None) for o in outs], opset=11)
     expect_error(case, save(m, case), "node 'bad_split' (Split)", needle)
+# The Reduce ops beyond sum, mean and max, on float32 (ONNX's node tests of ReduceLogSumExp
+# are float64): keepdims and negative axes, logsumexp where exp overflows float32.
+xr = np.random.default_rng(7).uniform(-3, 3, (2, 3, 4)).astype(np.float32)
+xr[0, 1, 2] = 0.0
+x64 = xr.astype(np.float64)
+lse = lambda v, a: np.log(np.sum(np.exp(v - v.max(axis=a, keepdims=True)), axis=a, keepdims=True)) + v.max(axis=a, keepdims=True)
+reductions = (("ReduceMin", lambda v, a: v.min(axis=a, keepdims=True)), ("ReduceProd", lambda v, a: v.prod(axis=a, keepdims=True)),
+              ("ReduceLogSumExp", lse), ("ReduceL1", lambda v, a: np.abs(v).sum(axis=a, keepdims=True)),
+              ("ReduceL2", lambda v, a: np.sqrt((v * v).sum(axis=a, keepdims=True))),
+              ("ReduceSumSquare", lambda v, a: (v * v).sum(axis=a, keepdims=True)),
+              ("ReduceLogSum", lambda v, a: np.log(v.sum(axis=a, keepdims=True))))
+for op, fn in reductions:
+    for axes, keep in (([1], 1), ([0, -1], 0), (None, 1)):
+        a = tuple(range(3)) if axes is None else tuple(axes)
+        v = x64 + 100.0 if op == "ReduceLogSumExp" else np.abs(x64) + 1 if op == "ReduceLogSum" else x64
+        want = fn(v, a)
+        want = want if keep else want.squeeze(a)
+        attrs = {"keepdims": keep} if axes is None else {"keepdims": keep, "axes": axes}
+        m = model([helper.make_node(op, ["x"], ["y"], name="red", **attrs)], [vi("x", [2, 3, 4])], [vi("y", list(want.shape))])
+        got = run(save(m, "reduce_" + op), v.astype(np.float32))
+        if got is not None and (got.shape != want.shape or not np.allclose(got, want, rtol=1e-5, atol=1e-5)):
+            fail("%s axes %s keepdims %d differs from numpy" % (op, axes, keep))
+        elif got is not None:
+            print("ok %-20s %s axes %s keepdims %d" % ("reduce_" + op, op, axes, keep))
+# ReduceSum (opset 13) with empty axes and noop_with_empty_axes = 1 is the identity; without
+# it, a sum over every axis.
+empty = numpy_helper.from_array(np.zeros((0,), np.int64), "axes")
+for noop, want in ((1, np.maximum(xr, 0)), (0, np.maximum(xr, 0).sum(keepdims=True))):
+    m = model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+               helper.make_node("ReduceSum", ["r", "axes"], ["y"], name="red", noop_with_empty_axes=noop)],
+              [vi("x", [2, 3, 4])], [vi("y", list(want.shape))], [empty])
+    got = run(save(m, "reduce_noop%d" % noop), xr)
+    if got is not None and (got.shape != want.shape or not np.allclose(got, want, rtol=1e-5, atol=1e-5)):
+        fail("ReduceSum empty axes noop_with_empty_axes=%d differs from numpy" % noop)
+    elif got is not None:
+        print("ok %-20s ReduceSum empty axes, noop_with_empty_axes=%d" % ("reduce_noop%d" % noop, noop))
 
 r = subprocess.run([KILN, "import", inline, "-o", os.path.join(tmp, "mapped.kiln"), "--map"], capture_output=True, text=True)
 if r.returncode != 0 or "x" in r.stdout.split() or "conv.weight" in r.stdout:
