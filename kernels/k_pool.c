@@ -226,19 +226,16 @@ static void k_pool_s2_backward_plane(const k_pool_geom *g, const float *x, const
     }
 }
 #pragma GCC pop_options
-#endif
 
+/* Whether a plane of g runs in strips: max, column stride 2, windows of at most 3 columns that
+ * lie wholly inside the input (no padding, no ceil_mode window past the end), AVX-512. */
 static int k_pool_s2_applies(const k_pool_geom *g, int is_max) {
-#ifdef K_POOL_S2
   __builtin_cpu_init();
-  int inside = 2 * (g->OW - 1) + g->kw <= g->W && g->sh * (g->OH - 1) + g->kh <= g->H;  /* no clipping */
+  int inside = 2 * (g->OW - 1) + g->kw <= g->W && g->sh * (g->OH - 1) + g->kh <= g->H;
   return is_max && g->sw == 2 && g->kw <= 3 && g->ph == 0 && g->pw == 0 && g->OW > 0 && g->OH > 0 && inside &&
          __builtin_cpu_supports("avx512f");
-#else
-  (void)g, (void)is_max;
-  return 0;
-#endif
 }
+#endif
 
 typedef struct { const k_call *c; k_pool_geom g; int is_max; } k_pool_job;
 
