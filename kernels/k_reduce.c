@@ -21,33 +21,24 @@ static k_shape k_reduce_keep(const k_shape *x, const k_reduce_param *p) {
   return k;
 }
 
-/* max on the same view: NaN wins, as in torch.amax. */
-K_VEC_TARGETS static void k_max_cols(float *restrict t, int first, k_bsrc s, int64_t n, int64_t s1,
-                                     int64_t s2) {
-  if (first) for (int64_t k = 0; k < n; k++) t[k] = s.og[k];
-  else for (int64_t k = 0; k < n; k++) t[k] = k_vec_max2(t[k], s.og[k]);
-}
-
-K_VEC_TARGETS static void k_max_rows(float *restrict l, k_bsrc s, int64_t n, int64_t s1, int64_t s2) {
-  int64_t k = 0;
-  for (; k + K_LANES <= n; k += K_LANES)
-    for (int i = 0; i < K_LANES; i++) l[i] = k_vec_max2(l[i], s.og[k + i]);
-  for (int i = 0; k + i < n; i++) l[i] = k_vec_max2(l[i], s.og[k + i]);
-}
-
-/* min alike: NaN wins, as in torch.amin. */
-K_VEC_TARGETS static void k_min_cols(float *restrict t, int first, k_bsrc s, int64_t n, int64_t s1,
-                                     int64_t s2) {
-  if (first) for (int64_t k = 0; k < n; k++) t[k] = s.og[k];
-  else for (int64_t k = 0; k < n; k++) t[k] = k_vec_min2(t[k], s.og[k]);
-}
-
-K_VEC_TARGETS static void k_min_rows(float *restrict l, k_bsrc s, int64_t n, int64_t s1, int64_t s2) {
-  int64_t k = 0;
-  for (; k + K_LANES <= n; k += K_LANES)
-    for (int i = 0; i < K_LANES; i++) l[i] = k_vec_min2(l[i], s.og[k + i]);
-  for (int i = 0; k + i < n; i++) l[i] = k_vec_min2(l[i], s.og[k + i]);
-}
+/* max and min on the same view, NaN winning (torch.amax, torch.amin): the column form keeps a
+ * running row t, the row form K_LANES lanes; one definition for both, by the combining
+ * function. */
+#define K_EXTREMUM_REDUCERS(name, combine)                                                            \
+  K_VEC_TARGETS static void k_##name##_cols(float *restrict t, int first, k_bsrc s, int64_t n, int64_t s1, \
+                                            int64_t s2) {                                            \
+    if (first) for (int64_t k = 0; k < n; k++) t[k] = s.og[k];                                      \
+    else for (int64_t k = 0; k < n; k++) t[k] = combine(t[k], s.og[k]);                             \
+  }                                                                                                  \
+  K_VEC_TARGETS static void k_##name##_rows(float *restrict l, k_bsrc s, int64_t n, int64_t s1, int64_t s2) { \
+    int64_t k = 0;                                                                                   \
+    for (; k + K_LANES <= n; k += K_LANES)                                                           \
+      for (int i = 0; i < K_LANES; i++) l[i] = combine(l[i], s.og[k + i]);                          \
+    for (int i = 0; k + i < n; i++) l[i] = combine(l[i], s.og[k + i]);                              \
+  }
+K_EXTREMUM_REDUCERS(max, k_vec_max2)
+K_EXTREMUM_REDUCERS(min, k_vec_min2)
+#undef K_EXTREMUM_REDUCERS
 
 /* x reduced onto out (the keepdims shape's nk elements) by r under req; x2 is read by r's
  * post at each output position (keepdims too). */
