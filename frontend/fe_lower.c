@@ -316,10 +316,18 @@ static int fe_model_tensor(fe_lower *L, fe_scope *s, const fe_name *n) {
   return -1;
 }
 
+/* An output is computed by the model: a name bound to a literal (`v = 0`) has no buffer, no
+ * node and no name of its own (it prints as `%const0`, which does not read back), so it is
+ * refused. Found by fuzz_frontend. */
 static void fe_decl_output(fe_lower *L, fe_scope *s, const fe_stmt *a) {
   for (const fe_name *n = a->names; n; n = n->next) {
     int t = fe_model_tensor(L, s, n);
     if (t < 0) continue;
+    if (ir_tensor_at(L->g, t)->kind == IR_T_CONST) {
+      ir_error(L->d, n->loc, "'%s' is a constant (%g); an output must be computed from the model's inputs or parameters",
+               n->name, (double)ir_tensor_at(L->g, t)->value);
+      continue;
+    }
     for (int i = 0; i < L->g->outputs.len; i++)
       if (IR_VEC_AT(L->g->outputs, int, i) == t) { ir_error(L->d, n->loc, "'%s' is already an output", n->name); t = -1; break; }
     if (t >= 0) *(int *)ir_vec_push(&L->g->outputs) = t;
