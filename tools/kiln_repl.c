@@ -79,8 +79,7 @@ static int repl_bind_inputs(repl *r, const ir_graph *g, kiln_array **bound) {
     const ir_tensor *x = ir_tensor_at(g, t);
     if (x->kind == IR_T_INPUT) bound[t] = repl_find(r, x->name)->a;
     if (x->kind == IR_T_PARAM || x->kind == IR_T_AUX)
-      return api_fail("<repl>:%d: error: '%s' would be a parameter, but arrays create none; pass it as an array (e.g. from :rand)",
-                      r->stmt, x->name);
+      return api_fail("'%s' would be a parameter, but arrays create none; pass it as an array (e.g. from :rand)", x->name);
   }
   return KILN_OK;
 }
@@ -138,7 +137,7 @@ static int repl_lower_stmt(repl *r, const char *lead, const char *stmt, char **t
 static int repl_assign(repl *r, const char *text, char **targets, int n) {
   for (int i = 0; i < n; i++)
     if (repl_find(r, targets[i]))   /* a new value for an old name: lower under a fresh one */
-      return api_fail("<repl>: error: '%s' is already defined; the language assigns a name once (:reset starts over)", targets[i]);
+      return api_fail("'%s' is already defined; the language assigns a name once (:reset starts over)", targets[i]);
   return repl_lower_stmt(r, "", text, targets, n);
 }
 
@@ -461,6 +460,25 @@ static void repl_trim(char *text) {
   while (n && (text[n - 1] == '\n' || text[n - 1] == ' ' || text[n - 1] == '\t' || text[n - 1] == '\r')) text[--n] = 0;
 }
 
+/* An error of statement number n (its first line p) on stderr, as the language's diagnostics read:
+ * `<repl>:LINE:COL: error: ...`, the line, a caret. A message the front end already located
+ * (`<repl>:7:10: ...` with its own caret lines) goes out as it is; any other (a command's, a
+ * run's) loses its own prefix and is located at the start of the input. */
+static void repl_report(int n, const char *p, const char *msg) {
+  int line, col, used = 0;
+  if (msg && sscanf(msg, "<repl>:%d:%d:%n", &line, &col, &used) == 2 && used > 0) {
+    fprintf(stderr, "%s\n", msg);
+    return;
+  }
+  if (!msg) msg = "out of memory";
+  if (sscanf(msg, "<repl>:%d:%n", &line, &used) == 1 && used > 0) msg += used;
+  else if (!strncmp(msg, "<repl>:", 7)) msg += 7;
+  while (*msg == ' ') msg++;
+  if (!strncmp(msg, "kiln: ", 6)) msg += 6;
+  if (!strncmp(msg, "error: ", 7)) msg += 7;
+  fprintf(stderr, "<repl>:%d:1: error: %s\n  %s\n  ^\n", n, msg, p);
+}
+
 /* One complete input: a command or a statement. Errors go to stderr; the session goes on. */
 static bool repl_run(repl *r, char *text) {
   bool quit = false;
@@ -474,6 +492,8 @@ static bool repl_run(repl *r, char *text) {
   double t0 = kiln_now();
   kiln_session_interrupt(r->s, 0);   /* a Ctrl-C from before this statement is not for it */
   repl_running = r->s;
+  char shown[256];   /* the input's first line, for an error: a command cuts p into words */
+  snprintf(shown, sizeof shown, "%.*s", (int)strcspn(p, "\n"), p);
   int rc = *p == ':' ? repl_command(r, p, &quit) : repl_statement(r, p);
   repl_running = NULL;
   char *msg = rc ? api_strdup(kiln_last_error()) : NULL;   /* the stats call below clears it */
@@ -482,7 +502,7 @@ static bool repl_run(repl *r, char *text) {
     printf("(%.2f ms: front end, %s and run)\n", (kiln_now() - t0) * 1e3, misses1 > misses0 ? "compile" : "cached code");
   }
   fflush(stdout);
-  if (rc) fprintf(stderr, "%s%s\n", msg && strstr(msg, "error:") ? "" : "error: ", msg ? msg : "out of memory"), r->failed = true;
+  if (rc) repl_report(r->stmt, shown, msg), r->failed = true;
   free(msg);
   fflush(stderr);
   return quit;
