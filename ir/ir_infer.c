@@ -116,7 +116,7 @@ static bool ir_infer_is_read(const ir_graph *g, int ti) {
 /* After the nodes: parameters nothing gave a shape, and a train target that is no scalar.
  * A parameter some node reads lacks a shape only because that node failed or was skipped,
  * which is reported already. */
-static int ir_infer_finish(ir_graph *g, ir_diag *d) {
+static int ir_infer_finish(ir_graph *g, ir_diag *d, int node_errors) {
   int errors = 0;
   for (int i = 0; i < ir_ntensors(g); i++) {
     ir_tensor *t = ir_tensor_at(g, i);
@@ -125,7 +125,10 @@ static int ir_infer_finish(ir_graph *g, ir_diag *d) {
       errors++;
     }
   }
-  if (g->loss >= 0 && d->errors == 0) {
+  /* Only when every node of this graph inferred (a failed one leaves the loss without a
+   * shape): counted here, not by d->errors, which also holds an earlier model's errors (a
+   * second model then went unchecked; fuzz_frontend finding). */
+  if (g->loss >= 0 && node_errors == 0 && errors == 0) {
     const ir_tensor *t = ir_tensor_at(g, g->loss);
     if (t->shape.rank != 0 || t->dtype != K_F32) {
       char ty[128];
@@ -142,5 +145,5 @@ int ir_infer_one(ir_graph *g, ir_diag *d, int i) { return ir_infer_node(g, d, ir
 int ir_infer_shapes(ir_graph *g, ir_diag *d) {
   int errors = 0;
   for (int i = 0; i < ir_nnodes(g); i++) errors += ir_infer_node(g, d, ir_node_at(g, i));
-  return errors + ir_infer_finish(g, d);
+  return errors + ir_infer_finish(g, d, errors);
 }
