@@ -48,7 +48,7 @@ static struct {
   atomic_ullong gen;            /* bumped at every publish, so a worker joins a job once */
   atomic_int active;            /* workers that may be reading g_pool.job or running its chunks */
   atomic_int sleepers;          /* workers blocked (or about to block) on work_cv */
-  atomic_int caller_sleeps;     /* the caller is blocked (or about to block) on done_cv */
+  atomic_int caller_sleeps;     /* callers blocked (or about to block) on done_cv: 0 or 1 */
   atomic_int stop;              /* workers exit */
   int nworkers;                 /* started workers */
   pthread_t *workers;
@@ -144,15 +144,15 @@ static int k_par_news(void *arg) {
   return atomic_load(&g_pool.stop) || atomic_load(&g_pool.gen) != w->seen;
 }
 
-/* Waits for a generation other than w->seen (or stop): polls, then sleeps on work_cv. The
- * sleeper count is raised before the last look at gen, and a publisher bumps gen before it
- * reads the count, so one of the two always sees the other. */
-static void k_par_await_work(k_par_watch *w) {
-  if (k_par_spin(k_par_news, w)) return;
+/* Waits until done(arg): polls, then sleeps on cv with *sleeping raised. The count is raised
+ * before the last look at the condition, and whoever makes it true changes it before reading
+ * the count, so one of the two always sees the other (and then signals under the mutex). */
+static void k_par_await(int (*done)(void *), void *arg, atomic_int *sleeping, pthread_cond_t *cv) {
+  if (k_par_spin(done, arg)) return;
   pthread_mutex_lock(&g_pool.mu);
-  atomic_fetch_add(&g_pool.sleepers, 1);
-  while (!k_par_news(w)) pthread_cond_wait(&g_pool.work_cv, &g_pool.mu);
-  atomic_fetch_sub(&g_pool.sleepers, 1);
+  atomic_fetch_add(sleeping, 1);
+  while (!done(arg)) pthread_cond_wait(cv, &g_pool.mu);
+  atomic_fetch_sub(sleeping, 1);
   pthread_mutex_unlock(&g_pool.mu);
 }
 
@@ -170,7 +170,7 @@ static void *k_par_worker(void *arg) {
   t_inside = 1;
   k_par_watch w = {0};
   for (;;) {
-    k_par_await_work(&w);
+    k_par_await(k_par_news, &w, &g_pool.sleepers, &g_pool.work_cv);   /* a new generation, or stop */
     if (atomic_load(&g_pool.stop)) break;
     /* Announce first, then read the job: a caller that saw active == 0 after unpublishing
      * has made this read return NULL or a newer job. */
@@ -186,16 +186,6 @@ static void *k_par_worker(void *arg) {
 static int k_par_idle(void *arg) {
   (void)arg;
   return atomic_load(&g_pool.active) == 0;
-}
-
-/* The caller, out of chunks, waits for the workers still running some: polls, then sleeps. */
-static void k_par_await_workers(void) {
-  if (k_par_spin(k_par_idle, NULL)) return;
-  pthread_mutex_lock(&g_pool.mu);
-  atomic_store(&g_pool.caller_sleeps, 1);
-  while (!k_par_idle(NULL)) pthread_cond_wait(&g_pool.done_cv, &g_pool.mu);
-  atomic_store(&g_pool.caller_sleeps, 0);
-  pthread_mutex_unlock(&g_pool.mu);
 }
 
 /* ---- the pool's life ---------------------------------------------------------------------- */
@@ -259,7 +249,7 @@ static void k_par_run_pooled(k_job *j) {
   k_par_run_chunks(j);
   t_inside = 0;
   atomic_store(&g_pool.job, NULL);
-  k_par_await_workers();
+  k_par_await(k_par_idle, NULL, &g_pool.caller_sleeps, &g_pool.done_cv);   /* the workers still running chunks */
 }
 
 void k_parallel_for(int64_t n, int64_t grain, k_range_fn fn, void *ctx) {
