@@ -226,18 +226,24 @@ static void k_pool_s2_backward_plane(const k_pool_geom *g, const float *x, const
     }
 }
 #pragma GCC pop_options
+#endif
 
-/* Whether a plane of g runs in strips: max, column stride 2, windows of at most 3 columns that
- * lie wholly inside the input (no padding, no ceil_mode window past the end), AVX-512. */
-static int k_pool_s2_applies(const k_pool_geom *g, int is_max) {
+/* Whether the planes of g run in strips (decided once a call): max, column stride 2, windows
+ * of at most 3 columns that lie wholly inside the input (no padding, no ceil_mode window past
+ * the end), an AVX-512 CPU. */
+static int k_pool_strips(const k_pool_geom *g, int is_max) {
+#ifdef K_POOL_S2
   __builtin_cpu_init();
   int inside = 2 * (g->OW - 1) + g->kw <= g->W && g->sh * (g->OH - 1) + g->kh <= g->H;
   return is_max && g->sw == 2 && g->kw <= 3 && g->ph == 0 && g->pw == 0 && g->OW > 0 && g->OH > 0 && inside &&
          __builtin_cpu_supports("avx512f");
-}
+#else
+  (void)g, (void)is_max;
+  return 0;
 #endif
+}
 
-typedef struct { const k_call *c; k_pool_geom g; int is_max; } k_pool_job;
+typedef struct { const k_call *c; k_pool_geom g; int is_max, strips; } k_pool_job;
 
 /* Planes per chunk: about 16K input elements each, so small maps do not pay one wake-up each. */
 static int64_t k_pool_grain(const k_pool_geom *g) {
@@ -254,7 +260,7 @@ static void k_pool_forward_planes(void *ctx, int64_t lo, int64_t hi) {
     const float *x = (const float *)j->c->in[0].data + pl * g->H * g->W;
     float *y = (float *)j->c->out[0].data + pl * g->OH * g->OW;
 #ifdef K_POOL_S2
-    if (k_pool_s2_applies(g, j->is_max)) {
+    if (j->strips) {
       k_pool_s2_forward_plane(g, x, y, r);
       continue;
     }
@@ -275,7 +281,8 @@ static void k_pool_forward_planes(void *ctx, int64_t lo, int64_t hi) {
 int k_pooling_forward(const k_call *c) {
   const k_pool_param *p = c->param;
   if (c->req[0] == kNullOp) return 0;
-  k_pool_job j = {c, k_pool_geometry(&c->in[0].shape, &c->out[0].shape, p), p->pool_type == K_POOL_MAX};
+  k_pool_job j = {c, k_pool_geometry(&c->in[0].shape, &c->out[0].shape, p), p->pool_type == K_POOL_MAX, 0};
+  j.strips = k_pool_strips(&j.g, j.is_max);
   k_parallel_for(j.g.planes, k_pool_grain(&j.g), k_pool_forward_planes, &j);
   return 0;
 }
@@ -351,7 +358,7 @@ static void k_pool_backward_planes(void *ctx, int64_t lo, int64_t hi) {
     float *dx = (float *)j->c->out[0].data + pl * g->H * g->W;
     if (j->c->req[0] != kAddTo) memset(dx, 0, (size_t)(g->H * g->W) * sizeof(float));
 #ifdef K_POOL_S2
-    if (k_pool_s2_applies(g, j->is_max)) {
+    if (j->strips) {
       k_pool_s2_backward_plane(g, x, dy, dx);
       continue;
     }
@@ -372,7 +379,8 @@ static void k_pool_backward_planes(void *ctx, int64_t lo, int64_t hi) {
 int k_pooling_backward(const k_call *c) {
   const k_pool_param *p = c->param;
   if (c->req[0] == kNullOp) return 0;
-  k_pool_job j = {c, k_pool_geometry(&c->in[1].shape, &c->in[0].shape, p), p->pool_type == K_POOL_MAX};
+  k_pool_job j = {c, k_pool_geometry(&c->in[1].shape, &c->in[0].shape, p), p->pool_type == K_POOL_MAX, 0};
+  j.strips = k_pool_strips(&j.g, j.is_max);
   k_parallel_for(j.g.planes, k_pool_grain(&j.g), k_pool_backward_planes, &j);
   return 0;
 }
