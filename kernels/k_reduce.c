@@ -21,10 +21,10 @@ static k_shape k_reduce_keep(const k_shape *x, const k_reduce_param *p) {
   return k;
 }
 
-/* max and min on the same view, NaN winning (torch.amax, torch.amin): the column form keeps a
- * running row t, the row form K_LANES lanes; one definition for both, by the combining
- * function. */
-#define K_EXTREMUM_REDUCERS(name, combine)                                                            \
+/* A reduction that folds its group with one function (the first element as it is): the column
+ * form keeps a running row t, the row form K_LANES lanes. max and min here, NaN winning
+ * (torch.amax, torch.amin); prod below. */
+#define K_FOLD_REDUCERS(name, combine)                                                            \
   K_VEC_TARGETS static void k_##name##_cols(float *restrict t, int first, k_bsrc s, int64_t n, int64_t s1, \
                                             int64_t s2) {                                            \
     if (first) for (int64_t k = 0; k < n; k++) t[k] = s.og[k];                                      \
@@ -36,9 +36,8 @@ static k_shape k_reduce_keep(const k_shape *x, const k_reduce_param *p) {
       for (int i = 0; i < K_LANES; i++) l[i] = combine(l[i], s.og[k + i]);                          \
     for (int i = 0; k + i < n; i++) l[i] = combine(l[i], s.og[k + i]);                              \
   }
-K_EXTREMUM_REDUCERS(max, k_vec_max2)
-K_EXTREMUM_REDUCERS(min, k_vec_min2)
-#undef K_EXTREMUM_REDUCERS
+K_FOLD_REDUCERS(max, k_vec_max2)
+K_FOLD_REDUCERS(min, k_vec_min2)
 
 /* x reduced onto out (the keepdims shape's nk elements) by r under req; x2 is read by r's
  * post at each output position (keepdims too). */
@@ -267,18 +266,9 @@ static void k_spread(const k_call *c, k_group g, k_spread_fn fn) {
 
 /* prod: the product in lanes multiplied pairwise; the backward's zero count and product of
  * the nonzero elements per group. */
-K_VEC_TARGETS static void k_prod_cols(float *restrict t, int first, k_bsrc s, int64_t n, int64_t s1,
-                                      int64_t s2) {
-  if (first) for (int64_t k = 0; k < n; k++) t[k] = s.og[k];
-  else for (int64_t k = 0; k < n; k++) t[k] *= s.og[k];
-}
-
-K_VEC_TARGETS static void k_prod_rows(float *restrict l, k_bsrc s, int64_t n, int64_t s1, int64_t s2) {
-  int64_t k = 0;
-  for (; k + K_LANES <= n; k += K_LANES)
-    for (int i = 0; i < K_LANES; i++) l[i] *= s.og[k + i];
-  for (int i = 0; k + i < n; i++) l[i] *= s.og[k + i];
-}
+static inline float k_mul2(float a, float b) { return a * b; }
+K_FOLD_REDUCERS(prod, k_mul2)
+#undef K_FOLD_REDUCERS
 
 K_VEC_TARGETS static void k_zeros_cols(float *restrict t, int first, k_bsrc s, int64_t n, int64_t s1,
                                        int64_t s2) {
