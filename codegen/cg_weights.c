@@ -91,23 +91,13 @@ static void cg_w_build(Elf64_Ehdr *eh, cg_w_tail *t, int64_t blob) {
   eh->e_shnum = CG_W_NSECT, eh->e_shstrndx = CG_W_SHSTRTAB;
 }
 
-static int cg_w_write(int fd, const void *p, size_t n) {
-  const char *c = p;
-  while (n) {
-    ssize_t w = write(fd, c, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return 1;
-    c += w, n -= (size_t)w;
-  }
-  return 0;
-}
-
 /* Each tensor's data from where the descriptor points, then zeros up to the next offset. */
 static int cg_w_blob(int fd, const rt_model_desc *d) {
   static const char zeros[CG_WEIGHTS_ALIGN];
   for (int i = 0; i < d->ntensors; i++) {
     int64_t n = cg_weights_bytes(&d->tensors[i]);
-    if (n && (cg_w_write(fd, d->tensors[i].data, (size_t)n) || cg_w_write(fd, zeros, (size_t)(cg_weights_round(n) - n))))
+    if (n && (rt_file_write_fully(fd, d->tensors[i].data, (size_t)n) ||
+              rt_file_write_fully(fd, zeros, (size_t)(cg_weights_round(n) - n))))
       return 1;
   }
   return 0;
@@ -120,7 +110,7 @@ int cg_write_weights(const rt_model_desc *d, const char *model_obj, const char *
   cg_w_build(&eh, &tail, cg_weights_layout(d, NULL));
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return rt_errf(err, n, "cannot write '%s': %s", path, strerror(errno));
-  int bad = cg_w_write(fd, &eh, sizeof eh) || cg_w_blob(fd, d) || cg_w_write(fd, &tail, sizeof tail);
+  int bad = rt_file_write_fully(fd, &eh, sizeof eh) || cg_w_blob(fd, d) || rt_file_write_fully(fd, &tail, sizeof tail);
   int e = errno;
   if (close(fd) && !bad) bad = 1, e = errno;
   return bad ? rt_errf(err, n, "cannot write '%s': %s", path, strerror(e ? e : EIO)) : 0;

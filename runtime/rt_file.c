@@ -60,7 +60,7 @@ int rt_file_read_all(const char *path, void **data, size_t *len, char *err, size
   return 0;
 }
 
-static int write_fully(int fd, const void *data, size_t len) {
+int rt_file_write_fully(int fd, const void *data, size_t len) {
   const char *p = data;
   while (len > 0) {
     ssize_t w = write(fd, p, len);
@@ -101,7 +101,7 @@ int rt_file_write_atomic(const char *path, const rt_iovec *parts, int nparts, ch
     return -1;
   }
   int bad = fchmod(fd, 0644);  /* mkstemp makes 0600; a weights file is meant to be shared */
-  for (int i = 0; i < nparts && !bad; i++) bad = write_fully(fd, parts[i].data, parts[i].len);
+  for (int i = 0; i < nparts && !bad; i++) bad = rt_file_write_fully(fd, parts[i].data, parts[i].len);
   if (!bad) bad = fsync(fd);
   int saved = errno;
   if (close(fd) != 0 && !bad) bad = -1, saved = errno;

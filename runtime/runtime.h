@@ -192,6 +192,8 @@ typedef struct { const void *data; size_t len; } rt_iovec;
 int rt_file_read_all(const char *path, void **data, size_t *len, char *err, size_t err_len);
 int rt_file_write_atomic(const char *path, const rt_iovec *parts, int nparts, char *err,
                          size_t err_len);
+/* All len bytes to fd (short writes and EINTR retried); 0, or -1 with errno set. */
+int rt_file_write_fully(int fd, const void *data, size_t len);
 /* Writes a message into err (when err is not NULL) and returns 1: the one fail-with-message
  * helper of every layer from here up (codegen and the executor use it too). */
 int rt_errf(char *err, size_t err_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
