@@ -35,16 +35,11 @@ int api_record_node(kiln_session *s, const ir_graph *g, const ir_node *n, kiln_a
   return rc;
 }
 
-/* The tensors the outputs need, marked by a walk back over the nodes. */
+/* The tensors the outputs need. */
 static bool *api_record_needed(const ir_graph *g) {
   bool *need = calloc((size_t)ir_ntensors(g) + 1, 1);
   for (int i = 0; need && i < g->outputs.len; i++) need[IR_VEC_AT(g->outputs, int, i)] = true;
-  for (int i = ir_nnodes(g) - 1; need && i >= 0; i--) {
-    const ir_node *n = ir_node_at(g, i);
-    bool used = false;
-    for (int j = 0; j < n->nout; j++) used |= n->out[j] >= 0 && need[n->out[j]];
-    for (int j = 0; used && j < n->nin; j++) need[n->in[j]] = true;
-  }
+  if (need) ir_graph_mark_needed(g, need);
   return need;
 }
 

@@ -215,6 +215,10 @@ const char *ir_node_kind_name(const ir_node *n);
  * the inputs its entry point takes. Writes at most max indices to idx (idx may be NULL) and
  * returns how many there are, or -1 without memory. */
 int ir_graph_inputs(const ir_graph *g, int *idx, int max);
+/* need[t] (one per tensor) marks the roots on entry; on return also every tensor a node that
+ * writes a marked tensor reads, transitively: one walk back over the nodes, which are in
+ * topological order. Entry-point selection and the API's recording of predict use it. */
+void ir_graph_mark_needed(const ir_graph *g, bool *need);
 /* Whether node n overwrites the tensor in its input slot j (beyond its outputs): an update
  * its parameter and state, a forward node of a TRAIN graph its aux states (batch_norm's
  * moving statistics). Outputs written in place of an input are n->inplace, not this. */

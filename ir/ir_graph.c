@@ -173,6 +173,16 @@ static void ir_mark_reads(const ir_node *n, bool *read) {
   for (int s = 0; n->kind == IR_N_FUSED && s < n->nsub; s++) ir_mark_reads(&n->sub[s], read);
 }
 
+void ir_graph_mark_needed(const ir_graph *g, bool *need) {
+  for (int i = ir_nnodes(g) - 1; i >= 0; i--) {
+    const ir_node *n = ir_node_at(g, i);
+    bool used = false;
+    for (int j = 0; j < n->nout; j++) used |= n->out[j] >= 0 && need[n->out[j]];
+    for (int j = 0; used && j < n->nin; j++)
+      if (n->in[j] >= 0) need[n->in[j]] = true;
+  }
+}
+
 int ir_graph_inputs(const ir_graph *g, int *idx, int max) {
   bool *read = calloc((size_t)ir_ntensors(g) + 1, sizeof *read);
   if (!read) return -1;

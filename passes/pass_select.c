@@ -5,23 +5,13 @@
 
 #include <stdlib.h>
 
-static void pass_select_mark(const ir_graph *g, bool *need_t, int root) {
-  if (root >= 0) need_t[root] = true;
-  for (int i = ir_nnodes(g) - 1; i >= 0; i--) {
-    const ir_node *n = ir_node_at(g, i);
-    bool need = false;
-    for (int j = 0; j < n->nout; j++) need |= n->out[j] >= 0 && need_t[n->out[j]];
-    for (int j = 0; need && j < n->nin; j++)
-      if (n->in[j] >= 0) need_t[n->in[j]] = true;
-  }
-}
-
 int pass_select(ir_graph *g, pass_ctx *cx) {
   bool *need_t = calloc((size_t)ir_ntensors(g) + 1, sizeof(bool));
   if (!need_t) KILN_ICE("out of memory");
-  if (cx->mode == IR_MODE_TRAIN) pass_select_mark(g, need_t, g->loss);
-  else
-    for (int i = 0; i < g->outputs.len; i++) pass_select_mark(g, need_t, IR_VEC_AT(g->outputs, int, i));
+  if (cx->mode == IR_MODE_TRAIN && g->loss >= 0) need_t[g->loss] = true;
+  if (cx->mode != IR_MODE_TRAIN)
+    for (int i = 0; i < g->outputs.len; i++) need_t[IR_VEC_AT(g->outputs, int, i)] = true;
+  ir_graph_mark_needed(g, need_t);
   ir_vec kept = {.elem = sizeof(ir_node)};
   for (int i = 0; i < ir_nnodes(g); i++) {
     const ir_node *n = ir_node_at(g, i);
