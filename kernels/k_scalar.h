@@ -286,11 +286,37 @@ K_SF_INLINE float k_sf_softplus_grad(float og, float x, float y) {
   return x > 20.0f ? og : og * k_sf_sigmoid(x);
 }
 
-/* F.gelu, exact erf form: x * Phi(x). */
-K_SF_INLINE float k_sf_gelu(float x) { return 0.5f * x * (1.0f + k_vm_erf(x * 0.70710678118654752f)); }
+/* The standard normal's upper tail Q(a) = P(X > a) = erfc(a / sqrt 2) / 2 for a >= 0, as
+ * e^(-a^2/2) G(s) with s = a / (a + 3): G = Q e^(a^2/2) (Mills' ratio times the density's
+ * constant) is smooth on s in [0, 1), so one polynomial of degree 9 covers every a with no
+ * branch — a relative least-squares fit over a in [0, 14] whose coefficients were rounded to
+ * float one at a time (each refit after the one before was rounded), 1.2e-8 at most in exact
+ * arithmetic;
+ * Q is 0 in float past a = 14.2. s (not 1 - s) is the variable because it is exact where Q
+ * is largest, near a = 0. a is clamped to 16 for s (where Q is already 0) so that inf gives
+ * 0, not inf / inf; NaN reaches the result through e. *e gets e^(-a^2/2), which the normal's
+ * density needs too. */
+K_SF_INLINE float k_vm_normal_tail(float a, float *e) {
+  float ac = a < 16.0f ? a : 16.0f, s = ac / (ac + 3.0f);
+  float g = -0.159063086f + s * (0.0631119832f + s * (0.00753975566f + s * (0.085645102f + s * (
+            -0.0941305682f + s * 0.0274910592f))));
+  g = 0.5f + s * (-1.19682634f + s * (1.05314946f + s * (-0.286911696f + s * g)));
+  *e = k_vm_exp(-(0.5f * a) * a);
+  return *e * g;
+}
+
+/* F.gelu, exact erf form: x Phi(x), Phi(x) = 1 - Q(x) for x >= 0 and Q(-x) below: one exp
+ * and one division, where 0.5 x (1 + erf(x / sqrt 2)) evaluated both of erf's branches and
+ * cancelled for x < 0. -inf gives NaN (-inf times 0), as torch's formula does; +inf gives
+ * inf (the clamped ac times q = 0); +-0 keep their sign (x q). */
+K_SF_INLINE float k_sf_gelu(float x) {
+  float a = fabsf(x), e, q = k_vm_normal_tail(a, &e);
+  float ac = a < 16.0f ? a : 16.0f;   /* x - x q rounds better than x (1 - q); q = 0 past 16 */
+  return x > 0.0f ? x - ac * q : x * q;
+}
 K_SF_INLINE float k_sf_gelu_grad(float og, float x, float y) {
-  float cdf = 0.5f * (1.0f + k_vm_erf(x * 0.70710678118654752f));
-  float pdf = 0.39894228040143268f * k_vm_exp(-0.5f * x * x);
+  float e, q = k_vm_normal_tail(fabsf(x), &e);
+  float cdf = x >= 0.0f ? 1.0f - q : q, pdf = 0.39894228040143268f * e;
   return og * (cdf + x * pdf);
 }
 
