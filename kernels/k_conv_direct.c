@@ -52,6 +52,15 @@ typedef struct {
   int64_t rstep;          /* input rows per blocked row: 1, or sh for k_cd_skip_rows */
 } k_cd_geom;
 
+/* How a forward block stores its output vectors: the common tail of a blocked epilogue
+ * (k_epi_store) taken into the store, so no pass over the block follows. y = acc, plus res
+ * (blocked like y, read at y's offsets within the block; res + acc when swap) when res is
+ * set, then relu when asked. */
+typedef struct {
+  const float *res;
+  int swap, relu;
+} k_cd_store;
+
 /* The block functions of one vector width (k_conv_direct_isa.h documents the layouts). */
 typedef struct {
   const char *name;
@@ -63,9 +72,10 @@ typedef struct {
                     float *dst);
   void (*unpack_rows)(const float *src, int64_t W, int64_t srs, int64_t cn, int64_t len, float *dst,
                       int64_t ld, int add);
-  /* yb[n][fb .. fb+nf), nf = 1 or 2, plus bias (F floats, or NULL). */
+  /* yb[n][fb .. fb+nf), nf = 1 or 2, plus bias (F floats, or NULL), stored through st (NULL:
+   * as computed). */
   void (*fwd_block)(const k_cd_geom *g, const float *xb, const float *wf, const float *bias,
-                    float *yb, int64_t n, int64_t fb, int nf);
+                    float *yb, int64_t n, int64_t fb, int nf, const k_cd_store *st);
   /* dxb[n][cb .. cb+nc), nc = 1 or 2 (padded), from dyb and wd, overwritten. */
   void (*bwd_data_block)(const k_cd_geom *g, const float *dyb, const float *wd, float *dxb,
                          int64_t n, int64_t cb, int nc);
@@ -406,6 +416,8 @@ typedef struct {
   int64_t n0, ns;
   int64_t in_block, out_block, epi_block;   /* forward: the param's compiled layouts (0: NCHW) */
   const float *bias;     /* forward: the bias added to each output channel, or NULL */
+  int store_tail;        /* forward, blocked epilogue: it is all a k_epi_store, run in the store */
+  k_epi_store store;
 } k_cd_ctx;
 
 /* A pack task copies one channel block of one sample, a few KiB at batch 1: tasks are grouped
@@ -454,17 +466,20 @@ static void k_cd_task_fwd(void *p, int64_t lo, int64_t hi) {
   for (int64_t i = lo; i < hi; i++) {
     int64_t n = i / pairs, fb = i % pairs * 2;
     int nf = fb + 1 < g->Fb ? 2 : 1;
-    t->isa->fwd_block(g, t->b.xb, t->b.w, t->bias, t->b.yb, n, fb, nf);
-    if (t->epi_block) {   /* on yb (the output tensor itself when out_block), before any unpacking */
-      int64_t at = ((t->n0 + n) * g->Fb + fb) * ysz * g->V;
+    /* the blocked epilogue runs on yb (the output tensor itself when out_block), before any
+     * unpacking: in the store when it is a k_epi_store, else as a pass over the block */
+    int64_t at = ((t->n0 + n) * g->Fb + fb) * ysz * g->V;
+    k_cd_store st = {t->store.add_slot >= 0 ? (const float *)t->c->in[t->store.add_slot].data + at : NULL,
+                     t->store.add_swap, t->store.relu};
+    t->isa->fwd_block(g, t->b.xb, t->b.w, t->bias, t->b.yb, n, fb, nf, t->store_tail ? &st : NULL);
+    if (t->epi_block && !t->store_tail)
       k_epi_apply_blocked(t->c, t->b.yb + (n * g->Fb + fb) * ysz * g->V, at, at + nf * ysz * g->V, g->V);
-    }
     if (t->out_block) continue;
     for (int64_t j = fb; j < fb + nf; j++)
       k_cd_unpack_block(t->isa, t->b.yb + (n * g->Fb + j) * ysz * g->V, g->F, g->OH, g->OW, 0, 0, j,
                         t->c->req[0], (float *)t->c->out[0].data + (t->n0 + n) * g->F * ysz);
-    int64_t f1 = (fb + nf) * g->V < g->F ? (fb + nf) * g->V : g->F, at = (t->n0 + n) * g->F;
-    if (!t->epi_block) k_epi_apply(t->c, (at + fb * g->V) * ysz, (at + f1) * ysz);   /* the channels just written */
+    int64_t f1 = (fb + nf) * g->V < g->F ? (fb + nf) * g->V : g->F, c0 = (t->n0 + n) * g->F;
+    if (!t->epi_block) k_epi_apply(t->c, (c0 + fb * g->V) * ysz, (c0 + f1) * ysz);   /* the channels just written */
   }
 }
 
@@ -613,7 +628,7 @@ int k_conv_direct_forward(const k_call *c) {
   int direct_in = p->in_block && g.ph == 0 && g.pw == 0;
   if (!direct_in) k_cd_skip_rows(&g);
   k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), c->in[0].data, 0, 0, p->in_block, p->out_block,
-                 p->epi_block, NULL};
+                 p->epi_block, NULL, 0, {-1, 0, 0}};
   float *xb = t.b.xb, *yb = t.b.yb;
   k_call folded;       /* the call with the folded step taken off its epilogue */
   k_epilogue tail;
@@ -624,6 +639,7 @@ int k_conv_direct_forward(const k_call *c) {
     folded.epi = tail.nsteps ? &tail : NULL;
     t.c = &folded;
   }
+  t.store_tail = p->epi_block && t.c->epi && k_epi_store_of(t.c->epi, &t.store);
   for (t.n0 = 0; t.n0 < g.N; t.n0 += g.S) {
     t.ns = g.N - t.n0 < g.S ? g.N - t.n0 : g.S;
     t.b.xb = direct_in ? (float *)t.src + t.n0 * g.Cb * g.Hp * g.Wp * g.V : xb;
@@ -655,7 +671,7 @@ int k_conv_direct_backward(const k_call *c) {
   const k_conv_param *p = c->param;
   const k_cd_isa *isa = k_cd_pick();
   k_cd_geom g = k_cd_geometry(&c->in[1].shape, &c->in[2].shape, p, isa->V);
-  k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), NULL, 0, 0, 0, 0, 0, NULL};
+  k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), NULL, 0, 0, 0, 0, 0, NULL, 0, {-1, 0, 0}};
   if (c->req[0] != kNullOp) k_cd_pack_weights(&g, c->in[2].data, 1, t.b.w);
   if (c->req[0] != kNullOp || c->req[1] != kNullOp)
     for (t.n0 = 0; t.n0 < g.N; t.n0 += g.S) {

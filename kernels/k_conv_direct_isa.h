@@ -137,10 +137,20 @@ static void KCD(unpack_rows)(const float *src, int64_t W, int64_t srs, int64_t c
 
 /* ---- forward ---------------------------------------------------------------------------- */
 
+/* v as a k_cd_store leaves it: plus r's vector (r + v when swapped; r NULL: no add), then
+ * relu — k_sf_add's and k_sf_relu's arithmetic, relu's select as a mask (x > 0 keeps x's
+ * bits, anything else, NaN included, gives +0), so the same bits as the epilogue's pass. */
+KCD_INLINE VEC KCD(store_tail)(VEC v, const float *r, int swap, int relu) {
+  if (r) v = swap ? KCD(ld)(r) + v : v + KCD(ld)(r);
+  if (relu) v = (VEC)((KCD(ivec))v & (v > (VEC){0}));
+  return v;
+}
+
 /* Output positions [ow0, ow0+T) of row oh, output-channel blocks fb (and fb+1 when NF = 2):
- * acc[t][j] = bias + sum over input blocks, taps and channels of x * w. */
+ * acc[t][j] = bias + sum over input blocks, taps and channels of x * w, stored through st. */
 KCD_INLINE void KCD(fwd_tile)(const k_cd_geom *g, const float *xn, const float *wf, VEC b0, VEC b1,
-                              float *y, int64_t oh, int64_t ow0, int T, int NF, int SW) {
+                              float *y, const k_cd_store *st, int64_t oh, int64_t ow0, int T, int NF,
+                              int SW) {
   VEC a0[K_CD_F1 > K_CD_FT ? K_CD_F1 : K_CD_FT], a1[K_CD_FT];
   int64_t sw = SW ? SW : g->sw, xcs = g->Hp * g->Wp * K_CD_V, xrs = g->Wp * K_CD_V;
   int64_t wfs = g->Cb * g->kh * g->kw * K_CD_V * K_CD_V, ycs = g->OH * g->OW * K_CD_V;
@@ -166,6 +176,17 @@ KCD_INLINE void KCD(fwd_tile)(const k_cd_geom *g, const float *xn, const float *
       }
   }
   float *yo = y + (oh * g->OW + ow0) * K_CD_V;
+  if (st) {
+    const float *ro = st->res ? st->res + (oh * g->OW + ow0) * K_CD_V : NULL;
+#pragma GCC unroll 32
+    for (int t = 0; t < T; t++) {
+      KCD(st)(yo + t * K_CD_V, KCD(store_tail)(a0[t], ro ? ro + t * K_CD_V : NULL, st->swap, st->relu));
+      if (NF > 1)
+        KCD(st)(yo + ycs + t * K_CD_V,
+                KCD(store_tail)(a1[t], ro ? ro + ycs + t * K_CD_V : NULL, st->swap, st->relu));
+    }
+    return;
+  }
 #pragma GCC unroll 32
   for (int t = 0; t < T; t++) {
     KCD(st)(yo + t * K_CD_V, a0[t]);
@@ -175,9 +196,9 @@ KCD_INLINE void KCD(fwd_tile)(const k_cd_geom *g, const float *xn, const float *
 
 /* One row of output, cut into tiles of near-equal width (no more than K_CD_FT positions with
  * two vectors, K_CD_F1 with one), each tile width a compile-time constant. */
-#define KCD_FWD_CASE(T) case T: KCD(fwd_tile)(g, xn, wf, b0, b1, y, oh, ow, T, NF, SW); break;
+#define KCD_FWD_CASE(T) case T: KCD(fwd_tile)(g, xn, wf, b0, b1, y, st, oh, ow, T, NF, SW); break;
 KCD_INLINE void KCD(fwd_row)(const k_cd_geom *g, const float *xn, const float *wf, VEC b0, VEC b1,
-                             float *y, int64_t oh, int NF, int SW) {
+                             float *y, const k_cd_store *st, int64_t oh, int NF, int SW) {
   int64_t tmax = NF > 1 ? K_CD_FT : K_CD_F1;
   int64_t tiles = (g->OW + tmax - 1) / tmax;
   for (int64_t i = 0, ow = 0; i < tiles; i++) {
@@ -189,23 +210,24 @@ KCD_INLINE void KCD(fwd_row)(const k_cd_geom *g, const float *xn, const float *w
 }
 
 static void KCD(fwd_rows)(const k_cd_geom *g, const float *xn, const float *wf, VEC b0, VEC b1,
-                          float *y, int NF) {
+                          float *y, const k_cd_store *st, int NF) {
   for (int64_t oh = 0; oh < g->OH; oh++) {
     if (NF > 1) {
-      if (g->sw == 1) KCD(fwd_row)(g, xn, wf, b0, b1, y, oh, 2, 1);
-      else if (g->sw == 2) KCD(fwd_row)(g, xn, wf, b0, b1, y, oh, 2, 2);
-      else KCD(fwd_row)(g, xn, wf, b0, b1, y, oh, 2, 0);
+      if (g->sw == 1) KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 2, 1);
+      else if (g->sw == 2) KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 2, 2);
+      else KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 2, 0);
     } else {
-      if (g->sw == 1) KCD(fwd_row)(g, xn, wf, b0, b1, y, oh, 1, 1);
-      else if (g->sw == 2) KCD(fwd_row)(g, xn, wf, b0, b1, y, oh, 1, 2);
-      else KCD(fwd_row)(g, xn, wf, b0, b1, y, oh, 1, 0);
+      if (g->sw == 1) KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 1, 1);
+      else if (g->sw == 2) KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 1, 2);
+      else KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 1, 0);
     }
   }
 }
 
-/* yb[n][fb .. fb+nf) for nf = 1 or 2, from xb and wf; bias (F floats) may be NULL. */
+/* yb[n][fb .. fb+nf) for nf = 1 or 2, from xb and wf; bias (F floats) may be NULL; st (NULL:
+ * none) with its res at this block's first element. */
 static void KCD(fwd_block)(const k_cd_geom *g, const float *xb, const float *wf, const float *bias,
-                           float *yb, int64_t n, int64_t fb, int nf) {
+                           float *yb, int64_t n, int64_t fb, int nf, const k_cd_store *st) {
   VEC b0 = {0}, b1 = {0};
   if (bias) {
     b0 = KCD(ld_part)(bias + fb * K_CD_V, g->F - fb * K_CD_V);
@@ -214,7 +236,7 @@ static void KCD(fwd_block)(const k_cd_geom *g, const float *xb, const float *wf,
   const float *xn = xb + n * g->Cb * g->Hp * g->Wp * K_CD_V;
   const float *w = wf + fb * g->Cb * g->kh * g->kw * K_CD_V * K_CD_V;
   float *y = yb + (n * g->Fb + fb) * g->OH * g->OW * K_CD_V;
-  KCD(fwd_rows)(g, xn, w, b0, b1, y, nf);
+  KCD(fwd_rows)(g, xn, w, b0, b1, y, st, nf);
 }
 
 /* ---- backward: data gradient ------------------------------------------------------------ */

@@ -135,6 +135,17 @@ void k_epi_apply(const k_call *c, int64_t lo, int64_t hi) {
   if (c->epi) k_epi_run(c, (float *)c->out[0].data + lo, lo, hi, 0);
 }
 
+int k_epi_store_of(const k_epilogue *e, k_epi_store *t) {
+  int n = e ? e->nsteps : 0, i = 0;
+  *t = (k_epi_store){-1, 0, 0};
+  if (i < n && e->step[i].kind == K_EPI_BINARY && e->step[i].fn == K_EPI_FN_add && !e->step[i].scalar) {
+    t->add_slot = e->step[i].slot, t->add_swap = e->step[i].swap;
+    i++;
+  }
+  if (i < n && e->step[i].kind == K_EPI_UNARY && e->step[i].fn == K_EPI_FN_relu) t->relu = 1, i++;
+  return i == n;
+}
+
 void k_epi_apply_blocked(const k_call *c, float *y, int64_t lo, int64_t hi, int64_t V) {
   if (c->epi) k_epi_run(c, y, lo, hi, V);
 }

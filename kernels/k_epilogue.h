@@ -54,6 +54,19 @@ typedef struct k_epilogue {
 int k_epi_valid(const k_epilogue *e, int nin);
 /* K_EPI_FN_* of the elementwise op named `name`, or -1 when an epilogue cannot run it. */
 int k_epi_fn_lookup(const char *name);
+/* The tail a heavy kernel can apply to each vector as it stores it, instead of as a pass over
+ * the block: an add of a same-shaped operand (the residual of a ResNet block), then a relu,
+ * either one optional. The kernel computes them as k_sf_add (y + other, or other + y when
+ * swapped) and k_sf_relu (x > 0 ? x : +0) do, so the bits are the epilogue's. */
+typedef struct {
+  int32_t add_slot;   /* the call's input slot of the added operand, or -1 */
+  int32_t add_swap;   /* the running value is the add's second operand */
+  int32_t relu;
+} k_epi_store;
+
+/* Whether epilogue e (NULL: no steps) is exactly such a tail; if so fills *t. */
+int k_epi_store_of(const k_epilogue *e, k_epi_store *t);
+
 /* Runs c->epi's steps, in order, in place on elements [lo, hi) of c->out[0], which the heavy
  * kernel has just written; other operands and batch_norm's parameters come from c->in. Each
  * element's result depends on that element only, so any split into blocks gives the same bits. */

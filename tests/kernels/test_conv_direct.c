@@ -15,6 +15,7 @@
 #include "kt_harness.h"
 #include "k_conv_direct.h"
 #include "k_epilogue.h"
+#include "k_scalar.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -245,9 +246,11 @@ static void cd_from_blocked(const float *b, int64_t N, int64_t C, int64_t P, int
 }
 
 /* One forward with blocked input and/or output of width V under KILN_CONV=mode, the result
- * returned NCHW; rc of the kernel. */
-static int cd_forward_blocked(const cd_spec *s, cd_data *d, int64_t V, int in_b, int out_b, const char *mode,
-                              size_t temp_bytes, float *out, char *err, size_t errn) {
+ * returned NCHW; rc of the kernel. With epi, res (NCHW, the output's shape, blocked here like
+ * the output) is the call's last input, which epi's steps may name. */
+static int cd_forward_blocked_epi(const cd_spec *s, cd_data *d, int64_t V, int in_b, int out_b, const char *mode,
+                                  size_t temp_bytes, float *out, char *err, size_t errn, const k_epilogue *epi,
+                                  const float *res) {
   setenv("KILN_CONV", mode, 1);
   k_conv_param p = cd_param(s);
   p.in_block = in_b ? (int32_t)V : 0;
@@ -255,17 +258,25 @@ static int cd_forward_blocked(const cd_spec *s, cd_data *d, int64_t V, int in_b,
   int64_t P = (int64_t)s->H * s->W, OP = d->y.shape.d[2] * d->y.shape.d[3], Fb = (s->F + V - 1) / V;
   float *xb = in_b ? cd_to_blocked(d->x.data, s->N, s->C, P, V) : NULL;
   float *yb = out_b ? malloc((size_t)(s->N * Fb * OP * V) * sizeof(float)) : NULL;
-  k_tensor in[3] = {d->x, d->w, d->b}, o = d->y;
+  int nin = s->no_bias ? 2 : 3;
+  k_tensor in[4] = {d->x, d->w, d->b}, o = d->y;
   if (xb) in[0].data = xb;
+  float *rb = epi && res ? cd_to_blocked(res, s->N, s->F, OP, V) : NULL;
+  if (rb) in[nin++] = (k_tensor){rb, d->y.shape, K_F32};
   o.data = yb ? yb : out;
   k_req req = kWriteTo;
   size_t tb = temp_bytes ? temp_bytes : k_conv_temp_bytes(&d->x.shape, &d->w.shape, &p);
   void *temp = cd_temp(tb);
-  k_call c = {in, s->no_bias ? 2 : 3, &o, 1, &req, &p, temp, tb, 0, 0, 0, err, errn, NULL, NULL};
+  k_call c = {in, nin, &o, 1, &req, &p, temp, tb, 0, 0, 0, err, errn, NULL, epi};
   int rc = k_convolution_forward(&c);
   if (!rc && yb) cd_from_blocked(yb, s->N, s->F, OP, V, out);
-  free(temp), free(xb), free(yb);
+  free(temp), free(xb), free(yb), free(rb);
   return rc;
+}
+
+static int cd_forward_blocked(const cd_spec *s, cd_data *d, int64_t V, int in_b, int out_b, const char *mode,
+                              size_t temp_bytes, float *out, char *err, size_t errn) {
+  return cd_forward_blocked_epi(s, d, V, in_b, out_b, mode, temp_bytes, out, err, errn, NULL, NULL);
 }
 
 /* A blocked forward computes what the NCHW one does: the same bits on the same instruction
@@ -312,6 +323,49 @@ static void cd_blocked_refused(void) {
   KT_CHECK(cd_forward_blocked(s, &d, 16, 1, 1, "direct", 64, out, err, sizeof err) != 0 && strstr(err, "workspace"),
            "a too small workspace accepted (%s)", err);
   free(out);
+  cd_free(&d);
+}
+
+/* ---- an add and a relu taken into the blocked forward's store (k_epi_store) ---- */
+
+/* A blocked epilogue of a residual add and/or a relu runs in the forward tile's store; any
+ * other order runs as a pass over the block. Both give exactly the bits of k_sf_add and
+ * k_sf_relu applied to the plain convolution's output, a NaN in the residual included. */
+static void cd_store_tail(const cd_spec *s, int64_t V, const char *mode) {
+  cd_data d = cd_make(s);
+  int64_t n = k_shape_numel(&d.y.shape);
+  int slot = s->no_bias ? 2 : 3;
+  k_tensor r = kt_tensor_f32(d.y.shape, -1, 1, 41);
+  float *res = r.data, *conv = malloc((size_t)n * 4), *want = malloc((size_t)n * 4), *got = malloc((size_t)n * 4);
+  res[n / 3] = NAN;
+  char err[160] = "", what[200];
+  KT_CHECK(cd_forward_blocked(s, &d, V, 1, 1, mode, 0, conv, err, sizeof err) == 0, "%s: %s", s->name, err);
+  k_epi_step add = {.kind = K_EPI_BINARY, .fn = K_EPI_FN_add, .slot = slot};
+  k_epi_step relu = {.kind = K_EPI_UNARY, .fn = K_EPI_FN_relu};
+  k_epi_step swapped = add;
+  swapped.swap = 1;
+  const struct { const char *name; k_epilogue e; int store; } cases[] = {
+      {"add relu", {2, {add, relu}}, 1},    {"swapped add relu", {2, {swapped, relu}}, 1},
+      {"relu", {1, {relu}}, 1},             {"add", {1, {add}}, 1},
+      {"relu add (a pass)", {2, {relu, add}}, 0},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    const k_epilogue *e = &cases[k].e;
+    k_epi_store st;
+    snprintf(what, sizeof what, "%s V=%d %s: %s", s->name, (int)V, mode, cases[k].name);
+    KT_CHECK(k_epi_store_of(e, &st) == cases[k].store, "%s: store tail recognised wrongly", what);
+    for (int64_t i = 0; i < n; i++) {
+      float v = conv[i];
+      for (int j = 0; j < e->nsteps; j++)
+        v = e->step[j].kind == K_EPI_UNARY ? k_sf_relu(v) : e->step[j].swap ? k_sf_add(res[i], v) : k_sf_add(v, res[i]);
+      want[i] = v;
+    }
+    err[0] = 0;
+    KT_CHECK(cd_forward_blocked_epi(s, &d, V, 1, 1, mode, 0, got, err, sizeof err, e, res) == 0, "%s: %s", what, err);
+    KT_CHECK(memcmp(got, want, (size_t)n * 4) == 0, "%s: not the bits of the ops one after another", what);
+  }
+  free(conv), free(want), free(got);
+  kt_tensor_free(&r);
   cd_free(&d);
 }
 
@@ -405,6 +459,11 @@ int main(void) {
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
     if (specs[i].two_d) cd_blocked(&specs[i]);
   cd_blocked_refused();
+  for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
+    if (specs[i].two_d) {
+      cd_store_tail(&specs[i], 16, "direct");
+      cd_store_tail(&specs[i], 8, "direct-avx2");
+    }
   cd_fold_batch_norm(&specs[1]);    /* with a bias, channels that do not fill a vector */
   cd_fold_batch_norm(&specs[8]);    /* 1x1 stride 2, no bias */
   unsetenv("KILN_CONV");

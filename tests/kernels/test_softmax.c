@@ -110,10 +110,11 @@ static void test_large(void) {
   kt_tensor_free(&x);
 }
 
-/* Contiguous rows at every length around the 16-float vectors (a row of 1 included), each
- * written (kWriteTo) and added (kAddTo onto 1.0) against the double reference. */
+/* Contiguous rows at every length around the 16-float vectors (a row of 1 included) and the
+ * 256-float stack block, each written (kWriteTo) and added (kAddTo onto 1.0) against the double
+ * reference; softmax written has the bits of softmax added onto +0. */
 static void test_row_lengths(void) {
-  int64_t lens[] = {1, 2, 15, 16, 17, 31, 33, 64};
+  int64_t lens[] = {1, 2, 15, 16, 17, 31, 33, 64, 256, 300};
   char err[64];
   for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
     k_tensor x = kt_tensor_f32(kt_shape(2, 3, lens[k]), -4, 4, 60 + k);
@@ -133,6 +134,17 @@ static void test_row_lengths(void) {
                  "%s rows of %lld, req %d", is_log ? "log_softmax" : "softmax", (long long)lens[k], req);
       }
     }
+    float *blk = malloc((size_t)n * sizeof(float));
+    k_req wr = kWriteTo, ad = kAddTo;
+    k_tensor tb = {blk, x.shape, K_F32};
+    k_call cw = {&x, 1, &ty, 1, &wr, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+    k_call ca = {&x, 1, &tb, 1, &ad, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+    for (int64_t i = 0; i < n; i++) blk[i] = 0.0f;
+    k_softmax_forward(&cw);
+    k_softmax_forward(&ca);
+    KT_CHECK(memcmp(y, blk, (size_t)n * sizeof(float)) == 0, "softmax rows of %lld: written and added differ",
+             (long long)lens[k]);
+    free(blk);
     free(want);
     free(y);
     kt_tensor_free(&x);
