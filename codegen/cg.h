@@ -20,8 +20,9 @@
  *                     function's address into the descriptor
  *   cpu/cg_build.c    the pipeline: passes, descriptor, module, JIT or objects and link
  *                     (the C API and kiln compile use it)
- * There is no GPU back end yet; cg_fexpr.c keeps the fused groups free of LLVM so that one
- * can print them as CUDA C. */
+ *   cg_fexpr.c        the fused expression of a group, free of LLVM: cpu/cg_fused.c lowers it
+ *                     to LLVM IR, cuda/cg_cuda.c prints it as CUDA C
+ *   cuda/             the CUDA back end (cg_cuda.h): CUDA C, NVRTC, the descriptor retargeted */
 #ifndef KILN_CG_H
 #define KILN_CG_H
 
@@ -33,7 +34,13 @@ typedef struct {
   int opt_level;               /* 0..3: LLVM's default<O0..O3> pipelines */
   const char *cpu;             /* NULL: the host CPU */
   const char *features;        /* NULL: the host's features */
+  int target;                  /* RT_TARGET_CPU (0) or RT_TARGET_CUDA (codegen/cuda/) */
+  const char *gpu_arch;        /* CUDA: the PTX's architecture, NULL for sm_80 */
 } cg_options;
+
+/* The optional passes a target does without: the CUDA back end runs neither the CPU's
+ * epilogues (its GEMMs and convolutions are library calls) nor its channel-blocked layout. */
+uint32_t cg_target_disabled(int target);
 
 /* ---- cg_desc.c ---- */
 /* The descriptor of a model: tensors of the train graph when there is one (the predict
@@ -73,6 +80,10 @@ int cg_write_weights(const rt_model_desc *d, const char *model_obj, const char *
  * archives are taken from lib_dir (libkiln_runtime.a, libkiln_kernels.a) when $KILN_LIB_DIR
  * is unset; lib_dir NULL: the build tree's. 0, or nonzero with a message. */
 int cg_link_shared(const char *obj, const char *weights, const char *so_path, const char *lib_dir, char *err, size_t n);
+/* The same for a model of `target`: RT_TARGET_CUDA adds the CUDA runtime's archive
+ * (libkiln_runtime_cuda.a) and libdl (the CUDA libraries are opened at create). */
+int cg_link_shared_target(const char *obj, const char *weights, const char *so_path, const char *lib_dir, int target,
+                          char *err, size_t n);
 /* obj and weights as one relocatable object at out (cc -r), for --emit obj. */
 int cg_link_relocatable(const char *obj, const char *weights, const char *out, char *err, size_t n);
 
@@ -98,12 +109,14 @@ typedef struct {
   ir_graph *predict, *train;   /* compiled by the passes, with their plans */
   rt_model_desc *desc;
   cg_llvm *llvm;
+  char *gpu_src, *gpu_ptx;     /* CUDA: the program's CUDA C and its PTX (desc->gpu_module) */
 } cg_build;
 /* The passes for predict, and for train when lowered trains, less the optional passes whose
  * bit (1 << PASS_x) is set in disabled (kiln compile --disable); errors reported to d. */
 int cg_build_graphs(const ir_graph *lowered, uint32_t disabled, ir_diag *d, cg_build *b);
 /* From b's compiled graphs: the descriptor and (unless o is NULL: a header needs no code)
- * the module with the fused loops. */
+ * the module with the fused loops; for o->target CUDA, the GPU program (NVRTC) and a module
+ * that holds only the descriptor and the wrappers. */
 int cg_build_module(cg_build *b, const cg_options *o, char *err, size_t n);
 int cg_build_jit(cg_build *b, char *err, size_t n);    /* cg_optimize, then cg_jit */
 /* After cg_emit_aot and cg_optimize: the module's object and the weights object (when the

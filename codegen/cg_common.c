@@ -3,6 +3,10 @@
  * with the runtime's rt_errf. */
 #include "cg.h"
 
+uint32_t cg_target_disabled(int target) {
+  return target == RT_TARGET_CUDA ? (1u << PASS_epilogue) | (1u << PASS_layout) : 0;
+}
+
 void cg_fused_name(char *buf, size_t n, bool train, int step) {
-  snprintf(buf, n, "kiln_fused_%c%d", train ? 't' : 'p', step);
+  rt_fused_name(buf, n, train, step);
 }

@@ -74,10 +74,29 @@ static void cg_doc_tensors(const rt_model_desc *d, const rt_program *p, bool out
   }
 }
 
+/* A CUDA model's entry points on device pointers: cudaStream_t is `struct CUstream_st *`, so
+ * the header needs no CUDA header. */
+static void cg_header_device(const rt_model_desc *d, FILE *out) {
+  const char *N = d->name;
+  fprintf(out, "/* The same on device pointers (buffers in GPU memory): the model waits for the work queued on\n"
+               " * `stream` before it reads the inputs, and its outputs are complete when the call returns. */\n");
+  fprintf(out, "int %s_predict_device(%s *m", N, N);
+  cg_input_params(d, &d->predict, out);
+  cg_output_params(d, &d->predict, out);
+  fprintf(out, ", struct CUstream_st *stream);\n");
+  if (d->has_train) {
+    fprintf(out, "int %s_train_step_device(%s *m", N, N);
+    cg_input_params(d, &d->train, out);
+    fprintf(out, ", float *loss, struct CUstream_st *stream);   /* loss: a host pointer */\n");
+  }
+}
+
 static void cg_header_prototypes(const rt_model_desc *d, FILE *out) {
   const char *N = d->name;
   fprintf(out, "typedef struct %s %s;   /* weights, optimizer state, the planned arena */\n\n", N, N);
-  fprintf(out, "%s *%s_create(uint64_t seed);   /* weights from the declared initializers; NULL without memory */\n", N, N);
+  if (d->target == RT_TARGET_CUDA)
+    fprintf(out, "%s *%s_create(uint64_t seed);   /* on GPU 0; NULL on failure (no driver, no GPU, no memory): %s_error(NULL) says why */\n", N, N, N);
+  else fprintf(out, "%s *%s_create(uint64_t seed);   /* weights from the declared initializers; NULL without memory */\n", N, N);
   fprintf(out, "void %s_destroy(%s *m);\n", N, N);
   fprintf(out, "int %s_load(%s *m, const char *path);   /* safetensors; 0 on success */\n", N, N);
   fprintf(out, "int %s_save(const %s *m, const char *path);\n\n", N, N);
@@ -95,6 +114,7 @@ static void cg_header_prototypes(const rt_model_desc *d, FILE *out) {
     cg_input_params(d, &d->train, out);
     fprintf(out, ", float *loss);\n");
   }
+  if (d->target == RT_TARGET_CUDA) cg_header_device(d, out);
   fprintf(out, "int %s_set_lr(%s *m, float lr);\n", N, N);
   fprintf(out, "const char *%s_error(const %s *m);   /* message for the last nonzero return */\n\n", N, N);
 }

@@ -29,13 +29,17 @@ extern char **environ;
 #define KILN_BLAS_LIB "-lopenblas"
 #endif
 
+#ifndef KILN_RUNTIME_CUDA_ARCHIVE
+#define KILN_RUNTIME_CUDA_ARCHIVE "libkiln_runtime_cuda.a"
+#endif
 #define CG_MAX_ARGS 48
 
 typedef struct {
   char *argv[CG_MAX_ARGS + 1];
   int argc;
   char *cc_copy;               /* $CC split in place */
-  char runtime[4096], kernels[4096];
+  char runtime[4096], kernels[4096], cuda[4096];
+  int target;                  /* RT_TARGET_*: CUDA adds the CUDA runtime's archive and libdl */
 } cg_link_cmd;
 
 static void cg_arg(cg_link_cmd *c, const char *a) {
@@ -77,7 +81,9 @@ static void cg_archives(cg_link_cmd *c, const char *lib_dir) {
   if (dir && *dir) {
     snprintf(c->runtime, sizeof c->runtime, "%s/libkiln_runtime.a", dir);
     snprintf(c->kernels, sizeof c->kernels, "%s/libkiln_kernels.a", dir);
+    snprintf(c->cuda, sizeof c->cuda, "%s/libkiln_runtime_cuda.a", dir);
   } else {
+    snprintf(c->cuda, sizeof c->cuda, "%s", KILN_RUNTIME_CUDA_ARCHIVE);
     snprintf(c->runtime, sizeof c->runtime, "%s", KILN_RUNTIME_ARCHIVE);
     snprintf(c->kernels, sizeof c->kernels, "%s", KILN_KERNELS_ARCHIVE);
   }
@@ -92,6 +98,7 @@ static int cg_build_cmd(cg_link_cmd *c, const char *obj, const char *weights, co
   cg_archives(c, lib_dir);
   const char *head[] = {"-shared", "-o", tmp, obj, weights};
   for (int i = 0; i < 5 && head[i]; i++) cg_arg(c, head[i]);
+  if (c->target == RT_TARGET_CUDA) cg_arg(c, c->cuda), cg_arg(c, "-ldl");
   const char *fixed[] = {c->runtime, c->kernels, KILN_BLAS_LIB, "-lm",
                          "-lpthread", "-Wl,--exclude-libs,ALL", "-Wl,--no-undefined", "-Wl,--as-needed",
 #ifdef KILN_SANITIZE
@@ -164,11 +171,11 @@ static int cg_temp_path(const char *so_path, char *tmp, size_t n) {
 /* Builds the command (shared, or relocatable for --emit obj), runs it into a temporary name
  * beside out and renames that into place; mode is the output's permissions. */
 static int cg_link_to(const char *obj, const char *weights, const char *out, const char *lib_dir, bool shared, mode_t mode,
-                      char *err, size_t n) {
+                      int target, char *err, size_t n) {
   char tmp[4096], log[8192] = "";
   if (cg_temp_path(out, tmp, sizeof tmp))
     return snprintf(err, n, "cannot write '%s': %s", out, strerror(errno)), 1;
-  cg_link_cmd c = {.argc = 0};
+  cg_link_cmd c = {.argc = 0, .target = target};
   int rc;
   if (shared) rc = cg_build_cmd(&c, obj, weights, tmp, lib_dir) ? -1 : cg_spawn(c.argv, log, sizeof log);
   else {
@@ -189,9 +196,14 @@ static int cg_link_to(const char *obj, const char *weights, const char *out, con
 }
 
 int cg_link_shared(const char *obj, const char *weights, const char *so_path, const char *lib_dir, char *err, size_t n) {
-  return cg_link_to(obj, weights, so_path, lib_dir, true, 0777, err, n);
+  return cg_link_to(obj, weights, so_path, lib_dir, true, 0777, RT_TARGET_CPU, err, n);
+}
+
+int cg_link_shared_target(const char *obj, const char *weights, const char *so_path, const char *lib_dir, int target,
+                          char *err, size_t n) {
+  return cg_link_to(obj, weights, so_path, lib_dir, true, 0777, target, err, n);
 }
 
 int cg_link_relocatable(const char *obj, const char *weights, const char *out, char *err, size_t n) {
-  return cg_link_to(obj, weights, out, NULL, false, 0666, err, n);
+  return cg_link_to(obj, weights, out, NULL, false, 0666, RT_TARGET_CPU, err, n);
 }

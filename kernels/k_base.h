@@ -5,8 +5,21 @@
 #ifndef KILN_K_BASE_H
 #define KILN_K_BASE_H
 
+#ifdef __CUDACC_RTC__
+/* NVRTC (the GPU back end pastes these headers into its CUDA C) has no libc headers. */
+typedef unsigned long size_t;
+typedef signed char int8_t;
+typedef int int32_t;
+typedef long long int64_t;
+typedef unsigned char uint8_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+#define INT64_C(c) c##LL
+#define UINT64_C(c) c##ULL
+#else
 #include <stddef.h>
 #include <stdint.h>
+#endif
 
 #define K_MAX_RANK 6
 

@@ -4,7 +4,7 @@
 #ifndef KILN_K_PHILOX_H
 #define KILN_K_PHILOX_H
 
-#include <stdint.h>
+#include "k_base.h"   /* the integer types, also under NVRTC */
 
 typedef struct { uint32_t v[4]; } k_philox4;
 

@@ -14,7 +14,9 @@
 #ifndef KILN_K_SCALAR_H
 #define KILN_K_SCALAR_H
 
-#include <math.h>
+#ifndef __CUDACC_RTC__
+#include <math.h>   /* NVRTC has fabsf and sqrtf built in */
+#endif
 
 /* Every function here is forced inline under gcc (the kernels' compiler): its inliner weighs
  * each call site on its own and left k_vm_erf and k_vm_exp out of line in the gelu gradient
@@ -22,7 +24,9 @@
  * Only straight-line code gets inlined into vector loops, so the calls must all go. clang
  * (the bitcode, where cg_scalar_bc.c defines static and inline away) and other compilers see
  * plain `static inline`. */
-#if defined(__GNUC__) && !defined(__clang__)
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define K_SF_INLINE static __device__ __forceinline__   /* the GPU back end's device code */
+#elif defined(__GNUC__) && !defined(__clang__)
 #define K_SF_INLINE static inline __attribute__((always_inline))
 #else
 #define K_SF_INLINE static inline

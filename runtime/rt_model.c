@@ -18,6 +18,10 @@ uint32_t rt_fnv1a32(const char *s) {
   return h;
 }
 
+void rt_fused_name(char *buf, size_t n, int train, int step) {
+  snprintf(buf, n, "kiln_fused_%c%d", train ? 't' : 'p', step);
+}
+
 int rt_model_fail(rt_model *m, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -92,8 +96,7 @@ static int rt_tensors_valid(const rt_model_desc *d) {
   return 1;
 }
 
-/* NULL without memory, and for a descriptor of another ABI or one that is malformed. */
-rt_model *rt_model_create(const rt_model_desc *d, uint64_t seed) {
+rt_model *rt_model_new(const rt_model_desc *d, uint64_t seed, int run_on_cpu) {
   if (!d || !d->abi || strcmp(d->abi, RT_MODEL_ABI) != 0 || !rt_tensors_valid(d)) return NULL;
   rt_model *m = calloc(1, sizeof *m);
   if (!m) return NULL;
@@ -101,12 +104,20 @@ rt_model *rt_model_create(const rt_model_desc *d, uint64_t seed) {
   pthread_mutex_init(&m->mu, NULL);
   size_t nt = (size_t)d->ntensors + 1;
   m->tptr = calloc(nt, sizeof *m->tptr), m->ptr = calloc(nt, sizeof *m->ptr);
-  m->engine = rt_engine_create_from_env();
-  int bad = !m->engine || !m->tptr || !m->ptr || rt_model_storage(m) || rt_model_arena(m);
-  if (!bad) bad = rt_prog_state_init(&m->ps[0], m, &d->predict);
-  if (!bad && d->has_train) bad = rt_prog_state_init(&m->ps[1], m, &d->train);
+  int bad = !m->tptr || !m->ptr || rt_model_storage(m);
+  if (!bad && run_on_cpu) {
+    m->engine = rt_engine_create_from_env();
+    bad = !m->engine || rt_model_arena(m) || rt_prog_state_init(&m->ps[0], m, &d->predict) ||
+          (d->has_train && rt_prog_state_init(&m->ps[1], m, &d->train));
+  }
   if (bad) return rt_model_destroy(m), NULL;
   return m;
+}
+
+/* NULL without memory, and for a descriptor of another ABI or target or one that is malformed. */
+rt_model *rt_model_create(const rt_model_desc *d, uint64_t seed) {
+  if (!d || d->target != RT_TARGET_CPU) return NULL;   /* a CUDA model is created by rtc_model_create */
+  return rt_model_new(d, seed, 1);
 }
 
 void rt_model_destroy(rt_model *m) {

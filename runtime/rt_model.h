@@ -18,10 +18,18 @@
 #include "k_base.h"
 #include "k_params.h"
 
-#define RT_MODEL_ABI "kiln-model-2"   /* -2: rt_step gained epi, rt_tensor_info data */
+#define RT_MODEL_ABI "kiln-model-3"   /* -2: rt_step gained epi, rt_tensor_info data; -3: target, gpu_module */
 #define RT_CTR_INIT(i) ((uint64_t)(uint32_t)(i))
 #define RT_CTR_OP(step, hash) ((UINT64_C(1) << 63) | ((uint64_t)(step) & 0x7fffffffu) << 32 | (uint64_t)(hash))
 uint32_t rt_fnv1a32(const char *s);            /* FNV-1a over the bytes of s */
+/* "kiln_fused_p<step>" / "kiln_fused_t<step>": the symbol of a generated step's code (the
+ * CPU's fused loop, the GPU's kernel), which code generators and the CUDA runtime agree on. */
+void rt_fused_name(char *buf, size_t n, int train, int step);
+
+/* What the steps run on. CPU: FORWARD and BACKWARD steps call their kernel pointer, FUSED
+ * steps their loop. CUDA (runtime/cuda/rtc.h): FUSED steps launch the kernel named by
+ * rt_fused_name from gpu_module, the others run the GPU op table's entry for their op. */
+enum { RT_TARGET_CPU = 0, RT_TARGET_CUDA = 1 };
 
 enum { RT_ROLE_INPUT, RT_ROLE_PARAM, RT_ROLE_AUX, RT_ROLE_STATE, RT_ROLE_CONST, RT_ROLE_VALUE };
 /* Initializers, in the order of k_init_kind. */
@@ -83,6 +91,8 @@ typedef struct {
   float lr;
   k_sgd_param sgd;
   k_adam_param adam;
+  int32_t target;               /* RT_TARGET_* */
+  const char *gpu_module;       /* CUDA: the PTX of every kernel the steps launch (text) */
 } rt_model_desc;
 
 /* ---- rt_model.c: the ABI's behaviour. Every function validates its arguments, returns 0 on

@@ -56,11 +56,18 @@ struct rt_model {
 };
 
 /* rt_model.c */
+/* An instance: persistent tensors allocated and initialised; with run_on_cpu also the arena,
+ * the engine and the programs' run state (rt_model_create). The CUDA runtime keeps its
+ * weights' host copy, load, save and lookups in one made without (runtime/cuda). */
+rt_model *rt_model_new(const rt_model_desc *d, uint64_t seed, int run_on_cpu);
 int rt_model_fail(rt_model *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int rt_model_is_weight(const rt_tensor_info *t);        /* PARAM or AUX */
 int64_t rt_tensor_numel(const rt_tensor_info *t);
 
 /* rt_model_run.c */
+/* p's steps, slots, arena intervals, inputs and outputs are in range (what a descriptor
+ * from a .so must pass before anything runs it; every target checks it at create). */
+int rt_prog_valid(const rt_model_desc *d, const rt_program *p);
 int rt_prog_state_init(rt_prog_state *ps, rt_model *m, const rt_program *p);
 void rt_prog_state_free(rt_prog_state *ps);
 /* Every function that may change a weight (PARAM, AUX) calls this once it has (or may have):

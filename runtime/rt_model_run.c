@@ -58,7 +58,7 @@ static int rt_arena_valid(const rt_model_desc *d, const rt_program *p) {
   return 1;
 }
 
-static int rt_prog_valid(const rt_model_desc *d, const rt_program *p) {
+int rt_prog_valid(const rt_model_desc *d, const rt_program *p) {
   if (p->nsteps < 0 || (p->nsteps && !p->steps) || !p->offset || p->ninputs < 0 || p->noutputs < 0) return 0;
   if ((p->ninputs && !p->inputs) || (p->noutputs && !p->outputs) || !rt_arena_valid(d, p)) return 0;
   for (int i = 0; i < p->nsteps; i++)

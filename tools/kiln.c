@@ -66,8 +66,8 @@ static const kiln_command kiln_commands[] = {
    kiln_passes_main},
   {"compile", "build a model into a self-contained shared object and its C header",
    "usage: kiln compile FILE [-o LIB.so] [-D dim=N]... [--model NAME] [-O0|-O1|-O2|-O3]\n"
-   "                    [--emit ll|obj|c-header] [--cpu CPU] [--features F] [--target cpu|cuda]\n"
-   "                    [--disable PASS]...\n"
+   "                    [--emit ll|obj|c-header|ptx|cu] [--cpu CPU] [--features F]\n"
+   "                    [--target cpu|cuda] [--gpu-arch sm_XX] [--disable PASS]...\n"
    "\n"
    "Compiles the model's predict graph (and its train_step graph when it has a train statement)\n"
    "through the passes and the LLVM back end, and links the result with the Kiln runtime and\n"
@@ -75,15 +75,20 @@ static const kiln_command kiln_commands[] = {
    "BLAS, and writes NAME.h beside it: NAME_create/destroy/load/save/predict/train_step/\n"
    "set_lr/error and a NAME_<TENSOR>_SIZE constant per input and output.\n"
    "\n"
-   "  -o PATH          the output file (with --emit: the .ll, .o or .h itself)\n"
+   "  -o PATH          the output file (with --emit: the .ll, .o, .h, .ptx or .cu itself)\n"
    "  -D dim=N         rebind a dim declared in FILE (repeatable), e.g. -D batch=1\n"
    "  --model NAME     the model to compile (needed when FILE holds several)\n"
    "  -O0..-O3         LLVM optimisation level (default -O2)\n"
    "  --emit KIND      ll: LLVM IR text; obj: the object file (with the weights of an ONNX\n"
-   "                   model; the .ll refers to them as kiln_weights); c-header: only NAME.h\n"
+   "                   model; the .ll refers to them as kiln_weights); c-header: only NAME.h;\n"
+   "                   ptx: the GPU module of a CUDA model (implies --target cuda); cu: its\n"
+   "                   CUDA C, as given to NVRTC\n"
    "  --cpu CPU        target CPU (default: this host's), e.g. x86-64-v3, skylake\n"
    "  --features F     target features, e.g. +avx2,+fma (default: this host's)\n"
-   "  --target T       cpu (default); cuda is not available yet\n"
+   "  --target T       cpu (default), or cuda: the same ABI with the work on an NVIDIA GPU (the\n"
+   "                   .so opens the CUDA driver, cuBLAS and cuDNN when a model is created)\n"
+   "  --gpu-arch A     cuda: the PTX's architecture (default sm_80; the driver compiles it for\n"
+   "                   the GPU it finds, newer ones included)\n"
    "  --disable P      switch an optional pass off, as kiln passes --disable does (to time or\n"
    "                   compare what it changes)\n"
    "\n"
@@ -246,10 +251,10 @@ static int kiln_opt_binding(kiln_opts *o, const char *flag, const char *v, const
 }
 
 static int kiln_opt_emit(kiln_opts *o, const char *v) {
-  static const char *const kinds[] = {"ll", "obj", "c-header", "ptx", NULL};
+  static const char *const kinds[] = {"ll", "obj", "c-header", "ptx", "cu", NULL};
   for (int k = 0; v && kinds[k]; k++)
     if (strcmp(v, kinds[k]) == 0) return o->emit = v, 1;
-  return fprintf(stderr, "kiln compile: --emit is ll, obj, c-header or ptx%s%s%s\n", v ? " (got '" : "", v ? v : "",
+  return fprintf(stderr, "kiln compile: --emit is ll, obj, c-header, ptx or cu%s%s%s\n", v ? " (got '" : "", v ? v : "",
                  v ? "')" : ""), 2;
 }
 
@@ -268,6 +273,7 @@ static const char **kiln_build_slot(kiln_opts *o, const char *a) {
   if (compile && strcmp(a, "--cpu") == 0) return &o->cpu;
   if (compile && strcmp(a, "--features") == 0) return &o->features;
   if (compile && strcmp(a, "--target") == 0) return &o->target;
+  if (compile && strcmp(a, "--gpu-arch") == 0) return &o->gpu_arch;
   if (!compile && strcmp(a, "--weights") == 0) return &o->weights;
   return NULL;
 }
@@ -410,13 +416,20 @@ double kiln_now(void) {
 /* A code generator's message as an error of the command. */
 static void kiln_cg_error(ir_diag *d, const char *err) { ir_error(d, (ir_loc){0}, "%s", err); }
 
+/* --target cuda, or an --emit that only a CUDA model has. */
+static int kiln_target(const kiln_opts *o) {
+  bool gpu_emit = o->emit && (strcmp(o->emit, "ptx") == 0 || strcmp(o->emit, "cu") == 0);
+  return (o->target && strcmp(o->target, "cuda") == 0) || gpu_emit ? RT_TARGET_CUDA : RT_TARGET_CPU;
+}
+
 /* What compile and the JIT build for one model (codegen's one pipeline, cg_build): the
  * compiled graphs, the descriptor and, unless only the header is wanted, the LLVM module
  * holding the fused loops. */
 static int kiln_build_model(const ir_graph *lowered, const kiln_opts *o, bool llvm, ir_diag *d, cg_build *b) {
   char err[2048];
-  cg_options co = {.opt_level = o->opt_level, .cpu = o->cpu, .features = o->features};
-  if (cg_build_graphs(lowered, o->disabled, d, b)) return 1;
+  int target = kiln_target(o);
+  cg_options co = {.opt_level = o->opt_level, .cpu = o->cpu, .features = o->features, .target = target, .gpu_arch = o->gpu_arch};
+  if (cg_build_graphs(lowered, o->disabled | cg_target_disabled(target), d, b)) return 1;
   if (cg_build_module(b, llvm ? &co : NULL, err, sizeof err)) return kiln_cg_error(d, err), 1;
   return 0;
 }
@@ -519,14 +532,27 @@ static int kiln_link(cg_build *b, const char *so, ir_diag *d) {
 /* By --emit: the .ll, the .o, only the header, or (default) the .so and its header. */
 typedef struct { char out[4096], hdr[4096]; } kiln_paths;
 
+/* --emit ptx / cu: the CUDA model's GPU module or its CUDA C, written whole or not at all. */
+static int kiln_write_text(const char *text, const char *path, ir_diag *d) {
+  kiln_outs outs = {.n = 0};
+  const char *tmp = kiln_outs_add(&outs, path, d);
+  if (!tmp) return 1;
+  FILE *f = fopen(tmp, "w");
+  bool ok = f && fputs(text, f) >= 0;
+  if (f && fclose(f)) ok = false;
+  if (!ok) return ir_error(d, (ir_loc){0}, "cannot write '%s'", path), kiln_outs_discard(&outs), 1;
+  return kiln_outs_commit(&outs, d);
+}
+
 static int kiln_compile_emit(cg_build *b, const kiln_opts *o, const char *name, ir_diag *d, kiln_paths *p) {
   char err[2048], def[1024];
   const char *emit = o->emit ? o->emit : "so";
-  bool header = strcmp(emit, "c-header") == 0;
-  snprintf(def, sizeof def, header ? "%s.h" : strcmp(emit, "ll") == 0 ? "%s.ll" : strcmp(emit, "obj") == 0 ? "%s.o" : "lib%s.so", name);
+  bool header = strcmp(emit, "c-header") == 0, ptx = strcmp(emit, "ptx") == 0, cu = strcmp(emit, "cu") == 0;
+  snprintf(def, sizeof def, header ? "%s.h" : strcmp(emit, "ll") == 0 ? "%s.ll" : strcmp(emit, "obj") == 0 ? "%s.o" : ptx ? "%s.ptx" : cu ? "%s.cu" : "lib%s.so", name);
   const char *out = o->out ? o->out : def;
   snprintf(p->out, sizeof p->out, "%s", out);
   if (header) return kiln_write_header(b->desc, out, d);
+  if (ptx || cu) return kiln_write_text(ptx ? b->gpu_ptx : b->gpu_src, out, d);
   if (cg_emit_aot(b->llvm, b->desc, err, sizeof err) || cg_optimize(b->llvm, err, sizeof err))
     return kiln_cg_error(d, err), 1;
   if (strcmp(emit, "ll") == 0) return cg_write_ir(b->llvm, out, err, sizeof err) ? kiln_cg_error(d, err), 1 : 0;
@@ -555,9 +581,10 @@ static int kiln_compile_main(int argc, char **argv) {
   kiln_opts o = {.cmd = "compile", .print_after = -1, .opt_level = 2};
   int rc = kiln_args(argc, argv, &o);
   if (rc) return rc;
-  if ((o.target && strcmp(o.target, "cuda") == 0) || (o.emit && strcmp(o.emit, "ptx") == 0))
-    return fprintf(stderr, "kiln compile: the CUDA back end is not available yet; use --target cpu (the default)\n"),
-           kiln_free_defs(&o, 1);
+  if (o.target && strcmp(o.target, "cpu") == 0 && o.emit && (strcmp(o.emit, "ptx") == 0 || strcmp(o.emit, "cu") == 0))
+    return fprintf(stderr, "kiln compile: --emit %s is a CUDA model's; it needs --target cuda\n", o.emit), kiln_free_defs(&o, 2);
+  if (o.gpu_arch && kiln_target(&o) != RT_TARGET_CUDA)
+    return fprintf(stderr, "kiln compile: --gpu-arch is for --target cuda\n"), kiln_free_defs(&o, 2);
   o.one_model = o.out ? "compile" : NULL;          /* one -o names one shared object */
   return kiln_for_models(&o, kiln_compile_graph);
 }
@@ -686,6 +713,7 @@ static int kiln_run_api(const rt_model_api *api, const kiln_opts *o) {
   memset(ins, 0, sizeof ins);
   int rc = kiln_check_outputs(d, o) || kiln_read_inputs(d, o, ins);
   rt_model *m = rc ? NULL : api->create(d, o->seed);
+  if (!rc && !m && d->target == RT_TARGET_CUDA) rc = kiln_run_error("cannot create model '%s': %s\n", d->name, api->error(NULL));
   if (!rc && !m) rc = kiln_run_error("out of memory creating model '%s'\n", d->name);
   if (!rc && o->weights && api->load(m, o->weights))
     rc = kiln_run_error("%s: %s\n", o->weights, api->error(m));

@@ -29,7 +29,7 @@ typedef struct {
   bool stats, explain;
   uint32_t disabled;
   /* compile and run */
-  const char *out, *emit, *cpu, *features, *target, *weights;
+  const char *out, *emit, *cpu, *features, *target, *gpu_arch, *weights;
   int opt_level;
   uint64_t seed;
   const char *inputs[64], *outputs[64];  /* NAME=PATH */

@@ -55,7 +55,8 @@ static const cg_field cg_desc_fields[] = {
   CG_FIELD(CG_F_PROGRAM, rt_model_desc, predict), CG_FIELD(CG_F_I32, rt_model_desc, has_train),
   CG_FIELD(CG_F_PROGRAM, rt_model_desc, train), CG_FIELD(CG_F_I32, rt_model_desc, optim),
   CG_FIELD(CG_F_F32, rt_model_desc, lr), CG_FIELD(CG_F_SGD, rt_model_desc, sgd),
-  CG_FIELD(CG_F_ADAM, rt_model_desc, adam)};
+  CG_FIELD(CG_F_ADAM, rt_model_desc, adam), CG_FIELD(CG_F_I32, rt_model_desc, target),
+  CG_FIELD(CG_F_PTR, rt_model_desc, gpu_module)};
 static const cg_field cg_api_fields[] = {
   CG_FIELD(CG_F_PTR, rt_model_api, abi), CG_FIELD(CG_F_PTR, rt_model_api, desc),
   CG_FIELD(CG_F_PTR, rt_model_api, create), CG_FIELD(CG_F_PTR, rt_model_api, destroy),
@@ -255,7 +256,7 @@ static int cg_step_kernel(cg_aot *a, const rt_step *s, LLVMValueRef *out) {
 
 static int cg_step_fused(cg_aot *a, const rt_step *s, bool train, int i, LLVMValueRef *out) {
   *out = cg_null(a);
-  if (s->kind != RT_STEP_FUSED) return 0;
+  if (s->kind != RT_STEP_FUSED || a->d->target != RT_TARGET_CPU) return 0;   /* CUDA: a kernel of gpu_module */
   char name[64];
   cg_fused_name(name, sizeof name, train, i);
   LLVMValueRef fn = cg_fused_fn(a->m, name);
@@ -323,7 +324,7 @@ static int cg_descriptor(cg_aot *a) {
   LLVMValueRef adam[] = {cg_f32c(a, d->adam.beta1), cg_f32c(a, d->adam.beta2), cg_f32c(a, d->adam.eps), cg_f32c(a, d->adam.wd)};
   LLVMValueRef f[] = {cg_str(a, RT_MODEL_ABI), cg_str(a, d->name), cg_i32c(a, d->ntensors), tensors, predict,
                       cg_i32c(a, d->has_train), train, cg_i32c(a, d->optim), cg_f32c(a, d->lr),
-                      cg_struct_val(a, sgd, 2), cg_struct_val(a, adam, 4)};
+                      cg_struct_val(a, sgd, 2), cg_struct_val(a, adam, 4), cg_i32c(a, d->target), cg_str(a, d->gpu_module)};
   a->desc_ptr = cg_global(a, cg_struct_val(a, f, CG_N(f)), "desc", 16);
   return 0;
 }
@@ -354,10 +355,14 @@ static void cg_return(cg_aot *a, LLVMValueRef v) {
   else LLVMBuildRet(a->m->b, v);
 }
 
+/* The runtime whose functions the wrappers and kiln_model name: the CPU's (runtime/rt_model.h)
+ * or the CUDA runtime's (runtime/cuda/rtc_model.h), which has the same signatures. */
+static const char *cg_rt_prefix(const cg_aot *a) { return a->d->target == RT_TARGET_CUDA ? "rtc_model" : "rt_model"; }
+
 /* NAME_<suffix>(params) { return rt_model_<suffix>([&desc,] params); } */
 static int cg_forwarder(cg_aot *a, const char *suffix, LLVMTypeRef ret, LLVMTypeRef *params, int n, bool with_desc) {
   char target[64];
-  snprintf(target, sizeof target, "rt_model_%s", suffix);
+  snprintf(target, sizeof target, "%s_%s", cg_rt_prefix(a), suffix);
   LLVMTypeRef tp[4] = {a->ptr};
   LLVMValueRef args[4] = {a->desc_ptr};
   for (int i = 0; i < n; i++) tp[i + with_desc] = params[i];
@@ -384,25 +389,32 @@ static LLVMValueRef cg_pack(cg_aot *a, LLVMValueRef fn, int first, int n) {
 }
 
 /* NAME_predict(m, in..., out...) and NAME_train_step(m, in..., loss): the pointers packed
- * into the arrays rt_model_predict / rt_model_train_step take. */
-static int cg_entry(cg_aot *a, const rt_program *p, bool train) {
-  int nin = p->ninputs, nout = train ? 1 : p->noutputs, np = 1 + nin + nout;
-  LLVMTypeRef params[np], tp[3] = {a->ptr, a->ptr, a->ptr};
+ * into the arrays rt_model_predict / rt_model_train_step take. With `device` (a CUDA model's
+ * NAME_predict_device / NAME_train_step_device) the stream follows, passed on as it is. */
+static int cg_entry(cg_aot *a, const rt_program *p, bool train, bool device) {
+  int nin = p->ninputs, nout = train ? 1 : p->noutputs, np = 1 + nin + nout + device;
+  LLVMTypeRef params[np], tp[4] = {a->ptr, a->ptr, a->ptr, a->ptr};
   for (int i = 0; i < np; i++) params[i] = a->ptr;
-  LLVMValueRef fn = cg_define(a, train ? "train_step" : "predict", a->i32, params, np);
+  char suffix[32], target[96];
+  snprintf(suffix, sizeof suffix, "%s%s", train ? "train_step" : "predict", device ? "_device" : "");
+  LLVMValueRef fn = cg_define(a, suffix, a->i32, params, np);
   if (!fn) return 1;
   LLVMValueRef outs = train ? LLVMGetParam(fn, (unsigned)(1 + nin)) : cg_pack(a, fn, 1 + nin, nout);
-  LLVMValueRef args[3] = {LLVMGetParam(fn, 0), cg_pack(a, fn, 1, nin), outs};
-  LLVMValueRef callee = cg_declare(a, train ? "rt_model_train_step" : "rt_model_predict", a->i32, tp, 3);
-  LLVMBuildRet(a->m->b, LLVMBuildCall2(a->m->b, LLVMFunctionType(a->i32, tp, 3, 0), callee, args, 3, ""));
+  LLVMValueRef args[4] = {LLVMGetParam(fn, 0), cg_pack(a, fn, 1, nin), outs, device ? LLVMGetParam(fn, (unsigned)(np - 1)) : NULL};
+  snprintf(target, sizeof target, "%s_%s", cg_rt_prefix(a), suffix);
+  unsigned na = 3 + device;
+  LLVMValueRef callee = cg_declare(a, target, a->i32, tp, (int)na);
+  LLVMBuildRet(a->m->b, LLVMBuildCall2(a->m->b, LLVMFunctionType(a->i32, tp, na, 0), callee, args, na, ""));
   return 0;
 }
 
 static int cg_wrappers(cg_aot *a) {
+  bool cuda = a->d->target == RT_TARGET_CUDA;
   LLVMTypeRef p1[] = {a->ptr}, p2[] = {a->ptr, a->ptr}, seed[] = {a->i64}, lr[] = {a->ptr, a->f32};
   return cg_forwarder(a, "create", a->ptr, seed, 1, true) || cg_forwarder(a, "destroy", a->vd, p1, 1, false) ||
          cg_forwarder(a, "load", a->i32, p2, 2, false) || cg_forwarder(a, "save", a->i32, p2, 2, false) ||
-         cg_entry(a, &a->d->predict, false) || (a->d->has_train && cg_entry(a, &a->d->train, true)) ||
+         cg_entry(a, &a->d->predict, false, false) || (a->d->has_train && cg_entry(a, &a->d->train, true, false)) ||
+         (cuda && (cg_entry(a, &a->d->predict, false, true) || (a->d->has_train && cg_entry(a, &a->d->train, true, true)))) ||
          cg_forwarder(a, "set_lr", a->i32, lr, 2, false) || cg_forwarder(a, "error", a->ptr, p1, 1, false);
 }
 
@@ -416,10 +428,13 @@ static LLVMValueRef cg_rt_fn(cg_aot *a, const char *name) {
 
 static int cg_api(cg_aot *a) {
   if (LLVMGetNamedGlobal(a->m->mod, "kiln_model")) return rt_errf(a->err, a->n, "kiln_model is already defined");
-  static const char *const fns[] = {"rt_model_create", "rt_model_destroy", "rt_model_load", "rt_model_save",
-                                    "rt_model_predict", "rt_model_train_step", "rt_model_set_lr", "rt_model_error"};
+  static const char *const fns[] = {"create", "destroy", "load", "save", "predict", "train_step", "set_lr", "error"};
   LLVMValueRef f[2 + 8] = {cg_str(a, RT_MODEL_ABI), a->desc_ptr};
-  for (int i = 0; i < 8; i++) f[2 + i] = cg_rt_fn(a, fns[i]);
+  for (int i = 0; i < 8; i++) {
+    char name[64];
+    snprintf(name, sizeof name, "%s_%s", cg_rt_prefix(a), fns[i]);
+    f[2 + i] = cg_rt_fn(a, name);
+  }
   LLVMValueRef g = LLVMAddGlobal(a->m->mod, a->api, "kiln_model");
   LLVMSetInitializer(g, LLVMConstNamedStruct(a->api, f, 10));
   LLVMSetGlobalConstant(g, 1);
@@ -431,7 +446,7 @@ static int cg_api(cg_aot *a) {
  * (fused loops, scalar helpers), so two models' objects never clash and the .so exports
  * nothing else. */
 static const char *const cg_wrapper_names[] = {"create", "destroy", "load", "save", "predict", "train_step",
-                                               "set_lr", "error", NULL};
+                                               "set_lr", "error", "predict_device", "train_step_device", NULL};
 
 static bool cg_is_export(cg_aot *a, const char *name) {
   size_t k = strlen(a->d->name);
@@ -457,7 +472,7 @@ static void cg_localise_all(cg_aot *a) {
 
 /* Names whose NAME_create etc. would be the runtime's own functions. */
 static int cg_check_name(cg_aot *a) {
-  static const char *const taken[] = {"rt", "rt_model", "nd", "k", "kiln", "cg", "ex", "ir", "fe", "pass", NULL};
+  static const char *const taken[] = {"rt", "rt_model", "rtc", "rtc_model", "nd", "k", "kiln", "cg", "ex", "ir", "fe", "pass", NULL};
   for (int i = 0; taken[i]; i++)
     if (strcmp(a->d->name, taken[i]) == 0)
       return rt_errf(a->err, a->n, "model name '%s' is reserved (its NAME_* functions would clash with Kiln's own); rename the model",

@@ -9,8 +9,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#ifdef KILN_HAVE_CUDA
+#include "cg_cuda.h"
+#endif
+
 void cg_build_free(cg_build *b) {
   cg_llvm_free(b->llvm);
+  free(b->gpu_src), free(b->gpu_ptx);
   cg_desc_free(b->desc);
   ir_graph_free(b->predict);
   ir_graph_free(b->train);
@@ -33,14 +38,32 @@ int cg_build_graphs(const ir_graph *lowered, uint32_t disabled, ir_diag *d, cg_b
   return 0;
 }
 
+/* The GPU program: every op checked, the CUDA C written and compiled by NVRTC, the
+ * descriptor made a CUDA model's; the LLVM module then holds only the descriptor and the
+ * wrappers (cg_emit_aot). */
+static int cg_build_cuda(cg_build *b, const cg_options *o, char *err, size_t n) {
+#ifdef KILN_HAVE_CUDA
+  if (cg_cuda_check(b->predict, err, n) || (b->train && cg_cuda_check(b->train, err, n)) ||
+      cg_cuda_source(b->predict, b->train, &b->gpu_src, err, n) || cg_cuda_ptx(b->gpu_src, o->gpu_arch, &b->gpu_ptx, err, n))
+    return 1;
+  cg_cuda_retarget(b->desc, b->predict, b->train, b->gpu_ptx);
+  return !(b->llvm = cg_llvm_new(b->predict->name, o, err, n));
+#else
+  (void)b, (void)o;
+  return rt_errf(err, n, "this kiln was built without the CUDA target (no CUDA toolkit headers when it was built)");
+#endif
+}
+
 int cg_build_module(cg_build *b, const cg_options *o, char *err, size_t n) {
   if (!(b->desc = cg_desc_build(b->predict, b->train, err, n))) return 1;
   if (!o) return 0;
+  if (o->target == RT_TARGET_CUDA) return cg_build_cuda(b, o, err, n);
   if (!(b->llvm = cg_llvm_new(b->predict->name, o, err, n))) return 1;
   return cg_emit_fused_all(b->llvm, b->predict, b->train, err, n);
 }
 
 int cg_build_jit(cg_build *b, char *err, size_t n) {
+  if (b->desc->target != RT_TARGET_CPU) return rt_errf(err, n, "a CUDA model is not JIT-compiled: compile it with kiln compile --target cuda");
   return cg_optimize(b->llvm, err, n) || cg_jit(b->llvm, b->desc, err, n);
 }
 
@@ -74,7 +97,7 @@ static void cg_build_unlink(const char *obj, const char *weights) {
 int cg_build_link(cg_build *b, const char *so_path, const char *lib_dir, char *err, size_t n) {
   char obj[4096], weights[4096];
   int rc = cg_build_objects(b, obj, weights, sizeof obj, err, n) ||
-           cg_link_shared(obj, *weights ? weights : NULL, so_path, lib_dir, err, n);
+           cg_link_shared_target(obj, *weights ? weights : NULL, so_path, lib_dir, b->desc->target, err, n);
   cg_build_unlink(obj, weights);
   return rc;
 }

@@ -206,7 +206,7 @@ static void t_check_epilogue(const ir_graph *g, const ir_node *fn, const char *l
 
 static void t_check_graph_at(const ir_graph *g, bool train, int level, const char *label) {
   char err[1024] = "";
-  cg_options o = {level, NULL, NULL};
+  cg_options o = {.opt_level = level};
   cg_llvm *m = cg_llvm_new(label, &o, err, sizeof err);
   bool ok = t_check(m != NULL, "%s: cg_llvm_new: %s", label, err);
   ok = ok && t_check(!cg_emit_fused_all(m, train ? NULL : g, train ? g : NULL, err, sizeof err), "%s: emit: %s", label, err);
@@ -382,7 +382,7 @@ static int t_vec_level;
 
 static void t_vectorized(const ir_graph *g, bool train, const char *label) {
   char err[1024] = "";
-  cg_options o = {t_vec_level, NULL, NULL};
+  cg_options o = {.opt_level = t_vec_level};
   cg_llvm *m = cg_llvm_new(label, &o, err, sizeof err);
   if (!t_check(m && !cg_emit_fused_all(m, g, NULL, err, sizeof err) && !cg_optimize(m, err, sizeof err), "%s: %s", label, err))
     return cg_llvm_free(m);
@@ -433,7 +433,7 @@ static const char t_split_src[] =
 /* The module calls k_parallel_for for at least `want` groups (each a _range function). */
 static void t_split_emitted(const ir_graph *g, bool train, const char *label) {
   char err[1024] = "";
-  cg_options o = {2, NULL, NULL};
+  cg_options o = {.opt_level = 2};
   cg_llvm *m = cg_llvm_new(label, &o, err, sizeof err);
   if (!t_check(m && !cg_emit_fused_all(m, train ? NULL : g, train ? g : NULL, err, sizeof err), "%s: %s", label, err))
     return cg_llvm_free(m);
@@ -466,7 +466,7 @@ static void t_jit_desc(void) {
   pass_ctx cx[2];
   for (int t = 0; t < 2; t++) g[t] = ts_compile_cx(low, t ? IR_MODE_TRAIN : IR_MODE_PREDICT, 0, &cx[t], &fr.diag);
   rt_model_desc *d = g[0] && g[1] ? cg_desc_build(g[0], g[1], err, sizeof err) : NULL;
-  cg_options o = {2, NULL, NULL};
+  cg_options o = {.opt_level = 2};
   cg_llvm *m = d ? cg_llvm_new("chains", &o, err, sizeof err) : NULL;
   bool ok = t_check(d && m, "chains: descriptor / module: %s", err);
   ok = ok && t_check(!cg_emit_fused_all(m, g[0], g[1], err, sizeof err) && !cg_optimize(m, err, sizeof err) &&

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# run.sh — the GPU benchmark: every example compiled with kiln compile --target cuda and timed by
+# bench_gpu (train_step and predict at the .kiln's own batch, through the host-buffer ABI), next
+# to its PyTorch twin on the same GPU (torch_gpu.py), with the ratios kiln ÷ torch.
+# usage: bench/gpu/run.sh [BUILD_DIR]   (a Kiln build with the CUDA target; default build-bench)
+# Environment: MODELS (default "mlp lenet resnet transformer"), SECS (per timed run, default 0.5),
+#   PYTHON (default python3), OUT (a folder to keep kiln.jsonl, torch.jsonl and table.md in),
+#   LIBDIR and BENCH_GPU (prebuilt NAME.cuda.so files and bench_gpu binary, as
+#   scripts/gpu_check.sh prepares them: nothing is compiled then, and BUILD_DIR is not needed),
+#   KILN_TARGET (default cuda; "cpu" tries the script on a machine without a GPU).
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+MODELS=${MODELS:-mlp lenet resnet transformer}
+SECS=${SECS:-0.5}
+PY=${PYTHON:-python3}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/kiln-benchgpu-XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+OUT=${OUT:-$TMP}
+mkdir -p "$OUT"
+: > "$OUT/kiln.jsonl"; : > "$OUT/torch.jsonl"
+
+if [ -z "${LIBDIR:-}" ]; then   # compile here: the source tree's examples, a build's kiln
+  ROOT=$(cd "$HERE/../.." && pwd)
+  BUILD=${1:-$ROOT/build-bench}
+  cmake --build "$BUILD" --target kiln -j 2 >/dev/null || exit 1
+  LIBDIR=$TMP
+  for m in $MODELS; do
+    "$BUILD/tools/kiln" compile "$ROOT/examples/$m.kiln" --target "${KILN_TARGET:-cuda}" -o "$LIBDIR/$m.cuda.so" \
+      >"$TMP/log" 2>&1 || { echo "# $m: kiln compile failed: $(tr '\n' ' ' < "$TMP/log")"; rm -f "$LIBDIR/$m.cuda.so"; }
+  done
+  BENCH_GPU=$TMP/bench_gpu
+  ${CC:-cc} -O2 -std=c11 -Wall -Wextra -Werror -I"$ROOT/runtime" -I"$ROOT/kernels" "$HERE/bench_gpu.c" \
+    -o "$BENCH_GPU" -ldl -lm || exit 1
+fi
+
+gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC')  GPU: ${gpu:-none found by nvidia-smi}  secs/run $SECS"
+for m in $MODELS; do
+  [ -f "$LIBDIR/$m.cuda.so" ] || { echo "# $m: no $m.cuda.so"; continue; }
+  "$BENCH_GPU" "$LIBDIR/$m.cuda.so" "$SECS" >>"$OUT/kiln.jsonl" 2>"$TMP/err"
+  rc=$?
+  [ $rc -eq 77 ] && { echo "# kiln: $(grep -h SKIP "$OUT/kiln.jsonl")"; sed -i '/^SKIP/d' "$OUT/kiln.jsonl"; break; }
+  [ $rc -eq 0 ] || echo "# $m: bench_gpu exited $rc: $(tr '\n' ' ' < "$TMP/err")"
+done
+"$PY" "$HERE/torch_gpu.py" "$SECS" $MODELS >"$OUT/torch.jsonl" 2>"$TMP/err"
+rc=$?
+grep -h '^#' "$TMP/err"
+[ $rc -eq 0 ] || { echo "# torch: exited $rc: $(grep -hv '^#' "$TMP/err" | tail -3 | tr '\n' ' ') $(grep -h SKIP "$OUT/torch.jsonl")"; sed -i '/^SKIP/d' "$OUT/torch.jsonl"; }
+
+"$PY" - "$OUT/kiln.jsonl" "$OUT/torch.jsonl" <<'PYEOF' | tee "$OUT/table.md"
+import json, sys
+rows = {}
+for path in sys.argv[1:]:
+    for line in open(path):
+        if line.startswith("{"):
+            r = json.loads(line)
+            rows[(r["side"], r["model"], r["mode"])] = r
+models = list(dict.fromkeys(k[1] for k in rows))
+print()
+print("| model | mode | batch | kiln samples/s | torch samples/s (host in/out) | kiln/torch | torch samples/s (on device) | kiln/torch on device |")
+print("|---|---|---:|---:|---:|---:|---:|---:|")
+for m in models:
+    for mode in ("train", "predict"):
+        k, t, d = rows.get(("kiln", m, mode)), rows.get(("torch", m, mode)), rows.get(("torch", m, mode + "_dev"))
+        if not (k or t):
+            continue
+        b = (k or t)["batch"]
+        cell = lambda r: f"{r['samples_per_s']:,.0f}" if r else "-"
+        ratio = lambda r: f"{k['samples_per_s'] / r['samples_per_s']:.2f}" if k and r else "-"
+        print(f"| {m} | {mode} | {b} | {cell(k)} | {cell(t)} | {ratio(t)} | {cell(d)} | {ratio(d)} |")
+PYEOF

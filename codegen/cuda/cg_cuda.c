@@ -1,0 +1,395 @@
+/* cg_cuda.c — the CUDA back end's code: one CUDA C kernel per generated step and the GPU op
+ * library, as one NVRTC program.
+ *
+ * Generated steps (the runtime launches them by rt_fused_name):
+ *   - fused groups, and unfused elementwise ops as groups of one member: the same fused
+ *     expression as the CPU loops (cg_fexpr.h), one thread per element of the group's space
+ *     (grid-stride), each node a `float vN = ...;` line calling kernels/k_scalar.h, which
+ *     NVRTC compiles as device code: one definition of every function for both targets;
+ *   - the backward of a binary op whose operand was broadcast: per element of the operand,
+ *     the sum over the broadcast positions of the op's gradient, in a fixed order.
+ * Every distinct expression becomes one __device__ body (deep models repeat their blocks,
+ * cg_fexpr_key tells them apart), called by each step's thin __global__ entry.
+ * The op library (the .cu and .h files of kernels/cuda, the k_ headers) is embedded in kiln at build time
+ * (cg_cuda_sources.c, made by CMake) and handed to NVRTC as headers. */
+#include "cg_cuda.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cg_fexpr.h"
+#include "ops.h"
+
+/* ---- which ops the GPU runs: generated elementwise ones, and the op table's ---- */
+
+static const bool cg_cuda_unary[IR_OP_COUNT] = {
+#define K_OP(id)
+#define K_BINARY(id)
+#define K_UNARY(id) [IR_OP_##id] = true,
+#include "k_ops.def"
+#undef K_OP
+#undef K_BINARY
+#undef K_UNARY
+};
+static const bool cg_cuda_binary[IR_OP_COUNT] = {
+#define K_OP(id)
+#define K_UNARY(id)
+#define K_BINARY(id) [IR_OP_##id] = true,
+#include "k_ops.def"
+#undef K_OP
+#undef K_BINARY
+#undef K_UNARY
+};
+static const bool cg_cuda_library[IR_OP_COUNT] = {
+#define RTC_OP(id) [IR_OP_##id] = true,
+#include "rtc_ops.def"
+#undef RTC_OP
+};
+
+static bool cg_cuda_elementwise(int op) { return op >= 0 && op < IR_OP_COUNT && (cg_cuda_unary[op] || cg_cuda_binary[op]); }
+
+bool cg_cuda_generated(const ir_node *nd) {
+  if (nd->kind == IR_N_FUSED) return !nd->epi;
+  return (nd->kind == IR_N_OP || nd->kind == IR_N_BACKWARD) && cg_cuda_elementwise(nd->op);
+}
+
+/* Every op of g that the GPU cannot run, listed once each in err. */
+int cg_cuda_check(const ir_graph *g, char *err, size_t n) {
+  bool seen[IR_OP_COUNT] = {false};
+  size_t len = 0;
+  int bad = 0;
+  for (int i = 0; i < ir_nnodes(g); i++) {
+    const ir_node *nd = ir_node_at(g, i);
+    if (nd->kind == IR_N_UPDATE || cg_cuda_generated(nd)) continue;
+    int op = nd->op;
+    bool ok = nd->kind != IR_N_FUSED && op >= 0 && op < IR_OP_COUNT && cg_cuda_library[op];
+    if (ok || (op >= 0 && op < IR_OP_COUNT && seen[op])) continue;
+    if (op >= 0 && op < IR_OP_COUNT) seen[op] = true;
+    const char *name = nd->kind == IR_N_FUSED ? "a fused epilogue" : ir_ops[op].name;
+    if (!bad) len = (size_t)snprintf(err, n, "the CUDA target has no GPU kernel yet for:");
+    if (len < n) len += (size_t)snprintf(err + len, n - len, " %s", name);
+    bad = 1;
+  }
+  return bad;
+}
+
+/* ---- text ---- */
+
+typedef struct {
+  char *p;
+  size_t len, cap;
+  bool oom;
+} cg_text;
+
+static void cg_tx(cg_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void cg_tx(cg_text *t, const char *fmt, ...) {
+  if (t->oom) return;
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(t->p ? t->p + t->len : NULL, t->p ? t->cap - t->len : 0, fmt, ap);
+    va_end(ap);
+    if (k < 0) { t->oom = true; return; }
+    if (t->p && t->len + (size_t)k < t->cap) { t->len += (size_t)k; return; }
+    size_t cap = t->cap ? 2 * t->cap : 1 << 16;
+    while (cap <= t->len + (size_t)k) cap *= 2;
+    char *np = realloc(t->p, cap);
+    if (!np) { t->oom = true; return; }
+    t->p = np, t->cap = cap;
+  }
+}
+
+/* ---- bodies: one per distinct expression ---- */
+
+/* The fused expression's key with the constants folded into the body appended: two groups
+ * share a body only when they also fold the same values (the CPU's loops load them, so its key
+ * need not say). */
+static unsigned char *cg_fexpr_key_consts(const cg_fexpr *fx, const bool *is_const, const float *value, size_t *len) {
+  size_t n;
+  unsigned char *k = cg_fexpr_key(fx, &n);
+  if (!k) return NULL;
+  unsigned char *p = realloc(k, n + (size_t)fx->nin * 5);
+  if (!p) return free(k), NULL;
+  for (int s = 0; s < fx->nin; s++) {
+    p[n++] = is_const[s];
+    memcpy(p + n, is_const[s] ? &value[s] : &(float){0}, 4), n += 4;
+  }
+  *len = n;
+  return p;
+}
+
+typedef struct {
+  unsigned char *key;
+  size_t len;
+  int id;
+} cg_body;
+
+typedef struct {
+  cg_text src;
+  cg_body *bodies;
+  int nbodies, capbodies;
+  char *err;
+  size_t n;
+} cg_gen;
+
+/* An existing body with this key, or -1 (the key is then kept as the new body's). */
+static int cg_body_find(cg_gen *g, unsigned char *key, size_t len, int *id) {
+  for (int i = 0; i < g->nbodies; i++)
+    if (g->bodies[i].len == len && memcmp(g->bodies[i].key, key, len) == 0) return free(key), *id = g->bodies[i].id, 1;
+  if (g->nbodies == g->capbodies) {
+    int cap = g->capbodies ? 2 * g->capbodies : 64;
+    cg_body *p = realloc(g->bodies, sizeof *p * (size_t)cap);
+    if (!p) return free(key), -1;
+    g->bodies = p, g->capbodies = cap;
+  }
+  *id = g->nbodies;
+  g->bodies[g->nbodies++] = (cg_body){key, len, *id};
+  return 0;
+}
+
+/* A float constant by its bits, so -0, NaNs and every last bit survive the text. */
+static void cg_tx_float(cg_text *t, float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  cg_tx(t, "__int_as_float(0x%08x)", u);
+}
+
+/* Index arithmetic in 32 bits where every index and the grid-stride step stay far below 2^31
+ * (64-bit division by a constant costs the GPU several times the 32-bit one). */
+static bool cg_small(int64_t n) { return n < ((int64_t)1 << 30); }
+static const char *cg_ix(int64_t n) { return cg_small(n) ? "int" : "long long"; }
+static const char *cg_sfx(int64_t n) { return cg_small(n) ? "" : "LL"; }
+
+/* The element offset of input s at the multi-index of linear element i of the space. */
+static void cg_tx_offset(cg_text *t, const cg_fexpr *fx, int s) {
+  bool same = true;
+  for (int d = 0; d < fx->rank; d++) same = same && fx->ist[s][d] == fx->ost[d];
+  if (same) { cg_tx(t, "i"); return; }
+  bool any = false;
+  const char *k = cg_sfx(fx->numel);
+  for (int d = 0; d < fx->rank; d++) {
+    if (!fx->ist[s][d]) continue;
+    cg_tx(t, "%s(i / %lld%s %% %lld%s) * %lld%s", any ? " + " : "", (long long)fx->ost[d], k, (long long)fx->dim[d], k,
+          (long long)fx->ist[s][d], k);
+    any = true;
+  }
+  if (!any) cg_tx(t, "0");
+}
+
+/* A load of a constant tensor (a literal in the model: `x * 2.0`) is its value, known here. */
+static void cg_tx_node(cg_text *t, const cg_fexpr *fx, const bool *is_const, const float *value, int k) {
+  const cg_fx *x = &fx->x[k];
+  switch (x->kind) {
+  case CG_FX_LOAD:
+    if (is_const[x->slot]) { cg_tx(t, "    float v%d = ", k), cg_tx_float(t, value[x->slot]), cg_tx(t, ";\n"); break; }
+    cg_tx(t, "    float v%d = in%d[", k, x->slot), cg_tx_offset(t, fx, x->slot), cg_tx(t, "];\n");
+    break;
+  case CG_FX_LOAD_OUT: cg_tx(t, "    float v%d = out%d[i];\n", k, x->slot); break;
+  case CG_FX_FCONST: cg_tx(t, "    float v%d = ", k), cg_tx_float(t, x->f), cg_tx(t, ";\n"); break;
+  case CG_FX_ICONST: cg_tx(t, "    int v%d = %d;\n", k, x->i); break;
+  case CG_FX_ADD: cg_tx(t, "    float v%d = v%d + v%d;\n", k, x->arg[0], x->arg[1]); break;
+  case CG_FX_CALL:
+    cg_tx(t, "    float v%d = %s(", k, x->fn);
+    for (int a = 0; a < x->narg; a++) cg_tx(t, "%sv%d", a ? ", " : "", x->arg[a]);
+    cg_tx(t, ");\n");
+    break;
+  }
+}
+
+/* __device__ void kiln_body<id>(in0.., out0..): the group's loop, one element a thread. The
+ * outputs are contiguous in the space; an output may be its aliased input's buffer (each
+ * thread reads and writes only its own element there). */
+static void cg_tx_fexpr_body(cg_text *t, const cg_fexpr *fx, const bool *is_const, const float *value, int id) {
+  cg_tx(t, "static __device__ void kiln_body%d(", id);
+  for (int s = 0; s < fx->nin; s++) cg_tx(t, "%sconst float *in%d", s ? ", " : "", s);
+  for (int j = 0; j < fx->nout; j++) cg_tx(t, "%sfloat *out%d", fx->nin + j ? ", " : "", j);
+  const char *ix = cg_ix(fx->numel);
+  cg_tx(t, ") {\n  for (%s i = blockIdx.x * (%s)blockDim.x + threadIdx.x; i < %lld%s; i += (%s)blockDim.x * gridDim.x) {\n", ix, ix,
+        (long long)fx->numel, cg_sfx(fx->numel), ix);
+  for (int k = 0; k < fx->nx; k++) cg_tx_node(t, fx, is_const, value, k);
+  for (int j = 0; j < fx->nout; j++) cg_tx(t, "    out%d[i] = v%d;\n", j, fx->store[j]);
+  cg_tx(t, "  }\n}\n\n");
+}
+
+/* ---- groups of one: an unfused elementwise node as a fused node over its present slots ---- */
+
+typedef struct {
+  ir_node fn;                  /* the wrapping IR_N_FUSED node */
+  int in[8], out[4];           /* its slots: the member's present tensors, each once */
+  int in_map[8], out_map[4];   /* the step slot each compact slot comes from */
+} cg_single;
+
+static int cg_single_make(const ir_node *nd, cg_single *s) {
+  memset(s, 0, sizeof *s);
+  int ni = 0, no = 0;
+  for (int j = 0; j < nd->nin; j++) {
+    if (nd->in[j] < 0) continue;
+    bool dup = false;
+    for (int k = 0; k < ni; k++) dup = dup || s->in[k] == nd->in[j];
+    if (dup) continue;
+    if (ni == 8) return 1;
+    s->in_map[ni] = j, s->in[ni++] = nd->in[j];
+  }
+  for (int j = 0; j < nd->nout; j++) {
+    if (nd->out[j] < 0 || (nd->req && nd->req[j] == kNullOp)) continue;
+    if (no == 4) return 1;
+    s->out_map[no] = j, s->out[no++] = nd->out[j];
+  }
+  s->fn = (ir_node){.kind = IR_N_FUSED, .op = -1, .name = nd->name, .nin = ni, .nout = no, .in = s->in, .out = s->out,
+                    .sub = (ir_node *)nd, .nsub = 1};
+  return no == 0;   /* nothing to write: the pass would have dropped it */
+}
+
+/* ---- the broadcast gradient of a binary op ---- */
+
+/* A binary backward whose gradient operand is not the output's shape. */
+static bool cg_is_bcast_backward(const ir_graph *g, const ir_node *nd) {
+  if (nd->kind != IR_N_BACKWARD || !cg_cuda_binary[nd->op] || !nd->slot_shape) return false;
+  const k_shape *og = &nd->slot_shape[0];
+  for (int j = 0; j < nd->nout; j++)
+    if (nd->out[j] >= 0 && !ir_shape_eq(&ir_tensor_at(g, nd->out[j])->shape, og)) return true;
+  return false;
+}
+
+/* Element strides of shape p read at the rank-r index space s (NumPy alignment; 0 where p
+ * broadcasts). */
+static void cg_bstrides(const k_shape *p, const k_shape *s, int64_t *st) {
+  int lead = s->rank - p->rank;
+  int64_t m = 1;
+  for (int d = s->rank - 1; d >= 0; d--) {
+    int64_t e = d < lead ? 1 : p->d[d - lead];
+    st[d] = e == 1 ? 0 : m;
+    m *= e;
+  }
+}
+
+/* Body for gradient j (0: a, 1: b) of `op`: for each element of the operand, the sum over
+ * the output positions that read it, in increasing order of those positions. */
+static void cg_tx_bcast_grad(cg_text *t, const ir_node *nd, const ir_graph *g, int j) {
+  const k_shape *s = &nd->slot_shape[0];          /* og, y: the output's shape */
+  const k_shape *pa = &nd->slot_shape[1], *pb = &nd->slot_shape[2];
+  const k_shape *pj = j ? pb : pa;
+  int64_t sa[K_MAX_RANK], sb[K_MAX_RANK], sj[K_MAX_RANK], so[K_MAX_RANK];
+  cg_bstrides(pa, s, sa), cg_bstrides(pb, s, sb), cg_bstrides(pj, s, sj);
+  int64_t m = 1, nj = k_shape_numel(pj), red = 1;
+  for (int d = s->rank - 1; d >= 0; d--) so[d] = m, m *= s->d[d];
+  for (int d = 0; d < s->rank; d++)
+    if (!sj[d]) red *= s->d[d];
+  k_req req = nd->req ? nd->req[j] : kWriteTo;
+  cg_tx(t, "  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < %lldLL;"
+        " e += (long long)blockDim.x * gridDim.x) {\n    float acc = 0.0f;\n", (long long)nj);
+  cg_tx(t, "    for (long long q = 0; q < %lldLL; q++) {\n      long long o = 0, oa = 0, ob = 0;\n", (long long)red);
+  /* the position: kept axes from e (the operand's own index), reduced ones from q */
+  int64_t em = 1, qm = 1;
+  for (int d = s->rank - 1; d >= 0; d--) {
+    if (s->d[d] == 1) continue;
+    const char *v = sj[d] ? "e" : "q";
+    int64_t div = sj[d] ? em : qm;
+    cg_tx(t, "      { long long c = %s / %lldLL %% %lldLL; o += c * %lldLL; oa += c * %lldLL; ob += c * %lldLL; }\n", v,
+          (long long)div, (long long)s->d[d], (long long)so[d], (long long)sa[d], (long long)sb[d]);
+    if (sj[d]) em *= s->d[d];
+    else qm *= s->d[d];
+  }
+  const char *sfx = j ? "_grad_b" : "_grad_a";
+  cg_tx(t, "      acc += k_sf_%s%s(og[o], a ? a[oa] : 0.0f, b ? b[ob] : 0.0f, y ? y[o] : 0.0f);\n    }\n",
+        ir_ops[nd->op].scalar ? ir_ops[nd->op].scalar : ir_ops[nd->op].name, sfx);
+  cg_tx(t, "    %s[e] %s acc;\n  }\n", j ? "gb" : "ga", req == kAddTo ? "+=" : "=");
+  (void)g;
+}
+
+/* ---- entries ---- */
+
+static void cg_tx_entry_head(cg_text *t, bool train, int step, int nin, int nout) {
+  char name[64];
+  rt_fused_name(name, sizeof name, train, step);
+  cg_tx(t, "extern \"C\" __global__ void %s(", name);
+  for (int s = 0; s < nin; s++) cg_tx(t, "%sfloat *p%d", s ? ", " : "", s);
+  for (int j = 0; j < nout; j++) cg_tx(t, "%sfloat *p%d", nin + j ? ", " : "", nin + j);
+  cg_tx(t, ")");
+}
+
+static int cg_gen_bcast(cg_gen *gen, const ir_graph *g, const ir_node *nd, bool train, int step) {
+  if (nd->nin != 4 || nd->nout != 2) return rt_errf(gen->err, gen->n, "%s: a binary backward without 4 inputs and 2 outputs", nd->name);
+  cg_text *t = &gen->src;
+  cg_tx_entry_head(t, train, step, 4, 2);
+  cg_tx(t, " {\n  const float *og = p0, *a = p1, *b = p2, *y = p3;\n  float *ga = p4, *gb = p5;\n  (void)a, (void)b, (void)y;\n");
+  for (int j = 0; j < 2; j++)
+    if (nd->out[j] >= 0 && (!nd->req || nd->req[j] != kNullOp)) cg_tx_bcast_grad(t, nd, g, j);
+  cg_tx(t, "}\n\n");
+  return 0;
+}
+
+/* A fused group (or a group of one): its body (new or shared) and the step's entry, which
+ * passes the body its slots in the compact order. */
+static int cg_gen_fexpr(cg_gen *gen, const ir_graph *g, const ir_node *fn, const int *in_map, const int *out_map,
+                        int step_nin, int step_nout, bool train, int step) {
+  cg_fexpr fx;
+  if (cg_fexpr_build(g, fn, &fx, gen->err, gen->n)) return 1;
+  bool is_const[fn->nin + 1];
+  float value[fn->nin + 1];
+  for (int s = 0; s < fn->nin; s++) {
+    const ir_tensor *x = ir_tensor_at(g, fn->in[s]);
+    is_const[s] = x->kind == IR_T_CONST, value[s] = x->value;
+  }
+  size_t len;
+  unsigned char *key = cg_fexpr_key_consts(&fx, is_const, value, &len);
+  int id, found = key ? cg_body_find(gen, key, len, &id) : -1;
+  if (found < 0) return cg_fexpr_free(&fx), rt_errf(gen->err, gen->n, "out of memory");
+  if (!found) cg_tx_fexpr_body(&gen->src, &fx, is_const, value, id);
+  cg_text *t = &gen->src;
+  cg_tx_entry_head(t, train, step, step_nin, step_nout);
+  cg_tx(t, " {\n  kiln_body%d(", id);
+  for (int s = 0; s < fx.nin; s++) cg_tx(t, "%sp%d", s ? ", " : "", in_map ? in_map[s] : s);
+  for (int j = 0; j < fx.nout; j++) cg_tx(t, "%sp%d", fx.nin + j ? ", " : "", step_nin + (out_map ? out_map[j] : j));
+  cg_tx(t, ");\n}\n\n");
+  cg_fexpr_free(&fx);
+  return 0;
+}
+
+static int cg_gen_node(cg_gen *gen, const ir_graph *g, int i, bool train) {
+  const ir_node *nd = ir_node_at(g, i);
+  if (!cg_cuda_generated(nd)) return 0;
+  if (nd->kind == IR_N_FUSED) return cg_gen_fexpr(gen, g, nd, NULL, NULL, nd->nin, nd->nout, train, i);
+  if (cg_is_bcast_backward(g, nd)) return cg_gen_bcast(gen, g, nd, train, i);
+  cg_single s;
+  if (cg_single_make(nd, &s)) return rt_errf(gen->err, gen->n, "%s: an elementwise node the GPU generator cannot take", nd->name);
+  return cg_gen_fexpr(gen, g, &s.fn, s.in_map, s.out_map, nd->nin, nd->nout, train, i);
+}
+
+/* The whole program's text: the library first, then every generated step of both graphs. */
+int cg_cuda_source(const ir_graph *predict, const ir_graph *train, char **src, char *err, size_t n) {
+  cg_gen gen = {.err = err, .n = n};
+  cg_tx(&gen.src, "/* generated by kiln: %s */\n", predict->name);
+  for (int k = 0; k < cg_cuda_nsources; k++)
+    if (cg_cuda_sources[k].main) cg_tx(&gen.src, "#include \"%s\"\n", cg_cuda_sources[k].name);
+  cg_tx(&gen.src, "\n");
+  int bad = 0;
+  const ir_graph *gs[2] = {predict, train};
+  for (int k = 0; k < 2 && !bad; k++)
+    for (int i = 0; gs[k] && i < ir_nnodes(gs[k]) && !bad; i++) bad = cg_gen_node(&gen, gs[k], i, k == 1);
+  for (int i = 0; i < gen.nbodies; i++) free(gen.bodies[i].key);
+  free(gen.bodies);
+  if (!bad && gen.src.oom) bad = rt_errf(err, n, "out of memory");
+  if (bad) return free(gen.src.p), 1;
+  *src = gen.src.p;
+  return 0;
+}
+
+/* ---- the descriptor, made a CUDA model's ---- */
+
+static void cg_cuda_steps(rt_program *p, const ir_graph *g) {
+  for (int i = 0; g && i < p->nsteps; i++) {
+    rt_step *s = (rt_step *)&p->steps[i];
+    const ir_node *nd = ir_node_at(g, i);
+    if (cg_cuda_generated(nd)) s->kind = RT_STEP_FUSED;
+    s->kernel = NULL, s->fused = NULL;   /* the GPU runs its own: generated, or the op table's */
+  }
+}
+
+void cg_cuda_retarget(rt_model_desc *d, const ir_graph *predict, const ir_graph *train, const char *ptx) {
+  cg_cuda_steps(&d->predict, predict);
+  if (d->has_train) cg_cuda_steps(&d->train, train);
+  d->target = RT_TARGET_CUDA;
+  d->gpu_module = ptx;
+}

@@ -1,0 +1,178 @@
+/* kc_args.h — the one parameter of every library kernel of kernels/cuda/kc_ops.cu: a plain C
+ * struct passed by value, filled by its host half (runtime/cuda/rtc_ops_lib.c) and copied
+ * byte for byte into the launch, so the host and the GPU must lay it out the same: pointers,
+ * int64_t, int32_t and float only, no bit fields, no host-only types. Also read by NVRTC
+ * (pasted after k_params.h) and by the host test shim (tests/cuda/kc_host.h). */
+#ifndef KILN_KC_ARGS_H
+#define KILN_KC_ARGS_H
+
+#include "k_params.h"   /* k_base.h's integer types (also under NVRTC), K_MAX_RANK */
+
+/* Every library kernel, once: X(name) stands for kc_<name>, taking kc_<name>_args. The host
+ * test builds its launch table from it; the NVRTC test checks each is in the PTX. */
+#define KC_KERNELS(X)                                                                          \
+  X(fill) X(strided) X(reduce) X(max_grad) X(softmax) X(softmax_grad) X(sce_loss) X(sce_grad)  \
+  X(pool) X(pool_grad) X(bn_stats) X(bn_apply) X(bn_grad) X(ln_forward) X(ln_dparams)          \
+  X(ln_dx) X(embedding) X(embedding_grad) X(dropout) X(mul) X(sgd) X(adam) X(prod_grad)          \
+  X(reduce_spread) X(pad) X(pad_grad)
+
+/* y[i] = v (or += v under kAddTo) for i < n. */
+typedef struct { float *y; int64_t n; float v; int32_t req; } kc_fill_args;
+
+/* The general data move: thread i walks the index space d[0..rank) (row-major) and moves
+ * x[x0 + sum idx*xs] to y[y0 + sum idx*ys] under req: 4-byte bits for writes (i32 passes
+ * unchanged), f32 addition for kAddTo; with use_scale the value is x * scale (f32). Covers
+ * the copies, transpose, broadcast_to, slice, concat and sum/mean's backward. */
+typedef struct {
+  void *y;
+  const void *x;
+  int64_t n, x0, y0;
+  int64_t d[K_MAX_RANK], xs[K_MAX_RANK], ys[K_MAX_RANK];
+  float scale;
+  int32_t rank, req, use_scale;
+} kc_strided_args;
+
+/* A reduction over groups: output i (kept index space kd, row-major) folds the group
+ * x[sum kidx*kxs + sum ridx*rxs] over the reduced index space rd in row-major order.
+ * op 0: sum times scale (mean: count / n), op 1: NaN-propagating max, then min (NaN wins),
+ * prod, logsumexp (a first pass for the max shift, then log(sum exp(x - shift)) + shift),
+ * norm ord 1 (sum |x|) and ord 2 (sqrt of the sum of squares). */
+enum { KC_RED_SUM = 0, KC_RED_MAX = 1, KC_RED_MIN = 2, KC_RED_PROD = 3, KC_RED_LSE = 4, KC_RED_L1 = 5, KC_RED_L2 = 6 };
+typedef struct {
+  float *y;
+  const float *x;
+  int64_t nk, nr;
+  int64_t kd[K_MAX_RANK], kxs[K_MAX_RANK], rd[K_MAX_RANK], rxs[K_MAX_RANK];
+  float scale;
+  int32_t krank, rrank, op, req;
+} kc_reduce_args;
+
+/* max backward, one thread per group (the reduce geometry): gx = og / ties at the maxima. */
+typedef struct { kc_reduce_args g; float *gx; const float *og, *x, *yv; } kc_max_grad_args;
+/* prod backward, one thread per group: its zero count and product of nonzero elements, then
+ * gx per element (k_reduce.c's k_prod_grad). */
+typedef kc_max_grad_args kc_prod_grad_args;
+
+/* logsumexp / norm backward, one thread per element i of x (shape d, row-major): gx[i] from
+ * x[i] and og, y at its group, og[sum idx*ks] (ks: the keepdims strides, 0 on the reduced
+ * axes). op: KC_RED_LSE, KC_RED_L1 or KC_RED_L2. */
+typedef struct {
+  float *gx;
+  const float *og, *x, *yv;
+  int64_t n;
+  int64_t d[K_MAX_RANK], ks[K_MAX_RANK];
+  int32_t rank, op, req;
+} kc_reduce_spread_args;
+
+/* softmax / log_softmax over [outer, n, inner]: one thread per (outer, inner) row. */
+typedef struct {
+  float *y;
+  const float *x, *og;    /* forward: x; backward: og, y in x */
+  int64_t outer, n, inner;
+  int32_t is_log, req;
+} kc_softmax_args;
+typedef kc_softmax_args kc_softmax_grad_args;
+
+/* softmax_cross_entropy over logits [rows, classes], i32 labels. */
+typedef struct {
+  float *y;               /* loss (scalar) or g_logits */
+  const float *x, *og;    /* og: the loss's gradient (scalar), backward only */
+  const int32_t *label;
+  int64_t rows, classes;
+  int32_t req;
+} kc_sce_loss_args;
+typedef kc_sce_loss_args kc_sce_grad_args;
+
+/* pooling: planes = N*C of H x W (1-D: H = 1); ph/pw the padding at the start, phe/pwe at
+ * the end. Forward: one thread per output; backward: one per input element. */
+typedef struct {
+  float *y;               /* forward: y; backward: dx */
+  const float *x, *dy;
+  int64_t planes, H, W, OH, OW, kh, kw, sh, sw, ph, pw, phe, pwe;
+  int32_t is_max, cip, req;
+} kc_pool_args;
+typedef kc_pool_args kc_pool_grad_args;
+
+/* pad (k_pad.c): xd the unpadded shape, yd the padded one, before the pad before each axis
+ * (negative crops, constant mode only). Forward: one thread per element of y; backward: one
+ * per element of gx (xd), gathering every og element that read it in ascending order. */
+typedef struct {
+  float *y;               /* forward: y; backward: gx */
+  const float *x;         /* forward: x; backward: og */
+  int64_t n;
+  int64_t xd[K_MAX_RANK], yd[K_MAX_RANK], before[K_MAX_RANK];
+  float value;
+  int32_t rank, mode, req;
+} kc_pad_args;
+typedef kc_pad_args kc_pad_grad_args;
+
+/* batch_norm over [outer, C, inner]. bn_stats: one thread per channel (train statistics,
+ * moving update, saved mean/invstd; with apply also y). bn_apply: one thread per element
+ * from the saved (train) or moving (predict) statistics. */
+typedef struct {
+  float *y, *smean, *sinv, *mm, *mv;
+  const float *x, *gamma, *beta;
+  int64_t outer, C, inner;
+  float eps, momentum;
+  int32_t is_train, apply, req;
+} kc_bn_stats_args;
+typedef kc_bn_stats_args kc_bn_apply_args;
+
+/* batch_norm backward, one thread per channel: dgamma, dbeta, then the channel's dX. */
+typedef struct {
+  float *dx, *dg, *db;
+  const float *dy, *x, *gamma, *smean, *sinv;
+  int64_t outer, C, inner;
+  int32_t req_dx, req_dg, req_db;
+} kc_bn_grad_args;
+
+/* layer_norm over rows of d: forward and dX one thread per row, dgamma/dbeta one per column. */
+typedef struct {
+  float *y, *smean, *sinv, *dg, *db;
+  const float *x, *dy, *gamma, *beta, *mean_in, *inv_in;
+  int64_t rows, d;
+  float eps;
+  int32_t req, req_dg, req_db;
+} kc_ln_forward_args;
+typedef kc_ln_forward_args kc_ln_dparams_args;
+typedef kc_ln_forward_args kc_ln_dx_args;
+
+/* embedding: y[i, j] = w[idx[i], j] (one thread per element); backward one thread per column
+ * j of dW, adding the rows of dY in index order. */
+typedef struct {
+  float *y;
+  const float *w;
+  const int32_t *idx;
+  int64_t n, rows, d;
+  int32_t req;
+} kc_embedding_args;
+typedef kc_embedding_args kc_embedding_grad_args;
+
+/* dropout forward: y = x * mask, mask from Philox(seed, ctr, i) (train) or 1 (predict). */
+typedef struct {
+  float *y, *mask;
+  const float *x;
+  int64_t n;
+  uint64_t seed, ctr;
+  float p, scale;
+  int32_t is_train, req_y, req_m;
+} kc_dropout_args;
+
+/* y = a * b elementwise under req (dropout's backward). */
+typedef struct { float *y; const float *a, *b; int64_t n; int32_t req; } kc_mul_args;
+
+/* Optimizer updates, in place; the constants as k_optim.c computes them on the host. */
+typedef struct {
+  float *w, *mom;
+  const float *g;
+  int64_t n;
+  float lr, momentum, wd;
+} kc_sgd_args;
+typedef struct {
+  float *w, *m, *v;
+  const float *g;
+  int64_t n;
+  float step_size, bc2_sqrt, a1, a2, beta1, beta2, eps, wd;
+} kc_adam_args;
+
+#endif

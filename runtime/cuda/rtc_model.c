@@ -1,0 +1,611 @@
+/* rtc_model.c — the model ABI on the GPU (a .so compiled with --target cuda exports these as
+ * its NAME_* functions and kiln_model). The host side is an rt_model made without CPU run
+ * state (rt_model_new): it initialises the weights exactly as the CPU does, and keeps load,
+ * save and the lr. On create everything persistent is copied into one device block laid out
+ * like the host's; the planned arena is one device allocation, and each program input gets a
+ * device buffer. The device copy is the live one: the host copy is refreshed before save and
+ * lookups, and a load is uploaded whole.
+ *
+ * A run binds every tensor to its device pointer (arena offset, input buffer or store), queues
+ * each step on the model's stream — a generated kernel for FUSED steps, the GPU op table for
+ * the others, the optimizer kernels for updates — and synchronises once at the end, where a
+ * failed launch or an error the GPU reports surfaces. Steps run in plan order on one stream,
+ * so the plan's reuse of arena memory holds as it does on one CPU thread. */
+#include "rtc_model.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rtc_blas.h"
+#include "rtc_ops_lib.h"
+
+static __thread char rtc_create_err[RT_MODEL_ERR_LEN];
+
+int rtc_fail(rtc_ctx *c, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(c->err, sizeof c->err, fmt, ap);
+  va_end(ap);
+  return 1;
+}
+
+/* A driver call that failed: its name and the driver's words. */
+int rtc_cu_check(rtc_ctx *c, CUresult r, const char *what) {
+  if (r == CUDA_SUCCESS) return 0;
+  return rtc_fail(c, "%s: %s", what, rtc_lib_strerror(c->cu, r));
+}
+
+void *rtc_stream(rtc_ctx *c) { return c->stream; }
+void *rtc_cublas(rtc_ctx *c) { return c->blas; }
+void *rtc_cudnn(rtc_ctx *c) { return c->dnn; }
+const struct rtc_lib *rtc_libs(rtc_ctx *c) { return c->cu; }
+
+int rtc_reserve_scratch(rtc_ctx *c, size_t bytes) {
+  if (bytes > c->scratch_want) c->scratch_want = bytes;
+  return 0;
+}
+
+void *rtc_scratch(rtc_ctx *c) { return (void *)(uintptr_t)c->scratch; }
+
+static int64_t rtc_align(int64_t n) { return (n + 255) & ~(int64_t)255; }
+
+/* ---- device memory ---- */
+
+static int rtc_alloc(rtc_ctx *c, CUdeviceptr *p, int64_t bytes, const char *what) {
+  *p = 0;
+  if (bytes <= 0) return 0;
+  CUresult r = c->cu->MemAlloc(p, (size_t)bytes);
+  if (r != CUDA_SUCCESS) return *p = 0, rtc_fail(c, "cannot allocate %lld bytes of GPU memory for %s: %s", (long long)bytes, what, rtc_lib_strerror(c->cu, r));
+  return 0;
+}
+
+/* The host store's extent: persistent tensors sit at tptr[i] - store, each 64-byte aligned. */
+static int64_t rtc_store_bytes(const rtc_ctx *c) {
+  int64_t end = 0;
+  for (int i = 0; i < c->d->ntensors; i++) {
+    if (!c->host->tptr[i]) continue;
+    int64_t e = (int64_t)((char *)c->host->tptr[i] - (char *)c->host->store) + rt_tensor_numel(&c->d->tensors[i]) * 4;
+    if (e > end) end = e;
+  }
+  return end;
+}
+
+static int rtc_upload_store(rtc_ctx *c) {
+  if (!c->store_bytes) return 0;
+  if (rtc_cu_check(c, c->cu->MemcpyHtoDAsync(c->dstore, c->host->store, (size_t)c->store_bytes, c->stream), "copying the weights to the GPU"))
+    return 1;
+  return rtc_cu_check(c, c->cu->StreamSynchronize(c->stream), "copying the weights to the GPU");
+}
+
+/* The host copy made current (save, lookups, and before a load, which replaces only the weights). */
+static int rtc_download_store(rtc_ctx *c) {
+  if (!c->host_stale || !c->store_bytes) return 0;
+  if (rtc_cu_check(c, c->cu->MemcpyDtoHAsync(c->host->store, c->dstore, (size_t)c->store_bytes, c->stream), "copying the weights from the GPU") ||
+      rtc_cu_check(c, c->cu->StreamSynchronize(c->stream), "copying the weights from the GPU"))
+    return 1;
+  c->host_stale = 0;
+  return 0;
+}
+
+/* Every program input gets a buffer of its own: the CPU binds the caller's pointer there. */
+static int rtc_input_buffers(rtc_ctx *c) {
+  int64_t bytes = 0;
+  c->inoff = calloc((size_t)c->d->ntensors + 1, sizeof *c->inoff);
+  if (!c->inoff) return rtc_fail(c, "out of memory");
+  for (int t = 0; t < c->d->ntensors; t++) c->inoff[t] = -1;
+  const rt_program *ps[2] = {&c->d->predict, c->d->has_train ? &c->d->train : NULL};
+  for (int k = 0; k < 2; k++)
+    for (int j = 0; ps[k] && j < ps[k]->ninputs; j++) {
+      int t = ps[k]->inputs[j];
+      if (c->inoff[t] >= 0) continue;
+      c->inoff[t] = bytes;
+      bytes += rtc_align(rt_tensor_numel(&c->d->tensors[t]) * 4);
+    }
+  return rtc_alloc(c, &c->dinputs, bytes, "the inputs");
+}
+
+static int rtc_memory(rtc_ctx *c) {
+  const rt_model_desc *d = c->d;
+  int64_t arena = d->predict.arena_bytes;
+  if (d->has_train && d->train.arena_bytes > arena) arena = d->train.arena_bytes;
+  c->store_bytes = rtc_store_bytes(c);
+  c->dptr = calloc((size_t)d->ntensors + 1, sizeof *c->dptr);
+  if (!c->dptr) return rtc_fail(c, "out of memory");
+  return rtc_alloc(c, &c->dstore, c->store_bytes, "the weights") || rtc_alloc(c, &c->darena, arena, "the arena") ||
+         rtc_input_buffers(c) || rtc_alloc(c, &c->daux, c->host->aux_elems * 4, "the aux snapshot") || rtc_upload_store(c);
+}
+
+/* ---- per-program run state ---- */
+
+static k_shape rtc_out_shape(const rt_model_desc *d, const rt_step *s, int j) {
+  static const k_shape scalar = {0, {0}};
+  if (s->out[j] >= 0) return d->tensors[s->out[j]].shape;
+  int nof = (s->nin - s->nout) / 2;     /* as rt_model_run.c: an in_grad takes its in_data's shape */
+  if (s->kind == RT_STEP_BACKWARD && s->in_shape && nof >= 0 && s->nin == 2 * nof + s->nout) return s->in_shape[nof + j];
+  return scalar;
+}
+
+/* The generated kernel's thread count: its largest output (grid-stride beyond it). */
+static int64_t rtc_fused_threads(const rt_model_desc *d, const rt_step *s) {
+  int64_t n = 1;
+  for (int j = 0; j < s->nout; j++)
+    if (s->out[j] >= 0 && rt_tensor_numel(&d->tensors[s->out[j]]) > n) n = rt_tensor_numel(&d->tensors[s->out[j]]);
+  return n;
+}
+
+static int rtc_prog_init(rtc_ctx *c, rtc_prog *r, const rt_program *p, int train) {
+  r->p = p;
+  size_t n = (size_t)p->nsteps + 1, slots = 1;
+  for (int i = 0; i < p->nsteps; i++) slots += (size_t)(p->steps[i].nin + p->steps[i].nout);
+  r->fn = calloc(n, sizeof *r->fn), r->state = calloc(n, sizeof *r->state), r->threads = calloc(n, sizeof *r->threads);
+  r->shapes = calloc(slots, sizeof *r->shapes), r->dtypes = calloc(slots, sizeof *r->dtypes);
+  r->ptrs = calloc(slots, sizeof *r->ptrs), r->req = calloc(slots, sizeof *r->req);
+  if (!r->fn || !r->state || !r->threads || !r->shapes || !r->dtypes || !r->ptrs || !r->req) return rtc_fail(c, "out of memory");
+  size_t at = 0;
+  for (int i = 0; i < p->nsteps; i++) {
+    const rt_step *s = &p->steps[i];
+    for (int j = 0; j < s->nin; j++) {
+      r->shapes[at + j] = s->in_shape ? s->in_shape[j] : (k_shape){0, {0}};
+      r->dtypes[at + j] = s->in[j] >= 0 ? (k_dtype)c->d->tensors[s->in[j]].dtype : K_F32;
+    }
+    for (int j = 0; j < s->nout; j++) r->shapes[at + s->nin + j] = rtc_out_shape(c->d, s, j);
+    at += (size_t)(s->nin + s->nout);
+    if (s->kind == RT_STEP_FUSED) {
+      char name[64];
+      rt_fused_name(name, sizeof name, train, i);
+      if (rtc_function(c, name, &r->fn[i])) return 1;
+      r->threads[i] = rtc_fused_threads(c->d, s);
+    } else if ((s->kind == RT_STEP_FORWARD || s->kind == RT_STEP_BACKWARD) && !rtc_op_row_of(s->op)) {
+      return rtc_fail(c, "%s: op %d has no GPU implementation in this runtime", s->name, s->op);
+    } else if (s->kind != RT_STEP_FORWARD && s->kind != RT_STEP_BACKWARD && s->kind != RT_STEP_UPDATE) {
+      return rtc_fail(c, "%s: unknown step kind %d", s->name, s->kind);
+    }
+  }
+  return 0;
+}
+
+static void rtc_prog_free(rtc_ctx *c, rtc_prog *r) {
+  for (int i = 0; r->state && i < r->p->nsteps; i++) {
+    const rtc_op_row *row = rtc_op_row_of(r->p->steps[i].op);
+    if (r->state[i] && row && row->release && r->p->steps[i].kind != RT_STEP_FUSED && r->p->steps[i].kind != RT_STEP_UPDATE)
+      row->release(c, r->state[i]);
+  }
+  free(r->fn), free(r->state), free(r->threads), free(r->shapes), free(r->dtypes), free(r->ptrs), free(r->req);
+  memset(r, 0, sizeof *r);
+}
+
+/* ---- binding and one step ---- */
+
+static void rtc_bind(rtc_ctx *c, const rt_program *p) {
+  for (int t = 0; t < c->d->ntensors; t++) {
+    CUdeviceptr a = 0;
+    if (p->offset[t] >= 0) a = c->darena + (CUdeviceptr)p->offset[t];
+    else if (c->inoff[t] >= 0) a = c->dinputs + (CUdeviceptr)c->inoff[t];
+    else if (c->host->tptr[t]) a = c->dstore + (CUdeviceptr)((char *)c->host->tptr[t] - (char *)c->host->store);
+    c->dptr[t] = (void *)(uintptr_t)a;
+  }
+}
+
+/* The step's call: pointers and OpReqTypes bound into the program's pools at `at`. */
+static rtc_call rtc_step_call(rtc_ctx *c, rtc_prog *r, int i, size_t at) {
+  const rt_step *s = &r->p->steps[i];
+  void **in = r->ptrs + at, **out = r->ptrs + at + s->nin;
+  k_req *req = r->req + at;
+  for (int j = 0; j < s->nin; j++) in[j] = s->in[j] >= 0 ? c->dptr[s->in[j]] : NULL;
+  for (int j = 0; j < s->nout; j++) {
+    out[j] = s->out[j] >= 0 ? c->dptr[s->out[j]] : NULL;
+    req[j] = out[j] ? s->req[j] : kNullOp;
+  }
+  return (rtc_call){s, s->nin, s->nout, in, out, r->shapes + at, r->shapes + at + s->nin, r->dtypes + at, req,
+                    c->host->seed, RT_CTR_OP(c->host->step, s->name_hash), r->p->is_train, &r->state[i]};
+}
+
+static int rtc_run_update(rtc_ctx *c, const rtc_call *k) {
+  const rt_step *s = k->s;
+  const rt_model_desc *d = c->d;
+  int need = 2 + (s->op == K_OPT_ADAM ? 2 : d->sgd.momentum != 0.0f);
+  if (s->op != K_OPT_SGD && s->op != K_OPT_ADAM) return rtc_fail(c, "unknown optimizer %d", s->op);
+  for (int j = 0; j < need; j++)
+    if (j >= s->nin || !k->in[j]) return rtc_fail(c, "update without its parameter, gradient or state");
+  int64_t n = rt_tensor_numel(&d->tensors[s->in[0]]);
+  void *const *in = k->in;
+  if (s->op == K_OPT_SGD) return rtc_sgd_update(c, in[0], in[1], s->nin > 2 ? in[2] : NULL, n, c->host->lr, &d->sgd);
+  return rtc_adam_update(c, in[0], in[1], in[2], in[3], n, c->host->lr, &d->adam, c->host->step);
+}
+
+static int rtc_run_step_now(rtc_ctx *c, rtc_prog *r, int i, size_t at);
+
+/* ---- KILN_CUDA_PROFILE=1: every step between two events, its time summed per step and
+ * printed at destroy (the step's own GPU time, the launch included, with a synchronisation
+ * after each step, so the run as a whole is slower) ---- */
+
+static int rtc_profile_init(rtc_ctx *c) {
+  const char *e = getenv("KILN_CUDA_PROFILE");
+  if (!e || !*e || strcmp(e, "0") == 0) return 0;
+  c->profile = 1;
+  for (int k = 0; k < 2; k++) {
+    int n = c->prog[k].p ? c->prog[k].p->nsteps : 0;
+    c->prof_ms[k] = calloc((size_t)n + 1, sizeof(double)), c->prof_n[k] = calloc((size_t)n + 1, sizeof(int64_t));
+    if (!c->prof_ms[k] || !c->prof_n[k]) return rtc_fail(c, "out of memory");
+  }
+  return rtc_cu_check(c, c->cu->EventCreate(&c->ev[0], CU_EVENT_DEFAULT), "cuEventCreate") ||
+         rtc_cu_check(c, c->cu->EventCreate(&c->ev[1], CU_EVENT_DEFAULT), "cuEventCreate");
+}
+
+static int rtc_run_step_timed(rtc_ctx *c, rtc_prog *r, int i, size_t at) {
+  int k = r == &c->prog[1];
+  float ms = 0;
+  if (rtc_cu_check(c, c->cu->EventRecord(c->ev[0], c->stream), "cuEventRecord") || rtc_run_step_now(c, r, i, at) ||
+      rtc_cu_check(c, c->cu->EventRecord(c->ev[1], c->stream), "cuEventRecord") ||
+      rtc_cu_check(c, c->cu->EventSynchronize(c->ev[1]), "the step") ||
+      rtc_cu_check(c, c->cu->EventElapsedTime(&ms, c->ev[0], c->ev[1]), "cuEventElapsedTime"))
+    return 1;
+  c->prof_ms[k][i] += ms, c->prof_n[k][i]++;
+  return 0;
+}
+
+static const char *rtc_step_kind(const rt_step *s) {
+  static const char *const kinds[] = {"forward", "backward", "update", "kernel"};
+  return s->kind >= 0 && s->kind <= RT_STEP_FUSED ? kinds[s->kind] : "?";
+}
+
+static void rtc_profile_print(rtc_ctx *c) {
+  for (int k = 0; c->profile && k < 2; k++) {
+    const rt_program *p = c->prog[k].p;
+    double total = 0;
+    for (int i = 0; p && i < p->nsteps; i++) total += c->prof_ms[k][i];
+    if (!p || total <= 0) continue;
+    fprintf(stderr, "kiln cuda profile: %s %s on %s, %.3f ms of GPU time in all\n", c->d->name, k ? "train_step" : "predict",
+            c->device_name, total);
+    fprintf(stderr, "  %6s %10s %8s %6s  %-8s %s\n", "step", "total ms", "mean us", "share", "kind", "name");
+    for (int i = 0; i < p->nsteps; i++)
+      if (c->prof_n[k][i])
+        fprintf(stderr, "  %6d %10.3f %8.1f %5.1f%%  %-8s %s\n", i, c->prof_ms[k][i], 1e3 * c->prof_ms[k][i] / (double)c->prof_n[k][i],
+                100 * c->prof_ms[k][i] / total, rtc_step_kind(&p->steps[i]), p->steps[i].name);
+  }
+}
+
+static int rtc_run_step(rtc_ctx *c, rtc_prog *r, int i, size_t at) {
+  return c->profile ? rtc_run_step_timed(c, r, i, at) : rtc_run_step_now(c, r, i, at);
+}
+
+static int rtc_run_step_now(rtc_ctx *c, rtc_prog *r, int i, size_t at) {
+  rtc_call k = rtc_step_call(c, r, i, at);
+  const rt_step *s = k.s;
+  switch (s->kind) {
+  case RT_STEP_FUSED: return rtc_launch_fn(c, r->fn[i], r->threads[i], (void **)k.in, s->nin + s->nout);
+  case RT_STEP_UPDATE: return rtc_run_update(c, &k);
+  case RT_STEP_FORWARD: return rtc_op_row_of(s->op)->forward(c, &k);
+  default: return rtc_op_row_of(s->op)->backward(c, &k);
+  }
+}
+
+/* Steps [lo, hi) queued on the stream; the first that cannot be queued stops the run. */
+static int rtc_run_range(rtc_ctx *c, rtc_prog *r, int lo, int hi) {
+  size_t at = 0;
+  for (int i = 0; i < lo; i++) at += (size_t)(r->p->steps[i].nin + r->p->steps[i].nout);
+  for (int i = lo; i < hi; i++) {
+    c->err[0] = 0;
+    if (rtc_run_step(c, r, i, at)) {
+      char msg[RT_MODEL_ERR_LEN];
+      snprintf(msg, sizeof msg, "%s", c->err[0] ? c->err : "step failed");
+      return rtc_fail(c, "%s: %s", r->p->steps[i].name, msg);
+    }
+    at += (size_t)(r->p->steps[i].nin + r->p->steps[i].nout);
+  }
+  return 0;
+}
+
+static int rtc_sync(rtc_ctx *c, const char *what) { return rtc_cu_check(c, c->cu->StreamSynchronize(c->stream), what); }
+
+/* ---- prepare: each op's one-time work at create ---- */
+
+static int rtc_prepare_prog(rtc_ctx *c, rtc_prog *r) {
+  size_t at = 0;
+  for (int i = 0; i < r->p->nsteps; i++) {
+    const rt_step *s = &r->p->steps[i];
+    const rtc_op_row *row = s->kind == RT_STEP_FORWARD || s->kind == RT_STEP_BACKWARD ? rtc_op_row_of(s->op) : NULL;
+    if (row && row->prepare) {
+      void *none[64] = {0};
+      if (s->nin > 32 || s->nout > 32) return rtc_fail(c, "%s: too many slots", s->name);
+      rtc_call k = {s, s->nin, s->nout, none, none + 32, r->shapes + at, r->shapes + at + s->nin, r->dtypes + at,
+                    s->req, c->host->seed, 0, r->p->is_train, &r->state[i]};
+      c->err[0] = 0;
+      if (row->prepare(c, &k)) {
+        char msg[RT_MODEL_ERR_LEN];
+        snprintf(msg, sizeof msg, "%s", c->err);
+        return rtc_fail(c, "%s: %s", s->name, msg);
+      }
+    }
+    at += (size_t)(s->nin + s->nout);
+  }
+  return 0;
+}
+
+/* cuBLAS and cuDNN are opened only for a model that uses them. */
+static int rtc_libraries(rtc_ctx *c) {
+  bool blas = false, dnn = false;
+  const rt_program *ps[2] = {&c->d->predict, c->d->has_train ? &c->d->train : NULL};
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; ps[k] && i < ps[k]->nsteps; i++) {
+      const rt_step *s = &ps[k]->steps[i];
+      if (s->kind != RT_STEP_FORWARD && s->kind != RT_STEP_BACKWARD) continue;
+      const rtc_op_row *row = rtc_op_row_of(s->op);
+      blas |= row && row->lib == RTC_LIB_BLAS, dnn |= row && row->lib == RTC_LIB_DNN;
+    }
+  return (blas && rtc_blas_open(c, &c->blas)) || (dnn && rtc_dnn_open(c, &c->dnn));
+}
+
+/* ---- create and destroy ---- */
+
+static int rtc_device(rtc_ctx *c) {
+  int n = 0;
+  if (rtc_cu_check(c, c->cu->DeviceGetCount(&n), "counting GPUs")) return 1;
+  if (n < 1) return rtc_fail(c, "no GPU: the CUDA driver sees no device");
+  char name[128];
+  if (rtc_cu_check(c, c->cu->DeviceGet(&c->dev, 0), "cuDeviceGet") ||
+      rtc_cu_check(c, c->cu->DevicePrimaryCtxRetain(&c->cuctx, c->dev), "creating the GPU context"))
+    return 1;
+  c->has_ctx = 1;
+  if (c->cu->DeviceGetName(name, sizeof name, c->dev) != CUDA_SUCCESS) snprintf(name, sizeof name, "GPU 0");
+  snprintf(c->device_name, sizeof c->device_name, "%s", name);
+  if (rtc_cu_check(c, c->cu->CtxPushCurrent(c->cuctx), "cuCtxPushCurrent")) return 1;
+  int bad = rtc_cu_check(c, c->cu->StreamCreate(&c->stream, CU_STREAM_NON_BLOCKING), "creating a stream");
+  if (!bad && c->d->gpu_module) {
+    char log[4096] = "";
+    CUjit_option opt[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *val[2] = {log, (void *)(uintptr_t)sizeof log};
+    CUresult r = c->cu->ModuleLoadDataEx(&c->mod, c->d->gpu_module, 2, opt, val);
+    if (r != CUDA_SUCCESS) bad = rtc_fail(c, "loading the model's PTX: %s %s", rtc_lib_strerror(c->cu, r), log);
+  }
+  return bad;
+}
+
+static int rtc_create_all(rtc_ctx *c) {
+  char err[RT_MODEL_ERR_LEN];
+  if (rtc_lib_open(&c->cu, err, sizeof err)) return rtc_fail(c, "%s", err);
+  if (!c->d->gpu_module) return rtc_fail(c, "the descriptor has no GPU module");
+  if (!rt_prog_valid(c->d, &c->d->predict) || (c->d->has_train && !rt_prog_valid(c->d, &c->d->train)))
+    return rtc_fail(c, "the model's descriptor is malformed");
+  if (rtc_device(c)) return 1;
+  if (rtc_memory(c) || rtc_prog_init(c, &c->prog[0], &c->d->predict, 0) ||
+      (c->d->has_train && rtc_prog_init(c, &c->prog[1], &c->d->train, 1)) || rtc_libraries(c) ||
+      rtc_prepare_prog(c, &c->prog[0]) || (c->d->has_train && rtc_prepare_prog(c, &c->prog[1])) || rtc_profile_init(c))
+    return 1;
+  return rtc_alloc(c, &c->scratch, (int64_t)c->scratch_want, "the scratch space");
+}
+
+rt_model *rtc_model_create(const rt_model_desc *d, uint64_t seed) {
+  rtc_create_err[0] = 0;
+  if (!d || d->target != RT_TARGET_CUDA) {
+    snprintf(rtc_create_err, sizeof rtc_create_err, "create: the descriptor is not a CUDA model's");
+    return NULL;
+  }
+  rtc_ctx *c = calloc(1, sizeof *c);
+  if (!c) return snprintf(rtc_create_err, sizeof rtc_create_err, "create: out of memory"), NULL;
+  c->d = d;
+  pthread_mutex_init(&c->mu, NULL);
+  c->host = rt_model_new(d, seed, 0);
+  int bad = c->host ? rtc_create_all(c) : rtc_fail(c, "create: out of memory or a malformed descriptor");
+  if (c->has_ctx && c->cu) c->cu->CtxPopCurrent(&(CUcontext){0});
+  if (bad) {
+    snprintf(rtc_create_err, sizeof rtc_create_err, "%s", c->err);
+    rtc_model_destroy((rt_model *)c);
+    return NULL;
+  }
+  return (rt_model *)c;
+}
+
+void rtc_model_destroy(rt_model *m) {
+  rtc_ctx *c = (rtc_ctx *)m;
+  if (!c) return;
+  if (c->has_ctx) {
+    c->cu->CtxPushCurrent(c->cuctx);
+    if (c->stream) c->cu->StreamSynchronize(c->stream);
+    rtc_profile_print(c);
+    for (int k = 0; k < 2; k++)
+      if (c->ev[k]) c->cu->EventDestroy(c->ev[k]);
+    rtc_prog_free(c, &c->prog[0]), rtc_prog_free(c, &c->prog[1]);
+    if (c->blas) rtc_blas_close(c->blas);
+    if (c->dnn) rtc_dnn_close(c->dnn);
+    CUdeviceptr bufs[] = {c->dstore, c->darena, c->dinputs, c->daux, c->scratch};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+      if (bufs[i]) c->cu->MemFree(bufs[i]);
+    if (c->mod) c->cu->ModuleUnload(c->mod);
+    if (c->stream) c->cu->StreamDestroy(c->stream);
+    c->cu->CtxPopCurrent(&(CUcontext){0});
+    c->cu->DevicePrimaryCtxRelease(c->dev);
+  }
+  free(c->fns), free(c->dptr), free(c->inoff);
+  for (int k = 0; k < 2; k++) free(c->prof_ms[k]), free(c->prof_n[k]);
+  rt_model_destroy(c->host);
+  pthread_mutex_destroy(&c->mu);
+  free(c);
+}
+
+/* ---- entry points: each holds the model's lock and its GPU context ---- */
+
+static void rtc_enter(rtc_ctx *c) {
+  pthread_mutex_lock(&c->mu);
+  c->cu->CtxPushCurrent(c->cuctx);
+}
+
+static int rtc_leave(rtc_ctx *c, int rc) {
+  if (!rc) c->err[0] = 0;
+  c->cu->CtxPopCurrent(&(CUcontext){0});
+  pthread_mutex_unlock(&c->mu);
+  return rc;
+}
+
+/* An output copied on the model's stream to the host, or (dev) to the caller's device buffer. */
+static int rtc_copy_out(rtc_ctx *c, void *dst, const void *src, size_t bytes, int dev) {
+  CUdeviceptr s = (CUdeviceptr)(uintptr_t)src;
+  CUresult r = dev ? c->cu->MemcpyDtoDAsync((CUdeviceptr)(uintptr_t)dst, s, bytes, c->stream) : c->cu->MemcpyDtoHAsync(dst, s, bytes, c->stream);
+  return rtc_cu_check(c, r, "copying an output from the GPU");
+}
+
+/* The caller's inputs into the model's input buffers; device pointers (dev) are read where
+ * they are, as the CPU reads the caller's buffers (the plan never writes an input), once the
+ * work the caller queued on `user` is done. */
+static int rtc_copy_inputs(rtc_ctx *c, const rt_program *p, const void *const *inputs, int dev, CUstream user, const char *what) {
+  if (p->ninputs && !inputs) return rtc_fail(c, "%s: inputs is NULL", what);
+  for (int k = 0; k < p->ninputs; k++)
+    if (!inputs[k]) return rtc_fail(c, "%s: input '%s' is NULL", what, c->d->tensors[p->inputs[k]].name);
+  if (dev) {
+    for (int k = 0; k < p->ninputs; k++) c->dptr[p->inputs[k]] = (void *)inputs[k];
+    return rtc_cu_check(c, c->cu->StreamSynchronize(user), "waiting for the caller's stream");
+  }
+  for (int k = 0; k < p->ninputs; k++) {
+    const rt_tensor_info *t = &c->d->tensors[p->inputs[k]];
+    CUdeviceptr dst = (CUdeviceptr)(uintptr_t)c->dptr[p->inputs[k]];
+    if (rtc_cu_check(c, c->cu->MemcpyHtoDAsync(dst, inputs[k], (size_t)rt_tensor_numel(t) * 4, c->stream), "copying an input to the GPU"))
+      return 1;
+  }
+  return 0;
+}
+
+static int rtc_predict_locked(rtc_ctx *c, const void *const *inputs, void *const *outputs, int dev, CUstream user) {
+  const rt_program *p = &c->d->predict;
+  if (p->noutputs && !outputs) return rtc_fail(c, "predict: outputs is NULL");
+  for (int k = 0; k < p->noutputs; k++)
+    if (!outputs[k]) return rtc_fail(c, "predict: output '%s' is NULL", c->d->tensors[p->outputs[k]].name);
+  rtc_bind(c, p);
+  if (rtc_copy_inputs(c, p, inputs, dev, user, "predict") || rtc_run_range(c, &c->prog[0], 0, p->nsteps)) return rtc_sync(c, "predict"), 1;
+  for (int k = 0; k < p->noutputs; k++) {
+    const rt_tensor_info *t = &c->d->tensors[p->outputs[k]];
+    CUdeviceptr src = (CUdeviceptr)(uintptr_t)c->dptr[p->outputs[k]];
+    if (!src) return rtc_fail(c, "predict: output '%s' has no buffer", t->name);
+    if (rtc_copy_out(c, outputs[k], (void *)(uintptr_t)src, (size_t)rt_tensor_numel(t) * 4, dev)) return 1;
+  }
+  return rtc_sync(c, "predict");
+}
+
+int rtc_model_predict(rt_model *m, const void *const *inputs, void *const *outputs) {
+  rtc_ctx *c = (rtc_ctx *)m;
+  if (!c) return 1;
+  rtc_enter(c);
+  return rtc_leave(c, rtc_predict_locked(c, inputs, outputs, 0, NULL));
+}
+
+int rtc_model_predict_device(rt_model *m, const void *const *inputs, void *const *outputs, void *stream) {
+  rtc_ctx *c = (rtc_ctx *)m;
+  if (!c) return 1;
+  rtc_enter(c);
+  return rtc_leave(c, rtc_predict_locked(c, inputs, outputs, 1, stream));
+}
+
+/* Aux states (batch_norm's moving statistics) into the device snapshot, or back from it. */
+static int rtc_aux_copy(rtc_ctx *c, int restore) {
+  CUdeviceptr b = c->daux;
+  for (int i = 0; i < c->d->ntensors; i++) {
+    const rt_tensor_info *t = &c->d->tensors[i];
+    if (t->role != RT_ROLE_AUX) continue;
+    CUdeviceptr w = c->dstore + (CUdeviceptr)((char *)c->host->tptr[i] - (char *)c->host->store);
+    size_t bytes = (size_t)rt_tensor_numel(t) * 4;
+    if (rtc_cu_check(c, c->cu->MemcpyDtoDAsync(restore ? w : b, restore ? b : w, bytes, c->stream), "the aux snapshot")) return 1;
+    b += bytes;
+  }
+  return 0;
+}
+
+static int rtc_first_update(const rt_program *p) {
+  for (int i = 0; i < p->nsteps; i++)
+    if (p->steps[i].kind == RT_STEP_UPDATE) return i;
+  return p->nsteps;
+}
+
+/* The loss summed on the host in double, as the CPU runtime does. */
+static int rtc_loss(rtc_ctx *c, const rt_program *p, float *loss) {
+  const rt_tensor_info *t = &c->d->tensors[p->outputs[0]];
+  int64_t n = rt_tensor_numel(t);
+  float *x = malloc((size_t)n * 4 + 4);
+  if (!x) return rtc_fail(c, "out of memory");
+  int rc = rtc_cu_check(c, c->cu->MemcpyDtoHAsync(x, (CUdeviceptr)(uintptr_t)c->dptr[p->outputs[0]], (size_t)n * 4, c->stream), "copying the loss") ||
+           rtc_sync(c, "train_step");
+  double sum = 0;
+  for (int64_t i = 0; !rc && i < n; i++) sum += x[i];
+  free(x);
+  if (!rc) *loss = (float)sum;
+  return rc;
+}
+
+static int rtc_train_locked(rtc_ctx *c, const void *const *inputs, float *loss, int dev, CUstream user) {
+  const rt_program *p = &c->d->train;
+  if (!c->d->has_train) return rtc_fail(c, "train_step: the model has no train statement");
+  if (!loss) return rtc_fail(c, "train_step: loss is NULL");
+  if (p->noutputs != 1) return rtc_fail(c, "train_step: the program has %d losses, not 1", p->noutputs);
+  rtc_bind(c, p);
+  if (!c->dptr[p->outputs[0]]) return rtc_fail(c, "train_step: the loss has no buffer");
+  if (rtc_copy_inputs(c, p, inputs, dev, user, "train_step") || rtc_aux_copy(c, 0)) return rtc_sync(c, "train_step"), 1;
+  c->host->step++;                        /* Adam's t and the random counters start at 1 */
+  int split = rtc_first_update(p);
+  int rc = rtc_run_range(c, &c->prog[1], 0, split);
+  if (!rc) rc = rtc_sync(c, "train_step");
+  if (!rc) rc = rtc_run_range(c, &c->prog[1], split, p->nsteps);
+  c->host_stale = 1;
+  if (rc) {
+    char msg[RT_MODEL_ERR_LEN];
+    snprintf(msg, sizeof msg, "%s", c->err);
+    c->host->step--;
+    rtc_aux_copy(c, 1), rtc_sync(c, "train_step");
+    return rtc_fail(c, "%s", msg);
+  }
+  return rtc_loss(c, p, loss);
+}
+
+int rtc_model_train_step(rt_model *m, const void *const *inputs, float *loss) {
+  rtc_ctx *c = (rtc_ctx *)m;
+  if (!c) return 1;
+  rtc_enter(c);
+  return rtc_leave(c, rtc_train_locked(c, inputs, loss, 0, NULL));
+}
+
+int rtc_model_train_step_device(rt_model *m, const void *const *inputs, float *loss, void *stream) {
+  rtc_ctx *c = (rtc_ctx *)m;
+  if (!c) return 1;
+  rtc_enter(c);
+  return rtc_leave(c, rtc_train_locked(c, inputs, loss, 1, stream));
+}
+
+/* ---- weights through the host ---- */
+
+int rtc_model_save(const rt_model *m, const char *path) {
+  rtc_ctx *c = (rtc_ctx *)m;
+  if (!c) return 1;
+  rtc_enter(c);
+  int rc = rtc_download_store(c);
+  if (!rc && rt_model_save(c->host, path)) rc = rtc_fail(c, "%s", rt_model_error(c->host));
+  return rtc_leave(c, rc);
+}
+
+/* A failed load leaves the host weights as they were (rt_model_load checks the whole file
+ * first), so the device copy needs no restore. */
+int rtc_model_load(rt_model *m, const char *path) {
+  rtc_ctx *c = (rtc_ctx *)m;
+  if (!c) return 1;
+  rtc_enter(c);
+  int rc = rtc_download_store(c);
+  if (!rc && rt_model_load(c->host, path)) rc = rtc_fail(c, "%s", rt_model_error(c->host));
+  if (!rc) rc = rtc_upload_store(c);
+  return rtc_leave(c, rc);
+}
+
+int rtc_model_set_lr(rt_model *m, float lr) {
+  rtc_ctx *c = (rtc_ctx *)m;
+  if (!c) return 1;
+  pthread_mutex_lock(&c->mu);
+  int rc = rt_model_set_lr(c->host, lr);
+  if (rc) rtc_fail(c, "%s", rt_model_error(c->host));
+  else c->err[0] = 0;
+  pthread_mutex_unlock(&c->mu);
+  return rc;
+}
+
+/* NULL: why the calling thread's last create failed. */
+const char *rtc_model_error(const rt_model *m) {
+  const rtc_ctx *c = (const rtc_ctx *)m;
+  if (!c) return rtc_create_err[0] ? rtc_create_err : "the model is NULL";
+  return c->err;
+}

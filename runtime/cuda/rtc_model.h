@@ -1,0 +1,89 @@
+/* rtc_model.h — what the CUDA runtime's files share: the instance (rtc_ctx), the GPU op
+ * table's rows, and the functions behind a CUDA .so's NAME_* and kiln_model. */
+#ifndef KILN_RTC_MODEL_H
+#define KILN_RTC_MODEL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "rt_model_int.h"   /* the host-side instance and RT_MODEL_ERR_LEN */
+#include "rtc.h"
+#include "rtc_lib.h"
+
+enum { RTC_LIB_NONE, RTC_LIB_BLAS, RTC_LIB_DNN };   /* which library an op row needs opened */
+
+typedef struct {
+  rtc_op_fn forward, backward, prepare;   /* prepare: NULL when the op keeps no state */
+  rtc_release_fn release;
+  int lib;                                /* RTC_LIB_* */
+} rtc_op_row;
+
+/* The row of op index `op` (kernels/k_ops.def order), or NULL when the GPU has none. */
+const rtc_op_row *rtc_op_row_of(int op);
+
+/* Per program: the shapes, dtypes, pointer and OpReqType pools of its steps' calls, and the
+ * generated kernels of its FUSED steps. */
+typedef struct {
+  const rt_program *p;
+  CUfunction *fn;               /* FUSED steps: the kernel, found at create */
+  int64_t *threads;             /* FUSED steps: the grid's thread count */
+  void **state;                 /* per step: the op's own state (prepare) */
+  k_shape *shapes;              /* per step: in then out slots */
+  k_dtype *dtypes;
+  void **ptrs;
+  k_req *req;
+} rtc_prog;
+
+typedef struct { char name[64]; CUfunction fn; } rtc_fn_entry;
+
+struct rtc_ctx {
+  const rt_model_desc *d;
+  struct rt_model *host;        /* host weights: init, load, save, lr, seed, step */
+  const rtc_lib *cu;
+  pthread_mutex_t mu;           /* every entry point holds it */
+  CUdevice dev;
+  CUcontext cuctx;
+  int has_ctx;
+  char device_name[128];
+  CUstream stream;
+  CUmodule mod;
+  CUdeviceptr dstore;           /* the persistent tensors, laid out as the host's store */
+  int64_t store_bytes;
+  int host_stale;               /* a train step changed the device copy since the last download */
+  CUdeviceptr darena, dinputs, daux, scratch;
+  int64_t *inoff;               /* per tensor: offset in dinputs, or -1 */
+  size_t scratch_want;
+  void **dptr;                  /* per tensor: the device pointer bound for the current run */
+  rtc_prog prog[2];             /* predict, train */
+  void *blas, *dnn;             /* rtc_blas_open / rtc_dnn_open handles, or NULL */
+  int profile;                  /* $KILN_CUDA_PROFILE: each step timed with events */
+  CUevent ev[2];
+  double *prof_ms[2];           /* per program and step: GPU time summed over runs */
+  int64_t *prof_n[2];
+  rtc_fn_entry *fns;            /* library kernels found so far by name */
+  int nfns, capfns;
+  char err[RT_MODEL_ERR_LEN];
+};
+
+int rtc_cu_check(rtc_ctx *c, CUresult r, const char *what);
+/* Kernel `name` of the model's module: 0, or 1 with a message. */
+int rtc_function(rtc_ctx *c, const char *name, CUfunction *fn);
+/* Launches fn over `threads` threads with nargs pointer arguments (a generated kernel). */
+int rtc_launch_fn(rtc_ctx *c, CUfunction fn, int64_t threads, void **args, int nargs);
+
+/* ---- the ABI (rt_model_api's functions for a CUDA .so) ---- */
+rt_model *rtc_model_create(const rt_model_desc *d, uint64_t seed);
+void rtc_model_destroy(rt_model *m);
+int rtc_model_load(rt_model *m, const char *path);
+int rtc_model_save(const rt_model *m, const char *path);
+int rtc_model_predict(rt_model *m, const void *const *inputs, void *const *outputs);
+int rtc_model_train_step(rt_model *m, const void *const *inputs, float *loss);
+int rtc_model_set_lr(rt_model *m, float lr);
+/* NAME_predict_device / NAME_train_step_device: inputs and outputs are device pointers; the
+ * work queued on `stream` (a CUstream) is waited for before the inputs are read, and the
+ * outputs are complete on return. loss stays a host pointer. */
+int rtc_model_predict_device(rt_model *m, const void *const *inputs, void *const *outputs, void *stream);
+int rtc_model_train_step_device(rt_model *m, const void *const *inputs, float *loss, void *stream);
+const char *rtc_model_error(const rt_model *m);
+
+#endif

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# gpu_check.sh — the GPU check in two halves, for a lent GPU machine that can run .so files but
+# cannot build Kiln (no LLVM, flex, bison there; CUDA libraries, python3 with torch, 16 cores).
+#   scripts/gpu_check.sh prepare DIR   here: builds kiln, compiles every example and test model
+#       for the CPU (the reference, --cpu x86-64-v3 so it runs on the other host) and for CUDA
+#       into DIR/models, builds gpu_compare and bench_gpu into DIR/bin, copies the scripts, and
+#       checks that everything in DIR needs only libc, libm, libdl, pthreads and
+#       libopenblas.so.0 and that DIR stays under 40 MB (the models are packed otherwise).
+#   bash DIR/run.sh OUTDIR             there: every CPU/CUDA pair through gpu_compare
+#       (tests/gpu/run.sh --prebuilt) and the benchmark (bench/gpu/run.sh against PyTorch);
+#       logs in OUTDIR, a summary on stdout; exits 0, 1 (a comparison failed) or 77 (no GPU).
+# Environment for prepare: BUILD (the build folder; default build-gpu at the repo root, configured
+#   Release when new), JOBS (default 2), GPU_CUDA_FLAGS (extra kiln compile options for the CUDA
+#   side, e.g. "--gpu-arch sm_90"), CPU_FLAGS (default "--cpu x86-64-v3"), GPU_SECOND (the
+#   options that make the second .so, default "--target cuda"; "-O0 --disable fusion" makes a
+#   CPU pair, to try the whole flow on a machine without a GPU).
+# Environment for DIR/run.sh: BENCH=0 skips the benchmark, SECS (per timed run, default 0.5),
+#   GPU_MODELS and GPU_COMPARE_FLAGS as for tests/gpu/run.sh, PYTHON (default python3).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+MAX_MB=40
+
+usage() { echo "usage: scripts/gpu_check.sh prepare DIR   (then, on the GPU machine: bash DIR/run.sh OUTDIR)" >&2; exit 2; }
+[ $# -eq 2 ] && [ "$1" = prepare ] || usage
+DIR=$2
+BUILD=${BUILD:-$ROOT/build-gpu}
+
+build() {
+  [ -f "$BUILD/CMakeCache.txt" ] || cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$BUILD" --target kiln kiln_runtime kiln_kernels -j "${JOBS:-2}" >/dev/null
+  local cflags="-O2 -std=c11 -Wall -Wextra -Werror -I$ROOT/runtime -I$ROOT/kernels"
+  ${CC:-cc} $cflags "$ROOT/tests/gpu/gpu_compare.c" "$BUILD/runtime/libkiln_runtime.a" \
+    "$BUILD/kernels/libkiln_kernels.a" -o "$DIR/bin/gpu_compare" -ldl -lm -lpthread
+  ${CC:-cc} $cflags "$ROOT/bench/gpu/bench_gpu.c" -o "$DIR/bin/bench_gpu" -ldl -lm
+}
+
+# Every model of examples/ and tests/passes/models/, both targets; a CUDA compile that fails
+# leaves NAME.cuda.err (kiln's message), which DIR/run.sh reports as "not on the GPU yet".
+compile_models() {
+  local kiln=$BUILD/tools/kiln f model n=0 ncuda=0
+  for f in "$ROOT"/examples/*.kiln "$ROOT"/tests/passes/models/*.kiln; do
+    for model in $(sed -n 's/^\s*model\s\+\([A-Za-z_][A-Za-z0-9_]*\).*/\1/p' "$f"); do
+      "$kiln" compile "$f" --model "$model" ${CPU_FLAGS:---cpu x86-64-v3} -o "$DIR/models/$model.cpu.so" \
+        >/dev/null 2>"$DIR/models/$model.cpu.err" || { cat "$DIR/models/$model.cpu.err" >&2; exit 1; }
+      rm -f "$DIR/models/$model.cpu.err"
+      rm -f "$DIR/models/$model.h"
+      if "$kiln" compile "$f" --model "$model" ${GPU_SECOND:---target cuda} ${GPU_CUDA_FLAGS:-} -o "$DIR/models/$model.cuda.so" \
+           >/dev/null 2>"$DIR/models/$model.cuda.err"; then
+        rm -f "$DIR/models/$model.cuda.err"; ncuda=$((ncuda + 1))
+      else
+        echo "  $model: no CUDA .so: $(head -c 300 "$DIR/models/$model.cuda.err" | tr '\n' ' ')"
+      fi
+      rm -f "$DIR/models/$model.h"
+      echo "${f#"$ROOT"/}:$model $model" >> "$DIR/models.txt"
+      n=$((n + 1))
+    done
+  done
+  "$kiln" compile "$ROOT/bench/gpu/stream.kiln" ${GPU_SECOND:---target cuda} ${GPU_CUDA_FLAGS:-} -o "$DIR/models/stream.cuda.so" >/dev/null
+  rm -f "$DIR/models/stream.h"
+  echo "compiled $n models for the CPU, $ncuda for CUDA"
+}
+
+# Only these may be NEEDED by anything in DIR: the GPU machine has them (and the CUDA libraries,
+# which the CUDA runtime dlopens rather than links).
+check_deps() {
+  local f bad=0 needed
+  for f in "$DIR"/bin/* "$DIR"/models/*.so; do
+    needed=$(readelf -d "$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' |
+             grep -vxE 'libc\.so\.6|libm\.so\.6|libdl\.so\.2|libpthread\.so\.0|libopenblas\.so\.0|ld-linux-x86-64\.so\.2' || true)
+    [ -z "$needed" ] || { echo "gpu_check: $f needs $(echo $needed)" >&2; bad=1; }
+  done
+  return $bad
+}
+
+rm -rf "$DIR"
+mkdir -p "$DIR/bin" "$DIR/models" "$DIR/tests" "$DIR/bench"
+DIR=$(realpath "$DIR")
+build
+compile_models
+strip --strip-unneeded "$DIR"/bin/* "$DIR"/models/*.so 2>/dev/null || true
+check_deps
+cp "$ROOT/tests/gpu/run.sh" "$DIR/tests/run.sh"
+cp "$ROOT/bench/gpu/run.sh" "$ROOT/bench/gpu/profile.sh" "$ROOT/bench/gpu/torch_gpu.py" "$ROOT/bench/models/torch_models.py" "$DIR/bench/"
+{ echo "prepared $(date -u '+%Y-%m-%d %H:%M UTC') from $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+  echo "CPU .so: ${CPU_FLAGS:---cpu x86-64-v3}; CUDA .so: ${GPU_SECOND:---target cuda} ${GPU_CUDA_FLAGS:-}"; } > "$DIR/info.txt"
+
+cat > "$DIR/run.sh" <<'RUNEOF'
+#!/usr/bin/env bash
+# run.sh OUTDIR — made by scripts/gpu_check.sh prepare: compares every model's CPU and CUDA .so
+# (tests/run.sh --prebuilt, gpu_compare) and benchmarks the examples against PyTorch on this GPU
+# (bench/run.sh). Logs and results go to OUTDIR; exits as the comparisons did (0, 1, or 77 when
+# there is no usable GPU). BENCH=0 skips the benchmark.
+set -u
+D=$(cd "$(dirname "$0")" && pwd)
+[ $# -eq 1 ] || { echo "usage: bash run.sh OUTDIR" >&2; exit 2; }
+mkdir -p "$1" && OUT=$(cd "$1" && pwd) || exit 1
+if [ ! -d "$D/models" ]; then   # packed to keep the folder small
+  tar -xzf "$D/models.tar.gz" -C "$D" || exit 1
+fi
+for f in "$D"/bin/* "$D"/models/*.so; do ldd "$f" 2>&1 | grep 'not found' | sed "s|^|$f: |"; done > "$OUT/missing.txt"
+{ cat "$D/info.txt"; date -u; uname -a; nproc; nvidia-smi 2>&1; cat "$OUT/missing.txt"; } > "$OUT/env.txt"
+echo "== $(grep -m1 prepared "$D/info.txt"); GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+[ -s "$OUT/missing.txt" ] && { cat "$OUT/missing.txt"; echo "== some libraries are missing here (above)"; }
+
+echo "== gpu_compare: every model, CPU .so against CUDA .so (logs: $OUT/compare-*.log)"
+bash "$D/tests/run.sh" --prebuilt "$D" "$OUT" | tee "$OUT/compare.txt"
+rc=${PIPESTATUS[0]}
+
+if [ "${BENCH:-1}" != 0 ] && [ $rc -ne 77 ]; then
+  echo "== benchmark: samples/s on this GPU, kiln against PyTorch (results: $OUT/bench)"
+  LIBDIR=$D/models BENCH_GPU=$D/bin/bench_gpu OUT=$OUT/bench bash "$D/bench/run.sh" 2>&1 | tee "$OUT/bench.txt"
+  echo "== profile: each example's steps, and one fused group's bandwidth (results: $OUT/profile)"
+  bash "$D/bench/profile.sh" "$D/models" "$D/bin/bench_gpu" "$OUT/profile" 2>&1
+fi
+echo "== summary: $(tail -n1 "$OUT/compare.txt")$( [ $rc -eq 77 ] && echo ' (skipped: no usable GPU)')"
+exit $rc
+RUNEOF
+chmod +x "$DIR/run.sh" "$DIR/tests/run.sh" "$DIR/bench/run.sh" "$DIR/bench/profile.sh"
+
+mb=$(du -sm "$DIR" | cut -f1)
+if [ "$mb" -ge $MAX_MB ]; then
+  tar -czf "$DIR/models.tar.gz" -C "$DIR" models && rm -rf "$DIR/models"
+  echo "packed the models into models.tar.gz ($mb MB unpacked)"
+  mb=$(du -sm "$DIR" | cut -f1)
+  [ "$mb" -lt $MAX_MB ] || { echo "gpu_check: $DIR is $mb MB, over $MAX_MB MB" >&2; exit 1; }
+fi
+echo "prepared $DIR ($mb MB); on the GPU machine: bash $(basename "$DIR")/run.sh OUTDIR"

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# cli.sh KILN ROOT PTXAS — kiln compile's CUDA target without a GPU: every example and test
+# model compiles to a GPU module that ptxas accepts (for sm_80, and for sm_90 with --gpu-arch),
+# --emit cu writes the CUDA C, a full --target cuda build gives a .so whose only dependencies
+# are libc and libm (the CUDA libraries are opened at create) and whose header has the device
+# entry points; the errors: --emit ptx with --target cpu and --gpu-arch without cuda exit 2, a
+# bad arch exits 1 and writes nothing.
+set -u
+kiln=$1 root=$2 ptxas=${3:-}
+tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
+pass=0 failed=0
+ok() { pass=$((pass + 1)); }
+bad() { echo "FAIL: $*"; failed=$((failed + 1)); }
+gpu_models() {   # every model file (test_cg_cuda.c checks the refusal of what the GPU cannot run)
+  ls "$root"/examples/*.kiln "$root"/tests/passes/models/*.kiln
+}
+for f in $(gpu_models); do
+  name=$(basename "$f" .kiln)
+  models=$(sed -n 's/^model \([A-Za-z_0-9]*\).*/\1/p' "$f")
+  for m in $models; do
+    out=$tmp/$name-$m.ptx
+    if "$kiln" compile "$f" --model "$m" --emit ptx -o "$out" 2>"$tmp/err"; then ok; else bad "$name/$m: --emit ptx: $(cat "$tmp/err")"; continue; fi
+    grep -q '^\.target sm_80' "$out" && grep -q '\.entry kiln_fused_p' "$out" && ok || bad "$name/$m: the PTX is not for sm_80 or has no generated kernel"
+    if [ -n "$ptxas" ]; then
+      "$ptxas" -arch=sm_80 "$out" -o "$tmp/x.cubin" 2>"$tmp/err" && ok || bad "$name/$m: ptxas: $(head -5 "$tmp/err")"
+    fi
+  done
+done
+[ -z "$ptxas" ] && echo "note: no ptxas (KILN_PTXAS): the PTX was written but not assembled"
+# --gpu-arch: PTX for Hopper, which ptxas takes for sm_90.
+"$kiln" compile "$root/examples/lenet.kiln" --emit ptx --gpu-arch sm_90 -o "$tmp/l90.ptx" 2>/dev/null && grep -q '^\.target sm_90' "$tmp/l90.ptx" && ok || bad "--gpu-arch sm_90"
+[ -z "$ptxas" ] || { "$ptxas" -arch=sm_90 "$tmp/l90.ptx" -o "$tmp/x.cubin" && ok || bad "ptxas sm_90"; }
+# --emit cu: the program NVRTC compiled, the k_scalar.h functions called from it.
+"$kiln" compile "$root/examples/transformer.kiln" --emit cu -o "$tmp/t.cu" 2>/dev/null && grep -q 'k_sf_gelu' "$tmp/t.cu" &&
+  grep -q '#include "kc_ops.cu"' "$tmp/t.cu" && ok || bad "--emit cu"
+# The .so: libc, libm (and the loader, for thread-local storage) only; the header declares the device entry points.
+"$kiln" compile "$root/examples/mlp.kiln" --target cuda -o "$tmp/libmlp.so" 2>"$tmp/err" && ok || bad "--target cuda .so: $(cat "$tmp/err")"
+deps=$(readelf -d "$tmp/libmlp.so" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort | tr '\n' ' ')
+extra=$(echo "$deps" | tr ' ' '\n' | grep -v -e '^$' -e '^libc\.so\.6$' -e '^libm\.so\.6$' -e '^ld-linux' || true)
+[ -z "$extra" ] && ok || bad "the CUDA .so needs: $deps (want libc, libm and the loader only)"
+grep -q 'int mlp_predict_device(mlp \*m, const float \*image, float \*prob, struct CUstream_st \*stream);' "$tmp/mlp.h" &&
+  grep -q 'mlp_train_step_device' "$tmp/mlp.h" && ok || bad "the header lacks the device entry points"
+# Errors.
+"$kiln" compile "$root/examples/mlp.kiln" --target cpu --emit ptx -o "$tmp/x.ptx" 2>/dev/null; [ $? -eq 2 ] && ok || bad "--target cpu --emit ptx should exit 2"
+"$kiln" compile "$root/examples/mlp.kiln" --gpu-arch sm_80 -o "$tmp/x.so" 2>/dev/null; [ $? -eq 2 ] && ok || bad "--gpu-arch without --target cuda should exit 2"
+"$kiln" compile "$root/examples/mlp.kiln" --emit ptx --gpu-arch volta -o "$tmp/x.ptx" 2>"$tmp/err"; rc=$?
+[ $rc -eq 1 ] && grep -q "not a GPU architecture" "$tmp/err" && [ ! -e "$tmp/x.ptx" ] && ok || bad "--gpu-arch volta: exit $rc"
+echo "cuda cli: $pass passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# emulate.sh KILN GPU_COMPARE FAKEDIR ROOT [CXX [CXXFLAGS]] — every model's CUDA .so run on the host and
+# compared with its CPU .so (tests/gpu/gpu_compare, the gpu label's comparison), no GPU
+# needed: FAKEDIR holds the host stand-ins for libcuda.so.1, libcublas.so.13 and
+# libcudnn.so.9 (tests/cuda/fake), and each model's CUDA C (kiln compile --emit cu) is built
+# for the host as the fake driver's module (fake/emul.h before it, fake/emul_tail.h after).
+# What this checks: the generated kernels' and the library kernels' arithmetic and indexing,
+# the CUDA runtime's binding, arena, copies, steps and updates, against the CPU; what it
+# cannot: anything of the real GPU (races between threads, the real cuBLAS and cuDNN, the
+# PTX itself: tests/cuda/cli.sh assembles that). Env: EMULATE_MODELS, a regex of model names.
+set -u
+kiln=$1 compare=$2 fake=$3 root=$4 cxx=${5:-c++} cxxflags=${6:-}   # the sanitizer build's flags, so kernels are checked too
+tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
+pass=0 failed=0
+for f in "$root"/examples/*.kiln "$root"/tests/passes/models/*.kiln; do
+  base=$(basename "$f" .kiln)
+  for m in $(sed -n 's/^model \([A-Za-z_0-9]*\).*/\1/p' "$f"); do
+    [[ "$m" =~ ${EMULATE_MODELS:-.} ]] || continue
+    d=$tmp/$m && mkdir -p "$d"
+    if ! "$kiln" compile "$f" --model "$m" --target cuda -o "$d/lib$m.cuda.so" >"$d/log" 2>&1; then
+      if grep -q 'no GPU kernel yet' "$d/log"; then echo "note: $base/$m is not on the GPU yet: $(grep -o 'no GPU kernel yet.*' "$d/log")"; continue; fi
+      echo "FAIL $base/$m: kiln compile --target cuda: $(cat "$d/log")"; failed=$((failed + 1)); continue
+    fi
+    "$kiln" compile "$f" --model "$m" -o "$d/lib$m.cpu.so" >"$d/log" 2>&1 &&
+      "$kiln" compile "$f" --model "$m" --emit cu -o "$d/$m.cu" >>"$d/log" 2>&1 || { echo "FAIL $base/$m: $(cat "$d/log")"; failed=$((failed + 1)); continue; }
+    printf '#include "emul.h"\n#include "%s.cu"\n#include "emul_tail.h"\n' "$m" >"$d/host.cpp"
+    # The kernels' floating-point model: no contraction, as NVRTC is run (--fmad=false).
+    # shellcheck disable=SC2086
+    if ! "$cxx" -std=c++17 -O1 -shared -fPIC -ffp-contract=off -w $cxxflags -I"$root/tests/cuda/fake" -I"$root/kernels" \
+         -I"$root/kernels/cuda" -I"$d" "$d/host.cpp" -o "$d/host.so" 2>"$d/log"; then
+      echo "FAIL $base/$m: the CUDA C does not build for the host: $(head -20 "$d/log")"; failed=$((failed + 1)); continue
+    fi
+    KILN_FAKE_CUDA_MODULE=$d/host.so LD_LIBRARY_PATH=$fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+      "$compare" "$d/lib$m.cpu.so" "$d/lib$m.cuda.so" --bad-inputs >"$d/out" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ]; then pass=$((pass + 1)); echo "ok   $base/$m: $(tail -n1 "$d/out")"
+    else failed=$((failed + 1)); echo "FAIL $base/$m (exit $rc):"; grep -v '^ok' "$d/out" | head -20 | sed 's/^/    /'; fi
+  done
+done
+echo "cuda emulation: $pass passed, $failed failed"
+[ "$failed" -eq 0 ] && [ "$pass" -gt 0 ]

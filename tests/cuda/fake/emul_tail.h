@@ -1,0 +1,18 @@
+/* emul_tail.h — put after a model's CUDA C in its host build: NAME__host(void **params) for
+ * every library kernel (kc_args.h's KC_KERNELS and kc_blas.cu's), which takes its one struct
+ * argument as the driver passes it, a pointer to its bytes. */
+#ifndef KILN_EMUL_TAIL_H
+#define KILN_EMUL_TAIL_H
+
+#define KILN_EMUL_TRAMPOLINE(n)                                        \
+  extern "C" __attribute__((visibility("default"))) void kc_##n##__host(void **p) { \
+    kc_##n##_args a;                                                   \
+    memcpy(&a, p[0], sizeof a);                                        \
+    kc_##n(a);                                                         \
+  }
+KC_KERNELS(KILN_EMUL_TRAMPOLINE)
+KILN_EMUL_TRAMPOLINE(blas_bias_add)
+KILN_EMUL_TRAMPOLINE(blas_bias_grad)
+KILN_EMUL_TRAMPOLINE(blas_zero)
+
+#endif

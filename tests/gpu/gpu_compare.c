@@ -1,0 +1,646 @@
+/* gpu_compare.c — runs one model compiled twice (a CPU .so as the reference, a CUDA .so under
+ * test) side by side through their name-free `kiln_model` descriptors and compares them: the
+ * same tensors, predict's outputs, each train step's loss, every weight after the steps (saved
+ * to safetensors and read back tensor by tensor), predict after training, and the CPU's weights
+ * loaded into the second model. With --bad-inputs it also sends NULL pointers and bad weight
+ * files through the second model's entry points. Any two .so files of one model work (two CPU
+ * builds at different -O levels compare equal), which is how it is tested without a GPU.
+ *
+ * usage: gpu_compare CPU.so CUDA.so [--steps N] [--tol-predict X] [--tol-train Y] [--atol Z]
+ *                    [--tol-step X] [--tol-motion Y]
+ *                    [--seed S] [--seed-b S] [--bad-inputs] [--quiet]
+ * Prints one line per check ("ok ..." / "FAIL ...") and "N passed, N failed"; exits 0 when all
+ * pass, 1 otherwise, 2 on bad usage, and 77 (CTest's SKIP_RETURN_CODE) with "SKIP: <reason>"
+ * when the second model's create returns NULL (no CUDA driver, no GPU: its error(NULL) says).
+ *
+ * Tolerance. A tensor passes when max|a - b| <= tol * max|a| + atol, a from the CPU .so. Both
+ * sides compute in f32, but not in the same order: cuBLAS and cuDNN split and tile their dot
+ * products differently from the CPU kernels (and may pick a split-K or Winograd/FFT algorithm),
+ * and the GPU's reductions (softmax, batch_norm statistics, bias gradients, the losses) sum in
+ * a tree over thread blocks, so every value carries a rounding difference of a few ulps times
+ * sqrt(length of the sum), carried through the layers: an estimated 1e-6 relative for the
+ * examples' shapes (sums of up to 4608 terms, a few layers deep). 1e-4 (--tol-predict) for one
+ * forward pass leaves a margin of ~100 over that, while a wrong kernel (an index off by one, a
+ * missing term) is off by 1e-2 or more. Training compounds it: a gradient is a difference of
+ * such sums, each step's weights feed the next, momentum and Adam carry the error on and Adam
+ * divides by sqrt(v), so 1e-3 (--tol-train) for the losses after the first step and predict
+ * after N <= 3 steps. Each line prints the relative difference, so the margins can be read off
+ * the logs. The scale is each tensor's own largest value (a small bias is not judged against a
+ * large weight matrix). atol (1e-6) is the floor for tensors that are rounding noise on both
+ * sides: the bias of a convolution followed by batch_norm has an exact gradient of 0, so after
+ * training it holds only each side's own rounding (~1e-9 in normdrop.kiln), which no relative
+ * measure can compare. i32 tensors must be equal. A NaN or an infinity fails unless both sides
+ * have it in the same place.
+ *
+ * Weights are judged against how far training moved them (w0: the CPU's weights at create,
+ * which the second model must equal exactly: both initialise on the host with the same code).
+ * After the first step the difference must be within --tol-step (1e-2) of max|w1 - w0|: that
+ * step's update is lr times the gradient (and momentum, Adam's moments of it), so this checks
+ * the whole backward pass to 1% of each tensor's update, where a wrong gradient is off by the
+ * update itself; the 1% leaves a margin of ten over the rounding of gradients that are sums of
+ * up to 65,536 nearly cancelling terms (batch_norm's beta in the ResNet: 0.085% of its update
+ * in the host emulation). After N steps, within --tol-motion (0.1) of max|wN - w0|, plus
+ * tol-train of max|wN|: each step feeds the last one's differences back through the network
+ * (the ResNet at lr 0.1 with momentum grows a 5e-6 relative difference after one step sixtyfold
+ * in the next: 2.5% of the motion after three steps in the host emulation), so a tenth of the
+ * motion is what two correct implementations that sum in different orders stay within, and a
+ * wrong update is off by all of it. Adam divides each element's update by that element's own
+ * gradient size (m / (sqrt(v) + eps)), so an element whose gradient is near eps (1e-8) turns a
+ * relative difference d of that gradient into up to d/4 of lr: for a model trained with Adam
+ * the first step gets --tol-motion too (the transformer: 2.1% in the host emulation), and an
+ * absolute floor of 1% of lr a step, below which a parameter's gradient vanishes (the key bias
+ * under softmax: exactly 0 in exact arithmetic, so both sides hold only rounding). */
+#define _POSIX_C_SOURCE 200809L
+#include "rt_model.h"
+#include "runtime.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define GC_MAX_IO 64
+#define GC_SKIP 77
+
+typedef struct {
+  int steps;
+  double tol_predict, tol_train, atol, tol_step, tol_motion;
+  int adam;                     /* the model trains with Adam (set from the descriptor) */
+  float lr;
+  uint64_t seed, seed_b;
+  int bad_inputs, quiet;
+} gc_opts;
+
+typedef struct {
+  const char *path;
+  void *handle;
+  const rt_model_api *api;
+  rt_model *m;
+} gc_side;
+
+static int gc_npass, gc_nfail, gc_quiet;   /* gc_quiet: print failures only */
+
+/* ---- reporting ------------------------------------------------------------------------- */
+
+static void gc_result(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void gc_result(int ok, const char *fmt, ...) {
+  ok ? gc_npass++ : gc_nfail++;
+  if (ok && gc_quiet) return;
+  va_list ap;
+  va_start(ap, fmt);
+  printf("%s ", ok ? "ok  " : "FAIL");
+  vprintf(fmt, ap);
+  printf("\n");
+  va_end(ap);
+  fflush(stdout);
+}
+
+static const char *gc_err(const gc_side *s) {
+  const char *e = s->api->error(s->m);
+  return e ? e : "(error() returned NULL)";
+}
+
+/* ---- inputs ---------------------------------------------------------------------------- */
+
+static uint64_t gc_rng = 0x9e3779b97f4a7c15u;
+static uint32_t gc_rand(void) {   /* xorshift64*: deterministic data */
+  gc_rng ^= gc_rng >> 12, gc_rng ^= gc_rng << 25, gc_rng ^= gc_rng >> 27;
+  return (uint32_t)((gc_rng * 0x2545f4914f6cdd1dull) >> 32);
+}
+
+/* The exclusive upper bound of i32 input t: bench/models/bench_models.c's rule. The first
+ * forward step (train program, else predict) that reads t: when its other input is a
+ * parameter (embedding's weight), that parameter's first dim; otherwise (the logits of
+ * softmax_cross_entropy) the last dim of the other input. */
+static int64_t gc_index_range(const rt_model_desc *d, int32_t t) {
+  const rt_program *p = d->has_train ? &d->train : &d->predict;
+  for (int s = 0; s < p->nsteps; s++) {
+    const rt_step *st = &p->steps[s];
+    if (st->kind != RT_STEP_FORWARD) continue;
+    for (int i = 0; i < st->nin; i++) {
+      if (st->in[i] != t) continue;
+      for (int j = 0; j < st->nin; j++) {
+        if (j == i || st->in[j] < 0) continue;
+        const rt_tensor_info *o = &d->tensors[st->in[j]];
+        int64_t r = o->role == RT_ROLE_PARAM ? o->shape.d[0] : o->shape.d[o->shape.rank - 1];
+        return r > 0 ? r : 1;
+      }
+    }
+  }
+  return 2;
+}
+
+static int64_t gc_numel(const rt_tensor_info *t) { return k_shape_numel(&t->shape); }
+
+static void *gc_alloc(const rt_tensor_info *t) {
+  int64_t n = gc_numel(t);
+  void *buf = calloc((size_t)(n > 0 ? n : 1), 4);
+  if (!buf) fprintf(stderr, "gpu_compare: out of memory\n"), exit(1);
+  return buf;
+}
+
+/* One buffer per input tensor of the CPU descriptor, shared by predict and train_step. */
+static void *gc_fill(const rt_model_desc *d, int32_t t) {
+  const rt_tensor_info *ti = &d->tensors[t];
+  int64_t n = gc_numel(ti);
+  void *buf = gc_alloc(ti);
+  if (ti->dtype == K_F32) {
+    for (int64_t i = 0; i < n; i++) ((float *)buf)[i] = (float)gc_rand() * (2.0f / 4294967296.0f) - 1.0f;
+  } else {
+    int64_t r = gc_index_range(d, t);
+    for (int64_t i = 0; i < n; i++) ((int32_t *)buf)[i] = (int32_t)(gc_rand() % (uint32_t)r);
+  }
+  return buf;
+}
+
+typedef struct {
+  void **by_tensor;                 /* per tensor of the CPU descriptor: its input buffer or NULL */
+  const void *pin[GC_MAX_IO], *tin[GC_MAX_IO];
+  void *out_a[GC_MAX_IO], *out_b[GC_MAX_IO];
+} gc_io;
+
+static void gc_io_init(gc_io *io, const rt_model_desc *d) {
+  io->by_tensor = calloc((size_t)d->ntensors, sizeof *io->by_tensor);
+  if (!io->by_tensor) exit(1);
+  for (int pass = 0; pass < 2; pass++) {
+    const rt_program *p = pass ? &d->train : &d->predict;
+    if (pass && !d->has_train) break;
+    for (int i = 0; i < p->ninputs; i++) {
+      int32_t t = p->inputs[i];
+      if (!io->by_tensor[t]) io->by_tensor[t] = gc_fill(d, t);
+      (pass ? io->tin : io->pin)[i] = io->by_tensor[t];
+    }
+  }
+  for (int i = 0; i < d->predict.noutputs; i++) {
+    io->out_a[i] = gc_alloc(&d->tensors[d->predict.outputs[i]]);
+    io->out_b[i] = gc_alloc(&d->tensors[d->predict.outputs[i]]);
+  }
+}
+
+static void gc_io_free(gc_io *io, const rt_model_desc *d) {
+  for (int i = 0; i < d->ntensors; i++) free(io->by_tensor[i]);
+  free(io->by_tensor);
+  for (int i = 0; i < d->predict.noutputs; i++) free(io->out_a[i]), free(io->out_b[i]);
+}
+
+/* ---- comparing ------------------------------------------------------------------------- */
+
+/* a (the reference) against b: 1 when within tol * max|a| + atol (i32: equal); with w0 (the
+ * weights at create), within motion * max|a - w0| on top. */
+static int gc_close_moved(const char *what, k_dtype dt, const void *a, const void *b, const void *w0, int64_t n, double tol,
+                          double atol, double motion);
+static int gc_close(const char *what, k_dtype dt, const void *a, const void *b, int64_t n, double tol, double atol) {
+  return gc_close_moved(what, dt, a, b, NULL, n, tol, atol, 0);
+}
+
+static int gc_close_moved(const char *what, k_dtype dt, const void *a, const void *b, const void *w0, int64_t n, double tol,
+                          double atol, double motion) {
+  if (dt == K_I32) {
+    int64_t bad = 0, first = -1;
+    for (int64_t i = 0; i < n; i++)
+      if (((const int32_t *)a)[i] != ((const int32_t *)b)[i]) bad++, first = first < 0 ? i : first;
+    gc_result(bad == 0, "%s: %lld of %lld i32 values differ%s", what, (long long)bad, (long long)n,
+              bad ? "" : " (equal)");
+    return bad == 0;
+  }
+  const float *x = a, *y = b, *z = w0;
+  double scale = 0, worst = 0, moved = 0;
+  int64_t at = 0, nonfinite = 0, first_nf = 0;
+  for (int64_t i = 0; i < n; i++) {
+    if (!isfinite(x[i]) || !isfinite(y[i])) {
+      if (!((isnan(x[i]) && isnan(y[i])) || x[i] == y[i]) && nonfinite++ == 0) first_nf = i;
+      continue;
+    }
+    scale = fmax(scale, fabs(x[i]));
+    if (z && isfinite(z[i])) moved = fmax(moved, fabs((double)x[i] - (double)z[i]));
+    double d = fabs((double)x[i] - (double)y[i]);
+    if (d > worst) worst = d, at = i;
+  }
+  double limit = tol * scale + atol + motion * moved;
+  int ok = nonfinite == 0 && worst <= limit;
+  if (nonfinite)
+    gc_result(0, "%s: %lld non-finite values differ (first at [%lld]: %g vs %g)", what, (long long)nonfinite,
+              (long long)first_nf, x[first_nf], y[first_nf]);
+  else if (z)
+    gc_result(ok, "%s: max|diff| %.3g at [%lld] (%.9g vs %.9g), moved %.3g, diff/moved %.3g, limit %.3g", what, worst,
+              (long long)at, n ? x[at] : 0.0, n ? y[at] : 0.0, moved, moved > 0 ? worst / moved : 0.0, limit);
+  else
+    gc_result(ok, "%s: max|diff| %.3g at [%lld] (%.9g vs %.9g), max|ref| %.3g, rel %.3g, limit %.3g", what, worst,
+              (long long)at, n ? x[at] : 0.0, n ? y[at] : 0.0, scale, scale > 0 ? worst / scale : 0.0, limit);
+  return ok;
+}
+
+static int gc_shape_same(const k_shape *a, const k_shape *b) {
+  if (a->rank != b->rank) return 0;
+  for (int i = 0; i < a->rank; i++)
+    if (a->d[i] != b->d[i]) return 0;
+  return 1;
+}
+
+static void gc_info_str(const rt_tensor_info *t, char *buf, size_t n) {
+  size_t o = (size_t)snprintf(buf, n, "'%s' %s[", t->name, t->dtype == K_I32 ? "i32" : "f32");
+  for (int i = 0; i < t->shape.rank && o < n; i++)
+    o += (size_t)snprintf(buf + o, n - o, "%s%lld", i ? ", " : "", (long long)t->shape.d[i]);
+  if (o < n) snprintf(buf + o, n - o, "] role %d", t->role);
+}
+
+static int gc_info_same(const rt_tensor_info *a, const rt_tensor_info *b) {
+  return strcmp(a->name, b->name) == 0 && a->dtype == b->dtype && a->role == b->role &&
+         gc_shape_same(&a->shape, &b->shape);
+}
+
+static int gc_find(const rt_model_desc *d, const char *name) {
+  for (int i = 0; i < d->ntensors; i++)
+    if (strcmp(d->tensors[i].name, name) == 0) return i;
+  return -1;
+}
+
+static int gc_is_weight(const rt_tensor_info *t) { return t->role == RT_ROLE_PARAM || t->role == RT_ROLE_AUX; }
+
+/* The entry points' tensors, in order, with the same names, dtypes and shapes. */
+static int gc_program_same(const rt_model_desc *a, const rt_program *pa, const rt_model_desc *b,
+                           const rt_program *pb, const char *which, char *why, size_t len) {
+  if (pa->ninputs != pb->ninputs || pa->noutputs != pb->noutputs)
+    return snprintf(why, len, "%s: %d inputs and %d outputs vs %d and %d", which, pa->ninputs, pa->noutputs,
+                    pb->ninputs, pb->noutputs), 0;
+  for (int i = 0; i < pa->ninputs + pa->noutputs; i++) {
+    int in = i < pa->ninputs, k = in ? i : i - pa->ninputs;
+    const rt_tensor_info *ta = &a->tensors[in ? pa->inputs[k] : pa->outputs[k]];
+    const rt_tensor_info *tb = &b->tensors[in ? pb->inputs[k] : pb->outputs[k]];
+    char sa[160], sb[160];
+    gc_info_str(ta, sa, sizeof sa), gc_info_str(tb, sb, sizeof sb);
+    if (!gc_info_same(ta, tb))
+      return snprintf(why, len, "%s %s %d: %s vs %s", which, in ? "input" : "output", k, sa, sb), 0;
+  }
+  return 1;
+}
+
+/* Same name, entry points and weights (PARAM and AUX: what save writes). Values the plan
+ * keeps (VALUE, STATE) may differ between back ends and are not compared. */
+static int gc_desc_same(const rt_model_desc *a, const rt_model_desc *b, char *why, size_t len) {
+  if (strcmp(a->name ? a->name : "", b->name ? b->name : "") != 0)
+    return snprintf(why, len, "model '%s' vs '%s'", a->name, b->name), 0;
+  if (a->has_train != b->has_train) return snprintf(why, len, "has_train %d vs %d", a->has_train, b->has_train), 0;
+  if (!gc_program_same(a, &a->predict, b, &b->predict, "predict", why, len)) return 0;
+  if (a->has_train && !gc_program_same(a, &a->train, b, &b->train, "train", why, len)) return 0;
+  for (int pass = 0; pass < 2; pass++) {
+    const rt_model_desc *x = pass ? b : a, *y = pass ? a : b;
+    for (int i = 0; i < x->ntensors; i++) {
+      if (!gc_is_weight(&x->tensors[i])) continue;
+      int j = gc_find(y, x->tensors[i].name);
+      char sx[160], sy[160] = "";
+      gc_info_str(&x->tensors[i], sx, sizeof sx);
+      if (j >= 0) gc_info_str(&y->tensors[j], sy, sizeof sy);
+      if (j < 0 || !gc_info_same(&x->tensors[i], &y->tensors[j]))
+        return snprintf(why, len, "weight %s: %s in the %s .so", sx, j < 0 ? "missing" : sy,
+                        pass ? "first" : "second"), 0;
+    }
+  }
+  return 1;
+}
+
+/* ---- the runs -------------------------------------------------------------------------- */
+
+static int gc_open(gc_side *s, const char *path) {
+  char buf[4096];   /* dlopen searches the library path for a bare name */
+  snprintf(buf, sizeof buf, "%s%s", strchr(path, '/') ? "" : "./", path);
+  s->path = path;
+  s->handle = dlopen(buf, RTLD_NOW | RTLD_LOCAL);
+  if (!s->handle) return fprintf(stderr, "gpu_compare: %s\n", dlerror()), 1;
+  s->api = dlsym(s->handle, "kiln_model");
+  if (!s->api || !s->api->abi || strcmp(s->api->abi, RT_MODEL_ABI) != 0 || !s->api->desc)
+    return fprintf(stderr, "gpu_compare: %s: no kiln_model of ABI %s\n", path, RT_MODEL_ABI), 1;
+  return 0;
+}
+
+/* Both predicts, then each output compared; `when` names the moment in the lines. */
+static void gc_predict(gc_side *a, gc_side *b, gc_io *io, const char *when, double tol, const gc_opts *o) {
+  const rt_model_desc *d = a->api->desc;
+  int ra = a->api->predict(a->m, io->pin, io->out_a), rb = b->api->predict(b->m, io->pin, io->out_b);
+  if (ra || rb) {
+    gc_result(0, "predict %s: %s", when, ra ? gc_err(a) : gc_err(b));
+    return;
+  }
+  for (int k = 0; k < d->predict.noutputs; k++) {
+    const rt_tensor_info *t = &d->tensors[d->predict.outputs[k]];
+    char what[256];
+    snprintf(what, sizeof what, "predict %s: %s", when, t->name);
+    gc_close(what, (k_dtype)t->dtype, io->out_a[k], io->out_b[k], gc_numel(t), tol, o->atol);
+  }
+}
+
+static void gc_train(gc_side *a, gc_side *b, gc_io *io, const gc_opts *o, int first, int last) {
+  for (int s = first; s <= last; s++) {
+    float la = NAN, lb = NAN;
+    int ra = a->api->train_step(a->m, io->tin, &la), rb = b->api->train_step(b->m, io->tin, &lb);
+    char what[64];
+    snprintf(what, sizeof what, "train_step %d: loss", s);
+    if (ra || rb) gc_result(0, "%s: %s", what, ra ? gc_err(a) : gc_err(b));
+    else gc_close(what, K_F32, &la, &lb, 1, s == 1 ? o->tol_predict : o->tol_train, o->atol);
+  }
+}
+
+/* Saves both models' weights and compares them tensor by tensor through the runtime's reader,
+ * after `steps` train steps: at create exactly, after training against the motion from the
+ * weights at create (w0, the file init.safetensors in dir: the reference's at create). */
+static void gc_weights(gc_side *a, gc_side *b, const char *dir, int steps, const gc_opts *o) {
+  char pa[4096], pb[4096], p0[4096], err[RT_ERR_LEN];
+  snprintf(pa, sizeof pa, "%s/a.safetensors", dir), snprintf(pb, sizeof pb, "%s/b.safetensors", dir);
+  snprintf(p0, sizeof p0, "%s/init.safetensors", dir);
+  double motion = steps == 0 ? 0 : steps == 1 && !o->adam ? o->tol_step : o->tol_motion;
+  double tol = steps <= 1 ? 0 : o->tol_train, atol = steps == 0 ? 0 : o->atol;
+  if (steps > 0 && o->adam) atol = fmax(atol, 0.01 * o->lr * steps);
+  rt_st_file f0 = {0};
+  if (steps == 0 && a->api->save(a->m, p0)) {
+    gc_result(0, "save the weights at create: %s", gc_err(a));
+    return;
+  }
+  if (steps > 0 && rt_st_open(p0, &f0, err, sizeof err)) {
+    gc_result(0, "read the weights at create: %s", err);
+    return;
+  }
+  if (a->api->save(a->m, pa) || b->api->save(b->m, pb)) {
+    gc_result(0, "save: %s", a->api->error(a->m)[0] ? gc_err(a) : gc_err(b));
+    return;
+  }
+  rt_st_file fa, fb;
+  if (rt_st_open(pa, &fa, err, sizeof err)) {
+    gc_result(0, "read the weights of %s: %s", a->path, err);
+    if (steps > 0) rt_st_close(&f0);
+    return;
+  }
+  if (rt_st_open(pb, &fb, err, sizeof err)) {
+    gc_result(0, "read the weights of %s: %s", b->path, err);
+    rt_st_close(&fa);
+    if (steps > 0) rt_st_close(&f0);
+    return;
+  }
+  int extra = 0;
+  for (int k = 0; k < fb.n; k++) extra += rt_st_find(&fa, fb.entries[k].name) == NULL;
+  if (extra || fa.n != fb.n)
+    gc_result(0, "weights: the files hold %d and %d tensors (%d only in the second)", fa.n, fb.n, extra);
+  for (int k = 0; k < fa.n; k++) {
+    const rt_st_entry *ea = &fa.entries[k], *eb = rt_st_find(&fb, ea->name);
+    char what[256];
+    if (steps == 0) snprintf(what, sizeof what, "weights at create: %s", ea->name);
+    else snprintf(what, sizeof what, "weights after %d step%s: %s", steps, steps > 1 ? "s" : "", ea->name);
+    if (!eb || eb->dtype != ea->dtype || !gc_shape_same(&ea->shape, &eb->shape)) {
+      gc_result(0, "%s: %s in the second file", what, eb ? "another dtype or shape" : "missing");
+      continue;
+    }
+    int64_t n = k_shape_numel(&ea->shape);
+    void *xa = malloc((size_t)(n ? n : 1) * 4), *xb = malloc((size_t)(n ? n : 1) * 4);   /* data may be unaligned */
+    if (!xa || !xb) exit(1);
+    memcpy(xa, ea->data, (size_t)n * 4), memcpy(xb, eb->data, (size_t)n * 4);
+    const rt_st_entry *e0 = steps > 0 ? rt_st_find(&f0, ea->name) : NULL;
+    void *x0 = NULL;
+    if (e0 && e0->dtype == K_F32 && gc_shape_same(&e0->shape, &ea->shape) && (x0 = malloc((size_t)(n ? n : 1) * 4)))
+      memcpy(x0, e0->data, (size_t)n * 4);
+    gc_close_moved(what, ea->dtype, xa, xb, x0, n, tol, atol, x0 ? motion : 0);
+    free(xa), free(xb), free(x0);
+  }
+  rt_st_close(&fa), rt_st_close(&fb);
+  if (steps > 0) rt_st_close(&f0);
+}
+
+/* The CPU's weights loaded into the second model: predict agrees as it did before training. */
+static void gc_cross_load(gc_side *a, gc_side *b, gc_io *io, const char *dir, const gc_opts *o) {
+  char pa[4096];
+  snprintf(pa, sizeof pa, "%s/a.safetensors", dir);
+  if (b->api->load(b->m, pa)) {
+    gc_result(0, "load the first model's weights into the second: %s", gc_err(b));
+    return;
+  }
+  gc_result(1, "load the first model's weights into the second");
+  gc_predict(a, b, io, "with the first model's weights", o->tol_predict, o);
+}
+
+/* ---- bad inputs (the second model) ------------------------------------------------------- */
+
+/* A call that must fail: nonzero, with a message. */
+static void gc_must_fail(const gc_side *s, int rc, const char *what) {
+  const char *e = s->api->error(s->m);
+  int ok = rc != 0 && e && e[0];
+  gc_result(ok, "bad input: %s: %s", what,
+            rc == 0 ? "accepted" : !e ? "error() returned NULL" : !e[0] ? "no message" : e);
+}
+
+static int gc_write_file(const char *path, const void *data, size_t len) {
+  FILE *f = fopen(path, "wb");
+  int bad = !f || (len && fwrite(data, len, 1, f) != 1);
+  if (f) bad |= fclose(f) != 0;
+  return bad;
+}
+
+/* Weight files that load must reject: the model's weights at other values (0.25) with the last
+ * one's shape wrong, or the last one missing — a load that copies before it checks shows up
+ * as a changed predict — then garbage and a truncated save. */
+static void gc_bad_files(const gc_side *b, const char *dir, char paths[4][4096]) {
+  const rt_model_desc *d = b->api->desc;
+  rt_st_tensor *ts = calloc((size_t)d->ntensors + 1, sizeof *ts);
+  void **bufs = calloc((size_t)d->ntensors + 1, sizeof *bufs);
+  char err[RT_ERR_LEN];
+  int n = 0;
+  if (!ts || !bufs) exit(1);
+  for (int i = 0; i < d->ntensors; i++) {
+    const rt_tensor_info *t = &d->tensors[i];
+    if (!gc_is_weight(t)) continue;
+    ts[n] = (rt_st_tensor){t->name, (k_dtype)t->dtype, t->shape, NULL};
+    int64_t m = gc_numel(t) + 8;
+    float *v = malloc((size_t)m * 4);
+    if (!v) exit(1);
+    for (int64_t j = 0; j < m; j++) v[j] = 0.25f;
+    if (t->dtype == K_I32) memset(v, 0, (size_t)m * 4);
+    ts[n].data = bufs[n] = v;
+    n++;
+  }
+  snprintf(paths[0], 4096, "%s/wrong_shape.safetensors", dir);
+  snprintf(paths[1], 4096, "%s/missing.safetensors", dir);
+  snprintf(paths[2], 4096, "%s/garbage.safetensors", dir);
+  snprintf(paths[3], 4096, "%s/truncated.safetensors", dir);
+  if (n > 0) {
+    k_shape *last = &ts[n - 1].shape;
+    k_shape keep = *last;
+    if (last->rank == 0) last->rank = 1, last->d[0] = 1;
+    last->d[0] += 1;
+    if (rt_st_write(paths[0], ts, n, NULL, 0, err, sizeof err)) fprintf(stderr, "gpu_compare: %s\n", err);
+    *last = keep;
+    if (rt_st_write(paths[1], ts, n - 1, NULL, 0, err, sizeof err)) fprintf(stderr, "gpu_compare: %s\n", err);
+  }
+  static const char garbage[] = "\x10\x00\x00\x00\x00\x00\x00\x00{\"x\": nonsense} and more bytes";
+  gc_write_file(paths[2], garbage, sizeof garbage - 1);
+  char good[4096];
+  snprintf(good, sizeof good, "%s/b.safetensors", dir);
+  void *img = NULL;
+  size_t len = 0;
+  if (!rt_file_read_all(good, &img, &len, err, sizeof err)) gc_write_file(paths[3], img, len / 2);
+  free(img);
+  for (int i = 0; i < n; i++) free(bufs[i]);
+  free(bufs), free(ts);
+}
+
+static int gc_outputs_equal(const rt_model_desc *d, void *const *x, void *const *y) {
+  for (int k = 0; k < d->predict.noutputs; k++)
+    if (memcmp(x[k], y[k], (size_t)gc_numel(&d->tensors[d->predict.outputs[k]]) * 4) != 0) return 0;
+  return 1;
+}
+
+static void gc_bad_inputs(gc_side *b, gc_io *io, const char *dir) {
+  const rt_model_desc *d = b->api->desc;
+  const rt_model_api *api = b->api;
+  const void *pin[GC_MAX_IO], *tin[GC_MAX_IO];
+  void *out[GC_MAX_IO], *before[GC_MAX_IO];
+  memcpy(pin, io->pin, sizeof pin), memcpy(tin, io->tin, sizeof tin), memcpy(out, io->out_b, sizeof out);
+  float loss;
+  if (d->predict.ninputs) {
+    gc_must_fail(b, api->predict(b->m, NULL, out), "predict(inputs = NULL)");
+    pin[d->predict.ninputs - 1] = NULL;
+    gc_must_fail(b, api->predict(b->m, pin, out), "predict(inputs[last] = NULL)");
+    pin[d->predict.ninputs - 1] = io->pin[d->predict.ninputs - 1];
+  }
+  gc_must_fail(b, api->predict(b->m, pin, NULL), "predict(outputs = NULL)");
+  if (d->predict.noutputs) {
+    out[0] = NULL;
+    gc_must_fail(b, api->predict(b->m, pin, out), "predict(outputs[0] = NULL)");
+    out[0] = io->out_b[0];
+  }
+  if (d->has_train) {
+    gc_must_fail(b, api->train_step(b->m, NULL, &loss), "train_step(inputs = NULL)");
+    tin[0] = NULL;
+    gc_must_fail(b, api->train_step(b->m, tin, &loss), "train_step(inputs[0] = NULL)");
+    tin[0] = io->tin[0];
+    gc_must_fail(b, api->train_step(b->m, tin, NULL), "train_step(loss = NULL)");
+  }
+  gc_must_fail(b, api->save(b->m, NULL), "save(path = NULL)");
+  gc_must_fail(b, api->save(b->m, "/nonexistent-dir/kiln/w.safetensors"), "save(into a missing folder)");
+  gc_result(api->predict(NULL, pin, out) != 0 && api->train_step(NULL, tin, &loss) != 0 &&
+                api->save(NULL, "/dev/null") != 0 && api->load(NULL, "/dev/null") != 0 && api->error(NULL) != NULL,
+            "bad input: every entry point with model = NULL returns nonzero");
+  api->destroy(NULL);
+
+  /* Failing loads leave the weights, so predict's result, exactly as they were. */
+  for (int k = 0; k < d->predict.noutputs; k++) before[k] = gc_alloc(&d->tensors[d->predict.outputs[k]]);
+  if (api->predict(b->m, io->pin, before)) gc_result(0, "predict before the bad loads: %s", gc_err(b));
+  char files[4][4096];
+  gc_bad_files(b, dir, files);
+  gc_must_fail(b, api->load(b->m, NULL), "load(path = NULL)");
+  gc_must_fail(b, api->load(b->m, "/nonexistent-dir/w.safetensors"), "load(a missing file)");
+  static const char *what[4] = {"load(the last weight's shape wrong)", "load(the last weight missing)",
+                                "load(garbage)", "load(a truncated file)"};
+  for (int i = 0; i < 4; i++) gc_must_fail(b, api->load(b->m, files[i]), what[i]);
+  int rc = api->predict(b->m, io->pin, out);
+  gc_result(rc == 0 && gc_outputs_equal(d, before, out), "bad input: predict after the failed loads is unchanged%s%s",
+            rc ? ": " : "", rc ? gc_err(b) : "");
+  const char *e = api->error(b->m);
+  gc_result(rc == 0 && e && e[0] == 0, "bad input: error() is \"\" after a call that succeeds (got \"%s\")",
+            e ? e : "NULL");
+  for (int k = 0; k < d->predict.noutputs; k++) free(before[k]);
+  for (int i = 0; i < 4; i++) unlink(files[i]);
+}
+
+/* ---- main ------------------------------------------------------------------------------- */
+
+static int gc_usage(void) {
+  fprintf(stderr, "usage: gpu_compare CPU.so CUDA.so [--steps N] [--tol-predict X] [--tol-train Y] [--atol Z]\n"
+                  "                   [--tol-step X] [--tol-motion Y]\n"
+                  "                   [--seed S] [--seed-b S] [--bad-inputs] [--quiet]\n");
+  return 2;
+}
+
+static int gc_parse(int argc, char **argv, gc_opts *o, const char **lib) {
+  *o = (gc_opts){.steps = 3, .tol_predict = 1e-4, .tol_train = 1e-3, .atol = 1e-6, .tol_step = 1e-2, .tol_motion = 0.1,
+                 .seed = 42, .seed_b = 42};
+  int nlib = 0, seed_b_set = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    char *end = NULL;
+    if (strcmp(a, "--bad-inputs") == 0) o->bad_inputs = 1;
+    else if (strcmp(a, "--quiet") == 0) o->quiet = 1;
+    else if (a[0] == '-' && a[1] == '-' && !v) return gc_usage();
+    else if (strcmp(a, "--steps") == 0) o->steps = (int)strtol(v, &end, 10), i++;
+    else if (strcmp(a, "--tol-predict") == 0) o->tol_predict = strtod(v, &end), i++;
+    else if (strcmp(a, "--tol-train") == 0) o->tol_train = strtod(v, &end), i++;
+    else if (strcmp(a, "--atol") == 0) o->atol = strtod(v, &end), i++;
+    else if (strcmp(a, "--tol-step") == 0) o->tol_step = strtod(v, &end), i++;
+    else if (strcmp(a, "--tol-motion") == 0) o->tol_motion = strtod(v, &end), i++;
+    else if (strcmp(a, "--seed") == 0) o->seed = strtoull(v, &end, 10), i++;
+    else if (strcmp(a, "--seed-b") == 0) o->seed_b = strtoull(v, &end, 10), i++, seed_b_set = 1;
+    else if (a[0] == '-') return gc_usage();
+    else if (nlib < 2) lib[nlib++] = a;
+    else return gc_usage();
+    if (end && (*end || end == v)) return fprintf(stderr, "gpu_compare: bad value '%s' for %s\n", v, a), 2;
+  }
+  if (!seed_b_set) o->seed_b = o->seed;
+  return nlib == 2 && o->steps >= 0 && o->steps < 1000000 ? 0 : gc_usage();
+}
+
+static int gc_rmdir(const char *dir) {
+  char p[4096];
+  snprintf(p, sizeof p, "%s/a.safetensors", dir), unlink(p);
+  snprintf(p, sizeof p, "%s/b.safetensors", dir), unlink(p);
+  return rmdir(dir);
+}
+
+int main(int argc, char **argv) {
+  gc_opts o;
+  const char *lib[2];
+  int rc = gc_parse(argc, argv, &o, lib);
+  if (rc) return rc;
+  gc_quiet = o.quiet;
+  gc_side a = {0}, b = {0};
+  if (gc_open(&a, lib[0]) || gc_open(&b, lib[1])) return 1;
+  const rt_model_desc *d = a.api->desc;
+  char why[512];
+  if (!gc_desc_same(d, b.api->desc, why, sizeof why)) {
+    gc_result(0, "the two .so files describe different models: %s", why);
+    printf("%d passed, %d failed\n", gc_npass, gc_nfail);
+    return 1;
+  }
+  if (d->predict.ninputs > GC_MAX_IO || d->predict.noutputs > GC_MAX_IO ||
+      (d->has_train && d->train.ninputs > GC_MAX_IO))
+    return fprintf(stderr, "gpu_compare: '%s' has more than %d inputs or outputs\n", d->name, GC_MAX_IO), 1;
+  if (!(b.m = b.api->create(b.api->desc, o.seed_b))) {
+    const char *e = b.api->error(NULL);
+    printf("SKIP: %s\n", e && e[0] ? e : "create returned NULL and error(NULL) says nothing");
+    return GC_SKIP;
+  }
+  if (!(a.m = a.api->create(d, o.seed)))
+    return fprintf(stderr, "gpu_compare: %s: create: %s\n", lib[0], a.api->error(NULL)), 1;
+  gc_result(1, "model '%s': the two .so files (%s, %s) describe the same tensors", d->name,
+            d->target == RT_TARGET_CUDA ? "cuda" : "cpu", b.api->desc->target == RT_TARGET_CUDA ? "cuda" : "cpu");
+
+  const char *tmp = getenv("TMPDIR");
+  char dirbuf[4096];
+  snprintf(dirbuf, sizeof dirbuf, "%s/kiln-gpu-compare-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+  char *wd = mkdtemp(dirbuf);
+  if (!wd) return perror("gpu_compare: mkdtemp"), 1;
+
+  o.adam = d->has_train && d->optim == K_OPT_ADAM, o.lr = d->lr;
+  gc_io io;
+  gc_io_init(&io, d);
+  gc_predict(&a, &b, &io, "at create", o.tol_predict, &o);
+  gc_weights(&a, &b, wd, 0, &o);
+  if (d->has_train && o.steps > 0) {
+    gc_train(&a, &b, &io, &o, 1, 1);
+    gc_weights(&a, &b, wd, 1, &o);
+  }
+  if (d->has_train && o.steps > 1) {
+    gc_train(&a, &b, &io, &o, 2, o.steps);
+    gc_weights(&a, &b, wd, o.steps, &o);
+    char when[64];
+    snprintf(when, sizeof when, "after %d steps", o.steps);
+    gc_predict(&a, &b, &io, when, o.tol_train, &o);
+  }
+  gc_cross_load(&a, &b, &io, wd, &o);
+  if (o.bad_inputs) gc_bad_inputs(&b, &io, wd);
+
+  a.api->destroy(a.m), b.api->destroy(b.m);
+  gc_io_free(&io, d);
+  gc_rmdir(wd);
+  printf("%s: %d passed, %d failed\n", d->name, gc_npass, gc_nfail);
+  return gc_nfail ? 1 : 0;
+}
