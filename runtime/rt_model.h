@@ -131,6 +131,10 @@ typedef struct {
   int (*train_step)(rt_model *m, const void *const *inputs, float *loss);
   int (*set_lr)(rt_model *m, float lr);
   const char *(*error)(const rt_model *m);
+  /* A CUDA model's entry points on device pointers (NAME_predict_device, ...; the stream is
+   * a CUstream); NULL for a CPU model. */
+  int (*predict_device)(rt_model *m, const void *const *inputs, void *const *outputs, void *stream);
+  int (*train_step_device)(rt_model *m, const void *const *inputs, float *loss, void *stream);
 } rt_model_api;
 
 #endif

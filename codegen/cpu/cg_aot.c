@@ -62,7 +62,8 @@ static const cg_field cg_api_fields[] = {
   CG_FIELD(CG_F_PTR, rt_model_api, create), CG_FIELD(CG_F_PTR, rt_model_api, destroy),
   CG_FIELD(CG_F_PTR, rt_model_api, load), CG_FIELD(CG_F_PTR, rt_model_api, save),
   CG_FIELD(CG_F_PTR, rt_model_api, predict), CG_FIELD(CG_F_PTR, rt_model_api, train_step),
-  CG_FIELD(CG_F_PTR, rt_model_api, set_lr), CG_FIELD(CG_F_PTR, rt_model_api, error)};
+  CG_FIELD(CG_F_PTR, rt_model_api, set_lr), CG_FIELD(CG_F_PTR, rt_model_api, error),
+  CG_FIELD(CG_F_PTR, rt_model_api, predict_device), CG_FIELD(CG_F_PTR, rt_model_api, train_step_device)};
 #define CG_N(a) (int)(sizeof a / sizeof *a)
 
 /* The emitter's state: m's handles, the types, the descriptor global. */
@@ -428,15 +429,16 @@ static LLVMValueRef cg_rt_fn(cg_aot *a, const char *name) {
 
 static int cg_api(cg_aot *a) {
   if (LLVMGetNamedGlobal(a->m->mod, "kiln_model")) return rt_errf(a->err, a->n, "kiln_model is already defined");
-  static const char *const fns[] = {"create", "destroy", "load", "save", "predict", "train_step", "set_lr", "error"};
-  LLVMValueRef f[2 + 8] = {cg_str(a, RT_MODEL_ABI), a->desc_ptr};
-  for (int i = 0; i < 8; i++) {
+  static const char *const fns[] = {"create", "destroy", "load", "save", "predict", "train_step", "set_lr", "error",
+                                    "predict_device", "train_step_device"};
+  LLVMValueRef f[2 + 10] = {cg_str(a, RT_MODEL_ABI), a->desc_ptr};
+  for (int i = 0; i < 10; i++) {
     char name[64];
     snprintf(name, sizeof name, "%s_%s", cg_rt_prefix(a), fns[i]);
-    f[2 + i] = cg_rt_fn(a, name);
+    f[2 + i] = i < 8 || a->d->target == RT_TARGET_CUDA ? cg_rt_fn(a, name) : cg_null(a);   /* device entries: CUDA's */
   }
   LLVMValueRef g = LLVMAddGlobal(a->m->mod, a->api, "kiln_model");
-  LLVMSetInitializer(g, LLVMConstNamedStruct(a->api, f, 10));
+  LLVMSetInitializer(g, LLVMConstNamedStruct(a->api, f, 12));
   LLVMSetGlobalConstant(g, 1);
   LLVMSetAlignment(g, 16);
   return 0;

@@ -10,6 +10,11 @@
 
 /* Every library kernel, once: X(name) stands for kc_<name>, taking kc_<name>_args. The host
  * test builds its launch table from it; the NVRTC test checks each is in the PTX. */
+/* The threads of a block in every launch (rtc_launch); the block reductions (kc_block_sum)
+ * size their shared arrays by it, and a launch of C * KC_BLOCK threads gives one block to each
+ * of C channels, rows or features. */
+#define KC_BLOCK 256
+
 #define KC_KERNELS(X)                                                                          \
   X(fill) X(strided) X(reduce) X(max_grad) X(softmax) X(softmax_grad) X(sce_loss) X(sce_grad)  \
   X(pool) X(pool_grad) X(bn_stats) X(bn_apply) X(bn_grad) X(ln_forward) X(ln_dparams)          \

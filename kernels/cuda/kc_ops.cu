@@ -2,14 +2,19 @@
  * rtc_ops.def's "library kernels" row and of the optimizer updates, each following its CPU
  * kernel (kernels/k_*.c) formula by formula. Compiled by NVRTC with -default-device after
  * k_params.h, k_scalar.h, k_philox.h and kc_args.h (the code generator pastes those first),
- * and on the host by tests/cuda/kc_host.h, so: no libc, no shared memory, no atomics, no
- * synchronisation. Every kernel is grid-stride, one thread per output element, or per row /
- * channel / group where a result needs a sum, which that thread folds sequentially — one fixed
- * order, deterministic, and the in-place cases stay safe because a thread reads its whole row
- * before it writes it (the CPU kernels' stack blocks give them the same guarantee). */
+ * and on the host by tests/cuda/kc_host.h, so: no libc, no atomics. Every kernel is
+ * grid-stride, one thread per output element, or per row / channel / group where a result needs
+ * a sum, which that thread folds sequentially — one fixed order, deterministic, and the in-place
+ * cases stay safe because a thread reads its whole row before it writes it (the CPU kernels'
+ * stack blocks give them the same guarantee). The sums over many elements (batch_norm's per
+ * channel, layer_norm's parameter gradients, the cross-entropy loss over the batch) take a whole
+ * block each instead (KC_BLOCK_LOOP, kc_block_sum): its threads fold strided parts, then a tree
+ * in shared memory of a fixed shape adds them, so the result is still the same on every run. On
+ * the host (one thread of one block) the same code folds sequentially. */
 
 #define KC_LOOP(i, n) \
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)blockDim.x * gridDim.x)
+#include "kc_block.h"
 
 /* +inf without libm's macro (NVRTC has no math.h). */
 static inline float kc_inf(void) { return k_vm_asfloat(0x7f800000u); }
@@ -213,17 +218,21 @@ static inline float kc_row_expsum(const float *x, int64_t n, float m) {
 
 /* The loss is one number summed over rows in double, as the CPU does: one thread. A label
  * outside [0, classes) (the CPU kernel's data error) makes the loss NaN. */
+/* The mean loss over the rows: one block, each thread a strided part of the rows (a bad label
+ * makes its row, so the mean, NaN). */
 extern "C" __global__ void kc_sce_loss(kc_sce_loss_args a) {
-  KC_LOOP(t, 1) {
-    double total = 0;
-    for (int64_t i = 0; i < a.rows; i++) {
+  __shared__ double red[KC_BLOCK];
+  KC_BLOCK_LOOP(t, 1) {
+    double part = 0;
+    KC_THREAD_LOOP(i, a.rows) {
       const float *row = a.x + i * a.classes;
       int32_t l = a.label[i];
-      if (l < 0 || l >= a.classes) { total = (double)kc_nan(); break; }
+      if (l < 0 || l >= a.classes) { part = (double)kc_nan(); continue; }
       float m = kc_row_max(row, a.classes), lsum = logf(kc_row_expsum(row, a.classes, m));
-      total += (double)lsum - (double)(row[l] - m);
+      part += (double)lsum - (double)(row[l] - m);
     }
-    kc_put(a.y, 0, (float)(total / (double)a.rows), a.req);
+    double total = kc_block_sum(part, red);
+    if (threadIdx.x == 0) kc_put(a.y, 0, (float)(total / (double)a.rows), a.req);
   }
 }
 
@@ -416,19 +425,22 @@ extern "C" __global__ void kc_pad_grad(kc_pad_grad_args a) {
 /* ---- batch_norm (k_norm.c) over [outer, C, inner] ---- */
 
 /* Train statistics of channel ch in double, as k_bn_train_stats, with the moving update. */
-static inline void kc_bn_train(const kc_bn_stats_args *a, int64_t ch, float *mean, float *invstd) {
+/* The batch statistics of channel ch, by the whole block (every thread gets them); thread 0
+ * updates the moving statistics. */
+static inline void kc_bn_train(const kc_bn_stats_args *a, int64_t ch, float *mean, float *invstd, double *red) {
   double S = 0, Q = 0, M = (double)(a->outer * a->inner);
-  for (int64_t o = 0; o < a->outer; o++)
-    for (int64_t i = 0; i < a->inner; i++) {
-      double v = a->x[(o * a->C + ch) * a->inner + i];
-      S += v;
-      Q += v * v;
-    }
+  KC_THREAD_LOOP(e, a->outer * a->inner) {
+    double v = a->x[kc_chan_at(e, ch, a->C, a->inner)];
+    S += v;
+    Q += v * v;
+  }
+  S = kc_block_sum(S, red), Q = kc_block_sum(Q, red);
   double m = S / M, v = Q / M - m * m;
   if (v < 0) v = 0;
   *mean = (float)m;
   *invstd = (float)(1.0 / sqrt(v + a->eps));
   double unbiased = M > 1 ? v * M / (M - 1) : v;
+  if (threadIdx.x != 0) return;
   if (a->mm) a->mm[ch] = (float)(a->momentum * a->mm[ch] + (1.0 - a->momentum) * m);
   if (a->mv) a->mv[ch] = (float)(a->momentum * a->mv[ch] + (1.0 - a->momentum) * unbiased);
 }
@@ -444,24 +456,25 @@ static inline float kc_bn_predict_invstd(const kc_bn_stats_args *a, int64_t ch) 
   return (float)(1.0 / sqrt((double)a->mv[ch] + a->eps));
 }
 
+/* One block per channel (launched with C * KC_BLOCK threads). */
 extern "C" __global__ void kc_bn_stats(kc_bn_stats_args a) {
-  KC_LOOP(ch, a.C) {
+  __shared__ double red[KC_BLOCK];
+  KC_BLOCK_LOOP(ch, a.C) {
     float mean, invstd, ca, cb;
     if (a.is_train) {
-      kc_bn_train(&a, ch, &mean, &invstd);
+      kc_bn_train(&a, ch, &mean, &invstd, red);
     } else {
       mean = a.mm[ch];
       invstd = kc_bn_predict_invstd(&a, ch);
     }
-    if (a.smean) a.smean[ch] = mean;
-    if (a.sinv) a.sinv[ch] = invstd;
+    if (threadIdx.x == 0 && a.smean) a.smean[ch] = mean;
+    if (threadIdx.x == 0 && a.sinv) a.sinv[ch] = invstd;
     if (!a.apply) continue;
     kc_bn_coeffs(&a, ch, mean, invstd, &ca, &cb);
-    for (int64_t o = 0; o < a.outer; o++)
-      for (int64_t i = 0; i < a.inner; i++) {
-        int64_t at = (o * a.C + ch) * a.inner + i;
-        kc_put(a.y, at, a.x[at] * ca + cb, a.req);
-      }
+    KC_THREAD_LOOP(e, a.outer * a.inner) {
+      int64_t at = kc_chan_at(e, ch, a.C, a.inner);
+      kc_put(a.y, at, a.x[at] * ca + cb, a.req);
+    }
   }
 }
 
@@ -478,73 +491,84 @@ extern "C" __global__ void kc_bn_apply(kc_bn_apply_args a) {
 
 /* dX = gamma*invstd * (dY - mean(dY) - xhat * mean(dY*xhat)) per channel; the sums first, so
  * dX may be dY. */
+/* One block per channel (launched with C * KC_BLOCK threads): the channel's sums by the block,
+ * then dX by its threads (the sums are complete before any dX is written, so dX may be dY). */
 extern "C" __global__ void kc_bn_grad(kc_bn_grad_args a) {
-  KC_LOOP(ch, a.C) {
+  __shared__ double red[KC_BLOCK];
+  KC_BLOCK_LOOP(ch, a.C) {
     double sdy = 0, sdyd = 0, m = a.smean[ch], M = (double)(a.outer * a.inner);
-    for (int64_t o = 0; o < a.outer; o++)
-      for (int64_t i = 0; i < a.inner; i++) {
-        int64_t at = (o * a.C + ch) * a.inner + i;
-        double g = a.dy[at];
-        sdy += g;
-        sdyd += g * ((double)a.x[at] - m);
-      }
+    KC_THREAD_LOOP(e, a.outer * a.inner) {
+      int64_t at = kc_chan_at(e, ch, a.C, a.inner);
+      double g = a.dy[at];
+      sdy += g;
+      sdyd += g * ((double)a.x[at] - m);
+    }
+    sdy = kc_block_sum(sdy, red), sdyd = kc_block_sum(sdyd, red);
     double sdyx = sdyd * a.sinv[ch];
-    if (a.req_dg != kNullOp) kc_put(a.dg, ch, (float)sdyx, a.req_dg);
-    if (a.req_db != kNullOp) kc_put(a.db, ch, (float)sdy, a.req_db);
+    if (threadIdx.x == 0 && a.req_dg != kNullOp) kc_put(a.dg, ch, (float)sdyx, a.req_dg);
+    if (threadIdx.x == 0 && a.req_db != kNullOp) kc_put(a.db, ch, (float)sdy, a.req_db);
     if (a.req_dx == kNullOp) continue;
     float ca = a.gamma[ch] * a.sinv[ch], mdy = (float)(sdy / M), mdyx = (float)(sdyx / M);
     float mean = a.smean[ch], inv = a.sinv[ch];
-    for (int64_t o = 0; o < a.outer; o++)
-      for (int64_t i = 0; i < a.inner; i++) {
-        int64_t at = (o * a.C + ch) * a.inner + i;
-        kc_put(a.dx, at, ca * (a.dy[at] - mdy - (a.x[at] - mean) * inv * mdyx), a.req_dx);
-      }
+    KC_THREAD_LOOP(e, a.outer * a.inner) {
+      int64_t at = kc_chan_at(e, ch, a.C, a.inner);
+      kc_put(a.dx, at, ca * (a.dy[at] - mdy - (a.x[at] - mean) * inv * mdyx), a.req_dx);
+    }
   }
 }
 
 /* ---- layer_norm over the last axis (k_norm.c) ---- */
 
+/* One block per row (launched with rows * KC_BLOCK threads): the row's mean and variance by the
+ * block (both sums complete before y is written, so y may be x), then y by its threads. */
 extern "C" __global__ void kc_ln_forward(kc_ln_forward_args a) {
-  KC_LOOP(r, a.rows) {
+  __shared__ double red[KC_BLOCK];
+  KC_BLOCK_LOOP(r, a.rows) {
     const float *x = a.x + r * a.d;
-    float s = 0.0f, q = 0.0f;
-    for (int64_t k = 0; k < a.d; k++) s += x[k];
-    float m = a.d ? s / (float)a.d : 0.0f;
-    for (int64_t k = 0; k < a.d; k++) q += (x[k] - m) * (x[k] - m);
-    float invstd = 1.0f / sqrtf(q / (float)a.d + a.eps);
-    if (a.smean) a.smean[r] = m;
-    if (a.sinv) a.sinv[r] = invstd;
+    double s = 0, q = 0;
+    KC_THREAD_LOOP(k, a.d) s += x[k];
+    float m = a.d ? (float)(kc_block_sum(s, red) / (double)a.d) : 0.0f;
+    KC_THREAD_LOOP(k, a.d) q += (double)((x[k] - m) * (x[k] - m));
+    float invstd = 1.0f / sqrtf((float)(kc_block_sum(q, red) / (double)a.d) + a.eps);
+    if (threadIdx.x == 0 && a.smean) a.smean[r] = m;
+    if (threadIdx.x == 0 && a.sinv) a.sinv[r] = invstd;
     if (a.req == kNullOp) continue;
-    for (int64_t k = 0; k < a.d; k++) kc_put(a.y, r * a.d + k, (x[k] - m) * invstd * a.gamma[k] + a.beta[k], a.req);
+    KC_THREAD_LOOP(k, a.d) kc_put(a.y, r * a.d + k, (x[k] - m) * invstd * a.gamma[k] + a.beta[k], a.req);
   }
 }
 
 /* dgamma += sum_r dY * xhat, dbeta += sum_r dY, one thread per column, rows in order. */
+/* One block per column (launched with d * KC_BLOCK threads), its threads over the rows. */
 extern "C" __global__ void kc_ln_dparams(kc_ln_dparams_args a) {
-  KC_LOOP(k, a.d) {
-    float ag = 0.0f, ab = 0.0f;
-    for (int64_t r = 0; r < a.rows; r++) {
+  __shared__ double red[KC_BLOCK];
+  KC_BLOCK_LOOP(k, a.d) {
+    double ag = 0, ab = 0;
+    KC_THREAD_LOOP(r, a.rows) {
       float dy = a.dy[r * a.d + k];
       ag += dy * ((a.x[r * a.d + k] - a.mean_in[r]) * a.inv_in[r]);
       ab += dy;
     }
-    if (a.req_dg != kNullOp) kc_put(a.dg, k, ag, a.req_dg);
-    if (a.req_db != kNullOp) kc_put(a.db, k, ab, a.req_db);
+    ag = kc_block_sum(ag, red), ab = kc_block_sum(ab, red);
+    if (threadIdx.x == 0 && a.req_dg != kNullOp) kc_put(a.dg, k, (float)ag, a.req_dg);
+    if (threadIdx.x == 0 && a.req_db != kNullOp) kc_put(a.db, k, (float)ab, a.req_db);
   }
 }
 
 /* dX = invstd * (g - mean(g) - xhat * mean(g*xhat)), g = dY*gamma; sums first (dX may be dY). */
+/* One block per row (launched with rows * KC_BLOCK threads). */
 extern "C" __global__ void kc_ln_dx(kc_ln_dx_args a) {
-  KC_LOOP(r, a.rows) {
+  __shared__ double red[KC_BLOCK];
+  KC_BLOCK_LOOP(r, a.rows) {
     const float *x = a.x + r * a.d, *dy = a.dy + r * a.d;
-    float mean = a.mean_in[r], invstd = a.inv_in[r], sg = 0.0f, sgx = 0.0f;
-    for (int64_t k = 0; k < a.d; k++) {
+    float mean = a.mean_in[r], invstd = a.inv_in[r];
+    double sg = 0, sgx = 0;
+    KC_THREAD_LOOP(k, a.d) {
       float g = dy[k] * a.gamma[k];
       sg += g;
       sgx += g * ((x[k] - mean) * invstd);
     }
-    float mg = sg / (float)a.d, mgx = sgx / (float)a.d;
-    for (int64_t k = 0; k < a.d; k++) {
+    float mg = (float)(kc_block_sum(sg, red) / (double)a.d), mgx = (float)(kc_block_sum(sgx, red) / (double)a.d);
+    KC_THREAD_LOOP(k, a.d) {
       float t = invstd * (dy[k] * a.gamma[k] - mg - (x[k] - mean) * invstd * mgx);
       kc_put(a.y, r * a.d + k, t, a.req);
     }

@@ -15,6 +15,7 @@
 #include <cublas_v2.h>
 
 #include "k_params.h"
+#include "kc_args.h"   /* KC_BLOCK */
 #include "kc_blas.h"
 
 /* ---- loading ---------------------------------------------------------------------------- */
@@ -46,7 +47,7 @@ int rtc_dl_load(const char *what, const char *const *names, const rtc_dl_sym *sy
 /* Every cuBLAS function used, with the real header's type. */
 #define RTC_CUBLAS_FNS(X)                                                                      \
   X(cublasCreate_v2) X(cublasDestroy_v2) X(cublasSetStream_v2) X(cublasSetMathMode)          \
-  X(cublasGetStatusString) X(cublasSgemm_v2) X(cublasSgemmStridedBatched)
+  X(cublasGetStatusString) X(cublasSgemm_v2) X(cublasSgemmStridedBatched) X(cublasSetWorkspace_v2)
 
 static struct {
 #define RTC_FIELD(f) __typeof__(f) *f;
@@ -79,6 +80,11 @@ static int rtc_cb_check(rtc_ctx *c, cublasStatus_t s, const char *fn) {
   return rtc_fail(c, "%s: %s (%d)", fn, rtc_cb_str(s), (int)s);
 }
 
+/* cuBLAS's workspace: the runtime's scratch (one step runs at a time on the stream, so the
+ * GEMMs share it with cuDNN's workspace), handed over before each product, so cuBLAS never
+ * allocates its own during a run; 32 MiB is what NVIDIA's documentation asks for on Hopper. */
+#define RTC_CUBLAS_WORKSPACE ((size_t)32 << 20)
+
 /* CUBLAS_DEFAULT_MATH keeps FP32 arithmetic (cublas_api.h: TF32 needs
  * CUBLAS_TF32_TENSOR_OP_MATH, the BF16x9 emulation CUBLAS_FP32_EMULATED_BF16X9_MATH), and
  * unlike CUBLAS_PEDANTIC_MATH it leaves cuBLAS its fastest FP32 kernels. */
@@ -94,7 +100,7 @@ int rtc_blas_open(rtc_ctx *c, void **h) {
     return 1;
   }
   *h = b;
-  return 0;
+  return rtc_reserve_scratch(c, RTC_CUBLAS_WORKSPACE);
 }
 
 void rtc_blas_close(void *h) {
@@ -113,7 +119,7 @@ int rtc_blas_bias_grad(rtc_ctx *c, float *db, const float *dy, int64_t outer, in
                        int add) {
   kc_blas_bias_grad_args a = {db, dy, outer, features, inner, add};
   if (features == 0) return 0;
-  return rtc_launch(c, "kc_blas_bias_grad", features, &a, sizeof a);
+  return rtc_launch(c, "kc_blas_bias_grad", features * KC_BLOCK, &a, sizeof a);
 }
 
 static int rtc_blas_zero(rtc_ctx *c, float *y, int64_t n) {
@@ -161,6 +167,7 @@ static int rtc_gemm_run(rtc_ctx *c, const rtc_gemm *g) {
       g->count > INT_MAX)
     return rtc_fail(c, "a product of %lld x %lld x %lld (x %lld) is too large for cuBLAS's int sizes",
                     (long long)g->m, (long long)g->n, (long long)g->k, (long long)g->count);
+  if (rtc_cb_check(c, rtc_cb.cublasSetWorkspace_v2(h, rtc_scratch(c), RTC_CUBLAS_WORKSPACE), "cublasSetWorkspace")) return 1;
   const float one = 1.0f;
   cublasOperation_t oa = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   /* row-major C = op(A) op(B)  <=>  column-major C^T = op(B)^T op(A)^T: B first, n before m */

@@ -6,6 +6,7 @@
 
 #include "rtc_blas.h"
 #include "rtc_model.h"
+#include "kc_args.h"   /* KC_BLOCK */
 #include "rtc_ops_lib.h"
 
 /* Op indices, as ir/ops.h numbers them from the same list. */
@@ -71,10 +72,10 @@ int rtc_function(rtc_ctx *c, const char *name, CUfunction *fn) {
   return 0;
 }
 
-/* Blocks of 256 threads; kernels loop grid-stride, so the grid is capped at what fills the GPU
+/* Blocks of KC_BLOCK threads; kernels loop grid-stride, so the grid is capped at what fills the GPU
  * several times over. */
 static void rtc_grid(int64_t threads, unsigned *grid, unsigned *block) {
-  int64_t b = 256, g = (threads + b - 1) / b;
+  int64_t b = KC_BLOCK, g = (threads + b - 1) / b;
   if (g < 1) g = 1;
   if (g > 65536) g = 65536;
   *grid = (unsigned)g, *block = (unsigned)b;

@@ -441,7 +441,7 @@ int rtc_softmax_cross_entropy_forward(rtc_ctx *c, const rtc_call *k) {
   const k_shape *s = &k->in_shape[0];
   kc_sce_loss_args a = {k->out[0], k->in[0], NULL, k->in[1], s->d[0], s->d[1], (int32_t)k->req[0]};
   if (k->req[0] == kNullOp) return 0;
-  return RTC_GO(c, sce_loss, 1, a);
+  return RTC_GO(c, sce_loss, KC_BLOCK, a);
 }
 
 int rtc_softmax_cross_entropy_backward(rtc_ctx *c, const rtc_call *k) {
@@ -498,8 +498,8 @@ static void rtc_bn_dims(const k_shape *s, int axis, int64_t *outer, int64_t *C, 
   for (int i = 0; i < axis; i++) *outer *= s->d[i];
 }
 
-/* Statistics per channel (one thread each), then y per element from what they saved; where
- * the saved outputs are pruned in training the channel threads write y themselves. */
+/* Statistics per channel (a block each), then y per element from what they saved; where the
+ * saved outputs are pruned in training the channel's block writes y itself. */
 int rtc_batch_norm_forward(rtc_ctx *c, const rtc_call *k) {
   const k_batch_norm_param *p = rtc_param(k);
   kc_bn_stats_args a;
@@ -519,7 +519,7 @@ int rtc_batch_norm_forward(rtc_ctx *c, const rtc_call *k) {
   a.req = (int32_t)k->req[0];
   int by_element = k->req[0] != kNullOp && (!a.is_train || (a.smean && a.sinv));
   a.apply = k->req[0] != kNullOp && !by_element;
-  if ((a.is_train || a.smean || a.sinv || a.apply) && RTC_GO(c, bn_stats, a.C, a)) return 1;
+  if ((a.is_train || a.smean || a.sinv || a.apply) && RTC_GO(c, bn_stats, a.C * KC_BLOCK, a)) return 1;
   return by_element ? RTC_GO(c, bn_apply, a.outer * a.C * a.inner, a) : 0;
 }
 
@@ -541,7 +541,7 @@ int rtc_batch_norm_backward(rtc_ctx *c, const rtc_call *k) {
   a.req_dx = (int32_t)k->req[0];
   a.req_dg = a.dg ? (int32_t)k->req[1] : kNullOp;
   a.req_db = a.db ? (int32_t)k->req[2] : kNullOp;
-  return RTC_GO(c, bn_grad, a.C, a);
+  return RTC_GO(c, bn_grad, a.C * KC_BLOCK, a);
 }
 
 /* ---- layer_norm over the last axis: out = [y, mean, invstd] ---- */
@@ -563,7 +563,7 @@ int rtc_layer_norm_forward(rtc_ctx *c, const rtc_call *k) {
   a.beta = k->in[2];
   a.eps = ((const k_layer_norm_param *)rtc_param(k))->eps;
   a.req = (int32_t)k->req[0];
-  return RTC_GO(c, ln_forward, a.rows, a);
+  return RTC_GO(c, ln_forward, a.rows * KC_BLOCK, a);
 }
 
 /* dgamma and dbeta first, then dX: dX may overwrite dY. */
@@ -583,8 +583,8 @@ int rtc_layer_norm_backward(rtc_ctx *c, const rtc_call *k) {
   a.req = (int32_t)k->req[0];
   a.req_dg = a.dg ? (int32_t)k->req[1] : kNullOp;
   a.req_db = a.db ? (int32_t)k->req[2] : kNullOp;
-  if ((a.dg || a.db) && RTC_GO(c, ln_dparams, a.d, a)) return 1;
-  return k->req[0] == kNullOp ? 0 : RTC_GO(c, ln_dx, a.rows, a);
+  if ((a.dg || a.db) && RTC_GO(c, ln_dparams, a.d * KC_BLOCK, a)) return 1;
+  return k->req[0] == kNullOp ? 0 : RTC_GO(c, ln_dx, a.rows * KC_BLOCK, a);
 }
 
 /* ---- embedding: forward in = [indices, weight]; backward in = [dY, indices, -, -],

@@ -542,6 +542,111 @@ static void gc_bad_inputs(gc_side *b, gc_io *io, const char *dir) {
   for (int i = 0; i < 4; i++) unlink(files[i]);
 }
 
+/* ---- the device entry points (a CUDA .so's NAME_predict_device / NAME_train_step_device) ---- */
+
+/* The few driver calls the check needs, opened as the runtime opens them (no CUDA header: the
+ * types are the driver API's, spelled out). */
+typedef struct {
+  int (*DeviceGet)(int *, int);
+  int (*PrimaryCtxRetain)(void **, int);
+  int (*PushCurrent)(void *);
+  int (*PopCurrent)(void **);
+  int (*MemAlloc)(unsigned long long *, size_t);
+  int (*MemFree)(unsigned long long);
+  int (*HtoD)(unsigned long long, const void *, size_t);
+  int (*DtoH)(void *, unsigned long long, size_t);
+} gc_cu;
+
+static int gc_cu_open(gc_cu *cu) {
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  const char *names[] = {"cuDeviceGet", "cuDevicePrimaryCtxRetain", "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2",
+                         "cuMemAlloc_v2", "cuMemFree_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2"};
+  void **slots[] = {(void **)&cu->DeviceGet, (void **)&cu->PrimaryCtxRetain, (void **)&cu->PushCurrent,
+                    (void **)&cu->PopCurrent, (void **)&cu->MemAlloc, (void **)&cu->MemFree, (void **)&cu->HtoD,
+                    (void **)&cu->DtoH};
+  for (int i = 0; h && i < 8; i++) {
+    void *p = dlsym(h, names[i]);
+    if (!p) return 1;
+    memcpy(slots[i], &p, sizeof p);
+  }
+  int dev;
+  void *ctx;
+  return !h || cu->DeviceGet(&dev, 0) || cu->PrimaryCtxRetain(&ctx, dev) || cu->PushCurrent(ctx);
+}
+
+/* Device copies of a program's inputs (and room for predict's outputs); 0 on success. */
+static int gc_dev_inputs(const gc_cu *cu, const rt_model_desc *d, const rt_program *p, const void *const *host,
+                         unsigned long long *dev) {
+  for (int k = 0; k < p->ninputs; k++) {
+    size_t bytes = (size_t)gc_numel(&d->tensors[p->inputs[k]]) * 4;
+    if (cu->MemAlloc(&dev[k], bytes ? bytes : 4) || cu->HtoD(dev[k], host[k], bytes)) return 1;
+  }
+  return 0;
+}
+
+/* predict_device on device copies of the inputs gives predict's bits; train_step_device on a
+ * fresh model gives train_step's loss and weights' effect on a fresh twin, bit for bit (the
+ * same kernels in the same order); NULLs are refused with a message. */
+static void gc_device_entries(gc_side *b, gc_io *io, uint64_t seed) {
+  const rt_model_api *api = b->api;
+  const rt_model_desc *d = api->desc;
+  gc_cu cu;
+  if (!api->predict_device) return;
+  if (gc_cu_open(&cu)) {
+    gc_result(0, "device entries: cannot open the CUDA driver to make device buffers");
+    return;
+  }
+  unsigned long long din[GC_MAX_IO] = {0}, dout[GC_MAX_IO] = {0}, tin[GC_MAX_IO] = {0};
+  void *hout[GC_MAX_IO] = {0};
+  int bad = gc_dev_inputs(&cu, d, &d->predict, io->pin, din);
+  for (int k = 0; !bad && k < d->predict.noutputs; k++) {
+    size_t bytes = (size_t)gc_numel(&d->tensors[d->predict.outputs[k]]) * 4;
+    bad = cu.MemAlloc(&dout[k], bytes ? bytes : 4) || !(hout[k] = malloc(bytes ? bytes : 4));
+  }
+  if (bad) {
+    gc_result(0, "device entries: cannot allocate device buffers");
+    return;
+  }
+  int rc = api->predict(b->m, io->pin, io->out_b);
+  int rd = api->predict_device(b->m, (const void *const *)din, (void *const *)dout, NULL);
+  int same = !rc && !rd;
+  for (int k = 0; same && k < d->predict.noutputs; k++) {
+    size_t bytes = (size_t)gc_numel(&d->tensors[d->predict.outputs[k]]) * 4;
+    same = !cu.DtoH(hout[k], dout[k], bytes) && memcmp(hout[k], io->out_b[k], bytes) == 0;
+  }
+  gc_result(same, "device entries: predict_device on device buffers equals predict bit for bit%s%s", rd ? ": " : "",
+            rd ? gc_err(b) : "");
+  gc_must_fail(b, api->predict_device(b->m, NULL, (void *const *)dout, NULL), "predict_device(inputs = NULL)");
+  gc_must_fail(b, api->predict_device(b->m, (const void *const *)din, NULL, NULL), "predict_device(outputs = NULL)");
+  gc_result(api->predict_device(NULL, (const void *const *)din, (void *const *)dout, NULL) != 0,
+            "bad input: predict_device(model = NULL) returns nonzero");
+  if (d->has_train && api->train_step_device && !gc_dev_inputs(&cu, d, &d->train, io->tin, tin)) {
+    rt_model *m1 = api->create(d, seed), *m2 = api->create(d, seed);
+    float l1 = NAN, l2 = NAN;
+    int r1 = m1 ? api->train_step(m1, io->tin, &l1) : 1, r2 = m2 ? api->train_step_device(m2, (const void *const *)tin, &l2, NULL) : 1;
+    int r3 = r1 || r2 ? 1 : api->predict(m1, io->pin, io->out_a) || api->predict(m2, io->pin, io->out_b);
+    int eq = !r3 && memcmp(&l1, &l2, sizeof l1) == 0;
+    for (int k = 0; eq && k < d->predict.noutputs; k++)
+      eq = memcmp(io->out_a[k], io->out_b[k], (size_t)gc_numel(&d->tensors[d->predict.outputs[k]]) * 4) == 0;
+    gc_result(eq, "device entries: train_step_device's loss and the model after it equal train_step's bit for bit");
+    if (m2) {
+      gc_side s2 = *b;
+      s2.m = m2;
+      gc_must_fail(&s2, api->train_step_device(m2, NULL, &l2, NULL), "train_step_device(inputs = NULL)");
+      gc_must_fail(&s2, api->train_step_device(m2, (const void *const *)tin, NULL, NULL), "train_step_device(loss = NULL)");
+    }
+    api->destroy(m1), api->destroy(m2);
+  }
+  for (int k = 0; k < GC_MAX_IO; k++) {
+    if (din[k]) cu.MemFree(din[k]);
+    if (dout[k]) cu.MemFree(dout[k]);
+    if (tin[k]) cu.MemFree(tin[k]);
+    free(hout[k]);
+  }
+  void *ctx;
+  cu.PopCurrent(&ctx);
+}
+
 /* ---- main ------------------------------------------------------------------------------- */
 
 static int gc_usage(void) {
@@ -637,6 +742,7 @@ int main(int argc, char **argv) {
   }
   gc_cross_load(&a, &b, &io, wd, &o);
   if (o.bad_inputs) gc_bad_inputs(&b, &io, wd);
+  gc_device_entries(&b, &io, o.seed_b);
 
   a.api->destroy(a.m), b.api->destroy(b.m);
   gc_io_free(&io, d);

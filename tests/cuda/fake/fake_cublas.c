@@ -72,6 +72,15 @@ cublasStatus_t CUBLASWINAPI cublasSetStream_v2(cublasHandle_t handle, cudaStream
   return CUBLAS_STATUS_SUCCESS;
 }
 
+/* The workspace must be given (the runtime hands over its scratch): NULL with a size, or a
+ * size that is not a multiple of 256 bytes (cuBLAS's alignment rule), is refused. */
+cublasStatus_t CUBLASWINAPI cublasSetWorkspace_v2(cublasHandle_t handle, void *workspace, size_t bytes) {
+  TRACE("cublasSetWorkspace %p %p %zu", (void *)handle, workspace, bytes);
+  if (!fake_ok(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if ((bytes && !workspace) || bytes % 256) return CUBLAS_STATUS_INVALID_VALUE;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
 cublasStatus_t CUBLASWINAPI cublasGetStream_v2(cublasHandle_t handle, cudaStream_t *streamId) {
   if (!fake_ok(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (!streamId) return CUBLAS_STATUS_INVALID_VALUE;

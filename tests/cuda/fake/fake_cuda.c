@@ -52,6 +52,8 @@ FAKE_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, C
   memmove((void *)(uintptr_t)d, (void *)(uintptr_t)s, n);
   return CUDA_SUCCESS;
 }
+FAKE_API CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { memmove((void *)(uintptr_t)d, s, n); return CUDA_SUCCESS; }
+FAKE_API CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { memmove(d, (void *)(uintptr_t)s, n); return CUDA_SUCCESS; }
 FAKE_API CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream st) { (void)st; memset((void *)(uintptr_t)d, v, n); return CUDA_SUCCESS; }
 
 /* ---- modules: the host build named by $KILN_FAKE_CUDA_MODULE ---- */
