@@ -184,11 +184,11 @@ static int rtc_conv_descriptors(rtc_ctx *c, rtc_conv *s, const rtc_conv_dims *d)
 /* ---- algorithm choice ------------------------------------------------------------------- */
 
 /* Rank of a heuristic's candidate, lower is better; -1 refuses it. Tensor-op math never (it
- * would round through TF32). Accuracy first: FFT and Winograd (ranks 2, 3) only when no
- * GEMM-like or direct algorithm works — on the H200 a backward filter pass of the ResNet
- * example differed from the CPU by 2.6% of its update with the choice made determinism-first,
- * 0.085% is what exact summation gives; then deterministic before atomics (0 before 1, 2 before
- * 3). Within a rank cuDNN's order (its expected speed) decides. */
+ * would round through TF32). Accuracy first: FFT and Winograd (ranks 2, 3), whose rounding
+ * differs most from the CPU's, only when no GEMM-like or direct algorithm works; then
+ * deterministic before atomics (0 before 1, 2 before 3). Within a rank cuDNN's order (its
+ * expected speed) decides. (On the H200 every convolution of the examples got a rank-0
+ * algorithm, ALGO_1 for both backward passes: KILN_CUDNN_LOG, bench/README.md.) */
 static int rtc_conv_rank(cudnnStatus_t st, cudnnMathType_t math, cudnnDeterminism_t det, int approx) {
   if (st != CUDNN_STATUS_SUCCESS || math == CUDNN_TENSOR_OP_MATH || math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
     return -1;

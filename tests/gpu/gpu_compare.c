@@ -574,12 +574,16 @@ static int gc_cu_open(gc_cu *cu) {
   return !h || cu->DeviceGet(&dev, 0) || cu->PrimaryCtxRetain(&ctx, dev) || cu->PushCurrent(ctx);
 }
 
-/* Device copies of a program's inputs (and room for predict's outputs); 0 on success. */
+/* Device copies of a program's inputs, `skew` bytes past the start of their allocations (a
+ * caller's pointer need not be aligned: generated kernels fall back from float4 access); the
+ * allocations themselves in base[]. 0 on success. */
 static int gc_dev_inputs(const gc_cu *cu, const rt_model_desc *d, const rt_program *p, const void *const *host,
-                         unsigned long long *dev) {
+                         unsigned long long *dev, unsigned long long *base, size_t skew) {
   for (int k = 0; k < p->ninputs; k++) {
     size_t bytes = (size_t)gc_numel(&d->tensors[p->inputs[k]]) * 4;
-    if (cu->MemAlloc(&dev[k], bytes ? bytes : 4) || cu->HtoD(dev[k], host[k], bytes)) return 1;
+    if (cu->MemAlloc(&base[k], bytes + skew + 4)) return 1;
+    dev[k] = base[k] + skew;
+    if (cu->HtoD(dev[k], host[k], bytes)) return 1;
   }
   return 0;
 }
@@ -596,9 +600,10 @@ static void gc_device_entries(gc_side *b, gc_io *io, uint64_t seed) {
     gc_result(0, "device entries: cannot open the CUDA driver to make device buffers");
     return;
   }
-  unsigned long long din[GC_MAX_IO] = {0}, dout[GC_MAX_IO] = {0}, tin[GC_MAX_IO] = {0};
+  unsigned long long din[GC_MAX_IO] = {0}, dout[GC_MAX_IO] = {0}, tin[GC_MAX_IO] = {0}, skewed[GC_MAX_IO] = {0};
+  unsigned long long bin[GC_MAX_IO] = {0}, bskew[GC_MAX_IO] = {0}, btin[GC_MAX_IO] = {0};
   void *hout[GC_MAX_IO] = {0};
-  int bad = gc_dev_inputs(&cu, d, &d->predict, io->pin, din);
+  int bad = gc_dev_inputs(&cu, d, &d->predict, io->pin, din, bin, 0) || gc_dev_inputs(&cu, d, &d->predict, io->pin, skewed, bskew, 4);
   for (int k = 0; !bad && k < d->predict.noutputs; k++) {
     size_t bytes = (size_t)gc_numel(&d->tensors[d->predict.outputs[k]]) * 4;
     bad = cu.MemAlloc(&dout[k], bytes ? bytes : 4) || !(hout[k] = malloc(bytes ? bytes : 4));
@@ -616,11 +621,19 @@ static void gc_device_entries(gc_side *b, gc_io *io, uint64_t seed) {
   }
   gc_result(same, "device entries: predict_device on device buffers equals predict bit for bit%s%s", rd ? ": " : "",
             rd ? gc_err(b) : "");
+  rd = api->predict_device(b->m, (const void *const *)skewed, (void *const *)dout, NULL);
+  same = !rc && !rd;
+  for (int k = 0; same && k < d->predict.noutputs; k++) {
+    size_t bytes = (size_t)gc_numel(&d->tensors[d->predict.outputs[k]]) * 4;
+    same = !cu.DtoH(hout[k], dout[k], bytes) && memcmp(hout[k], io->out_b[k], bytes) == 0;
+  }
+  gc_result(same, "device entries: predict_device on inputs 4 bytes off alignment equals predict bit for bit%s%s",
+            rd ? ": " : "", rd ? gc_err(b) : "");
   gc_must_fail(b, api->predict_device(b->m, NULL, (void *const *)dout, NULL), "predict_device(inputs = NULL)");
   gc_must_fail(b, api->predict_device(b->m, (const void *const *)din, NULL, NULL), "predict_device(outputs = NULL)");
   gc_result(api->predict_device(NULL, (const void *const *)din, (void *const *)dout, NULL) != 0,
             "bad input: predict_device(model = NULL) returns nonzero");
-  if (d->has_train && api->train_step_device && !gc_dev_inputs(&cu, d, &d->train, io->tin, tin)) {
+  if (d->has_train && api->train_step_device && !gc_dev_inputs(&cu, d, &d->train, io->tin, tin, btin, 0)) {
     rt_model *m1 = api->create(d, seed), *m2 = api->create(d, seed);
     float l1 = NAN, l2 = NAN;
     int r1 = m1 ? api->train_step(m1, io->tin, &l1) : 1, r2 = m2 ? api->train_step_device(m2, (const void *const *)tin, &l2, NULL) : 1;
@@ -638,9 +651,9 @@ static void gc_device_entries(gc_side *b, gc_io *io, uint64_t seed) {
     api->destroy(m1), api->destroy(m2);
   }
   for (int k = 0; k < GC_MAX_IO; k++) {
-    if (din[k]) cu.MemFree(din[k]);
-    if (dout[k]) cu.MemFree(dout[k]);
-    if (tin[k]) cu.MemFree(tin[k]);
+    unsigned long long all[] = {bin[k], bskew[k], btin[k], dout[k]};
+    for (int j = 0; j < 4; j++)
+      if (all[j]) cu.MemFree(all[j]);
     free(hout[k]);
   }
   void *ctx;

@@ -19,6 +19,12 @@ struct kiln_emul_dim3 { unsigned x, y, z; };
 static const kiln_emul_dim3 blockIdx = {0, 0, 0}, threadIdx = {0, 0, 0};
 static const kiln_emul_dim3 blockDim = {1, 1, 1}, gridDim = {1, 1, 1};
 
+struct float4 { float x, y, z, w; };
+static inline float4 make_float4(float x, float y, float z, float w) {
+  float4 r = {x, y, z, w};
+  return r;
+}
+
 static inline float __int_as_float(unsigned int u) {
   float f;
   memcpy(&f, &u, sizeof f);
