@@ -12,11 +12,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+int rt_verrf(char *err, size_t err_len, const char *fmt, va_list ap) {
+  if (err && err_len) vsnprintf(err, err_len, fmt, ap);
+  return 1;
+}
+
 int rt_errf(char *err, size_t err_len, const char *fmt, ...) {
-  if (!err || !err_len) return 1;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(err, err_len, fmt, ap);
+  rt_verrf(err, err_len, fmt, ap);
   va_end(ap);
   return 1;
 }

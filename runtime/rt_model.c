@@ -25,7 +25,7 @@ void rt_fused_name(char *buf, size_t n, int train, int step) {
 int rt_model_fail(rt_model *m, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(m->err, sizeof m->err, fmt, ap);
+  rt_verrf(m->err, sizeof m->err, fmt, ap);
   va_end(ap);
   return 1;
 }

@@ -8,6 +8,7 @@
 #ifndef KILN_RUNTIME_H
 #define KILN_RUNTIME_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -197,6 +198,9 @@ int rt_file_write_fully(int fd, const void *data, size_t len);
 /* Writes a message into err (when err is not NULL) and returns 1: the one fail-with-message
  * helper of every layer from here up (codegen and the executor use it too). */
 int rt_errf(char *err, size_t err_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The same from a va_list, for the helpers that keep a message of their own (rt_model_fail,
+ * the CUDA runtime's rtc_fail). */
+int rt_verrf(char *err, size_t err_len, const char *fmt, va_list ap) __attribute__((format(printf, 3, 0)));
 
 /* ---------------------------------------------------------------------------------------
  * rt_json.c — a strict JSON parser for the safetensors header: objects, arrays, strings,

@@ -17,6 +17,7 @@
 #include "k_params.h"
 #include "kc_args.h"   /* KC_BLOCK */
 #include "kc_blas.h"
+#include "k_mm_geom.h"
 
 /* ---- loading ---------------------------------------------------------------------------- */
 
@@ -254,49 +255,15 @@ int rtc_fully_connected_backward(rtc_ctx *c, const rtc_call *k) {
 
 /* ---- matmul ---------------------------------------------------------------------------- */
 
-/* k_gemm.c's geometry: the output's batch dims and each operand's element stride per batch
- * dim (0 where it broadcasts). */
-typedef struct {
-  int nb;
-  int64_t bd[K_MAX_RANK], sa[K_MAX_RANK], sb[K_MAX_RANK];
-  int64_t batch, M, N, K;
-  int ta, tb;
-} rtc_mm_geom;
-
-static void rtc_mm_strides(const k_shape *t, int nb, const int64_t *bd, int64_t mat, int64_t *s) {
-  int tnb = t->rank - 2;
-  int64_t stride = mat;
-  for (int i = nb - 1; i >= 0; i--) {
-    int ti = i - (nb - tnb);
-    int64_t ext = ti >= 0 ? t->d[ti] : 1;
-    s[i] = (ext == 1 && bd[i] != 1) ? 0 : stride;
-    if (ti >= 0) stride *= ext;
-  }
-}
+/* The geometry is the CPU kernel's (kernels/k_mm_geom.h): the same batches, the same fold. */
+typedef k_mm_geom rtc_mm_geom;
 
 static int rtc_mm_geometry(rtc_ctx *c, const k_shape *a, const k_shape *b, const k_shape *o, const k_matmul_param *p,
                            rtc_mm_geom *g) {
   if (a->rank < 2 || b->rank < 2 || o->rank < 2 || o->rank - 2 > K_MAX_RANK)
     return rtc_fail(c, "matmul needs operands of rank >= 2 (ranks %d, %d)", a->rank, b->rank);
-  g->ta = p ? p->transpose_a : 0;
-  g->tb = p ? p->transpose_b : 0;
-  g->M = o->d[o->rank - 2];
-  g->N = o->d[o->rank - 1];
-  g->K = g->ta ? a->d[a->rank - 2] : a->d[a->rank - 1];
-  g->nb = o->rank - 2;
-  g->batch = 1;
-  for (int i = 0; i < g->nb; i++) g->batch *= (g->bd[i] = o->d[i]);
-  rtc_mm_strides(a, g->nb, g->bd, g->M * g->K, g->sa);
-  rtc_mm_strides(b, g->nb, g->bd, g->K * g->N, g->sb);
+  *g = k_mm_geometry(a, b, o, p);
   return 0;
-}
-
-/* As k_mm_foldable: b shared by every batch and a stacked (or one product): one GEMM. */
-static int rtc_mm_foldable(const rtc_mm_geom *g) {
-  if (g->ta) return g->batch == 1;
-  for (int d = 0; d < g->nb; d++)
-    if ((g->sb[d] != 0 || g->sa[d] == 0) && g->bd[d] != 1) return 0;
-  return 1;
 }
 
 /* Which matrix of a batch an operand of a product is: A, B, or the output's shape (C, dC). */
@@ -305,13 +272,7 @@ enum { RTC_MM_A, RTC_MM_B, RTC_MM_C };
 /* Element offset of batch i's matrix of kind `which`. */
 static int64_t rtc_mm_offset(const rtc_mm_geom *g, int which, int64_t i) {
   if (which == RTC_MM_C) return i * g->M * g->N;
-  const int64_t *s = which == RTC_MM_A ? g->sa : g->sb;
-  int64_t off = 0;
-  for (int d = g->nb - 1; d >= 0; d--) {
-    off += (i % g->bd[d]) * s[d];
-    i /= g->bd[d];
-  }
-  return off;
+  return k_mm_offset(g, which == RTC_MM_A ? g->sa : g->sb, i);
 }
 
 /* True when batch i is the first (in batch order) to reach its matrix of kind `which`: every
@@ -384,7 +345,7 @@ int rtc_matmul_forward(rtc_ctx *c, const rtc_call *k) {
   const float *A = k->in[0], *B = k->in[1];
   float *C = k->out[0];
   int64_t lda = g.ta ? g.M : g.K, ldb = g.tb ? g.K : g.N;
-  if (rtc_mm_foldable(&g))
+  if (k_mm_foldable(&g))
     return rtc_sgemm(c, g.ta, g.tb, g.batch * g.M, g.N, g.K, A, lda, B, ldb, rtc_beta(k->req[0]), C, g.N);
   rtc_mm_job j = {g.ta, g.tb, g.M, g.N, g.K, A, RTC_MM_A, lda, B, RTC_MM_B, ldb, C, RTC_MM_C, g.N};
   return rtc_mm_run(c, &g, &j, k->req[0]);
@@ -414,7 +375,7 @@ int rtc_matmul_backward(rtc_ctx *c, const rtc_call *k) {
   rtc_mm_geom g;
   if (rtc_mm_geometry(c, &k->in_shape[1], &k->in_shape[2], &k->in_shape[0], k->s->param, &g)) return 1;
   const float *dC = k->in[0], *A = k->in[1], *B = k->in[2];
-  int fold = rtc_mm_foldable(&g);
+  int fold = k_mm_foldable(&g);
   int64_t rows = fold ? g.batch * g.M : g.M;
   if (rtc_wants(k, 0)) {
     rtc_mm_job j = rtc_mm_job_a(&g, rows, dC, B, k->out[0]);

@@ -26,7 +26,7 @@ static __thread char rtc_create_err[RT_MODEL_ERR_LEN];
 int rtc_fail(rtc_ctx *c, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(c->err, sizeof c->err, fmt, ap);
+  rt_verrf(c->err, sizeof c->err, fmt, ap);
   va_end(ap);
   return 1;
 }

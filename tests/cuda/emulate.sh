@@ -7,7 +7,8 @@
 # What this checks: the generated kernels' and the library kernels' arithmetic and indexing,
 # the CUDA runtime's binding, arena, copies, steps and updates, against the CPU; what it
 # cannot: anything of the real GPU (races between threads, the real cuBLAS and cuDNN, the
-# PTX itself: tests/cuda/cli.sh assembles that). Env: EMULATE_MODELS, a regex of model names.
+# PTX itself: tests/cuda/cli.sh assembles that). Env: EMULATE_MODELS, a regex of the model names
+# to run, EMULATE_SKIP one of those to leave out.
 set -u
 kiln=$1 compare=$2 fake=$3 root=$4 cxx=${5:-c++} cxxflags=${6:-}   # the sanitizer build's flags, so kernels are checked too
 tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
@@ -16,6 +17,7 @@ for f in "$root"/examples/*.kiln "$root"/tests/passes/models/*.kiln; do
   base=$(basename "$f" .kiln)
   for m in $(sed -n 's/^model \([A-Za-z_0-9]*\).*/\1/p' "$f"); do
     [[ "$m" =~ ${EMULATE_MODELS:-.} ]] || continue
+    [[ -n "${EMULATE_SKIP:-}" && "$m" =~ $EMULATE_SKIP ]] && continue
     d=$tmp/$m && mkdir -p "$d"
     # The examples at batch 4: the emulation checks semantics, which the batch does not change,
     # and runs every GPU thread's work on one host thread.

@@ -12,16 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define __global__
-#define __device__
-#define __host__
-#define __forceinline__ inline
-#define __shared__ static          /* one thread: the block's shared array is its own */
-static inline void __syncthreads(void) {}
-
-struct kc_host_dim3 { unsigned x, y, z; };
-static const kc_host_dim3 blockIdx = {0, 0, 0}, threadIdx = {0, 0, 0};
-static const kc_host_dim3 blockDim = {1, 1, 1}, gridDim = {1, 1, 1};
+#include "fake/emul.h"   /* the CUDA keywords on the host: one thread of one block */
 
 extern "C" {
 #include "k_params.h"

@@ -58,8 +58,12 @@ FAKE_API CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUst
 
 /* ---- modules: the host build named by $KILN_FAKE_CUDA_MODULE ---- */
 
-typedef struct { void *so; } fake_module;
 typedef struct { void (*host)(void **); void *direct; char name[128]; } fake_function;
+typedef struct {
+  void *so;
+  fake_function **fns;          /* every handle cuModuleGetFunction gave out: freed with the module */
+  int nfns;
+} fake_module;
 
 FAKE_API CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned n, CUjit_option *o, void **v) {
   (void)image, (void)n, (void)o, (void)v;
@@ -77,14 +81,19 @@ FAKE_API CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned n,
 
 FAKE_API CUresult cuModuleUnload(CUmodule m) {
   fake_module *fm = (fake_module *)m;
+  for (int i = 0; i < fm->nfns; i++) free(fm->fns[i]);
+  free(fm->fns);
   dlclose(fm->so);
   free(fm);
   return CUDA_SUCCESS;
 }
 
-/* Functions are never freed by the driver API; these live as long as the process. */
+/* A function handle lives as long as its module. */
 FAKE_API CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
   fake_module *fm = (fake_module *)m;
+  fake_function **grown = realloc(fm->fns, sizeof *grown * (size_t)(fm->nfns + 1));
+  if (!grown) return CUDA_ERROR_OUT_OF_MEMORY;
+  fm->fns = grown;
   char host[160];
   snprintf(host, sizeof host, "%s__host", name);
   fake_function *ff = calloc(1, sizeof *ff);
@@ -94,6 +103,7 @@ FAKE_API CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *nam
   ff->direct = dlsym(fm->so, name);
   snprintf(ff->name, sizeof ff->name, "%s", name);
   if (!ff->host && !ff->direct) return free(ff), CUDA_ERROR_NOT_FOUND;
+  fm->fns[fm->nfns++] = ff;
   *f = (CUfunction)ff;
   return CUDA_SUCCESS;
 }
