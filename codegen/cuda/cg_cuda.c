@@ -4,14 +4,15 @@
  * Generated steps (the runtime launches them by rt_fused_name):
  *   - fused groups, and unfused elementwise ops as groups of one member: the same fused
  *     expression as the CPU loops (cg_fexpr.h), one thread per element of the group's space
- *     (grid-stride), each node a `float vN = ...;` line calling kernels/k_scalar.h, which
- *     NVRTC compiles as device code: one definition of every function for both targets;
+ *     (grid-stride; four, through float4, where the group's inputs allow), each node a
+ *     `float vN = ...;` line calling kernels/k_scalar.h, which NVRTC compiles as device code:
+ *     one definition of every function for both targets;
  *   - the backward of a binary op whose operand was broadcast: per element of the operand,
  *     the sum over the broadcast positions of the op's gradient, in a fixed order.
  * Every distinct expression becomes one __device__ body (deep models repeat their blocks,
  * cg_fexpr_key tells them apart), called by each step's thin __global__ entry.
- * The op library (the .cu and .h files of kernels/cuda, the k_ headers) is embedded in kiln at build time
- * (cg_cuda_sources.c, made by CMake) and handed to NVRTC as headers. */
+ * The op library (the .cu and .h files of kernels/cuda, the k_ headers) is embedded in kiln at
+ * build time (cg_cuda_sources.c, made by CMake) and handed to NVRTC as headers. */
 #include "cg_cuda.h"
 
 #include <stdarg.h>

@@ -7,13 +7,16 @@
  * input is a list of 6-byte edits [field, program, index (u16), value (i16)] applied to it
  * in place, then undone after rt_model_create. Counts (nin, nout, ndeps, ninputs, ...) only
  * shrink, so every array stays inside its allocation, as it is in any real descriptor;
- * shape dims stay small so a model that validates can still be allocated. */
+ * shape dims stay small so a model that validates can still be allocated. Edits also reach the
+ * descriptor's target (a CUDA model's descriptor must be refused by the CPU runtime) and the
+ * epilogues the predict program's convolution and fully_connected steps carry (k_epi_valid). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cg.h"
 #include "fe.h"
+#include "k_epilogue.h"
 
 static const char fuzz_src[] =
     "model m {\n"
@@ -58,11 +61,23 @@ static void fuzz_store(fuzz_undo *u, void *at, int size, int64_t v) {
 
 static int64_t fuzz_shrink(int64_t cur, int v) { return cur > 0 ? (int64_t)((unsigned)v % (unsigned)(cur + 1)) : cur; }
 
+/* An edit of step s's epilogue (field 17: its step count, 18-20: a step's kind, function and
+ * input slot); 0 when s has none. The step array has K_EPI_MAX_STEPS entries whatever the
+ * count says, so any value may be stored: validation must refuse what is out of range. */
+static int fuzz_edit_epi(rt_step *s, int field, unsigned idx, int v, fuzz_undo *u) {
+  k_epilogue *e = s ? (k_epilogue *)s->epi : NULL;
+  if (!e) return 0;
+  k_epi_step *es = &e->step[idx % K_EPI_MAX_STEPS];
+  int32_t *at = field == 17 ? &e->nsteps : field == 18 ? &es->kind : field == 19 ? &es->fn : &es->slot;
+  fuzz_store(u, at, 4, v);
+  return 1;
+}
+
 /* Applies edit (field, index, value) to program p of d; 0 when it did nothing. */
 static int fuzz_edit(rt_model_desc *d, rt_program *p, int field, unsigned idx, int v, fuzz_undo *u) {
   rt_step *s = p->nsteps ? (rt_step *)&p->steps[idx % (unsigned)p->nsteps] : NULL;
   rt_tensor_info *t = (rt_tensor_info *)&d->tensors[idx % (unsigned)d->ntensors];
-  switch (field % 16) {
+  switch (field % 21) {
   case 0: return s ? fuzz_store(u, &s->nin, 4, fuzz_shrink(s->nin, v)), 1 : 0;
   case 1: return s ? fuzz_store(u, &s->nout, 4, fuzz_shrink(s->nout, v)), 1 : 0;
   case 2: return s && s->nin ? fuzz_store(u, (void *)&s->in[idx % (unsigned)s->nin], 4, v), 1 : 0;
@@ -78,7 +93,9 @@ static int fuzz_edit(rt_model_desc *d, rt_program *p, int field, unsigned idx, i
   case 12: return p->ninputs ? fuzz_store(u, (void *)&p->inputs[idx % (unsigned)p->ninputs], 4, v), 1 : 0;
   case 13: return p->noutputs ? fuzz_store(u, (void *)&p->outputs[idx % (unsigned)p->noutputs], 4, v), 1 : 0;
   case 14: return fuzz_store(u, &t->role, 4, v), 1;
-  default: return fuzz_store(u, &t->dtype, 4, v), 1;
+  case 15: return fuzz_store(u, &t->dtype, 4, v), 1;
+  case 16: return fuzz_store(u, &d->target, 4, v), 1;
+  default: return fuzz_edit_epi(s, field % 21, idx, v, u);
   }
 }
 
