@@ -15,6 +15,11 @@
  * of C channels, rows or features. */
 #define KC_BLOCK 256
 
+/* What a kernel writes into its step's data-error word (rtc_call.err) when it meets data the
+ * CPU kernel refuses with a message; the runtime reads the words after the run and fails with
+ * the step's name and the message of the code (rtc_model.c). The output is NaN there too. */
+enum { KC_ERR_NONE = 0, KC_ERR_LABEL = 1, KC_ERR_INDEX = 2 };
+
 #define KC_KERNELS(X)                                                                          \
   X(fill) X(strided) X(reduce) X(max_grad) X(softmax) X(softmax_grad) X(sce_loss) X(sce_grad)  \
   X(pool) X(pool_grad) X(bn_stats) X(bn_apply) X(bn_grad) X(ln_forward) X(ln_dparams)          \
@@ -85,6 +90,7 @@ typedef struct {
   const int32_t *label;
   int64_t rows, classes;
   int32_t req;
+  int32_t *err;           /* the step's data-error word: KC_ERR_LABEL for a label out of range */
 } kc_sce_loss_args;
 typedef kc_sce_loss_args kc_sce_grad_args;
 
@@ -150,6 +156,7 @@ typedef struct {
   const int32_t *idx;
   int64_t n, rows, d;
   int32_t req;
+  int32_t *err;           /* the step's data-error word: KC_ERR_INDEX for an index out of range */
 } kc_embedding_args;
 typedef kc_embedding_args kc_embedding_grad_args;
 

@@ -227,7 +227,11 @@ extern "C" __global__ void kc_sce_loss(kc_sce_loss_args a) {
     KC_THREAD_LOOP(i, a.rows) {
       const float *row = a.x + i * a.classes;
       int32_t l = a.label[i];
-      if (l < 0 || l >= a.classes) { part = (double)kc_nan(); continue; }
+      if (l < 0 || l >= a.classes) {
+        part = (double)kc_nan();
+        if (a.err) *a.err = KC_ERR_LABEL;
+        continue;
+      }
       float m = kc_row_max(row, a.classes), lsum = logf(kc_row_expsum(row, a.classes, m));
       part += (double)lsum - (double)(row[l] - m);
     }
@@ -249,6 +253,7 @@ extern "C" __global__ void kc_sce_grad(kc_sce_grad_args a) {
       float t = k_sf_exp(row[k] - m) * inv;
       if (k == l) t -= scale;
       kc_put(a.y, i * a.classes + k, bad ? kc_nan() : t, a.req);
+    if (bad && a.err) *a.err = KC_ERR_LABEL;
     }
   }
 }
@@ -575,12 +580,17 @@ extern "C" __global__ void kc_ln_dx(kc_ln_dx_args a) {
   }
 }
 
-/* ---- embedding: an index outside [0, rows) (the CPU's data error) gives NaN ---- */
+/* ---- embedding: an index outside [0, rows) (the CPU's data error) gives NaN and sets the
+ * step's data-error word ---- */
 
 extern "C" __global__ void kc_embedding(kc_embedding_args a) {
   KC_LOOP(i, a.n * a.d) {
     int64_t row = a.idx[i / a.d];
-    if (row < 0 || row >= a.rows) { kc_put(a.y, i, kc_nan(), a.req); continue; }
+    if (row < 0 || row >= a.rows) {
+      kc_put(a.y, i, kc_nan(), a.req);
+      if (a.err) *a.err = KC_ERR_INDEX;
+      continue;
+    }
     float v = a.w[row * a.d + i % a.d];
     if (a.req == kAddTo) a.y[i] += v;
     else ((uint32_t *)a.y)[i] = ((const uint32_t *)a.w)[row * a.d + i % a.d];
@@ -594,7 +604,11 @@ extern "C" __global__ void kc_embedding_grad(kc_embedding_grad_args a) {
       for (int64_t r = 0; r < a.rows; r++) a.y[r * a.d + j] = 0.0f;
     for (int64_t i = 0; i < a.n; i++) {
       int64_t row = a.idx[i];
-      if (row < 0 || row >= a.rows) { a.y[j] = kc_nan(); continue; }
+      if (row < 0 || row >= a.rows) {
+        a.y[j] = kc_nan();
+        if (a.err) *a.err = KC_ERR_INDEX;
+        continue;
+      }
       a.y[row * a.d + j] += a.w[i * a.d + j];
     }
   }

@@ -41,6 +41,8 @@ typedef struct {
   void **state;                   /* the step's own slot for what it keeps across calls
                                      (cuDNN descriptors, the chosen algorithm): set by the
                                      op's prepare, freed by its release; NULL otherwise */
+  int32_t *err;                   /* device: the step's data-error word, for a kernel that meets
+                                     data the CPU kernel refuses (kc_args.h's KC_ERR_*) */
 } rtc_call;
 
 /* forward / backward: 0, or 1 with a message through rtc_fail. prepare runs once at create

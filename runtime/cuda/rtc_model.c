@@ -166,13 +166,46 @@ static int rtc_prog_init(rtc_ctx *c, rtc_prog *r, const rt_program *p, int train
   return 0;
 }
 
+static int rtc_sync(rtc_ctx *c, const char *what) { return rtc_cu_check(c, c->cu->StreamSynchronize(c->stream), what); }
+
+/* The data-error words of a program whose steps may set them, zeroed. */
+static int rtc_prog_errwords(rtc_ctx *c, rtc_prog *r) {
+  for (int i = 0; i < r->p->nsteps; i++) {
+    const rt_step *s = &r->p->steps[i];
+    r->checks |= (s->kind == RT_STEP_FORWARD || s->kind == RT_STEP_BACKWARD) && rtc_op_checks_data(s->op);
+  }
+  if (!r->checks) return 0;
+  size_t bytes = (size_t)r->p->nsteps * 4;
+  if (!(r->herr = calloc((size_t)r->p->nsteps + 1, 4))) return rtc_fail(c, "out of memory");
+  return rtc_alloc(c, &r->derr, (int64_t)bytes, "the data-error words") ||
+         rtc_cu_check(c, c->cu->MemsetD8Async(r->derr, 0, bytes, c->stream), "zeroing the data-error words");
+}
+
+/* After a run's steps: the first step that met data its CPU kernel refuses fails the run with
+ * that step's name (the words are zeroed again for the next run). Synchronises the stream. */
+static int rtc_data_errors(rtc_ctx *c, rtc_prog *r, const char *what) {
+  if (!r->checks) return rtc_sync(c, what);
+  size_t bytes = (size_t)r->p->nsteps * 4;
+  if (rtc_cu_check(c, c->cu->MemcpyDtoHAsync(r->herr, r->derr, bytes, c->stream), "reading the data-error words") ||
+      rtc_sync(c, what))
+    return 1;
+  for (int i = 0; i < r->p->nsteps; i++)
+    if (r->herr[i]) {
+      rtc_fail(c, "%s: %s", r->p->steps[i].name, rtc_data_error_text(r->herr[i]));
+      c->cu->MemsetD8Async(r->derr, 0, bytes, c->stream);
+      return 1;
+    }
+  return 0;
+}
+
 static void rtc_prog_free(rtc_ctx *c, rtc_prog *r) {
   for (int i = 0; r->state && i < r->p->nsteps; i++) {
     const rtc_op_row *row = rtc_op_row_of(r->p->steps[i].op);
     if (r->state[i] && row && row->release && r->p->steps[i].kind != RT_STEP_FUSED && r->p->steps[i].kind != RT_STEP_UPDATE)
       row->release(c, r->state[i]);
   }
-  free(r->fn), free(r->state), free(r->threads), free(r->shapes), free(r->dtypes), free(r->ptrs), free(r->req);
+  if (r->derr) c->cu->MemFree(r->derr);
+  free(r->fn), free(r->state), free(r->threads), free(r->shapes), free(r->dtypes), free(r->ptrs), free(r->req), free(r->herr);
   memset(r, 0, sizeof *r);
 }
 
@@ -198,8 +231,9 @@ static rtc_call rtc_step_call(rtc_ctx *c, rtc_prog *r, int i, size_t at) {
     out[j] = s->out[j] >= 0 ? c->dptr[s->out[j]] : NULL;
     req[j] = out[j] ? s->req[j] : kNullOp;
   }
+  int32_t *err = r->checks ? (int32_t *)(uintptr_t)(r->derr + (CUdeviceptr)i * 4) : NULL;
   return (rtc_call){s, s->nin, s->nout, in, out, r->shapes + at, r->shapes + at + s->nin, r->dtypes + at, req,
-                    c->host->seed, RT_CTR_OP(c->host->step, s->name_hash), r->p->is_train, &r->state[i]};
+                    c->host->seed, RT_CTR_OP(c->host->step, s->name_hash), r->p->is_train, &r->state[i], err};
 }
 
 static int rtc_run_update(rtc_ctx *c, const rtc_call *k) {
@@ -298,7 +332,6 @@ static int rtc_run_range(rtc_ctx *c, rtc_prog *r, int lo, int hi) {
   return 0;
 }
 
-static int rtc_sync(rtc_ctx *c, const char *what) { return rtc_cu_check(c, c->cu->StreamSynchronize(c->stream), what); }
 
 /* ---- prepare: each op's one-time work at create ---- */
 
@@ -311,7 +344,7 @@ static int rtc_prepare_prog(rtc_ctx *c, rtc_prog *r) {
       void *none[64] = {0};
       if (s->nin > 32 || s->nout > 32) return rtc_fail(c, "%s: too many slots", s->name);
       rtc_call k = {s, s->nin, s->nout, none, none + 32, r->shapes + at, r->shapes + at + s->nin, r->dtypes + at,
-                    s->req, c->host->seed, 0, r->p->is_train, &r->state[i]};
+                    s->req, c->host->seed, 0, r->p->is_train, &r->state[i], NULL};
       c->err[0] = 0;
       if (row->prepare(c, &k)) {
         char msg[RT_MODEL_ERR_LEN];
@@ -371,7 +404,8 @@ static int rtc_create_all(rtc_ctx *c) {
     return rtc_fail(c, "the model's descriptor is malformed");
   if (rtc_device(c)) return 1;
   if (rtc_memory(c) || rtc_prog_init(c, &c->prog[0], &c->d->predict, 0) ||
-      (c->d->has_train && rtc_prog_init(c, &c->prog[1], &c->d->train, 1)) || rtc_libraries(c) ||
+      (c->d->has_train && rtc_prog_init(c, &c->prog[1], &c->d->train, 1)) || rtc_prog_errwords(c, &c->prog[0]) ||
+      (c->d->has_train && rtc_prog_errwords(c, &c->prog[1])) || rtc_libraries(c) ||
       rtc_prepare_prog(c, &c->prog[0]) || (c->d->has_train && rtc_prepare_prog(c, &c->prog[1])) || rtc_profile_init(c))
     return 1;
   return rtc_alloc(c, &c->scratch, (int64_t)c->scratch_want, "the scratch space");
@@ -473,6 +507,7 @@ static int rtc_predict_locked(rtc_ctx *c, const void *const *inputs, void *const
     if (!outputs[k]) return rtc_fail(c, "predict: output '%s' is NULL", c->d->tensors[p->outputs[k]].name);
   rtc_bind(c, p);
   if (rtc_copy_inputs(c, p, inputs, dev, user, "predict") || rtc_run_range(c, &c->prog[0], 0, p->nsteps)) return rtc_sync(c, "predict"), 1;
+  if (c->prog[0].checks && rtc_data_errors(c, &c->prog[0], "predict")) return 1;   /* no output is copied then */
   for (int k = 0; k < p->noutputs; k++) {
     const rt_tensor_info *t = &c->d->tensors[p->outputs[k]];
     CUdeviceptr src = (CUdeviceptr)(uintptr_t)c->dptr[p->outputs[k]];
@@ -542,7 +577,7 @@ static int rtc_train_locked(rtc_ctx *c, const void *const *inputs, float *loss, 
   c->host->step++;                        /* Adam's t and the random counters start at 1 */
   int split = rtc_first_update(p);
   int rc = rtc_run_range(c, &c->prog[1], 0, split);
-  if (!rc) rc = rtc_sync(c, "train_step");
+  if (!rc) rc = rtc_data_errors(c, &c->prog[1], "train_step");   /* synchronises: no update runs after a failure */
   if (!rc) rc = rtc_run_range(c, &c->prog[1], split, p->nsteps);
   c->host_stale = 1;
   if (rc) {

@@ -20,6 +20,10 @@ typedef struct {
 
 /* The row of op index `op` (kernels/k_ops.def order), or NULL when the GPU has none. */
 const rtc_op_row *rtc_op_row_of(int op);
+/* Whether op's kernels may set their step's data-error word (a label or an index the CPU
+ * kernel would refuse), and the message of a code they set. */
+bool rtc_op_checks_data(int op);
+const char *rtc_data_error_text(int32_t code);
 
 /* Per program: the shapes, dtypes, pointer and OpReqType pools of its steps' calls, and the
  * generated kernels of its FUSED steps. */
@@ -32,6 +36,9 @@ typedef struct {
   k_dtype *dtypes;
   void **ptrs;
   k_req *req;
+  int checks;                   /* a step may set its data-error word (rtc_op_checks_data) */
+  CUdeviceptr derr;             /* then: one int32 word per step, zero between runs */
+  int32_t *herr;                /* and their host copy after a run */
 } rtc_prog;
 
 typedef struct { char name[64]; CUfunction fn; } rtc_fn_entry;

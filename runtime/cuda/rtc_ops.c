@@ -6,7 +6,7 @@
 
 #include "rtc_blas.h"
 #include "rtc_model.h"
-#include "kc_args.h"   /* KC_BLOCK */
+#include "kc_args.h"   /* KC_BLOCK, KC_ERR_* */
 #include "rtc_ops_lib.h"
 
 /* Op indices, as ir/ops.h numbers them from the same list. */
@@ -32,6 +32,16 @@ static int rtc_op_lib(int op) {
   if (op == RTC_ID_fully_connected || op == RTC_ID_matmul) return RTC_LIB_BLAS;
   if (op == RTC_ID_convolution) return RTC_LIB_DNN;
   return RTC_LIB_NONE;
+}
+
+bool rtc_op_checks_data(int op) { return op == RTC_ID_softmax_cross_entropy || op == RTC_ID_embedding; }
+
+const char *rtc_data_error_text(int32_t code) {
+  switch (code) {
+  case KC_ERR_LABEL: return "a label is outside [0, classes) (the GPU does not say which)";
+  case KC_ERR_INDEX: return "an index is outside [0, input_dim) (the GPU does not say which)";
+  default: return "the kernel refused its data";
+  }
 }
 
 static rtc_op_row rtc_rows[RTC_NOPS];

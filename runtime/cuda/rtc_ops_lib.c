@@ -439,14 +439,14 @@ int rtc_log_softmax_backward(rtc_ctx *c, const rtc_call *k) { return rtc_softmax
 /* forward in = [logits, label]; backward in = [og (scalar), logits, label, loss]. */
 int rtc_softmax_cross_entropy_forward(rtc_ctx *c, const rtc_call *k) {
   const k_shape *s = &k->in_shape[0];
-  kc_sce_loss_args a = {k->out[0], k->in[0], NULL, k->in[1], s->d[0], s->d[1], (int32_t)k->req[0]};
+  kc_sce_loss_args a = {k->out[0], k->in[0], NULL, k->in[1], s->d[0], s->d[1], (int32_t)k->req[0], k->err};
   if (k->req[0] == kNullOp) return 0;
   return RTC_GO(c, sce_loss, KC_BLOCK, a);
 }
 
 int rtc_softmax_cross_entropy_backward(rtc_ctx *c, const rtc_call *k) {
   const k_shape *s = &k->in_shape[1];
-  kc_sce_grad_args a = {k->out[0], k->in[1], k->in[0], k->in[2], s->d[0], s->d[1], (int32_t)k->req[0]};
+  kc_sce_grad_args a = {k->out[0], k->in[1], k->in[0], k->in[2], s->d[0], s->d[1], (int32_t)k->req[0], k->err};
   if (k->req[0] == kNullOp) return 0;
   return RTC_GO(c, sce_grad, a.rows, a);
 }
@@ -593,7 +593,7 @@ int rtc_layer_norm_backward(rtc_ctx *c, const rtc_call *k) {
 int rtc_embedding_forward(rtc_ctx *c, const rtc_call *k) {
   const k_shape *w = &k->in_shape[1];
   kc_embedding_args a = {k->out[0], k->in[1], k->in[0], k_shape_numel(&k->in_shape[0]), w->d[0], w->d[1],
-                         (int32_t)k->req[0]};
+                         (int32_t)k->req[0], k->err};
   if (k->req[0] == kNullOp) return 0;
   return RTC_GO(c, embedding, a.n * a.d, a);
 }
@@ -601,7 +601,7 @@ int rtc_embedding_forward(rtc_ctx *c, const rtc_call *k) {
 int rtc_embedding_backward(rtc_ctx *c, const rtc_call *k) {
   const k_shape *w = &k->out_shape[1];
   kc_embedding_grad_args a = {k->out[1], k->in[0], k->in[1], k_shape_numel(&k->in_shape[1]), w->d[0],
-                              w->d[1], (int32_t)k->req[1]};
+                              w->d[1], (int32_t)k->req[1], k->err};
   if (k->nout < 2 || k->req[1] == kNullOp) return 0;
   return RTC_GO(c, embedding_grad, a.d, a);
 }

@@ -3,7 +3,8 @@
  * rtc_op_fn), and the optimizer updates. Each fills a kc_args.h struct from the rtc_call and
  * launches kernels/cuda/kc_ops.cu's kernel by name; the semantics are the CPU kernels'
  * (kernels/k_*.c), every OpReqType included. Data errors the CPU reports (a label or an
- * embedding index out of range) cannot be seen from the host here: they come out as NaN. */
+ * embedding index out of range) cannot be seen from the host here: the kernels write NaN and
+ * set the step's data-error word (rtc_call.err), which the runtime reads after the run. */
 #ifndef KILN_RTC_OPS_LIB_H
 #define KILN_RTC_OPS_LIB_H
 

@@ -542,6 +542,45 @@ static void gc_bad_inputs(gc_side *b, gc_io *io, const char *dir) {
   for (int i = 0; i < 4; i++) unlink(files[i]);
 }
 
+/* A program's first i32 input (labels, token indices) with one value far out of range: the
+ * entry point fails with a message, as the CPU's kernels refuse it, and the model is as it was
+ * (predict gives the same bits before and after). */
+static void gc_bad_data(gc_side *b, gc_io *io, int train) {
+  const rt_model_api *api = b->api;
+  const rt_model_desc *d = api->desc;
+  const rt_program *p = train ? &d->train : &d->predict;
+  int k = 0;
+  while (k < p->ninputs && d->tensors[p->inputs[k]].dtype != K_I32) k++;
+  if (k == p->ninputs || (train && !d->has_train)) return;
+  const rt_tensor_info *t = &d->tensors[p->inputs[k]];
+  int64_t n = gc_numel(t);
+  const void *in[GC_MAX_IO];
+  memcpy(in, train ? io->tin : io->pin, sizeof in);
+  int32_t *bad = malloc((size_t)(n ? n : 1) * 4);
+  void *before[GC_MAX_IO] = {0}, *out = NULL;
+  if (!bad) exit(1);
+  memcpy(bad, in[k], (size_t)n * 4);
+  bad[n - 1] = 1 << 30;
+  in[k] = bad;
+  int ok = api->predict(b->m, io->pin, io->out_b) == 0;
+  for (int j = 0; ok && j < d->predict.noutputs; j++) {
+    size_t bytes = (size_t)gc_numel(&d->tensors[d->predict.outputs[j]]) * 4;
+    if (!(before[j] = malloc(bytes ? bytes : 4))) exit(1);
+    memcpy(before[j], io->out_b[j], bytes);
+  }
+  float loss;
+  char what[160];
+  snprintf(what, sizeof what, "%s with input '%s' out of range", train ? "train_step" : "predict", t->name);
+  int rc = train ? api->train_step(b->m, in, &loss) : api->predict(b->m, in, io->out_b);
+  gc_must_fail(b, rc, what);
+  ok = ok && api->predict(b->m, io->pin, io->out_b) == 0;
+  for (int j = 0; ok && j < d->predict.noutputs; j++)
+    ok = memcmp(before[j], io->out_b[j], (size_t)gc_numel(&d->tensors[d->predict.outputs[j]]) * 4) == 0;
+  gc_result(ok, "bad input: the model is unchanged after %s", what);
+  for (int j = 0; j < GC_MAX_IO; j++) free(before[j]);
+  free(bad), free(out);
+}
+
 /* ---- the device entry points (a CUDA .so's NAME_predict_device / NAME_train_step_device) ---- */
 
 /* The few driver calls the check needs, opened as the runtime opens them (no CUDA header: the
@@ -754,7 +793,7 @@ int main(int argc, char **argv) {
     gc_predict(&a, &b, &io, when, o.tol_train, &o);
   }
   gc_cross_load(&a, &b, &io, wd, &o);
-  if (o.bad_inputs) gc_bad_inputs(&b, &io, wd);
+  if (o.bad_inputs) gc_bad_inputs(&b, &io, wd), gc_bad_data(&b, &io, 0), gc_bad_data(&b, &io, 1);
   gc_device_entries(&b, &io, o.seed_b);
 
   a.api->destroy(a.m), b.api->destroy(b.m);
