@@ -50,7 +50,7 @@ static int cg_build_cuda(cg_build *b, const cg_options *o, char *err, size_t n) 
   return !(b->llvm = cg_llvm_new(b->predict->name, o, err, n));
 #else
   (void)b, (void)o;
-  return rt_errf(err, n, "this kiln was built without the CUDA target (no CUDA toolkit headers when it was built)");
+  return rt_errf(err, n, "this kiln was built without the CUDA target (no CUDA toolkit headers at build time, or KILN_WITH_CUDA=OFF)");
 #endif
 }
 
