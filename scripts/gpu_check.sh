@@ -3,7 +3,7 @@
 # cannot build Kiln (no LLVM, flex, bison there; CUDA libraries, python3 with torch, 16 cores).
 #   scripts/gpu_check.sh prepare DIR   here: builds kiln, compiles every example and test model
 #       for the CPU (the reference, --cpu x86-64-v3 so it runs on the other host) and for CUDA
-#       into DIR/models, builds gpu_compare and bench_gpu into DIR/bin, copies the scripts, and
+#       into DIR/models, builds gpu_compare and kiln_bench_models into DIR/bin, copies the scripts, and
 #       checks that everything in DIR needs only libc, libm, libdl, pthreads and
 #       libopenblas.so.0 and that DIR stays under 40 MB (the models are packed otherwise).
 #   bash DIR/run.sh OUTDIR             there: every CPU/CUDA pair through gpu_compare
@@ -31,7 +31,7 @@ build() {
   local cflags="-O2 -std=c11 -Wall -Wextra -Werror -I$ROOT/runtime -I$ROOT/kernels"
   ${CC:-cc} $cflags "$ROOT/tests/gpu/gpu_compare.c" "$BUILD/runtime/libkiln_runtime.a" \
     "$BUILD/kernels/libkiln_kernels.a" -o "$DIR/bin/gpu_compare" -ldl -lm -lpthread
-  ${CC:-cc} $cflags "$ROOT/bench/gpu/bench_gpu.c" -o "$DIR/bin/bench_gpu" -ldl -lm
+  ${CC:-cc} $cflags "$ROOT/bench/models/bench_models.c" -o "$DIR/bin/kiln_bench_models" -ldl -lm
 }
 
 # Every model of examples/ and tests/passes/models/, both targets; a CUDA compile that fails
@@ -108,9 +108,9 @@ rc=${PIPESTATUS[0]}
 
 if [ "${BENCH:-1}" != 0 ] && [ $rc -ne 77 ]; then
   echo "== benchmark: samples/s on this GPU, kiln against PyTorch (results: $OUT/bench)"
-  LIBDIR=$D/models BENCH_GPU=$D/bin/bench_gpu OUT=$OUT/bench bash "$D/bench/run.sh" 2>&1 | tee "$OUT/bench.txt"
+  LIBDIR=$D/models BENCH_BIN=$D/bin/kiln_bench_models OUT=$OUT/bench bash "$D/bench/run.sh" 2>&1 | tee "$OUT/bench.txt"
   echo "== profile: each example's steps, and one fused group's bandwidth (results: $OUT/profile)"
-  bash "$D/bench/profile.sh" "$D/models" "$D/bin/bench_gpu" "$OUT/profile" 2>&1
+  bash "$D/bench/profile.sh" "$D/models" "$D/bin/kiln_bench_models" "$OUT/profile" 2>&1
 fi
 echo "== summary: $(tail -n1 "$OUT/compare.txt")$( [ $rc -eq 77 ] && echo ' (skipped: no usable GPU)')"
 exit $rc

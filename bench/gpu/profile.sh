@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# profile.sh LIBDIR BENCH_GPU OUT — on the GPU machine, after bench/gpu/run.sh: where each
+# profile.sh LIBDIR BENCH_BIN OUT — on the GPU machine, after bench/gpu/run.sh: where each
 # example's GPU time goes (KILN_CUDA_PROFILE=1: every step timed with events, the table printed
 # when the model is destroyed) and the bandwidth of one fused elementwise group (stream.kiln:
 # 64 Mi floats read and written once: relu(2x + 1)) against a device-to-device copy by PyTorch on the same
 # GPU. Writes OUT/profile-NAME.txt and OUT/bandwidth.txt.
 set -u
-LIBDIR=$1 BENCH_GPU=$2 OUT=$3
+LIBDIR=$1 BENCH_BIN=$2 OUT=$3   # BENCH_BIN: kiln_bench_models
 PY=${PYTHON:-python3}
 mkdir -p "$OUT"
 for m in mlp lenet resnet transformer stream; do
   [ -f "$LIBDIR/$m.cuda.so" ] || continue
-  KILN_CUDA_PROFILE=1 "$BENCH_GPU" "$LIBDIR/$m.cuda.so" 0.2 >/dev/null 2>"$OUT/profile-$m.txt"
+  KILN_CUDA_PROFILE=1 "$BENCH_BIN" "$LIBDIR/$m.cuda.so" 0.2 >/dev/null 2>"$OUT/profile-$m.txt"
 done
 # The group's mean time from the profile: its row is the only 'kernel' step of predict.
 us=$(awk '/predict on/ {p=1} /train_step on/ {p=0} p && $5 == "kernel" {print $3; exit}' "$OUT/profile-stream.txt")

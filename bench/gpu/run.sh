@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # run.sh — the GPU benchmark: every example compiled with kiln compile --target cuda and timed by
-# bench_gpu (train_step and predict at the .kiln's own batch, through the host-buffer ABI), next
+# bench/models/bench_models.c (train_step and predict at the .kiln's own batch, through the host-buffer ABI), next
 # to its PyTorch twin on the same GPU (torch_gpu.py), with the ratios kiln ÷ torch.
 # usage: bench/gpu/run.sh [BUILD_DIR]   (a Kiln build with the CUDA target; default build-bench)
 # Environment: MODELS (default "mlp lenet resnet transformer"), SECS (per timed run, default 0.5),
-#   PYTHON (default python3), OUT (a folder to keep kiln.jsonl, torch.jsonl and table.md in),
-#   LIBDIR and BENCH_GPU (prebuilt NAME.cuda.so files and bench_gpu binary, as
+#   PYTHON (default python3), OUT (a folder to keep kiln.tsv, torch.jsonl and table.md in),
+#   LIBDIR and BENCH_BIN (prebuilt NAME.cuda.so files and kiln_bench_models binary, as
 #   scripts/gpu_check.sh prepares them: nothing is compiled then, and BUILD_DIR is not needed),
 #   KILN_TARGET (default cuda; "cpu" tries the script on a machine without a GPU).
 set -u
@@ -17,7 +17,7 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/kiln-benchgpu-XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 OUT=${OUT:-$TMP}
 mkdir -p "$OUT"
-: > "$OUT/kiln.jsonl"; : > "$OUT/torch.jsonl"
+: > "$OUT/kiln.tsv"; : > "$OUT/torch.jsonl"
 
 if [ -z "${LIBDIR:-}" ]; then   # compile here: the source tree's examples, a build's kiln
   ROOT=$(cd "$HERE/../.." && pwd)
@@ -28,33 +28,36 @@ if [ -z "${LIBDIR:-}" ]; then   # compile here: the source tree's examples, a bu
     "$BUILD/tools/kiln" compile "$ROOT/examples/$m.kiln" --target "${KILN_TARGET:-cuda}" -o "$LIBDIR/$m.cuda.so" \
       >"$TMP/log" 2>&1 || { echo "# $m: kiln compile failed: $(tr '\n' ' ' < "$TMP/log")"; rm -f "$LIBDIR/$m.cuda.so"; }
   done
-  BENCH_GPU=$TMP/bench_gpu
-  ${CC:-cc} -O2 -std=c11 -Wall -Wextra -Werror -I"$ROOT/runtime" -I"$ROOT/kernels" "$HERE/bench_gpu.c" \
-    -o "$BENCH_GPU" -ldl -lm || exit 1
+  BENCH_BIN=$TMP/kiln_bench_models
+  ${CC:-cc} -O2 -std=c11 -Wall -Wextra -Werror -I"$ROOT/runtime" -I"$ROOT/kernels" "$ROOT/bench/models/bench_models.c" \
+    -o "$BENCH_BIN" -ldl -lm || exit 1
 fi
 
 gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC')  GPU: ${gpu:-none found by nvidia-smi}  secs/run $SECS"
 for m in $MODELS; do
   [ -f "$LIBDIR/$m.cuda.so" ] || { echo "# $m: no $m.cuda.so"; continue; }
-  "$BENCH_GPU" "$LIBDIR/$m.cuda.so" "$SECS" >>"$OUT/kiln.jsonl" 2>"$TMP/err"
+  "$BENCH_BIN" "$LIBDIR/$m.cuda.so" "$SECS" >>"$OUT/kiln.tsv" 2>"$TMP/err"
   rc=$?
-  [ $rc -eq 77 ] && { echo "# kiln: $(grep -h SKIP "$OUT/kiln.jsonl")"; sed -i '/^SKIP/d' "$OUT/kiln.jsonl"; break; }
-  [ $rc -eq 0 ] || echo "# $m: bench_gpu exited $rc: $(tr '\n' ' ' < "$TMP/err")"
+  [ $rc -eq 77 ] && { echo "# kiln: $(grep -h SKIP "$OUT/kiln.tsv")"; sed -i '/^SKIP/d' "$OUT/kiln.tsv"; break; }
+  [ $rc -eq 0 ] || echo "# $m: kiln_bench_models exited $rc: $(tr '\n' ' ' < "$TMP/err")"
 done
 "$PY" "$HERE/torch_gpu.py" "$SECS" $MODELS >"$OUT/torch.jsonl" 2>"$TMP/err"
 rc=$?
 grep -h '^#' "$TMP/err"
 [ $rc -eq 0 ] || { echo "# torch: exited $rc: $(grep -hv '^#' "$TMP/err" | tail -3 | tr '\n' ' ') $(grep -h SKIP "$OUT/torch.jsonl")"; sed -i '/^SKIP/d' "$OUT/torch.jsonl"; }
 
-"$PY" - "$OUT/kiln.jsonl" "$OUT/torch.jsonl" <<'PYEOF' | tee "$OUT/table.md"
+"$PY" - "$OUT/kiln.tsv" "$OUT/torch.jsonl" <<'PYEOF' | tee "$OUT/table.md"
 import json, sys
 rows = {}
-for path in sys.argv[1:]:
-    for line in open(path):
-        if line.startswith("{"):
-            r = json.loads(line)
-            rows[(r["side"], r["model"], r["mode"])] = r
+for line in open(sys.argv[1]):   # kiln_bench_models: model, mode, batch, samples/s, iterations, ...
+    f = line.rstrip("\n").split("\t")
+    if len(f) >= 5 and not line.startswith("#"):
+        rows[("kiln", f[0], f[1])] = {"batch": int(f[2]), "samples_per_s": float(f[3])}
+for line in open(sys.argv[2]):
+    if line.startswith("{"):
+        r = json.loads(line)
+        rows[(r["side"], r["model"], r["mode"])] = r
 models = list(dict.fromkeys(k[1] for k in rows))
 print()
 print("| model | mode | batch | kiln samples/s | torch samples/s (host in/out) | kiln/torch | torch samples/s (on device) | kiln/torch on device |")

@@ -1,10 +1,11 @@
 """torch_gpu.py — the PyTorch side of bench/gpu: the examples' twins from bench/models/torch_models.py
 (same architectures, initialisation and optimizers) timed on a CUDA GPU at the .kiln files' own
-batch, as bench_gpu.c times Kiln's CUDA .so files.
+batch, as bench/models/bench_models.c times Kiln's CUDA .so files.
 
 Usage: torch_gpu.py [seconds] [model...]   (default 0.5 s per timed run, every model)
 Environment: TORCH_DEVICE (default cuda; "cpu" only to try the script where there is no GPU).
-Prints one JSON line per model and mode, in bench_gpu.c's format, with "side": "torch". Modes:
+Prints one JSON line per model and mode ({"side": "torch", "model", "mode", "batch",
+"samples_per_s", ...}), which bench/gpu/run.sh puts beside Kiln's figures. Modes:
   train, predict          host tensors in, host results out, as Kiln's ABI does (copy in, run,
                           copy out and wait): the like-for-like comparison
   train_dev, predict_dev  inputs already on the GPU, the result left there (the GPU's own speed)

@@ -10,11 +10,15 @@
  * call of the whole process and of the calling thread (least over the runs: on a loaded machine
  * they still say what the work costs and how much of it stayed on the calling thread), then a
  * comment line with the peak RSS. Threads come from the environment (KILN_NUM_THREADS, OPENBLAS_NUM_THREADS).
+ * A CUDA .so is timed the same way (bench/gpu/run.sh): its calls copy host buffers in and out
+ * and return with the results on the host. When its create fails (no driver or no GPU) this
+ * prints "SKIP: <why>" and exits 77.
  *
  * Inputs: f32 inputs are uniform in [-1, 1). An i32 input is an index, so its valid range is
  * read off the first train step that consumes it: if the step's other input is a parameter
  * (embedding), the parameter's first dim; otherwise (softmax_cross_entropy's logits) the last
  * dim of that other input. */
+#define _POSIX_C_SOURCE 200809L   /* clock_gettime and its clocks under -std=c11 */
 #include "rt_model.h"
 
 #include <dlfcn.h>
@@ -130,6 +134,11 @@ static int bm_run(const rt_model_api *api, double secs, const char *only) {
     return fprintf(stderr, "kiln_bench_models: '%s' has too many inputs or outputs\n", d->name), 1;
   long base = bm_max_rss_kib();
   bm_ctx c = {.api = api, .m = api->create(d, 42)};
+  if (!c.m && d->target != RT_TARGET_CPU) {
+    const char *e = api->error(NULL);
+    printf("SKIP: %s\n", e && e[0] ? e : "create returned NULL");
+    return 77;
+  }
   if (!c.m) return fprintf(stderr, "kiln_bench_models: out of memory\n"), 1;
   int64_t batch = d->tensors[d->predict.inputs[0]].shape.d[0];
   for (int pass = d->has_train ? 0 : 1; pass < 2; pass++) {   /* no train_step (ONNX): predict only */
