@@ -208,8 +208,9 @@ int rtc_max_forward(rtc_ctx *c, const rtc_call *k) {
   return RTC_GO(c, reduce, a.nk, a);
 }
 
-/* in = [og, x, y]; out = [gx]. */
-int rtc_max_backward(rtc_ctx *c, const rtc_call *k) {
+/* A reduction's backward by a kernel that takes a group a thread (max's and min's ties, prod's
+ * zero counts): in = [og, x, y]; out = [gx]. */
+static int rtc_group_backward(rtc_ctx *c, const rtc_call *k, const char *kernel) {
   const k_reduce_param *p = rtc_param(k);
   kc_max_grad_args a;
   if (k->req[0] == kNullOp) return 0;
@@ -218,8 +219,10 @@ int rtc_max_backward(rtc_ctx *c, const rtc_call *k) {
   a.og = k->in[0];
   a.x = k->in[1];
   a.yv = k->in[2];
-  return a.g.nr == 0 ? 0 : RTC_GO(c, max_grad, a.g.nk, a);
+  return a.g.nr == 0 ? 0 : rtc_go(c, kernel, a.g.nk, &a, sizeof a);
 }
+
+int rtc_max_backward(rtc_ctx *c, const rtc_call *k) { return rtc_group_backward(c, k, "kc_max_grad"); }
 
 /* min: max's geometry with a NaN-propagating min; its backward is max's (the ties are the
  * elements equal to y, k_peak_backward). */
@@ -253,19 +256,9 @@ int rtc_norm_forward(rtc_ctx *c, const rtc_call *k) {
   return rtc_fold_forward(c, k, ((const k_reduce_param *)rtc_param(k))->ord == 1 ? KC_RED_L1 : KC_RED_L2);
 }
 
-/* in = [og, x, y]; out = [gx]. The zero count and the product of the nonzero elements are
- * the CPU's temp: here the group's thread recomputes them. */
-int rtc_prod_backward(rtc_ctx *c, const rtc_call *k) {
-  const k_reduce_param *p = rtc_param(k);
-  kc_prod_grad_args a;
-  if (k->req[0] == kNullOp) return 0;
-  a.g = rtc_reduce_of(NULL, k->in[1], &k->in_shape[1], rtc_axes_mask(&p->axis), k->req[0]);
-  a.gx = k->out[0];
-  a.og = k->in[0];
-  a.x = k->in[1];
-  a.yv = k->in[2];
-  return a.g.nr == 0 ? 0 : RTC_GO(c, prod_grad, a.g.nk, a);
-}
+/* The zero count and the product of the nonzero elements are the CPU's temp: here the group's
+ * thread recomputes them. */
+int rtc_prod_backward(rtc_ctx *c, const rtc_call *k) { return rtc_group_backward(c, k, "kc_prod_grad"); }
 
 /* in = [og, x, y]; out = [gx]: one thread per element of x, og and y read at its group. */
 static int rtc_spread_backward(rtc_ctx *c, const rtc_call *k, int32_t op) {
