@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "k_index.h"
 #include "k_util.h"
 #include "k_vec.h"
 
@@ -31,16 +32,6 @@ static k_pad_geom k_pad_geometry(const k_shape *x, const k_shape *y, const k_pad
   g.yw = y->rank ? y->d[y->rank - 1] : 1;
   g.bw = x->rank ? g.before[x->rank - 1] : 0;
   return g;
-}
-
-/* The input index output index o reads on an axis of size d padded by b before, or -1 where
- * it is the constant. Reflect's pads are below d, so one reflection suffices. */
-static inline int64_t k_pad_src(int64_t o, int64_t b, int64_t d, int mode) {
-  int64_t i = o - b;
-  if (i >= 0 && i < d) return i;
-  if (mode == K_PAD_CONSTANT) return -1;
-  if (mode == K_PAD_REPLICATE) return i < 0 ? 0 : d - 1;
-  return i < 0 ? -i : 2 * (d - 1) - i;
 }
 
 /* The first element of the input row that output row r reads, or -1 (a padding row). */

@@ -9,6 +9,7 @@
  * loops run along contiguous (or evenly strided) memory and vectorise; the clipped windows at
  * the borders take the scalar path. Each output still sees its taps in scan order. */
 #include "kernels.h"
+#include "k_index.h"
 #include "k_vec.h"   /* K_VF16_LOAD */
 
 #include <math.h>
@@ -33,15 +34,6 @@ static k_pool_geom k_pool_geometry(const k_shape *x, const k_shape *y, const k_p
   g.phe = two ? k_pool_pad_end(p, 0) : 0;   g.pwe = k_pool_pad_end(p, p->kernel.n - 1);
   g.cip = p->count_include_pad != 0;
   return g;
-}
-
-/* The extent an average divides by along one axis, for the window starting at o * s - pd of
- * an axis of n: clipped to the padded axis [-pd, n + pe) with count_include_pad, else to the
- * axis itself (torch's avg_pool2d). */
-static int64_t k_pool_span(int64_t o, int64_t s, int64_t pd, int64_t pe, int64_t k, int64_t n, int cip) {
-  int64_t a = o * s - pd, b = a + k < n + pe ? a + k : n + pe;
-  if (!cip) a = a < 0 ? 0 : a, b = b < n ? b : n;
-  return b - a;
 }
 
 /* The divisor of output row oh's windows that lie wholly inside the input row. */

@@ -15,6 +15,7 @@
 #define KC_LOOP(i, n) \
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)blockDim.x * gridDim.x)
 #include "kc_block.h"
+#include "k_index.h"   /* pad's and pooling's index arithmetic, the CPU kernels' own */
 
 /* +inf without libm's macro (NVRTC has no math.h). */
 static inline float kc_inf(void) { return k_vm_asfloat(0x7f800000u); }
@@ -241,7 +242,7 @@ extern "C" __global__ void kc_sce_loss(kc_sce_loss_args a) {
 }
 
 /* g = scale * (softmax(x) - onehot(label)), scale = og / rows; one thread per row. A bad
- * label's row is NaN. */
+ * label's row is NaN and sets the step's data-error word. */
 extern "C" __global__ void kc_sce_grad(kc_sce_grad_args a) {
   KC_LOOP(i, a.rows) {
     const float *row = a.x + i * a.classes;
@@ -253,25 +254,16 @@ extern "C" __global__ void kc_sce_grad(kc_sce_grad_args a) {
       float t = k_sf_exp(row[k] - m) * inv;
       if (k == l) t -= scale;
       kc_put(a.y, i * a.classes + k, bad ? kc_nan() : t, a.req);
-    if (bad && a.err) *a.err = KC_ERR_LABEL;
     }
+    if (bad && a.err) *a.err = KC_ERR_LABEL;
   }
 }
 
 /* ---- pooling (k_pool.c) ---- */
 
-static inline int64_t kc_pool_span(int64_t o, int64_t s, int64_t pd, int64_t pe, int64_t k, int64_t n, int cip) {
-  int64_t lo = o * s - pd, hi = lo + k < n + pe ? lo + k : n + pe;
-  if (!cip) {
-    lo = lo < 0 ? 0 : lo;
-    hi = hi < n ? hi : n;
-  }
-  return hi - lo;
-}
-
 static inline float kc_pool_div(const kc_pool_args *g, int64_t oh, int64_t ow) {
-  return (float)(kc_pool_span(oh, g->sh, g->ph, g->phe, g->kh, g->H, g->cip) *
-                 kc_pool_span(ow, g->sw, g->pw, g->pwe, g->kw, g->W, g->cip));
+  return (float)(k_pool_span(oh, g->sh, g->ph, g->phe, g->kh, g->H, g->cip) *
+                 k_pool_span(ow, g->sw, g->pw, g->pwe, g->kw, g->W, g->cip));
 }
 
 typedef struct { int64_t h0, h1, w0, w1; } kc_window;
@@ -351,21 +343,12 @@ extern "C" __global__ void kc_pool_grad(kc_pool_grad_args a) {
 
 /* ---- pad (k_pad.c) ---- */
 
-/* The input position output position o reads on an axis of size d padded by b before, or -1
- * where it is the constant (k_pad_src; reflect's pads are below d: one reflection). */
-static inline int64_t kc_pad_src(int64_t o, int64_t b, int64_t d, int32_t mode) {
-  int64_t i = o - b;
-  if (i >= 0 && i < d) return i;
-  if (mode == K_PAD_CONSTANT) return -1;
-  if (mode == K_PAD_REPLICATE) return i < 0 ? 0 : d - 1;
-  return i < 0 ? -i : 2 * (d - 1) - i;
-}
 
 extern "C" __global__ void kc_pad(kc_pad_args a) {
   KC_LOOP(i, a.n) {
     int64_t q = i, off = 0, st = 1;
     for (int k = a.rank - 1; k >= 0 && off >= 0; k--) {
-      int64_t s = kc_pad_src(q % a.yd[k], a.before[k], a.xd[k], a.mode);
+      int64_t s = k_pad_src(q % a.yd[k], a.before[k], a.xd[k], a.mode);
       q /= a.yd[k];
       off = s < 0 ? -1 : off + s * st;
       st *= a.xd[k];
