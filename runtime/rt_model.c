@@ -59,6 +59,7 @@ static int rt_model_storage(rt_model *m) {
     if (rt_is_persistent(&d->tensors[i])) bytes += rt_align64(rt_tensor_numel(&d->tensors[i]) * 4);
     if (d->tensors[i].role == RT_ROLE_AUX) m->aux_elems += rt_tensor_numel(&d->tensors[i]);
   }
+  m->store_bytes = bytes;
   m->store = aligned_alloc(64, (size_t)(bytes ? bytes : 64));
   m->aux_backup = malloc((size_t)m->aux_elems * 4 + 4);
   if (!m->store || !m->aux_backup) return 1;

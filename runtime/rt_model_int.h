@@ -47,6 +47,7 @@ struct rt_model {
                                    one per instance two models run at the same time */
   char err[RT_MODEL_ERR_LEN];
   void *store;                  /* PARAM, AUX, STATE and CONST tensors, 64-byte aligned each */
+  int64_t store_bytes;          /* its size */
   void **tptr;                  /* per tensor: its place in store, or NULL */
   void *arena;                  /* max of the programs' arena_bytes */
   float *aux_backup;            /* train_step's snapshot of the aux states */
@@ -68,6 +69,13 @@ int64_t rt_tensor_numel(const rt_tensor_info *t);
 /* p's steps, slots, arena intervals, inputs and outputs are in range (what a descriptor
  * from a .so must pass before anything runs it; every target checks it at create). */
 int rt_prog_valid(const rt_model_desc *d, const rt_program *p);
+/* The shape of out slot j of s; an absent in_grad takes its in_data partner's shape. */
+k_shape rt_step_out_shape(const rt_model_desc *d, const rt_step *s, int j);
+/* How many in slots an UPDATE step reads: parameter, gradient, and its optimizer's state. */
+int rt_update_nin(const rt_model_desc *d, const rt_step *s);
+/* The first UPDATE step of p (nsteps when none): train_step runs the updates only once every
+ * step before it succeeded. */
+int rt_first_update(const rt_program *p);
 int rt_prog_state_init(rt_prog_state *ps, rt_model *m, const rt_program *p);
 void rt_prog_state_free(rt_prog_state *ps);
 /* Every function that may change a weight (PARAM, AUX) calls this once it has (or may have):

@@ -17,7 +17,7 @@ static const k_shape rt_scalar = {0, {0}};
 /* ---- per-program state: each step's kernel arguments, shapes fixed at creation ---- */
 
 /* The shape of an absent output: a backward node's in_grad slot takes its in_data partner's. */
-static k_shape rt_out_shape(const rt_model_desc *d, const rt_step *s, int j) {
+k_shape rt_step_out_shape(const rt_model_desc *d, const rt_step *s, int j) {
   if (s->out[j] >= 0) return d->tensors[s->out[j]].shape;
   int nof = (s->nin - s->nout) / 2;     /* a step with fewer inputs than outputs has no partner */
   if (s->kind == RT_STEP_BACKWARD && s->in_shape && nof >= 0 && s->nin == 2 * nof + s->nout) return s->in_shape[nof + j];
@@ -29,7 +29,7 @@ static k_dtype rt_dtype_of(const rt_model_desc *d, int t) { return t >= 0 ? (k_d
 static void rt_step_args(rt_step_run *r, const rt_model_desc *d) {
   const rt_step *s = r->s;
   for (int j = 0; j < s->nin; j++) r->in[j] = (k_tensor){NULL, s->in_shape ? s->in_shape[j] : rt_scalar, rt_dtype_of(d, s->in[j])};
-  for (int j = 0; j < s->nout; j++) r->out[j] = (k_tensor){NULL, rt_out_shape(d, s, j), rt_dtype_of(d, s->out[j])};
+  for (int j = 0; j < s->nout; j++) r->out[j] = (k_tensor){NULL, rt_step_out_shape(d, s, j), rt_dtype_of(d, s->out[j])};
 }
 
 /* Tensor indices in range and dependencies on earlier steps only. */
@@ -155,10 +155,14 @@ static void rt_bind_step(rt_model *m, rt_step_run *r) {
 
 /* ---- checks made before anything runs, so a step can fail only on its data ---- */
 
+int rt_update_nin(const rt_model_desc *d, const rt_step *s) {
+  return 2 + (s->op == K_OPT_ADAM ? 2 : d->sgd.momentum != 0.0f);
+}
+
 static int rt_check_update(rt_model *m, const rt_step *s) {
   const rt_model_desc *d = m->d;
   int64_t n = s->nin > 0 && s->in[0] >= 0 ? rt_tensor_numel(&d->tensors[s->in[0]]) : -1;
-  int need = 2 + (s->op == K_OPT_ADAM ? 2 : d->sgd.momentum != 0.0f);
+  int need = rt_update_nin(d, s);
   if (s->op != K_OPT_SGD && s->op != K_OPT_ADAM) return rt_model_fail(m, "%s: unknown optimizer %d", s->name, s->op);
   for (int j = 0; j < need; j++)
     if (j >= s->nin || s->in[j] < 0 || !m->ptr[s->in[j]] || rt_tensor_numel(&d->tensors[s->in[j]]) != n)
@@ -319,7 +323,7 @@ static void rt_aux_copy(rt_model *m, int restore) {
   }
 }
 
-static int rt_first_update(const rt_program *p) {
+int rt_first_update(const rt_program *p) {
   for (int i = 0; i < p->nsteps; i++)
     if (p->steps[i].kind == RT_STEP_UPDATE) return i;
   return p->nsteps;

@@ -64,6 +64,5 @@ void *rtc_scratch(rtc_ctx *c);
 void *rtc_stream(rtc_ctx *c);     /* the CUstream every call is queued on */
 void *rtc_cublas(rtc_ctx *c);     /* the model's cublasHandle_t (bound to the stream) */
 void *rtc_cudnn(rtc_ctx *c);      /* the model's cudnnHandle_t (bound to the stream) */
-const struct rtc_lib *rtc_libs(rtc_ctx *c);   /* the dlopen'd function tables (rtc_lib.h) */
 
 #endif

@@ -40,7 +40,6 @@ int rtc_cu_check(rtc_ctx *c, CUresult r, const char *what) {
 void *rtc_stream(rtc_ctx *c) { return c->stream; }
 void *rtc_cublas(rtc_ctx *c) { return c->blas; }
 void *rtc_cudnn(rtc_ctx *c) { return c->dnn; }
-const struct rtc_lib *rtc_libs(rtc_ctx *c) { return c->cu; }
 
 int rtc_reserve_scratch(rtc_ctx *c, size_t bytes) {
   if (bytes > c->scratch_want) c->scratch_want = bytes;
@@ -61,28 +60,23 @@ static int rtc_alloc(rtc_ctx *c, CUdeviceptr *p, int64_t bytes, const char *what
   return 0;
 }
 
-/* The host store's extent: persistent tensors sit at tptr[i] - store, each 64-byte aligned. */
-static int64_t rtc_store_bytes(const rtc_ctx *c) {
-  int64_t end = 0;
-  for (int i = 0; i < c->d->ntensors; i++) {
-    if (!c->host->tptr[i]) continue;
-    int64_t e = (int64_t)((char *)c->host->tptr[i] - (char *)c->host->store) + rt_tensor_numel(&c->d->tensors[i]) * 4;
-    if (e > end) end = e;
-  }
-  return end;
+/* Persistent tensor t in the device store, at its host offset. */
+static CUdeviceptr rtc_store_ptr(const rtc_ctx *c, int t) {
+  return c->dstore + (CUdeviceptr)((char *)c->host->tptr[t] - (char *)c->host->store);
 }
 
 static int rtc_upload_store(rtc_ctx *c) {
-  if (!c->store_bytes) return 0;
-  if (rtc_cu_check(c, c->cu->MemcpyHtoDAsync(c->dstore, c->host->store, (size_t)c->store_bytes, c->stream), "copying the weights to the GPU"))
+  size_t bytes = (size_t)c->host->store_bytes;
+  if (!bytes) return 0;
+  if (rtc_cu_check(c, c->cu->MemcpyHtoDAsync(c->dstore, c->host->store, bytes, c->stream), "copying the weights to the GPU"))
     return 1;
   return rtc_cu_check(c, c->cu->StreamSynchronize(c->stream), "copying the weights to the GPU");
 }
 
 /* The host copy made current (save, lookups, and before a load, which replaces only the weights). */
 static int rtc_download_store(rtc_ctx *c) {
-  if (!c->host_stale || !c->store_bytes) return 0;
-  if (rtc_cu_check(c, c->cu->MemcpyDtoHAsync(c->host->store, c->dstore, (size_t)c->store_bytes, c->stream), "copying the weights from the GPU") ||
+  if (!c->host_stale || !c->host->store_bytes) return 0;
+  if (rtc_cu_check(c, c->cu->MemcpyDtoHAsync(c->host->store, c->dstore, (size_t)c->host->store_bytes, c->stream), "copying the weights from the GPU") ||
       rtc_cu_check(c, c->cu->StreamSynchronize(c->stream), "copying the weights from the GPU"))
     return 1;
   c->host_stale = 0;
@@ -110,22 +104,13 @@ static int rtc_memory(rtc_ctx *c) {
   const rt_model_desc *d = c->d;
   int64_t arena = d->predict.arena_bytes;
   if (d->has_train && d->train.arena_bytes > arena) arena = d->train.arena_bytes;
-  c->store_bytes = rtc_store_bytes(c);
   c->dptr = calloc((size_t)d->ntensors + 1, sizeof *c->dptr);
   if (!c->dptr) return rtc_fail(c, "out of memory");
-  return rtc_alloc(c, &c->dstore, c->store_bytes, "the weights") || rtc_alloc(c, &c->darena, arena, "the arena") ||
+  return rtc_alloc(c, &c->dstore, c->host->store_bytes, "the weights") || rtc_alloc(c, &c->darena, arena, "the arena") ||
          rtc_input_buffers(c) || rtc_alloc(c, &c->daux, c->host->aux_elems * 4, "the aux snapshot") || rtc_upload_store(c);
 }
 
 /* ---- per-program run state ---- */
-
-static k_shape rtc_out_shape(const rt_model_desc *d, const rt_step *s, int j) {
-  static const k_shape scalar = {0, {0}};
-  if (s->out[j] >= 0) return d->tensors[s->out[j]].shape;
-  int nof = (s->nin - s->nout) / 2;     /* as rt_model_run.c: an in_grad takes its in_data's shape */
-  if (s->kind == RT_STEP_BACKWARD && s->in_shape && nof >= 0 && s->nin == 2 * nof + s->nout) return s->in_shape[nof + j];
-  return scalar;
-}
 
 /* The generated kernel's thread count: its largest output (grid-stride beyond it). */
 static int64_t rtc_fused_threads(const rt_model_desc *d, const rt_step *s) {
@@ -134,39 +119,6 @@ static int64_t rtc_fused_threads(const rt_model_desc *d, const rt_step *s) {
     if (s->out[j] >= 0 && rt_tensor_numel(&d->tensors[s->out[j]]) > n) n = rt_tensor_numel(&d->tensors[s->out[j]]);
   return n;
 }
-
-static int rtc_prog_init(rtc_ctx *c, rtc_prog *r, const rt_program *p, int train) {
-  r->p = p;
-  size_t n = (size_t)p->nsteps + 1, slots = 1;
-  for (int i = 0; i < p->nsteps; i++) slots += (size_t)(p->steps[i].nin + p->steps[i].nout);
-  r->fn = calloc(n, sizeof *r->fn), r->state = calloc(n, sizeof *r->state), r->threads = calloc(n, sizeof *r->threads);
-  r->shapes = calloc(slots, sizeof *r->shapes), r->dtypes = calloc(slots, sizeof *r->dtypes);
-  r->ptrs = calloc(slots, sizeof *r->ptrs), r->req = calloc(slots, sizeof *r->req);
-  if (!r->fn || !r->state || !r->threads || !r->shapes || !r->dtypes || !r->ptrs || !r->req) return rtc_fail(c, "out of memory");
-  size_t at = 0;
-  for (int i = 0; i < p->nsteps; i++) {
-    const rt_step *s = &p->steps[i];
-    for (int j = 0; j < s->nin; j++) {
-      r->shapes[at + j] = s->in_shape ? s->in_shape[j] : (k_shape){0, {0}};
-      r->dtypes[at + j] = s->in[j] >= 0 ? (k_dtype)c->d->tensors[s->in[j]].dtype : K_F32;
-    }
-    for (int j = 0; j < s->nout; j++) r->shapes[at + s->nin + j] = rtc_out_shape(c->d, s, j);
-    at += (size_t)(s->nin + s->nout);
-    if (s->kind == RT_STEP_FUSED) {
-      char name[64];
-      rt_fused_name(name, sizeof name, train, i);
-      if (rtc_function(c, name, &r->fn[i])) return 1;
-      r->threads[i] = rtc_fused_threads(c->d, s);
-    } else if ((s->kind == RT_STEP_FORWARD || s->kind == RT_STEP_BACKWARD) && !rtc_op_row_of(s->op)) {
-      return rtc_fail(c, "%s: op %d has no GPU implementation in this runtime", s->name, s->op);
-    } else if (s->kind != RT_STEP_FORWARD && s->kind != RT_STEP_BACKWARD && s->kind != RT_STEP_UPDATE) {
-      return rtc_fail(c, "%s: unknown step kind %d", s->name, s->kind);
-    }
-  }
-  return 0;
-}
-
-static int rtc_sync(rtc_ctx *c, const char *what) { return rtc_cu_check(c, c->cu->StreamSynchronize(c->stream), what); }
 
 /* The data-error words of a program whose steps may set them, zeroed. */
 static int rtc_prog_errwords(rtc_ctx *c, rtc_prog *r) {
@@ -180,6 +132,43 @@ static int rtc_prog_errwords(rtc_ctx *c, rtc_prog *r) {
   return rtc_alloc(c, &r->derr, (int64_t)bytes, "the data-error words") ||
          rtc_cu_check(c, c->cu->MemsetD8Async(r->derr, 0, bytes, c->stream), "zeroing the data-error words");
 }
+
+static int rtc_prog_init(rtc_ctx *c, rtc_prog *r, const rt_program *p, int train) {
+  r->p = p;
+  r->split = rt_first_update(p);
+  size_t n = (size_t)p->nsteps + 1, slots = 1;
+  for (int i = 0; i < p->nsteps; i++) slots += (size_t)(p->steps[i].nin + p->steps[i].nout);
+  r->fn = calloc(n, sizeof *r->fn), r->state = calloc(n, sizeof *r->state), r->threads = calloc(n, sizeof *r->threads);
+  r->at = calloc(n, sizeof *r->at);
+  r->shapes = calloc(slots, sizeof *r->shapes), r->dtypes = calloc(slots, sizeof *r->dtypes);
+  r->ptrs = calloc(slots, sizeof *r->ptrs), r->req = calloc(slots, sizeof *r->req);
+  if (train && p->noutputs == 1) r->hloss = calloc((size_t)rt_tensor_numel(&c->d->tensors[p->outputs[0]]) + 1, sizeof *r->hloss);
+  if (!r->fn || !r->state || !r->threads || !r->at || !r->shapes || !r->dtypes || !r->ptrs || !r->req || (train && !r->hloss))
+    return rtc_fail(c, "out of memory");
+  for (int i = 0; i < p->nsteps; i++) {
+    const rt_step *s = &p->steps[i];
+    size_t at = r->at[i];
+    r->at[i + 1] = at + (size_t)(s->nin + s->nout);
+    for (int j = 0; j < s->nin; j++) {
+      r->shapes[at + j] = s->in_shape ? s->in_shape[j] : (k_shape){0, {0}};
+      r->dtypes[at + j] = s->in[j] >= 0 ? (k_dtype)c->d->tensors[s->in[j]].dtype : K_F32;
+    }
+    for (int j = 0; j < s->nout; j++) r->shapes[at + s->nin + j] = rt_step_out_shape(c->d, s, j);
+    if (s->kind == RT_STEP_FUSED) {
+      char name[64];
+      rt_fused_name(name, sizeof name, train, i);
+      if (rtc_function(c, name, &r->fn[i])) return 1;
+      r->threads[i] = rtc_fused_threads(c->d, s);
+    } else if ((s->kind == RT_STEP_FORWARD || s->kind == RT_STEP_BACKWARD) && !rtc_op_row_of(s->op)) {
+      return rtc_fail(c, "%s: op %d has no GPU implementation in this runtime", s->name, s->op);
+    } else if (s->kind != RT_STEP_FORWARD && s->kind != RT_STEP_BACKWARD && s->kind != RT_STEP_UPDATE) {
+      return rtc_fail(c, "%s: unknown step kind %d", s->name, s->kind);
+    }
+  }
+  return rtc_prog_errwords(c, r);
+}
+
+static int rtc_sync(rtc_ctx *c, const char *what) { return rtc_cu_check(c, c->cu->StreamSynchronize(c->stream), what); }
 
 /* After a run's steps: the first step that met data its CPU kernel refuses fails the run with
  * that step's name (the words are zeroed again for the next run). Synchronises the stream. */
@@ -205,7 +194,8 @@ static void rtc_prog_free(rtc_ctx *c, rtc_prog *r) {
       row->release(c, r->state[i]);
   }
   if (r->derr) c->cu->MemFree(r->derr);
-  free(r->fn), free(r->state), free(r->threads), free(r->shapes), free(r->dtypes), free(r->ptrs), free(r->req), free(r->herr);
+  free(r->fn), free(r->state), free(r->threads), free(r->at), free(r->shapes), free(r->dtypes), free(r->ptrs), free(r->req);
+  free(r->herr), free(r->hloss);
   memset(r, 0, sizeof *r);
 }
 
@@ -216,14 +206,15 @@ static void rtc_bind(rtc_ctx *c, const rt_program *p) {
     CUdeviceptr a = 0;
     if (p->offset[t] >= 0) a = c->darena + (CUdeviceptr)p->offset[t];
     else if (c->inoff[t] >= 0) a = c->dinputs + (CUdeviceptr)c->inoff[t];
-    else if (c->host->tptr[t]) a = c->dstore + (CUdeviceptr)((char *)c->host->tptr[t] - (char *)c->host->store);
+    else if (c->host->tptr[t]) a = rtc_store_ptr(c, t);
     c->dptr[t] = (void *)(uintptr_t)a;
   }
 }
 
-/* The step's call: pointers and OpReqTypes bound into the program's pools at `at`. */
-static rtc_call rtc_step_call(rtc_ctx *c, rtc_prog *r, int i, size_t at) {
+/* Step i's call: pointers and OpReqTypes bound into the program's pools at its slots. */
+static rtc_call rtc_step_call(rtc_ctx *c, rtc_prog *r, int i) {
   const rt_step *s = &r->p->steps[i];
+  size_t at = r->at[i];
   void **in = r->ptrs + at, **out = r->ptrs + at + s->nin;
   k_req *req = r->req + at;
   for (int j = 0; j < s->nin; j++) in[j] = s->in[j] >= 0 ? c->dptr[s->in[j]] : NULL;
@@ -239,7 +230,7 @@ static rtc_call rtc_step_call(rtc_ctx *c, rtc_prog *r, int i, size_t at) {
 static int rtc_run_update(rtc_ctx *c, const rtc_call *k) {
   const rt_step *s = k->s;
   const rt_model_desc *d = c->d;
-  int need = 2 + (s->op == K_OPT_ADAM ? 2 : d->sgd.momentum != 0.0f);
+  int need = rt_update_nin(d, s);
   if (s->op != K_OPT_SGD && s->op != K_OPT_ADAM) return rtc_fail(c, "unknown optimizer %d", s->op);
   for (int j = 0; j < need; j++)
     if (j >= s->nin || !k->in[j]) return rtc_fail(c, "update without its parameter, gradient or state");
@@ -249,7 +240,7 @@ static int rtc_run_update(rtc_ctx *c, const rtc_call *k) {
   return rtc_adam_update(c, in[0], in[1], in[2], in[3], n, c->host->lr, &d->adam, c->host->step);
 }
 
-static int rtc_run_step_now(rtc_ctx *c, rtc_prog *r, int i, size_t at);
+static int rtc_run_step_now(rtc_ctx *c, rtc_prog *r, int i);
 
 /* ---- KILN_CUDA_PROFILE=1: every step between two events, its time summed per step and
  * printed at destroy (the step's own GPU time, the launch included, with a synchronisation
@@ -268,10 +259,10 @@ static int rtc_profile_init(rtc_ctx *c) {
          rtc_cu_check(c, c->cu->EventCreate(&c->ev[1], CU_EVENT_DEFAULT), "cuEventCreate");
 }
 
-static int rtc_run_step_timed(rtc_ctx *c, rtc_prog *r, int i, size_t at) {
+static int rtc_run_step_timed(rtc_ctx *c, rtc_prog *r, int i) {
   int k = r == &c->prog[1];
   float ms = 0;
-  if (rtc_cu_check(c, c->cu->EventRecord(c->ev[0], c->stream), "cuEventRecord") || rtc_run_step_now(c, r, i, at) ||
+  if (rtc_cu_check(c, c->cu->EventRecord(c->ev[0], c->stream), "cuEventRecord") || rtc_run_step_now(c, r, i) ||
       rtc_cu_check(c, c->cu->EventRecord(c->ev[1], c->stream), "cuEventRecord") ||
       rtc_cu_check(c, c->cu->EventSynchronize(c->ev[1]), "the step") ||
       rtc_cu_check(c, c->cu->EventElapsedTime(&ms, c->ev[0], c->ev[1]), "cuEventElapsedTime"))
@@ -301,12 +292,12 @@ static void rtc_profile_print(rtc_ctx *c) {
   }
 }
 
-static int rtc_run_step(rtc_ctx *c, rtc_prog *r, int i, size_t at) {
-  return c->profile ? rtc_run_step_timed(c, r, i, at) : rtc_run_step_now(c, r, i, at);
+static int rtc_run_step(rtc_ctx *c, rtc_prog *r, int i) {
+  return c->profile ? rtc_run_step_timed(c, r, i) : rtc_run_step_now(c, r, i);
 }
 
-static int rtc_run_step_now(rtc_ctx *c, rtc_prog *r, int i, size_t at) {
-  rtc_call k = rtc_step_call(c, r, i, at);
+static int rtc_run_step_now(rtc_ctx *c, rtc_prog *r, int i) {
+  rtc_call k = rtc_step_call(c, r, i);
   const rt_step *s = k.s;
   switch (s->kind) {
   case RT_STEP_FUSED: return rtc_launch_fn(c, r->fn[i], r->threads[i], (void **)k.in, s->nin + s->nout);
@@ -316,43 +307,36 @@ static int rtc_run_step_now(rtc_ctx *c, rtc_prog *r, int i, size_t at) {
   }
 }
 
+/* The failing step's name before the message its call left (or a generic one). */
+static int rtc_fail_step(rtc_ctx *c, const rt_step *s, const char *generic) {
+  char msg[RT_MODEL_ERR_LEN];
+  snprintf(msg, sizeof msg, "%s", c->err[0] ? c->err : generic);
+  return rtc_fail(c, "%s: %s", s->name, msg);
+}
+
 /* Steps [lo, hi) queued on the stream; the first that cannot be queued stops the run. */
 static int rtc_run_range(rtc_ctx *c, rtc_prog *r, int lo, int hi) {
-  size_t at = 0;
-  for (int i = 0; i < lo; i++) at += (size_t)(r->p->steps[i].nin + r->p->steps[i].nout);
   for (int i = lo; i < hi; i++) {
     c->err[0] = 0;
-    if (rtc_run_step(c, r, i, at)) {
-      char msg[RT_MODEL_ERR_LEN];
-      snprintf(msg, sizeof msg, "%s", c->err[0] ? c->err : "step failed");
-      return rtc_fail(c, "%s: %s", r->p->steps[i].name, msg);
-    }
-    at += (size_t)(r->p->steps[i].nin + r->p->steps[i].nout);
+    if (rtc_run_step(c, r, i)) return rtc_fail_step(c, &r->p->steps[i], "step failed");
   }
   return 0;
 }
 
-
 /* ---- prepare: each op's one-time work at create ---- */
 
 static int rtc_prepare_prog(rtc_ctx *c, rtc_prog *r) {
-  size_t at = 0;
   for (int i = 0; i < r->p->nsteps; i++) {
     const rt_step *s = &r->p->steps[i];
     const rtc_op_row *row = s->kind == RT_STEP_FORWARD || s->kind == RT_STEP_BACKWARD ? rtc_op_row_of(s->op) : NULL;
-    if (row && row->prepare) {
-      void *none[64] = {0};
-      if (s->nin > 32 || s->nout > 32) return rtc_fail(c, "%s: too many slots", s->name);
-      rtc_call k = {s, s->nin, s->nout, none, none + 32, r->shapes + at, r->shapes + at + s->nin, r->dtypes + at,
-                    s->req, c->host->seed, 0, r->p->is_train, &r->state[i], NULL};
-      c->err[0] = 0;
-      if (row->prepare(c, &k)) {
-        char msg[RT_MODEL_ERR_LEN];
-        snprintf(msg, sizeof msg, "%s", c->err);
-        return rtc_fail(c, "%s: %s", s->name, msg);
-      }
-    }
-    at += (size_t)(s->nin + s->nout);
+    if (!row || !row->prepare) continue;
+    void *none[64] = {0};
+    if (s->nin > 32 || s->nout > 32) return rtc_fail(c, "%s: too many slots", s->name);
+    size_t at = r->at[i];
+    rtc_call k = {s, s->nin, s->nout, none, none + 32, r->shapes + at, r->shapes + at + s->nin, r->dtypes + at,
+                  s->req, c->host->seed, 0, r->p->is_train, &r->state[i], NULL};
+    c->err[0] = 0;
+    if (row->prepare(c, &k)) return rtc_fail_step(c, s, "prepare failed");
   }
   return 0;
 }
@@ -377,16 +361,15 @@ static int rtc_device(rtc_ctx *c) {
   int n = 0;
   if (rtc_cu_check(c, c->cu->DeviceGetCount(&n), "counting GPUs")) return 1;
   if (n < 1) return rtc_fail(c, "no GPU: the CUDA driver sees no device");
-  char name[128];
   if (rtc_cu_check(c, c->cu->DeviceGet(&c->dev, 0), "cuDeviceGet") ||
       rtc_cu_check(c, c->cu->DevicePrimaryCtxRetain(&c->cuctx, c->dev), "creating the GPU context"))
     return 1;
   c->has_ctx = 1;
-  if (c->cu->DeviceGetName(name, sizeof name, c->dev) != CUDA_SUCCESS) snprintf(name, sizeof name, "GPU 0");
-  snprintf(c->device_name, sizeof c->device_name, "%s", name);
+  if (c->cu->DeviceGetName(c->device_name, sizeof c->device_name, c->dev) != CUDA_SUCCESS)
+    snprintf(c->device_name, sizeof c->device_name, "GPU 0");
   if (rtc_cu_check(c, c->cu->CtxPushCurrent(c->cuctx), "cuCtxPushCurrent")) return 1;
   int bad = rtc_cu_check(c, c->cu->StreamCreate(&c->stream, CU_STREAM_NON_BLOCKING), "creating a stream");
-  if (!bad && c->d->gpu_module) {
+  if (!bad) {   /* rtc_create_all checked the descriptor has a module */
     char log[4096] = "";
     CUjit_option opt[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
     void *val[2] = {log, (void *)(uintptr_t)sizeof log};
@@ -404,8 +387,7 @@ static int rtc_create_all(rtc_ctx *c) {
     return rtc_fail(c, "the model's descriptor is malformed");
   if (rtc_device(c)) return 1;
   if (rtc_memory(c) || rtc_prog_init(c, &c->prog[0], &c->d->predict, 0) ||
-      (c->d->has_train && rtc_prog_init(c, &c->prog[1], &c->d->train, 1)) || rtc_prog_errwords(c, &c->prog[0]) ||
-      (c->d->has_train && rtc_prog_errwords(c, &c->prog[1])) || rtc_libraries(c) ||
+      (c->d->has_train && rtc_prog_init(c, &c->prog[1], &c->d->train, 1)) || rtc_libraries(c) ||
       rtc_prepare_prog(c, &c->prog[0]) || (c->d->has_train && rtc_prepare_prog(c, &c->prog[1])) || rtc_profile_init(c))
     return 1;
   return rtc_alloc(c, &c->scratch, (int64_t)c->scratch_want, "the scratch space");
@@ -537,7 +519,7 @@ static int rtc_aux_copy(rtc_ctx *c, int restore) {
   for (int i = 0; i < c->d->ntensors; i++) {
     const rt_tensor_info *t = &c->d->tensors[i];
     if (t->role != RT_ROLE_AUX) continue;
-    CUdeviceptr w = c->dstore + (CUdeviceptr)((char *)c->host->tptr[i] - (char *)c->host->store);
+    CUdeviceptr w = rtc_store_ptr(c, i);
     size_t bytes = (size_t)rt_tensor_numel(t) * 4;
     if (rtc_cu_check(c, c->cu->MemcpyDtoDAsync(restore ? w : b, restore ? b : w, bytes, c->stream), "the aux snapshot")) return 1;
     b += bytes;
@@ -545,25 +527,17 @@ static int rtc_aux_copy(rtc_ctx *c, int restore) {
   return 0;
 }
 
-static int rtc_first_update(const rt_program *p) {
-  for (int i = 0; i < p->nsteps; i++)
-    if (p->steps[i].kind == RT_STEP_UPDATE) return i;
-  return p->nsteps;
-}
-
-/* The loss summed on the host in double, as the CPU runtime does. */
-static int rtc_loss(rtc_ctx *c, const rt_program *p, float *loss) {
-  const rt_tensor_info *t = &c->d->tensors[p->outputs[0]];
-  int64_t n = rt_tensor_numel(t);
-  float *x = malloc((size_t)n * 4 + 4);
-  if (!x) return rtc_fail(c, "out of memory");
-  int rc = rtc_cu_check(c, c->cu->MemcpyDtoHAsync(x, (CUdeviceptr)(uintptr_t)c->dptr[p->outputs[0]], (size_t)n * 4, c->stream), "copying the loss") ||
-           rtc_sync(c, "train_step");
+/* The loss summed on the host in double, as the CPU runtime does (into the program's host
+ * buffer for it, made at create). */
+static int rtc_loss(rtc_ctx *c, const rtc_prog *r, float *loss) {
+  int64_t n = rt_tensor_numel(&c->d->tensors[r->p->outputs[0]]);
+  CUdeviceptr x = (CUdeviceptr)(uintptr_t)c->dptr[r->p->outputs[0]];
+  if (rtc_cu_check(c, c->cu->MemcpyDtoHAsync(r->hloss, x, (size_t)n * 4, c->stream), "copying the loss") || rtc_sync(c, "train_step"))
+    return 1;
   double sum = 0;
-  for (int64_t i = 0; !rc && i < n; i++) sum += x[i];
-  free(x);
-  if (!rc) *loss = (float)sum;
-  return rc;
+  for (int64_t i = 0; i < n; i++) sum += r->hloss[i];
+  *loss = (float)sum;
+  return 0;
 }
 
 static int rtc_train_locked(rtc_ctx *c, const void *const *inputs, float *loss, int dev, CUstream user) {
@@ -575,10 +549,10 @@ static int rtc_train_locked(rtc_ctx *c, const void *const *inputs, float *loss, 
   if (!c->dptr[p->outputs[0]]) return rtc_fail(c, "train_step: the loss has no buffer");
   if (rtc_copy_inputs(c, p, inputs, dev, user, "train_step") || rtc_aux_copy(c, 0)) return rtc_sync(c, "train_step"), 1;
   c->host->step++;                        /* Adam's t and the random counters start at 1 */
-  int split = rtc_first_update(p);
-  int rc = rtc_run_range(c, &c->prog[1], 0, split);
-  if (!rc) rc = rtc_data_errors(c, &c->prog[1], "train_step");   /* synchronises: no update runs after a failure */
-  if (!rc) rc = rtc_run_range(c, &c->prog[1], split, p->nsteps);
+  rtc_prog *r = &c->prog[1];
+  int rc = rtc_run_range(c, r, 0, r->split);
+  if (!rc) rc = rtc_data_errors(c, r, "train_step");   /* synchronises: no update runs after a failure */
+  if (!rc) rc = rtc_run_range(c, r, r->split, p->nsteps);
   c->host_stale = 1;
   if (rc) {
     char msg[RT_MODEL_ERR_LEN];
@@ -587,7 +561,7 @@ static int rtc_train_locked(rtc_ctx *c, const void *const *inputs, float *loss, 
     rtc_aux_copy(c, 1), rtc_sync(c, "train_step");
     return rtc_fail(c, "%s", msg);
   }
-  return rtc_loss(c, p, loss);
+  return rtc_loss(c, r, loss);
 }
 
 int rtc_model_train_step(rt_model *m, const void *const *inputs, float *loss) {

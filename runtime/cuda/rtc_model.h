@@ -29,6 +29,9 @@ const char *rtc_data_error_text(int32_t code);
  * generated kernels of its FUSED steps. */
 typedef struct {
   const rt_program *p;
+  int split;                    /* the first update step (rt_first_update) */
+  size_t *at;                   /* per step: its first slot in the pools below (nsteps + 1) */
+  float *hloss;                 /* train: the loss's host copy */
   CUfunction *fn;               /* FUSED steps: the kernel, found at create */
   int64_t *threads;             /* FUSED steps: the grid's thread count */
   void **state;                 /* per step: the op's own state (prepare) */
@@ -54,8 +57,7 @@ struct rtc_ctx {
   char device_name[128];
   CUstream stream;
   CUmodule mod;
-  CUdeviceptr dstore;           /* the persistent tensors, laid out as the host's store */
-  int64_t store_bytes;
+  CUdeviceptr dstore;           /* the persistent tensors, laid out as the host's store (store_bytes) */
   int host_stale;               /* a train step changed the device copy since the last download */
   CUdeviceptr darena, dinputs, daux, scratch;
   int64_t *inoff;               /* per tensor: offset in dinputs, or -1 */

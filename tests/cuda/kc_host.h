@@ -75,6 +75,5 @@ extern "C" void *rtc_scratch(rtc_ctx *) { return NULL; }
 extern "C" void *rtc_stream(rtc_ctx *) { return NULL; }
 extern "C" void *rtc_cublas(rtc_ctx *) { return NULL; }
 extern "C" void *rtc_cudnn(rtc_ctx *) { return NULL; }
-extern "C" const struct rtc_lib *rtc_libs(rtc_ctx *) { return NULL; }
 
 #endif
