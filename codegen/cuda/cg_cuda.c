@@ -43,7 +43,7 @@ static const bool cg_cuda_binary[IR_OP_COUNT] = {
 #undef K_UNARY
 };
 static const bool cg_cuda_library[IR_OP_COUNT] = {
-#define RTC_OP(id) [IR_OP_##id] = true,
+#define RTC_OP(id, lib, data) [IR_OP_##id] = true,
 #include "rtc_ops.def"
 #undef RTC_OP
 };

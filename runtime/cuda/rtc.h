@@ -50,6 +50,14 @@ typedef struct {
 typedef int (*rtc_op_fn)(rtc_ctx *c, const rtc_call *k);
 typedef void (*rtc_release_fn)(rtc_ctx *c, void *state);
 
+/* Every GPU op's functions, declared from the op table. */
+#define RTC_OP(op, lib, data) int rtc_##op##_forward(rtc_ctx *c, const rtc_call *k); int rtc_##op##_backward(rtc_ctx *c, const rtc_call *k);
+#define RTC_OP_PREP(op, lib, data) RTC_OP(op, lib, data) int rtc_##op##_prepare(rtc_ctx *c, const rtc_call *k); \
+  void rtc_##op##_release(rtc_ctx *c, void *state);
+#include "rtc_ops.def"
+#undef RTC_OP
+#undef RTC_OP_PREP
+
 /* ---- what rtc_model.c gives the ops ---- */
 /* Launches kernel `name` of the model's module on the model's stream, a 1-D grid covering
  * `threads` threads (capped: library kernels loop grid-stride), with one parameter: the

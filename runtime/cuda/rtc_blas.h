@@ -18,10 +18,7 @@
 int rtc_blas_open(rtc_ctx *c, void **h);
 void rtc_blas_close(void *h);          /* NULL: nothing */
 
-int rtc_fully_connected_forward(rtc_ctx *c, const rtc_call *k);
-int rtc_fully_connected_backward(rtc_ctx *c, const rtc_call *k);
-int rtc_matmul_forward(rtc_ctx *c, const rtc_call *k);
-int rtc_matmul_backward(rtc_ctx *c, const rtc_call *k);
+/* rtc_fully_connected_* and rtc_matmul_*: rtc.h declares them from rtc_ops.def. */
 
 /* Shared with rtc_dnn.c: the bias kernels of kc_blas.cu over y viewed as [outer, features,
  * inner]. bias_add: y += bias per feature. bias_grad: db (=, or += when add) the sum of dy
@@ -41,9 +38,6 @@ int rtc_dl_load(const char *what, const char *const *names, const rtc_dl_sym *sy
 int rtc_dnn_open(rtc_ctx *c, void **h);
 void rtc_dnn_close(void *h);           /* NULL: nothing */
 
-int rtc_convolution_prepare(rtc_ctx *c, const rtc_call *k);
-int rtc_convolution_forward(rtc_ctx *c, const rtc_call *k);
-int rtc_convolution_backward(rtc_ctx *c, const rtc_call *k);
-void rtc_convolution_release(rtc_ctx *c, void *state);
+/* rtc_convolution_prepare/forward/backward/release: rtc.h declares them from rtc_ops.def. */
 
 #endif

@@ -10,12 +10,13 @@
 #include "rtc.h"
 #include "rtc_lib.h"
 
-enum { RTC_LIB_NONE, RTC_LIB_BLAS, RTC_LIB_DNN };   /* which library an op row needs opened */
+enum { RTC_LIB_NONE, RTC_LIB_BLAS, RTC_LIB_DNN };   /* which library an op row needs opened (rtc_ops.def's lib) */
 
 typedef struct {
   rtc_op_fn forward, backward, prepare;   /* prepare: NULL when the op keeps no state */
   rtc_release_fn release;
   int lib;                                /* RTC_LIB_* */
+  int checks_data;                        /* its kernels may set the step's data-error word */
 } rtc_op_row;
 
 /* The row of op index `op` (kernels/k_ops.def order), or NULL when the GPU has none. */

@@ -21,20 +21,6 @@ enum {
 #undef K_UNARY
 #undef K_BINARY
 
-#define RTC_OP(op) int rtc_##op##_forward(rtc_ctx *c, const rtc_call *k); int rtc_##op##_backward(rtc_ctx *c, const rtc_call *k);
-#define RTC_OP_PREP(op) RTC_OP(op) int rtc_##op##_prepare(rtc_ctx *c, const rtc_call *k); void rtc_##op##_release(rtc_ctx *c, void *state);
-#include "rtc_ops.def"
-#undef RTC_OP
-#undef RTC_OP_PREP
-
-/* Which library an op needs opened: the ones cuBLAS and cuDNN serve. */
-static int rtc_op_lib(int op) {
-  if (op == RTC_ID_fully_connected || op == RTC_ID_matmul) return RTC_LIB_BLAS;
-  if (op == RTC_ID_convolution) return RTC_LIB_DNN;
-  return RTC_LIB_NONE;
-}
-
-bool rtc_op_checks_data(int op) { return op == RTC_ID_softmax_cross_entropy || op == RTC_ID_embedding; }
 
 const char *rtc_data_error_text(int32_t code) {
   switch (code) {
@@ -48,12 +34,15 @@ static rtc_op_row rtc_rows[RTC_NOPS];
 static bool rtc_has[RTC_NOPS];
 
 static void rtc_rows_init(void) {
-#define RTC_OP(op) rtc_rows[RTC_ID_##op] = (rtc_op_row){rtc_##op##_forward, rtc_##op##_backward, NULL, NULL, 0}, rtc_has[RTC_ID_##op] = true;
-#define RTC_OP_PREP(op) rtc_rows[RTC_ID_##op] = (rtc_op_row){rtc_##op##_forward, rtc_##op##_backward, rtc_##op##_prepare, rtc_##op##_release, 0}, rtc_has[RTC_ID_##op] = true;
+#define RTC_OP(op, lib, data) \
+  rtc_rows[RTC_ID_##op] = (rtc_op_row){rtc_##op##_forward, rtc_##op##_backward, NULL, NULL, RTC_LIB_##lib, data}, rtc_has[RTC_ID_##op] = true;
+#define RTC_OP_PREP(op, lib, data)                                                                                   \
+  rtc_rows[RTC_ID_##op] = (rtc_op_row){rtc_##op##_forward, rtc_##op##_backward, rtc_##op##_prepare, rtc_##op##_release, \
+                                       RTC_LIB_##lib, data},                                                           \
+  rtc_has[RTC_ID_##op] = true;
 #include "rtc_ops.def"
 #undef RTC_OP
 #undef RTC_OP_PREP
-  for (int i = 0; i < RTC_NOPS; i++) rtc_rows[i].lib = rtc_op_lib(i);
 }
 
 static pthread_once_t rtc_rows_once = PTHREAD_ONCE_INIT;
@@ -61,6 +50,11 @@ static pthread_once_t rtc_rows_once = PTHREAD_ONCE_INIT;
 const rtc_op_row *rtc_op_row_of(int op) {
   pthread_once(&rtc_rows_once, rtc_rows_init);
   return op >= 0 && op < RTC_NOPS && rtc_has[op] ? &rtc_rows[op] : NULL;
+}
+
+bool rtc_op_checks_data(int op) {
+  const rtc_op_row *row = rtc_op_row_of(op);
+  return row && row->checks_data;
 }
 
 /* ---- launches ---- */

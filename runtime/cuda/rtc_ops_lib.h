@@ -1,6 +1,6 @@
 /* rtc_ops_lib.h — the host halves of the GPU library kernels (rtc_ops_lib.c): for every op of
- * rtc_ops.def's "library kernels" row rtc_<op>_forward / rtc_<op>_backward (rtc.h's
- * rtc_op_fn), and the optimizer updates. Each fills a kc_args.h struct from the rtc_call and
+ * rtc_ops.def's "library kernels" rows rtc_<op>_forward / rtc_<op>_backward (declared by rtc.h
+ * from the table), and the optimizer updates. Each fills a kc_args.h struct from the rtc_call and
  * launches kernels/cuda/kc_ops.cu's kernel by name; the semantics are the CPU kernels'
  * (kernels/k_*.c), every OpReqType included. Data errors the CPU reports (a label or an
  * embedding index out of range) cannot be seen from the host here: the kernels write NaN and
@@ -9,17 +9,6 @@
 #define KILN_RTC_OPS_LIB_H
 
 #include "rtc.h"
-
-#define RTC_OP(op)                                        \
-  int rtc_##op##_forward(rtc_ctx *c, const rtc_call *k);  \
-  int rtc_##op##_backward(rtc_ctx *c, const rtc_call *k);
-/* Only the library row is ours: the others are declared by their own files. */
-RTC_OP(softmax) RTC_OP(log_softmax) RTC_OP(softmax_cross_entropy) RTC_OP(pooling)
-RTC_OP(batch_norm) RTC_OP(layer_norm) RTC_OP(embedding) RTC_OP(dropout)
-RTC_OP(reshape) RTC_OP(flatten) RTC_OP(expand_dims) RTC_OP(squeeze) RTC_OP(transpose)
-RTC_OP(broadcast_to) RTC_OP(slice) RTC_OP(concat) RTC_OP(sum) RTC_OP(mean) RTC_OP(max)
-RTC_OP(min) RTC_OP(prod) RTC_OP(logsumexp) RTC_OP(norm) RTC_OP(pad)
-#undef RTC_OP
 
 /* In-place updates of n weights, as k_sgd_update / k_adam_update (t: the 1-based step). */
 int rtc_sgd_update(rtc_ctx *c, float *w, const float *g, float *mom, int64_t n, float lr,
