@@ -97,14 +97,14 @@ static int cg_fb_params(cg_fb *b, const ir_node *m, cg_fx *call) {
   return 0;
 }
 
-static const char *cg_fb_stem(const ir_node *m) {
+const char *cg_fexpr_stem(const ir_node *m) {
   return ir_ops[m->op].scalar ? ir_ops[m->op].scalar : ir_ops[m->op].name;
 }
 
 /* k_sf_<stem><suffix>(args[0..na), params...). */
 static int cg_fb_call(cg_fb *b, const ir_node *m, const char *suffix, const int *args, int na) {
   cg_fx c = {.kind = CG_FX_CALL, .narg = na};
-  snprintf(c.fn, sizeof c.fn, "k_sf_%s%s", cg_fb_stem(m), suffix);
+  snprintf(c.fn, sizeof c.fn, "k_sf_%s%s", cg_fexpr_stem(m), suffix);
   for (int k = 0; k < na; k++) {
     if (args[k] < 0) return -1;
     c.arg[k] = args[k];
@@ -143,8 +143,7 @@ static int cg_fb_backward(cg_fb *b, const ir_node *m) {
 
 /* ---- the loop space ---- */
 
-/* Strides of input shape s read as out (NumPy broadcasting), or 1 if it does not broadcast. */
-static int cg_bcast(const k_shape *s, const k_shape *out, int64_t *st) {
+int cg_fexpr_bcast_strides(const k_shape *s, const k_shape *out, int64_t *st) {
   if (s->rank > out->rank) return 1;
   int lead = out->rank - s->rank;
   int64_t m = 1;
@@ -190,7 +189,7 @@ static int cg_fb_space(cg_fb *b) {
   }
   for (int s = 0; s < fx->nin; s++) {
     const ir_tensor *t = ir_tensor_at(b->g, b->fn->in[s]);
-    if (t->dtype != K_F32 || cg_bcast(&t->shape, out, fx->ist[s]))
+    if (t->dtype != K_F32 || cg_fexpr_bcast_strides(&t->shape, out, fx->ist[s]))
       return cg_fb_fail(b, "an input is not f32 or does not broadcast to the group's shape:", t->name);
   }
   cg_collapse(fx, out);

@@ -44,6 +44,12 @@ typedef struct {
   int *alias;                  /* per output: the input it may share in place (same strides), or -1 */
 } cg_fexpr;
 
+/* Element strides of shape s read at the index space of shape out (NumPy broadcasting: 0 on
+ * the axes where s is 1 or missing), or 1 when s does not broadcast to out. */
+int cg_fexpr_bcast_strides(const k_shape *s, const k_shape *out, int64_t *st);
+/* The k_scalar.h stem of an elementwise op's functions: k_sf_<stem>, k_sf_<stem>_grad... */
+const char *cg_fexpr_stem(const ir_node *m);
+
 /* The expression of fused node fn of graph g; 0, or 1 with a message naming the group. */
 int cg_fexpr_build(const ir_graph *g, const ir_node *fn, cg_fexpr *fx, char *err, size_t n);
 void cg_fexpr_free(cg_fexpr *fx);

@@ -297,7 +297,7 @@ static int cg_single_make(const ir_node *nd, cg_single *s) {
     s->in_map[ni] = j, s->in[ni++] = nd->in[j];
   }
   for (int j = 0; j < nd->nout; j++) {
-    if (nd->out[j] < 0 || (nd->req && nd->req[j] == kNullOp)) continue;
+    if (nd->out[j] < 0 || ir_node_req(nd, j) == kNullOp) continue;
     if (no == 4) return 1;
     s->out_map[no] = j, s->out[no++] = nd->out[j];
   }
@@ -317,31 +317,20 @@ static bool cg_is_bcast_backward(const ir_graph *g, const ir_node *nd) {
   return false;
 }
 
-/* Element strides of shape p read at the rank-r index space s (NumPy alignment; 0 where p
- * broadcasts). */
-static void cg_bstrides(const k_shape *p, const k_shape *s, int64_t *st) {
-  int lead = s->rank - p->rank;
-  int64_t m = 1;
-  for (int d = s->rank - 1; d >= 0; d--) {
-    int64_t e = d < lead ? 1 : p->d[d - lead];
-    st[d] = e == 1 ? 0 : m;
-    m *= e;
-  }
-}
-
 /* Body for gradient j (0: a, 1: b) of `op`: for each element of the operand, the sum over
  * the output positions that read it, in increasing order of those positions. */
-static void cg_tx_bcast_grad(cg_text *t, const ir_node *nd, const ir_graph *g, int j) {
+static void cg_tx_bcast_grad(cg_text *t, const ir_node *nd, int j) {
   const k_shape *s = &nd->slot_shape[0];          /* og, y: the output's shape */
   const k_shape *pa = &nd->slot_shape[1], *pb = &nd->slot_shape[2];
   const k_shape *pj = j ? pb : pa;
   int64_t sa[K_MAX_RANK], sb[K_MAX_RANK], sj[K_MAX_RANK], so[K_MAX_RANK];
-  cg_bstrides(pa, s, sa), cg_bstrides(pb, s, sb), cg_bstrides(pj, s, sj);
+  /* the operands broadcast to the output's shape, or the binary op would not have checked */
+  cg_fexpr_bcast_strides(pa, s, sa), cg_fexpr_bcast_strides(pb, s, sb), cg_fexpr_bcast_strides(pj, s, sj);
   int64_t m = 1, nj = k_shape_numel(pj), red = 1;
   for (int d = s->rank - 1; d >= 0; d--) so[d] = m, m *= s->d[d];
   for (int d = 0; d < s->rank; d++)
     if (!sj[d]) red *= s->d[d];
-  k_req req = nd->req ? nd->req[j] : kWriteTo;
+  k_req req = ir_node_req(nd, j);
   cg_tx(t, "  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < %lldLL;"
         " e += (long long)blockDim.x * gridDim.x) {\n    float acc = 0.0f;\n", (long long)nj);
   cg_tx(t, "    for (long long q = 0; q < %lldLL; q++) {\n      long long o = 0, oa = 0, ob = 0;\n", (long long)red);
@@ -358,9 +347,8 @@ static void cg_tx_bcast_grad(cg_text *t, const ir_node *nd, const ir_graph *g, i
   }
   const char *sfx = j ? "_grad_b" : "_grad_a";
   cg_tx(t, "      acc += k_sf_%s%s(og[o], a ? a[oa] : 0.0f, b ? b[ob] : 0.0f, y ? y[o] : 0.0f);\n    }\n",
-        ir_ops[nd->op].scalar ? ir_ops[nd->op].scalar : ir_ops[nd->op].name, sfx);
+        cg_fexpr_stem(nd), sfx);
   cg_tx(t, "    %s[e] %s acc;\n  }\n", j ? "gb" : "ga", req == kAddTo ? "+=" : "=");
-  (void)g;
 }
 
 /* ---- entries ---- */
@@ -374,13 +362,13 @@ static void cg_tx_entry_head(cg_text *t, bool train, int step, int nin, int nout
   cg_tx(t, ")");
 }
 
-static int cg_gen_bcast(cg_gen *gen, const ir_graph *g, const ir_node *nd, bool train, int step) {
+static int cg_gen_bcast(cg_gen *gen, const ir_node *nd, bool train, int step) {
   if (nd->nin != 4 || nd->nout != 2) return rt_errf(gen->err, gen->n, "%s: a binary backward without 4 inputs and 2 outputs", nd->name);
   cg_text *t = &gen->src;
   cg_tx_entry_head(t, train, step, 4, 2);
   cg_tx(t, " {\n  const float *og = p0, *a = p1, *b = p2, *y = p3;\n  float *ga = p4, *gb = p5;\n  (void)a, (void)b, (void)y;\n");
   for (int j = 0; j < 2; j++)
-    if (nd->out[j] >= 0 && (!nd->req || nd->req[j] != kNullOp)) cg_tx_bcast_grad(t, nd, g, j);
+    if (nd->out[j] >= 0 && ir_node_req(nd, j) != kNullOp) cg_tx_bcast_grad(t, nd, j);
   cg_tx(t, "}\n\n");
   return 0;
 }
@@ -416,7 +404,7 @@ static int cg_gen_node(cg_gen *gen, const ir_graph *g, int i, bool train) {
   const ir_node *nd = ir_node_at(g, i);
   if (!cg_cuda_generated(nd)) return 0;
   if (nd->kind == IR_N_FUSED) return cg_gen_fexpr(gen, g, nd, NULL, NULL, nd->nin, nd->nout, train, i);
-  if (cg_is_bcast_backward(g, nd)) return cg_gen_bcast(gen, g, nd, train, i);
+  if (cg_is_bcast_backward(g, nd)) return cg_gen_bcast(gen, nd, train, i);
   cg_single s;
   if (cg_single_make(nd, &s)) return rt_errf(gen->err, gen->n, "%s: an elementwise node the GPU generator cannot take", nd->name);
   return cg_gen_fexpr(gen, g, &s.fn, s.in_map, s.out_map, nd->nin, nd->nout, train, i);
