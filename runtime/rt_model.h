@@ -95,6 +95,27 @@ typedef struct {
   const char *gpu_module;       /* CUDA: the PTX of every kernel the steps launch (text) */
 } rt_model_desc;
 
+/* For tools that make data for a model (benchmarks, comparisons): the exclusive upper bound
+ * of i32 input t, from the first forward step that reads it: with a parameter beside it
+ * (embedding) the parameter's first dim, else (softmax_cross_entropy's logits) the other
+ * input's last dim; 2 when no step reads it. */
+static inline int64_t rt_index_range(const rt_model_desc *d, int32_t t) {
+  const rt_program *p = d->has_train ? &d->train : &d->predict;
+  for (int s = 0; s < p->nsteps; s++) {
+    const rt_step *st = &p->steps[s];
+    for (int i = 0; st->kind == RT_STEP_FORWARD && i < st->nin; i++) {
+      if (st->in[i] != t) continue;
+      for (int j = 0; j < st->nin; j++) {
+        if (j == i || st->in[j] < 0) continue;
+        const rt_tensor_info *o = &d->tensors[st->in[j]];
+        int64_t r = o->role == RT_ROLE_PARAM ? o->shape.d[0] : o->shape.d[o->shape.rank - 1];
+        return r > 0 ? r : 1;
+      }
+    }
+  }
+  return 2;
+}
+
 /* ---- rt_model.c: the ABI's behaviour. Every function validates its arguments, returns 0 on
  * success and nonzero on failure with a message for rt_model_error, never crashes on bad
  * input, and leaves the weights as they were when it fails. An instance is safe to use from

@@ -14,10 +14,8 @@
  * and return with the results on the host. When its create fails (no driver or no GPU) this
  * prints "SKIP: <why>" and exits 77.
  *
- * Inputs: f32 inputs are uniform in [-1, 1). An i32 input is an index, so its valid range is
- * read off the first train step that consumes it: if the step's other input is a parameter
- * (embedding), the parameter's first dim; otherwise (softmax_cross_entropy's logits) the last
- * dim of that other input. */
+ * Inputs: f32 inputs are uniform in [-1, 1). An i32 input is an index in its valid range
+ * (rt_index_range, runtime/rt_model.h). */
 #define _POSIX_C_SOURCE 200809L   /* clock_gettime and its clocks under -std=c11 */
 #include "rt_model.h"
 
@@ -55,24 +53,6 @@ static uint32_t bm_rand(void) {   /* xorshift64*: deterministic, good enough for
   return (uint32_t)((bm_rng * 0x2545f4914f6cdd1dull) >> 32);
 }
 
-/* The exclusive upper bound of index input t, from the first train step that reads it. */
-static int64_t bm_index_range(const rt_model_desc *d, int32_t t) {
-  const rt_program *p = d->has_train ? &d->train : &d->predict;
-  for (int s = 0; s < p->nsteps; s++) {
-    const rt_step *st = &p->steps[s];
-    if (st->kind != RT_STEP_FORWARD) continue;
-    for (int i = 0; i < st->nin; i++) {
-      if (st->in[i] != t) continue;
-      for (int j = 0; j < st->nin; j++) {
-        if (j == i || st->in[j] < 0) continue;
-        const rt_tensor_info *o = &d->tensors[st->in[j]];
-        return o->role == RT_ROLE_PARAM ? o->shape.d[0] : o->shape.d[o->shape.rank - 1];
-      }
-    }
-  }
-  return 2;
-}
-
 static void *bm_fill(const rt_model_desc *d, int32_t t) {
   const rt_tensor_info *ti = &d->tensors[t];
   int64_t n = k_shape_numel(&ti->shape);
@@ -81,7 +61,7 @@ static void *bm_fill(const rt_model_desc *d, int32_t t) {
   if (ti->dtype == K_F32) {
     for (int64_t i = 0; i < n; i++) ((float *)buf)[i] = (float)bm_rand() * (2.0f / 4294967296.0f) - 1.0f;
   } else {
-    int64_t r = bm_index_range(d, t);
+    int64_t r = rt_index_range(d, t);
     fprintf(stderr, "# %s: %s in [0, %lld)\n", d->name, ti->name, (long long)r);
     for (int64_t i = 0; i < n; i++) ((int32_t *)buf)[i] = (int32_t)(bm_rand() % (uint32_t)r);
   }

@@ -112,28 +112,6 @@ static uint32_t gc_rand(void) {   /* xorshift64*: deterministic data */
   return (uint32_t)((gc_rng * 0x2545f4914f6cdd1dull) >> 32);
 }
 
-/* The exclusive upper bound of i32 input t: bench/models/bench_models.c's rule. The first
- * forward step (train program, else predict) that reads t: when its other input is a
- * parameter (embedding's weight), that parameter's first dim; otherwise (the logits of
- * softmax_cross_entropy) the last dim of the other input. */
-static int64_t gc_index_range(const rt_model_desc *d, int32_t t) {
-  const rt_program *p = d->has_train ? &d->train : &d->predict;
-  for (int s = 0; s < p->nsteps; s++) {
-    const rt_step *st = &p->steps[s];
-    if (st->kind != RT_STEP_FORWARD) continue;
-    for (int i = 0; i < st->nin; i++) {
-      if (st->in[i] != t) continue;
-      for (int j = 0; j < st->nin; j++) {
-        if (j == i || st->in[j] < 0) continue;
-        const rt_tensor_info *o = &d->tensors[st->in[j]];
-        int64_t r = o->role == RT_ROLE_PARAM ? o->shape.d[0] : o->shape.d[o->shape.rank - 1];
-        return r > 0 ? r : 1;
-      }
-    }
-  }
-  return 2;
-}
-
 static int64_t gc_numel(const rt_tensor_info *t) { return k_shape_numel(&t->shape); }
 
 static void *gc_alloc(const rt_tensor_info *t) {
@@ -151,7 +129,7 @@ static void *gc_fill(const rt_model_desc *d, int32_t t) {
   if (ti->dtype == K_F32) {
     for (int64_t i = 0; i < n; i++) ((float *)buf)[i] = (float)gc_rand() * (2.0f / 4294967296.0f) - 1.0f;
   } else {
-    int64_t r = gc_index_range(d, t);
+    int64_t r = rt_index_range(d, t);
     for (int64_t i = 0; i < n; i++) ((int32_t *)buf)[i] = (int32_t)(gc_rand() % (uint32_t)r);
   }
   return buf;
