@@ -81,8 +81,8 @@ int cg_cuda_ptx(const char *src, const char *arch, char **ptx, char *err, size_t
   if (cg_nvrtc_arch(arch ? arch : CG_CUDA_DEFAULT_ARCH, archopt, sizeof archopt, err, n)) return 1;
   pthread_once(&cg_nv_once, cg_nvrtc_load);
   if (cg_nv_err[0]) return rt_errf(err, n, "%s", cg_nv_err);
-  const char *names[64], *texts[64];
-  int nh = cg_cuda_nsources < 64 ? cg_cuda_nsources : 64;
+  int nh = cg_cuda_nsources;
+  const char *names[nh + 1], *texts[nh + 1];   /* NVRTC takes the headers as two arrays */
   for (int i = 0; i < nh; i++) names[i] = cg_cuda_sources[i].name, texts[i] = cg_cuda_sources[i].text;
   nvrtcProgram p;
   nvrtcResult r = cg_nv.Create(&p, src, "kiln_model.cu", nh, texts, names);
