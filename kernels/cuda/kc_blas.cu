@@ -5,11 +5,8 @@
 #include "kc_blas.h"
 #include "kc_block.h"
 
-#define KC_BLAS_LOOP(i, n) \
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)blockDim.x * gridDim.x)
-
 extern "C" __global__ void kc_blas_bias_add(kc_blas_bias_add_args a) {
-  KC_BLAS_LOOP(i, a.n) a.y[i] += a.bias[(i / a.inner) % a.features];
+  KC_LOOP(i, a.n) a.y[i] += a.bias[(i / a.inner) % a.features];
 }
 
 /* One block per feature (launched with features * KC_BLOCK threads). */
@@ -24,5 +21,5 @@ extern "C" __global__ void kc_blas_bias_grad(kc_blas_bias_grad_args a) {
 }
 
 extern "C" __global__ void kc_blas_zero(kc_blas_zero_args a) {
-  KC_BLAS_LOOP(i, a.n) a.y[i] = 0.0f;
+  KC_LOOP(i, a.n) a.y[i] = 0.0f;
 }

@@ -1,6 +1,7 @@
-/* kc_block.h — the block reduction the GPU kernels share (kc_ops.cu, kc_blas.cu): one block
- * of KC_BLOCK threads per item (a channel, a row, a feature), its threads folding strided
- * parts, then a tree in shared memory of a fixed shape, so the sum is the same on every run.
+/* kc_block.h — the loops the GPU kernels share (kc_ops.cu, kc_blas.cu): grid-stride, and the
+ * block reduction: one block of KC_BLOCK threads per item (a channel, a row, a feature), its
+ * threads folding strided parts, then a tree in shared memory of a fixed shape, so the sum is
+ * the same on every run.
  * Device code for NVRTC; on the host (tests/cuda/kc_host.h, tests/cuda/fake/emul.h: one thread
  * of one block, __shared__ static, __syncthreads nothing) it folds sequentially. */
 #ifndef KILN_KC_BLOCK_H
@@ -8,6 +9,9 @@
 
 #include "kc_args.h"   /* KC_BLOCK */
 
+/* Grid-stride: element i < n of every thread of the grid in turn. */
+#define KC_LOOP(i, n) \
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)blockDim.x * gridDim.x)
 /* One block per item v < n (launched with n * KC_BLOCK threads); its threads share the item. */
 #define KC_BLOCK_LOOP(v, n) for (int64_t v = blockIdx.x; v < (n); v += gridDim.x)
 #define KC_THREAD_LOOP(e, n) for (int64_t e = threadIdx.x; e < (n); e += blockDim.x)

@@ -12,9 +12,7 @@
  * in shared memory of a fixed shape adds them, so the result is still the same on every run. On
  * the host (one thread of one block) the same code folds sequentially. */
 
-#define KC_LOOP(i, n) \
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)blockDim.x * gridDim.x)
-#include "kc_block.h"
+#include "kc_block.h"   /* KC_LOOP, the block reductions */
 #include "k_index.h"   /* pad's and pooling's index arithmetic, the CPU kernels' own */
 
 /* +inf without libm's macro (NVRTC has no math.h). */
