@@ -122,10 +122,7 @@ static int64_t rtc_fused_threads(const rt_model_desc *d, const rt_step *s) {
 
 /* The data-error words of a program whose steps may set them, zeroed. */
 static int rtc_prog_errwords(rtc_ctx *c, rtc_prog *r) {
-  for (int i = 0; i < r->p->nsteps; i++) {
-    const rt_step *s = &r->p->steps[i];
-    r->checks |= (s->kind == RT_STEP_FORWARD || s->kind == RT_STEP_BACKWARD) && rtc_op_checks_data(s->op);
-  }
+  for (int i = 0; i < r->p->nsteps; i++) r->checks |= r->row[i] && r->row[i]->checks_data;
   if (!r->checks) return 0;
   size_t bytes = (size_t)r->p->nsteps * 4;
   if (!(r->herr = calloc((size_t)r->p->nsteps + 1, 4))) return rtc_fail(c, "out of memory");
@@ -139,11 +136,11 @@ static int rtc_prog_init(rtc_ctx *c, rtc_prog *r, const rt_program *p, int train
   size_t n = (size_t)p->nsteps + 1, slots = 1;
   for (int i = 0; i < p->nsteps; i++) slots += (size_t)(p->steps[i].nin + p->steps[i].nout);
   r->fn = calloc(n, sizeof *r->fn), r->state = calloc(n, sizeof *r->state), r->threads = calloc(n, sizeof *r->threads);
-  r->at = calloc(n, sizeof *r->at);
+  r->at = calloc(n, sizeof *r->at), r->row = calloc(n, sizeof *r->row);
   r->shapes = calloc(slots, sizeof *r->shapes), r->dtypes = calloc(slots, sizeof *r->dtypes);
   r->ptrs = calloc(slots, sizeof *r->ptrs), r->req = calloc(slots, sizeof *r->req);
   if (train && p->noutputs == 1) r->hloss = calloc((size_t)rt_tensor_numel(&c->d->tensors[p->outputs[0]]) + 1, sizeof *r->hloss);
-  if (!r->fn || !r->state || !r->threads || !r->at || !r->shapes || !r->dtypes || !r->ptrs || !r->req || (train && !r->hloss))
+  if (!r->fn || !r->state || !r->threads || !r->at || !r->row || !r->shapes || !r->dtypes || !r->ptrs || !r->req || (train && !r->hloss))
     return rtc_fail(c, "out of memory");
   for (int i = 0; i < p->nsteps; i++) {
     const rt_step *s = &p->steps[i];
@@ -159,8 +156,8 @@ static int rtc_prog_init(rtc_ctx *c, rtc_prog *r, const rt_program *p, int train
       rt_fused_name(name, sizeof name, train, i);
       if (rtc_function(c, name, &r->fn[i])) return 1;
       r->threads[i] = rtc_fused_threads(c->d, s);
-    } else if ((s->kind == RT_STEP_FORWARD || s->kind == RT_STEP_BACKWARD) && !rtc_op_row_of(s->op)) {
-      return rtc_fail(c, "%s: op %d has no GPU implementation in this runtime", s->name, s->op);
+    } else if (s->kind == RT_STEP_FORWARD || s->kind == RT_STEP_BACKWARD) {
+      if (!(r->row[i] = rtc_op_row_of(s->op))) return rtc_fail(c, "%s: op %d has no GPU implementation in this runtime", s->name, s->op);
     } else if (s->kind != RT_STEP_FORWARD && s->kind != RT_STEP_BACKWARD && s->kind != RT_STEP_UPDATE) {
       return rtc_fail(c, "%s: unknown step kind %d", s->name, s->kind);
     }
@@ -188,13 +185,10 @@ static int rtc_data_errors(rtc_ctx *c, rtc_prog *r, const char *what) {
 }
 
 static void rtc_prog_free(rtc_ctx *c, rtc_prog *r) {
-  for (int i = 0; r->state && i < r->p->nsteps; i++) {
-    const rtc_op_row *row = rtc_op_row_of(r->p->steps[i].op);
-    if (r->state[i] && row && row->release && r->p->steps[i].kind != RT_STEP_FUSED && r->p->steps[i].kind != RT_STEP_UPDATE)
-      row->release(c, r->state[i]);
-  }
+  for (int i = 0; r->state && r->row && i < r->p->nsteps; i++)
+    if (r->state[i] && r->row[i] && r->row[i]->release) r->row[i]->release(c, r->state[i]);
   if (r->derr) c->cu->MemFree(r->derr);
-  free(r->fn), free(r->state), free(r->threads), free(r->at), free(r->shapes), free(r->dtypes), free(r->ptrs), free(r->req);
+  free(r->fn), free(r->state), free(r->threads), free(r->at), free(r->row), free(r->shapes), free(r->dtypes), free(r->ptrs), free(r->req);
   free(r->herr), free(r->hloss);
   memset(r, 0, sizeof *r);
 }
@@ -302,8 +296,8 @@ static int rtc_run_step_now(rtc_ctx *c, rtc_prog *r, int i) {
   switch (s->kind) {
   case RT_STEP_FUSED: return rtc_launch_fn(c, r->fn[i], r->threads[i], (void **)k.in, s->nin + s->nout);
   case RT_STEP_UPDATE: return rtc_run_update(c, &k);
-  case RT_STEP_FORWARD: return rtc_op_row_of(s->op)->forward(c, &k);
-  default: return rtc_op_row_of(s->op)->backward(c, &k);
+  case RT_STEP_FORWARD: return r->row[i]->forward(c, &k);
+  default: return r->row[i]->backward(c, &k);
   }
 }
 
@@ -328,7 +322,7 @@ static int rtc_run_range(rtc_ctx *c, rtc_prog *r, int lo, int hi) {
 static int rtc_prepare_prog(rtc_ctx *c, rtc_prog *r) {
   for (int i = 0; i < r->p->nsteps; i++) {
     const rt_step *s = &r->p->steps[i];
-    const rtc_op_row *row = s->kind == RT_STEP_FORWARD || s->kind == RT_STEP_BACKWARD ? rtc_op_row_of(s->op) : NULL;
+    const rtc_op_row *row = r->row[i];
     if (!row || !row->prepare) continue;
     void *none[64] = {0};
     if (s->nin > 32 || s->nout > 32) return rtc_fail(c, "%s: too many slots", s->name);
@@ -344,12 +338,9 @@ static int rtc_prepare_prog(rtc_ctx *c, rtc_prog *r) {
 /* cuBLAS and cuDNN are opened only for a model that uses them. */
 static int rtc_libraries(rtc_ctx *c) {
   bool blas = false, dnn = false;
-  const rt_program *ps[2] = {&c->d->predict, c->d->has_train ? &c->d->train : NULL};
   for (int k = 0; k < 2; k++)
-    for (int i = 0; ps[k] && i < ps[k]->nsteps; i++) {
-      const rt_step *s = &ps[k]->steps[i];
-      if (s->kind != RT_STEP_FORWARD && s->kind != RT_STEP_BACKWARD) continue;
-      const rtc_op_row *row = rtc_op_row_of(s->op);
+    for (int i = 0; c->prog[k].p && i < c->prog[k].p->nsteps; i++) {
+      const rtc_op_row *row = c->prog[k].row[i];
       blas |= row && row->lib == RTC_LIB_BLAS, dnn |= row && row->lib == RTC_LIB_DNN;
     }
   return (blas && rtc_blas_open(c, &c->blas)) || (dnn && rtc_dnn_open(c, &c->dnn));

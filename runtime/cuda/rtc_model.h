@@ -21,9 +21,7 @@ typedef struct {
 
 /* The row of op index `op` (kernels/k_ops.def order), or NULL when the GPU has none. */
 const rtc_op_row *rtc_op_row_of(int op);
-/* Whether op's kernels may set their step's data-error word (a label or an index the CPU
- * kernel would refuse), and the message of a code they set. */
-bool rtc_op_checks_data(int op);
+/* The message of a data-error code a kernel set (kc_args.h's KC_ERR_*). */
 const char *rtc_data_error_text(int32_t code);
 
 /* Per program: the shapes, dtypes, pointer and OpReqType pools of its steps' calls, and the
@@ -32,6 +30,7 @@ typedef struct {
   const rt_program *p;
   int split;                    /* the first update step (rt_first_update) */
   size_t *at;                   /* per step: its first slot in the pools below (nsteps + 1) */
+  const rtc_op_row **row;       /* FORWARD and BACKWARD steps: the op's row, found at create */
   float *hloss;                 /* train: the loss's host copy */
   CUfunction *fn;               /* FUSED steps: the kernel, found at create */
   int64_t *threads;             /* FUSED steps: the grid's thread count */

@@ -52,11 +52,6 @@ const rtc_op_row *rtc_op_row_of(int op) {
   return op >= 0 && op < RTC_NOPS && rtc_has[op] ? &rtc_rows[op] : NULL;
 }
 
-bool rtc_op_checks_data(int op) {
-  const rtc_op_row *row = rtc_op_row_of(op);
-  return row && row->checks_data;
-}
-
 /* ---- launches ---- */
 
 int rtc_function(rtc_ctx *c, const char *name, CUfunction *fn) {
