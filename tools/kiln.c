@@ -416,10 +416,12 @@ double kiln_now(void) {
 /* A code generator's message as an error of the command. */
 static void kiln_cg_error(ir_diag *d, const char *err) { ir_error(d, (ir_loc){0}, "%s", err); }
 
-/* --target cuda, or an --emit that only a CUDA model has. */
+/* An --emit that only a CUDA model has. */
+static bool kiln_gpu_emit(const kiln_opts *o) { return o->emit && (strcmp(o->emit, "ptx") == 0 || strcmp(o->emit, "cu") == 0); }
+
+/* --target cuda, or a CUDA model's --emit. */
 static int kiln_target(const kiln_opts *o) {
-  bool gpu_emit = o->emit && (strcmp(o->emit, "ptx") == 0 || strcmp(o->emit, "cu") == 0);
-  return (o->target && strcmp(o->target, "cuda") == 0) || gpu_emit ? RT_TARGET_CUDA : RT_TARGET_CPU;
+  return (o->target && strcmp(o->target, "cuda") == 0) || kiln_gpu_emit(o) ? RT_TARGET_CUDA : RT_TARGET_CPU;
 }
 
 /* What compile and the JIT build for one model (codegen's one pipeline, cg_build): the
@@ -581,7 +583,7 @@ static int kiln_compile_main(int argc, char **argv) {
   kiln_opts o = {.cmd = "compile", .print_after = -1, .opt_level = 2};
   int rc = kiln_args(argc, argv, &o);
   if (rc) return rc;
-  if (o.target && strcmp(o.target, "cpu") == 0 && o.emit && (strcmp(o.emit, "ptx") == 0 || strcmp(o.emit, "cu") == 0))
+  if (o.target && strcmp(o.target, "cpu") == 0 && kiln_gpu_emit(&o))
     return fprintf(stderr, "kiln compile: --emit %s is a CUDA model's; it needs --target cuda\n", o.emit), kiln_free_defs(&o, 2);
   if (o.gpu_arch && kiln_target(&o) != RT_TARGET_CUDA)
     return fprintf(stderr, "kiln compile: --gpu-arch is for --target cuda\n"), kiln_free_defs(&o, 2);
