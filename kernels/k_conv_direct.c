@@ -76,6 +76,9 @@ typedef struct {
    * as computed). */
   void (*fwd_block)(const k_cd_geom *g, const float *xb, const float *wf, const float *bias,
                     float *yb, int64_t n, int64_t fb, int nf, const k_cd_store *st);
+  /* The same on the Winograd path (k_cd_wino), wf holding the transformed weights. */
+  void (*fwd_wino_block)(const k_cd_geom *g, const float *xb, const float *wf, const float *bias,
+                         float *yb, int64_t n, int64_t fb, int nf, const k_cd_store *st);
   /* dxb[n][cb .. cb+nc), nc = 1 or 2 (padded), from dyb and wd, overwritten. */
   void (*bwd_data_block)(const k_cd_geom *g, const float *dyb, const float *wd, float *dxb,
                          int64_t n, int64_t cb, int nc);
@@ -86,6 +89,11 @@ typedef struct {
 } k_cd_isa;
 
 #define K_CD_VMAX 16
+
+/* Floats of the Winograd path's per-group input transform, a stack array of the block
+ * function (k_conv_direct_isa.h): 32 KiB, so a group of tiles and its weights stay in L1.
+ * k_cd_wino takes the path only for input channels that leave room for 4 tiles or more. */
+#define K_CD_WINO_VT 8192
 
 /* X(1) ... X(n): one case per compile-time tile width. */
 #define K_SEQ_2(X) X(1) X(2)
@@ -250,6 +258,28 @@ static void k_cd_skip_rows(k_cd_geom *g) {
   g->Hp = g->OH;
 }
 
+/* Whether the shape suits Winograd F(2x2, 3x3) (k_conv_direct_isa.h): 2-D 3x3, stride and
+ * dilation 1, an even output height and width (whole tiles, so no tile reads past the padded
+ * input), and enough input channels — with fewer than 16 the transforms, which cost the same
+ * for a part-filled vector, outweigh the 2.25x fewer multiply-adds (the ResNet stem's 3
+ * channels run direct) — but not so many that a group of 4 tiles overflows the stack
+ * buffer. A property of the shapes alone, so the workspace can be sized for it. */
+static int k_cd_wino_shape(const k_cd_geom *g) {
+  return g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 &&
+         g->rstep == 1 && g->H > 1 && g->OH % 2 == 0 && g->OW % 2 == 0 && g->C >= 16 &&
+         g->Cb * 16 * g->V * 4 <= K_CD_WINO_VT;
+}
+
+/* Whether this forward runs Winograd: the shape suits it, unless KILN_WINOGRAD=0 asks for the
+ * direct loop (tests compare the two; benchmarks time both). */
+static int k_cd_wino(const k_cd_geom *g) {
+  const char *env = getenv("KILN_WINOGRAD");
+  return k_cd_wino_shape(g) && !(env && !strcmp(env, "0"));
+}
+
+/* Transformed taps per (output block, input block) of the packed forward weights. */
+static int64_t k_cd_wtaps(const k_cd_geom *g, int wino) { return wino ? 16 : g->kh * g->kw; }
+
 /* ---- workspace ---------------------------------------------------------------------------- */
 
 /* The blocked buffers inside c->temp, each starting on a 64-byte boundary:
@@ -264,7 +294,7 @@ typedef struct { float *xb, *yb, *w, *dwb; } k_cd_bufs;
 static int64_t k_cd_round(int64_t floats) { return (floats + 15) / 16 * 16; }
 
 static int64_t k_cd_floats(const k_cd_geom *g, int64_t sizes[4]) {
-  int64_t V = g->V, wsz = g->Fb * g->Cb * g->kh * g->kw * V * V;
+  int64_t V = g->V, wsz = g->Fb * g->Cb * k_cd_wtaps(g, k_cd_wino_shape(g)) * V * V;
   sizes[0] = k_cd_round(g->S * g->Cb * g->Hp * g->Wp * V);
   sizes[1] = k_cd_round(g->S * g->Fb * g->OH * g->OW * V);
   sizes[2] = k_cd_round(wsz);
@@ -391,6 +421,34 @@ static void k_cd_pack_weights(const k_cd_geom *g, const float *W, int for_data, 
   k_cd_pack_weights_scaled(g, W, NULL, for_data, out);
 }
 
+/* W [F][C][3][3] (times scale[f] when scale is set, rounded as k_cd_pack_weights_scaled
+ * rounds it) -> wu [Fb][Cb][16][V c][V f], each 3x3 kernel k as G k G^T with
+ * G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1], in double, rounded once. Zero past F and C. */
+static void k_cd_pack_weights_wino(const k_cd_geom *g, const float *W, const float *scale, float *out) {
+  int64_t V = g->V;
+  memset(out, 0, (size_t)(g->Fb * g->Cb * 16 * V * V) * sizeof(float));
+  for (int64_t f = 0; f < g->F; f++)
+    for (int64_t c = 0; c < g->C; c++) {
+      double k[3][3], gk[4][3];
+      for (int t = 0; t < 9; t++) {
+        float w = W[(f * g->C + c) * 9 + t];
+        k[t / 3][t % 3] = scale ? w * scale[f] : w;
+      }
+      for (int j = 0; j < 3; j++) {
+        gk[0][j] = k[0][j];
+        gk[1][j] = (k[0][j] + k[1][j] + k[2][j]) / 2;
+        gk[2][j] = (k[0][j] - k[1][j] + k[2][j]) / 2;
+        gk[3][j] = k[2][j];
+      }
+      float *blk = out + (f / V * g->Cb + c / V) * 16 * V * V + (c % V) * V + f % V;
+      for (int i = 0; i < 4; i++) {
+        double u[4] = {gk[i][0], (gk[i][0] + gk[i][1] + gk[i][2]) / 2, (gk[i][0] - gk[i][1] + gk[i][2]) / 2,
+                       gk[i][2]};
+        for (int j = 0; j < 4; j++) blk[(i * 4 + j) * V * V] = (float)u[j];
+      }
+    }
+}
+
 /* dwb [Fb][Cb][kh][kw][V c][V f] -> dW [F][C][kh][kw], honouring req. */
 static void k_cd_unpack_weights(const k_cd_geom *g, const float *dwb, k_req req, float *dW) {
   int64_t V = g->V, taps = g->kh * g->kw;
@@ -416,6 +474,7 @@ typedef struct {
   int64_t n0, ns;
   int64_t in_block, out_block, epi_block;   /* forward: the param's compiled layouts (0: NCHW) */
   const float *bias;     /* forward: the bias added to each output channel, or NULL */
+  int wino;              /* forward: Winograd (k_cd_wino), with weights transformed for it */
   int store_tail;        /* forward, blocked epilogue: it is all a k_epi_store, run in the store */
   k_epi_store store;
 } k_cd_ctx;
@@ -471,7 +530,8 @@ static void k_cd_task_fwd(void *p, int64_t lo, int64_t hi) {
     int64_t at = ((t->n0 + n) * g->Fb + fb) * ysz * g->V;
     k_cd_store st = {t->store.add_slot >= 0 ? (const float *)t->c->in[t->store.add_slot].data + at : NULL,
                      t->store.add_swap, t->store.relu};
-    t->isa->fwd_block(g, t->b.xb, t->b.w, t->bias, t->b.yb, n, fb, nf, t->store_tail ? &st : NULL);
+    (t->wino ? t->isa->fwd_wino_block : t->isa->fwd_block)(g, t->b.xb, t->b.w, t->bias, t->b.yb, n, fb,
+                                                            nf, t->store_tail ? &st : NULL);
     if (t->epi_block && !t->store_tail)
       k_epi_apply_blocked(t->c, t->b.yb + (n * g->Fb + fb) * ysz * g->V, at, at + nf * ysz * g->V, g->V);
     if (t->out_block) continue;
@@ -518,8 +578,8 @@ static void k_cd_task_dx(void *p, int64_t lo, int64_t hi) {
 /* What a cache holding forward-layout weights of vector width V is keyed by (never 0), with
  * a batch_norm folded in or not. The shapes are the step's own and fixed; V changes only
  * with KILN_CONV. */
-static uint64_t k_cd_cache_key(const k_cd_geom *g, int folded) {
-  return 0x6b63640000000000ull | (uint64_t)folded << 8 | (uint64_t)g->V;
+static uint64_t k_cd_cache_key(const k_cd_geom *g, int folded, int wino) {
+  return 0x6b63640000000000ull | (uint64_t)wino << 9 | (uint64_t)folded << 8 | (uint64_t)g->V;
 }
 
 /* A predict-mode batch_norm that opens the epilogue, over the output's channels, folds into
@@ -537,11 +597,12 @@ static const k_epi_step *k_cd_fold_step(const k_call *c, const k_cd_geom *g) {
   return s->kind == K_EPI_AFFINE && s->channels == g->F && s->inner == g->OH * g->OW ? s : NULL;
 }
 
-/* Packs W (times a per output channel when s folds a batch_norm) into w, and with s writes
- * bias a + b (b alone without a bias) into fb[0, F). */
-static void k_cd_pack_forward(const k_call *c, const k_cd_geom *g, const k_epi_step *s, float *w, float *fb) {
+/* Packs W (times a per output channel when s folds a batch_norm) into w, for the Winograd
+ * path when wino is set, and with s writes bias a + b (b alone without a bias) into fb[0, F). */
+static void k_cd_pack_forward(const k_call *c, const k_cd_geom *g, const k_epi_step *s, int wino, float *w,
+                              float *fb) {
   const k_conv_param *p = c->param;
-  if (!s) return k_cd_pack_weights(g, c->in[1].data, 0, w);
+  if (!s) return wino ? k_cd_pack_weights_wino(g, c->in[1].data, NULL, w) : k_cd_pack_weights(g, c->in[1].data, 0, w);
   const float *gamma = c->in[s->slot].data, *beta = c->in[s->slot + 1].data;
   const float *mean = c->in[s->slot + 2].data, *var = c->in[s->slot + 3].data;
   const float *bias = p->no_bias ? NULL : c->in[2].data;
@@ -551,7 +612,8 @@ static void k_cd_pack_forward(const k_call *c, const k_cd_geom *g, const k_epi_s
     k_batch_norm_predict_coeffs(gamma[f], beta[f], mean[f], var[f], s->eps, &invstd, &a[f], &b);
     fb[f] = bias ? bias[f] * a[f] + b : b;
   }
-  k_cd_pack_weights_scaled(g, c->in[1].data, a, 0, w);
+  if (wino) k_cd_pack_weights_wino(g, c->in[1].data, a, w);
+  else k_cd_pack_weights_scaled(g, c->in[1].data, a, 0, w);
 }
 
 /* Whether input slots [first, first + n) are all stable in the call's cache. */
@@ -570,21 +632,22 @@ static const k_epi_step *k_cd_fwd_weights(const k_call *c, const k_cd_geom *g, k
   const k_conv_param *p = c->param;
   k_cache *k = c->cache;
   const k_epi_step *fold = k_cd_fold_step(c, g);
-  size_t wfloats = (size_t)k_cd_round(g->Fb * g->Cb * g->kh * g->kw * g->V * g->V);
+  size_t wfloats = (size_t)k_cd_round(g->Fb * g->Cb * k_cd_wtaps(g, t->wino) * g->V * g->V);
   size_t bytes = (wfloats + (fold ? 2 * (size_t)k_cd_round(g->F) : 0)) * sizeof(float);
   int cached = k && k_cd_stable(k, 1, 1) &&
                (!fold || ((p->no_bias || k_cd_stable(k, 2, 1)) && k_cd_stable(k, fold->slot, 4)));
   float *w = t->b.w, *fb = t->b.dwb;
-  if (cached && !(k->key == k_cd_cache_key(g, fold != NULL) && k->bytes >= bytes)) {
+  uint64_t key = k_cd_cache_key(g, fold != NULL, t->wino);
+  if (cached && !(k->key == key && k->bytes >= bytes)) {
     k->key = 0;
     if (k->bytes < bytes) {
       free(k->data);
       k->data = aligned_alloc(64, bytes), k->bytes = k->data ? bytes : 0;
     }
-    if (k->data) k_cd_pack_forward(c, g, fold, k->data, (float *)k->data + wfloats), k->key = k_cd_cache_key(g, fold != NULL);
+    if (k->data) k_cd_pack_forward(c, g, fold, t->wino, k->data, (float *)k->data + wfloats), k->key = key;
   }
   if (cached && k->key) w = k->data, fb = (float *)k->data + wfloats;
-  else k_cd_pack_forward(c, g, fold, w, fb);
+  else k_cd_pack_forward(c, g, fold, t->wino, w, fb);
   t->b.w = w;
   t->bias = fold ? fb : p->no_bias ? NULL : c->in[2].data;
   return fold;
@@ -628,7 +691,7 @@ int k_conv_direct_forward(const k_call *c) {
   int direct_in = p->in_block && g.ph == 0 && g.pw == 0;
   if (!direct_in) k_cd_skip_rows(&g);
   k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), c->in[0].data, 0, 0, p->in_block, p->out_block,
-                 p->epi_block, NULL, 0, {-1, 0, 0}};
+                 p->epi_block, NULL, k_cd_wino(&g), 0, {-1, 0, 0}};
   float *xb = t.b.xb, *yb = t.b.yb;
   k_call folded;       /* the call with the folded step taken off its epilogue */
   k_epilogue tail;
@@ -671,7 +734,7 @@ int k_conv_direct_backward(const k_call *c) {
   const k_conv_param *p = c->param;
   const k_cd_isa *isa = k_cd_pick();
   k_cd_geom g = k_cd_geometry(&c->in[1].shape, &c->in[2].shape, p, isa->V);
-  k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), NULL, 0, 0, 0, 0, 0, NULL, 0, {-1, 0, 0}};
+  k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), NULL, 0, 0, 0, 0, 0, NULL, 0, 0, {-1, 0, 0}};
   if (c->req[0] != kNullOp) k_cd_pack_weights(&g, c->in[2].data, 1, t.b.w);
   if (c->req[0] != kNullOp || c->req[1] != kNullOp)
     for (t.n0 = 0; t.n0 < g.N; t.n0 += g.S) {

@@ -239,6 +239,151 @@ static void KCD(fwd_block)(const k_cd_geom *g, const float *xb, const float *wf,
   KCD(fwd_rows)(g, xn, w, b0, b1, y, st, nf);
 }
 
+/* ---- forward, Winograd F(2x2, 3x3) ------------------------------------------------------- */
+
+/* A 3x3 stride-1 convolution whose output has even height and width, as Lavin and Gray's
+ * minimal filtering: each 2x2 output tile is A^T [(G g G^T) . (B^T d B)] A over the 4x4 input
+ * patch d, so the 36 multiply-adds a tile costs per input and output channel become 16 (the
+ * elementwise product, summed over input channels as a small GEMM per transformed tap) plus
+ * transforms that are only adds. The weights arrive transformed, wu [Fb][Cb][16][V c][V f]
+ * (k_conv_direct.c packs them, once per weight change in predict). Tiles are numbered row
+ * by row; a group of T of them is transformed into vt [Cb][16][T][V], multiplied into
+ * m [16][T][NF][V] with the accumulators of one tap in registers (the register tiling of
+ * fwd_tile, with tiles in place of positions), then transformed back and stored through st.
+ * The transforms use the F(2, 3) points 0, 1, -1 and infinity, so their coefficients are 0, 1
+ * and 1/2 and add no rounding beyond the adds themselves. */
+#define KCD_WINO_TMAX (K_CD_F1 > 2 * K_CD_FT ? K_CD_F1 : 2 * K_CD_FT)
+
+/* vt for tiles [t0, t0 + T) of every input block of sample xn: B^T d B, rows then columns,
+ * with B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]. Lanes past C carry whatever the input
+ * holds there; the product never sums them. */
+KCD_INLINE void KCD(wino_in)(const k_cd_geom *g, const float *xn, float *vt, int64_t t0, int T) {
+  int64_t tw = g->OW / 2, xcs = g->Hp * g->Wp * K_CD_V, xrs = g->Wp * K_CD_V;
+  for (int64_t cb = 0; cb < g->Cb; cb++)
+    for (int t = 0; t < T; t++) {
+      int64_t i = t0 + t;
+      const float *d = xn + cb * xcs + 2 * (i / tw) * xrs + 2 * (i % tw) * K_CD_V;
+      VEC r[4][4];
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; j++) {
+        VEC d0 = KCD(ld)(d + j * K_CD_V), d1 = KCD(ld)(d + xrs + j * K_CD_V);
+        VEC d2 = KCD(ld)(d + 2 * xrs + j * K_CD_V), d3 = KCD(ld)(d + 3 * xrs + j * K_CD_V);
+        r[0][j] = d0 - d2; r[1][j] = d1 + d2; r[2][j] = d2 - d1; r[3][j] = d1 - d3;
+      }
+      float *o = vt + cb * 16 * T * K_CD_V + t * K_CD_V;
+#pragma GCC unroll 4
+      for (int a = 0; a < 4; a++) {
+        KCD(st)(o + (a * 4 + 0) * T * K_CD_V, r[a][0] - r[a][2]);
+        KCD(st)(o + (a * 4 + 1) * T * K_CD_V, r[a][1] + r[a][2]);
+        KCD(st)(o + (a * 4 + 2) * T * K_CD_V, r[a][2] - r[a][1]);
+        KCD(st)(o + (a * 4 + 3) * T * K_CD_V, r[a][1] - r[a][3]);
+      }
+    }
+}
+
+/* m[ab] for one transformed tap ab: the sum over input channels of vt * wu, T tiles times NF
+ * output vectors in registers. */
+KCD_INLINE void KCD(wino_mul)(const k_cd_geom *g, const float *vt, const float *wu, float *m, int ab,
+                              int T, int NF) {
+  VEC a0[KCD_WINO_TMAX], a1[K_CD_FT];
+  int64_t wfs = g->Cb * 16 * K_CD_V * K_CD_V;
+#pragma GCC unroll 32
+  for (int t = 0; t < T; t++) { a0[t] = (VEC){0}; if (NF > 1) a1[t] = (VEC){0}; }
+  for (int64_t cb = 0; cb < g->Cb; cb++) {
+    int64_t cn = g->C - cb * K_CD_V < K_CD_V ? g->C - cb * K_CD_V : K_CD_V;
+    const float *vp = vt + (cb * 16 + ab) * T * K_CD_V;
+    const float *wp = wu + (cb * 16 + ab) * K_CD_V * K_CD_V;
+    for (int64_t c = 0; c < cn; c++) {
+      VEC w0 = KCD(ld)(wp + c * K_CD_V), w1 = NF > 1 ? KCD(ld)(wp + wfs + c * K_CD_V) : w0;
+      const float *xc = vp + c;
+#pragma GCC unroll 32
+      for (int t = 0; t < T; t++) {
+        VEC xv = KCD(bc)(xc[t * K_CD_V]);
+        a0[t] += xv * w0;
+        if (NF > 1) a1[t] += xv * w1;
+      }
+    }
+  }
+  float *mo = m + ab * T * NF * K_CD_V;
+#pragma GCC unroll 32
+  for (int t = 0; t < T; t++) {
+    KCD(st)(mo + t * NF * K_CD_V, a0[t]);
+    if (NF > 1) KCD(st)(mo + (t * NF + 1) * K_CD_V, a1[t]);
+  }
+}
+
+/* Output tile t0 + t, vector j: A^T m A + bias, A^T = [1 1 1 0; 0 1 -1 -1], stored through
+ * st at the tile's four positions. */
+KCD_INLINE void KCD(wino_out)(const k_cd_geom *g, const float *m, VEC bias, float *y, const k_cd_store *st,
+                              int64_t t0, int t, int j, int T, int NF) {
+  int64_t tw = g->OW / 2, i = t0 + t, ycs = g->OH * g->OW * K_CD_V;
+  VEC s[2][4];
+  const float *mt = m + (t * NF + j) * K_CD_V;
+  int64_t abs = T * NF * K_CD_V;
+#pragma GCC unroll 4
+  for (int b = 0; b < 4; b++) {
+    VEC q0 = KCD(ld)(mt + b * abs), q1 = KCD(ld)(mt + (4 + b) * abs);
+    VEC q2 = KCD(ld)(mt + (8 + b) * abs), q3 = KCD(ld)(mt + (12 + b) * abs);
+    s[0][b] = q0 + q1 + q2;
+    s[1][b] = q1 - q2 - q3;
+  }
+  int64_t at = j * ycs + (2 * (i / tw) * g->OW + 2 * (i % tw)) * K_CD_V;
+#pragma GCC unroll 2
+  for (int a = 0; a < 2; a++) {
+    VEC o[2] = {s[a][0] + s[a][1] + s[a][2] + bias, s[a][1] - s[a][2] - s[a][3] + bias};
+#pragma GCC unroll 2
+    for (int b = 0; b < 2; b++) {
+      int64_t off = at + (a * g->OW + b) * K_CD_V;
+      VEC v = st ? KCD(store_tail)(o[b], st->res ? st->res + off : NULL, st->swap, st->relu) : o[b];
+      KCD(st)(y + off, v);
+    }
+  }
+}
+
+KCD_INLINE void KCD(wino_group)(const k_cd_geom *g, const float *xn, const float *wu, VEC b0, VEC b1,
+                                float *y, const k_cd_store *st, int64_t t0, int T, int NF) {
+  float vt[K_CD_WINO_VT] __attribute__((aligned(64)));
+  float m[16 * KCD_WINO_TMAX * K_CD_V] __attribute__((aligned(64)));
+  KCD(wino_in)(g, xn, vt, t0, T);
+  for (int ab = 0; ab < 16; ab++) KCD(wino_mul)(g, vt, wu, m, ab, T, NF);
+  for (int t = 0; t < T; t++) {
+    KCD(wino_out)(g, m, b0, y, st, t0, t, 0, T, NF);
+    if (NF > 1) KCD(wino_out)(g, m, b1, y, st, t0, t, 1, T, NF);
+  }
+}
+
+/* The tiles in groups of near-equal size, each size a compile-time constant, no more than
+ * the register tiling allows nor vt holds. */
+#define KCD_WINO_CASE(T) case T: KCD(wino_group)(g, xn, wu, b0, b1, y, st, t0, T, NF); break;
+KCD_INLINE void KCD(wino_tiles)(const k_cd_geom *g, const float *xn, const float *wu, VEC b0, VEC b1,
+                                float *y, const k_cd_store *st, int NF) {
+  int64_t tmax = NF > 1 ? K_CD_FT : K_CD_F1, fit = K_CD_WINO_VT / (g->Cb * 16 * K_CD_V);
+  if (tmax > fit) tmax = fit > 0 ? fit : 1;   /* k_cd_wino keeps fit >= 4 */
+  int64_t ntiles = g->OH / 2 * (g->OW / 2), groups = (ntiles + tmax - 1) / tmax;
+  for (int64_t i = 0, t0 = 0; i < groups; i++) {
+    int64_t T = (ntiles - t0) / (groups - i);
+    if (NF > 1) switch (T) { K_CD_CASES_FT(KCD_WINO_CASE) }
+    else switch (T) { K_CD_CASES_F1(KCD_WINO_CASE) }
+    t0 += T;
+  }
+}
+
+/* fwd_block's contract on the Winograd path (k_cd_wino in k_conv_direct.c says when it runs):
+ * wf is the transformed weights. */
+static void KCD(fwd_wino_block)(const k_cd_geom *g, const float *xb, const float *wf, const float *bias,
+                                float *yb, int64_t n, int64_t fb, int nf, const k_cd_store *st) {
+  VEC b0 = {0}, b1 = {0};
+  if (bias) {
+    b0 = KCD(ld_part)(bias + fb * K_CD_V, g->F - fb * K_CD_V);
+    if (nf > 1) b1 = KCD(ld_part)(bias + (fb + 1) * K_CD_V, g->F - (fb + 1) * K_CD_V);
+  }
+  const float *xn = xb + n * g->Cb * g->Hp * g->Wp * K_CD_V;
+  const float *wu = wf + fb * g->Cb * 16 * K_CD_V * K_CD_V;
+  float *y = yb + (n * g->Fb + fb) * g->OH * g->OW * K_CD_V;
+  if (nf > 1) KCD(wino_tiles)(g, xn, wu, b0, b1, y, st, 2);
+  else KCD(wino_tiles)(g, xn, wu, b0, b1, y, st, 1);
+}
+
 /* ---- backward: data gradient ------------------------------------------------------------ */
 
 /* Scatters output positions [ow0, ow0+T) of row oh into the padded input gradient of input
@@ -384,13 +529,16 @@ static void KCD(bwd_weight_block)(const k_cd_geom *g, const float *xb, const flo
 
 /* The width's entry in the dispatch table. */
 static const k_cd_isa KCD(isa) = {K_CD_NAME, K_CD_V, KCD(pack_rows), KCD(unpack_rows),
-                                  KCD(fwd_block), KCD(bwd_data_block), KCD(bwd_weight_block)};
+                                  KCD(fwd_block), KCD(fwd_wino_block), KCD(bwd_data_block),
+                                  KCD(bwd_weight_block)};
 
 #undef VEC
 #undef KCD_ROUNDS
 #undef KCD_LO
 #undef KCD_HI
 #undef KCD_FWD_CASE
+#undef KCD_WINO_CASE
+#undef KCD_WINO_TMAX
 #undef KCD_BWD_CASE
 #undef KCD_BWW_CASE1
 #undef KCD_BWW_CASE2

@@ -578,6 +578,10 @@ def conv_cases(R):
             ((1, 9, 10, 15), 18, (3, 2), (3, 3), (2, 1), (1, 1), 1, False),
             ((2, 8, 12, 15), 9, (3, 3), (2, 2), (1, 3), (2, 3), 1, False),
             ((2, 10, 33), 12, (3,), (1,), (1,), (1,), 1, False),
+            # Winograd F(2x2, 3x3) (3x3 stride 1, even output, 16 to 128 input channels): part-
+            # filled blocks unpadded, and the ResNet's last stage at batch 1
+            ((2, 40, 10, 8), 36, (3, 3), (1, 1), (0, 0), (1, 1), 1, False),
+            ((1, 64, 8, 8), 64, (3, 3), (1, 1), (1, 1), (1, 1), 1, True),
             # depthwise (groups = channels, k_conv_dw.c): multiplier 1 and 2, stride 2,
             # dilation, padding, a 7x7 plane, 1-D
             ((2, 6, 9, 9), 6, (3, 3), (1, 1), (1, 1), (1, 1), 6, False),
