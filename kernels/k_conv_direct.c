@@ -50,7 +50,14 @@ typedef struct {
   int64_t V, Cb, Fb;      /* vector width; input and output channel blocks */
   int64_t Hp, Wp;         /* the input's padded height and width */
   int64_t rstep;          /* input rows per blocked row: 1, or sh for k_cd_skip_rows */
+  int64_t vph, vpw;       /* padding the block function supplies itself (only Winograd does):
+                             0, or ph and pw when it reads a blocked input unpadded in place */
 } k_cd_geom;
+
+/* Positions per channel block of the blocked input as xb holds it: the padded plane, less
+ * the padding a Winograd block supplies itself. */
+static inline int64_t k_cd_xrows(const k_cd_geom *g) { return g->Hp - 2 * g->vph; }
+static inline int64_t k_cd_xcols(const k_cd_geom *g) { return g->Wp - 2 * g->vpw; }
 
 /* How a forward block stores its output vectors: the common tail of a blocked epilogue
  * (k_epi_store) taken into the store, so no pass over the block follows. y = acc, plus res
@@ -240,6 +247,7 @@ static k_cd_geom k_cd_geometry(const k_shape *x, const k_shape *w, const k_conv_
   g.Cb = (g.C + V - 1) / V; g.Fb = (g.F + V - 1) / V;
   g.Hp = g.H + 2 * g.ph; g.Wp = g.W + 2 * g.pw;
   g.rstep = 1;
+  g.vph = g.vpw = 0;
   int64_t vm = K_CD_VMAX, per = ((g.C + vm - 1) / vm * g.Hp * g.Wp + (g.F + vm - 1) / vm * g.OH * g.OW) * vm;
   g.S = per > 0 ? K_CD_CHUNK_FLOATS / per : g.N;
   if (g.S > 2) g.S &= ~(int64_t)1;   /* even: a chunk's sample tasks split evenly over 2 threads */
@@ -688,10 +696,13 @@ int k_conv_direct_forward(const k_call *c) {
   if (k_cd_blocked(p) && k_cd_check_blocked(c)) return 1;
   const k_cd_isa *isa = k_cd_blocked(p) ? k_cd_pick_width(k_cd_block_width(p)) : k_cd_pick();
   k_cd_geom g = k_cd_geometry(&c->in[0].shape, &c->in[1].shape, p, isa->V);
-  int direct_in = p->in_block && g.ph == 0 && g.pw == 0;
+  int wino = k_cd_wino(&g);
+  /* A blocked input is read in place when unpadded, or padded by the Winograd block itself */
+  int direct_in = p->in_block && ((g.ph == 0 && g.pw == 0) || wino);
+  if (direct_in && wino) g.vph = g.ph, g.vpw = g.pw;
   if (!direct_in) k_cd_skip_rows(&g);
   k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), c->in[0].data, 0, 0, p->in_block, p->out_block,
-                 p->epi_block, NULL, k_cd_wino(&g), 0, {-1, 0, 0}};
+                 p->epi_block, NULL, wino, 0, {-1, 0, 0}};
   float *xb = t.b.xb, *yb = t.b.yb;
   k_call folded;       /* the call with the folded step taken off its epilogue */
   k_epilogue tail;
@@ -705,7 +716,7 @@ int k_conv_direct_forward(const k_call *c) {
   t.store_tail = p->epi_block && t.c->epi && k_epi_store_of(t.c->epi, &t.store);
   for (t.n0 = 0; t.n0 < g.N; t.n0 += g.S) {
     t.ns = g.N - t.n0 < g.S ? g.N - t.n0 : g.S;
-    t.b.xb = direct_in ? (float *)t.src + t.n0 * g.Cb * g.Hp * g.Wp * g.V : xb;
+    t.b.xb = direct_in ? (float *)t.src + t.n0 * g.Cb * k_cd_xrows(&g) * k_cd_xcols(&g) * g.V : xb;
     t.b.yb = p->out_block ? (float *)c->out[0].data + t.n0 * g.Fb * g.OH * g.OW * g.V : yb;
     if (!direct_in)
       k_parallel_for(t.ns * g.Cb, k_cd_pack_grain(g.Hp * g.Wp * g.V), p->in_block ? k_cd_task_pack_xb : k_cd_task_pack_x, &t);

@@ -254,20 +254,40 @@ static void KCD(fwd_block)(const k_cd_geom *g, const float *xb, const float *wf,
  * and 1/2 and add no rounding beyond the adds themselves. */
 #define KCD_WINO_TMAX (K_CD_F1 > 2 * K_CD_FT ? K_CD_F1 : 2 * K_CD_FT)
 
+/* The 4x4 input patch at row y0, column x0 of one block (rows xrs floats apart) of an input
+ * XH x XW, zero outside it: the padding the block supplies itself when it reads a blocked
+ * input in place (g->vph, g->vpw). */
+KCD_INLINE void KCD(wino_patch)(const float *xc, int64_t xrs, int64_t XH, int64_t XW, int64_t y0, int64_t x0,
+                                VEC d[4][4]) {
+  if (y0 >= 0 && x0 >= 0 && y0 + 4 <= XH && x0 + 4 <= XW) {
+    const float *p = xc + y0 * xrs + x0 * K_CD_V;
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; j++) d[r][j] = KCD(ld)(p + r * xrs + j * K_CD_V);
+    return;
+  }
+  for (int r = 0; r < 4; r++)
+    for (int j = 0; j < 4; j++) {
+      int64_t y = y0 + r, x = x0 + j;
+      d[r][j] = y >= 0 && y < XH && x >= 0 && x < XW ? KCD(ld)(xc + y * xrs + x * K_CD_V) : (VEC){0};
+    }
+}
+
 /* vt for tiles [t0, t0 + T) of every input block of sample xn: B^T d B, rows then columns,
  * with B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]. Lanes past C carry whatever the input
  * holds there; the product never sums them. */
 KCD_INLINE void KCD(wino_in)(const k_cd_geom *g, const float *xn, float *vt, int64_t t0, int T) {
-  int64_t tw = g->OW / 2, xcs = g->Hp * g->Wp * K_CD_V, xrs = g->Wp * K_CD_V;
+  int64_t tw = g->OW / 2, XH = k_cd_xrows(g), XW = k_cd_xcols(g);
+  int64_t xcs = XH * XW * K_CD_V, xrs = XW * K_CD_V;
   for (int64_t cb = 0; cb < g->Cb; cb++)
     for (int t = 0; t < T; t++) {
       int64_t i = t0 + t;
-      const float *d = xn + cb * xcs + 2 * (i / tw) * xrs + 2 * (i % tw) * K_CD_V;
-      VEC r[4][4];
+      VEC d[4][4], r[4][4];
+      KCD(wino_patch)(xn + cb * xcs, xrs, XH, XW, 2 * (i / tw) - g->vph, 2 * (i % tw) - g->vpw, d);
 #pragma GCC unroll 4
       for (int j = 0; j < 4; j++) {
-        VEC d0 = KCD(ld)(d + j * K_CD_V), d1 = KCD(ld)(d + xrs + j * K_CD_V);
-        VEC d2 = KCD(ld)(d + 2 * xrs + j * K_CD_V), d3 = KCD(ld)(d + 3 * xrs + j * K_CD_V);
+        VEC d0 = d[0][j], d1 = d[1][j], d2 = d[2][j], d3 = d[3][j];
         r[0][j] = d0 - d2; r[1][j] = d1 + d2; r[2][j] = d2 - d1; r[3][j] = d1 - d3;
       }
       float *o = vt + cb * 16 * T * K_CD_V + t * K_CD_V;
@@ -377,7 +397,7 @@ static void KCD(fwd_wino_block)(const k_cd_geom *g, const float *xb, const float
     b0 = KCD(ld_part)(bias + fb * K_CD_V, g->F - fb * K_CD_V);
     if (nf > 1) b1 = KCD(ld_part)(bias + (fb + 1) * K_CD_V, g->F - (fb + 1) * K_CD_V);
   }
-  const float *xn = xb + n * g->Cb * g->Hp * g->Wp * K_CD_V;
+  const float *xn = xb + n * g->Cb * k_cd_xrows(g) * k_cd_xcols(g) * K_CD_V;
   const float *wu = wf + fb * g->Cb * 16 * K_CD_V * K_CD_V;
   float *y = yb + (n * g->Fb + fb) * g->OH * g->OW * K_CD_V;
   if (nf > 1) KCD(wino_tiles)(g, xn, wu, b0, b1, y, st, 2);
