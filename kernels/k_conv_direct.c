@@ -278,14 +278,37 @@ static int k_cd_wino_shape(const k_cd_geom *g) {
          g->Cb * 16 * g->V * 4 <= K_CD_WINO_VT;
 }
 
-/* Whether this forward runs Winograd: the shape suits it, unless KILN_WINOGRAD=0 asks for the
- * direct loop (tests compare the two; benchmarks time both). */
-static int k_cd_wino(const k_cd_geom *g) {
+/* Whether Winograd may run: not when KILN_WINOGRAD=0 asks for the direct loop (tests compare
+ * the two; benchmarks time both). */
+static int k_cd_wino_allowed(void) {
   const char *env = getenv("KILN_WINOGRAD");
-  return k_cd_wino_shape(g) && !(env && !strcmp(env, "0"));
+  return !(env && !strcmp(env, "0"));
 }
 
-/* Transformed taps per (output block, input block) of the packed forward weights. */
+/* Whether this forward runs Winograd. */
+static int k_cd_wino(const k_cd_geom *g) { return k_cd_wino_shape(g) && k_cd_wino_allowed(); }
+
+/* The data gradient of a 3x3 stride-1 convolution as a forward convolution: dx is dy,
+ * zero-padded by 2 - ph and 2 - pw (supplied by the block itself, vph and vpw), correlated
+ * with the weights flipped in both taps and with input and output channels swapped. */
+static k_cd_geom k_cd_data_geometry(const k_cd_geom *g) {
+  k_cd_geom d = *g;
+  d.C = g->F, d.F = g->C, d.Cb = g->Fb, d.Fb = g->Cb;
+  d.H = g->OH, d.W = g->OW, d.OH = g->H, d.OW = g->W;
+  d.ph = 2 - g->ph, d.pw = 2 - g->pw;
+  d.Hp = d.H + 2 * d.ph, d.Wp = d.W + 2 * d.pw;
+  d.vph = d.ph, d.vpw = d.pw;
+  return d;
+}
+
+/* Whether the data gradient suits Winograd, as the forward on k_cd_data_geometry. */
+static int k_cd_wino_data_shape(const k_cd_geom *g) {
+  if (g->kh != 3 || g->kw != 3 || g->ph > 2 || g->pw > 2) return 0;
+  k_cd_geom d = k_cd_data_geometry(g);
+  return k_cd_wino_shape(&d);
+}
+
+/* Transformed taps per (output block, input block) of the packed weights (either direction). */
 static int64_t k_cd_wtaps(const k_cd_geom *g, int wino) { return wino ? 16 : g->kh * g->kw; }
 
 /* ---- workspace ---------------------------------------------------------------------------- */
@@ -302,7 +325,7 @@ typedef struct { float *xb, *yb, *w, *dwb; } k_cd_bufs;
 static int64_t k_cd_round(int64_t floats) { return (floats + 15) / 16 * 16; }
 
 static int64_t k_cd_floats(const k_cd_geom *g, int64_t sizes[4]) {
-  int64_t V = g->V, wsz = g->Fb * g->Cb * k_cd_wtaps(g, k_cd_wino_shape(g)) * V * V;
+  int64_t V = g->V, wsz = g->Fb * g->Cb * k_cd_wtaps(g, k_cd_wino_shape(g) || k_cd_wino_data_shape(g)) * V * V;
   sizes[0] = k_cd_round(g->S * g->Cb * g->Hp * g->Wp * V);
   sizes[1] = k_cd_round(g->S * g->Fb * g->OH * g->OW * V);
   sizes[2] = k_cd_round(wsz);
@@ -430,16 +453,19 @@ static void k_cd_pack_weights(const k_cd_geom *g, const float *W, int for_data, 
 }
 
 /* W [F][C][3][3] (times scale[f] when scale is set, rounded as k_cd_pack_weights_scaled
- * rounds it) -> wu [Fb][Cb][16][V c][V f], each 3x3 kernel k as G k G^T with
- * G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1], in double, rounded once. Zero past F and C. */
-static void k_cd_pack_weights_wino(const k_cd_geom *g, const float *W, const float *scale, float *out) {
+ * rounds it) -> wu [Fb][Cb][16][V c][V f] for the forward pass, or for the data gradient
+ * (k_cd_data_geometry) each kernel flipped into wu [Cb][Fb][16][V f][V c]; each 3x3 kernel k
+ * as G k G^T with G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1], in double, rounded once.
+ * Zero past F and C. */
+static void k_cd_pack_weights_wino(const k_cd_geom *g, const float *W, const float *scale, int for_data,
+                                   float *out) {
   int64_t V = g->V;
   memset(out, 0, (size_t)(g->Fb * g->Cb * 16 * V * V) * sizeof(float));
   for (int64_t f = 0; f < g->F; f++)
     for (int64_t c = 0; c < g->C; c++) {
       double k[3][3], gk[4][3];
       for (int t = 0; t < 9; t++) {
-        float w = W[(f * g->C + c) * 9 + t];
+        float w = W[(f * g->C + c) * 9 + (for_data ? 8 - t : t)];
         k[t / 3][t % 3] = scale ? w * scale[f] : w;
       }
       for (int j = 0; j < 3; j++) {
@@ -448,7 +474,8 @@ static void k_cd_pack_weights_wino(const k_cd_geom *g, const float *W, const flo
         gk[2][j] = (k[0][j] - k[1][j] + k[2][j]) / 2;
         gk[3][j] = k[2][j];
       }
-      float *blk = out + (f / V * g->Cb + c / V) * 16 * V * V + (c % V) * V + f % V;
+      float *blk = for_data ? out + (c / V * g->Fb + f / V) * 16 * V * V + (f % V) * V + c % V
+                            : out + (f / V * g->Cb + c / V) * 16 * V * V + (c % V) * V + f % V;
       for (int i = 0; i < 4; i++) {
         double u[4] = {gk[i][0], (gk[i][0] + gk[i][1] + gk[i][2]) / 2, (gk[i][0] - gk[i][1] + gk[i][2]) / 2,
                        gk[i][2]};
@@ -482,7 +509,8 @@ typedef struct {
   int64_t n0, ns;
   int64_t in_block, out_block, epi_block;   /* forward: the param's compiled layouts (0: NCHW) */
   const float *bias;     /* forward: the bias added to each output channel, or NULL */
-  int wino;              /* forward: Winograd (k_cd_wino), with weights transformed for it */
+  int wino;              /* Winograd (k_cd_wino; backward: the data gradient's), with the weights
+                            transformed for it */
   int store_tail;        /* forward, blocked epilogue: it is all a k_epi_store, run in the store */
   k_epi_store store;
 } k_cd_ctx;
@@ -573,6 +601,14 @@ static void k_cd_task_dx(void *p, int64_t lo, int64_t hi) {
   for (int64_t i = lo; i < hi; i++) {
     int64_t n = i / pairs, cb = i % pairs * 2;
     int nc = cb + 1 < g->Cb ? 2 : 1;
+    if (t->wino) {   /* a forward on the data geometry, into an unpadded [S][Cb][H][W][V] in xb */
+      k_cd_geom d = k_cd_data_geometry(g);
+      t->isa->fwd_wino_block(&d, t->b.yb, t->b.w, NULL, t->b.xb, n, cb, nc, NULL);
+      for (int64_t j = cb; j < cb + nc; j++)
+        k_cd_unpack_block(t->isa, t->b.xb + (n * g->Cb + j) * g->H * g->W * g->V, g->C, g->H, g->W, 0, 0, j,
+                          t->c->req[0], (float *)t->c->out[0].data + (t->n0 + n) * g->C * g->H * g->W);
+      continue;
+    }
     t->isa->bwd_data_block(g, t->b.yb, t->b.w, t->b.xb, n, cb, nc);
     for (int64_t j = cb; j < cb + nc; j++)
       k_cd_unpack_block(t->isa, t->b.xb + (n * g->Cb + j) * g->Hp * g->Wp * g->V, g->C, g->H, g->W,
@@ -610,7 +646,7 @@ static const k_epi_step *k_cd_fold_step(const k_call *c, const k_cd_geom *g) {
 static void k_cd_pack_forward(const k_call *c, const k_cd_geom *g, const k_epi_step *s, int wino, float *w,
                               float *fb) {
   const k_conv_param *p = c->param;
-  if (!s) return wino ? k_cd_pack_weights_wino(g, c->in[1].data, NULL, w) : k_cd_pack_weights(g, c->in[1].data, 0, w);
+  if (!s) return wino ? k_cd_pack_weights_wino(g, c->in[1].data, NULL, 0, w) : k_cd_pack_weights(g, c->in[1].data, 0, w);
   const float *gamma = c->in[s->slot].data, *beta = c->in[s->slot + 1].data;
   const float *mean = c->in[s->slot + 2].data, *var = c->in[s->slot + 3].data;
   const float *bias = p->no_bias ? NULL : c->in[2].data;
@@ -620,7 +656,7 @@ static void k_cd_pack_forward(const k_call *c, const k_cd_geom *g, const k_epi_s
     k_batch_norm_predict_coeffs(gamma[f], beta[f], mean[f], var[f], s->eps, &invstd, &a[f], &b);
     fb[f] = bias ? bias[f] * a[f] + b : b;
   }
-  if (wino) k_cd_pack_weights_wino(g, c->in[1].data, a, w);
+  if (wino) k_cd_pack_weights_wino(g, c->in[1].data, a, 0, w);
   else k_cd_pack_weights_scaled(g, c->in[1].data, a, 0, w);
 }
 
@@ -745,8 +781,12 @@ int k_conv_direct_backward(const k_call *c) {
   const k_conv_param *p = c->param;
   const k_cd_isa *isa = k_cd_pick();
   k_cd_geom g = k_cd_geometry(&c->in[1].shape, &c->in[2].shape, p, isa->V);
-  k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), NULL, 0, 0, 0, 0, 0, NULL, 0, 0, {-1, 0, 0}};
-  if (c->req[0] != kNullOp) k_cd_pack_weights(&g, c->in[2].data, 1, t.b.w);
+  int wino = k_cd_wino_data_shape(&g) && k_cd_wino_allowed();
+  k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), NULL, 0, 0, 0, 0, 0, NULL, wino, 0, {-1, 0, 0}};
+  if (c->req[0] != kNullOp) {
+    if (wino) k_cd_pack_weights_wino(&g, c->in[2].data, NULL, 1, t.b.w);
+    else k_cd_pack_weights(&g, c->in[2].data, 1, t.b.w);
+  }
   if (c->req[0] != kNullOp || c->req[1] != kNullOp)
     for (t.n0 = 0; t.n0 < g.N; t.n0 += g.S) {
       t.ns = g.N - t.n0 < g.S ? g.N - t.n0 : g.S;

@@ -479,6 +479,31 @@ static int cd_differs(const cd_spec *s, cd_data *d, const char *mode, const floa
   return memcmp(a, b, (size_t)ny * sizeof(float)) != 0;
 }
 
+/* The data gradient alone (KILN_WINOGRAD=0 when off), into dx. */
+static void cd_data_grad(const cd_spec *s, cd_data *d, const char *mode, int off, float *dx) {
+  k_conv_param p = cd_param(s);
+  int64_t nx = k_shape_numel(&d->x.shape);
+  float *zx = calloc((size_t)nx, 4), *zw = calloc((size_t)k_shape_numel(&d->w.shape), 4), *zb = calloc((size_t)s->F, 4);
+  float *junk_w = malloc((size_t)k_shape_numel(&d->w.shape) * 4), *junk_b = malloc((size_t)s->F * 4);
+  float *init[3] = {zx, zw, zb}, *grads[3] = {dx, junk_w, junk_b};
+  k_req r[3] = {kWriteTo, kNullOp, kNullOp};
+  if (off) setenv("KILN_WINOGRAD", "0", 1);
+  cd_backward(s, &p, d, mode, r, init, grads);
+  unsetenv("KILN_WINOGRAD");
+  free(zx), free(zw), free(zb), free(junk_w), free(junk_b);
+}
+
+/* sum |dy| |w| per input position: the scale of the data gradient's rounding error. */
+static void cd_abs_data_grad(const cd_spec *s, const cd_data *d, float *out) {
+  cd_data a = cd_make(s);
+  const k_tensor *src[2] = {&d->dy, &d->w}, *dst[2] = {&a.dy, &a.w};
+  for (int k = 0; k < 2; k++)
+    for (int64_t i = 0; i < k_shape_numel(&src[k]->shape); i++)
+      ((float *)dst[k]->data)[i] = fabsf(((const float *)src[k]->data)[i]);
+  cd_data_grad(s, &a, "im2col", 1, out);
+  cd_free(&a);
+}
+
 /* sum |x| |w| + |b| per output: the scale of a convolution's rounding error. */
 static void cd_abs_conv(const cd_spec *s, const cd_data *d, const float *zero, float *out) {
   cd_data a = cd_make(s);
@@ -495,7 +520,8 @@ static void cd_abs_conv(const cd_spec *s, const cd_data *d, const float *zero, f
  * im2col's on every instruction set), KILN_WINOGRAD=0 turns it off, and each output's
  * distance from the direct loop's stays within 4 ulp of its sum of |x| |w| (measured: at
  * most 1.6 on these shapes and instruction sets; the direct loop's own error is of that
- * order, since both sum up to 1152 products). */
+ * order, since both sum up to 1152 products). The same for the data gradient, which runs
+ * as a Winograd forward on dy. */
 static void cd_winograd(void) {
   static const cd_spec no[] = {
       {"stride 2", 1, 1, 16, 8, 8, 16, 3, 3, 2, 2, 1, 1, 1, 1, 0},
@@ -518,6 +544,19 @@ static void cd_winograd(void) {
       for (int64_t e = 0; e < ny; e++) worst = fmax(worst, fabs((double)a[e] - b[e]) / (FLT_EPSILON * mag[e]));
       KT_CHECK(worst <= 4, "%s %s: Winograd off by %.2f ulp of sum |x| |w|", s->name, modes[m], worst);
       free(zero), free(a), free(b), free(mag);
+      /* the data gradient, a forward on dy with the flipped weights: on every one of these
+         shapes but the 3-filter one (16 to 128 filters, even input) */
+      int64_t nx = k_shape_numel(&d.x.shape);
+      float *ga = malloc((size_t)nx * 4), *gb = malloc((size_t)nx * 4), *gmag = malloc((size_t)nx * 4);
+      cd_data_grad(s, &d, modes[m], 1, ga);
+      cd_data_grad(s, &d, modes[m], 0, gb);
+      int ran = memcmp(ga, gb, (size_t)nx * 4) != 0;
+      KT_CHECK(ran == (s->F >= 16), "%s %s: Winograd data gradient %s", s->name, modes[m], ran ? "ran" : "did not run");
+      cd_abs_data_grad(s, &d, gmag);
+      worst = 0;
+      for (int64_t e = 0; e < nx; e++) worst = fmax(worst, fabs((double)ga[e] - gb[e]) / (FLT_EPSILON * gmag[e]));
+      KT_CHECK(worst <= 4, "%s %s: Winograd data gradient off by %.2f ulp of sum |dy| |w|", s->name, modes[m], worst);
+      free(ga), free(gb), free(gmag);
       cd_free(&d);
     }
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
