@@ -5,6 +5,7 @@
  * and is split over channels with k_parallel_for; layer_norm keeps a row in float partial
  * sums (a row is short and in cache) and is split over rows. Every sum has one fixed order. */
 #include "kernels.h"
+#include "k_vec.h"
 
 #include <math.h>
 #include <string.h>
@@ -25,8 +26,14 @@ static float *k_grad_acc(const k_call *c, int k, int64_t n) {
 
 /* Channels are split over threads; each channel's statistics are summed by one chunk, in a
  * fixed order, so the bits do not depend on the thread count. Sums run in K_BN_LANES double
- * lanes (which vectorise; the compiler may not reorder a single sum) folded in lane order. */
+ * lanes (which vectorise; the compiler may not reorder a single sum) folded in lane order.
+ * A chunk holds up to K_BN_RANGE channels and walks them in memory order (for each outer
+ * index, its channels' rows one after another), not channel by channel: a channel's rows are
+ * C * inner floats apart, and read that way (64 rows 64 KiB apart in the ResNet's first
+ * stage) they conflict in the cache's sets, so the second pass over a channel found nothing
+ * of the first in cache. Each channel still sums its own elements in the same order. */
 #define K_BN_LANES 8
+#define K_BN_RANGE 64
 
 /* data viewed as [outer, C, inner] around the channel axis. */
 typedef struct {
@@ -41,37 +48,42 @@ static k_bn_job k_bn_dims(const k_call *c, const k_shape *s, int axis) {
   return j;
 }
 
+/* One channel's two sums, in lanes. */
+typedef struct {
+  double s[K_BN_LANES], q[K_BN_LANES];
+} k_bn_acc;
+
 static double k_bn_fold(const double *lane) {
   double t = 0;
   for (int l = 0; l < K_BN_LANES; l++) t += lane[l];
   return t;
 }
 
-/* Channel ch's sum and sum of squares, in one pass. */
-static void k_bn_sums(const k_bn_job *j, const float *x, int64_t ch, double *sum, double *sumsq) {
-  double s[K_BN_LANES] = {0}, q[K_BN_LANES] = {0};
-  int64_t n = j->inner, body = n - n % K_BN_LANES;
-  for (int64_t o = 0; o < j->outer; o++) {
-    const float *r = x + (o * j->C + ch) * n;
-    for (int64_t i = 0; i < body; i += K_BN_LANES)
-      for (int l = 0; l < K_BN_LANES; l++) {
-        double v = r[i + l];
-        s[l] += v;
-        q[l] += v * v;
-      }
-    for (int64_t i = body; i < n; i++) s[i - body] += r[i], q[i - body] += (double)r[i] * r[i];
-  }
-  *sum = k_bn_fold(s);
-  *sumsq = k_bn_fold(q);
+/* Row r (n floats) into a: the sum and the sum of squares. */
+static inline void k_bn_acc_row(k_bn_acc *a, const float *r, int64_t n) {
+  int64_t body = n - n % K_BN_LANES;
+  for (int64_t i = 0; i < body; i += K_BN_LANES)
+    for (int l = 0; l < K_BN_LANES; l++) {
+      double v = r[i + l];
+      a->s[l] += v;
+      a->q[l] += v * v;
+    }
+  for (int64_t i = body; i < n; i++) a->s[i - body] += r[i], a->q[i - body] += (double)r[i] * r[i];
+}
+
+/* Channels [lo, hi)'s sums into acc[0, hi - lo), in memory order. */
+static inline void k_bn_sums_range(const k_bn_job *j, const float *x, int64_t lo, int64_t hi, k_bn_acc *acc) {
+  memset(acc, 0, (size_t)(hi - lo) * sizeof *acc);
+  for (int64_t o = 0; o < j->outer; o++)
+    for (int64_t ch = lo; ch < hi; ch++) k_bn_acc_row(&acc[ch - lo], x + (o * j->C + ch) * j->inner, j->inner);
 }
 
 /* Train mode: batch mean and biased variance from one pass (in double, E[x^2] - mean^2 loses
  * nothing that matters at float precision unless |mean| / std exceeds ~1e4), the moving
  * update with the unbiased variance. */
-static void k_bn_train_stats(const k_bn_job *j, int64_t ch, float *mean, float *invstd) {
+static inline void k_bn_train_stats(const k_bn_job *j, int64_t ch, const k_bn_acc *a, float *mean, float *invstd) {
   const k_batch_norm_param *p = j->c->param;
-  double S, Q, M = (double)(j->outer * j->inner);
-  k_bn_sums(j, j->c->in[0].data, ch, &S, &Q);
+  double S = k_bn_fold(a->s), Q = k_bn_fold(a->q), M = (double)(j->outer * j->inner);
   double m = S / M, v = Q / M - m * m;
   if (v < 0) v = 0;
   *mean = (float)m;
@@ -82,44 +94,48 @@ static void k_bn_train_stats(const k_bn_job *j, int64_t ch, float *mean, float *
   if (mv) mv[ch] = (float)(p->momentum * mv[ch] + (1.0 - p->momentum) * unbiased);
 }
 
-/* y = x * a + b over channel ch, honouring req. */
-static void k_bn_apply(const k_bn_job *j, int64_t ch, float a, float b) {
+/* y = x * a[ch - lo] + b[ch - lo] over channels [lo, hi), in memory order, honouring req. */
+static inline void k_bn_apply_range(const k_bn_job *j, int64_t lo, int64_t hi, const float *a, const float *b) {
   const float *x = j->c->in[0].data;
   float *y = j->c->out[0].data;
   int add = j->c->req[0] == kAddTo;
-  for (int64_t o = 0; o < j->outer; o++) {
-    int64_t at = (o * j->C + ch) * j->inner;
-    const float *xr = x + at;
-    float *yr = y + at;
-    if (add)
-      for (int64_t i = 0; i < j->inner; i++) yr[i] += xr[i] * a + b;
-    else
-      for (int64_t i = 0; i < j->inner; i++) yr[i] = xr[i] * a + b;
-  }
+  for (int64_t o = 0; o < j->outer; o++)
+    for (int64_t ch = lo; ch < hi; ch++) {
+      int64_t at = (o * j->C + ch) * j->inner;
+      const float *xr = x + at;
+      float *yr = y + at;
+      float ca = a[ch - lo], cb = b[ch - lo];
+      if (add)
+        for (int64_t i = 0; i < j->inner; i++) yr[i] += xr[i] * ca + cb;
+      else
+        for (int64_t i = 0; i < j->inner; i++) yr[i] = xr[i] * ca + cb;
+    }
 }
 
-static void k_bn_forward_channels(void *ctx, int64_t lo, int64_t hi) {
+K_VEC_TARGETS static void k_bn_forward_channels(void *ctx, int64_t lo, int64_t hi) {
   const k_bn_job *j = ctx;
   const k_call *c = j->c;
   const k_batch_norm_param *p = c->param;
   const float *gamma = c->in[1].data, *beta = c->in[2].data;
   float *smean = k_hidden(c, 1), *sinv = k_hidden(c, 2);
+  k_bn_acc acc[K_BN_RANGE];
+  float a[K_BN_RANGE], b[K_BN_RANGE];
+  if (c->is_train) k_bn_sums_range(j, c->in[0].data, lo, hi, acc);
   for (int64_t ch = lo; ch < hi; ch++) {
-    float mean, invstd, a, b;
+    float mean, invstd, *ca = &a[ch - lo], *cb = &b[ch - lo];
     if (c->is_train) {
-      k_bn_train_stats(j, ch, &mean, &invstd);
-      a = gamma[ch] * invstd;
-      b = beta[ch] - mean * a;
+      k_bn_train_stats(j, ch, &acc[ch - lo], &mean, &invstd);
+      *ca = gamma[ch] * invstd;
+      *cb = beta[ch] - mean * *ca;
     } else {
       mean = ((const float *)c->in[3].data)[ch];
       k_batch_norm_predict_coeffs(gamma[ch], beta[ch], mean, ((const float *)c->in[4].data)[ch], p->eps,
-                                  &invstd, &a, &b);
+                                  &invstd, ca, cb);
     }
     if (smean) smean[ch] = mean;
     if (sinv) sinv[ch] = invstd;
-    if (c->req[0] == kNullOp) continue;
-    k_bn_apply(j, ch, a, b);
   }
+  if (c->req[0] != kNullOp) k_bn_apply_range(j, lo, hi, a, b);
 }
 
 void k_batch_norm_predict_coeffs(float gamma, float beta, float mean, float var, float eps,
@@ -129,10 +145,12 @@ void k_batch_norm_predict_coeffs(float gamma, float beta, float mean, float var,
   *b = beta - mean * *a;
 }
 
-/* Channels per chunk: about 16K elements each. */
+/* Channels per chunk: about 16K elements each, up to K_BN_RANGE; with larger channels, a
+ * quarter of them (whole rows in memory order for each chunk, and chunks for two or more
+ * threads). Which channels share a chunk changes no result. */
 static int64_t k_bn_grain(const k_bn_job *j) {
-  int64_t per = j->outer * j->inner;
-  return per >= 16384 ? 1 : 16384 / (per > 0 ? per : 1);
+  int64_t per = j->outer * j->inner, g = per >= 16384 ? j->C / 4 : 16384 / (per > 0 ? per : 1);
+  return g < 1 ? 1 : g > K_BN_RANGE ? K_BN_RANGE : g;
 }
 
 int k_batch_norm_forward(const k_call *c) {
@@ -150,52 +168,62 @@ typedef struct {
   float *dg, *db;
 } k_bn_back;
 
-/* Channel ch's sum of dY and of dY * (x - mean), in one pass. */
-static void k_bn_grad_sums(const k_bn_back *b, int64_t ch, double *sdy, double *sdyd) {
-  double s[K_BN_LANES] = {0}, q[K_BN_LANES] = {0}, m = b->smean[ch];
-  int64_t n = b->d.inner, body = n - n % K_BN_LANES;
-  for (int64_t o = 0; o < b->d.outer; o++) {
-    int64_t at = (o * b->d.C + ch) * n;
-    const float *x = b->x + at, *dy = b->dy + at;
-    for (int64_t i = 0; i < body; i += K_BN_LANES)
-      for (int l = 0; l < K_BN_LANES; l++) {
-        double g = dy[i + l];
-        s[l] += g;
-        q[l] += g * ((double)x[i + l] - m);
-      }
-    for (int64_t i = body; i < n; i++) s[i - body] += dy[i], q[i - body] += (double)dy[i] * ((double)x[i] - m);
-  }
-  *sdy = k_bn_fold(s);
-  *sdyd = k_bn_fold(q);
+/* Row dy, x (n floats) of a channel with mean m into a: the sum of dY and of dY * (x - m). */
+static inline void k_bn_grad_row(k_bn_acc *a, const float *dy, const float *x, double m, int64_t n) {
+  int64_t body = n - n % K_BN_LANES;
+  for (int64_t i = 0; i < body; i += K_BN_LANES)
+    for (int l = 0; l < K_BN_LANES; l++) {
+      double g = dy[i + l];
+      a->s[l] += g;
+      a->q[l] += g * ((double)x[i + l] - m);
+    }
+  for (int64_t i = body; i < n; i++) a->s[i - body] += dy[i], a->q[i - body] += (double)dy[i] * ((double)x[i] - m);
 }
 
-static void k_bn_grad_x(const k_bn_back *b, int64_t ch, float a, float mdy, float mdyx) {
-  float mean = b->smean[ch], inv = b->sinv[ch];
+/* Channels [lo, hi)'s gradient sums into acc[0, hi - lo), in memory order. */
+static inline void k_bn_grad_sums_range(const k_bn_back *b, int64_t lo, int64_t hi, k_bn_acc *acc) {
+  memset(acc, 0, (size_t)(hi - lo) * sizeof *acc);
+  for (int64_t o = 0; o < b->d.outer; o++)
+    for (int64_t ch = lo; ch < hi; ch++) {
+      int64_t at = (o * b->d.C + ch) * b->d.inner;
+      k_bn_grad_row(&acc[ch - lo], b->dy + at, b->x + at, b->smean[ch], b->d.inner);
+    }
+}
+
+/* dX over channels [lo, hi), in memory order, from each channel's a, mean(dY) and
+ * mean(dY * xhat) (index ch - lo). */
+static inline void k_bn_grad_x_range(const k_bn_back *b, int64_t lo, int64_t hi, const float *a, const float *mdy,
+                              const float *mdyx) {
   int add = b->d.c->req[0] == kAddTo;
   float *dx = b->d.c->out[0].data;
-  for (int64_t o = 0; o < b->d.outer; o++) {
-    int64_t at = (o * b->d.C + ch) * b->d.inner;
-    const float *x = b->x + at, *dy = b->dy + at;
-    float *d = dx + at;
-    for (int64_t i = 0; i < b->d.inner; i++) {
-      float v = a * (dy[i] - mdy - (x[i] - mean) * inv * mdyx);
-      d[i] = add ? d[i] + v : v;
+  for (int64_t o = 0; o < b->d.outer; o++)
+    for (int64_t ch = lo; ch < hi; ch++) {
+      int64_t at = (o * b->d.C + ch) * b->d.inner;
+      const float *x = b->x + at, *dy = b->dy + at;
+      float *d = dx + at;
+      float mean = b->smean[ch], inv = b->sinv[ch], ca = a[ch - lo], cm = mdy[ch - lo], cx = mdyx[ch - lo];
+      for (int64_t i = 0; i < b->d.inner; i++) {
+        float v = ca * (dy[i] - cm - (x[i] - mean) * inv * cx);
+        d[i] = add ? d[i] + v : v;
+      }
     }
-  }
 }
 
-static void k_bn_backward_channels(void *ctx, int64_t lo, int64_t hi) {
+K_VEC_TARGETS static void k_bn_backward_channels(void *ctx, int64_t lo, int64_t hi) {
   const k_bn_back *b = ctx;
   double M = (double)(b->d.outer * b->d.inner);
+  k_bn_acc acc[K_BN_RANGE];
+  float a[K_BN_RANGE], mdy[K_BN_RANGE], mdyx[K_BN_RANGE];
+  k_bn_grad_sums_range(b, lo, hi, acc);
   for (int64_t ch = lo; ch < hi; ch++) {
-    double sdy, sdyd;
-    k_bn_grad_sums(b, ch, &sdy, &sdyd);
-    double sdyx = sdyd * b->sinv[ch];
+    double sdy = k_bn_fold(acc[ch - lo].s), sdyx = k_bn_fold(acc[ch - lo].q) * b->sinv[ch];
     if (b->dg) b->dg[ch] += (float)sdyx;
     if (b->db) b->db[ch] += (float)sdy;
-    if (b->d.c->req[0] == kNullOp) continue;
-    k_bn_grad_x(b, ch, b->gamma[ch] * b->sinv[ch], (float)(sdy / M), (float)(sdyx / M));
+    a[ch - lo] = b->gamma[ch] * b->sinv[ch];
+    mdy[ch - lo] = (float)(sdy / M);
+    mdyx[ch - lo] = (float)(sdyx / M);
   }
+  if (b->d.c->req[0] != kNullOp) k_bn_grad_x_range(b, lo, hi, a, mdy, mdyx);
 }
 
 int k_batch_norm_backward(const k_call *c) {
@@ -215,7 +243,6 @@ int k_batch_norm_backward(const k_call *c) {
  * cancellation), then the normalisation through a stack block. Rows are split with
  * k_parallel_for; dgamma and dbeta are split by columns instead, each summing all rows in
  * order, so no sum depends on the split. */
-#include "k_vec.h"
 
 static inline void k_ln_row_stats(const float *x, int64_t d, float eps, float *mean, float *invstd) {
   float l[K_LANES] = {0}, m = d ? k_vec_sum(x, d) / (float)d : 0.0f;
