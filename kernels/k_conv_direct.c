@@ -93,6 +93,10 @@ typedef struct {
   void (*bwd_weight_block)(const k_cd_geom *g, const float *xb, const float *dyb, float *dwb,
                            int64_t ns, int add, int64_t fb, int nf, int64_t cb, int64_t ki,
                            int64_t kj);
+  /* Winograd (k_cd_wino_weight_shape): row a of the transformed sums dwb [Fb][Cb][16][V c][V f]
+   * of output blocks fb .. fb+nf and input block cb, over samples [0, ns), added when add is set. */
+  void (*bwd_weight_wino_block)(const k_cd_geom *g, const float *xb, const float *dyb, float *dwb,
+                                int64_t ns, int add, int64_t fb, int nf, int64_t cb, int a);
 } k_cd_isa;
 
 #define K_CD_VMAX 16
@@ -308,6 +312,14 @@ static int k_cd_wino_data_shape(const k_cd_geom *g) {
   return k_cd_wino_shape(&d);
 }
 
+/* Whether the weight gradient suits Winograd F(3x3, 2x2) (k_conv_direct_isa.h): 2-D 3x3,
+ * stride and dilation 1, an even output (whole 2x2 tiles of dy). Any channel counts: its
+ * scratch does not grow with them. */
+static int k_cd_wino_weight_shape(const k_cd_geom *g) {
+  return g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 &&
+         g->rstep == 1 && g->H > 1 && g->OH % 2 == 0 && g->OW % 2 == 0;
+}
+
 /* Transformed taps per (output block, input block) of the packed weights (either direction). */
 static int64_t k_cd_wtaps(const k_cd_geom *g, int wino) { return wino ? 16 : g->kh * g->kw; }
 
@@ -325,7 +337,8 @@ typedef struct { float *xb, *yb, *w, *dwb; } k_cd_bufs;
 static int64_t k_cd_round(int64_t floats) { return (floats + 15) / 16 * 16; }
 
 static int64_t k_cd_floats(const k_cd_geom *g, int64_t sizes[4]) {
-  int64_t V = g->V, wsz = g->Fb * g->Cb * k_cd_wtaps(g, k_cd_wino_shape(g) || k_cd_wino_data_shape(g)) * V * V;
+  int wino = k_cd_wino_shape(g) || k_cd_wino_data_shape(g) || k_cd_wino_weight_shape(g);
+  int64_t V = g->V, wsz = g->Fb * g->Cb * k_cd_wtaps(g, wino) * V * V;
   sizes[0] = k_cd_round(g->S * g->Cb * g->Hp * g->Wp * V);
   sizes[1] = k_cd_round(g->S * g->Fb * g->OH * g->OW * V);
   sizes[2] = k_cd_round(wsz);
@@ -484,6 +497,31 @@ static void k_cd_pack_weights_wino(const k_cd_geom *g, const float *W, const flo
     }
 }
 
+/* The weight gradient's transformed sums m = dwb [Fb][Cb][16][V c][V f] -> dW [F][C][3][3]
+ * = G^T m G (G as k_cd_pack_weights_wino's), in double, rounded once; honouring req. */
+static void k_cd_unpack_weights_wino(const k_cd_geom *g, const float *dwb, k_req req, float *dW) {
+  static const double gt[3][4] = {{1, 0.5, 0.5, 0}, {0, 0.5, -0.5, 0}, {0, 0.5, 0.5, 1}};
+  int64_t V = g->V;
+  for (int64_t f = 0; f < g->F; f++)
+    for (int64_t c = 0; c < g->C; c++) {
+      const float *m = dwb + (f / V * g->Cb + c / V) * 16 * V * V + (c % V) * V + f % V;
+      double mg[4][3];   /* m G */
+      for (int a = 0; a < 4; a++)
+        for (int k = 0; k < 3; k++) {
+          double v = 0;
+          for (int b = 0; b < 4; b++) v += m[(a * 4 + b) * V * V] * gt[k][b];
+          mg[a][k] = v;
+        }
+      float *d = dW + (f * g->C + c) * 9;
+      for (int i = 0; i < 3; i++)
+        for (int k = 0; k < 3; k++) {
+          double v = 0;
+          for (int a = 0; a < 4; a++) v += gt[i][a] * mg[a][k];
+          d[i * 3 + k] = req == kAddTo ? d[i * 3 + k] + (float)v : (float)v;
+        }
+    }
+}
+
 /* dwb [Fb][Cb][kh][kw][V c][V f] -> dW [F][C][kh][kw], honouring req. */
 static void k_cd_unpack_weights(const k_cd_geom *g, const float *dwb, k_req req, float *dW) {
   int64_t V = g->V, taps = g->kh * g->kw;
@@ -511,6 +549,7 @@ typedef struct {
   const float *bias;     /* forward: the bias added to each output channel, or NULL */
   int wino;              /* Winograd (k_cd_wino; backward: the data gradient's), with the weights
                             transformed for it */
+  int wino_w;            /* backward: the weight gradient by Winograd (k_cd_wino_weight_shape) */
   int store_tail;        /* forward, blocked epilogue: it is all a k_epi_store, run in the store */
   k_epi_store store;
 } k_cd_ctx;
@@ -584,7 +623,12 @@ static void k_cd_task_fwd(void *p, int64_t lo, int64_t hi) {
 static void k_cd_task_dw(void *p, int64_t lo, int64_t hi) {
   k_cd_ctx *t = p;
   const k_cd_geom *g = t->g;
-  for (int64_t i = lo; i < hi; i++) {
+  for (int64_t i = lo; i < hi && t->wino_w; i++) {   /* i = (pair of output blocks, cb, row a) */
+    int64_t a = i % 4, cb = i / 4 % g->Cb, fb = i / (4 * g->Cb) * 2;
+    t->isa->bwd_weight_wino_block(g, t->b.xb, t->b.yb, t->b.dwb, t->ns, t->n0 > 0, fb, fb + 1 < g->Fb ? 2 : 1,
+                                  cb, (int)a);
+  }
+  for (int64_t i = lo; i < hi && !t->wino_w; i++) {
     int64_t kj = i % g->kw, ki = i / g->kw % g->kh, cb = i / (g->kw * g->kh) % g->Cb;
     int64_t fb = i / (g->kw * g->kh * g->Cb) * 2;
     int nf = fb + 1 < g->Fb ? 2 : 1;
@@ -738,7 +782,7 @@ int k_conv_direct_forward(const k_call *c) {
   if (direct_in && wino) g.vph = g.ph, g.vpw = g.pw;
   if (!direct_in) k_cd_skip_rows(&g);
   k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), c->in[0].data, 0, 0, p->in_block, p->out_block,
-                 p->epi_block, NULL, wino, 0, {-1, 0, 0}};
+                 p->epi_block, NULL, wino, 0, 0, {-1, 0, 0}};
   float *xb = t.b.xb, *yb = t.b.yb;
   k_call folded;       /* the call with the folded step taken off its epilogue */
   k_epilogue tail;
@@ -771,7 +815,7 @@ static void k_cd_backward_chunk(k_cd_ctx *t) {
   if (c->req[1] != kNullOp) {
     t->src = c->in[1].data;
     k_parallel_for(t->ns * g->Cb, k_cd_pack_grain(g->Hp * g->Wp * g->V), k_cd_task_pack_x, t);
-    k_parallel_for((g->Fb + 1) / 2 * g->Cb * g->kh * g->kw, 1, k_cd_task_dw, t);
+    k_parallel_for((g->Fb + 1) / 2 * g->Cb * (t->wino_w ? 4 : g->kh * g->kw), 1, k_cd_task_dw, t);
   }
   if (c->req[0] != kNullOp) k_parallel_for(t->ns * ((g->Cb + 1) / 2), 1, k_cd_task_dx, t);
 }
@@ -782,7 +826,8 @@ int k_conv_direct_backward(const k_call *c) {
   const k_cd_isa *isa = k_cd_pick();
   k_cd_geom g = k_cd_geometry(&c->in[1].shape, &c->in[2].shape, p, isa->V);
   int wino = k_cd_wino_data_shape(&g) && k_cd_wino_allowed();
-  k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), NULL, 0, 0, 0, 0, 0, NULL, wino, 0, {-1, 0, 0}};
+  k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), NULL, 0, 0, 0, 0, 0, NULL, wino, 0, 0, {-1, 0, 0}};
+  t.wino_w = k_cd_wino_weight_shape(&g) && k_cd_wino_allowed();
   if (c->req[0] != kNullOp) {
     if (wino) k_cd_pack_weights_wino(&g, c->in[2].data, NULL, 1, t.b.w);
     else k_cd_pack_weights(&g, c->in[2].data, 1, t.b.w);
@@ -792,7 +837,10 @@ int k_conv_direct_backward(const k_call *c) {
       t.ns = g.N - t.n0 < g.S ? g.N - t.n0 : g.S;
       k_cd_backward_chunk(&t);
     }
-  if (c->req[1] != kNullOp) k_cd_unpack_weights(&g, t.b.dwb, c->req[1], c->out[1].data);
+  if (c->req[1] != kNullOp) {
+    if (t.wino_w) k_cd_unpack_weights_wino(&g, t.b.dwb, c->req[1], c->out[1].data);
+    else k_cd_unpack_weights(&g, t.b.dwb, c->req[1], c->out[1].data);
+  }
   return 0;
 }
 

@@ -547,10 +547,119 @@ static void KCD(bwd_weight_block)(const k_cd_geom *g, const float *xb, const flo
   }
 }
 
+/* ---- backward: weight gradient, Winograd F(3x3, 2x2) ------------------------------------ */
+
+/* The weight gradient of a 3x3 stride-1 convolution with an even output, as the dual of the
+ * forward's F(2x2, 3x3): with A = [1 0; 1 1; 1 -1; 0 -1] (the forward's A^T transposed),
+ * each 2x2 tile of dy and the 4x4 input patch under it add (A dy A^T) . (B^T x B) to a 4x4
+ * sum m per (output, input) channel, and dW = G^T m G once at the end (k_conv_direct.c,
+ * in double). The sum is over every tile of every sample: a GEMM per transformed tap with
+ * a long reduction, 16 multiply-adds per tile where the direct loop does 36, and its
+ * transforms are adds and sign changes only (the 1/2s of G are all in the final step). A
+ * task owns one row a of the 4x4 taps (ab = 4a + b) for its output blocks and input block:
+ * row a of B^T x takes two rows of the patch and row a of A dy one or two rows of the tile,
+ * so the four tasks of a block share no transform work. m lives in dwb as
+ * [Fb][Cb][16][V c][V f]; the tiles run in groups of KCD_WW_T, m's accumulators loaded and
+ * stored once per group. */
+#define KCD_WW_T 32
+
+/* Row a of B^T d B for the 4x4 patch at xc (rows xrs floats apart): vx[b][t]. */
+KCD_INLINE void KCD(ww_x_row)(const float *xc, int64_t xrs, int a, float *vx, int64_t bstride) {
+  static const int r1[4] = {0, 1, 2, 1}, r2[4] = {2, 2, 1, 3};
+  VEC q[4];
+  const float *p1 = xc + r1[a] * xrs, *p2 = xc + r2[a] * xrs;
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; j++) {
+    VEC u = KCD(ld)(p1 + j * K_CD_V), v = KCD(ld)(p2 + j * K_CD_V);
+    q[j] = a == 1 ? u + v : u - v;
+  }
+  KCD(st)(vx, q[0] - q[2]);
+  KCD(st)(vx + bstride, q[1] + q[2]);
+  KCD(st)(vx + 2 * bstride, q[2] - q[1]);
+  KCD(st)(vx + 3 * bstride, q[1] - q[3]);
+}
+
+/* Row a of A e A^T for the 2x2 tile at e (rows ers floats apart): ud[b][t]. */
+KCD_INLINE void KCD(ww_dy_row)(const float *e, int64_t ers, int a, float *ud, int64_t bstride) {
+  VEC e00 = KCD(ld)(e), e01 = KCD(ld)(e + K_CD_V), e10 = KCD(ld)(e + ers), e11 = KCD(ld)(e + ers + K_CD_V);
+  VEC q0 = a == 0 ? e00 : a == 1 ? e00 + e10 : a == 2 ? e00 - e10 : -e10;
+  VEC q1 = a == 0 ? e01 : a == 1 ? e01 + e11 : a == 2 ? e01 - e11 : -e11;
+  KCD(st)(ud, q0);
+  KCD(st)(ud + bstride, q0 + q1);
+  KCD(st)(ud + 2 * bstride, q0 - q1);
+  KCD(st)(ud + 3 * bstride, -q1);
+}
+
+/* m[c][f] += sum over the group's tiles of vx[t][c] * ud[t][f], input channels c0 .. c0+CN
+ * (CN <= V), NF output vectors. */
+KCD_INLINE void KCD(ww_acc)(float *m0, float *m1, const float *vx, const float *ud, int64_t T, int64_t c0,
+                            int CN, int NF) {
+  VEC a0[K_CD_V], a1[K_CD_V / 2];
+#pragma GCC unroll 32
+  for (int c = 0; c < CN; c++) {
+    a0[c] = KCD(ld)(m0 + (c0 + c) * K_CD_V);
+    if (NF > 1) a1[c] = KCD(ld)(m1 + (c0 + c) * K_CD_V);
+  }
+  for (int64_t t = 0; t < T; t++) {
+    const float *xv = vx + t * K_CD_V + c0;
+    VEC e0 = KCD(ld)(ud + t * NF * K_CD_V), e1 = NF > 1 ? KCD(ld)(ud + (t * NF + 1) * K_CD_V) : e0;
+#pragma GCC unroll 32
+    for (int c = 0; c < CN; c++) {
+      VEC x = KCD(bc)(xv[c]);
+      a0[c] += x * e0;
+      if (NF > 1) a1[c] += x * e1;
+    }
+  }
+#pragma GCC unroll 32
+  for (int c = 0; c < CN; c++) {
+    KCD(st)(m0 + (c0 + c) * K_CD_V, a0[c]);
+    if (NF > 1) KCD(st)(m1 + (c0 + c) * K_CD_V, a1[c]);
+  }
+}
+
+#define KCD_WW_CASE1(CN) case CN: KCD(ww_acc)(m0, m1, vx + b * KCD_WW_T * K_CD_V, ud + b * KCD_WW_T * nf * K_CD_V, T, 0, CN, 1); break;
+#define KCD_WW_CASE2(CN) case CN: KCD(ww_acc)(m0, m1, vx + b * KCD_WW_T * K_CD_V, ud + b * KCD_WW_T * nf * K_CD_V, T, c0, CN, 2); break;
+/* Row a of m for output blocks fb .. fb+nf (nf = 1 or 2) and input block cb, summed over
+ * the tiles of samples [0, ns) in a fixed order, onto its old value when add is set. Lanes
+ * past C sum whatever the padded input holds there; k_conv_direct.c never unpacks them. */
+static void KCD(bwd_weight_wino_block)(const k_cd_geom *g, const float *xb, const float *dyb, float *dwb,
+                                       int64_t ns, int add, int64_t fb, int nf, int64_t cb, int a) {
+  float vx[4 * KCD_WW_T * K_CD_V] __attribute__((aligned(64)));
+  float ud[4 * KCD_WW_T * 2 * K_CD_V] __attribute__((aligned(64)));
+  int64_t cn = g->C - cb * K_CD_V < K_CD_V ? g->C - cb * K_CD_V : K_CD_V;
+  int64_t mfs = g->Cb * 16 * K_CD_V * K_CD_V, xrs = g->Wp * K_CD_V, yrs = g->OW * K_CD_V;
+  int64_t tw = g->OW / 2, nt = g->OH / 2 * tw, total = ns * nt;
+  float *mrow = dwb + ((fb * g->Cb + cb) * 16 + 4 * a) * K_CD_V * K_CD_V;
+  if (!add)
+    for (int j = 0; j < nf; j++) memset(mrow + j * mfs, 0, 4 * K_CD_V * K_CD_V * sizeof(float));
+  for (int64_t g0 = 0; g0 < total; g0 += KCD_WW_T) {
+    int64_t T = total - g0 < KCD_WW_T ? total - g0 : KCD_WW_T;
+    for (int64_t t = 0; t < T; t++) {
+      int64_t n = (g0 + t) / nt, i = (g0 + t) % nt, ty = i / tw, tx = i % tw;
+      KCD(ww_x_row)(xb + ((n * g->Cb + cb) * g->Hp + 2 * ty) * xrs + 2 * tx * K_CD_V, xrs, a, vx + t * K_CD_V,
+                    KCD_WW_T * K_CD_V);
+      for (int j = 0; j < nf; j++)
+        KCD(ww_dy_row)(dyb + ((n * g->Fb + fb + j) * g->OH + 2 * ty) * yrs + 2 * tx * K_CD_V, yrs, a,
+                       ud + (t * nf + j) * K_CD_V, KCD_WW_T * nf * K_CD_V);
+    }
+    for (int b = 0; b < 4; b++) {
+      float *m0 = mrow + b * K_CD_V * K_CD_V, *m1 = m0 + mfs;
+      if (nf == 1) {
+        switch (cn) { K_CD_CASES_V(KCD_WW_CASE1) }
+        continue;
+      }
+      for (int64_t c0 = 0; c0 < cn; c0 += K_CD_V / 2) {
+        int64_t m = cn - c0 < K_CD_V / 2 ? cn - c0 : K_CD_V / 2;
+        switch (m) { K_CD_CASES_HV(KCD_WW_CASE2) }
+      }
+    }
+  }
+}
+
 /* The width's entry in the dispatch table. */
 static const k_cd_isa KCD(isa) = {K_CD_NAME, K_CD_V, KCD(pack_rows), KCD(unpack_rows),
                                   KCD(fwd_block), KCD(fwd_wino_block), KCD(bwd_data_block),
-                                  KCD(bwd_weight_block)};
+                                  KCD(bwd_weight_block), KCD(bwd_weight_wino_block)};
 
 #undef VEC
 #undef KCD_ROUNDS
@@ -562,6 +671,9 @@ static const k_cd_isa KCD(isa) = {K_CD_NAME, K_CD_V, KCD(pack_rows), KCD(unpack_
 #undef KCD_BWD_CASE
 #undef KCD_BWW_CASE1
 #undef KCD_BWW_CASE2
+#undef KCD_WW_CASE1
+#undef KCD_WW_CASE2
+#undef KCD_WW_T
 /* The parameters too, so the next width defines them afresh. */
 #undef K_CD_V
 #undef K_CD_SFX
