@@ -25,7 +25,14 @@
  * forward pass and the data gradient, and over (pair of output blocks x input block x tap) for
  * the weight gradient, which adds each chunk onto the previous ones: each task owns what it
  * writes and sums in a fixed order, so results do not depend on the thread count. Grouped
- * and depthwise convolutions run k_conv_dw.c's own loops (or im2col). The instruction set is picked
+ * and depthwise convolutions run k_conv_dw.c's own loops (or im2col). A 3x3 stride-1 convolution
+ * with an even output runs Winograd (k_conv_direct_isa.h) in the same frame: the forward pass
+ * (16 to 128 input channels, k_cd_wino) with weights transformed where they are packed, and
+ * reading a padded blocked input in place with the block supplying the zeros; the data
+ * gradient as that forward on dy (k_cd_data_geometry); the weight gradient as F(3x3, 2x2),
+ * its transformed sums left in dwb and turned into dW at the end. Each rounds differently from
+ * the direct loop — within a few ulp of the sum of its terms' magnitudes (test_conv_direct.c
+ * measures it) — and, like it, in an order fixed by the shapes. The instruction set is picked
  * at run time, not from the model's --cpu/--features; a compiled blocked layout fixes only the
  * width (the compiling machine's, k_conv_block_width). */
 #include "kernels.h"

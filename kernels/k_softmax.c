@@ -60,7 +60,8 @@ static inline float k_row_expsum(const float *x, int64_t n, float m, float *y) {
 K_VEC_TARGETS static void k_softmax_row(const float *x, float *y, int64_t n, int is_log, k_req req) {
   float m = k_row_max(x, n), t[K_BLOCK];
   int keep_exp = !is_log && req != kAddTo;     /* y may hold the terms until scaled */
-  float s = k_row_expsum(x, n, m, keep_exp ? y : NULL), inv = 1.0f / s, ls = logf(s);
+  float s = k_row_expsum(x, n, m, keep_exp ? y : NULL), inv = 1.0f / s;
+  float ls = is_log ? logf(s) : 0.0f;   /* a libm call per row that softmax does not need */
   if (keep_exp) {
     for (int64_t j = 0; j < n; j++) y[j] *= inv;
     return;

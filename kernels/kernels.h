@@ -50,7 +50,8 @@ size_t k_logsumexp_temp_bytes(const k_shape *args, const void *param);
 
 /* k_conv.c — convolution (1-D and 2-D, groups, dilation); needs temp space of
  * k_conv_temp_bytes(). Ungrouped shapes where it measured faster run k_conv_direct.c's direct
- * convolution on channel-blocked tensors, depthwise ones and groups of up to 16 channels
+ * convolution on channel-blocked tensors (Winograd for 3x3 stride-1 layers with even outputs;
+ * KILN_WINOGRAD=0 turns it off), depthwise ones and groups of up to 16 channels
  * k_conv_dw.c's direct loops on NCHW planes (KILN_CONV overrides the choice: im2col,
  * grouped-im2col, grouped-direct, direct, direct-avx2, direct-generic); the rest run im2col +
  * GEMM, the batch cut into at most 4 parts (fixed by N, not by the thread count) run in
