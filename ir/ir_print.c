@@ -61,8 +61,15 @@ static void ir_print_tensor_list(const ir_graph *g, const int *ts, int n, FILE *
 }
 
 /* The layout pass's decision on a convolution: "blocked[16]: in x, out y" (or "epilogue
- * operands" when only those are blocked: the result is converted after the epilogue). */
+ * operands" when only those are blocked: the result is converted after the epilogue); on a
+ * pooling, "blocked[16]: in x" and ", out y" when its output is blocked too. */
 static void ir_print_layout(const ir_graph *g, const ir_node *n, bool any, FILE *out) {
+  const k_pool_param *pp = n->op == IR_OP_pooling && n->kind == IR_N_OP ? n->param : NULL;
+  if (pp && pp->in_block) {
+    fprintf(out, "%sblocked[%d]: in %s", any ? "; " : "  # ", pp->in_block, ir_tensor_at(g, n->in[0])->name);
+    if (pp->out_block) fprintf(out, ", out %s", ir_tensor_at(g, n->out[0])->name);
+    return;
+  }
   const k_conv_param *p = n->op == IR_OP_convolution && (n->kind == IR_N_OP || n->epi) ? n->param : NULL;
   if (!p || (!p->in_block && !p->epi_block)) return;
   fprintf(out, "%sblocked[%d]:", any ? "; " : "  # ", p->in_block ? p->in_block : p->epi_block);

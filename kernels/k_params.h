@@ -69,6 +69,11 @@ typedef struct {
   int32_t global_pool;
   int32_t count_include_pad;
   int32_t ceil_mode;
+  /* Forward only, set by passes/pass_layout.c (never an attribute; 0 everywhere else): 0 when
+   * data (in_block) or out[0] (out_block) is NCHW, else the block width V (8 or 16) of its
+   * channel-blocked storage [N][ceil(C / V)][H][W][V], as k_conv_param's. out_block implies
+   * in_block (the same V); a blocked input with an NCHW output is converted as it is written. */
+  int32_t in_block, out_block;
 } k_pool_param;
 
 /* pooling's pad also takes, beyond SPEC section 2, two values per spatial axis: every axis's

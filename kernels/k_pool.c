@@ -13,6 +13,7 @@
 #include "k_vec.h"   /* K_VF16_LOAD */
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 typedef struct {
@@ -235,7 +236,7 @@ static int k_pool_strips(const k_pool_geom *g, int is_max) {
 #endif
 }
 
-typedef struct { const k_call *c; k_pool_geom g; int is_max, strips; } k_pool_job;
+typedef struct { const k_call *c; k_pool_geom g; int is_max, strips; int64_t V; } k_pool_job;
 
 /* Planes per chunk: about 16K input elements each, so small maps do not pay one wake-up each. */
 static int64_t k_pool_grain(const k_pool_geom *g) {
@@ -270,10 +271,114 @@ static void k_pool_forward_planes(void *ctx, int64_t lo, int64_t hi) {
   }
 }
 
+/* ---- channel-blocked forward (k_pool_param.in_block / out_block, passes/pass_layout.c) --------
+ * x [N][Cb][H][W][V] -> y [N][Cb][OH][OW][V], channels in a vector's lanes: each window is a
+ * max or a sum of whole vectors, its taps in scan order under the NCHW path's rules (a NaN or a
+ * strictly greater value is taken, from -inf; the sum from 0 divided by k_pool_div), so every
+ * lane gets the bits the NCHW kernel gives its channel. Lanes past C carry whatever the input
+ * holds there. With an NCHW output (ld > 0) lane l of each result goes to plane l instead,
+ * ld floats apart, for the cn real channels of the block: the pooled value is converted, which
+ * is smaller than the blocked input by the window's stride. */
+#define K_POOL_BLOCKED_PLANE(SFX, VT, IT, VW)                                                      \
+  static void k_pool_blocked_plane_##SFX(const k_pool_geom *g, const float *x, float *y, int64_t ld,   \
+                                         int64_t cn, int is_max) {                                   \
+    for (int64_t oh = 0; oh < g->OH; oh++)                                                           \
+      for (int64_t ow = 0; ow < g->OW; ow++) {                                                       \
+        k_window w = k_pool_window(g, oh, ow);                                                       \
+        VT acc = {0}, a;                                                                             \
+        if (is_max) acc -= INFINITY;                                                                 \
+        for (int64_t h = w.h0; h < w.h1; h++)                                                        \
+          for (int64_t v = w.w0; v < w.w1; v++) {                                                    \
+            memcpy(&a, x + (h * g->W + v) * VW, sizeof a);                                           \
+            if (is_max) {                                                                            \
+              IT take = (a > acc) | (a != a);                                                        \
+              acc = (VT)(((IT)a & take) | ((IT)acc & ~take));                                        \
+            } else {                                                                                 \
+              acc += a;                                                                              \
+            }                                                                                        \
+          }                                                                                          \
+        if (!is_max) acc /= k_pool_div(g, oh, ow);                                                   \
+        if (ld)                                                                                      \
+          for (int64_t l = 0; l < cn; l++) y[l * ld + oh * g->OW + ow] = acc[l];                     \
+        else                                                                                         \
+          memcpy(y + (oh * g->OW + ow) * VW, &acc, sizeof acc);                                      \
+      }                                                                                              \
+  }
+
+typedef float k_pool_f16 __attribute__((vector_size(64)));
+typedef int32_t k_pool_m16 __attribute__((vector_size(64)));
+typedef float k_pool_f8 __attribute__((vector_size(32)));
+typedef int32_t k_pool_m8 __attribute__((vector_size(32)));
+
+/* The portable build: gcc and clang split the vectors into what the target has. The 32- and
+ * 64-byte vectors are passed only to these file-local functions, so the ABI warning (their
+ * passing would change with AVX) concerns no caller outside. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+K_POOL_BLOCKED_PLANE(generic16, k_pool_f16, k_pool_m16, 16)
+K_POOL_BLOCKED_PLANE(generic8, k_pool_f8, k_pool_m8, 8)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define K_POOL_BLOCKED_X86 1
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+K_POOL_BLOCKED_PLANE(avx512, k_pool_f16, k_pool_m16, 16)
+#pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("avx2")
+K_POOL_BLOCKED_PLANE(avx2, k_pool_f8, k_pool_m8, 8)
+#pragma GCC pop_options
+#endif
+#pragma GCC diagnostic pop
+
+typedef void (*k_pool_blocked_fn)(const k_pool_geom *, const float *, float *, int64_t, int64_t, int);
+
+/* The plane function for width V: the CPU's instruction set when it has that width's. */
+static k_pool_blocked_fn k_pool_blocked_pick(int64_t V) {
+#ifdef K_POOL_BLOCKED_X86
+  __builtin_cpu_init();
+  if (V == 16 && __builtin_cpu_supports("avx512f")) return k_pool_blocked_plane_avx512;
+  if (V == 8 && __builtin_cpu_supports("avx2")) return k_pool_blocked_plane_avx2;
+#endif
+  return V == 16 ? k_pool_blocked_plane_generic16 : k_pool_blocked_plane_generic8;
+}
+
+/* Plane pl = (sample, channel block). */
+static void k_pool_blocked_planes(void *ctx, int64_t lo, int64_t hi) {
+  const k_pool_job *j = ctx;
+  const k_pool_geom *g = &j->g;
+  const k_pool_param *p = j->c->param;
+  k_pool_blocked_fn plane = k_pool_blocked_pick(j->V);
+  int64_t C = j->c->in[0].shape.d[1], Cb = (C + j->V - 1) / j->V, ld = p->out_block ? 0 : g->OH * g->OW;
+  for (int64_t pl = lo; pl < hi; pl++) {
+    int64_t n = pl / Cb, cb = pl % Cb, cn = C - cb * j->V < j->V ? C - cb * j->V : j->V;
+    const float *x = (const float *)j->c->in[0].data + pl * g->H * g->W * j->V;
+    float *y = (float *)j->c->out[0].data + (ld ? (n * C + cb * j->V) * ld : pl * g->OH * g->OW * j->V);
+    plane(g, x, y, ld, cn, j->is_max);
+  }
+}
+
+/* A blocked layout this call cannot honour is refused with a message, never guessed at. */
+static int k_pool_blocked_forward(const k_call *c, k_pool_job *j) {
+  const k_pool_param *p = c->param;
+  const char *why = (p->in_block != 8 && p->in_block != 16) || (p->out_block && p->out_block != p->in_block)
+                        ? "block widths must be 8 or 16, and a blocked output needs a blocked input of that width"
+                    : p->kernel.n != 2 || c->in[0].shape.rank != 4 ? "only 2-D pooling runs blocked"
+                    : c->req[0] != kWriteTo ? "its output cannot be accumulated" : NULL;
+  if (why) {
+    snprintf(c->err, c->err_len, "pooling: compiled blocked layout (in %d, out %d): %s", p->in_block, p->out_block, why);
+    return 1;
+  }
+  j->V = p->in_block;
+  j->g.planes = c->in[0].shape.d[0] * ((c->in[0].shape.d[1] + j->V - 1) / j->V);
+  k_parallel_for(j->g.planes, k_pool_grain(&j->g), k_pool_blocked_planes, j);
+  return 0;
+}
+
 int k_pooling_forward(const k_call *c) {
   const k_pool_param *p = c->param;
   if (c->req[0] == kNullOp) return 0;
-  k_pool_job j = {c, k_pool_geometry(&c->in[0].shape, &c->out[0].shape, p), p->pool_type == K_POOL_MAX, 0};
+  k_pool_job j = {c, k_pool_geometry(&c->in[0].shape, &c->out[0].shape, p), p->pool_type == K_POOL_MAX, 0, 0};
+  if (p->in_block || p->out_block) return k_pool_blocked_forward(c, &j);
   j.strips = k_pool_strips(&j.g, j.is_max);
   k_parallel_for(j.g.planes, k_pool_grain(&j.g), k_pool_forward_planes, &j);
   return 0;
@@ -371,7 +476,11 @@ static void k_pool_backward_planes(void *ctx, int64_t lo, int64_t hi) {
 int k_pooling_backward(const k_call *c) {
   const k_pool_param *p = c->param;
   if (c->req[0] == kNullOp) return 0;
-  k_pool_job j = {c, k_pool_geometry(&c->in[1].shape, &c->in[0].shape, p), p->pool_type == K_POOL_MAX, 0};
+  if (p->in_block || p->out_block) {
+    snprintf(c->err, c->err_len, "pooling: the backward pass runs on NCHW tensors only");
+    return 1;
+  }
+  k_pool_job j = {c, k_pool_geometry(&c->in[1].shape, &c->in[0].shape, p), p->pool_type == K_POOL_MAX, 0, 0};
   j.strips = k_pool_strips(&j.g, j.is_max);
   k_parallel_for(j.g.planes, k_pool_grain(&j.g), k_pool_backward_planes, &j);
   return 0;

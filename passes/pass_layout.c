@@ -2,10 +2,12 @@
  * convolutions: a value written by one (with its epilogue) and read only by others, as their
  * data or as an epilogue's same-shaped operand (a residual add), is stored as the direct
  * convolution computes it ([N][ceil(C / V)][H][W][V], kernels/k_conv_direct_isa.h), so neither
- * side converts it to NCHW and back. Conversions stay at the boundaries: inputs, outputs, and
- * values any other node reads. The decisions go to the kernels as k_conv_param.in_block,
- * out_block and epi_block (in a copy of the node's param) and to the memory plan as
- * ir_tensor.block. docs/passes.md ("Layout") states the rules. */
+ * side converts it to NCHW and back. A forward pooling reads a blocked value as it is and
+ * passes the layout on, or converts its (smaller) output to NCHW when that is read otherwise.
+ * Conversions stay at the boundaries: inputs, outputs, and values any other node reads. The
+ * decisions go to the kernels as k_conv_param.in_block, out_block and epi_block and
+ * k_pool_param.in_block and out_block (in a copy of the node's param) and to the memory plan
+ * as ir_tensor.block. docs/passes.md ("Layout") states the rules. */
 #include "passes.h"
 
 #include <stdlib.h>
@@ -25,6 +27,23 @@ static bool pass_layout_is_result(const ir_graph *g, int t) {
   for (int i = 0; i < g->outputs.len; i++)
     if (IR_VEC_AT(g->outputs, int, i) == t) return true;
   return t == g->loss;
+}
+
+/* Whether tensor t can be stored blocked at all: a 4-D value that is not a result. */
+static bool pass_layout_value_ok(const ir_graph *g, int t) {
+  const ir_tensor *x = ir_tensor_at(g, t);
+  return x->kind == IR_T_VALUE && x->shape.rank == 4 && !pass_layout_is_result(g, t);
+}
+
+/* Whether n is a forward pooling the blocked kernel runs (k_pool.c): 2-D, its one output
+ * written, not accumulated nor in place. It reads its input in either layout, and writes its
+ * output blocked only from a blocked input. */
+static bool pass_layout_pool(const ir_graph *g, const ir_node *n) {
+  if (n->kind != IR_N_OP || n->op != IR_OP_pooling || n->nin < 1 || n->nout != 1 || n->in[0] < 0 || n->out[0] < 0)
+    return false;
+  const k_pool_param *p = n->param;
+  return p->kernel.n == 2 && ir_tensor_at(g, n->in[0])->shape.rank == 4 && ir_node_req(n, 0) == kWriteTo &&
+         !(n->inplace && n->inplace[0] >= 0);
 }
 
 /* Whether input slot j of node n (width V) reads its tensor as the direct kernel can in blocked
@@ -52,26 +71,44 @@ static bool pass_layout_affine_ok(const ir_graph *g, const ir_node *n) {
 }
 
 /* Candidates: the output of each direct convolution that writes it (not accumulating, not in
- * place), is a value, not a result, and whose every reader reads it in a slot the kernel takes
- * blocked, at the same width. width[n] is node n's direct-path width. */
+ * place) and is a value, not a result; then, in graph order, the output of each pooling whose
+ * input is a candidate. width[n] is node n's direct-path width. */
 static void pass_layout_candidates(const ir_graph *g, const int *width, int *blk) {
   for (int i = 0; i < ir_nnodes(g); i++) {
     const ir_node *n = ir_node_at(g, i);
     int t = n->nout ? n->out[0] : -1;
     if (!width[i] || n->nout != 1 || ir_node_req(n, 0) != kWriteTo || (n->inplace && n->inplace[0] >= 0)) continue;
-    const ir_tensor *x = ir_tensor_at(g, t);
-    if (x->kind == IR_T_VALUE && x->shape.rank == 4 && !pass_layout_is_result(g, t) && pass_layout_affine_ok(g, n))
-      blk[t] = width[i];
+    if (pass_layout_value_ok(g, t) && pass_layout_affine_ok(g, n)) blk[t] = width[i];
   }
+  for (int i = 0; i < ir_nnodes(g); i++) {
+    const ir_node *n = ir_node_at(g, i);
+    if (pass_layout_pool(g, n) && blk[n->in[0]] && pass_layout_value_ok(g, n->out[0])) blk[n->out[0]] = blk[n->in[0]];
+  }
+}
+
+/* Whether node i reads input slot j blocked at width V: a direct convolution of that width in
+ * a slot its kernel takes blocked, or a pooling's data. */
+static bool pass_layout_reads_blocked(const ir_graph *g, const int *width, int i, int j, int V) {
+  const ir_node *n = ir_node_at(g, i);
+  return (width[i] == V && pass_layout_slot_ok(g, n, j)) || (j == 0 && pass_layout_pool(g, n));
+}
+
+/* One round of the readers' rule: a candidate any node reads in a slot it cannot take blocked
+ * (or at another width), or that a second node writes (kAddTo, in place), is stored NCHW; so
+ * is a pooling's output whose input is. Returns whether anything changed. */
+static bool pass_layout_readers(const ir_graph *g, const int *width, int *blk) {
+  bool changed = false;
   for (int i = 0; i < ir_nnodes(g); i++) {
     const ir_node *n = ir_node_at(g, i);
     for (int j = 0; j < n->nin; j++) {
       int t = n->in[j];
-      if (t >= 0 && blk[t] && (width[i] != blk[t] || !pass_layout_slot_ok(g, n, j))) blk[t] = 0;
+      if (t >= 0 && blk[t] && !pass_layout_reads_blocked(g, width, i, j, blk[t])) blk[t] = 0, changed = true;
     }
-    for (int j = 0; j < n->nout; j++)   /* a second writer (kAddTo, in place) */
-      if (n->out[j] >= 0 && blk[n->out[j]] && ir_tensor_at(g, n->out[j])->producer != i) blk[n->out[j]] = 0;
+    for (int j = 0; j < n->nout; j++)   /* a second writer */
+      if (n->out[j] >= 0 && blk[n->out[j]] && ir_tensor_at(g, n->out[j])->producer != i) blk[n->out[j]] = 0, changed = true;
+    if (pass_layout_pool(g, n) && blk[n->out[0]] && blk[n->in[0]] != blk[n->out[0]]) blk[n->out[0]] = 0, changed = true;
   }
+  return changed;
 }
 
 /* Whether n's epilogue can run on the blocked result: its affines are per channel of axis 1,
@@ -85,19 +122,18 @@ static bool pass_layout_operands_blocked(const ir_graph *g, const ir_node *n, co
 
 /* An epilogue runs elementwise over the blocked result before it is written (blocked or NCHW),
  * its same-shaped operands read at the same offsets: so they are all blocked or all NCHW, and
- * a blocked output needs them blocked. One that cannot be unblocks the others, until nothing
- * changes. */
-static void pass_layout_agree(const ir_graph *g, const int *width, int *blk) {
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (int i = 0; i < ir_nnodes(g); i++) {
-      const ir_node *n = ir_node_at(g, i);
-      if (!width[i] || pass_layout_operands_blocked(g, n, blk)) continue;
-      for (int j = 1; j < n->nin; j++)
-        if (n->in[j] >= 0 && blk[n->in[j]] && pass_layout_slot_ok(g, n, j)) blk[n->in[j]] = 0, changed = true;
-      if (blk[n->out[0]]) blk[n->out[0]] = 0, changed = true;
-    }
+ * a blocked output needs them blocked. One round: a node whose cannot be unblocks the others.
+ * Returns whether anything changed. */
+static bool pass_layout_agree(const ir_graph *g, const int *width, int *blk) {
+  bool changed = false;
+  for (int i = 0; i < ir_nnodes(g); i++) {
+    const ir_node *n = ir_node_at(g, i);
+    if (!width[i] || pass_layout_operands_blocked(g, n, blk)) continue;
+    for (int j = 1; j < n->nin; j++)
+      if (n->in[j] >= 0 && blk[n->in[j]] && pass_layout_slot_ok(g, n, j)) blk[n->in[j]] = 0, changed = true;
+    if (blk[n->out[0]]) blk[n->out[0]] = 0, changed = true;
   }
+  return changed;
 }
 
 /* The epilogue's same-shaped operands' width: the output's when blocked, else theirs (0 when
@@ -107,6 +143,15 @@ static int pass_layout_epi_width(const ir_graph *g, const ir_node *n, const int 
   for (int j = 1; j < n->nin; j++)
     if (n->in[j] >= 0 && pass_layout_slot_ok(g, n, j)) return blk[n->in[j]];
   return 0;
+}
+
+/* Pooling n's param, copied with its layout set. */
+static void pass_layout_mark_pool(ir_graph *g, ir_node *n, const int *blk) {
+  k_pool_param *p = ir_alloc(&g->arena, sizeof *p);
+  memcpy(p, n->param, sizeof *p);
+  p->in_block = blk[n->in[0]];
+  p->out_block = blk[n->out[0]];
+  n->param = p;
 }
 
 /* Node n's param, copied (a backward node shares the original) with the layouts set. */
@@ -137,7 +182,7 @@ static void pass_layout_explain(const ir_graph *g, pass_ctx *cx, const int *widt
     const ir_node *r = ir_node_at(g, k);
     bool op = r->kind == IR_N_OP || r->epi;
     for (int j = 0; j < r->nin; j++)
-      if (r->in[j] == t && (!width[k] || !pass_layout_slot_ok(g, r, j)))
+      if (r->in[j] == t && !(j == 0 && pass_layout_pool(g, r)) && (!width[k] || !pass_layout_slot_ok(g, r, j)))
         return pass_explain(cx, "%s (convolution): %s is read by %s%s (%s%s), so it is stored NCHW", who, name,
                             pass_layout_name(r), j && r->epi ? "'s epilogue" : "", op ? ir_ops[r->op].name : ir_node_kind_name(r),
                             !width[k] && op && r->op == IR_OP_convolution ? " on the im2col path" : "");
@@ -151,12 +196,14 @@ int pass_layout(ir_graph *g, pass_ctx *cx) {
   if (!width || !blk) KILN_ICE("out of memory in the layout pass");
   for (int i = 0; i < nn; i++) width[i] = pass_layout_width(g, ir_node_at(g, i));
   pass_layout_candidates(g, width, blk);
-  pass_layout_agree(g, width, blk);
+  while (pass_layout_readers(g, width, blk) | pass_layout_agree(g, width, blk)) {
+  }
   int count = 0;
   for (int t = 0; t < nt; t++)
     if (blk[t]) ir_tensor_at(g, t)->block = blk[t], count++;
   for (int i = 0; i < nn; i++) {
     ir_node *n = ir_node_at(g, i);
+    if (pass_layout_pool(g, n) && blk[n->in[0]]) pass_layout_mark_pool(g, n, blk);
     if (!width[i]) continue;
     if (blk[n->in[0]] || pass_layout_epi_width(g, n, blk)) pass_layout_mark(g, n, blk);
     if (!blk[n->out[0]]) pass_layout_explain(g, cx, width, i);

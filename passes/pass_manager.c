@@ -17,7 +17,7 @@ const pass_def pass_table[PASS_COUNT] = {
   [PASS_inplace] = {"inplace", "apply the ops' in-place options where the input has no later reader", false, true, pass_inplace},
   [PASS_epilogue] = {"epilogue", "convolution / fully_connected / matmul with the elementwise tail they feed, run per output block", false, true, pass_epilogue},
   [PASS_fusion] = {"fusion", "group chains of elementwise ops into fused nodes", false, true, pass_fusion},
-  [PASS_layout] = {"layout", "keep values channel-blocked between direct-path convolutions (conversions only at the boundaries)", false, true, pass_layout},
+  [PASS_layout] = {"layout", "keep values channel-blocked between direct-path convolutions and poolings (conversions only at the boundaries)", false, true, pass_layout},
   [PASS_plan] = {"plan", "liveness and arena packing (switched off: every tensor its own buffer)", false, true, pass_plan,
                  pass_plan_off},
 };

@@ -463,7 +463,9 @@ static kc_pool_args rtc_pool_of(const k_shape *x, const k_shape *y, const k_pool
 }
 
 int rtc_pooling_forward(rtc_ctx *c, const rtc_call *k) {
-  kc_pool_args a = rtc_pool_of(&k->in_shape[0], &k->out_shape[0], rtc_param(k));
+  const k_pool_param *p = rtc_param(k);
+  if (p->in_block || p->out_block) return rtc_fail(c, "pooling: channel-blocked layouts are CPU-only");
+  kc_pool_args a = rtc_pool_of(&k->in_shape[0], &k->out_shape[0], p);
   if (k->req[0] == kNullOp) return 0;
   a.y = k->out[0];
   a.x = k->in[0];

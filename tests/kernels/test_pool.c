@@ -1,7 +1,9 @@
 /* test_pool.c — max and average pooling, 1-D and 2-D: forward values against naive loops
  * written here (padding, stride, global, count_include_pad = 0, ceil_mode), gradient checks on
  * inputs without near-ties, and torch's tie rule (the gradient goes to the first maximum in
- * scan order). */
+ * scan order). Then the channel-blocked forward (k_pool_param.in_block / out_block, the layout
+ * pass's): the NCHW kernel's bits, NaN, -0 and channels that do not fill a vector included,
+ * at widths 8 and 16, and its refusals. */
 #include "kt_harness.h"
 
 #include <math.h>
@@ -212,8 +214,103 @@ static void test_scan_rule_bits(void) {
   KT_CHECK(memcmp(dx, want_dx, sizeof dx) == 0, "scan rule: gradients not at the first maxima");
 }
 
+/* ---- channel-blocked forward ---- */
+
+/* NCHW [N][C][P] <-> [N][ceil(C / V)][P][V]; lanes past C are NaN on the way in. */
+static float *to_blocked(const float *x, int64_t N, int64_t C, int64_t P, int64_t V) {
+  int64_t Cb = (C + V - 1) / V, n = N * Cb * P * V;
+  float *b = malloc((size_t)n * sizeof(float));
+  for (int64_t i = 0; i < n; i++) b[i] = NAN;
+  for (int64_t s = 0; s < N; s++)
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t q = 0; q < P; q++) b[((s * Cb + c / V) * P + q) * V + c % V] = x[(s * C + c) * P + q];
+  return b;
+}
+
+static void from_blocked(const float *b, int64_t N, int64_t C, int64_t P, int64_t V, float *x) {
+  int64_t Cb = (C + V - 1) / V;
+  for (int64_t s = 0; s < N; s++)
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t q = 0; q < P; q++) x[(s * C + c) * P + q] = b[((s * Cb + c / V) * P + q) * V + c % V];
+}
+
+/* One forward of s with p's layouts (in_block, out_block) on x (NCHW, blocked here as p
+ * asks), the result NCHW in y; rc of the kernel, message in err. */
+static int pool_blocked_forward(const pool_spec *s, const k_pool_param *p, const float *x, float *y, k_req req,
+                                char *err, size_t errn) {
+  int OH = out_len(s->H, s->kh, s->sh, s->ph, end_h(s), s->ceil), OW = out_len(s->W, s->kw, s->sw, s->pw, end_w(s), s->ceil);
+  if (s->global) OH = OW = 1;
+  int64_t V = p->in_block ? p->in_block : 16, Cb = (s->C + V - 1) / V, P = (int64_t)s->H * s->W, OP = (int64_t)OH * OW;
+  float *xb = p->in_block ? to_blocked(x, s->N, s->C, P, V) : NULL;
+  float *yb = p->out_block ? malloc((size_t)(s->N * Cb * OP * V) * sizeof(float)) : NULL;
+  k_tensor xin = {xb ? xb : (float *)x, kt_shape(4, s->N, s->C, s->H, s->W), K_F32};
+  k_tensor yt = {yb ? yb : y, kt_shape(4, s->N, s->C, OH, OW), K_F32};
+  k_call c = {&xin, 1, &yt, 1, &req, p, NULL, 0, 0, 0, 0, err, errn, NULL, NULL};
+  int rc = k_pooling_forward(&c);
+  if (!rc && yb) from_blocked(yb, s->N, s->C, OP, V, y);
+  free(xb), free(yb);
+  return rc;
+}
+
+/* Every 2-D spec, blocked in and out and blocked in only, at V = 8 and 16, on C = 5 and 19
+ * channels (part-filled vectors) with NaN, -0 and ties in the data: the NCHW kernel's bits. */
+static void test_blocked(void) {
+  for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+    if (!specs[i].two_d) continue;
+    for (int C = 5; C <= 19; C += 14) {
+      pool_spec s = specs[i];
+      s.C = C;
+      k_pool_param p = make_param(&s);
+      int64_t nx = (int64_t)s.N * C * s.H * s.W;
+      float *x = malloc((size_t)nx * sizeof(float));
+      fill_distinct(x, nx, 31);
+      x[nx / 3] = NAN, x[nx / 2] = -0.0f, x[nx / 5] = x[nx / 5 + 1];
+      int OH = s.global ? 1 : out_len(s.H, s.kh, s.sh, s.ph, end_h(&s), s.ceil);
+      int OW = s.global ? 1 : out_len(s.W, s.kw, s.sw, s.pw, end_w(&s), s.ceil);
+      int64_t ny = (int64_t)s.N * C * OH * OW;
+      float *want = malloc((size_t)ny * sizeof(float)), *got = malloc((size_t)ny * sizeof(float));
+      char err[160] = "";
+      KT_CHECK(pool_blocked_forward(&s, &p, x, want, kWriteTo, err, sizeof err) == 0, "%s NCHW: %s", s.name, err);
+      for (int V = 8; V <= 16; V += 8)
+        for (int out_b = 0; out_b < 2; out_b++) {
+          k_pool_param bp = p;
+          bp.in_block = V, bp.out_block = out_b ? V : 0;
+          KT_CHECK(pool_blocked_forward(&s, &bp, x, got, kWriteTo, err, sizeof err) == 0, "%s blocked: %s", s.name, err);
+          KT_CHECK(memcmp(got, want, (size_t)ny * sizeof(float)) == 0, "%s C=%d V=%d out %s: not the NCHW kernel's bits",
+                   s.name, C, V, out_b ? "blocked" : "NCHW");
+        }
+      free(x), free(want), free(got);
+    }
+  }
+  /* what it cannot honour it refuses: a width other than 8 or 16, a blocked output from an
+     NCHW input, 1-D, an accumulated output, and the backward pass */
+  const pool_spec *s = &specs[0];
+  k_pool_param p = make_param(s);
+  float x[2 * 2 * 6 * 6] = {0}, y[2 * 2 * 3 * 3];
+  char err[160] = "";
+  k_pool_param bad = p;
+  bad.in_block = 12;
+  KT_CHECK(pool_blocked_forward(s, &bad, x, y, kWriteTo, err, sizeof err) != 0 && strstr(err, "8 or 16"), "width 12 accepted (%s)", err);
+  bad = p, bad.out_block = 16;
+  KT_CHECK(pool_blocked_forward(s, &bad, x, y, kWriteTo, err, sizeof err) != 0, "a blocked output from an NCHW input accepted");
+  bad = p, bad.in_block = 16;
+  KT_CHECK(pool_blocked_forward(s, &bad, x, y, kAddTo, err, sizeof err) != 0 && strstr(err, "accumulated"), "kAddTo accepted (%s)", err);
+  const pool_spec *one = &specs[5];
+  k_pool_param p1 = make_param(one);
+  p1.in_block = 16;
+  float x1[2 * 3 * 9] = {0}, y1[2 * 3 * 5];
+  k_tensor xin = {x1, kt_shape(3, 2, 3, 9), K_F32}, yt = {y1, kt_shape(3, 2, 3, 5), K_F32};
+  k_req w = kWriteTo;
+  k_call c1 = {&xin, 1, &yt, 1, &w, &p1, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+  KT_CHECK(k_pooling_forward(&c1) != 0 && strstr(err, "2-D"), "1-D blocked accepted (%s)", err);
+  k_tensor bin[3] = {yt, xin, yt}, dxt = xin;
+  k_call b1 = {bin, 3, &dxt, 1, &w, &p1, NULL, 0, 0, 0, 1, err, sizeof err, NULL, NULL};
+  KT_CHECK(k_pooling_backward(&b1) != 0 && strstr(err, "NCHW"), "blocked backward accepted (%s)", err);
+}
+
 int main(void) {
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) check_pool(&specs[i]);
+  test_blocked();
   test_ties_and_padding();
   test_scan_rule_bits();
   return kt_finish("test_pool");
