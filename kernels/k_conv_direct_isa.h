@@ -558,7 +558,7 @@ static void KCD(bwd_weight_block)(const k_cd_geom *g, const float *xb, const flo
  * transforms are adds and sign changes only (the 1/2s of G are all in the final step). A
  * task owns one row a of the 4x4 taps (ab = 4a + b) for its output blocks and input block:
  * row a of B^T x takes two rows of the patch and row a of A dy one or two rows of the tile,
- * so the four tasks of a block share no transform work. m lives in dwb as
+ * so splitting a block's work four ways repeats no transform. m lives in dwb as
  * [Fb][Cb][16][V c][V f]; the tiles run in groups of KCD_WW_T, m's accumulators loaded and
  * stored once per group. */
 #define KCD_WW_T 32

@@ -115,6 +115,36 @@ static void k_epi_kernel(const k_call *c, const k_epi_step *s, float *y, int64_t
   k_epi_kernels[s->fn](&k);   /* elementwise kernels cannot fail */
 }
 
+/* A unary step on blocked elements [lo, hi): in a last channel block that is mostly padding
+ * (LeNet's 20 filters leave 4 of the second block's 16 lanes real), the real lanes are copied
+ * out, the op runs on them alone, and they go back; the padding lanes keep whatever they held,
+ * which nothing reads as a channel. An elementwise op gives each real element the same bits
+ * either way. Other blocks run whole. */
+static void k_epi_unary_blocked(const k_call *c, const k_epi_step *s, float *y, int64_t base, int64_t lo, int64_t hi,
+                                int64_t V) {
+  const k_shape *o = &c->out[0].shape;
+  int64_t C = o->d[1], Cb = (C + V - 1) / V, len = V, cn = C - (Cb - 1) * V;
+  for (int i = 2; i < o->rank; i++) len *= o->d[i];
+  if (2 * cn > V) return k_epi_kernel(c, s, y, base, lo, hi);
+  float t[K_EPI_CHUNK];
+  for (int64_t e = lo; e < hi;) {
+    int64_t run = e / len, end = (run + 1) * len < hi ? (run + 1) * len : hi;
+    if (run % Cb != Cb - 1) {
+      k_epi_kernel(c, s, y, base, e, end);
+    } else {
+      float *r = y + (e - base);
+      int64_t m = 0;
+      for (int64_t p = 0; p < end - e; p += V)
+        for (int64_t l = 0; l < cn; l++) t[m++] = r[p + l];
+      k_epi_kernel(c, s, t, 0, 0, m);
+      m = 0;
+      for (int64_t p = 0; p < end - e; p += V)
+        for (int64_t l = 0; l < cn; l++) r[p + l] = t[m++];
+    }
+    e = end;
+  }
+}
+
 /* Elements [lo, hi) of the output (NCHW when V = 0), element lo stored at y; operands are
  * read at the elements' own indices. K_EPI_CHUNK is a multiple of every V, so the sub-blocks
  * stay whole vectors. */
@@ -126,6 +156,7 @@ static void k_epi_run(const k_call *c, float *y, int64_t lo, int64_t hi, int64_t
       const k_epi_step *s = &e->step[i];
       if (s->kind == K_EPI_AFFINE && V) k_epi_affine_blocked(c, s, y, lo, a, b, V);
       else if (s->kind == K_EPI_AFFINE) k_epi_affine(c, s, y, lo, a, b);
+      else if (s->kind == K_EPI_UNARY && V) k_epi_unary_blocked(c, s, y, lo, a, b, V);
       else k_epi_kernel(c, s, y, lo, a, b);
     }
   }

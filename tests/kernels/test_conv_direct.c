@@ -347,8 +347,9 @@ static void cd_blocked_refused(void) {
 /* ---- an add and a relu taken into the blocked forward's store (k_epi_store) ---- */
 
 /* A blocked epilogue of a residual add and/or a relu runs in the forward tile's store; any
- * other order runs as a pass over the block. Both give exactly the bits of k_sf_add and
- * k_sf_relu applied to the plain convolution's output, a NaN in the residual included. */
+ * other order runs as a pass over the block (a unary op there on the real lanes alone when the
+ * last channel block is at most half real). All give exactly the bits of k_sf_add, k_sf_relu
+ * and k_sf_tanh applied to the plain convolution's output, a NaN in the residual included. */
 static void cd_store_tail(const cd_spec *s, int64_t V, const char *mode) {
   cd_data d = cd_make(s);
   int64_t n = k_shape_numel(&d.y.shape);
@@ -360,12 +361,15 @@ static void cd_store_tail(const cd_spec *s, int64_t V, const char *mode) {
   KT_CHECK(cd_forward_blocked(s, &d, V, 1, 1, mode, 0, conv, err, sizeof err) == 0, "%s: %s", s->name, err);
   k_epi_step add = {.kind = K_EPI_BINARY, .fn = K_EPI_FN_add, .slot = slot};
   k_epi_step relu = {.kind = K_EPI_UNARY, .fn = K_EPI_FN_relu};
+  k_epi_step tanh_s = {.kind = K_EPI_UNARY, .fn = K_EPI_FN_tanh};
   k_epi_step swapped = add;
   swapped.swap = 1;
   const struct { const char *name; k_epilogue e; int store; } cases[] = {
       {"add relu", {2, {add, relu}}, 1},    {"swapped add relu", {2, {swapped, relu}}, 1},
       {"relu", {1, {relu}}, 1},             {"add", {1, {add}}, 1},
       {"relu add (a pass)", {2, {relu, add}}, 0},
+      /* a pass; a last channel block at most half real runs the op on its real lanes alone */
+      {"tanh add (a pass)", {2, {tanh_s, add}}, 0},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     const k_epilogue *e = &cases[k].e;
@@ -375,7 +379,8 @@ static void cd_store_tail(const cd_spec *s, int64_t V, const char *mode) {
     for (int64_t i = 0; i < n; i++) {
       float v = conv[i];
       for (int j = 0; j < e->nsteps; j++)
-        v = e->step[j].kind == K_EPI_UNARY ? k_sf_relu(v) : e->step[j].swap ? k_sf_add(res[i], v) : k_sf_add(v, res[i]);
+        v = e->step[j].kind == K_EPI_UNARY ? (e->step[j].fn == K_EPI_FN_tanh ? k_sf_tanh(v) : k_sf_relu(v))
+            : e->step[j].swap ? k_sf_add(res[i], v) : k_sf_add(v, res[i]);
       want[i] = v;
     }
     err[0] = 0;
