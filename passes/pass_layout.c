@@ -196,7 +196,9 @@ int pass_layout(ir_graph *g, pass_ctx *cx) {
   if (!width || !blk) KILN_ICE("out of memory in the layout pass");
   for (int i = 0; i < nn; i++) width[i] = pass_layout_width(g, ir_node_at(g, i));
   pass_layout_candidates(g, width, blk);
-  while (pass_layout_readers(g, width, blk) | pass_layout_agree(g, width, blk)) {
+  for (bool changed = true; changed;) {   /* both rules only unblock: a fixed point comes */
+    changed = pass_layout_readers(g, width, blk);
+    changed = pass_layout_agree(g, width, blk) || changed;
   }
   int count = 0;
   for (int t = 0; t < nt; t++)
