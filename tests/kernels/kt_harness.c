@@ -206,6 +206,23 @@ int kt_gradcheck(const kt_case *cc) {
   return fails;
 }
 
+float *kt_to_blocked(const float *x, int64_t N, int64_t C, int64_t P, int64_t V) {
+  int64_t Cb = (C + V - 1) / V, n = N * Cb * P * V;
+  float *b = malloc((size_t)n * sizeof(float));
+  for (int64_t i = 0; i < n; i++) b[i] = NAN;
+  for (int64_t s = 0; s < N; s++)
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t q = 0; q < P; q++) b[((s * Cb + c / V) * P + q) * V + c % V] = x[(s * C + c) * P + q];
+  return b;
+}
+
+void kt_from_blocked(const float *b, int64_t N, int64_t C, int64_t P, int64_t V, float *x) {
+  int64_t Cb = (C + V - 1) / V;
+  for (int64_t s = 0; s < N; s++)
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t q = 0; q < P; q++) x[(s * C + c) * P + q] = b[((s * Cb + c / V) * P + q) * V + c % V];
+}
+
 int kt_expect_close(const char *what, const float *got, const float *want, int64_t n,
                     float rtol, float atol) {
   int fails = 0;

@@ -35,6 +35,10 @@ k_tensor kt_tensor_f32(k_shape s, float lo, float hi, uint64_t seed);  /* malloc
 k_tensor kt_tensor_i32(k_shape s, int32_t lo, int32_t hi_exclusive, uint64_t seed);
 void kt_tensor_free(k_tensor *t);
 float *kt_data_copy(const k_tensor *t);   /* malloc'd copy of t's floats (one spare) */
+/* NCHW [N][C][P] -> channel-blocked [N][ceil(C / V)][P][V] (malloc'd; lanes past C are NaN,
+ * which a kernel that read them as channels would carry to its result), and back. */
+float *kt_to_blocked(const float *x, int64_t N, int64_t C, int64_t P, int64_t V);
+void kt_from_blocked(const float *b, int64_t N, int64_t C, int64_t P, int64_t V, float *x);
 
 /* Runs the forward kernel once into freshly allocated outputs (caller frees with free()). */
 int kt_forward(const kt_case *c, k_tensor *out);

@@ -244,25 +244,6 @@ static void cd_dispatch_contract(void) {
 
 /* ---- compiled blocked layouts (k_conv_param.in_block / out_block, passes/pass_layout.c) ---- */
 
-/* NCHW [N][C][P] -> [N][ceil(C / V)][P][V]; lanes past C are NaN, which a sum that read them
- * would carry to the result. */
-static float *cd_to_blocked(const float *x, int64_t N, int64_t C, int64_t P, int64_t V) {
-  int64_t Cb = (C + V - 1) / V, n = N * Cb * P * V;
-  float *b = malloc((size_t)n * sizeof(float));
-  for (int64_t i = 0; i < n; i++) b[i] = NAN;
-  for (int64_t s = 0; s < N; s++)
-    for (int64_t c = 0; c < C; c++)
-      for (int64_t q = 0; q < P; q++) b[((s * Cb + c / V) * P + q) * V + c % V] = x[(s * C + c) * P + q];
-  return b;
-}
-
-static void cd_from_blocked(const float *b, int64_t N, int64_t C, int64_t P, int64_t V, float *x) {
-  int64_t Cb = (C + V - 1) / V;
-  for (int64_t s = 0; s < N; s++)
-    for (int64_t c = 0; c < C; c++)
-      for (int64_t q = 0; q < P; q++) x[(s * C + c) * P + q] = b[((s * Cb + c / V) * P + q) * V + c % V];
-}
-
 /* One forward with blocked input and/or output of width V under KILN_CONV=mode, the result
  * returned NCHW; rc of the kernel. With epi, res (NCHW, the output's shape, blocked here like
  * the output) is the call's last input, which epi's steps may name. */
@@ -274,12 +255,12 @@ static int cd_forward_blocked_epi(const cd_spec *s, cd_data *d, int64_t V, int i
   p.in_block = in_b ? (int32_t)V : 0;
   p.out_block = p.epi_block = out_b ? (int32_t)V : 0;
   int64_t P = (int64_t)s->H * s->W, OP = d->y.shape.d[2] * d->y.shape.d[3], Fb = (s->F + V - 1) / V;
-  float *xb = in_b ? cd_to_blocked(d->x.data, s->N, s->C, P, V) : NULL;
+  float *xb = in_b ? kt_to_blocked(d->x.data, s->N, s->C, P, V) : NULL;
   float *yb = out_b ? malloc((size_t)(s->N * Fb * OP * V) * sizeof(float)) : NULL;
   int nin = s->no_bias ? 2 : 3;
   k_tensor in[4] = {d->x, d->w, d->b}, o = d->y;
   if (xb) in[0].data = xb;
-  float *rb = epi && res ? cd_to_blocked(res, s->N, s->F, OP, V) : NULL;
+  float *rb = epi && res ? kt_to_blocked(res, s->N, s->F, OP, V) : NULL;
   if (rb) in[nin++] = (k_tensor){rb, d->y.shape, K_F32};
   o.data = yb ? yb : out;
   k_req req = kWriteTo;
@@ -287,7 +268,7 @@ static int cd_forward_blocked_epi(const cd_spec *s, cd_data *d, int64_t V, int i
   void *temp = cd_temp(tb);
   k_call c = {in, nin, &o, 1, &req, &p, temp, tb, 0, 0, 0, err, errn, NULL, epi};
   int rc = k_convolution_forward(&c);
-  if (!rc && yb) cd_from_blocked(yb, s->N, s->F, OP, V, out);
+  if (!rc && yb) kt_from_blocked(yb, s->N, s->F, OP, V, out);
   free(temp), free(xb), free(yb), free(rb);
   return rc;
 }

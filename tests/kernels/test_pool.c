@@ -216,24 +216,6 @@ static void test_scan_rule_bits(void) {
 
 /* ---- channel-blocked forward ---- */
 
-/* NCHW [N][C][P] <-> [N][ceil(C / V)][P][V]; lanes past C are NaN on the way in. */
-static float *to_blocked(const float *x, int64_t N, int64_t C, int64_t P, int64_t V) {
-  int64_t Cb = (C + V - 1) / V, n = N * Cb * P * V;
-  float *b = malloc((size_t)n * sizeof(float));
-  for (int64_t i = 0; i < n; i++) b[i] = NAN;
-  for (int64_t s = 0; s < N; s++)
-    for (int64_t c = 0; c < C; c++)
-      for (int64_t q = 0; q < P; q++) b[((s * Cb + c / V) * P + q) * V + c % V] = x[(s * C + c) * P + q];
-  return b;
-}
-
-static void from_blocked(const float *b, int64_t N, int64_t C, int64_t P, int64_t V, float *x) {
-  int64_t Cb = (C + V - 1) / V;
-  for (int64_t s = 0; s < N; s++)
-    for (int64_t c = 0; c < C; c++)
-      for (int64_t q = 0; q < P; q++) x[(s * C + c) * P + q] = b[((s * Cb + c / V) * P + q) * V + c % V];
-}
-
 /* One forward of s with p's layouts (in_block, out_block) on x (NCHW, blocked here as p
  * asks), the result NCHW in y; rc of the kernel, message in err. */
 static int pool_blocked_forward(const pool_spec *s, const k_pool_param *p, const float *x, float *y, k_req req,
@@ -241,13 +223,13 @@ static int pool_blocked_forward(const pool_spec *s, const k_pool_param *p, const
   int OH = out_len(s->H, s->kh, s->sh, s->ph, end_h(s), s->ceil), OW = out_len(s->W, s->kw, s->sw, s->pw, end_w(s), s->ceil);
   if (s->global) OH = OW = 1;
   int64_t V = p->in_block ? p->in_block : 16, Cb = (s->C + V - 1) / V, P = (int64_t)s->H * s->W, OP = (int64_t)OH * OW;
-  float *xb = p->in_block ? to_blocked(x, s->N, s->C, P, V) : NULL;
+  float *xb = p->in_block ? kt_to_blocked(x, s->N, s->C, P, V) : NULL;
   float *yb = p->out_block ? malloc((size_t)(s->N * Cb * OP * V) * sizeof(float)) : NULL;
   k_tensor xin = {xb ? xb : (float *)x, kt_shape(4, s->N, s->C, s->H, s->W), K_F32};
   k_tensor yt = {yb ? yb : y, kt_shape(4, s->N, s->C, OH, OW), K_F32};
   k_call c = {&xin, 1, &yt, 1, &req, p, NULL, 0, 0, 0, 0, err, errn, NULL, NULL};
   int rc = k_pooling_forward(&c);
-  if (!rc && yb) from_blocked(yb, s->N, s->C, OP, V, y);
+  if (!rc && yb) kt_from_blocked(yb, s->N, s->C, OP, V, y);
   free(xb), free(yb);
   return rc;
 }
