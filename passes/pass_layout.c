@@ -122,7 +122,7 @@ static bool pass_layout_operands_blocked(const ir_graph *g, const ir_node *n, co
 
 /* An epilogue runs elementwise over the blocked result before it is written (blocked or NCHW),
  * its same-shaped operands read at the same offsets: so they are all blocked or all NCHW, and
- * a blocked output needs them blocked. One round: a node whose cannot be unblocks the others.
+ * a blocked output needs them blocked. One round: a node whose operands cannot agree unblocks them.
  * Returns whether anything changed. */
 static bool pass_layout_agree(const ir_graph *g, const int *width, int *blk) {
   bool changed = false;
