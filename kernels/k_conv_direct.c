@@ -100,7 +100,7 @@ typedef struct {
   void (*bwd_weight_block)(const k_cd_geom *g, const float *xb, const float *dyb, float *dwb,
                            int64_t ns, int add, int64_t fb, int nf, int64_t cb, int64_t ki,
                            int64_t kj);
-  /* Winograd (k_cd_wino_weight_shape): row a of the transformed sums dwb [Fb][Cb][16][V c][V f]
+  /* Winograd (k_cd_wino_tiles): row a of the transformed sums dwb [Fb][Cb][16][V c][V f]
    * of output blocks fb .. fb+nf and input block cb, over samples [0, ns), added when add is set. */
   void (*bwd_weight_wino_block)(const k_cd_geom *g, const float *xb, const float *dyb, float *dwb,
                                 int64_t ns, int add, int64_t fb, int nf, int64_t cb, int a);
@@ -277,16 +277,21 @@ static void k_cd_skip_rows(k_cd_geom *g) {
   g->Hp = g->OH;
 }
 
-/* Whether the shape suits Winograd F(2x2, 3x3) (k_conv_direct_isa.h): 2-D 3x3, stride and
- * dilation 1, an even output height and width (whole tiles, so no tile reads past the padded
- * input), and enough input channels — with fewer than 16 the transforms, which cost the same
- * for a part-filled vector, outweigh the 2.25x fewer multiply-adds (the ResNet stem's 3
- * channels run direct) — but not so many that a group of 4 tiles overflows the stack
- * buffer. A property of the shapes alone, so the workspace can be sized for it. */
-static int k_cd_wino_shape(const k_cd_geom *g) {
+/* Whether the geometry tiles for Winograd (k_conv_direct_isa.h): 2-D 3x3, stride and
+ * dilation 1, an even output height and width (whole 2x2 tiles, so no tile reads past the
+ * padded input). Enough for the weight gradient's F(3x3, 2x2), whose scratch does not grow
+ * with the channel counts. Properties of the shapes alone, so the workspace can be sized. */
+static int k_cd_wino_tiles(const k_cd_geom *g) {
   return g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 &&
-         g->rstep == 1 && g->H > 1 && g->OH % 2 == 0 && g->OW % 2 == 0 && g->C >= 16 &&
-         g->Cb * 16 * g->V * 4 <= K_CD_WINO_VT;
+         g->rstep == 1 && g->H > 1 && g->OH % 2 == 0 && g->OW % 2 == 0;
+}
+
+/* Whether the forward suits F(2x2, 3x3): it tiles, with enough input channels — with fewer
+ * than 16 the transforms, which cost the same for a part-filled vector, outweigh the 2.25x
+ * fewer multiply-adds (the ResNet stem's 3 channels run direct) — but not so many that a
+ * group of 4 tiles overflows the stack buffer. */
+static int k_cd_wino_shape(const k_cd_geom *g) {
+  return k_cd_wino_tiles(g) && g->C >= 16 && g->Cb * 16 * g->V * 4 <= K_CD_WINO_VT;
 }
 
 /* Whether Winograd may run: not when KILN_WINOGRAD=0 asks for the direct loop (tests compare
@@ -319,14 +324,6 @@ static int k_cd_wino_data_shape(const k_cd_geom *g) {
   return k_cd_wino_shape(&d);
 }
 
-/* Whether the weight gradient suits Winograd F(3x3, 2x2) (k_conv_direct_isa.h): 2-D 3x3,
- * stride and dilation 1, an even output (whole 2x2 tiles of dy). Any channel counts: its
- * scratch does not grow with them. */
-static int k_cd_wino_weight_shape(const k_cd_geom *g) {
-  return g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 &&
-         g->rstep == 1 && g->H > 1 && g->OH % 2 == 0 && g->OW % 2 == 0;
-}
-
 /* Transformed taps per (output block, input block) of the packed weights (either direction). */
 static int64_t k_cd_wtaps(const k_cd_geom *g, int wino) { return wino ? 16 : g->kh * g->kw; }
 
@@ -344,7 +341,7 @@ typedef struct { float *xb, *yb, *w, *dwb; } k_cd_bufs;
 static int64_t k_cd_round(int64_t floats) { return (floats + 15) / 16 * 16; }
 
 static int64_t k_cd_floats(const k_cd_geom *g, int64_t sizes[4]) {
-  int wino = k_cd_wino_shape(g) || k_cd_wino_data_shape(g) || k_cd_wino_weight_shape(g);
+  int wino = k_cd_wino_tiles(g) || k_cd_wino_data_shape(g);   /* the forward's k_cd_wino_shape implies tiles */
   int64_t V = g->V, wsz = g->Fb * g->Cb * k_cd_wtaps(g, wino) * V * V;
   sizes[0] = k_cd_round(g->S * g->Cb * g->Hp * g->Wp * V);
   sizes[1] = k_cd_round(g->S * g->Fb * g->OH * g->OW * V);
@@ -556,9 +553,10 @@ typedef struct {
   const float *bias;     /* forward: the bias added to each output channel, or NULL */
   int wino;              /* Winograd (k_cd_wino; backward: the data gradient's), with the weights
                             transformed for it */
-  int wino_w;            /* backward: the weight gradient by Winograd (k_cd_wino_weight_shape) */
+  int wino_w;            /* backward: the weight gradient by Winograd (k_cd_wino_tiles) */
   int store_tail;        /* forward, blocked epilogue: it is all a k_epi_store, run in the store */
   k_epi_store store;
+  const k_cd_geom *dg;   /* backward with wino: the data gradient's forward (k_cd_data_geometry) */
 } k_cd_ctx;
 
 /* A pack task copies one channel block of one sample, a few KiB at batch 1: tasks are grouped
@@ -653,8 +651,7 @@ static void k_cd_task_dx(void *p, int64_t lo, int64_t hi) {
     int64_t n = i / pairs, cb = i % pairs * 2;
     int nc = cb + 1 < g->Cb ? 2 : 1;
     if (t->wino) {   /* a forward on the data geometry, into an unpadded [S][Cb][H][W][V] in xb */
-      k_cd_geom d = k_cd_data_geometry(g);
-      t->isa->fwd_wino_block(&d, t->b.yb, t->b.w, NULL, t->b.xb, n, cb, nc, NULL);
+      t->isa->fwd_wino_block(t->dg, t->b.yb, t->b.w, NULL, t->b.xb, n, cb, nc, NULL);
       for (int64_t j = cb; j < cb + nc; j++)
         k_cd_unpack_block(t->isa, t->b.xb + (n * g->Cb + j) * g->H * g->W * g->V, g->C, g->H, g->W, 0, 0, j,
                           t->c->req[0], (float *)t->c->out[0].data + (t->n0 + n) * g->C * g->H * g->W);
@@ -789,7 +786,7 @@ int k_conv_direct_forward(const k_call *c) {
   if (direct_in && wino) g.vph = g.ph, g.vpw = g.pw;
   if (!direct_in) k_cd_skip_rows(&g);
   k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), c->in[0].data, 0, 0, p->in_block, p->out_block,
-                 p->epi_block, NULL, wino, 0, 0, {-1, 0, 0}};
+                 p->epi_block, NULL, wino, 0, 0, {-1, 0, 0}, NULL};
   float *xb = t.b.xb, *yb = t.b.yb;
   k_call folded;       /* the call with the folded step taken off its epilogue */
   k_epilogue tail;
@@ -832,9 +829,10 @@ int k_conv_direct_backward(const k_call *c) {
   const k_conv_param *p = c->param;
   const k_cd_isa *isa = k_cd_pick();
   k_cd_geom g = k_cd_geometry(&c->in[1].shape, &c->in[2].shape, p, isa->V);
-  int wino = k_cd_wino_data_shape(&g) && k_cd_wino_allowed();
-  k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), NULL, 0, 0, 0, 0, 0, NULL, wino, 0, 0, {-1, 0, 0}};
-  t.wino_w = k_cd_wino_weight_shape(&g) && k_cd_wino_allowed();
+  int allowed = k_cd_wino_allowed(), wino = allowed && k_cd_wino_data_shape(&g);
+  k_cd_geom dg = k_cd_data_geometry(&g);
+  k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), NULL, 0, 0, 0, 0, 0, NULL, wino, 0, 0, {-1, 0, 0}, &dg};
+  t.wino_w = allowed && k_cd_wino_tiles(&g);
   if (c->req[0] != kNullOp) {
     if (wino) k_cd_pack_weights_wino(&g, c->in[2].data, NULL, 1, t.b.w);
     else k_cd_pack_weights(&g, c->in[2].data, 1, t.b.w);

@@ -236,7 +236,10 @@ static int k_pool_strips(const k_pool_geom *g, int is_max) {
 #endif
 }
 
-typedef struct { const k_call *c; k_pool_geom g; int is_max, strips; int64_t V; } k_pool_job;
+typedef void (*k_pool_blocked_fn)(const k_pool_geom *, const float *, float *, int64_t, int64_t, int);
+
+/* blocked: the plane function of a channel-blocked call (k_pool_blocked_pick), width V. */
+typedef struct { const k_call *c; k_pool_geom g; int is_max, strips; int64_t V; k_pool_blocked_fn blocked; } k_pool_job;
 
 /* Planes per chunk: about 16K input elements each, so small maps do not pay one wake-up each. */
 static int64_t k_pool_grain(const k_pool_geom *g) {
@@ -330,8 +333,6 @@ K_POOL_BLOCKED_PLANE(avx2, k_pool_f8, k_pool_m8, 8)
 #endif
 #pragma GCC diagnostic pop
 
-typedef void (*k_pool_blocked_fn)(const k_pool_geom *, const float *, float *, int64_t, int64_t, int);
-
 /* The plane function for width V: the CPU's instruction set when it has that width's. */
 static k_pool_blocked_fn k_pool_blocked_pick(int64_t V) {
 #ifdef K_POOL_BLOCKED_X86
@@ -347,13 +348,12 @@ static void k_pool_blocked_planes(void *ctx, int64_t lo, int64_t hi) {
   const k_pool_job *j = ctx;
   const k_pool_geom *g = &j->g;
   const k_pool_param *p = j->c->param;
-  k_pool_blocked_fn plane = k_pool_blocked_pick(j->V);
   int64_t C = j->c->in[0].shape.d[1], Cb = (C + j->V - 1) / j->V, ld = p->out_block ? 0 : g->OH * g->OW;
   for (int64_t pl = lo; pl < hi; pl++) {
     int64_t n = pl / Cb, cb = pl % Cb, cn = C - cb * j->V < j->V ? C - cb * j->V : j->V;
     const float *x = (const float *)j->c->in[0].data + pl * g->H * g->W * j->V;
     float *y = (float *)j->c->out[0].data + (ld ? (n * C + cb * j->V) * ld : pl * g->OH * g->OW * j->V);
-    plane(g, x, y, ld, cn, j->is_max);
+    j->blocked(g, x, y, ld, cn, j->is_max);
   }
 }
 
@@ -369,6 +369,7 @@ static int k_pool_blocked_forward(const k_call *c, k_pool_job *j) {
     return 1;
   }
   j->V = p->in_block;
+  j->blocked = k_pool_blocked_pick(j->V);
   j->g.planes = c->in[0].shape.d[0] * ((c->in[0].shape.d[1] + j->V - 1) / j->V);
   k_parallel_for(j->g.planes, k_pool_grain(&j->g), k_pool_blocked_planes, j);
   return 0;
@@ -377,7 +378,7 @@ static int k_pool_blocked_forward(const k_call *c, k_pool_job *j) {
 int k_pooling_forward(const k_call *c) {
   const k_pool_param *p = c->param;
   if (c->req[0] == kNullOp) return 0;
-  k_pool_job j = {c, k_pool_geometry(&c->in[0].shape, &c->out[0].shape, p), p->pool_type == K_POOL_MAX, 0, 0};
+  k_pool_job j = {c, k_pool_geometry(&c->in[0].shape, &c->out[0].shape, p), p->pool_type == K_POOL_MAX, 0, 0, NULL};
   if (p->in_block || p->out_block) return k_pool_blocked_forward(c, &j);
   j.strips = k_pool_strips(&j.g, j.is_max);
   k_parallel_for(j.g.planes, k_pool_grain(&j.g), k_pool_forward_planes, &j);
@@ -480,7 +481,7 @@ int k_pooling_backward(const k_call *c) {
     snprintf(c->err, c->err_len, "pooling: the backward pass runs on NCHW tensors only");
     return 1;
   }
-  k_pool_job j = {c, k_pool_geometry(&c->in[1].shape, &c->in[0].shape, p), p->pool_type == K_POOL_MAX, 0, 0};
+  k_pool_job j = {c, k_pool_geometry(&c->in[1].shape, &c->in[0].shape, p), p->pool_type == K_POOL_MAX, 0, 0, NULL};
   j.strips = k_pool_strips(&j.g, j.is_max);
   k_parallel_for(j.g.planes, k_pool_grain(&j.g), k_pool_backward_planes, &j);
   return 0;
