@@ -1,6 +1,6 @@
 /* k_conv_direct_isa.h — the register-blocked inner loops of the direct convolution for one
- * vector width. Not a normal header: k_conv_direct.c includes it once per instruction set,
- * inside `#pragma GCC target(...)`, after defining
+ * vector width. Not a normal header: k_conv_direct_generic.c, _avx2.c and _avx512.c include it
+ * once per width, inside `#pragma GCC target(...)`, after defining
  *   K_CD_V      floats per vector (16 for AVX-512, 8 for AVX2 and the portable build; a
  *               portable 16 for layers compiled blocked at 16 running without AVX-512),
  *   K_CD_SFX    the suffix of every function defined here (avx512, avx2, generic), and
@@ -13,7 +13,7 @@
  * end). GCC vector extensions, not
  * intrinsics: the same source serves every width.
  *
- * Blocked layouts (k_cd_geom in k_conv_direct.c names the sizes):
+ * Blocked layouts (k_cd_geom in k_conv_direct_impl.h names the sizes):
  *   xb  [N][Cb][Hp][Wp][V]   input, zero-padded by ph/pw on each side, channel c of block cb
  *   yb  [N][Fb][OH][OW][V]   output (or output gradient)
  *   wf  [Fb][Cb][kh][kw][V c][V f]   weights for the forward pass (and the weight gradient)
@@ -657,7 +657,7 @@ static void KCD(bwd_weight_wino_block)(const k_cd_geom *g, const float *xb, cons
 }
 
 /* The width's entry in the dispatch table. */
-static const k_cd_isa KCD(isa) = {K_CD_NAME, K_CD_V, KCD(pack_rows), KCD(unpack_rows),
+const k_cd_isa KCD(k_cd_isa) = {K_CD_NAME, K_CD_V, KCD(pack_rows), KCD(unpack_rows),
                                   KCD(fwd_block), KCD(fwd_wino_block), KCD(bwd_data_block),
                                   KCD(bwd_weight_block), KCD(bwd_weight_wino_block)};
 
