@@ -3,9 +3,9 @@
  * code generator compiles it to LLVM bitcode and inlines it into fused loops, and the GPU
  * generator pastes it into NVRTC source as device functions. So it must stay portable C:
  * only `K_SF_INLINE` (static inline) functions (of floats, and one int selector, for the ops; the k_vm_
- * math below also reads float bits through unions), from <math.h> only fabsf, sqrtf, fmaf and
- * fma (which compilers turn into instructions; libm's other calls would stop vectorisation),
- * no static data, no variadics, no asserts, no other libc.
+ * math below also reads float bits through unions), from <math.h> only fabsf and sqrtf
+ * (libm's calls would stop vectorisation), no static data, no variadics, no
+ * asserts, no other libc.
  *
  * Naming: unary k_sf_<op>(x[, p1, p2]) and k_sf_<op>_grad(og, x, y[, p1, p2]) where x is the
  * input and y the output (a caller passes 0 for whichever the op's backward does not
@@ -40,11 +40,10 @@
  * the float's bits through a union; the polynomials are Taylor series or least-squares fits
  * made for these ranges (docs/kernels.md has the measured error of each in ulp). pow, sin
  * and cos work in double and round once, where float would lose bits in the reduction.
- * Bit-identical everywhere: only +, -, *, /, fused multiply-adds written out (k_vm_fma) and
- * conversions, each rounded once, in an order fixed by the parentheses. The build compiles
- * this text without FMA contraction (gcc for the kernels, clang for the bitcode), so no
- * result depends on the compiler or on the target's instructions. Conversions to int only
- * ever see clamped, finite values. */
+ * Bit-identical everywhere: only +, -, *, / and conversions, each rounded once, in an
+ * order fixed by the parentheses. The build compiles this text without FMA contraction
+ * (gcc for the kernels, clang for the bitcode), so no result depends on the compiler or
+ * on the target's instructions. Conversions to int only ever see clamped, finite values. */
 typedef union { float f; unsigned int u; } k_vm_bits32;
 typedef union { double d; unsigned long long u; } k_vm_bits64;
 
@@ -59,15 +58,6 @@ K_SF_INLINE float k_vm_asfloat(unsigned int u) {
   return b.f;
 }
 
-/* a * b + c rounded once. The polynomials' Horner steps are written with it: one instruction
- * where a multiply and an add were two (exp, tanh, gelu, erf and sin 1.07-1.3x as fast on AVX-512),
- * and one rounding instead of two. IEEE 754 defines fma exactly, so gcc's vfmadd (or its call
- * to libm's fmaf in a baseline clone), LLVM's llvm.fma and CUDA's fmaf give the same bits;
- * a target without FMA instructions (x86-64 before Haswell, `--cpu x86-64`) computes it in
- * software: the same result, slowly. */
-K_SF_INLINE float k_vm_fma(float a, float b, float c) { return fmaf(a, b, c); }
-K_SF_INLINE double k_vm_fmad(double a, double b, double c) { return fma(a, b, c); }
-
 /* inf and a quiet NaN from their bits (the <math.h> macros need not exist in NVRTC). */
 K_SF_INLINE float k_vm_inf(void) { return k_vm_asfloat(0x7f800000u); }
 K_SF_INLINE float k_vm_nan(void) { return k_vm_asfloat(0x7fc00000u); }
@@ -80,44 +70,29 @@ K_SF_INLINE float k_vm_pow2i(int n) { return k_vm_asfloat((unsigned int)(n + 127
 K_SF_INLINE float k_vm_round(float x) { return (x + 12582912.0f) - 12582912.0f; }
 
 /* e^x = 2^n e^r with n = round(x / ln2) and |r| <= ln2/2. ln2 is split so that n * hi is
- * exact and t = x - n * hi cancels exactly; s = e^r - 1 = r + r^2 P(r), summed as
- * t + (r^2 P(r) - n lo) so that r's own rounding stays out of the linear term (it cost up to
- * a quarter ulp; the small terms' roundings are far below it). The scale 2^n is applied
- * as two halves, each a normal float: 2^h + 2^h s in one fused multiply-add (one rounding of
- * the whole result, where rounding 1 + s first cost up to another ulp), then the other half,
- * exact unless the result is a denormal or inf. x is clamped first to where the result is
- * already inf (89) or 0 (-104); the clamp also turns NaN into a number before the int
- * conversion. */
+ * exact and x - n * hi cancels exactly. The scale 2^n is applied as two halves, each a
+ * normal float, so that the one rounding into a denormal or to inf happens on the last
+ * multiply. x is clamped first to where the result is already inf (89) or 0 (-104); the
+ * clamp also turns NaN into a number before the int conversion. */
 K_SF_INLINE float k_vm_exp(float x) {
   float xc = x > -104.0f ? x : -104.0f;
   xc = xc < 89.0f ? xc : 89.0f;
   float kf = k_vm_round(xc * 1.44269504f);
-  float t = k_vm_fma(kf, -0.693359375f, xc);
-  float r = k_vm_fma(kf, 2.12194442e-4f, t);
-  float p = k_vm_fma(r, 1.0f / 5040.0f, 1.0f / 720.0f);
-  p = k_vm_fma(r, p, 1.0f / 120.0f);
-  p = k_vm_fma(r, p, 1.0f / 24.0f);
-  p = k_vm_fma(r, p, 1.0f / 6.0f);
-  p = k_vm_fma(r, p, 0.5f);
-  float s = t + k_vm_fma(r * r, p, kf * 2.12194442e-4f), a;
+  float r = (xc - kf * 0.693359375f) - kf * -2.12194442e-4f;
+  float p = 1.0f / 720.0f + r * (1.0f / 5040.0f);
+  p = 1.0f / 24.0f + r * (1.0f / 120.0f + r * p);
+  p = 1.0f + (r + r * r * (0.5f + r * (1.0f / 6.0f + r * p)));
   int n = (int)kf, half = n / 2;
-  a = k_vm_pow2i(half);
-  float y = k_vm_fma(s, a, a) * k_vm_pow2i(n - half);
+  float y = p * k_vm_pow2i(half) * k_vm_pow2i(n - half);
   return x != x ? x + x : y;
 }
 
 /* e^x - 1 without the cancellation of exp(x) - 1 near 0: a Taylor series for
  * |x| < ln2, exp(x) - 1 beyond (where e^x >= 2 or <= 1/2, so it loses at most a bit). */
 K_SF_INLINE float k_vm_expm1(float x) {
-  float p = k_vm_fma(x, 1.0f / 3628800.0f, 1.0f / 362880.0f);
-  p = k_vm_fma(x, p, 1.0f / 40320.0f);
-  p = k_vm_fma(x, p, 1.0f / 5040.0f);
-  p = k_vm_fma(x, p, 1.0f / 720.0f);
-  p = k_vm_fma(x, p, 1.0f / 120.0f);
-  p = k_vm_fma(x, p, 1.0f / 24.0f);
-  p = k_vm_fma(x, p, 1.0f / 6.0f);
-  p = k_vm_fma(x, p, 0.5f);
-  float small = k_vm_fma(x * x, p, x);
+  float p = 1.0f / 40320.0f + x * (1.0f / 362880.0f + x * (1.0f / 3628800.0f));
+  p = 1.0f / 120.0f + x * (1.0f / 720.0f + x * (1.0f / 5040.0f + x * p));
+  float small = x + x * x * (0.5f + x * (1.0f / 6.0f + x * (1.0f / 24.0f + x * p)));
   float y = fabsf(x) < 0.693147181f ? small : k_vm_exp(x) - 1.0f;
   return x == 0.0f ? x : y;
 }
@@ -125,7 +100,8 @@ K_SF_INLINE float k_vm_expm1(float x) {
 /* x = m 2^e with m in [sqrt(1/2), sqrt(2)), for finite x > 0 (denormals scaled by 2^24 first):
  * the split k_vm_log and k_vm_log2d share. m and e are exact. e is a float made of float
  * corrections: with both tests' corrections added as ints, gcc 12 could not vectorise a loop
- * of k_vm_log (it found no one vector type for the mixed masks). */
+ * of k_vm_log (it found no one vector type for the mixed masks), so every log, softplus and
+ * pow loop of the kernels was scalar. */
 K_SF_INLINE float k_vm_split(float x, float *e) {
   int tiny = x < 1.17549435e-38f;
   unsigned int u = k_vm_asuint(tiny ? x * 16777216.0f : x);
@@ -141,9 +117,7 @@ K_SF_INLINE float k_vm_split(float x, float *e) {
 K_SF_INLINE float k_vm_log(float x) {
   float e, m = k_vm_split(x, &e);
   float f = m - 1.0f, s = f / (2.0f + f), z = s * s, hfsq = 0.5f * f * f;
-  float R = k_vm_fma(z, 2.0f / 9.0f, 2.0f / 7.0f);
-  R = k_vm_fma(z, R, 2.0f / 5.0f);
-  R = z * k_vm_fma(z, R, 2.0f / 3.0f);
+  float R = z * (2.0f / 3.0f + z * (2.0f / 5.0f + z * (2.0f / 7.0f + z * (2.0f / 9.0f))));
   float y = e * 0.693359375f + (f - (hfsq - (s * (hfsq + R) + e * -2.12194442e-4f)));
   y = x == k_vm_inf() ? x : y;
   y = x == 0.0f ? -k_vm_inf() : y;
@@ -163,12 +137,8 @@ K_SF_INLINE float k_vm_log1p01(float t) {
  * there; e^2|x| = inf gives exactly 1). The zero test keeps tanh(-0) = -0. */
 K_SF_INLINE float k_vm_tanh(float x) {
   float a = fabsf(x), z = x * x;
-  float p = k_vm_fma(z, 0.00252850307f, -0.00852793548f);
-  p = k_vm_fma(z, p, 0.0218188744f);
-  p = k_vm_fma(z, p, -0.0539647453f);
-  p = k_vm_fma(z, p, 0.133333251f);
-  p = k_vm_fma(z, p, -0.333333343f);
-  float small = k_vm_fma(x, z * p, x);
+  float p = -0.0539647453f + z * (0.0218188744f + z * (-0.00852793548f + z * 0.00252850307f));
+  float small = x + x * (z * (-0.333333343f + z * (0.133333251f + z * p)));
   float big = 1.0f - 2.0f / (k_vm_exp(2.0f * a) + 1.0f);
   float y = a < 0.55f ? small : (x < 0.0f ? -big : big);
   return x == 0.0f ? x : y;
@@ -185,21 +155,12 @@ K_SF_INLINE float k_vm_sigmoid(float x) {
  * 3.92; the clamp keeps P inside its fitted range, and NaN passes it. */
 K_SF_INLINE float k_vm_erf(float x) {
   float a = fabsf(x), z = x * x;
-  float q = k_vm_fma(z, 8.50839497e-05f, -0.000817448366f);
-  q = k_vm_fma(z, q, 0.00520375278f);
-  q = k_vm_fma(z, q, -0.0268604625f);
-  q = k_vm_fma(z, q, 0.112837143f);
-  q = k_vm_fma(z, q, -0.376126349f);
-  q = k_vm_fma(z, q, 0.128379166f);
-  float small = k_vm_fma(x, q, x);
+  float q = 0.00520375278f + z * (-0.000817448366f + z * 8.50839497e-05f);
+  q = 0.128379166f + z * (-0.376126349f + z * (0.112837143f + z * (-0.0268604625f + z * q)));
+  float small = x + x * q;
   float t = (a > 3.92f ? 3.92f : a) - 0.9f;
-  float p = k_vm_fma(t, -2.11800889e-05f, 0.000301835971f);
-  p = k_vm_fma(t, p, -0.00218396285f);
-  p = k_vm_fma(t, p, 0.0110898959f);
-  p = k_vm_fma(t, p, -0.0457853861f);
-  p = k_vm_fma(t, p, -0.830015719f);
-  p = k_vm_fma(t, p, -2.47163415f);
-  p = k_vm_fma(t, p, -1.59409726f);
+  float p = 0.0110898959f + t * (-0.00218396285f + t * (0.000301835971f + t * -2.11800889e-05f));
+  p = -1.59409726f + t * (-2.47163415f + t * (-0.830015719f + t * (-0.0457853861f + t * p)));
   float big = 1.0f - k_vm_exp(p);
   return a < 0.9f ? small : (x < 0.0f ? -big : big);
 }
@@ -208,19 +169,13 @@ K_SF_INLINE float k_vm_erf(float x) {
  * below 2^-36 of the result, so the one rounding to float is all but correct. */
 K_SF_INLINE double k_vm_sin_r(double r) {
   double z = r * r;
-  double p = k_vm_fmad(z, -1.0 / 39916800, 1.0 / 362880);
-  p = k_vm_fmad(z, p, -1.0 / 5040);
-  p = k_vm_fmad(z, p, 1.0 / 120);
-  p = k_vm_fmad(z, p, -1.0 / 6);
-  return k_vm_fmad(r, z * p, r);
+  double p = -1.0 / 5040 + z * (1.0 / 362880 + z * (-1.0 / 39916800));
+  return r + r * (z * (-1.0 / 6 + z * (1.0 / 120 + z * p)));
 }
 K_SF_INLINE double k_vm_cos_r(double r) {
   double z = r * r;
-  double q = k_vm_fmad(z, 1.0 / 479001600, -1.0 / 3628800);
-  q = k_vm_fmad(z, q, 1.0 / 40320);
-  q = k_vm_fmad(z, q, -1.0 / 720);
-  q = k_vm_fmad(z, q, 1.0 / 24);
-  return 1.0 - k_vm_fmad(-z * z, q, 0.5 * z);
+  double q = 1.0 / 24 + z * (-1.0 / 720 + z * (1.0 / 40320 + z * (-1.0 / 3628800 + z * (1.0 / 479001600))));
+  return 1.0 - (0.5 * z - z * z * q);
 }
 
 /* Accurate range of the reduction below: |x| < K_VM_TRIG_MAX (2^26). */
@@ -253,12 +208,8 @@ K_SF_INLINE double k_vm_log2d(float a) {
   float ef, m = k_vm_split(a, &ef);
   double e = (double)ef;
   double f = (double)m - 1.0, s = f / (2.0 + f), z = s * s;
-  double R = k_vm_fmad(z, 2.0 / 15.0, 2.0 / 13.0);
-  R = k_vm_fmad(z, R, 2.0 / 11.0);
-  R = k_vm_fmad(z, R, 2.0 / 9.0);
-  R = k_vm_fmad(z, R, 2.0 / 7.0);
-  R = k_vm_fmad(z, R, 2.0 / 5.0);
-  R = z * k_vm_fmad(z, R, 2.0 / 3.0);
+  double R = 2.0 / 9.0 + z * (2.0 / 11.0 + z * (2.0 / 13.0 + z * (2.0 / 15.0)));
+  R = z * (2.0 / 3.0 + z * (2.0 / 5.0 + z * (2.0 / 7.0 + z * R)));
   return e + (f - s * (f - R)) * 1.4426950408889634;
 }
 
@@ -269,17 +220,8 @@ K_SF_INLINE float k_vm_exp2d(double t) {
   tc = tc < 200.0 ? tc : 200.0;
   double nd = (tc + 6755399441055744.0) - 6755399441055744.0;
   double v = (tc - nd) * 0.69314718055994531;
-  double p = k_vm_fmad(v, 1.0 / 39916800, 1.0 / 3628800);
-  p = k_vm_fmad(v, p, 1.0 / 362880);
-  p = k_vm_fmad(v, p, 1.0 / 40320);
-  p = k_vm_fmad(v, p, 1.0 / 5040);
-  p = k_vm_fmad(v, p, 1.0 / 720);
-  p = k_vm_fmad(v, p, 1.0 / 120);
-  p = k_vm_fmad(v, p, 1.0 / 24);
-  p = k_vm_fmad(v, p, 1.0 / 6);
-  p = k_vm_fmad(v, p, 0.5);
-  p = k_vm_fmad(v, p, 1.0);
-  p = k_vm_fmad(v, p, 1.0);
+  double p = 1.0 / 5040 + v * (1.0 / 40320 + v * (1.0 / 362880 + v * (1.0 / 3628800 + v * (1.0 / 39916800))));
+  p = 1.0 + v * (1.0 + v * (0.5 + v * (1.0 / 6 + v * (1.0 / 24 + v * (1.0 / 120 + v * (1.0 / 720 + v * p))))));
   k_vm_bits64 b;
   b.u = (unsigned long long)((int)nd + 1023) << 52;
   return (float)(p * b.d);
@@ -361,15 +303,9 @@ K_SF_INLINE float k_sf_softplus_grad(float og, float x, float y) {
  * density needs too. */
 K_SF_INLINE float k_vm_normal_tail(float a, float *e) {
   float ac = a < 16.0f ? a : 16.0f, s = ac / (ac + 3.0f);
-  float g = k_vm_fma(s, 0.0274910592f, -0.0941305682f);
-  g = k_vm_fma(s, g, 0.085645102f);
-  g = k_vm_fma(s, g, 0.00753975566f);
-  g = k_vm_fma(s, g, 0.0631119832f);
-  g = k_vm_fma(s, g, -0.159063086f);
-  g = k_vm_fma(s, g, -0.286911696f);
-  g = k_vm_fma(s, g, 1.05314946f);
-  g = k_vm_fma(s, g, -1.19682634f);
-  g = k_vm_fma(s, g, 0.5f);
+  float g = -0.159063086f + s * (0.0631119832f + s * (0.00753975566f + s * (0.085645102f + s * (
+            -0.0941305682f + s * 0.0274910592f))));
+  g = 0.5f + s * (-1.19682634f + s * (1.05314946f + s * (-0.286911696f + s * g)));
   *e = k_vm_exp(-(0.5f * a) * a);
   return *e * g;
 }
