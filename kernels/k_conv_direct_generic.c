@@ -1,5 +1,6 @@
 /* k_conv_direct_generic.c — the direct convolution's portable block functions
- * (k_conv_direct_isa.h) at V = 8 and V = 16, for CPUs without AVX2 + FMA (or KILN_CONV=direct-generic). */
+ * (k_conv_direct_isa.h) at V = 8 and V = 16, for CPUs without AVX2 + FMA (or
+ * KILN_CONV=direct-generic). */
 #include "k_conv_direct_impl.h"
 
 #if K_CD_GNU
