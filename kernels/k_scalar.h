@@ -205,8 +205,7 @@ K_SF_INLINE float k_vm_cos(float x) { return k_vm_sincos(x, 1); }
 
 /* log2 of a finite a >= 0 in double (relative error near 2^-50), as k_vm_log does it. */
 K_SF_INLINE double k_vm_log2d(float a) {
-  float ef, m = k_vm_split(a, &ef);
-  double e = (double)ef;
+  float e, m = k_vm_split(a, &e);   /* e an exact integer, so in double as it is */
   double f = (double)m - 1.0, s = f / (2.0 + f), z = s * s;
   double R = 2.0 / 9.0 + z * (2.0 / 11.0 + z * (2.0 / 13.0 + z * (2.0 / 15.0)));
   R = z * (2.0 / 3.0 + z * (2.0 / 5.0 + z * (2.0 / 7.0 + z * R)));
