@@ -42,12 +42,16 @@ static int cg_slot(const int *v, int n, int t) {
   return -1;
 }
 
-/* Tensor t's value: computed earlier in the group, else an external input (loaded once). */
+/* Tensor t's value: computed earlier in the group, else an external input (loaded once). A
+ * constant input (IR_T_CONST: its every element holds `value`, which nothing writes) is that
+ * value in the code instead of a load, so the back end folds it as an immediate. */
 static int cg_fb_value(cg_fb *b, int t) {
   if (t < 0) return cg_fb_fail(b, "a member reads an absent slot", NULL);
   if (b->cur[t] >= 0) return b->cur[t];
   int s = cg_slot(b->fn->in, b->fn->nin, t);
-  if (s < 0) return cg_fb_fail(b, "reads a value no member computed and no input gives:", ir_tensor_at(b->g, t)->name);
+  const ir_tensor *x = ir_tensor_at(b->g, t);
+  if (s < 0) return cg_fb_fail(b, "reads a value no member computed and no input gives:", x->name);
+  if (x->kind == IR_T_CONST && x->dtype == K_F32) return b->cur[t] = cg_fx_fconst(b, x->value);
   return b->cur[t] = cg_fx_push(b, (cg_fx){.kind = CG_FX_LOAD, .slot = s});
 }
 
@@ -197,14 +201,18 @@ static int cg_fb_space(cg_fb *b) {
 }
 
 /* Output j may share input fn->inplace[j]'s buffer; only the same element is then read and
- * written, which cg_fused.c exploits when the two pointers are equal. */
+ * written. Sharing is the only overlap there is: the plan gives every other operand of a node
+ * storage of its own (their lifetimes meet at the node), and the caller's inputs are only read.
+ * An in-place pair at different strides (not met in practice) clears `parallel`. */
 static void cg_fb_alias(cg_fb *b) {
   cg_fexpr *fx = b->fx;
+  fx->parallel = true;
   for (int j = 0; j < fx->nout; j++) {
     int s = b->fn->inplace ? b->fn->inplace[j] : -1;
     bool same = s >= 0 && s < fx->nin;
     for (int d = 0; same && d < fx->rank; d++) same = fx->ist[s][d] == fx->ost[d];
     fx->alias[j] = same ? s : -1;
+    if (s >= 0 && s < fx->nin && !same) fx->parallel = false;
   }
 }
 
@@ -292,6 +300,7 @@ unsigned char *cg_fexpr_key(const cg_fexpr *fx, size_t *len) {
   cg_kint(&k, fx->nx);
   for (int i = 0; i < fx->nx; i++) cg_key_node(&k, &fx->x[i]);
   for (int j = 0; j < fx->nout; j++) cg_kint(&k, fx->store[j]), cg_kint(&k, fx->alias[j]);
+  cg_kint(&k, fx->parallel);
   if (k.oom) { free(k.p); return NULL; }
   *len = k.len;
   return k.p;

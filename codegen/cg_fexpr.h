@@ -42,6 +42,8 @@ typedef struct {
   int nx, capx;
   int *store;                  /* per output: the node holding its final value */
   int *alias;                  /* per output: the input it may share in place (same strides), or -1 */
+  bool parallel;               /* no output shares an input's buffer but at the same strides, so
+                                  no element written by one index is touched by another */
 } cg_fexpr;
 
 /* Element strides of shape s read at the index space of shape out (NumPy broadcasting: 0 on

@@ -23,6 +23,7 @@ struct cg_llvm {
   char *cpu, *features;               /* what tm was built for, LLVMDisposeMessage'd */
   cg_options opt;
   bool scalars_linked;                /* k_scalar.h's bitcode is in mod */
+  LLVMValueRef access_group;          /* cg_access_group's node, once made */
   LLVMOrcLLJITRef jit;                /* set by cg_jit, disposed by cg_llvm_free */
 };
 
@@ -32,6 +33,9 @@ struct cg_llvm {
 int cg_link_scalars(cg_llvm *m, char *err, size_t n);
 /* The linked scalar function `k_sf_<stem><suffix>`, or NULL. suffix: "", "_grad", "_grad_a"... */
 LLVMValueRef cg_scalar_fn(cg_llvm *m, const char *stem, const char *suffix);
+/* The distinct, empty metadata node that marks the fused loops' loads and stores as one
+ * access group (llvm.access.group), made once per module; NULL with a message if it cannot be. */
+LLVMValueRef cg_access_group(cg_llvm *m, char *err, size_t n);
 /* Gives every linked scalar function internal linkage and alwaysinline, so that the pipeline
  * inlines them and drops the bodies; called by cg_optimize, cg_write_* and cg_jit. */
 void cg_scalars_finish(cg_llvm *m);

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <llvm-c/DebugInfo.h>
+
 #include "cg_fexpr.h"
 #include "k_parallel.h"
 #include "k_vec.h"
@@ -29,6 +31,7 @@ typedef struct {
   char *err;
   size_t n;
   LLVMValueRef lo, hi;          /* a _range function: the outermost loop's bounds, else NULL */
+  LLVMValueRef group;           /* a parallel group's access group (cg_access_group), else NULL */
 } cg_lower;
 
 static LLVMValueRef cg_i64c(cg_llvm *m, int64_t v) { return LLVMConstInt(cg_i64(m), (unsigned long long)v, 1); }
@@ -39,10 +42,30 @@ static LLVMValueRef cg_elem(cg_lower *l, LLVMValueRef base, LLVMValueRef off) {
   return p;
 }
 
+/* A load or store of a parallel group joins its access group. */
+static void cg_access(cg_lower *l, LLVMValueRef mem) {
+  LLVMSetAlignment(mem, 4);
+  if (l->group) LLVMSetMetadata(mem, LLVMGetMDKindIDInContext(l->m->ctx, "llvm.access.group", 17), l->group);
+}
+
 static LLVMValueRef cg_load(cg_lower *l, LLVMValueRef base, LLVMValueRef off) {
   LLVMValueRef v = LLVMBuildLoad2(l->m->b, cg_f32(l->m), cg_elem(l, base, off), "");
-  LLVMSetAlignment(v, 4);
+  cg_access(l, v);
   return v;
+}
+
+/* Marks the loop whose back edge is `br` as one whose iterations are independent: its loop
+ * ID lists the access group under llvm.loop.parallel_accesses, so the vectorizer needs no
+ * runtime alias check and no scalar copy to fall back to. The ID must refer to itself: a
+ * temporary first operand, replaced by the node, makes it so (and makes it distinct). */
+static void cg_mark_parallel(cg_lower *l, LLVMValueRef br) {
+  LLVMContextRef c = l->m->ctx;
+  LLVMMetadataRef self = LLVMTemporaryMDNode(c, NULL, 0);
+  LLVMMetadataRef pa[2] = {LLVMMDStringInContext2(c, "llvm.loop.parallel_accesses", 27), LLVMValueAsMetadata(l->group)};
+  LLVMMetadataRef ops[2] = {self, LLVMMDNodeInContext2(c, pa, 2)};
+  LLVMMetadataRef id = LLVMMDNodeInContext2(c, ops, 2);
+  LLVMMetadataReplaceAllUsesWith(self, id);
+  LLVMSetMetadata(br, LLVMGetMDKindIDInContext(c, "llvm.loop", 9), LLVMMetadataAsValue(c, id));
 }
 
 /* A CALL node: the scalar function, checked against the arguments the expression gives. */
@@ -80,8 +103,7 @@ static int cg_lower_body(cg_lower *l) {
   for (int i = 0; i < l->fx->nx; i++)
     if (cg_lower_node(l, i)) return 1;
   for (int j = 0; j < l->fx->nout; j++) {
-    LLVMValueRef st = LLVMBuildStore(l->m->b, l->val[l->fx->store[j]], cg_elem(l, l->out[j], l->off[l->fx->nin + j]));
-    LLVMSetAlignment(st, 4);
+    cg_access(l, LLVMBuildStore(l->m->b, l->val[l->fx->store[j]], cg_elem(l, l->out[j], l->off[l->fx->nin + j])));
   }
   return 0;
 }
@@ -118,7 +140,8 @@ static int cg_lower_level(cg_lower *l, int d) {
   LLVMBasicBlockRef tail = LLVMGetInsertBlock(m->b), done = LLVMAppendBasicBlockInContext(m->ctx, l->fn, "done");
   LLVMValueRef next = LLVMBuildNUWAdd(m->b, i, cg_i64c(m, 1), "");
   LLVMValueRef end = d == 0 && l->hi ? l->hi : cg_i64c(m, fx->dim[d]);
-  LLVMBuildCondBr(m->b, LLVMBuildICmp(m->b, LLVMIntULT, next, end, ""), head, done);
+  LLVMValueRef br = LLVMBuildCondBr(m->b, LLVMBuildICmp(m->b, LLVMIntULT, next, end, ""), head, done);
+  if (l->group && d == fx->rank - 1) cg_mark_parallel(l, br);
   LLVMValueRef inc[2] = {d == 0 && l->lo ? l->lo : cg_i64c(m, 0), next};
   LLVMBasicBlockRef from[2] = {pre, tail};
   LLVMAddIncoming(i, inc, from, 2);
@@ -133,11 +156,18 @@ static int cg_lower_nest(cg_lower *l) {
   return cg_lower_level(l, 0);
 }
 
-/* With in-place outputs the nest is emitted twice: once where each such output's pointer is
- * its input's (then the loop reads and writes one array at one index, which the vectorizer
- * accepts), once for distinct buffers (its runtime alias checks then pass). */
+/* A parallel group (cg_fexpr.h) is one nest whose innermost loop is marked parallel: an
+ * output and the input it shares are one array read and written at one index, and every
+ * other pair is apart. Otherwise, with in-place outputs the nest is emitted twice: once where
+ * each such output's pointer is its input's (then the loop reads and writes one array at one
+ * index, which the vectorizer accepts), once for distinct buffers (its runtime alias checks
+ * then pass). */
 static int cg_lower_versions(cg_lower *l) {
   cg_llvm *m = l->m;
+  if (l->fx->parallel) {
+    l->group = cg_access_group(m, l->err, l->n);
+    return l->group ? cg_lower_nest(l) : 1;
+  }
   LLVMValueRef same = NULL;
   for (int j = 0; j < l->fx->nout; j++) {
     if (l->fx->alias[j] < 0) continue;
@@ -207,7 +237,7 @@ static int cg_fused_emit_nest(cg_llvm *m, const cg_fexpr *fx, const char *name, 
   LLVMValueRef in[fx->nin + 1], out[fx->nout + 1], off[nops + 1];
   LLVMValueRef *val = calloc((size_t)fx->nx + 1, sizeof *val);
   if (!val) return rt_errf(err, n, "out of memory");
-  cg_lower l = {m, fx, cg_fused_decl(m, name, range ? cg_range_type(m) : cg_step_type(m)), in, out, off, val, err, n, NULL, NULL};
+  cg_lower l = {m, fx, cg_fused_decl(m, name, range ? cg_range_type(m) : cg_step_type(m)), in, out, off, val, err, n, NULL, NULL, NULL};
   if (range) l.lo = LLVMGetParam(l.fn, 1), l.hi = LLVMGetParam(l.fn, 2);
   LLVMPositionBuilderAtEnd(m->b, LLVMAppendBasicBlockInContext(m->ctx, l.fn, "entry"));
   int bad = 0;

@@ -9,6 +9,7 @@
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/BitReader.h>
+#include <llvm-c/IRReader.h>
 #include <llvm-c/Linker.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 
@@ -120,6 +121,31 @@ int cg_link_scalars(cg_llvm *m, char *err, size_t n) {
   return 0;
 }
 
+/* The C API makes only uniqued metadata nodes, and an access group must be distinct: it is
+ * parsed from IR text into a module of our context and linked in, where it stays as the
+ * named metadata `kiln.access_group` (unused by anything else). */
+LLVMValueRef cg_access_group(cg_llvm *m, char *err, size_t n) {
+  static const char text[] = "!kiln.access_group = !{!0}\n!0 = distinct !{}\n";
+  if (m->access_group) return m->access_group;
+  if (!m->mod) return rt_errf(err, n, "the module was already handed to the JIT"), NULL;
+  LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRangeCopy(text, sizeof text - 1, "kiln.access_group");
+  LLVMModuleRef am = NULL;
+  char *msg = NULL;
+  if (LLVMParseIRInContext(m->ctx, buf, &am, &msg) || !am) {   /* takes buf in both cases */
+    rt_errf(err, n, "internal error: the access group does not parse: %s", msg ? msg : "?");
+    LLVMDisposeMessage(msg);
+    return NULL;
+  }
+  LLVMSetTarget(am, m->triple);
+  LLVMSetModuleDataLayout(am, m->td);
+  if (LLVMLinkModules2(m->mod, am)) return rt_errf(err, n, "internal error: linking the access group failed"), NULL;
+  LLVMValueRef node = NULL;
+  if (LLVMGetNamedMetadataNumOperands(m->mod, "kiln.access_group") != 1)
+    return rt_errf(err, n, "internal error: no access group after linking"), NULL;
+  LLVMGetNamedMetadataOperands(m->mod, "kiln.access_group", &node);
+  return m->access_group = node;
+}
+
 LLVMValueRef cg_scalar_fn(cg_llvm *m, const char *stem, const char *suffix) {
   char name[128];
   snprintf(name, sizeof name, "k_sf_%s%s", stem, suffix);
@@ -162,8 +188,11 @@ int cg_optimize(cg_llvm *m, char *err, size_t n) {
     return 1;
   }
   LLVMDisposeMessage(msg);
-  char pipe[32];
-  snprintf(pipe, sizeof pipe, "default<O%d>", m->opt.opt_level);
+  /* The scalar functions are inlined before the default pipeline: its GlobalOpt pass walks a
+   * function's call sites once per call site, so a large model's thousands of calls to one
+   * k_sf_* cost time quadratic in the graph (a 100,000-node chain: seconds). */
+  char pipe[48];
+  snprintf(pipe, sizeof pipe, "always-inline,default<O%d>", m->opt.opt_level);
   LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
   LLVMPassBuilderOptionsSetLoopVectorization(po, m->opt.opt_level >= 2);
   LLVMPassBuilderOptionsSetSLPVectorization(po, m->opt.opt_level >= 2);

@@ -63,13 +63,15 @@ static bool t_is(const int *v, int n, int t) {
 }
 
 /* Buffers for every tensor the group touches: externals random (a kAddTo output's old value
- * too), internals zero; the JIT gets copies of the externals. */
+ * too) but a constant, which holds its value as the runtime fills it (the fused code folds
+ * it); internals zero; the JIT gets copies of the externals. */
 static void t_alloc(t_case *c, int t) {
   if (t < 0 || c->ref[t]) return;
   int64_t n = t_numel(c->g, t);
   bool ext = t_is(c->fn->in, c->fn->nin, t) || t_is(c->fn->out, c->fn->nout, t);
+  const ir_tensor *x = ir_tensor_at(c->g, t);
   c->ref[t] = calloc((size_t)n + 1, sizeof(float));
-  for (int64_t i = 0; ext && i < n; i++) c->ref[t][i] = t_rand();
+  for (int64_t i = 0; ext && i < n; i++) c->ref[t][i] = x->kind == IR_T_CONST ? x->value : t_rand();
   if (!ext) return;
   c->jit[t] = malloc(sizeof(float) * ((size_t)n + 1));
   memcpy(c->jit[t], c->ref[t], sizeof(float) * (size_t)n);
@@ -393,6 +395,9 @@ static void t_vectorized(const ir_graph *g, bool train, const char *label) {
     if (strstr(ir, widths[i])) t_vec_found = widths[i];
   t_check(t_vec_found != NULL, "%s at O%d: no vector instructions in the fused loop", label, t_vec_level);
   t_check(!strstr(ir, "define internal float @k_sf_"), "%s: scalar functions left after inlining", label);
+  /* The loops are marked parallel (cg_fused.c), so no runtime alias check guards them. */
+  t_check(strstr(ir, "llvm.loop.parallel_accesses") && !strstr(ir, "found.conflict"),
+          "%s at O%d: the fused loop is not marked parallel, or is guarded by an alias check", label, t_vec_level);
   LLVMDisposeMessage(ir);
   char path[] = "/tmp/kiln_test_fusedXXXXXX";
   int fd = mkstemp(path);
