@@ -23,44 +23,67 @@ static k_rows k_rows_of(const k_shape *s, int axis) {
 
 /* ---- contiguous rows ---- */
 
+/* Contiguous rows are written on k_vf16 (element k in lane k % 16, the same operations in
+ * the same order as the lane-array loops they replace, so the same bits): as lane arrays gcc
+ * kept the max's lanes in scalar registers and the sums on the stack, and a short row
+ * (attention's 64) cost twice its exponentials. */
+typedef int32_t k_sm_mask __attribute__((vector_size(64)));
+
 /* The row's max; a NaN is passed over here but still turns the row NaN through exp. */
 static inline float k_row_max(const float *x, int64_t n) {
   float l[K_LANES];
   int64_t k = 0;
-  for (int i = 0; i < K_LANES; i++) l[i] = -INFINITY;
-  for (; k + K_LANES <= n; k += K_LANES)
-    for (int i = 0; i < K_LANES; i++) l[i] = x[k + i] > l[i] ? x[k + i] : l[i];
+  k_vf16 acc, v;
+  for (int i = 0; i < K_LANES; i++) acc[i] = -INFINITY;
+  for (; k + K_LANES <= n; k += K_LANES) {
+    K_VF16_LOAD(v, x + k);
+    k_sm_mask gt = v > acc;   /* lane-wise x > l ? x : l */
+    acc = (k_vf16)(((k_sm_mask)v & gt) | ((k_sm_mask)acc & ~gt));
+  }
+  __builtin_memcpy(l, &acc, sizeof l);
   for (int i = 0; k + i < n; i++) l[i] = x[k + i] > l[i] ? x[k + i] : l[i];
   for (int w = K_LANES / 2; w > 0; w /= 2)
     for (int i = 0; i < w; i++) l[i] = l[i + w] > l[i] ? l[i + w] : l[i];
   return l[0];
 }
 
-/* t[k] = exp(x[k] - m) for a block, added into the lanes in order. */
-static inline void k_exp_block(float *restrict t, float *restrict l, const float *x, int64_t n, float m) {
+/* t[j] = exp(x[j] - m) for a block of len; its whole vectors added into acc in order, the
+ * partial one (only ever the row's last) into lanes l. */
+static inline void k_exp_block(float *restrict t, k_vf16 *acc, float *restrict l, const float *x,
+                               int64_t len, float m) {
   int64_t k = 0;
-  for (int64_t j = 0; j < n; j++) t[j] = k_sf_exp(x[j] - m);
-  for (; k + K_LANES <= n; k += K_LANES)
-    for (int i = 0; i < K_LANES; i++) l[i] += t[k + i];
-  for (int i = 0; k + i < n; i++) l[i] += t[k + i];
+  k_vf16 v;
+  for (int64_t j = 0; j < len; j++) t[j] = k_sf_exp(x[j] - m);
+  for (; k + K_LANES <= len; k += K_LANES) {
+    K_VF16_LOAD(v, t + k);
+    *acc += v;
+  }
+  __builtin_memcpy(l, acc, sizeof(k_vf16));
+  for (int i = 0; k + i < len; i++) l[i] += t[k + i];
 }
 
-/* Sum of exp(x - m) over the row; with y (not kAddTo) the terms are stored there too. */
-static inline float k_row_expsum(const float *x, int64_t n, float m, float *y) {
+/* Sum of exp(x - m) over the row. */
+static inline float k_row_expsum(const float *x, int64_t n, float m) {
   float l[K_LANES] = {0}, t[K_BLOCK];
-  for (int64_t k0 = 0; k0 < n; k0 += K_BLOCK) {
-    int64_t len = n - k0 < K_BLOCK ? n - k0 : K_BLOCK;
-    k_exp_block(t, l, x + k0, len, m);
-    if (y) k_store_block(y + k0, t, len, kWriteTo);
-  }
+  k_vf16 acc = {0};
+  for (int64_t k0 = 0; k0 < n; k0 += K_BLOCK)
+    k_exp_block(t, &acc, l, x + k0, n - k0 < K_BLOCK ? n - k0 : K_BLOCK, m);
   return k_lanes_sum(l);
 }
 
-/* One row of softmax (is_log 0) or log_softmax (1). */
+/* One row of softmax (is_log 0) or log_softmax (1). A row of one block scales its
+ * exponentials in the stack block; a longer row keeps them in y until scaled, or with kAddTo
+ * (y holds what it adds to) computes them again. */
 K_VEC_TARGETS static void k_softmax_row(const float *x, float *y, int64_t n, int is_log, k_req req) {
-  float m = k_row_max(x, n), t[K_BLOCK];
-  int keep_exp = !is_log && req != kAddTo;     /* y may hold the terms until scaled */
-  float s = k_row_expsum(x, n, m, keep_exp ? y : NULL), inv = 1.0f / s;
+  float m = k_row_max(x, n), t[K_BLOCK], l[K_LANES] = {0};
+  int keep_exp = !is_log && req != kAddTo && n > K_BLOCK;
+  k_vf16 acc = {0};
+  for (int64_t k0 = 0; k0 < n; k0 += K_BLOCK) {
+    int64_t len = n - k0 < K_BLOCK ? n - k0 : K_BLOCK;
+    k_exp_block(t, &acc, l, x + k0, len, m);
+    if (keep_exp) k_store_block(y + k0, t, len, kWriteTo);
+  }
+  float s = k_lanes_sum(l), inv = 1.0f / s;
   float ls = is_log ? logf(s) : 0.0f;   /* a libm call per row that softmax does not need */
   if (keep_exp) {
     for (int64_t j = 0; j < n; j++) y[j] *= inv;
@@ -70,7 +93,8 @@ K_VEC_TARGETS static void k_softmax_row(const float *x, float *y, int64_t n, int
     int64_t len = n - k0 < K_BLOCK ? n - k0 : K_BLOCK;
     const float *xb = x + k0;
     if (is_log) for (int64_t j = 0; j < len; j++) t[j] = (xb[j] - m) - ls;   /* x - m is exact */
-    else for (int64_t j = 0; j < len; j++) t[j] = k_sf_exp(xb[j] - m) * inv;
+    else if (n > K_BLOCK) for (int64_t j = 0; j < len; j++) t[j] = k_sf_exp(xb[j] - m) * inv;
+    else for (int64_t j = 0; j < len; j++) t[j] *= inv;   /* the one block's exponentials */
     k_store_block(y + k0, t, len, req);
   }
 }
@@ -233,7 +257,7 @@ int k_softmax_cross_entropy_forward(const k_call *c) {
   double total = 0;
   for (int64_t i = 0; i < rows; i++) {
     const float *row = x + i * classes;
-    float m = k_row_max(row, classes), lsum = logf(k_row_expsum(row, classes, m, NULL));
+    float m = k_row_max(row, classes), lsum = logf(k_row_expsum(row, classes, m));
     total += (double)lsum - (double)(row[label[i]] - m);
   }
   k_put(c->out[0].data, 0, (float)(total / (double)rows), c->req[0]);
@@ -256,7 +280,7 @@ K_VEC_TARGETS static void k_sce_grad_range(void *ctx, int64_t lo, int64_t hi) {
   float t[K_BLOCK];
   for (int64_t i = lo; i < hi; i++) {
     const float *row = j->x + i * n;
-    float m = k_row_max(row, n), inv = j->scale / k_row_expsum(row, n, m, NULL);
+    float m = k_row_max(row, n), inv = j->scale / k_row_expsum(row, n, m);
     for (int64_t k0 = 0; k0 < n; k0 += K_BLOCK) {
       int64_t len = n - k0 < K_BLOCK ? n - k0 : K_BLOCK, hit = j->label[i] - k0;
       for (int64_t k = 0; k < len; k++) t[k] = k_sf_exp(row[k0 + k] - m) * inv;
