@@ -46,6 +46,8 @@ static void repl_clear(repl *r) {
   kiln_session_free(r->s);
   r->s = NULL;
   api_buf_free(&r->dims), api_buf_free(&r->defs);
+  free(r->dim_lines.stmt), free(r->def_lines.stmt);
+  r->dim_lines = r->def_lines = (repl_lines){0};
 }
 
 int repl_show(repl *r, kiln_array *a) {
@@ -54,16 +56,54 @@ int repl_show(repl *r, kiln_array *a) {
   return 0;
 }
 
+/* ---- diagnostics: a line of the lowered text renamed as the statement it came from ---- */
+
+/* Appends n lines of statement stmt to m; false without memory. */
+static bool repl_lines_add(repl_lines *m, int stmt, int n) {
+  if (m->n + n > m->cap) {
+    int cap = (m->cap ? m->cap * 2 : 16) + n;
+    int *v = realloc(m->stmt, sizeof *v * (size_t)cap);
+    if (!v) return false;
+    m->stmt = v, m->cap = cap;
+  }
+  while (n-- > 0) m->stmt[m->n++] = stmt;
+  return true;
+}
+
+/* The statement that line `line` of a lowered text came from: the text is the dims, then the
+ * defs, then the statement being run (every line of it, and the model around it). */
+static int repl_line_stmt(const repl *r, long line) {
+  if (line >= 1 && line <= r->dim_lines.n) return r->dim_lines.stmt[line - 1];
+  line -= r->dim_lines.n;
+  if (line >= 1 && line <= r->def_lines.n) return r->def_lines.stmt[line - 1];
+  return r->stmt;
+}
+
+/* The last error with each `<repl>:LINE:` renumbered by repl_line_stmt, so that a diagnostic
+ * says LINE = the statement number its prompt showed, whatever the dims and defs before it
+ * take in the text the front end read. Returns KILN_ERR. */
+static int repl_relocate(const repl *r) {
+  api_buf out = {0};
+  for (const char *p = kiln_last_error(), *at; *p; p = at) {
+    if (!(at = strstr(p, "<repl>:"))) { api_buf_printf(&out, "%s", p); break; }
+    at += 7;
+    api_buf_printf(&out, "%.*s", (int)(at - p), p);
+    char *end;
+    long line = strtol(at, &end, 10);
+    if (end > at && *end == ':') api_buf_printf(&out, "%d", repl_line_stmt(r, line)), at = end;
+  }
+  int rc = out.oom ? api_fail("out of memory") : api_fail("%s", out.s ? out.s : "");
+  api_buf_free(&out);
+  return rc;
+}
+
 /* ---- statements: one-statement models lowered by the front end, their nodes made arrays ---- */
 
 /* The model text: dims and defs, the session's arrays as inputs, and the statement on a
- * line of its own, the line number of its prompt where possible, so that a diagnostic shows
- * the user's line and its number; `lead` ("_ =" for a bare expression) ends the line before. */
+ * line of its own (a diagnostic shows the user's line; repl_relocate gives it its number);
+ * `lead` ("_ =" for a bare expression) ends the line before. */
 static void repl_source(repl *r, const char *lead, const char *stmt, const char *outputs, api_buf *b) {
   api_buf_printf(b, "%s%s", r->dims.s ? r->dims.s : "", r->defs.s ? r->defs.s : "");
-  int line = 1;
-  for (size_t i = 0; i < b->len; i++) line += b->s[i] == '\n';
-  for (; line < r->stmt - 1; line++) api_buf_printf(b, "\n");
   api_buf_printf(b, "model repl {");
   for (int i = 0; i < r->nvars; i++) {
     api_buf_printf(b, " input %s : ", r->vars[i].name);
@@ -127,7 +167,7 @@ static int repl_lower_stmt(repl *r, const char *lead, const char *stmt, char **t
   for (int i = 0; i < ntargets; i++) api_buf_printf(&outs, "%s%s", i ? ", " : "", targets[i]);
   repl_source(r, lead, stmt, outs.s ? outs.s : "", &src);
   api_lowered low = {0};
-  int rc = src.oom ? api_fail("out of memory") : api_lower_text("<repl>", src.s, &low);
+  int rc = src.oom ? api_fail("out of memory") : api_lower_text("<repl>", src.s, &low) ? repl_relocate(r) : KILN_OK;
   if (!rc) rc = repl_record(r, low.g, targets, ntargets);
   api_lowered_free(&low);
   api_buf_free(&outs), api_buf_free(&src);
@@ -155,17 +195,22 @@ static int repl_expr(repl *r, const char *text) {
   return rc;
 }
 
-/* dim and def statements are kept as text once a parse of the file so far accepts them. */
+/* dim and def statements are kept as text once a parse of the file so far accepts them;
+ * each line of one is mapped to its statement number for later diagnostics. */
 static int repl_decl(repl *r, const char *text, bool is_dim) {
   api_buf *into = is_dim ? &r->dims : &r->defs, src = {0};
+  repl_lines *lines = is_dim ? &r->dim_lines : &r->def_lines;
   size_t before = into->len;
+  int nlines = lines->n, add = 1;
+  for (const char *p = text; *p; p++) add += *p == '\n';
   api_buf_printf(into, "%s\n", text);
+  bool mapped = repl_lines_add(lines, r->stmt, add);
   api_buf_printf(&src, "%s%smodel repl { input _x : f32[1] output _x }\n", r->dims.s ? r->dims.s : "", r->defs.s ? r->defs.s : "");
   api_lowered low = {0};
-  int rc = api_lower_text("<repl>", src.s, &low);
+  int rc = !mapped || into->oom || src.oom ? api_fail("out of memory") : api_lower_text("<repl>", src.s, &low) ? repl_relocate(r) : KILN_OK;
   api_lowered_free(&low);
   api_buf_free(&src);
-  if (rc) api_buf_truncate(into, before);
+  if (rc) api_buf_truncate(into, before), lines->n = nlines;
   return rc;
 }
 

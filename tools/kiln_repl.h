@@ -11,11 +11,14 @@
 
 typedef struct { char *name; kiln_array *a; } repl_var;
 typedef struct repl_model repl_model;
+/* The statement number of each line of the dims or defs kept as text (a def spans lines). */
+typedef struct { int *stmt; int n, cap; } repl_lines;
 typedef struct {
   kiln_session *s;
   repl_var *vars;
   int nvars, cap;
   api_buf dims, defs;          /* dim and def statements so far, in order */
+  repl_lines dim_lines, def_lines;
   int stmt;                    /* the statement number the prompt shows */
   bool failed;
   bool timing;
