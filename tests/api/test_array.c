@@ -2,15 +2,16 @@
  * lazy arrays with their shapes; reading computes them, equal to plain C and to the .so
  * compiled from examples/mlp.kiln with the same weights; several arrays in one compile; the
  * cache hits from the second iteration of a loop on; unread arrays are never computed;
- * random arrays draw what a model's initializer draws; bad calls are refused with a message.
- * `api_test_array loop N` runs N create/compute/free iterations (the ASan build checks that
- * nothing leaks). */
+ * random arrays draw what a model's initializer draws; bad calls are refused with a message;
+ * freeing releases at once. `api_test_array loop N` runs N create/compute/free iterations,
+ * each one's arrays released when freed (the ASan build checks that nothing leaks). */
 #include <dlfcn.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "api.h"   /* the session's list of live arrays, to see what freeing releases */
 #include "kiln.h"
 #include "kiln_test.h"
 #include "rt_model.h"
@@ -557,7 +558,38 @@ static void test_interrupt(void) {
   kiln_session_free(s);
 }
 
-/* Create, compute, free: the cache hits after the first, and (under ASan) nothing leaks. */
+/* Arrays the session still holds (its list of live arrays). */
+static int live_arrays(kiln_session *s) {
+  int n = 0;
+  pthread_mutex_lock(&s->mu);
+  for (const kiln_array *a = s->arrays; a; a = a->next) n++;
+  pthread_mutex_unlock(&s->mu);
+  return n;
+}
+
+/* Freeing releases an array and its part of the pending graph, at once rather than with the
+ * session: an array another one reads stays until that one goes (a computed result keeps
+ * the graph it came from, which kiln_grad and kiln_export walk through). */
+static void test_free_releases(void) {
+  kiln_session *s = NULL;
+  CHECK(!kiln_session_new(&s), "session");
+  float x[4] = {1, 2, 3, 4}, out[4];
+  kiln_array *a = from(s, 1, (int64_t[]){4}, x), *b = op(s, "exp", 1, &a, NULL), *c = op(s, "neg", 1, &b, NULL);
+  CHECK(live_arrays(s) == 3, "three arrays");
+  kiln_array_free(b);
+  CHECK(live_arrays(s) == 3, "a freed lazy array that c reads stays");
+  kiln_array_free(c);
+  CHECK(live_arrays(s) == 1, "freeing c releases it and b, its pending graph: %d live", live_arrays(s));
+  b = op(s, "exp", 1, &a, NULL), c = op(s, "neg", 1, &b, NULL);
+  kiln_array_free(b), kiln_array_free(a);
+  CHECK(c && !kiln_array_read(c, out, sizeof out) && fabsf(out[3] + expf(4)) < 1e-4f, "read: %s", kiln_last_error());
+  kiln_array_free(c);
+  CHECK(live_arrays(s) == 0, "freeing the computed c releases it, b and a: %d live", live_arrays(s));
+  kiln_session_free(s);
+}
+
+/* Create, compute, free: the cache hits after the first, every iteration's arrays are
+ * released when freed (not only with the session), and (under ASan) nothing leaks. */
 static int loop(int n) {
   kiln_session *s = NULL;
   if (kiln_session_new(&s)) return 1;
@@ -568,6 +600,7 @@ static int loop(int n) {
         kiln_array_op(s, "add", 2, (kiln_array *[]){a, b}, NULL, &c) || kiln_array_read(c, out, sizeof out))
       return fprintf(stderr, "iteration %d: %s\n", i, kiln_last_error()), 1;
     kiln_array_free(c), kiln_array_free(b), kiln_array_free(a);
+    if (live_arrays(s)) return fprintf(stderr, "iteration %d: %d arrays still live after freeing\n", i, live_arrays(s)), 1;
   }
   int64_t hits, misses;
   kiln_session_cache_stats(s, &hits, &misses);
@@ -589,5 +622,6 @@ int main(int argc, char **argv) {
   test_grad_train_ops();
   test_grad_seed();
   test_interrupt();
+  test_free_releases();
   return ts_summary("api.test_array");
 }
