@@ -25,10 +25,16 @@ grep -qF "y: f32[] = 11.5587" <<<"$out" || { echo "FAIL: the exported model does
 # model.kiln's predict on arrays is the JIT'd model's predict, bit for bit (same seed, same x).
 "$kiln" run "$dir/models/tiny.kiln" --input "image=$tmp/mx.npy" --output "prob=$tmp/p_run.npy" >/dev/null 2>&1 &&
   cmp -s "$tmp/p.npy" "$tmp/p_run.npy" || { echo "FAIL: predict(x) in the REPL differs from kiln run's"; fail=1; }
+# ... and after :weights with the first weights, predict gives the first prediction again.
+cmp -s "$tmp/p.npy" "$tmp/p2.npy" || { echo "FAIL: predict after :weights OUT/first.safetensors differs from the first predict"; fail=1; }
 # :passes prints timings, so it is checked by content: every pass, then the statistics.
 out=$(printf ':zeros a f32[2]\np = exp(a) + 1\n:passes p\n' | HOME=$tmp "$kiln" repl 2>&1)
 for want in "after pass infer" "after pass fusion" "t1 = _fused(a0, a1)" "planned arena"; do
   grep -qF "$want" <<<"$out" || { echo "FAIL: :passes prints no '$want':"; echo "$out"; fail=1; }
 done
+# :time on prints each statement's time and whether it compiled or found the cached code.
+out=$(printf ':zeros a f32[2]\n:time on\nexp(a)\nexp(a)\n:time off\nexp(a)\n' | HOME=$tmp "$kiln" repl 2>&1)
+grep -qE '^\([0-9.]+ ms: front end, compile and run\)$' <<<"$out" && grep -qE '^\([0-9.]+ ms: front end, cached code and run\)$' <<<"$out" &&
+  [ "$(grep -c ' ms: ' <<<"$out")" = 2 ] || { echo "FAIL: :time on/off: a compiled then a cached time, then none:"; echo "$out"; fail=1; }
 [ $fail = 0 ] && echo "repl scripts: all match"
 exit $fail
