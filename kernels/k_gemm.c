@@ -10,6 +10,7 @@
 
 #include "k_blas.h"
 #include "k_epilogue.h"
+#include "k_vec.h"
 
 /* beta for a single product written straight into a req'd output. */
 static float k_beta(k_req r) { return r == kAddTo ? 1.0f : 0.0f; }
@@ -178,6 +179,14 @@ static void k_fc_dims(const k_shape *data, const k_fc_param *p, int64_t *rows, i
 }
 
 /* Y = X W^T + b. For kWriteTo the bias is laid down first so the GEMM can accumulate onto it. */
+/* Y's rows start as the bias (plus Y with kAddTo; never 0*Y: an unwritten buffer may hold
+ * NaN), and the product is added on top. Vector clones: each element's one addition as before. */
+K_VEC_TARGETS static void k_fc_bias_fill(float *restrict Y, const float *restrict bias, int64_t rows, int64_t H,
+                                         int add) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t h = 0; h < H; h++) Y[r * H + h] = (add ? Y[r * H + h] : 0.0f) + bias[h];
+}
+
 int k_fully_connected_forward(const k_call *c) {
   const k_fc_param *p = c->param;
   if (c->req[0] == kNullOp) return 0;
@@ -186,10 +195,7 @@ int k_fully_connected_forward(const k_call *c) {
   float *Y = c->out[0].data;
   float beta = k_beta(c->req[0]);
   if (!p->no_bias) {
-    const float *bias = c->in[2].data;
-    int add = c->req[0] == kAddTo;    /* never 0*Y: an unwritten buffer may hold NaN */
-    for (int64_t r = 0; r < rows; r++)
-      for (int64_t h = 0; h < H; h++) Y[r * H + h] = (add ? Y[r * H + h] : 0.0f) + bias[h];
+    k_fc_bias_fill(Y, c->in[2].data, rows, H, c->req[0] == kAddTo);
     beta = 1.0f;
   }
   k_gemm_out(c, CblasNoTrans, CblasTrans, rows, H, in, c->in[0].data, in, c->in[1].data, in,
@@ -197,8 +203,8 @@ int k_fully_connected_forward(const k_call *c) {
   return 0;
 }
 
-/* db[h] (op) sum over rows of dY[r, h]. */
-static void k_fc_bias_grad(const float *dY, int64_t rows, int64_t H, k_req r, float *db) {
+/* db[h] (op) sum over rows of dY[r, h], the rows in order (vector clones across h). */
+K_VEC_TARGETS static void k_fc_bias_grad(const float *dY, int64_t rows, int64_t H, k_req r, float *db) {
   if (r == kNullOp) return;
   if (r != kAddTo) memset(db, 0, (size_t)H * sizeof(float));
   for (int64_t i = 0; i < rows; i++)
