@@ -7,6 +7,7 @@
 #include "onnx_int.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,6 +264,62 @@ static bool onnx_node_ready(const fe_map *def, const Onnx__NodeProto *n) {
   return true;
 }
 
+/* An input of n that the sweeps left undefined and, when producer is not NULL, that no node
+ * produces either (a missing initializer); NULL if there is none. */
+static const char *onnx_undefined_input(const fe_map *def, const fe_map *producer, const Onnx__NodeProto *n) {
+  for (size_t j = 0; j < n->n_input; j++)
+    if (n->input[j] && *n->input[j] && !fe_map_get(def, n->input[j]) && (!producer || !fe_map_get(producer, n->input[j])))
+      return n->input[j];
+  return NULL;
+}
+
+/* The node whose first undefined input node i waits on (an index; the input in *in). */
+static size_t onnx_waits_on(const fe_map *def, const fe_map *producer, const Onnx__GraphProto *gp, size_t i,
+                            const char **in) {
+  *in = onnx_undefined_input(def, NULL, gp->node[i]);
+  return (size_t)(uintptr_t)fe_map_get(producer, *in) - 1;
+}
+
+/* A cycle: every node left waits on another node left, so following the waits from any of
+ * them comes back round; the first node met twice is on the cycle, and the node it waits on
+ * depends on its output. */
+static void onnx_report_cycle(onnx_ctx *c, const Onnx__GraphProto *gp, const fe_map *def, const fe_map *producer,
+                              const bool *done) {
+  bool *seen = calloc(gp->n_node + 1, 1);
+  if (!seen) return (void)onnx_fail(c, "out of memory");
+  size_t i = 0;
+  const char *in = NULL;
+  while (done[i]) i++;
+  while (!seen[i]) seen[i] = true, i = onnx_waits_on(def, producer, gp, i, &in);
+  free(seen);
+  size_t next = onnx_waits_on(def, producer, gp, i, &in);
+  const Onnx__NodeProto *q = gp->node[next];
+  onnx_node_loc(c, gp->node[i]);
+  if (next == i) onnx_fail(c, "input '%s' is this node's own output: the graph has a cycle", onnx_printable(c, in, "?"));
+  else
+    onnx_fail(c, "input '%s' is the output of node '%s' (%s), which depends on this node's output: the graph has a cycle",
+              onnx_printable(c, in, "?"), onnx_printable(c, q->name, "(unnamed)"), onnx_printable(c, q->op_type, "?"));
+}
+
+/* Why the nodes left over could not be ordered: a value no node produces (a missing
+ * initializer, reported first: it blocks what follows it without any cycle), else a cycle. */
+static void onnx_report_unordered(onnx_ctx *c, const Onnx__GraphProto *gp, const fe_map *def, const bool *done) {
+  fe_map producer = {0};                               /* output name -> node index + 1 */
+  for (size_t i = 0; i < gp->n_node; i++)
+    for (size_t j = 0; j < gp->node[i]->n_output; j++)
+      if (gp->node[i]->output[j] && *gp->node[i]->output[j])
+        fe_map_put(&producer, &c->g->arena, gp->node[i]->output[j], (void *)(uintptr_t)(i + 1));
+  for (size_t i = 0; i < gp->n_node; i++) {
+    const char *in = done[i] ? NULL : onnx_undefined_input(def, &producer, gp->node[i]);
+    if (!in) continue;
+    onnx_node_loc(c, gp->node[i]);
+    onnx_fail(c, "input '%s' is neither a graph input, an initializer nor the output of any node (a missing initializer?)",
+              onnx_printable(c, in, "?"));
+    return;
+  }
+  onnx_report_cycle(c, gp, def, &producer, done);
+}
+
 /* Repeated sweeps: linear for a sorted file (as ONNX requires), quadratic at worst. */
 static int onnx_toposort(onnx_ctx *c, const Onnx__GraphProto *gp, const Onnx__NodeProto **order) {
   fe_map def = {0};
@@ -280,16 +337,7 @@ static int onnx_toposort(onnx_ctx *c, const Onnx__GraphProto *gp, const Onnx__No
         if (gp->node[i]->output[j] && *gp->node[i]->output[j]) fe_map_put(&def, &c->g->arena, gp->node[i]->output[j], (void *)1);
     }
   }
-  for (size_t i = 0; i < gp->n_node && k < gp->n_node; i++) {
-    if (done[i]) continue;
-    const Onnx__NodeProto *n = gp->node[i];
-    size_t j = 0;
-    while (j < n->n_input && (!n->input[j] || !*n->input[j] || fe_map_get(&def, n->input[j]))) j++;
-    onnx_node_loc(c, n);
-    onnx_fail(c, "input '%s' is neither a graph input, an initializer nor the output of a node%s", j < n->n_input ? n->input[j] : "?",
-              " (a missing initializer, or a cycle)");
-    break;
-  }
+  if (k < gp->n_node) onnx_report_unordered(c, gp, &def, done);
   free(done);
   return k == gp->n_node ? 0 : 1;
 }

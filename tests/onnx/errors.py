@@ -2,7 +2,8 @@
 """errors.py -- the ONNX front end's messages and file handling, on small models built with
 onnx.helper (no torch needed, a few seconds):
   * every unsupported op listed at once (type, count, first node names), nothing written;
-  * an opset out of 9..17, a cycle, a missing initializer, a shape that does not check, a
+  * an opset out of 9..17, a cycle (a node's own output too), a missing initializer (also
+    where its reader comes first in the file), a shape that does not check, a
     declared output shape that disagrees, negative Conv pads, a file that is not protobuf, a
     Pad mode Kiln lacks: exit 1 with a message naming the node, no output file;
   * asymmetric Conv, AveragePool and MaxPool pads, MaxPool's and AveragePool's ceil_mode and
@@ -107,7 +108,23 @@ expect_error("opset", save(model([relu], [X], [vi("y", [1, 2, 4, 4])], opset=8),
 
 cyc = model([helper.make_node("Add", ["x", "b"], ["a"], name="first"), helper.make_node("Relu", ["a"], ["b"], name="second")],
             [X], [vi("a", [1, 2, 4, 4])])
-expect_error("cycle", save(cyc, "cycle"), "node 'first' (Add)", "input 'b'", "a cycle")
+expect_error("cycle", save(cyc, "cycle"), "node 'first' (Add): error: input 'b' is the output of node 'second' (Relu)",
+             "the graph has a cycle")
+# a node after a cycle, listed first: the message names a node on the cycle (n_c), not it
+after = model([helper.make_node("Relu", ["c"], ["y"], name="n_after"), helper.make_node("Add", ["x", "c"], ["a"], name="n_a"),
+               helper.make_node("Relu", ["a"], ["b"], name="n_b"), helper.make_node("Relu", ["b"], ["c"], name="n_c")],
+              [X], [vi("y", [1, 2, 4, 4])])
+expect_error("cycle_after", save(after, "cycle_after"), "node 'n_c' (Relu): error: input 'b' is the output of node 'n_b' (Relu)",
+             "the graph has a cycle")
+# a node reading its own output
+loop = model([helper.make_node("Add", ["x", "s"], ["s"], name="self")], [X], [vi("s", [1, 2, 4, 4])])
+expect_error("self_loop", save(loop, "self_loop"), "node 'self' (Add): error: input 's' is this node's own output")
+# a missing initializer read by a node that the file lists after its reader: the missing value
+# is reported, not a cycle
+late = model([helper.make_node("Relu", ["c"], ["y"], name="reader"), helper.make_node("Conv", ["x", "w"], ["c"], name="conv_1",
+                                                                                      kernel_shape=[3, 3])],
+             [X], [vi("y", [1, 3, 2, 2])])
+expect_error("missing_late", save(late, "missing_late"), "node 'conv_1' (Conv)", "input 'w'", "missing initializer")
 
 conv = helper.make_node("Conv", ["x", "w"], ["y"], name="conv_1", kernel_shape=[3, 3])
 expect_error("missing_init", save(model([conv], [X], [vi("y", [1, 3, 2, 2])]), "missing_init"),
