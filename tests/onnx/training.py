@@ -2,7 +2,8 @@
 """training.py -- a model exported by torch in training mode (BatchNormalization kept, with
 its running statistics), imported with kiln import --train "softmax_cross_entropy sgd(...)",
 compiled, and one train_step compared with one torch.optim.SGD step of the original model:
-the loss, every weight and both running statistics (issue 11, point 5).
+the loss, every weight and both running statistics (issue 11, point 5); and a model with
+Dropout, which must import as a dropout op and train (its masks differ from torch's).
 
     training.py KILN
 The .so is driven through its C ABI with ctypes (NAME_create, NAME_load of the imported
@@ -140,7 +141,45 @@ def main(tmp):
     print("weights and running statistics after one SGD step: worst abs diff %.3g" % worst)
 
 
+def dropout(tmp):
+    """Dropout kept by a training-mode export (with its training_mode input and mask output)
+    imports as a dropout op, and the model trains: its masks are Kiln's own draws, so one step
+    is compared with torch's in kind (a finite loss near torch's), not bit for bit."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                              torch.nn.Flatten(), torch.nn.Dropout(0.25), torch.nn.Linear(8 * 8 * 8, 5))
+    x, label = torch.randn(4, 3, 8, 8), torch.tensor([0, 3, 1, 4], dtype=torch.int64)
+    os.mkdir(os.path.join(tmp, "dropout"))
+    path, text, so = (os.path.join(tmp, "dropout", f) for f in ("net.onnx", "net.kiln", "libnet.so"))
+    torch.onnx.export(net, x, path, opset_version=13, input_names=["x"], output_names=["scores"],
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+    r = subprocess.run([KILN, "import", path, "-o", text, "--train", "softmax_cross_entropy sgd(lr=0.1)"], capture_output=True, text=True)
+    if r.returncode != 0:
+        return fail("dropout: kiln import --train: exit %d\n%s" % (r.returncode, r.stderr))
+    body = open(text).read()
+    if "= dropout(" not in body or "p=0.25" not in body or "= batch_norm(" not in body:
+        return fail("dropout: the import lacks a dropout(p=0.25) or batch_norm node:\n%s" % body)
+    r = subprocess.run([KILN, "compile", text, "-o", so], capture_output=True, text=True)
+    if r.returncode != 0:
+        return fail("dropout: kiln compile: exit %d\n%s" % (r.returncode, r.stderr))
+    xin, lin = os.path.join(tmp, "dropout", "x.npy"), os.path.join(tmp, "dropout", "label.npy")
+    np.save(xin, x.numpy())
+    np.save(lin, label.numpy().astype(np.int32))
+    r = subprocess.run([sys.executable, __file__, "--step", so, xin, lin, os.path.join(tmp, "dropout", "net.safetensors"),
+                        os.path.join(tmp, "dropout", "after.safetensors")], capture_output=True, text=True, env=child_env(so))
+    ref = torch.nn.functional.cross_entropy(net.train()(x), label).item()
+    # the same step with the dropout left out: a loss equal to it would mean no mask was drawn
+    none = torch.nn.functional.cross_entropy(net[5](net[:4](x)), label).item()
+    loss = float(r.stdout.strip() or "nan") if r.returncode == 0 else float("nan")
+    if not abs(loss - ref) < 0.5 * max(1.0, ref) or abs(loss - none) < 1e-4:
+        return fail("dropout: train_step exit %d, loss %r (torch with its own masks: %.4g, without dropout %.4g)\n%s" %
+                    (r.returncode, loss, ref, none, r.stderr[-800:]))
+    print("dropout: imported as dropout(p=0.25); one train_step: loss kiln %.4g, torch %.4g (each its own masks), "
+          "%.4g without dropout" % (loss, ref, none))
+
+
 with tempfile.TemporaryDirectory(prefix="kiln-onnx-train-") as tmp:
     main(tmp)
+    dropout(tmp)
 print("onnx training: %s" % ("passed" if not failed else "%d failure(s)" % failed))
 sys.exit(1 if failed else 0)
