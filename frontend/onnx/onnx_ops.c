@@ -387,42 +387,46 @@ int onnx_conv(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   return 0;
 }
 
-/* ceil_mode = 1 where it changes the output size. A max pool's last windows, which run past
- * the end, read padding of -FLT_MAX put after the input (floor mode on that gives the same
- * windows); an average pool takes the row's ceil_mode (torch's: the last window counts only
- * what it holds of the padded input, or of the input with count_include_pad = 0), so *ceil is
- * set. Either way a window of padding alone is refused (torch drops it, ONNX's formula keeps
- * it). */
-static int onnx_ceil_mode(onnx_ctx *c, onnx_window *w, const k_shape *x, bool avg, bool *ceil) {
+/* ceil_mode = 1 where it changes the output size: the row's ceil_mode (torch's: the last
+ * window may run past the end, a max pool taking the largest element it holds, an average
+ * counting what it holds of the padded input, or of the input with count_include_pad = 0), so
+ * *ceil is set. A window of padding alone is refused (torch drops it, ONNX's formula keeps
+ * it); every other window holds an input element, so ONNX's result is the row's. */
+static int onnx_ceil_mode(onnx_ctx *c, const onnx_window *w, const k_shape *x, bool *ceil) {
   for (int i = 0; i < w->nk; i++) {
     int64_t span = x->d[2 + i] + 2 * w->pad[i] + w->before[i] + w->after[i] - w->kernel[i];
     if (span < 0 || span % w->stride[i] == 0) continue;
     int64_t last = (span / w->stride[i] + 1) * w->stride[i];    /* the extra window's start */
     if (last >= x->d[2 + i] + w->pad[i] + w->before[i])
       return onnx_unsupported_attr(c, "ceil_mode", "= 1 where a window would hold padding only");
-    if (avg) {
-      *ceil = true;
-      continue;
-    }
-    w->after[i] += w->stride[i] - span % w->stride[i];
-    w->asym = true;
+    *ceil = true;
   }
   return 0;
 }
 
-/* AveragePool's count_include_pad = 0 is the row's attribute. Asymmetric pads with it are the
- * row's own start and end pads (*direct; a pad node's zeros would count as elements), so the
- * window keeps them in before/after but asks for no pad node. A zero Pad before the pool is
+/* AveragePool's count_include_pad = 0 is the row's attribute. A zero Pad before the pool is
  * data to ONNX, so it folds into the pool's pads only where the pool counts padding or has
  * none of its own (then Kiln's pool counts it). */
-static int onnx_avg_count(onnx_ctx *c, const Onnx__NodeProto *n, onnx_value **xv, onnx_window *w, k_shape *xs,
-                          bool *cip, bool *direct) {
+static int onnx_avg_count(onnx_ctx *c, const Onnx__NodeProto *n, onnx_value **xv, onnx_window *w, k_shape *xs, bool *cip) {
   bool padded = w->asym;                   /* by the op itself: a Pad before it counts as data */
   for (int i = 0; i < w->nk; i++) padded |= w->pad[i] != 0;
   *cip = onnx_attr_int(n, "count_include_pad", 0) != 0 || !padded;
-  *direct = !*cip && w->asym;
-  w->asym &= !*direct;
   return *cip ? onnx_take_pad(c, xv, w, xs, true) : 0;
+}
+
+/* Asymmetric pads as the row's own start and end pads, with no pad node (a copy of the input)
+ * before it, where every side is within half the kernel (the row's limit). Past it the excess
+ * is a pad node (-FLT_MAX before a max pool, zeros before an average that counts its
+ * padding), except for an average that does not count its padding, which must take them itself
+ * (`must`: a pad node's zeros would count as elements; the caller refuses what does not fit).
+ * The window then keeps its pads in before/after but asks for no pad node. */
+static bool onnx_pool_direct(onnx_window *w, bool must) {
+  bool fits = true;
+  for (int i = 0; i < w->nk; i++)
+    fits &= 2 * (w->pad[i] + w->before[i]) <= w->kernel[i] && 2 * (w->pad[i] + w->after[i]) <= w->kernel[i];
+  bool direct = w->asym && (fits || must);
+  w->asym &= !direct;
+  return direct;
 }
 
 /* The pool's pad attribute: one per axis, or with direct asymmetric pads every start then
@@ -442,8 +446,9 @@ int onnx_pool(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   if (!xv || onnx_one_output(c, n, "Indices")) return 1;
   onnx_shape_of(c, xv, &xs);
   if (onnx_window_read(c, n, &xs, &w)) return 1;
-  if (avg && onnx_avg_count(c, n, &xv, &w, &xs, &cip, &direct)) return 1;
-  if (onnx_attr_int(n, "ceil_mode", 0) && onnx_ceil_mode(c, &w, &xs, avg, &ceil)) return 1;
+  if (avg && onnx_avg_count(c, n, &xv, &w, &xs, &cip)) return 1;
+  if (onnx_attr_int(n, "ceil_mode", 0) && onnx_ceil_mode(c, &w, &xs, &ceil)) return 1;
+  direct = onnx_pool_direct(&w, avg && !cip);
   for (int i = 0; i < w.nk; i++) {
     if (w.dilate[i] != 1) return onnx_unsupported_attr(c, "dilations", "other than 1");
     int64_t side = w.pad[i] + (direct ? (w.before[i] > w.after[i] ? w.before[i] : w.after[i]) : 0);

@@ -8,7 +8,8 @@ onnx.helper (no torch needed, a few seconds):
     Pad mode Kiln lacks: exit 1 with a message naming the node, no output file;
   * asymmetric Conv, AveragePool and MaxPool pads, MaxPool's and AveragePool's ceil_mode and
     AveragePool's count_include_pad = 0 (asymmetric pads too), against numpy (a ceil_mode
-    window of padding alone is refused);
+    window of padding alone is refused), and a pad node only where the pooling row cannot
+    take the pads itself;
   * Pad: folded into an AveragePool, or a pad node (constant with a value and negative pads,
     reflect, edge) matching numpy; HardSigmoid's alpha and beta; Slice with steps (negative
     too) on a computed tensor; Split by the attribute, the input or in equal parts, of a
@@ -254,15 +255,24 @@ for mode, np_mode, pv, cv in (("constant", "constant", [0, 1, 2, 0, 1, 0, 0, 3],
         fail("Pad mode %s pads %s differs from numpy" % (mode, pv))
     elif got is not None:
         print("ok %-20s Pad mode %s pads %s" % ("pad_" + mode, mode, pv))
+def pad_nodes(path):
+    """How many pad nodes kiln import makes of the model at path."""
+    out = os.path.join(tmp, "count_pads.kiln")
+    r = subprocess.run([KILN, "import", path, "-o", out], capture_output=True, text=True)
+    return open(out).read().count("= pad(") if r.returncode == 0 else -1
+
+
 # Asymmetric Conv and pool pads: the excess on one side is a pad node (zeros, or -FLT_MAX
-# before a max pool, where ONNX ignores the padding).
+# before a max pool, where ONNX ignores the padding) for a convolution, and for a pool whose
+# pads pass half its kernel (2 of 3 here); a pool's within half its kernel (1 of 3) are the
+# pooling row's own start and end pads, with no pad node.
 def windows(xp, k):
     h, w_ = xp.shape[2] - k + 1, xp.shape[3] - k + 1
     return np.stack([np.stack([xp[:, :, i:i + k, j:j + k] for j in range(w_)], 2) for i in range(h)], 2)
 
 
 wts = np.random.default_rng(3).standard_normal((3, 2, 3, 3)).astype(np.float32)
-for pv in ([0, 1, 2, 0], [2, 0, 1, 2]):
+for pv in ([0, 1, 2, 0], [2, 0, 1, 2], [0, 1, 1, 0]):
     xp = np.pad(x, ((0, 0), (0, 0), (pv[0], pv[2]), (pv[1], pv[3])))
     win = windows(xp, 3)                                      # [1, 2, H, W, 3, 3]
     cases = (("Conv", {}, np.einsum("cihwkl,oikl->cohw", win, wts)),
@@ -272,12 +282,16 @@ for pv in ([0, 1, 2, 0], [2, 0, 1, 2]):
         ins, inits = (["x", "w"], [numpy_helper.from_array(wts, "w")]) if op == "Conv" else (["x"], [])
         m = model([helper.make_node(op, ins, ["y"], name="asym", kernel_shape=[3, 3], pads=pv, **attrs)],
                   [X], [vi("y", list(want.shape))], inits)
-        got = run(save(m, "asym_" + op), x)
+        path = save(m, "asym_" + op)
+        got, pads_want = run(path, x), 1 if op == "Conv" or max(pv) == 2 else 0
         if got is not None and (got.shape != want.shape or not np.allclose(got, want, rtol=1e-5, atol=1e-5)):
             fail("%s with pads %s differs from numpy" % (op, pv))
+        elif pad_nodes(path) != pads_want:
+            fail("%s with pads %s: %d pad nodes, expected %d" % (op, pv, pad_nodes(path), pads_want))
         elif got is not None:
             print("ok %-20s %s with asymmetric pads %s" % ("asym_" + op, op, pv))
-# MaxPool with ceil_mode = 1 where it adds a window: the window past the end sees -inf.
+# MaxPool with ceil_mode = 1 where it adds a window: pooling's own ceil_mode, the window past
+# the end taking the largest element it holds.
 x5 = np.random.default_rng(5).standard_normal((1, 2, 5, 6)).astype(np.float32)
 for k, s, pv in ((2, 2, [0, 0, 0, 0]), (3, 2, [1, 0, 1, 0])):
     xp = np.pad(x5, ((0, 0), (0, 0), (pv[0], pv[2] + 2), (pv[1], pv[3] + 2)), constant_values=-np.inf)
@@ -286,9 +300,12 @@ for k, s, pv in ((2, 2, [0, 0, 0, 0]), (3, 2, [1, 0, 1, 0])):
     want = np.array([[[xp[0, c, i * s:i * s + k, j * s:j * s + k].max() for j in range(ow)] for i in range(oh)] for c in range(2)])[None]
     m = model([helper.make_node("MaxPool", ["x"], ["y"], name="ceil", kernel_shape=[k, k], strides=[s, s], pads=pv, ceil_mode=1)],
               [vi("x", [1, 2, 5, 6])], [vi("y", list(want.shape))])
-    got = run(save(m, "ceil_%d" % k), x5)
+    path = save(m, "ceil_%d" % k)
+    got = run(path, x5)
     if got is not None and (got.shape != want.shape or not np.array_equal(got, want)):
         fail("MaxPool ceil_mode k=%d s=%d pads %s differs from numpy" % (k, s, pv))
+    elif pad_nodes(path) != 0:
+        fail("MaxPool ceil_mode k=%d s=%d pads %s: a pad node where pooling's ceil_mode does" % (k, s, pv))
     elif got is not None:
         print("ok %-20s MaxPool ceil_mode kernel %d stride %d pads %s -> %s" % ("ceil_%d" % k, k, s, pv, list(want.shape)))
 # AveragePool with ceil_mode (the last windows average what they hold of the padded input, or
