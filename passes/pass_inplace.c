@@ -26,7 +26,11 @@ static bool pass_ip_legal(const pass_ip *s, int i, int k) {
   int t = n->in[k];
   const ir_tensor *x = ir_tensor_at(s->g, t), *o = ir_tensor_at(s->g, n->out[0]);
   if (x->kind != IR_T_VALUE || s->reused[t] || s->live->buf[t].last != i || t == n->out[0]) return false;
-  if (x->dtype != o->dtype || !ir_shape_eq(&x->shape, &o->shape)) return false;
+  /* Same shape; or, for an op that only copies (reshape, flatten, expand_dims, squeeze: no
+   * fusion class), the same element count: the bytes are the same, so the copy vanishes. */
+  bool same = ir_shape_eq(&x->shape, &o->shape) ||
+              (ir_ops[n->op].fusion == IR_FUSE_NONE && ir_tensor_numel(x) == ir_tensor_numel(o));
+  if (x->dtype != o->dtype || !same) return false;
   /* An elementwise kernel reads each element before it writes it, whatever slot aliases it;
    * other kernels are only promised that slot k aliases the output. */
   return ir_ops[n->op].fusion != IR_FUSE_NONE || !pass_ip_read_elsewhere(n, k, t);

@@ -57,6 +57,18 @@ static void test_inplace_read_later(void) {
   t_free(r);
 }
 
+/* A copy op (reshape) takes its input's buffer at another shape of the same size: no copy. */
+static void test_inplace_reshape(void) {
+  t_run *r = t_text(MODEL("input x : f32[4, 8]\n a = fully_connected(x, num_hidden=8)\n b = reshape(a, shape=(2, 16))\n output b"),
+                    IR_MODE_PREDICT, NO_FUSION);
+  if (!CHECK(r->g, "model did not compile")) return t_free(r);
+  CHECK(strcmp(t_reuses(r->g, "b"), "a") == 0, "reshape reuses a (got '%s')", t_reuses(r->g, "b"));
+  t_free(r);
+  r = t_text(MODEL("input x : f32[4, 8]\n b = reshape(x, shape=(2, 16))\n output b"), IR_MODE_PREDICT, NO_FUSION);
+  CHECK(r->g && !*t_reuses(r->g, "b"), "reshape never takes a caller input's buffer");
+  t_free(r);
+}
+
 static void test_inplace_never(void) {
   t_run *r = t_text(MODEL("input x : f32[4, 8]\n param w : f32[4, 8] = ones()\n y = relu(x)\n z = exp(w)\n output y, z"),
                     IR_MODE_PREDICT, NO_FUSION);
@@ -97,8 +109,10 @@ static void t_check_pairs(const ir_graph *g, const char *what) {
       if (n->inplace[j] < 0) continue;
       int t = n->in[n->inplace[j]];
       const ir_tensor *x = ir_tensor_at(g, t);
+      const ir_tensor *o = ir_tensor_at(g, n->out[j]);
+      bool copy = n->kind != IR_N_FUSED && ir_ops[n->op].fusion == IR_FUSE_NONE;   /* reshape and kin: bytes */
       bool ok = x->kind == IR_T_VALUE && last[t] == i && n->req[j] == kWriteInplace &&
-                ir_shape_eq(&x->shape, &ir_tensor_at(g, n->out[j])->shape);
+                (ir_shape_eq(&x->shape, &o->shape) || (copy && ir_tensor_numel(x) == ir_tensor_numel(o)));
       CHECK(ok, "%s: %s reuses %s illegally", what, n->name, x->name);
     }
   }
@@ -269,6 +283,7 @@ int main(void) {
   test_inplace_basic();
   test_inplace_read_later();
   test_inplace_never();
+  test_inplace_reshape();
   test_validator();
   test_validator_workspace();
   test_examples();
