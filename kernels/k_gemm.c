@@ -178,7 +178,6 @@ static void k_fc_dims(const k_shape *data, const k_fc_param *p, int64_t *rows, i
   *rows = *in ? n / *in : 0;
 }
 
-/* Y = X W^T + b. For kWriteTo the bias is laid down first so the GEMM can accumulate onto it. */
 /* Y's rows start as the bias (plus Y with kAddTo; never 0*Y: an unwritten buffer may hold
  * NaN), and the product is added on top. Vector clones: each element's one addition as before. */
 K_VEC_TARGETS static void k_fc_bias_fill(float *restrict Y, const float *restrict bias, int64_t rows, int64_t H,
@@ -187,6 +186,7 @@ K_VEC_TARGETS static void k_fc_bias_fill(float *restrict Y, const float *restric
     for (int64_t h = 0; h < H; h++) Y[r * H + h] = (add ? Y[r * H + h] : 0.0f) + bias[h];
 }
 
+/* Y = X W^T + b. For kWriteTo the bias is laid down first so the GEMM can accumulate onto it. */
 int k_fully_connected_forward(const k_call *c) {
   const k_fc_param *p = c->param;
   if (c->req[0] == kNullOp) return 0;
