@@ -24,6 +24,7 @@ struct cg_llvm {
   cg_options opt;
   bool scalars_linked;                /* k_scalar.h's bitcode is in mod */
   LLVMValueRef access_group;          /* cg_access_group's node, once made */
+  bool outline;                       /* heavy calls out of line (cg_outline.c), per module */
   LLVMOrcLLJITRef jit;                /* set by cg_jit, disposed by cg_llvm_free */
 };
 
@@ -36,6 +37,13 @@ LLVMValueRef cg_scalar_fn(cg_llvm *m, const char *stem, const char *suffix);
 /* The distinct, empty metadata node that marks the fused loops' loads and stores as one
  * access group (llvm.access.group), made once per module; NULL with a message if it cannot be. */
 LLVMValueRef cg_access_group(cg_llvm *m, char *err, size_t n);
+/* A loop ID for a loop's back-edge branch: a distinct node whose first operand is itself,
+ * then the properties (cg_loop_prop). */
+LLVMMetadataRef cg_loop_id(cg_llvm *m, LLVMMetadataRef *props, int n);
+/* The loop property {name, v} (v NULL: the name alone). */
+LLVMMetadataRef cg_loop_prop(cg_llvm *m, const char *name, LLVMMetadataRef v);
+/* The target cpu and features of m on a function it defines. */
+void cg_fn_target(cg_llvm *m, LLVMValueRef f);
 /* Gives every linked scalar function internal linkage and alwaysinline, so that the pipeline
  * inlines them and drops the bodies; called by cg_optimize, cg_write_* and cg_jit. */
 void cg_scalars_finish(cg_llvm *m);
@@ -50,6 +58,15 @@ LLVMTargetMachineRef cg_make_tm(cg_llvm *m, LLVMRelocMode reloc, LLVMCodeModel c
 /* A fused step's loop by its cg_fused_name: the function, or the alias of an equal group's
  * function; NULL when the module has neither. */
 LLVMValueRef cg_fused_fn(cg_llvm *m, const char *name);
+
+/* ---- cg_outline.c ---- */
+/* Whether the k_scalar.h function `fn` is heavy (not on k_vec.h's light list). */
+bool cg_outline_heavy(const char *fn);
+/* A call of the scalar function f through its out-of-line wrapper, whose call sites name
+ * vector variants the loop vectorizer calls on whole vectors; NULL with a message. */
+LLVMValueRef cg_outline_call(cg_llvm *m, LLVMValueRef f, LLVMValueRef *args, unsigned n, char *err, size_t len);
+/* Lists the vector variants in @llvm.compiler.used (once; called by cg_scalars_finish). */
+void cg_outline_finish(cg_llvm *m);
 
 /* ---- cg_jit.c ---- */
 /* Hands m->mod to a new LLJIT (once; m->mod is NULL afterwards). 0, or 1 with a message. */

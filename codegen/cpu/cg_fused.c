@@ -15,8 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <llvm-c/DebugInfo.h>
-
 #include "cg_fexpr.h"
 #include "k_parallel.h"
 #include "k_vec.h"
@@ -56,16 +54,11 @@ static LLVMValueRef cg_load(cg_lower *l, LLVMValueRef base, LLVMValueRef off) {
 
 /* Marks the loop whose back edge is `br` as one whose iterations are independent: its loop
  * ID lists the access group under llvm.loop.parallel_accesses, so the vectorizer needs no
- * runtime alias check and no scalar copy to fall back to. The ID must refer to itself: a
- * temporary first operand, replaced by the node, makes it so (and makes it distinct). */
+ * runtime alias check and no scalar copy to fall back to. */
 static void cg_mark_parallel(cg_lower *l, LLVMValueRef br) {
-  LLVMContextRef c = l->m->ctx;
-  LLVMMetadataRef self = LLVMTemporaryMDNode(c, NULL, 0);
-  LLVMMetadataRef pa[2] = {LLVMMDStringInContext2(c, "llvm.loop.parallel_accesses", 27), LLVMValueAsMetadata(l->group)};
-  LLVMMetadataRef ops[2] = {self, LLVMMDNodeInContext2(c, pa, 2)};
-  LLVMMetadataRef id = LLVMMDNodeInContext2(c, ops, 2);
-  LLVMMetadataReplaceAllUsesWith(self, id);
-  LLVMSetMetadata(br, LLVMGetMDKindIDInContext(c, "llvm.loop", 9), LLVMMetadataAsValue(c, id));
+  LLVMMetadataRef pa = cg_loop_prop(l->m, "llvm.loop.parallel_accesses", LLVMValueAsMetadata(l->group));
+  LLVMMetadataRef id = cg_loop_id(l->m, &pa, 1);
+  LLVMSetMetadata(br, LLVMGetMDKindIDInContext(l->m->ctx, "llvm.loop", 9), LLVMMetadataAsValue(l->m->ctx, id));
 }
 
 /* A CALL node: the scalar function, checked against the arguments the expression gives. */
@@ -79,6 +72,10 @@ static int cg_lower_call(cg_lower *l, const cg_fx *x, LLVMValueRef *out) {
   for (int k = 0; k < x->narg; k++) {
     args[k] = l->val[x->arg[k]];
     if (LLVMTypeOf(args[k]) != pt[k]) return rt_errf(l->err, l->n, "%s: argument %d has the wrong type", x->fn, k);
+  }
+  if (l->m->outline && cg_outline_heavy(x->fn)) {
+    *out = cg_outline_call(l->m, f, args, (unsigned)x->narg, l->err, l->n);
+    return *out ? 0 : 1;
   }
   *out = LLVMBuildCall2(l->m->b, ft, f, args, (unsigned)x->narg, "");
   return 0;
@@ -211,8 +208,7 @@ static LLVMValueRef cg_fused_decl(cg_llvm *m, const char *name, LLVMTypeRef type
   LLVMValueRef f = LLVMAddFunction(m->mod, name, type);
   unsigned nounwind = LLVMGetEnumAttributeKindForName("nounwind", 8);
   LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(m->ctx, nounwind, 0));
-  LLVMAddTargetDependentFunctionAttr(f, "target-cpu", m->cpu);
-  if (m->features && *m->features) LLVMAddTargetDependentFunctionAttr(f, "target-features", m->features);
+  cg_fn_target(m, f);
   return f;
 }
 
@@ -254,8 +250,7 @@ static int cg_fused_emit_nest(cg_llvm *m, const cg_fexpr *fx, const char *name, 
 /* Whether every scalar function of the group is light (k_vec.h: a few instructions). */
 static bool cg_fused_light(const cg_fexpr *fx) {
   for (int i = 0; i < fx->nx; i++)
-    if (fx->x[i].kind == CG_FX_CALL && (strncmp(fx->x[i].fn, "k_sf_", 5) != 0 || !k_vec_light_stem(fx->x[i].fn + 5)))
-      return false;
+    if (fx->x[i].kind == CG_FX_CALL && cg_outline_heavy(fx->x[i].fn)) return false;
   return true;
 }
 
@@ -378,9 +373,21 @@ LLVMValueRef cg_fused_fn(cg_llvm *m, const char *name) {
   return f ? f : LLVMGetNamedGlobalAlias(m->mod, name, strlen(name));
 }
 
+/* Members of g's fused groups (not epilogues: those run in their heavy op's kernel). */
+static int64_t cg_fused_members(const ir_graph *g) {
+  int64_t k = 0;
+  for (int i = 0; g && i < ir_nnodes(g); i++) {
+    const ir_node *fn = ir_node_at(g, i);
+    if (fn->kind == IR_N_FUSED && !fn->epi) k += fn->nsub;
+  }
+  return k;
+}
+
 int cg_emit_fused_all(cg_llvm *m, const ir_graph *predict, const ir_graph *train, char *err, size_t n) {
   if (!m || !m->mod) return rt_errf(err, n, "no module to emit into (already handed to the JIT?)");
   if (cg_link_scalars(m, err, n)) return 1;
+  m->outline = m->opt.outline > 0 ||
+               (m->opt.outline == 0 && cg_fused_members(predict) + cg_fused_members(train) > CG_OUTLINE_MEMBERS);
   cg_seen seen = {0};   /* shared: a train group may equal a predict group */
   int bad = cg_emit_graph(m, &seen, predict, false, err, n) || cg_emit_graph(m, &seen, train, true, err, n);
   cg_seen_free(&seen);

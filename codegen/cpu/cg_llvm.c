@@ -9,6 +9,7 @@
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/BitReader.h>
+#include <llvm-c/DebugInfo.h>
 #include <llvm-c/IRReader.h>
 #include <llvm-c/Linker.h>
 #include <llvm-c/Transforms/PassBuilder.h>
@@ -146,6 +147,28 @@ LLVMValueRef cg_access_group(cg_llvm *m, char *err, size_t n) {
   return m->access_group = node;
 }
 
+LLVMMetadataRef cg_loop_prop(cg_llvm *m, const char *name, LLVMMetadataRef v) {
+  LLVMMetadataRef ops[2] = {LLVMMDStringInContext2(m->ctx, name, strlen(name)), v};
+  return LLVMMDNodeInContext2(m->ctx, ops, v ? 2 : 1);
+}
+
+/* A temporary first operand, replaced by the node itself, makes the node refer to itself (and
+ * LLVM then makes it distinct), as a loop ID must. */
+LLVMMetadataRef cg_loop_id(cg_llvm *m, LLVMMetadataRef *props, int n) {
+  LLVMMetadataRef ops[8];
+  if (n > 7) n = 7;
+  ops[0] = LLVMTemporaryMDNode(m->ctx, NULL, 0);
+  for (int i = 0; i < n; i++) ops[1 + i] = props[i];
+  LLVMMetadataRef id = LLVMMDNodeInContext2(m->ctx, ops, (size_t)n + 1);
+  LLVMMetadataReplaceAllUsesWith(ops[0], id);
+  return id;
+}
+
+void cg_fn_target(cg_llvm *m, LLVMValueRef f) {
+  LLVMAddTargetDependentFunctionAttr(f, "target-cpu", m->cpu);
+  if (m->features && *m->features) LLVMAddTargetDependentFunctionAttr(f, "target-features", m->features);
+}
+
 LLVMValueRef cg_scalar_fn(cg_llvm *m, const char *stem, const char *suffix) {
   char name[128];
   snprintf(name, sizeof name, "k_sf_%s%s", stem, suffix);
@@ -168,6 +191,7 @@ static void cg_scalar_strip(cg_llvm *m, LLVMValueRef f) {
 
 void cg_scalars_finish(cg_llvm *m) {
   if (!m->mod) return;
+  cg_outline_finish(m);
   for (LLVMValueRef f = LLVMGetFirstFunction(m->mod); f; f = LLVMGetNextFunction(f)) {
     size_t len;
     const char *name = LLVMGetValueName2(f, &len);
