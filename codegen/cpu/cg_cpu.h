@@ -25,6 +25,7 @@ struct cg_llvm {
   bool scalars_linked;                /* k_scalar.h's bitcode is in mod */
   LLVMValueRef access_group;          /* cg_access_group's node, once made */
   bool outline;                       /* heavy calls out of line (cg_outline.c), per module */
+  bool outline_kept;                  /* their vector variants listed in @llvm.compiler.used */
   LLVMOrcLLJITRef jit;                /* set by cg_jit, disposed by cg_llvm_free */
 };
 
@@ -65,7 +66,8 @@ bool cg_outline_heavy(const char *fn);
 /* A call of the scalar function f through its out-of-line wrapper, whose call sites name
  * vector variants the loop vectorizer calls on whole vectors; NULL with a message. */
 LLVMValueRef cg_outline_call(cg_llvm *m, LLVMValueRef f, LLVMValueRef *args, unsigned n, char *err, size_t len);
-/* Lists the vector variants in @llvm.compiler.used (once; called by cg_scalars_finish). */
+/* Lists the vector variants in @llvm.compiler.used, beside any entries it had (once; called
+ * by cg_scalars_finish). */
 void cg_outline_finish(cg_llvm *m);
 
 /* ---- cg_jit.c ---- */

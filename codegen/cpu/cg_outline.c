@@ -159,20 +159,26 @@ static bool cg_ol_is_variant(LLVMValueRef f) {
   return len > 8 && strncmp(name, "kiln_ol", 7) == 0 && name[7] >= '0' && name[7] <= '9';
 }
 
+/* The entries of an existing @llvm.compiler.used (none in Kiln's modules today), then the
+ * variants: the list is rebuilt whole, since an appending global cannot grow in place. */
 void cg_outline_finish(cg_llvm *m) {
-  if (!m->mod || LLVMGetNamedGlobal(m->mod, "llvm.compiler.used")) return;
-  int n = 0;
+  if (!m->mod || m->outline_kept) return;
+  LLVMValueRef old = LLVMGetNamedGlobal(m->mod, "llvm.compiler.used"), init = old ? LLVMGetInitializer(old) : NULL;
+  int nold = init ? LLVMGetNumOperands(init) : 0, n = nold;
   for (LLVMValueRef f = LLVMGetFirstFunction(m->mod); f; f = LLVMGetNextFunction(f)) n += cg_ol_is_variant(f);
-  if (!n) return;
+  if (n == nold) return;
   LLVMTypeRef i8p = cg_ptr(m, LLVMInt8TypeInContext(m->ctx));
   LLVMValueRef *v = malloc(sizeof *v * (size_t)n);
   if (!v) return;     /* the variants may then be dropped: the scalar calls remain, and are right */
   int k = 0;
+  for (; k < nold; k++) v[k] = LLVMGetOperand(init, (unsigned)k);
   for (LLVMValueRef f = LLVMGetFirstFunction(m->mod); f; f = LLVMGetNextFunction(f))
     if (cg_ol_is_variant(f)) v[k++] = LLVMConstBitCast(f, i8p);
+  if (old) LLVMDeleteGlobal(old);
   LLVMValueRef g = LLVMAddGlobal(m->mod, LLVMArrayType(i8p, (unsigned)n), "llvm.compiler.used");
   LLVMSetInitializer(g, LLVMConstArray(i8p, v, (unsigned)n));
   LLVMSetLinkage(g, LLVMAppendingLinkage);
   LLVMSetSection(g, "llvm.metadata");
+  m->outline_kept = true;
   free(v);
 }
