@@ -155,8 +155,6 @@ static void k_pool_row(const k_pool_geom *g, const float *x, int64_t oh, int64_t
 #pragma GCC push_options
 #pragma GCC target("avx512f")
 #include <immintrin.h>
-typedef float k_pool_v16 __attribute__((vector_size(64)));
-typedef int32_t k_pool_i16 __attribute__((vector_size(64)));
 #define K_POOL_STRIP 16
 #define K_POOL_EVENS 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30
 
@@ -170,21 +168,21 @@ static inline __mmask16 k_pool_lanes(int64_t n) {
  * masked to the row, so nothing past it is read. */
 static inline __attribute__((always_inline)) void k_pool_s2_strip(const k_pool_geom *g, const float *x,
                                                                    int64_t oh, int64_t ow0,
-                                                                   k_pool_v16 *m, k_pool_i16 *idx) {
-  const k_pool_i16 two_i = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
-  k_pool_v16 best = {0};
+                                                                   k_vf16 *m, k_vi16 *idx) {
+  const k_vi16 two_i = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
+  k_vf16 best = {0};
   best -= INFINITY;
-  k_pool_i16 at = two_i + (int32_t)(oh * g->sh * g->W + 2 * ow0);
+  k_vi16 at = two_i + (int32_t)(oh * g->sh * g->W + 2 * ow0);
   int64_t left = g->W - 2 * ow0;  /* floats from the strip's first column to the row's end */
   for (int64_t h = oh * g->sh; h < oh * g->sh + g->kh; h++) {
     const float *p = x + h * g->W + 2 * ow0;
     for (int64_t kj = 0; kj < g->kw; kj++) {
-      k_pool_v16 lo = (k_pool_v16)_mm512_maskz_loadu_ps(k_pool_lanes(left - kj), p + kj);
-      k_pool_v16 hi = (k_pool_v16)_mm512_maskz_loadu_ps(k_pool_lanes(left - kj - 16), p + kj + 16);
-      k_pool_v16 a = __builtin_shufflevector(lo, hi, K_POOL_EVENS);
-      k_pool_i16 take = (a > best) | (a != a);
-      best = (k_pool_v16)(((k_pool_i16)a & take) | ((k_pool_i16)best & ~take));
-      k_pool_i16 tap = two_i + (int32_t)(h * g->W + 2 * ow0 + kj);
+      k_vf16 lo = (k_vf16)_mm512_maskz_loadu_ps(k_pool_lanes(left - kj), p + kj);
+      k_vf16 hi = (k_vf16)_mm512_maskz_loadu_ps(k_pool_lanes(left - kj - 16), p + kj + 16);
+      k_vf16 a = __builtin_shufflevector(lo, hi, K_POOL_EVENS);
+      k_vi16 take = (a > best) | (a != a);
+      best = (k_vf16)(((k_vi16)a & take) | ((k_vi16)best & ~take));
+      k_vi16 tap = two_i + (int32_t)(h * g->W + 2 * ow0 + kj);
       at = (tap & take) | (at & ~take);
     }
   }
@@ -196,10 +194,10 @@ static void k_pool_s2_forward_plane(const k_pool_geom *g, const float *x, float 
   for (int64_t oh = 0; oh < g->OH; oh++)
     for (int64_t ow0 = 0; ow0 < g->OW; ow0 += K_POOL_STRIP) {
       __mmask16 keep = k_pool_lanes(g->OW - ow0);
-      k_pool_v16 m;
+      k_vf16 m;
       k_pool_s2_strip(g, x, oh, ow0, &m, NULL);
       float *yr = y + oh * g->OW + ow0;
-      if (r == kAddTo) m = (k_pool_v16)_mm512_maskz_loadu_ps(keep, yr) + m;   /* y + v, as above */
+      if (r == kAddTo) m = (k_vf16)_mm512_maskz_loadu_ps(keep, yr) + m;   /* y + v, as above */
       _mm512_mask_storeu_ps(yr, keep, (__m512)m);
     }
 }
@@ -211,8 +209,8 @@ static void k_pool_s2_backward_plane(const k_pool_geom *g, const float *x, const
   for (int64_t oh = 0; oh < g->OH; oh++)
     for (int64_t ow0 = 0; ow0 < g->OW; ow0 += K_POOL_STRIP) {
       int64_t n = g->OW - ow0 < K_POOL_STRIP ? g->OW - ow0 : K_POOL_STRIP;
-      k_pool_v16 m;
-      k_pool_i16 idx;
+      k_vf16 m;
+      k_vi16 idx;
       k_pool_s2_strip(g, x, oh, ow0, &m, &idx);
       const float *d = dy + oh * g->OW + ow0;
       for (int64_t i = 0; i < n; i++) dx[idx[i]] += d[i];
@@ -308,8 +306,6 @@ static void k_pool_forward_planes(void *ctx, int64_t lo, int64_t hi) {
       }                                                                                              \
   }
 
-typedef float k_pool_f16 __attribute__((vector_size(64)));
-typedef int32_t k_pool_m16 __attribute__((vector_size(64)));
 typedef float k_pool_f8 __attribute__((vector_size(32)));
 typedef int32_t k_pool_m8 __attribute__((vector_size(32)));
 
@@ -318,13 +314,13 @@ typedef int32_t k_pool_m8 __attribute__((vector_size(32)));
  * passing would change with AVX) concerns no caller outside. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
-K_POOL_BLOCKED_PLANE(generic16, k_pool_f16, k_pool_m16, 16)
+K_POOL_BLOCKED_PLANE(generic16, k_vf16, k_vi16, 16)
 K_POOL_BLOCKED_PLANE(generic8, k_pool_f8, k_pool_m8, 8)
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define K_POOL_BLOCKED_X86 1
 #pragma GCC push_options
 #pragma GCC target("avx512f")
-K_POOL_BLOCKED_PLANE(avx512, k_pool_f16, k_pool_m16, 16)
+K_POOL_BLOCKED_PLANE(avx512, k_vf16, k_vi16, 16)
 #pragma GCC pop_options
 #pragma GCC push_options
 #pragma GCC target("avx2")

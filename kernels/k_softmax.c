@@ -27,8 +27,6 @@ static k_rows k_rows_of(const k_shape *s, int axis) {
  * the same order as the lane-array loops they replace, so the same bits): as lane arrays gcc
  * kept the max's lanes in scalar registers and the sums on the stack, and a short row
  * (attention's 64) cost twice its exponentials. */
-typedef int32_t k_sm_mask __attribute__((vector_size(64)));
-
 /* The row's max; a NaN is passed over here but still turns the row NaN through exp. */
 static inline float k_row_max(const float *x, int64_t n) {
   float l[K_LANES];
@@ -37,8 +35,8 @@ static inline float k_row_max(const float *x, int64_t n) {
   for (int i = 0; i < K_LANES; i++) acc[i] = -INFINITY;
   for (; k + K_LANES <= n; k += K_LANES) {
     K_VF16_LOAD(v, x + k);
-    k_sm_mask gt = v > acc;   /* lane-wise x > l ? x : l */
-    acc = (k_vf16)(((k_sm_mask)v & gt) | ((k_sm_mask)acc & ~gt));
+    k_vi16 gt = v > acc;   /* lane-wise x > l ? x : l */
+    acc = (k_vf16)(((k_vi16)v & gt) | ((k_vi16)acc & ~gt));
   }
   __builtin_memcpy(l, &acc, sizeof l);
   for (int i = 0; k + i < n; i++) l[i] = x[k + i] > l[i] ? x[k + i] : l[i];

@@ -83,6 +83,7 @@ static inline void k_store_block(float *y, const float *restrict t, int64_t n, k
  * store-forwarding stalls that cost a short row (layer_norm's 128, softmax's 64) more than
  * its arithmetic. Same additions, same order, same bits. */
 typedef float k_vf16 __attribute__((vector_size(64)));
+typedef int32_t k_vi16 __attribute__((vector_size(64)));   /* k_vf16's lanes as ints: compare masks */
 typedef float k_vf8 __attribute__((vector_size(32)));
 typedef float k_vf4 __attribute__((vector_size(16)));
 _Static_assert(K_LANES == 16, "k_lanes_sum folds 16 lanes");

@@ -50,6 +50,18 @@ static int repl_unique_digits(float v, bool sci) {
   return d;
 }
 
+/* The most digits (repl_unique_digits) any shown finite value of a float array needs. */
+static int repl_most_digits(const repl_pr *p, int64_t n, bool sci) {
+  const float *v = p->data;
+  int most = 0;
+  for (int64_t i = 0; i < n && p->a->dtype == K_F32; i++) {
+    if (!repl_shown(p, i) || !isfinite(v[i])) continue;
+    int d = repl_unique_digits(v[i], sci);
+    if (d > most) most = d;
+  }
+  return most;
+}
+
 /* NumPy's choice: scientific when the printed nonzero magnitudes reach 1e8, go below 1e-4, or
  * span more than a factor of 1,000; then the mantissa digits are the most any value needs. */
 static void repl_choose_format(repl_pr *p, int64_t n) {
@@ -61,8 +73,7 @@ static void repl_choose_format(repl_pr *p, int64_t n) {
     lo = fminf(lo, m), hi = fmaxf(hi, m);
   }
   p->sci = hi > 0 && (hi >= 1e8f || lo < 1e-4f || hi / lo > 1000.0f);
-  for (int64_t i = 0; i < n && p->sci; i++)
-    if (repl_shown(p, i) && isfinite(v[i]) && repl_unique_digits(v[i], true) > p->prec) p->prec = repl_unique_digits(v[i], true);
+  if (p->sci) p->prec = repl_most_digits(p, n, true);
 }
 
 /* Value i as NumPy writes it, before alignment: positional values with their own digits ("3."
@@ -111,11 +122,7 @@ static void repl_fmt_scalar(float v, char *buf, size_t n) {
 
 /* The width every value is right-aligned to: the widest integer part, point and fraction. */
 static void repl_choose_width(repl_pr *p, int64_t n) {
-  int frac = 0;
-  for (int64_t i = 0; i < n && p->a->dtype == K_F32 && !p->sci; i++) {
-    float v = ((const float *)p->data)[i];
-    if (repl_shown(p, i) && isfinite(v) && repl_unique_digits(v, false) > frac) frac = repl_unique_digits(v, false);
-  }
+  int frac = p->sci ? 0 : repl_most_digits(p, n, false);
   for (int64_t i = 0; i < n; i++) {
     char buf[64];
     if (!repl_shown(p, i)) continue;

@@ -38,11 +38,18 @@ LLVMValueRef cg_scalar_fn(cg_llvm *m, const char *stem, const char *suffix);
 /* The distinct, empty metadata node that marks the fused loops' loads and stores as one
  * access group (llvm.access.group), made once per module; NULL with a message if it cannot be. */
 LLVMValueRef cg_access_group(cg_llvm *m, char *err, size_t n);
-/* A loop ID for a loop's back-edge branch: a distinct node whose first operand is itself,
- * then the properties (cg_loop_prop). */
-LLVMMetadataRef cg_loop_id(cg_llvm *m, LLVMMetadataRef *props, int n);
-/* The loop property {name, v} (v NULL: the name alone). */
+/* Puts a load or store into the module's access group (made first by cg_access_group). */
+void cg_access_join(cg_llvm *m, LLVMValueRef mem);
+/* Gives the loop whose back-edge branch is br its loop ID: a distinct node whose first
+ * operand is itself, then the properties. */
+void cg_loop_set(cg_llvm *m, LLVMValueRef br, LLVMMetadataRef *props, int n);
+/* Loop properties: {name, v} (v NULL: the name alone); {name, an int of `bits` bits}; and
+ * llvm.loop.parallel_accesses over the module's access group. */
 LLVMMetadataRef cg_loop_prop(cg_llvm *m, const char *name, LLVMMetadataRef v);
+LLVMMetadataRef cg_loop_int(cg_llvm *m, const char *name, unsigned bits, unsigned v);
+LLVMMetadataRef cg_loop_parallel(cg_llvm *m);
+/* Adds the enum attribute `name` (nounwind, noinline...) to function f. */
+void cg_fn_attr(cg_llvm *m, LLVMValueRef f, const char *name);
 /* The target cpu and features of m on a function it defines. */
 void cg_fn_target(cg_llvm *m, LLVMValueRef f);
 /* Gives every linked scalar function internal linkage and alwaysinline, so that the pipeline

@@ -29,7 +29,7 @@ typedef struct {
   char *err;
   size_t n;
   LLVMValueRef lo, hi;          /* a _range function: the outermost loop's bounds, else NULL */
-  LLVMValueRef group;           /* a parallel group's access group (cg_access_group), else NULL */
+  bool parallel;                /* the nest's accesses join the module's access group */
 } cg_lower;
 
 static LLVMValueRef cg_i64c(cg_llvm *m, int64_t v) { return LLVMConstInt(cg_i64(m), (unsigned long long)v, 1); }
@@ -43,22 +43,13 @@ static LLVMValueRef cg_elem(cg_lower *l, LLVMValueRef base, LLVMValueRef off) {
 /* A load or store of a parallel group joins its access group. */
 static void cg_access(cg_lower *l, LLVMValueRef mem) {
   LLVMSetAlignment(mem, 4);
-  if (l->group) LLVMSetMetadata(mem, LLVMGetMDKindIDInContext(l->m->ctx, "llvm.access.group", 17), l->group);
+  if (l->parallel) cg_access_join(l->m, mem);
 }
 
 static LLVMValueRef cg_load(cg_lower *l, LLVMValueRef base, LLVMValueRef off) {
   LLVMValueRef v = LLVMBuildLoad2(l->m->b, cg_f32(l->m), cg_elem(l, base, off), "");
   cg_access(l, v);
   return v;
-}
-
-/* Marks the loop whose back edge is `br` as one whose iterations are independent: its loop
- * ID lists the access group under llvm.loop.parallel_accesses, so the vectorizer needs no
- * runtime alias check and no scalar copy to fall back to. */
-static void cg_mark_parallel(cg_lower *l, LLVMValueRef br) {
-  LLVMMetadataRef pa = cg_loop_prop(l->m, "llvm.loop.parallel_accesses", LLVMValueAsMetadata(l->group));
-  LLVMMetadataRef id = cg_loop_id(l->m, &pa, 1);
-  LLVMSetMetadata(br, LLVMGetMDKindIDInContext(l->m->ctx, "llvm.loop", 9), LLVMMetadataAsValue(l->m->ctx, id));
 }
 
 /* A CALL node: the scalar function, checked against the arguments the expression gives. */
@@ -138,7 +129,10 @@ static int cg_lower_level(cg_lower *l, int d) {
   LLVMValueRef next = LLVMBuildNUWAdd(m->b, i, cg_i64c(m, 1), "");
   LLVMValueRef end = d == 0 && l->hi ? l->hi : cg_i64c(m, fx->dim[d]);
   LLVMValueRef br = LLVMBuildCondBr(m->b, LLVMBuildICmp(m->b, LLVMIntULT, next, end, ""), head, done);
-  if (l->group && d == fx->rank - 1) cg_mark_parallel(l, br);
+  if (l->parallel && d == fx->rank - 1) {   /* independent iterations: no alias check, no scalar copy */
+    LLVMMetadataRef pa = cg_loop_parallel(m);
+    cg_loop_set(m, br, &pa, 1);
+  }
   LLVMValueRef inc[2] = {d == 0 && l->lo ? l->lo : cg_i64c(m, 0), next};
   LLVMBasicBlockRef from[2] = {pre, tail};
   LLVMAddIncoming(i, inc, from, 2);
@@ -162,8 +156,8 @@ static int cg_lower_nest(cg_lower *l) {
 static int cg_lower_versions(cg_lower *l) {
   cg_llvm *m = l->m;
   if (l->fx->parallel) {
-    l->group = cg_access_group(m, l->err, l->n);
-    return l->group ? cg_lower_nest(l) : 1;
+    l->parallel = true;
+    return cg_access_group(m, l->err, l->n) ? cg_lower_nest(l) : 1;
   }
   LLVMValueRef same = NULL;
   for (int j = 0; j < l->fx->nout; j++) {
@@ -206,8 +200,7 @@ static LLVMTypeRef cg_step_type(cg_llvm *m) {
 
 static LLVMValueRef cg_fused_decl(cg_llvm *m, const char *name, LLVMTypeRef type) {
   LLVMValueRef f = LLVMAddFunction(m->mod, name, type);
-  unsigned nounwind = LLVMGetEnumAttributeKindForName("nounwind", 8);
-  LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(m->ctx, nounwind, 0));
+  cg_fn_attr(m, f, "nounwind");
   cg_fn_target(m, f);
   return f;
 }
@@ -233,7 +226,7 @@ static int cg_fused_emit_nest(cg_llvm *m, const cg_fexpr *fx, const char *name, 
   LLVMValueRef in[fx->nin + 1], out[fx->nout + 1], off[nops + 1];
   LLVMValueRef *val = calloc((size_t)fx->nx + 1, sizeof *val);
   if (!val) return rt_errf(err, n, "out of memory");
-  cg_lower l = {m, fx, cg_fused_decl(m, name, range ? cg_range_type(m) : cg_step_type(m)), in, out, off, val, err, n, NULL, NULL, NULL};
+  cg_lower l = {m, fx, cg_fused_decl(m, name, range ? cg_range_type(m) : cg_step_type(m)), in, out, off, val, err, n, NULL, NULL, false};
   if (range) l.lo = LLVMGetParam(l.fn, 1), l.hi = LLVMGetParam(l.fn, 2);
   LLVMPositionBuilderAtEnd(m->b, LLVMAppendBasicBlockInContext(m->ctx, l.fn, "entry"));
   int bad = 0;
@@ -273,8 +266,7 @@ static LLVMValueRef cg_parallel_for(cg_llvm *m) {
   if (f) return f;
   LLVMTypeRef p[4] = {cg_i64(m), cg_i64(m), cg_ptr(m, cg_range_type(m)), cg_i8p(m)};
   f = LLVMAddFunction(m->mod, "k_parallel_for", LLVMFunctionType(LLVMVoidTypeInContext(m->ctx), p, 4, 0));
-  LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
-                          LLVMCreateEnumAttribute(m->ctx, LLVMGetEnumAttributeKindForName("nounwind", 8), 0));
+  cg_fn_attr(m, f, "nounwind");
   return f;
 }
 

@@ -152,16 +152,32 @@ LLVMMetadataRef cg_loop_prop(cg_llvm *m, const char *name, LLVMMetadataRef v) {
   return LLVMMDNodeInContext2(m->ctx, ops, v ? 2 : 1);
 }
 
+LLVMMetadataRef cg_loop_int(cg_llvm *m, const char *name, unsigned bits, unsigned v) {
+  return cg_loop_prop(m, name, LLVMValueAsMetadata(LLVMConstInt(LLVMIntTypeInContext(m->ctx, bits), v, 0)));
+}
+
+LLVMMetadataRef cg_loop_parallel(cg_llvm *m) {
+  return cg_loop_prop(m, "llvm.loop.parallel_accesses", LLVMValueAsMetadata(m->access_group));
+}
+
 /* A temporary first operand, replaced by the node itself, makes the node refer to itself (and
  * LLVM then makes it distinct), as a loop ID must. */
-LLVMMetadataRef cg_loop_id(cg_llvm *m, LLVMMetadataRef *props, int n) {
-  LLVMMetadataRef ops[8];
-  if (n > 7) n = 7;
+void cg_loop_set(cg_llvm *m, LLVMValueRef br, LLVMMetadataRef *props, int n) {
+  LLVMMetadataRef ops[n + 1];
   ops[0] = LLVMTemporaryMDNode(m->ctx, NULL, 0);
   for (int i = 0; i < n; i++) ops[1 + i] = props[i];
   LLVMMetadataRef id = LLVMMDNodeInContext2(m->ctx, ops, (size_t)n + 1);
   LLVMMetadataReplaceAllUsesWith(ops[0], id);
-  return id;
+  LLVMSetMetadata(br, LLVMGetMDKindIDInContext(m->ctx, "llvm.loop", 9), LLVMMetadataAsValue(m->ctx, id));
+}
+
+void cg_access_join(cg_llvm *m, LLVMValueRef mem) {
+  LLVMSetMetadata(mem, LLVMGetMDKindIDInContext(m->ctx, "llvm.access.group", 17), m->access_group);
+}
+
+void cg_fn_attr(cg_llvm *m, LLVMValueRef f, const char *name) {
+  unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
+  LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(m->ctx, kind, 0));
 }
 
 void cg_fn_target(cg_llvm *m, LLVMValueRef f) {
@@ -182,10 +198,8 @@ static void cg_scalar_strip(cg_llvm *m, LLVMValueRef f) {
   static const char *const drop[] = {"target-cpu", "target-features", "tune-cpu"};
   for (size_t i = 0; i < sizeof drop / sizeof *drop; i++)
     LLVMRemoveStringAttributeAtIndex(f, LLVMAttributeFunctionIndex, drop[i], (unsigned)strlen(drop[i]));
-  unsigned kind = LLVMGetEnumAttributeKindForName("alwaysinline", 12);
-  unsigned noinl = LLVMGetEnumAttributeKindForName("noinline", 8);
-  LLVMRemoveEnumAttributeAtIndex(f, LLVMAttributeFunctionIndex, noinl);
-  LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(m->ctx, kind, 0));
+  LLVMRemoveEnumAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMGetEnumAttributeKindForName("noinline", 8));
+  cg_fn_attr(m, f, "alwaysinline");
   LLVMSetLinkage(f, LLVMInternalLinkage);
 }
 

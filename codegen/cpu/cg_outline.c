@@ -24,17 +24,12 @@ static const unsigned cg_ol_widths[] = {4, 8, 16};
 
 bool cg_outline_heavy(const char *fn) { return strncmp(fn, "k_sf_", 5) != 0 || !k_vec_light_stem(fn + 5); }
 
-static void cg_ol_attr(cg_llvm *m, LLVMValueRef f, const char *name) {
-  unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
-  LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(m->ctx, kind, 0));
-}
-
 /* A function of this module the pipeline must not inline: nounwind, noinline, the target's. */
 static LLVMValueRef cg_ol_decl(cg_llvm *m, const char *name, LLVMTypeRef type) {
   LLVMValueRef f = LLVMAddFunction(m->mod, name, type);
-  cg_ol_attr(m, f, "nounwind");
-  cg_ol_attr(m, f, "noinline");
-  cg_ol_attr(m, f, "willreturn");
+  cg_fn_attr(m, f, "nounwind");
+  cg_fn_attr(m, f, "noinline");
+  cg_fn_attr(m, f, "willreturn");
   cg_fn_target(m, f);
   return f;
 }
@@ -44,7 +39,7 @@ static LLVMValueRef cg_ol_decl(cg_llvm *m, const char *name, LLVMTypeRef type) {
 static LLVMValueRef cg_ol_scalar(cg_llvm *m, LLVMValueRef f, const char *name) {
   LLVMTypeRef ft = LLVMGlobalGetValueType(f);
   LLVMValueRef w = cg_ol_decl(m, name, ft);
-  cg_ol_attr(m, w, "readnone");
+  cg_fn_attr(m, w, "readnone");
   LLVMSetLinkage(w, LLVMInternalLinkage);
   unsigned n = LLVMCountParams(w);
   LLVMValueRef args[16];
@@ -67,25 +62,21 @@ static void cg_ol_variant_loop(cg_llvm *m, LLVMBuilderRef b, LLVMValueRef v, LLV
   LLVMBuildBr(b, body);
   LLVMPositionBuilderAtEnd(b, body);
   LLVMValueRef i = LLVMBuildPhi(b, i64, "i"), args[16];
-  unsigned kind = LLVMGetMDKindIDInContext(m->ctx, "llvm.access.group", 17);
   for (unsigned k = 0; k < n && k < 16; k++) {
     if (!lane[k]) { args[k] = LLVMGetParam(v, k); continue; }
     args[k] = LLVMBuildLoad2(b, f32, LLVMBuildInBoundsGEP2(b, f32, lane[k], &i, 1, ""), "");
-    LLVMSetMetadata(args[k], kind, m->access_group);
+    cg_access_join(m, args[k]);
   }
-  LLVMValueRef st = LLVMBuildStore(b, LLVMBuildCall2(b, ft, f, args, n, ""), LLVMBuildInBoundsGEP2(b, f32, out, &i, 1, ""));
-  LLVMSetMetadata(st, kind, m->access_group);
+  cg_access_join(m, LLVMBuildStore(b, LLVMBuildCall2(b, ft, f, args, n, ""), LLVMBuildInBoundsGEP2(b, f32, out, &i, 1, "")));
   LLVMValueRef next = LLVMBuildNUWAdd(b, i, LLVMConstInt(i64, 1, 0), "");
   LLVMValueRef br = LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntULT, next, LLVMConstInt(i64, W, 0), ""), body, done);
   LLVMValueRef zero = LLVMConstInt(i64, 0, 0);
   LLVMAddIncoming(i, &zero, &entry, 1);
   LLVMAddIncoming(i, &next, &body, 1);
-  LLVMMetadataRef props[4] = {
-      cg_loop_prop(m, "llvm.loop.parallel_accesses", LLVMValueAsMetadata(m->access_group)),
-      cg_loop_prop(m, "llvm.loop.vectorize.enable", LLVMValueAsMetadata(LLVMConstInt(LLVMInt1TypeInContext(m->ctx), 1, 0))),
-      cg_loop_prop(m, "llvm.loop.vectorize.width", LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(m->ctx), W, 0))),
-      cg_loop_prop(m, "llvm.loop.interleave.count", LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(m->ctx), 1, 0)))};
-  LLVMSetMetadata(br, LLVMGetMDKindIDInContext(m->ctx, "llvm.loop", 9), LLVMMetadataAsValue(m->ctx, cg_loop_id(m, props, 4)));
+  LLVMMetadataRef props[4] = {cg_loop_parallel(m), cg_loop_int(m, "llvm.loop.vectorize.enable", 1, 1),
+                              cg_loop_int(m, "llvm.loop.vectorize.width", 32, W),
+                              cg_loop_int(m, "llvm.loop.interleave.count", 32, 1)};
+  cg_loop_set(m, br, props, 4);
   LLVMPositionBuilderAtEnd(b, done);
 }
 
@@ -133,7 +124,7 @@ LLVMValueRef cg_outline_call(cg_llvm *m, LLVMValueRef f, LLVMValueRef *args, uns
   const char *fn = LLVMGetValueName2(f, &fl);
   LLVMTypeRef ft = LLVMGlobalGetValueType(f);
   if (LLVMCountParamTypes(ft) > 16 || fl > 200) return rt_errf(err, len, "%s: too many parameters to outline", fn), NULL;
-  if (!m->access_group && !cg_access_group(m, err, len)) return NULL;
+  if (!cg_access_group(m, err, len)) return NULL;
   char name[256], abi[1024];
   snprintf(name, sizeof name, "kiln_ol_%s", fn);
   LLVMValueRef w = LLVMGetNamedFunction(m->mod, name);

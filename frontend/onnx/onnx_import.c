@@ -258,12 +258,6 @@ static void onnx_mark_defined(fe_map *def, ir_arena *a, const Onnx__GraphProto *
     if (gp->initializer[i]->name) fe_map_put(def, a, gp->initializer[i]->name, (void *)1);
 }
 
-static bool onnx_node_ready(const fe_map *def, const Onnx__NodeProto *n) {
-  for (size_t j = 0; j < n->n_input; j++)
-    if (n->input[j] && *n->input[j] && !fe_map_get(def, n->input[j])) return false;
-  return true;
-}
-
 /* An input of n that the sweeps left undefined and, when producer is not NULL, that no node
  * produces either (a missing initializer); NULL if there is none. */
 static const char *onnx_undefined_input(const fe_map *def, const fe_map *producer, const Onnx__NodeProto *n) {
@@ -272,6 +266,8 @@ static const char *onnx_undefined_input(const fe_map *def, const fe_map *produce
       return n->input[j];
   return NULL;
 }
+
+static bool onnx_node_ready(const fe_map *def, const Onnx__NodeProto *n) { return !onnx_undefined_input(def, NULL, n); }
 
 /* The node whose first undefined input node i waits on (an index; the input in *in). */
 static size_t onnx_waits_on(const fe_map *def, const fe_map *producer, const Onnx__GraphProto *gp, size_t i,
