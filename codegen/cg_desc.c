@@ -4,6 +4,7 @@
  * Everything is copied into allocations the descriptor owns, which cg_desc_free releases,
  * except the initial weights (rt_tensor_info.data), which point into the lowered graph. */
 #include "cg.h"
+#include "cg_fexpr.h"
 #include "k_epilogue.h"
 
 #include <stddef.h>
@@ -59,8 +60,8 @@ static int32_t cg_role(ir_tensor_kind k) {
   }
 }
 
-static rt_tensor_info cg_tensor(cg_box *b, const ir_tensor *x) {
-  rt_tensor_info t = {cg_strdup(b, x->name), cg_role(x->kind), (int32_t)x->dtype, x->shape, K_INIT_ZEROS, 0, 0, NULL};
+static rt_tensor_info cg_tensor(cg_box *b, const ir_tensor *x, int i) {
+  rt_tensor_info t = {cg_strdup(b, x->name), cg_role(x->kind), (int32_t)x->dtype, x->shape, K_INIT_ZEROS, 0, 0, NULL, i};
   if ((x->kind == IR_T_PARAM || x->kind == IR_T_AUX) && x->has_init)
     t.init = (int32_t)x->init.kind, t.init_a = x->init.a, t.init_b = x->init.b;
   if (x->kind == IR_T_CONST) t.init_a = x->value;
@@ -92,19 +93,34 @@ static int32_t cg_step_kind(ir_node_kind k) {
   }
 }
 
-static void cg_step_slots(cg_box *b, const ir_graph *g, const ir_node *nd, rt_step *s) {
-  s->in = cg_dup(b, nd->in, (size_t)nd->nin * sizeof *nd->in);
-  s->out = cg_dup(b, nd->out, (size_t)nd->nout * sizeof *nd->out);
-  k_shape *sh = cg_alloc(b, (size_t)nd->nin * sizeof *sh);
-  k_req *req = cg_alloc(b, (size_t)nd->nout * sizeof *req);
-  if (!sh || !req) return;
-  /* An absent backward slot keeps the shape the backward pass recorded; other absent slots
-   * (none today) read as scalars. */
+/* A fused group's folded constants (cg_fexpr_folds) are absent slots: nothing reads them,
+ * and the runtime then neither binds them nor needs them in the tensor table. */
+static void cg_fold_slots(const ir_graph *g, const ir_node *nd, int32_t *in) {
+  if (nd->kind != IR_N_FUSED || nd->epi || !in) return;
   for (int j = 0; j < nd->nin; j++)
+    if (in[j] >= 0 && cg_fexpr_folds(ir_tensor_at(g, in[j]))) in[j] = -1;
+}
+
+/* A fused group's code has every shape built in: its step carries no table of them (one
+ * k_shape per slot would be most of a large graph's descriptor). An absent backward slot
+ * keeps the shape the backward pass recorded; other absent slots read as scalars. */
+static const k_shape *cg_step_shapes(cg_box *b, const ir_graph *g, const ir_node *nd) {
+  if (nd->kind == IR_N_FUSED && !nd->epi) return NULL;
+  k_shape *sh = cg_alloc(b, (size_t)nd->nin * sizeof *sh);
+  for (int j = 0; sh && j < nd->nin; j++)
     sh[j] = nd->in[j] >= 0 ? ir_tensor_at(g, nd->in[j])->shape
             : nd->slot_shape ? nd->slot_shape[j] : (k_shape){0, {0}};
-  for (int j = 0; j < nd->nout; j++) req[j] = ir_node_req(nd, j);
-  s->in_shape = sh, s->req = req;
+  return sh;
+}
+
+static void cg_step_slots(cg_box *b, const ir_graph *g, const ir_node *nd, rt_step *s) {
+  s->in = cg_dup(b, nd->in, (size_t)nd->nin * sizeof *nd->in);
+  cg_fold_slots(g, nd, (int32_t *)s->in);
+  s->out = cg_dup(b, nd->out, (size_t)nd->nout * sizeof *nd->out);
+  s->in_shape = cg_step_shapes(b, g, nd);
+  k_req *req = cg_alloc(b, (size_t)nd->nout * sizeof *req);
+  for (int j = 0; req && j < nd->nout; j++) req[j] = ir_node_req(nd, j);
+  s->req = req;
 }
 
 /* A heavy op with an epilogue is a forward step of that op carrying the epilogue. */
@@ -268,9 +284,69 @@ static int cg_program(cg_box *b, const ir_graph *g, bool train, rt_program *p, c
 static int cg_tensors(cg_box *b, const ir_graph *g) {
   rt_tensor_info *ts = cg_alloc(b, (size_t)ir_ntensors(g) * sizeof *ts);
   if (!ts) return 1;
-  for (int i = 0; i < ir_ntensors(g); i++) ts[i] = cg_tensor(b, ir_tensor_at(g, i));
+  for (int i = 0; i < ir_ntensors(g); i++) ts[i] = cg_tensor(b, ir_tensor_at(g, i), i);
   b->d.ntensors = ir_ntensors(g), b->d.tensors = ts;
   return b->failed;
+}
+
+/* ---- the tensors the runtime binds ----
+ * The graphs number every value, also those a fused group keeps in registers and the scalar
+ * constants its loop folds in: most tensors of a large elementwise graph. The runtime reads
+ * only what a step, an entry point or the weights file names, so the descriptor keeps those
+ * alone, in the graph's order (the predict graph's tensors stay a prefix of the train
+ * graph's), and the indices are renumbered. A 100k-node chain's table shrinks from about
+ * 180k entries to 2k, which the compiled object would otherwise carry as LLVM globals. */
+
+static bool cg_kept_role(int32_t role) { return role != RT_ROLE_VALUE && role != RT_ROLE_CONST; }
+
+static void cg_mark_slots(const int32_t *t, int n, bool *keep) {
+  for (int i = 0; i < n; i++)
+    if (t[i] >= 0) keep[t[i]] = true;
+}
+
+static void cg_mark_program(const rt_program *p, bool *keep) {
+  for (int i = 0; i < p->nsteps; i++) cg_mark_slots(p->steps[i].in, p->steps[i].nin, keep), cg_mark_slots(p->steps[i].out, p->steps[i].nout, keep);
+  cg_mark_slots(p->inputs, p->ninputs, keep);
+  cg_mark_slots(p->outputs, p->noutputs, keep);
+}
+
+static void cg_renumber_slots(int32_t *t, int n, const int32_t *to) {
+  for (int i = 0; i < n; i++)
+    if (t[i] >= 0) t[i] = to[t[i]];
+}
+
+/* The slots are the descriptor's own allocations (cg_dup), written here before they are
+ * handed out as const. */
+static void cg_renumber_program(rt_program *p, const int32_t *to, int ntensors) {
+  for (int i = 0; i < p->nsteps; i++) {
+    rt_step *s = (rt_step *)&p->steps[i];
+    cg_renumber_slots((int32_t *)s->in, s->nin, to), cg_renumber_slots((int32_t *)s->out, s->nout, to);
+  }
+  cg_renumber_slots((int32_t *)p->inputs, p->ninputs, to);
+  cg_renumber_slots((int32_t *)p->outputs, p->noutputs, to);
+  int64_t *off = (int64_t *)p->offset;
+  for (int t = 0; off && t < ntensors; t++)
+    if (to[t] >= 0) off[to[t]] = off[t];
+}
+
+static int cg_compact(rt_model_desc *d) {
+  int n = d->ntensors, k = 0;
+  bool *keep = calloc((size_t)n + 1, sizeof *keep);
+  int32_t *to = malloc(((size_t)n + 1) * sizeof *to);
+  if (!keep || !to) return free(keep), free(to), 1;
+  for (int t = 0; t < n; t++) keep[t] = cg_kept_role(d->tensors[t].role);
+  cg_mark_program(&d->predict, keep);
+  if (d->has_train) cg_mark_program(&d->train, keep);
+  rt_tensor_info *ts = (rt_tensor_info *)d->tensors;
+  for (int t = 0; t < n; t++) {
+    to[t] = keep[t] ? k : -1;
+    if (keep[t]) ts[k++] = ts[t];
+  }
+  cg_renumber_program(&d->predict, to, n);
+  if (d->has_train) cg_renumber_program(&d->train, to, n);
+  d->ntensors = k;
+  free(keep), free(to);
+  return 0;
 }
 
 static void cg_optimizer(rt_model_desc *d, const ir_graph *g) {
@@ -292,6 +368,7 @@ rt_model_desc *cg_desc_build(const ir_graph *predict, const ir_graph *train, cha
   int rc = cg_tensors(b, g) ? rt_errf(err, n, "out of memory") : 0;
   if (!rc) rc = cg_program(b, predict, false, &d->predict, err, n);
   if (!rc && train) rc = cg_program(b, train, true, &d->train, err, n);
+  if (!rc && cg_compact(d)) rc = rt_errf(err, n, "out of memory");
   if (rc) return cg_desc_free(d), NULL;
   return d;
 }

@@ -43,15 +43,15 @@ static int cg_slot(const int *v, int n, int t) {
 }
 
 /* Tensor t's value: computed earlier in the group, else an external input (loaded once). A
- * constant input (IR_T_CONST: its every element holds `value`, which nothing writes) is that
- * value in the code instead of a load, so the back end folds it as an immediate. */
+ * constant input is its value in the code instead of a load (cg_fexpr_folds), so the back
+ * end folds it as an immediate. */
 static int cg_fb_value(cg_fb *b, int t) {
   if (t < 0) return cg_fb_fail(b, "a member reads an absent slot", NULL);
   if (b->cur[t] >= 0) return b->cur[t];
   int s = cg_slot(b->fn->in, b->fn->nin, t);
   const ir_tensor *x = ir_tensor_at(b->g, t);
   if (s < 0) return cg_fb_fail(b, "reads a value no member computed and no input gives:", x->name);
-  if (x->kind == IR_T_CONST && x->dtype == K_F32) return b->cur[t] = cg_fx_fconst(b, x->value);
+  if (cg_fexpr_folds(x)) return b->cur[t] = cg_fx_fconst(b, x->value);
   return b->cur[t] = cg_fx_push(b, (cg_fx){.kind = CG_FX_LOAD, .slot = s});
 }
 

@@ -52,6 +52,11 @@ int cg_fexpr_bcast_strides(const k_shape *s, const k_shape *out, int64_t *st);
 /* The k_scalar.h stem of an elementwise op's functions: k_sf_<stem>, k_sf_<stem>_grad... */
 const char *cg_fexpr_stem(const ir_node *m);
 
+/* A float constant input (IR_T_CONST: every element holds `value`, which nothing writes) is
+ * its value in the expression, never a load: the group's code does not read its pointer, so
+ * the descriptor leaves that slot absent (cg_desc.c). */
+static inline bool cg_fexpr_folds(const ir_tensor *x) { return x->kind == IR_T_CONST && x->dtype == K_F32; }
+
 /* The expression of fused node fn of graph g; 0, or 1 with a message naming the group. */
 int cg_fexpr_build(const ir_graph *g, const ir_node *fn, cg_fexpr *fx, char *err, size_t n);
 void cg_fexpr_free(cg_fexpr *fx);

@@ -47,7 +47,7 @@ _Static_assert((int)K_INIT_XAVIER == (int)K_INIT_XAVIER && (int)K_INIT_CONSTANT 
 static void rt_init_tensor(rt_model *m, int i) {
   const rt_tensor_info *t = &m->d->tensors[i];
   if (rt_model_is_weight(t) && t->data) memcpy(m->tptr[i], t->data, (size_t)rt_tensor_numel(t) * 4);
-  else if (rt_model_is_weight(t)) k_init_fill(m->tptr[i], &t->shape, t->init, t->init_a, t->init_b, m->seed, RT_CTR_INIT(i));
+  else if (rt_model_is_weight(t)) k_init_fill(m->tptr[i], &t->shape, t->init, t->init_a, t->init_b, m->seed, RT_CTR_INIT(t->ctr));
   else if (t->role == RT_ROLE_CONST) k_init_constant(m->tptr[i], rt_tensor_numel(t), t->init_a);
 }
 

@@ -10,7 +10,7 @@
  * engine and independent branches may run together.
  *
  * Random numbers follow the reference executor exactly (exec/exec.h): initialising the
- * tensor of index i draws Philox(seed, RT_CTR_INIT(i), element); a random op in train step s
+ * tensor of index i in the graph draws Philox(seed, RT_CTR_INIT(i), element); a random op in train step s
  * (counted from 1) draws Philox(seed, RT_CTR_OP(s, name_hash), element). */
 #ifndef KILN_RT_MODEL_H
 #define KILN_RT_MODEL_H
@@ -18,7 +18,8 @@
 #include "k_base.h"
 #include "k_params.h"
 
-#define RT_MODEL_ABI "kiln-model-3"   /* -2: rt_step gained epi, rt_tensor_info data; -3: target, gpu_module */
+#define RT_MODEL_ABI "kiln-model-4"   /* -2: rt_step gained epi, rt_tensor_info data; -3: target, gpu_module;
+                                         -4: rt_tensor_info ctr */
 #define RT_CTR_INIT(i) ((uint64_t)(uint32_t)(i))
 #define RT_CTR_OP(step, hash) ((UINT64_C(1) << 63) | ((uint64_t)(step) & 0x7fffffffu) << 32 | (uint64_t)(hash))
 uint32_t rt_fnv1a32(const char *s);            /* FNV-1a over the bytes of s */
@@ -42,6 +43,9 @@ typedef struct {
   float init_a, init_b;         /* the initializer's attributes; CONST: init_a is the value */
   const void *data;             /* PARAM, AUX: the initial values, dense (a model compiled from
                                    ONNX embeds its weights), used instead of init; or NULL */
+  int32_t ctr;                  /* the tensor's index in the graph: its initializer draws from
+                                   RT_CTR_INIT(ctr). The table leaves out what nothing binds
+                                   (codegen/cg_desc.c), so this is not the entry's position */
 } rt_tensor_info;
 
 enum { RT_STEP_FORWARD, RT_STEP_BACKWARD, RT_STEP_UPDATE, RT_STEP_FUSED };
@@ -55,7 +59,8 @@ typedef struct {
   const void *param;            /* the op's k_*_param, or NULL */
   int32_t nin, nout;
   const int32_t *in, *out;      /* tensor indices, -1 for an absent slot (pruned, no gradient) */
-  const k_shape *in_shape;      /* one per in slot, absent ones included: kernels read shapes */
+  const k_shape *in_shape;      /* one per in slot, absent ones included: kernels read shapes;
+                                   NULL for FUSED, whose code has them built in */
   const k_req *req;             /* one per out */
   int64_t temp_offset, temp_bytes;   /* workspace in the arena */
   int32_t random;               /* 1 when the kernel draws random numbers */

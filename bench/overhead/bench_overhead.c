@@ -37,7 +37,7 @@ typedef struct {
 static void bo_tensors(bo_model *b, int n) {
   k_shape s = {1, {BO_ELEMS}};
   for (int t = 0; t <= n; t++) {
-    b->tensors[t] = (rt_tensor_info){t ? "y" : "x", t ? RT_ROLE_VALUE : RT_ROLE_INPUT, K_F32, s, 0, 0, 0, NULL};
+    b->tensors[t] = (rt_tensor_info){t ? "y" : "x", t ? RT_ROLE_VALUE : RT_ROLE_INPUT, K_F32, s, 0, 0, 0, NULL, t};
     b->offset[t] = t ? (int64_t)((t - 1) % 2) * 64 : -1;
   }
 }

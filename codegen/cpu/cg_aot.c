@@ -29,7 +29,8 @@ static const cg_field cg_tensor_fields[] = {
   CG_FIELD(CG_F_PTR, rt_tensor_info, name), CG_FIELD(CG_F_I32, rt_tensor_info, role),
   CG_FIELD(CG_F_I32, rt_tensor_info, dtype), CG_FIELD(CG_F_SHAPE, rt_tensor_info, shape),
   CG_FIELD(CG_F_I32, rt_tensor_info, init), CG_FIELD(CG_F_F32, rt_tensor_info, init_a),
-  CG_FIELD(CG_F_F32, rt_tensor_info, init_b), CG_FIELD(CG_F_PTR, rt_tensor_info, data)};
+  CG_FIELD(CG_F_F32, rt_tensor_info, init_b), CG_FIELD(CG_F_PTR, rt_tensor_info, data),
+  CG_FIELD(CG_F_I32, rt_tensor_info, ctr)};
 static const cg_field cg_step_fields[] = {
   CG_FIELD(CG_F_I32, rt_step, kind), CG_FIELD(CG_F_I32, rt_step, op), CG_FIELD(CG_F_PTR, rt_step, kernel),
   CG_FIELD(CG_F_PTR, rt_step, fused), CG_FIELD(CG_F_PTR, rt_step, param), CG_FIELD(CG_F_I32, rt_step, nin),
@@ -216,7 +217,7 @@ static LLVMValueRef cg_weights(cg_aot *a, int i) {
 static LLVMValueRef cg_tensor_val(cg_aot *a, int i) {
   const rt_tensor_info *t = &a->d->tensors[i];
   LLVMValueRef f[] = {cg_str(a, t->name), cg_i32c(a, t->role), cg_i32c(a, t->dtype), cg_shape_val(a, &t->shape),
-                      cg_i32c(a, t->init), cg_f32c(a, t->init_a), cg_f32c(a, t->init_b), cg_weights(a, i)};
+                      cg_i32c(a, t->init), cg_f32c(a, t->init_a), cg_f32c(a, t->init_b), cg_weights(a, i), cg_i32c(a, t->ctr)};
   return cg_struct_val(a, f, CG_N(f));
 }
 

@@ -104,7 +104,7 @@ static void at_cmp_tensors(const char *model, const rt_model_desc *so, const rt_
     const rt_tensor_info *a = &so->tensors[t], *b = &mem->tensors[t];
     at_check(at_same_str(a->name, b->name) && a->role == b->role && a->dtype == b->dtype &&
                  at_same_shape(&a->shape, &b->shape) && a->init == b->init && a->init_a == b->init_a &&
-                 a->init_b == b->init_b,
+                 a->init_b == b->init_b && a->ctr == b->ctr,
              model, "tensor %d (%s) differs in the .so's descriptor", t, b->name);
   }
 }
@@ -115,7 +115,7 @@ static bool at_same_step(const rt_step *a, const rt_step *b) {
             at_same_ints((const int32_t *)a->req, (const int32_t *)b->req, b->nout) && a->temp_offset == b->temp_offset &&
             a->temp_bytes == b->temp_bytes && a->random == b->random && a->name_hash == b->name_hash &&
             at_same_str(a->name, b->name) && a->ndeps == b->ndeps && at_same_ints(a->deps, b->deps, b->ndeps) &&
-            !a->param == !b->param && (b->kind != RT_STEP_FUSED || a->fused != NULL);
+            !a->param == !b->param && !a->in_shape == !b->in_shape && (b->kind != RT_STEP_FUSED || a->fused != NULL);
   for (int i = 0; ok && b->in_shape && i < b->nin; i++) ok = a->in_shape && at_same_shape(&a->in_shape[i], &b->in_shape[i]);
   if (ok && b->param && (b->kind == RT_STEP_FORWARD || b->kind == RT_STEP_BACKWARD))
     ok = memcmp(a->param, b->param, ir_ops[b->op].param_size) == 0;

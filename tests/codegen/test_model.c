@@ -342,9 +342,54 @@ static void tm_malformed(const tm_model *tm) {
 
 /* ---- one model: every check that runs per engine ---- */
 
+/* ---- the descriptor holds what the runtime binds, and nothing else (cg_desc.c) ---- */
+
+static void tm_mark(bool *named, const int32_t *t, int n) {
+  for (int i = 0; i < n; i++)
+    if (t[i] >= 0) named[t[i]] = true;
+}
+
+static void tm_mark_program(const rt_program *p, bool *named) {
+  for (int i = 0; i < p->nsteps; i++) tm_mark(named, p->steps[i].in, p->steps[i].nin), tm_mark(named, p->steps[i].out, p->steps[i].nout);
+  tm_mark(named, p->inputs, p->ninputs), tm_mark(named, p->outputs, p->noutputs);
+}
+
+/* Fused groups read their float constants as immediates: no slot, and no shape table. */
+static bool tm_fused_lean(const tm_model *tm, const rt_program *p) {
+  for (int i = 0; i < p->nsteps; i++) {
+    const rt_step *s = &p->steps[i];
+    if (s->kind != RT_STEP_FUSED) continue;
+    if (s->in_shape) return false;
+    for (int j = 0; j < s->nin; j++)
+      if (s->in[j] >= 0 && tm->d->tensors[s->in[j]].role == RT_ROLE_CONST && tm->d->tensors[s->in[j]].dtype == K_F32) return false;
+  }
+  return true;
+}
+
+static void tm_desc_lean(const tm_model *tm) {
+  const rt_model_desc *d = tm->d;
+  bool *named = calloc((size_t)d->ntensors + 1, sizeof *named);
+  if (!named) return tm_check(false, "out of memory", tm->name);
+  tm_mark_program(&d->predict, named);
+  if (d->has_train) tm_mark_program(&d->train, named);
+  int unbound = 0;
+  for (int t = 0; t < d->ntensors; t++)
+    unbound += !named[t] && (d->tensors[t].role == RT_ROLE_VALUE || d->tensors[t].role == RT_ROLE_CONST);
+  free(named);
+  tm_check(unbound == 0, "every value and constant in the descriptor is a step's, an input or an output", tm->name);
+  tm_check(tm_fused_lean(tm, &d->predict) && (!d->has_train || tm_fused_lean(tm, &d->train)),
+           "fused steps have neither float-constant slots nor shape tables", tm->name);
+  int weights = 0, kept = 0;
+  const ir_graph *g = tm->tg ? tm->tg : tm->pg;
+  for (int t = 0; t < ir_ntensors(g); t++) weights += ir_tensor_at(g, t)->kind == IR_T_PARAM || ir_tensor_at(g, t)->kind == IR_T_AUX;
+  for (int t = 0; t < d->ntensors; t++) kept += d->tensors[t].role == RT_ROLE_PARAM || d->tensors[t].role == RT_ROLE_AUX;
+  tm_check(weights == kept, "every parameter and aux state is in the descriptor", tm->name);
+}
+
 static void tm_model_run(const tm_model *tm) {
   tm_result ex, rt;
   tm_check_inputs(tm);
+  tm_desc_lean(tm);
   tm_run_ex(tm, &ex);
   tm_run_rt(tm, &rt);
   tm_compare(tm, &ex, &rt);
