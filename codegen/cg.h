@@ -13,7 +13,7 @@
  *   cpu/cg_fused.c    one function per fused group: a loop nest over the group's output
  *                     index space with broadcast strides, the members' scalar functions
  *                     inlined from kernels/k_scalar.h (compiled to bitcode at build time)
- *   cpu/cg_outline.c  for graphs past CG_OUTLINE_MEMBERS: heavy scalar calls out of line, with
+ *   cpu/cg_outline.c  for graphs past CG_LARGE_MEMBERS: heavy scalar calls out of line, with
  *                     vector variants the loop vectorizer calls (VFABI), so LLVM compiles each
  *                     heavy function once per module instead of once per call
  *   cpu/cg_aot.c      the descriptor as LLVM constants (kernels and the weights object
@@ -39,14 +39,15 @@ typedef struct {
   const char *features;        /* NULL: the host's features */
   int target;                  /* RT_TARGET_CPU (0) or RT_TARGET_CUDA (codegen/cuda/) */
   const char *gpu_arch;        /* CUDA: the PTX's architecture, NULL for sm_80 */
-  int outline;                 /* CPU: heavy scalar calls of the fused loops out of line
-                                  (cpu/cg_outline.c): 0 for graphs of more than
-                                  CG_OUTLINE_MEMBERS fused members, 1 always, -1 never */
+  int large;                   /* CPU: the large-graph mode, 0 for graphs of more than
+                                  CG_LARGE_MEMBERS fused members, 1 always, -1 never */
 } cg_options;
 
-/* Fused members past which the CPU back end calls heavy scalar functions (tanh, exp, ...) out
- * of line instead of inlining each call into its loop: LLVM's time follows the inlined code. */
-#define CG_OUTLINE_MEMBERS 4096
+/* Fused members past which the CPU back end compiles for a large graph: heavy scalar
+ * functions (tanh, exp, ...) called out of line instead of inlined into every loop
+ * (cpu/cg_outline.c), and at -O2/-O3 a lean pipeline instead of LLVM's default one
+ * (cg_optimize). LLVM's time follows the inlined code and the passes that walk it. */
+#define CG_LARGE_MEMBERS 4096
 
 /* The optional passes a target does without: the CUDA back end runs neither the CPU's
  * epilogues (its GEMMs and convolutions are library calls) nor its channel-blocked layout. */

@@ -24,7 +24,8 @@ struct cg_llvm {
   cg_options opt;
   bool scalars_linked;                /* k_scalar.h's bitcode is in mod */
   LLVMValueRef access_group;          /* cg_access_group's node, once made */
-  bool outline;                       /* heavy calls out of line (cg_outline.c), per module */
+  bool large;                         /* the large-graph mode (cg.h): heavy calls out of line
+                                         (cg_outline.c) and the lean pipeline, per module */
   bool outline_kept;                  /* their vector variants listed in @llvm.compiler.used */
   LLVMOrcLLJITRef jit;                /* set by cg_jit, disposed by cg_llvm_free */
 };

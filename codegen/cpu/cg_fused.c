@@ -64,7 +64,7 @@ static int cg_lower_call(cg_lower *l, const cg_fx *x, LLVMValueRef *out) {
     args[k] = l->val[x->arg[k]];
     if (LLVMTypeOf(args[k]) != pt[k]) return rt_errf(l->err, l->n, "%s: argument %d has the wrong type", x->fn, k);
   }
-  if (l->m->outline && cg_outline_heavy(x->fn)) {
+  if (l->m->large && cg_outline_heavy(x->fn)) {
     *out = cg_outline_call(l->m, f, args, (unsigned)x->narg, l->err, l->n);
     return *out ? 0 : 1;
   }
@@ -378,8 +378,7 @@ static int64_t cg_fused_members(const ir_graph *g) {
 int cg_emit_fused_all(cg_llvm *m, const ir_graph *predict, const ir_graph *train, char *err, size_t n) {
   if (!m || !m->mod) return rt_errf(err, n, "no module to emit into (already handed to the JIT?)");
   if (cg_link_scalars(m, err, n)) return 1;
-  m->outline = m->opt.outline > 0 ||
-               (m->opt.outline == 0 && cg_fused_members(predict) + cg_fused_members(train) > CG_OUTLINE_MEMBERS);
+  m->large = m->opt.large > 0 || (m->opt.large == 0 && cg_fused_members(predict) + cg_fused_members(train) > CG_LARGE_MEMBERS);
   cg_seen seen = {0};   /* shared: a train group may equal a predict group */
   int bad = cg_emit_graph(m, &seen, predict, false, err, n) || cg_emit_graph(m, &seen, train, true, err, n);
   cg_seen_free(&seen);

@@ -216,6 +216,20 @@ void cg_scalars_finish(cg_llvm *m) {
 
 /* ---- pipelines and output ---- */
 
+/* The scalar functions are inlined first, whatever the pipeline: the default one's GlobalOpt
+ * walks a function's call sites once per call site, so a large model's thousands of calls to
+ * one k_sf_* would cost time quadratic in the graph (a 100,000-node chain: seconds).
+ * A large graph (cg.h) gets this lean pipeline instead of default<O2/O3>: what the fused
+ * loops need (the inlined code simplified, the loops put in the vectorizer's form,
+ * vectorized, and the variants' one-iteration loops of cg_outline.c unrolled and their
+ * scratch promoted), without the default one's CGSCC inliner walk, GVN, SLP and unrolling,
+ * which change nothing in such loops and cost a 100,000-node chain about 2.5 s of 7. LICM
+ * must run under loop-mssa in LLVM 14. */
+static const char cg_lean_pipeline[] =
+  "always-inline,globaldce,function(sroa,early-cse,instcombine,simplifycfg,loop-simplify,lcssa,"
+  "loop-mssa(loop-rotate,licm),loop(indvars),loop-vectorize,simplifycfg,loop-unroll-full,instcombine,sroa,"
+  "early-cse<memssa>,simplifycfg),globaldce";
+
 int cg_optimize(cg_llvm *m, char *err, size_t n) {
   if (!m->mod) return rt_errf(err, n, "the module was already handed to the JIT");
   cg_scalars_finish(m);
@@ -226,11 +240,9 @@ int cg_optimize(cg_llvm *m, char *err, size_t n) {
     return 1;
   }
   LLVMDisposeMessage(msg);
-  /* The scalar functions are inlined before the default pipeline: its GlobalOpt pass walks a
-   * function's call sites once per call site, so a large model's thousands of calls to one
-   * k_sf_* cost time quadratic in the graph (a 100,000-node chain: seconds). */
-  char pipe[48];
-  snprintf(pipe, sizeof pipe, "always-inline,default<O%d>", m->opt.opt_level);
+  char pipe[sizeof cg_lean_pipeline + 32];
+  if (m->large && m->opt.opt_level >= 2) snprintf(pipe, sizeof pipe, "%s", cg_lean_pipeline);
+  else snprintf(pipe, sizeof pipe, "always-inline,default<O%d>", m->opt.opt_level);
   LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
   LLVMPassBuilderOptionsSetLoopVectorization(po, m->opt.opt_level >= 2);
   LLVMPassBuilderOptionsSetSLPVectorization(po, m->opt.opt_level >= 2);

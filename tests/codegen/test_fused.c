@@ -206,11 +206,11 @@ static void t_check_epilogue(const ir_graph *g, const ir_node *fn, const char *l
 /* ---- a graph: emit, optimise, JIT, check every fused node ---- */
 
 
-static int t_outline = -1;   /* cg_options.outline of the modules built here: never but where a case says */
+static int t_large = -1;   /* cg_options.large of the modules built here: never but where a case says */
 
 static void t_check_graph_at(const ir_graph *g, bool train, int level, const char *label) {
   char err[1024] = "";
-  cg_options o = {.opt_level = level, .outline = t_outline};
+  cg_options o = {.opt_level = level, .large = t_large};
   cg_llvm *m = cg_llvm_new(label, &o, err, sizeof err);
   bool ok = t_check(m != NULL, "%s: cg_llvm_new: %s", label, err);
   ok = ok && t_check(!cg_emit_fused_all(m, train ? NULL : g, train ? g : NULL, err, sizeof err), "%s: emit: %s", label, err);
@@ -386,7 +386,7 @@ static int t_vec_level;
 
 static void t_vectorized(const ir_graph *g, bool train, const char *label) {
   char err[1024] = "";
-  cg_options o = {.opt_level = t_vec_level, .outline = t_outline};
+  cg_options o = {.opt_level = t_vec_level, .large = t_large};
   cg_llvm *m = cg_llvm_new(label, &o, err, sizeof err);
   if (!t_check(m && !cg_emit_fused_all(m, g, NULL, err, sizeof err) && !cg_optimize(m, err, sizeof err), "%s: %s", label, err))
     return cg_llvm_free(m);
@@ -423,11 +423,11 @@ static const char t_heavy_src[] =
   "model heavy {\n  input x : f32[64, 1000]\n  input b : f32[64, 1000]\n"
   "  y = tanh(x) * exp(b * 0.1) + sigmoid(x - b) + gelu(x) * 2.0\n  output y\n}\n";
 
-/* With outline on, a vectorised group calls the vector variants (and no scalar copy of a
+/* In the large-graph mode, a vectorised group calls the vector variants (and no scalar copy of a
  * heavy function is left inlined in it), then every group is compared bit for bit. */
 static void t_outlined(const ir_graph *g, bool train, const char *label) {
   char err[1024] = "";
-  cg_options o = {.opt_level = 2, .outline = 1};
+  cg_options o = {.opt_level = 2, .large = 1};
   cg_llvm *m = cg_llvm_new(label, &o, err, sizeof err);
   if (!t_check(m && !cg_emit_fused_all(m, g, NULL, err, sizeof err) && !cg_optimize(m, err, sizeof err), "%s: %s", label, err))
     return cg_llvm_free(m);
@@ -530,11 +530,14 @@ int main(void) {
     printf("fused: O%d vector width in the long group: %s\n", t_vec_level, t_vec_found ? t_vec_found : "none");
   }
   t_text("split.kiln", t_split_src, 4, t_split);
-  t_outline = 1;   /* every op, forward and backward, out of line: the same bits */
+  t_large = 1;   /* every op, forward and backward, out of line and through the lean pipeline: the same bits */
   t_text("ops.kiln", t_ops_src, 6, t_check_graph_all_levels);
   for (int act = 0; act < 4; act++) t_activation(act);   /* an int parameter: uniform in the variants */
   t_text("heavy.kiln", t_heavy_src, 1, t_outlined);
-  t_outline = -1;
+  t_vec_level = 2;   /* the lean pipeline still vectorizes the long group */
+  t_text("long.kiln", t_long_src, 1, t_vectorized);
+  printf("fused: large-graph mode, vector width in the long group: %s\n", t_vec_found ? t_vec_found : "none");
+  t_large = -1;
   t_jit_desc();
   printf("fused: %d groups checked (%d also in place), %d epilogues; %lld elements, %lld not bit-identical (max rel diff %.3g), "
          "%lld within rounding where a batch_norm folds\n",
