@@ -16,6 +16,7 @@
  *   cpu/cg_outline.c  for graphs past CG_LARGE_MEMBERS: heavy scalar calls out of line, with
  *                     vector variants the loop vectorizer calls (VFABI), so LLVM compiles each
  *                     heavy function once per module instead of once per call
+ *   cpu/cg_parts.c    the object of a large graph written as several, one thread each
  *   cpu/cg_aot.c      the descriptor as LLVM constants (kernels and the weights object
  *                     referenced by symbol), the NAME_* wrappers and the exported
  *                     `kiln_model` (rt_model_api)
@@ -41,6 +42,9 @@ typedef struct {
   const char *gpu_arch;        /* CUDA: the PTX's architecture, NULL for sm_80 */
   int large;                   /* CPU: the large-graph mode, 0 for graphs of more than
                                   CG_LARGE_MEMBERS fused members, 1 always, -1 never */
+  int jobs;                    /* CPU, a .so: threads writing its code (cpu/cg_parts.c), at
+                                  most one per fused group and CG_MAX_JOBS; 0: the usable
+                                  cores for a large graph, else 1 */
 } cg_options;
 
 /* Fused members past which the CPU back end compiles for a large graph: heavy scalar
@@ -48,6 +52,7 @@ typedef struct {
  * (cpu/cg_outline.c), and at -O2/-O3 a lean pipeline instead of LLVM's default one
  * (cg_optimize). LLVM's time follows the inlined code and the passes that walk it. */
 #define CG_LARGE_MEMBERS 4096
+#define CG_MAX_JOBS 16
 
 /* The optional passes a target does without: the CUDA back end runs neither the CPU's
  * epilogues (its GEMMs and convolutions are library calls) nor its channel-blocked layout. */
@@ -95,6 +100,9 @@ int cg_link_shared(const char *obj, const char *weights, const char *so_path, co
  * (libkiln_runtime_cuda.a) and libdl (the CUDA libraries are opened at create). */
 int cg_link_shared_target(const char *obj, const char *weights, const char *so_path, const char *lib_dir, int target,
                           char *err, size_t n);
+/* The same with several objects (objs, NULL-terminated: a module written in parts). */
+int cg_link_shared_parts(const char *const *objs, const char *weights, const char *so_path, const char *lib_dir, int target,
+                         char *err, size_t n);
 /* obj and weights as one relocatable object at out (cc -r), for --emit obj. */
 int cg_link_relocatable(const char *obj, const char *weights, const char *out, char *err, size_t n);
 

@@ -89,15 +89,17 @@ static void cg_archives(cg_link_cmd *c, const char *lib_dir) {
   }
 }
 
-/* cc -shared -o TMP OBJ [WEIGHTS] runtime.a kernels.a BLAS -lm -lpthread: archive members are
+/* cc -shared -o TMP OBJ... [WEIGHTS] runtime.a kernels.a BLAS -lm -lpthread: archive members are
  * hidden (--exclude-libs), and the objects export only NAME_* and kiln_model (cg_aot.c gives
  * everything else hidden visibility, as cg_weights.c its symbol); --no-undefined turns a
  * missing kernel into a link error instead of a dlopen failure. */
-static int cg_build_cmd(cg_link_cmd *c, const char *obj, const char *weights, const char *tmp, const char *lib_dir) {
+static int cg_build_cmd(cg_link_cmd *c, const char *const *objs, const char *weights, const char *tmp, const char *lib_dir) {
   if (cg_cc_words(c)) return 1;
   cg_archives(c, lib_dir);
-  const char *head[] = {"-shared", "-o", tmp, obj, weights};
-  for (int i = 0; i < 5 && head[i]; i++) cg_arg(c, head[i]);
+  const char *head[] = {"-shared", "-o", tmp};
+  for (int i = 0; i < 3; i++) cg_arg(c, head[i]);
+  for (int i = 0; objs[i]; i++) cg_arg(c, objs[i]);
+  if (weights) cg_arg(c, weights);
   if (c->target == RT_TARGET_CUDA) cg_arg(c, c->cuda), cg_arg(c, "-ldl");
   const char *fixed[] = {c->runtime, c->kernels, KILN_BLAS_LIB, "-lm",
                          "-lpthread", "-Wl,--exclude-libs,ALL", "-Wl,--no-undefined", "-Wl,--as-needed",
@@ -170,17 +172,17 @@ static int cg_temp_path(const char *so_path, char *tmp, size_t n) {
 
 /* Builds the command (shared, or relocatable for --emit obj), runs it into a temporary name
  * beside out and renames that into place; mode is the output's permissions. */
-static int cg_link_to(const char *obj, const char *weights, const char *out, const char *lib_dir, bool shared, mode_t mode,
-                      int target, char *err, size_t n) {
+static int cg_link_to(const char *const *objs, const char *weights, const char *out, const char *lib_dir, bool shared,
+                      mode_t mode, int target, char *err, size_t n) {
   char tmp[4096], log[8192] = "";
   if (cg_temp_path(out, tmp, sizeof tmp))
     return snprintf(err, n, "cannot write '%s': %s", out, strerror(errno)), 1;
   cg_link_cmd c = {.argc = 0, .target = target};
   int rc;
-  if (shared) rc = cg_build_cmd(&c, obj, weights, tmp, lib_dir) ? -1 : cg_spawn(c.argv, log, sizeof log);
+  if (shared) rc = cg_build_cmd(&c, objs, weights, tmp, lib_dir) ? -1 : cg_spawn(c.argv, log, sizeof log);
   else {
     rc = cg_cc_words(&c) ? -1 : 0;
-    const char *args[] = {"-r", "-nostdlib", "-o", tmp, obj, weights};
+    const char *args[] = {"-r", "-nostdlib", "-o", tmp, objs[0], weights};
     for (int i = 0; !rc && i < 6 && args[i]; i++) cg_arg(&c, args[i]);
     if (!rc) rc = cg_spawn(c.argv, log, sizeof log);
   }
@@ -196,14 +198,22 @@ static int cg_link_to(const char *obj, const char *weights, const char *out, con
 }
 
 int cg_link_shared(const char *obj, const char *weights, const char *so_path, const char *lib_dir, char *err, size_t n) {
-  return cg_link_to(obj, weights, so_path, lib_dir, true, 0777, RT_TARGET_CPU, err, n);
+  const char *objs[] = {obj, NULL};
+  return cg_link_to(objs, weights, so_path, lib_dir, true, 0777, RT_TARGET_CPU, err, n);
 }
 
 int cg_link_shared_target(const char *obj, const char *weights, const char *so_path, const char *lib_dir, int target,
                           char *err, size_t n) {
-  return cg_link_to(obj, weights, so_path, lib_dir, true, 0777, target, err, n);
+  const char *objs[] = {obj, NULL};
+  return cg_link_to(objs, weights, so_path, lib_dir, true, 0777, target, err, n);
+}
+
+int cg_link_shared_parts(const char *const *objs, const char *weights, const char *so_path, const char *lib_dir, int target,
+                         char *err, size_t n) {
+  return cg_link_to(objs, weights, so_path, lib_dir, true, 0777, target, err, n);
 }
 
 int cg_link_relocatable(const char *obj, const char *weights, const char *out, char *err, size_t n) {
-  return cg_link_to(obj, weights, out, NULL, false, 0666, RT_TARGET_CPU, err, n);
+  const char *objs[] = {obj, NULL};
+  return cg_link_to(objs, weights, out, NULL, false, 0666, RT_TARGET_CPU, err, n);
 }

@@ -67,7 +67,7 @@ static const kiln_command kiln_commands[] = {
   {"compile", "build a model into a self-contained shared object and its C header",
    "usage: kiln compile FILE [-o LIB.so] [-D dim=N]... [--model NAME] [-O0|-O1|-O2|-O3]\n"
    "                    [--emit ll|obj|c-header|ptx|cu] [--cpu CPU] [--features F]\n"
-   "                    [--target cpu|cuda] [--gpu-arch sm_XX] [--disable PASS]...\n"
+   "                    [--target cpu|cuda] [--gpu-arch sm_XX] [--disable PASS]... [--jobs N]\n"
    "\n"
    "Compiles the model's predict graph (and its train_step graph when it has a train statement)\n"
    "through the passes and the LLVM back end, and links the result with the Kiln runtime and\n"
@@ -91,6 +91,8 @@ static const kiln_command kiln_commands[] = {
    "                   the GPU it finds, newer ones included)\n"
    "  --disable P      switch an optional pass off, as kiln passes --disable does (to time or\n"
    "                   compare what it changes)\n"
+   "  --jobs N         threads writing the .so's code, at most one per fused group (default:\n"
+   "                   every core for a graph of more than 4,096 fused members, else 1)\n"
    "\n"
    "The archives linked in come from the build tree, or from $KILN_LIB_DIR (a folder holding\n"
    "libkiln_runtime.a and libkiln_kernels.a); $CC is the linker driver (default cc, with\n"
@@ -266,6 +268,17 @@ int kiln_opt_seed(kiln_opts *o, const char *v) {
   return 1;
 }
 
+/* compile --jobs N: 1 to CG_MAX_PARTS threads. */
+static int kiln_opt_jobs(kiln_opts *o, const char *v, int *i) {
+  char *end = NULL;
+  long j = v ? strtol(v, &end, 10) : 0;
+  if (!v || !*v || *end || j < 1 || j > CG_MAX_JOBS)
+    return fprintf(stderr, "kiln compile: --jobs expects a number of threads from 1 to %d\n", CG_MAX_JOBS), 2;
+  o->jobs = (int)j;
+  ++*i;
+  return 1;
+}
+
 /* The string-valued options of compile and run: where each one's value goes, or NULL. */
 static const char **kiln_build_slot(kiln_opts *o, const char *a) {
   bool compile = strcmp(o->cmd, "compile") == 0;
@@ -285,6 +298,7 @@ static int kiln_build_flag(kiln_opts *o, int argc, char **argv, int *i) {
   if (strlen(a) == 3 && a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3') return o->opt_level = a[2] - '0', 1;
   if (strncmp(a, "-O", 2) == 0) return fprintf(stderr, "kiln %s: optimisation levels are -O0 to -O3\n", o->cmd), 2;
   if (strcmp(a, "--disable") == 0) return kiln_opt_disable(o, a, v, i);
+  if (compile && strcmp(a, "--jobs") == 0) return kiln_opt_jobs(o, v, i);
   const char **slot = kiln_build_slot(o, a);
   bool other = compile ? strcmp(a, "--emit") == 0
                        : !strcmp(a, "--input") || !strcmp(a, "--output") || !strcmp(a, "--seed");
@@ -430,7 +444,8 @@ static int kiln_target(const kiln_opts *o) {
 static int kiln_build_model(const ir_graph *lowered, const kiln_opts *o, bool llvm, ir_diag *d, cg_build *b) {
   char err[2048];
   int target = kiln_target(o);
-  cg_options co = {.opt_level = o->opt_level, .cpu = o->cpu, .features = o->features, .target = target, .gpu_arch = o->gpu_arch};
+  cg_options co = {.opt_level = o->opt_level, .cpu = o->cpu, .features = o->features, .target = target, .gpu_arch = o->gpu_arch,
+                   .jobs = o->jobs};
   if (cg_build_graphs(lowered, o->disabled | cg_target_disabled(target), d, b)) return 1;
   if (cg_build_module(b, llvm ? &co : NULL, err, sizeof err)) return kiln_cg_error(d, err), 1;
   return 0;

@@ -31,6 +31,7 @@ typedef struct {
   /* compile and run */
   const char *out, *emit, *cpu, *features, *target, *gpu_arch, *weights;
   int opt_level;
+  int jobs;                        /* compile --jobs (0: cg_options' default) */
   uint64_t seed;
   const char *inputs[64], *outputs[64];  /* NAME=PATH */
   int ninputs, noutputs;

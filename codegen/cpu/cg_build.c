@@ -80,32 +80,51 @@ static int cg_build_temp(char *path, size_t size, char *err, size_t n) {
   return 0;
 }
 
-/* The module's object, and the weights object when the model has initial weights (weights
- * is then "" otherwise), both as temporary files. */
-static int cg_build_objects(cg_build *b, char *obj, char *weights, size_t size, char *err, size_t n) {
-  *obj = *weights = 0;
-  if (cg_build_temp(obj, size, err, n) || cg_write_object(b->llvm, obj, err, n)) return 1;
+/* The module's objects (cg_parts_count of them: several threads write a large graph's
+ * code) and the weights object when the model has initial weights (weights is then "",
+ * otherwise), all as temporary files; objs[] ends with NULL. The weights object copies the
+ * first object's ELF header. */
+typedef struct { char path[CG_MAX_JOBS][4096]; const char *list[CG_MAX_JOBS + 1]; int n; } cg_objs;
+
+static int cg_build_objects(cg_build *b, cg_objs *o, char *weights, size_t size, char *err, size_t n) {
+  *weights = 0;
+  o->n = 0;
+  int parts = b->desc->target == RT_TARGET_CPU ? cg_parts_count(b->llvm) : 1;
+  for (int k = 0; k < parts; k++, o->n++) {
+    o->list[k] = o->path[k], o->list[k + 1] = NULL;
+    if (cg_build_temp(o->path[k], sizeof o->path[k], err, n)) return 1;
+  }
+  if (cg_write_objects(b->llvm, o->list, parts, err, n)) return 1;
   if (cg_weights_layout(b->desc, NULL) == 0) return 0;
-  return cg_build_temp(weights, size, err, n) || cg_write_weights(b->desc, obj, weights, err, n);
+  return cg_build_temp(weights, size, err, n) || cg_write_weights(b->desc, o->path[0], weights, err, n);
 }
 
-static void cg_build_unlink(const char *obj, const char *weights) {
-  if (*obj) unlink(obj);
+static void cg_build_unlink(const cg_objs *o, const char *weights) {
+  for (int k = 0; k < o->n; k++)
+    if (*o->path[k]) unlink(o->path[k]);
   if (*weights) unlink(weights);
 }
 
 int cg_build_link(cg_build *b, const char *so_path, const char *lib_dir, char *err, size_t n) {
-  char obj[4096], weights[4096];
-  int rc = cg_build_objects(b, obj, weights, sizeof obj, err, n) ||
-           cg_link_shared_target(obj, *weights ? weights : NULL, so_path, lib_dir, b->desc->target, err, n);
-  cg_build_unlink(obj, weights);
+  cg_objs *o = calloc(1, sizeof *o);
+  char weights[4096];
+  if (!o) return rt_errf(err, n, "out of memory");
+  int rc = cg_build_objects(b, o, weights, sizeof weights, err, n) ||
+           cg_link_shared_parts(o->list, *weights ? weights : NULL, so_path, lib_dir, b->desc->target, err, n);
+  cg_build_unlink(o, weights);
+  free(o);
   return rc;
 }
 
+/* --emit obj: one object, by one thread (parts would leave their shared symbols global in
+ * the merged object, where two models' objects could clash). */
 int cg_build_object(cg_build *b, const char *path, char *err, size_t n) {
   if (cg_weights_layout(b->desc, NULL) == 0) return cg_write_object(b->llvm, path, err, n);
-  char obj[4096], weights[4096];
-  int rc = cg_build_objects(b, obj, weights, sizeof obj, err, n) || cg_link_relocatable(obj, weights, path, err, n);
-  cg_build_unlink(obj, weights);
+  char obj[4096], weights[4096] = "";
+  int rc = cg_build_temp(obj, sizeof obj, err, n) || cg_write_object(b->llvm, obj, err, n) ||
+           cg_build_temp(weights, sizeof weights, err, n) || cg_write_weights(b->desc, obj, weights, err, n) ||
+           cg_link_relocatable(obj, weights, path, err, n);
+  if (*obj) unlink(obj);
+  if (*weights) unlink(weights);
   return rc;
 }

@@ -68,6 +68,14 @@ LLVMTargetMachineRef cg_make_tm(cg_llvm *m, LLVMRelocMode reloc, LLVMCodeModel c
  * function; NULL when the module has neither. */
 LLVMValueRef cg_fused_fn(cg_llvm *m, const char *name);
 
+/* ---- cg_parts.c ---- */
+/* How many objects cg_write_objects should write for m (cg_options.jobs, capped by the fused
+ * groups there are and CG_MAX_JOBS). */
+int cg_parts_count(cg_llvm *m);
+/* After cg_optimize: the module as nparts objects at paths[0..nparts-1], written at once
+ * (cg_write_object for one); they link together. m's module is changed: use it no more. */
+int cg_write_objects(cg_llvm *m, const char *const *paths, int nparts, char *err, size_t n);
+
 /* ---- cg_outline.c ---- */
 /* Whether the k_scalar.h function `fn` is heavy (not on k_vec.h's light list). */
 bool cg_outline_heavy(const char *fn);

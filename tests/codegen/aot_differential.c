@@ -3,7 +3,8 @@
  * the .so and check its kiln_model descriptor field by field against cg_desc_build's (which
  * proves the LLVM struct layouts), then predict, 3 train steps (losses and every weight via
  * save) and predict again through kiln_model, `kiln run` on the .so and on the .kiln, and for
- * the MLP a C driver compiled against mlp.h — all within 1e-5 relative of the executor.
+ * the MLP a C driver compiled against mlp.h — all within 1e-5 relative of the executor. The
+ * test models are compiled with --jobs 3, so their code comes in three objects.
  * usage: codegen_aot_differential KILN [SRCROOT]. Prints "aot: N passed, N failed". */
 #include <dlfcn.h>
 #include <math.h>
@@ -77,10 +78,10 @@ static void at_flags(const ts_front *fr, char *flags, size_t n) {
 
 static uint64_t at_rng = TS_RNG_SEED;
 
-/* A program's input buffers out of the batch, by the descriptor's tensor indices (the
- * lowered graph's tensors are a prefix of the descriptor's). */
-static void at_args(const rt_program *p, void **batch, const void **args) {
-  for (int k = 0; k < p->ninputs && k < AT_MAX; k++) args[k] = batch[p->inputs[k]];
+/* A program's input buffers out of the batch, which is indexed as the lowered graph's
+ * tensors: a descriptor entry keeps its graph index in ctr. */
+static void at_args(const rt_model_desc *d, const rt_program *p, void **batch, const void **args) {
+  for (int k = 0; k < p->ninputs && k < AT_MAX; k++) args[k] = batch[d->tensors[p->inputs[k]].ctr];
 }
 
 /* ---- the descriptor read back through the .so ---- */
@@ -162,7 +163,7 @@ typedef struct {
 static int at_ex_predict(at_model *t, ex_model *ex, void **outs) {
   const void *args[AT_MAX];
   char err[EX_ERR_LEN];
-  at_args(&t->mem->predict, t->batch, args);
+  at_args(t->mem, &t->mem->predict, t->batch, args);
   for (int k = 0; k < t->mem->predict.noutputs; k++)
     outs[k] = calloc((size_t)k_shape_numel(&t->mem->tensors[t->mem->predict.outputs[k]].shape) + 1, 4);
   int rc = ex_predict(ex, t->gp, args, outs, err, sizeof err);
@@ -179,7 +180,7 @@ static void at_cmp_predict(at_model *t, const rt_model_api *api, rt_model *m, vo
   const rt_model_desc *d = t->mem;
   const void *args[AT_MAX];
   void *outs[AT_MAX] = {0};
-  at_args(&d->predict, t->batch, args);
+  at_args(d, &d->predict, t->batch, args);
   for (int k = 0; k < d->predict.noutputs; k++)
     outs[k] = calloc((size_t)k_shape_numel(&d->tensors[d->predict.outputs[k]].shape) + 1, 4);
   if (at_check(api->predict(m, args, outs) == 0, t->name, "predict %s: %s", when, api->error(m))) {
@@ -220,7 +221,7 @@ static void at_cmp_weights(at_model *t, const rt_model_api *api, rt_model *m, ex
 static void at_train(at_model *t, const rt_model_api *api, rt_model *m, ex_model *ex) {
   const void *args[AT_MAX];
   char err[EX_ERR_LEN];
-  at_args(&t->mem->train, t->batch, args);
+  at_args(t->mem, &t->mem->train, t->batch, args);
   for (int s = 0; s < AT_STEPS; s++) {
     float a = NAN, b = NAN;
     int ra = api->train_step(m, args, &a), rb = ex_train_step(ex, t->gt, args, &b, err, sizeof err);
@@ -258,7 +259,7 @@ static int at_write_inputs(at_model *t, char *flags, size_t n) {
   for (int k = 0; k < p->ninputs; k++) {
     const rt_tensor_info *ti = &t->mem->tensors[p->inputs[k]];
     snprintf(path, sizeof path, "%s/in_%s.npy", t->dir, ti->name);
-    if (rt_npy_write(path, (k_dtype)ti->dtype, &ti->shape, t->batch[p->inputs[k]], err, sizeof err))
+    if (rt_npy_write(path, (k_dtype)ti->dtype, &ti->shape, t->batch[ti->ctr], err, sizeof err))
       return printf("%s\n", err), 1;
     len += (size_t)snprintf(flags + len, n - len, " --input '%s=%s'", ti->name, path);
   }
@@ -330,7 +331,7 @@ static void at_driver(at_model *t) {
   ex_model *ex = ex_model_new(t->lowered, AT_SEED, err, sizeof err);
   void *ref[AT_MAX] = {0};
   const void *args[AT_MAX];
-  at_args(&t->mem->train, t->batch, args);
+  at_args(t->mem, &t->mem->train, t->batch, args);
   if (ex && !at_ex_predict(t, ex, ref)) at_check(at_diff(got, ref[0], np, K_F32) < 0, t->name, "driver predict differs");
   at_free_outs(t->mem, ref);
   for (int s = 0; ex && s < AT_STEPS; s++) {
@@ -346,10 +347,13 @@ static void at_driver(at_model *t) {
 /* ---- per model ---- */
 
 /* kiln compile into the model's folder, then everything through the .so. */
+static int at_jobs;
+
 static void at_model_so(at_model *t, const char *model) {
-  char cmd[4096], so[1300];
-  snprintf(cmd, sizeof cmd, "'%s' compile '%s' --model %s%s -o '%s/lib%s.so' 2>/dev/null", at_kiln, t->path, model,
-           t->flags, t->dir, model);
+  char cmd[4096], so[1300], jobs[32] = "";
+  if (at_jobs) snprintf(jobs, sizeof jobs, " --jobs %d", at_jobs);
+  snprintf(cmd, sizeof cmd, "'%s' compile '%s' --model %s%s%s -o '%s/lib%s.so' 2>/dev/null", at_kiln, t->path, model,
+           t->flags, jobs, t->dir, model);
   if (!at_check(at_sh(cmd) == 0, t->name, "kiln compile failed: %s", cmd)) return;
   snprintf(so, sizeof so, "%s/lib%s.so", t->dir, model);
   void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
@@ -384,6 +388,7 @@ static void at_one(const char *path, ts_front *fr, fe_model *fm, const char *fla
 }
 
 static void at_file(const char *path, void *ctx) {
+  (void)ctx;
   ts_front fr = {.small = true};
   char flags[256];
   bool ok = ts_load(&fr, path, NULL, NULL, 0);
@@ -393,8 +398,10 @@ static void at_file(const char *path, void *ctx) {
   ts_front_free(&fr);
 }
 
-static void at_dir(const char *rel) {
+/* jobs: kiln compile --jobs for the folder's models (0: the default). */
+static void at_dir(const char *rel, int jobs) {
   char dir[1200];
+  at_jobs = jobs;
   snprintf(dir, sizeof dir, "%s%s", at_root, rel);
   if (ts_each_model(dir, at_file, NULL) < 0) at_check(false, rel, "cannot open the folder");
 }
@@ -411,8 +418,8 @@ int main(int argc, char **argv) {
   }
   snprintf(at_tmp, sizeof at_tmp, "%s/kiln-aot-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
   if (!mkdtemp(at_tmp)) return perror("mkdtemp"), 1;
-  at_dir("examples");
-  at_dir("tests/passes/models");
+  at_dir("examples", 0);
+  at_dir("tests/passes/models", 3);   /* their code written by three threads (cg_parts.c) */
   printf("aot: %d passed, %d failed (files in %s)\n", at_passed, at_failed, at_tmp);
   if (at_failed == 0) {
     char cmd[1200];

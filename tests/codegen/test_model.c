@@ -76,9 +76,10 @@ static void tm_model_free(tm_model *tm) {
   for (int s = 0; s < TM_STEPS; s++) ts_batch_free(tm->lowered, tm->tbatch[s]);
 }
 
-/* The buffers of a program's inputs, picked from a batch. */
-static void tm_args(const rt_program *p, void **batch, const void **args) {
-  for (int k = 0; k < p->ninputs && k < TM_MAX_IN; k++) args[k] = batch[p->inputs[k]];
+/* The buffers of a program's inputs, picked from a batch (indexed as the graph's tensors:
+ * the descriptor's entry keeps that index in ctr). */
+static void tm_args(const rt_model_desc *d, const rt_program *p, void **batch, const void **args) {
+  for (int k = 0; k < p->ninputs && k < TM_MAX_IN; k++) args[k] = batch[d->tensors[p->inputs[k]].ctr];
 }
 
 static int64_t tm_out_numel(const rt_model_desc *d) {
@@ -160,7 +161,7 @@ static void tm_run_ex(const tm_model *tm, tm_result *r) {
 static float *tm_rt_predict(const tm_model *tm, rt_model *m) {
   const void *args[TM_MAX_IN];
   void *outs[TM_MAX_OUT];
-  tm_args(&tm->d->predict, tm->pbatch, args);
+  tm_args(tm->d, &tm->d->predict, tm->pbatch, args);
   float *buf = malloc((size_t)tm_out_numel(tm->d) * 4 + 4);
   tm_out_ptrs(tm->d, buf, outs);
   if (rt_model_predict(m, args, outs)) return printf("  %s predict: %s\n", tm->name, rt_model_error(m)), free(buf), NULL;
@@ -169,7 +170,7 @@ static float *tm_rt_predict(const tm_model *tm, rt_model *m) {
 
 static bool tm_rt_train(const tm_model *tm, rt_model *m, void **batch, float *loss) {
   const void *args[TM_MAX_IN];
-  tm_args(&tm->d->train, batch, args);
+  tm_args(tm->d, &tm->d->train, batch, args);
   if (!rt_model_train_step(m, args, loss)) return true;
   printf("  %s train_step: %s\n", tm->name, rt_model_error(m));
   return false;
@@ -449,22 +450,22 @@ static void tm_null_args(const tm_model *tm, rt_model *m) {
   tm_out_ptrs(tm->d, buf, outs);
   tm_guard g = tm_guard_new(tm, m);
   tm_refused(&g, rt_model_predict(m, NULL, outs), "predict(inputs NULL)", true);
-  tm_refused(&g, rt_model_predict(m, (tm_args(pp, tm->pbatch, args), args), NULL), "predict(outputs NULL)", true);
+  tm_refused(&g, rt_model_predict(m, (tm_args(tm->d, pp, tm->pbatch, args), args), NULL), "predict(outputs NULL)", true);
   for (int k = 0; k < pp->ninputs; k++) {
-    tm_args(pp, tm->pbatch, args), args[k] = NULL;
+    tm_args(tm->d, pp, tm->pbatch, args), args[k] = NULL;
     tm_refused(&g, rt_model_predict(m, args, outs), "predict(one input NULL)", k == 0);
   }
   for (int k = 0; k < pp->noutputs; k++) {
     void *o2[TM_MAX_OUT];
     tm_out_ptrs(tm->d, buf, o2), o2[k] = NULL;
-    tm_refused(&g, rt_model_predict(m, (tm_args(pp, tm->pbatch, args), args), o2), "predict(one output NULL)", k == 0);
+    tm_refused(&g, rt_model_predict(m, (tm_args(tm->d, pp, tm->pbatch, args), args), o2), "predict(one output NULL)", k == 0);
   }
   tm_refused(&g, rt_model_train_step(m, NULL, &loss), "train_step(inputs NULL)", true);
   for (int k = 0; k < tp->ninputs; k++) {
-    tm_args(tp, tm->tbatch[0], args), args[k] = NULL;
+    tm_args(tm->d, tp, tm->tbatch[0], args), args[k] = NULL;
     tm_refused(&g, rt_model_train_step(m, args, &loss), "train_step(one input NULL)", k == 0);
   }
-  tm_refused(&g, rt_model_train_step(m, (tm_args(tp, tm->tbatch[0], args), args), NULL), "train_step(loss NULL)", true);
+  tm_refused(&g, rt_model_train_step(m, (tm_args(tm->d, tp, tm->tbatch[0], args), args), NULL), "train_step(loss NULL)", true);
   tm_refused(&g, rt_model_load(m, NULL), "load(path NULL)", true);
   tm_refused(&g, rt_model_save(m, NULL), "save(path NULL)", true);
   free(g.w), free(buf);
@@ -616,7 +617,7 @@ static void tm_bad_label(const tm_model *tm, rt_model *m) {
   bool ok = ex != NULL;
   for (int s = 0; ok && s < TM_STEPS; s++) {
     const void *args[TM_MAX_IN];
-    tm_args(&tm->d->train, tm->tbatch[s], args);
+    tm_args(tm->d, &tm->d->train, tm->tbatch[s], args);
     ok = !ex_train_step(ex, tm->tg, args, &le[s], err, sizeof err) && tm_rt_train(tm, m, tm->tbatch[s], &lr[s]);
   }
   int64_t nw = 0, ne = 0;
