@@ -80,6 +80,14 @@ defs=$(grep -cE '^define .*@kiln_fused_[pt][0-9]+\(' "$TMP/repeat/repeat.ll")
 "$KILN" compile "$ROOT/examples/mlp.kiln" --target gpu -o "$TMP/x.so" 2>/dev/null; [ $? -eq 2 ] && [ ! -e "$TMP/x.so" ] && ok || bad "--target gpu should exit 2"
 "$KILN" compile "$ROOT/examples/mlp.kiln" -O7 2>/dev/null; [ $? -eq 2 ] && ok || bad "-O7 should exit 2"
 "$KILN" compile "$ROOT/examples/mlp.kiln" --emit exe 2>/dev/null; [ $? -eq 2 ] && ok || bad "--emit exe should exit 2"
+for j in 0 17 x ""; do
+  "$KILN" compile "$ROOT/examples/mlp.kiln" --jobs $j -o "$TMP/jobs.so" 2>/dev/null; [ $? -eq 2 ] && ok || bad "--jobs '$j' should exit 2"
+done
+# The .so's code in three objects (a thread each) and exports: the same symbols as one.
+"$KILN" compile "$ROOT/examples/resnet.kiln" --jobs 3 -o "$TMP/libresnet3.so" 2>/dev/null &&
+  [ "$(nm -D --defined-only "$TMP/libresnet3.so" | awk '{print $3}' | sort | tr '\n' ' ')" = \
+    "kiln_model resnet_create resnet_destroy resnet_error resnet_load resnet_predict resnet_save resnet_set_lr resnet_train_step " ] \
+  && ok || bad "--jobs 3: the .so exports other symbols than NAME_* and kiln_model"
 "$KILN" compile "$ROOT/examples/mlp.kiln" --disable nosuch -o "$TMP/libnosuch.so" 2>/dev/null; [ $? -eq 2 ] && [ ! -e "$TMP/libnosuch.so" ] && ok || bad "--disable of an unknown pass should exit 2 and write nothing"
 # --disable reaches the passes: without the plan every tensor has its own buffer, so the
 # descriptor in the module changes.
