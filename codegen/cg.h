@@ -59,8 +59,9 @@ typedef struct {
 uint32_t cg_target_disabled(int target);
 
 /* ---- cg_desc.c ---- */
-/* The descriptor of a model: tensors of the train graph when there is one (the predict
- * graph's tensors are a prefix of it: both start as copies of the lowered graph), and one
+/* The descriptor of a model: the tensors of the train graph when there is one (the predict
+ * graph's tensors are a prefix of it: both start as copies of the lowered graph) that the
+ * runtime binds, renumbered (rt_tensor_info.ctr keeps each one's graph index), and one
  * program per entry point, step i = node i. The descriptor owns copies of every name,
  * param struct and array; the initial weights (rt_tensor_info.data = ir_tensor.data) it
  * borrows from the lowered graph's arena, which must outlive it. Fused steps have fused ==
