@@ -69,6 +69,9 @@ static const cd_spec specs[] = {
   {"asym stride 3, end only",   1, 2, 5,  8, 10, 7, 2, 3, 3, 3, 0, 0, 1, 1, 0, 1, 1, 2},
   {"1x1 stride 2, end pads",    1, 2, 16, 10, 10, 32, 1, 1, 2, 2, 0, 0, 1, 1, 1, 1, 1, 1},
   {"1-D asym pads",             0, 3, 10, 1, 29, 12, 1, 3, 1, 2, 0, 0, 1, 1, 0, 1, 0, 3},
+  /* Winograd's forward and weight gradient, but a start pad of 3: the data gradient's flipped
+     pad 2 - 3 would be negative, so it declines to the direct loop (cd_winograd_declines) */
+  {"3x3 start pad 3",           1, 2, 16, 6,  6, 16, 3, 3, 1, 1, 3, 1, 1, 1, 0, 1, 1, 1},
 };
 
 static int end_h(const cd_spec *s) { return s->asym ? s->phe : s->ph; }
@@ -594,6 +597,31 @@ static void cd_winograd(void) {
   }
 }
 
+/* Winograd declines only the data gradient where a pad passes 2 (its flipped pad 2 - p would
+ * be negative), start or end alike; the forward and the weight gradient still take it, and
+ * cd_compare holds all three to im2col. */
+static void cd_winograd_declines(void) {
+  static const cd_spec ends[] = {
+      {"3x3 end pad 3", 1, 1, 16, 6, 6, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 3, 1},
+      {"3x3 right pad 4", 1, 1, 16, 6, 6, 16, 3, 3, 1, 1, 1, 0, 1, 1, 0, 1, 1, 4},
+  };
+  const cd_spec *cases[3] = {&specs[27], &ends[0], &ends[1]};
+  for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++)
+    for (int i = 0; i < 3; i++) {
+      const cd_spec *s = cases[i];
+      cd_data d = cd_make(s);
+      int64_t ny = k_shape_numel(&d.y.shape);
+      float *zero = calloc((size_t)ny, 4), *a = malloc((size_t)ny * 4), *b = malloc((size_t)ny * 4);
+      double worst;
+      KT_CHECK(cd_differs(s, &d, modes[m], zero, a, b), "%s %s: Winograd forward did not run", s->name, modes[m]);
+      KT_CHECK(!cd_wino_grad(s, &d, modes[m], 0, &worst), "%s %s: Winograd data gradient ran", s->name, modes[m]);
+      KT_CHECK(cd_wino_grad(s, &d, modes[m], 1, &worst), "%s %s: Winograd weight gradient did not run", s->name, modes[m]);
+      if (i > 0) cd_compare(s, modes[m], kWriteTo);
+      free(zero), free(a), free(b);
+      cd_free(&d);
+    }
+}
+
 int main(void) {
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
@@ -610,6 +638,7 @@ int main(void) {
   cd_gradcheck(&specs[23], "direct-avx2");      /* asymmetric pads, stride 2, dilation */
   cd_gradcheck(&specs[26], "direct-generic");   /* 1-D asymmetric pads */
   cd_winograd();
+  cd_winograd_declines();
   cd_dispatch_contract();
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
     if (specs[i].two_d) cd_blocked(&specs[i]);
