@@ -5,6 +5,7 @@
  * (ir_infer.c) adds the op, its line and the input shapes. */
 #include "ops.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -347,16 +348,47 @@ static int ir_expand_ints(ir_infer *x, k_ints *t, int rank, int64_t dflt, const 
   return 0;
 }
 
+/* A tuple as the language writes it, "(1, -1)", into buf. */
+static const char *ir_ints_text(const k_ints *t, char *buf, size_t len) {
+  size_t at = (size_t)snprintf(buf, len, "(");
+  for (int i = 0; i < t->n && at < len; i++) at += (size_t)snprintf(buf + at, len - at, "%s%lld", i ? ", " : "", (long long)t->v[i]);
+  if (at < len) snprintf(buf + at, len - at, ")");
+  return buf;
+}
+
+/* pad of a convolution or pooling over sp spatial axes: absent (0), one value for every axis,
+ * one per axis, or, beyond SPEC section 2, every axis's start then every axis's end
+ * (k_params.h), that form kept only where a start and its end differ, so that a printed graph
+ * shows one value per axis wherever it can and reads back the same. Every value >= 0 (zeros
+ * added, never a crop) and at most 2^32 (so sizes cannot overflow). */
+static int ir_window_pads(ir_infer *x, k_ints *pad, int sp) {
+  char buf[160];
+  if (pad->n > 1 && pad->n != sp && pad->n != 2 * sp)
+    return ir_infer_fail(x, "pad %s has %d values; give %s", ir_ints_text(pad, buf, sizeof buf), pad->n,
+                         sp == 1 ? "1, or 2 (the start, then the end)"
+                                 : "1, 2 (one per spatial axis) or 4 (every axis's start, then every axis's end)");
+  for (int i = 0; i < pad->n; i++) {
+    if (pad->v[i] < 0) return ir_infer_fail(x, "pad %s: pads cannot be negative", ir_ints_text(pad, buf, sizeof buf));
+    if (pad->v[i] > (INT64_C(1) << 32))
+      return ir_infer_fail(x, "pad %s: a pad above 2^32 is out of range", ir_ints_text(pad, buf, sizeof buf));
+  }
+  if (pad->n != 2 * sp) return ir_expand_ints(x, pad, sp, 0, "pad");
+  bool same = true;
+  for (int i = 0; i < sp; i++) same &= pad->v[i] == pad->v[sp + i];
+  if (same) pad->n = sp;
+  return 0;
+}
+
 static int ir_conv_check(ir_infer *x, k_conv_param *p) {
   int sp = p->kernel.n;
   if (sp != 1 && sp != 2) return ir_infer_fail(x, "kernel must have 1 or 2 entries (conv1d or conv2d), not %d", sp);
   if (x->in[0].rank != sp + 2)
     return ir_infer_fail(x, "a %dd convolution needs data of rank %d, got rank %d", sp, sp + 2, x->in[0].rank);
-  if (ir_expand_ints(x, &p->stride, sp, 1, "stride") || ir_expand_ints(x, &p->pad, sp, 0, "pad") ||
+  if (ir_expand_ints(x, &p->stride, sp, 1, "stride") || ir_window_pads(x, &p->pad, sp) ||
       ir_expand_ints(x, &p->dilate, sp, 1, "dilate")) return 1;
   for (int i = 0; i < sp; i++)
-    if (p->kernel.v[i] <= 0 || p->stride.v[i] <= 0 || p->dilate.v[i] <= 0 || p->pad.v[i] < 0)
-      return ir_infer_fail(x, "kernel, stride and dilate must be positive and pad not negative");
+    if (p->kernel.v[i] <= 0 || p->stride.v[i] <= 0 || p->dilate.v[i] <= 0)
+      return ir_infer_fail(x, "kernel, stride and dilate must be positive");
   int64_t c = x->in[0].d[1];
   if (p->num_filter <= 0 || p->num_group <= 0) return ir_infer_fail(x, "num_filter and num_group must be positive");
   if (c % p->num_group || p->num_filter % p->num_group)
@@ -375,7 +407,8 @@ int ir_infer_convolution(ir_infer *x) {
   k_shape out = {.rank = sp + 2, .d = {d->d[0], p->num_filter}};
   int64_t w[K_MAX_RANK] = {p->num_filter, d->d[1] / p->num_group}, kprod = 1;
   for (int i = 0; i < sp; i++) {
-    int64_t span = p->dilate.v[i] * (p->kernel.v[i] - 1) + 1, in = d->d[2 + i] + 2 * p->pad.v[i];
+    int64_t span = p->dilate.v[i] * (p->kernel.v[i] - 1) + 1;
+    int64_t in = d->d[2 + i] + k_conv_pad_begin(p, i) + k_conv_pad_end(p, i);
     if (in < span) return ir_infer_fail(x, "the kernel (extent %lld) is larger than the padded input (%lld) on spatial axis %d",
                                         (long long)span, (long long)in, i);
     out.d[2 + i] = (in - span) / p->stride.v[i] + 1;
@@ -408,16 +441,6 @@ static int64_t ir_pool_out_len(int64_t n, int64_t k, int64_t s, int64_t pd, int6
   return out;
 }
 
-/* pad: SPEC's one value per spatial axis (or one for all), or two per axis, every start then
- * every end (k_params.h), kept so only where the sides differ. */
-static int ir_pool_pads(ir_infer *x, k_ints *pad, int sp) {
-  if (pad->n != 2 * sp) return ir_expand_ints(x, pad, sp, 0, "pad");
-  bool same = true;
-  for (int i = 0; i < sp; i++) same &= pad->v[i] == pad->v[sp + i];
-  if (same) pad->n = sp;
-  return 0;
-}
-
 int ir_infer_pooling(ir_infer *x) {
   k_pool_param *p = x->param;
   const k_shape *d = &x->in[0];
@@ -432,7 +455,7 @@ int ir_infer_pooling(ir_infer *x) {
   } else if (p->kernel.n == 0) {
     return ir_infer_fail(x, "needs a kernel unless global_pool=true");
   }
-  if (ir_expand_ints(x, &p->kernel, sp, 1, "kernel") || ir_pool_pads(x, &p->pad, sp)) return 1;
+  if (ir_expand_ints(x, &p->kernel, sp, 1, "kernel") || ir_window_pads(x, &p->pad, sp)) return 1;
   if (p->stride.n == 0) p->stride = p->kernel;
   if (ir_expand_ints(x, &p->stride, sp, 1, "stride")) return 1;
   k_shape out = *d;

@@ -2,7 +2,11 @@
  * forward and backward, by im2col + GEMM. The batch is cut into at most K_CONV_PARTS parts,
  * run in parallel by k_parallel_for, each with its own buffers in c->temp; a part takes its
  * samples in chunks wide enough to give the GEMM about K_CONV_COLS columns (small feature maps
- * otherwise make many thin GEMMs). A 1-D convolution runs as a 2-D one of height 1. */
+ * otherwise make many thin GEMMs). A 1-D convolution runs as a 2-D one of height 1. Each axis's
+ * padding at its start and at its end may differ (k_conv_pad_begin / _end): im2col reads the
+ * start's offset and sizes the output by both, and so do the direct paths (k_conv_direct.c,
+ * k_conv_dw.c, whose packed copies take the pads as they are made), so every path computes
+ * F.conv2d(F.pad(x, ...)) with no pad node, a copy of x, before it. */
 #include "kernels.h"
 #include "k_conv_direct.h"
 #include "k_conv_dw.h"
@@ -18,7 +22,8 @@
 typedef struct {
   int64_t N, C, H, W;            /* input */
   int64_t F, G, Cg, Fg;          /* filters, groups, channels and filters per group */
-  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+  int64_t kh, kw, sh, sw, dh, dw;
+  int64_t ph, pw, phe, pwe;      /* padding at the start and at the end of each axis */
   int64_t OH, OW;
   int64_t ckk, ohw;              /* rows (C*kh*kw) and columns per sample (OH*OW) of im2col */
   int64_t P;                     /* parts of the batch, each with its own buffers */
@@ -38,14 +43,15 @@ typedef struct {
  * K_CONV_PARTS threads work on one convolution of a batch of at least that many samples. */
 #define K_CONV_PARTS 4
 
-static int64_t k_conv_out_len(int64_t in, int64_t k, int64_t s, int64_t pad, int64_t dil) {
-  int64_t span = dil * (k - 1) + 1;
-  return in + 2 * pad < span ? 0 : (in + 2 * pad - span) / s + 1;
+static int64_t k_conv_out_len(int64_t in, int64_t k, int64_t s, int64_t begin, int64_t end, int64_t dil) {
+  int64_t span = dil * (k - 1) + 1, padded = in + begin + end;
+  return padded < span ? 0 : (padded - span) / s + 1;
 }
 
 /* A 1x1 kernel with unit stride and no padding reads the input as its own column buffer. */
 static int k_conv_is_pointwise(const k_conv_geom *g) {
-  return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
+  return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 && g->phe == 0 &&
+         g->pwe == 0;
 }
 
 /* Reads 1-D parameters into the height-1 slot so the rest of the file sees only 2-D. */
@@ -59,10 +65,11 @@ static k_conv_geom k_conv_geometry(const k_shape *x, const k_shape *w, const k_c
   g.Cg = g.C / g.G; g.Fg = g.F / g.G;
   g.kh = two ? p->kernel.v[0] : 1;  g.kw = p->kernel.v[p->kernel.n - 1];
   g.sh = two ? p->stride.v[0] : 1;  g.sw = p->stride.v[p->kernel.n - 1];
-  g.ph = two ? p->pad.v[0] : 0;     g.pw = p->pad.v[p->kernel.n - 1];
+  g.ph = two ? k_conv_pad_begin(p, 0) : 0;  g.pw = k_conv_pad_begin(p, p->kernel.n - 1);
+  g.phe = two ? k_conv_pad_end(p, 0) : 0;   g.pwe = k_conv_pad_end(p, p->kernel.n - 1);
   g.dh = two ? p->dilate.v[0] : 1;  g.dw = p->dilate.v[p->kernel.n - 1];
-  g.OH = k_conv_out_len(g.H, g.kh, g.sh, g.ph, g.dh);
-  g.OW = k_conv_out_len(g.W, g.kw, g.sw, g.pw, g.dw);
+  g.OH = k_conv_out_len(g.H, g.kh, g.sh, g.ph, g.phe, g.dh);
+  g.OW = k_conv_out_len(g.W, g.kw, g.sw, g.pw, g.pwe, g.dw);
   g.ckk = g.C * g.kh * g.kw;
   g.ohw = g.OH * g.OW;
   g.wsz = g.F * g.Cg * g.kh * g.kw;

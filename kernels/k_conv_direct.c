@@ -71,9 +71,9 @@ static const k_cd_isa *k_cd_pick_width(int64_t V) {
   return V == 16 ? &k_cd_isa_generic16 : &k_cd_isa_generic;
 }
 
-static int64_t k_cd_out_len(int64_t in, int64_t k, int64_t s, int64_t pad, int64_t dil) {
-  int64_t span = dil * (k - 1) + 1;
-  return in + 2 * pad < span ? 0 : (in + 2 * pad - span) / s + 1;
+static int64_t k_cd_out_len(int64_t in, int64_t k, int64_t s, int64_t begin, int64_t end, int64_t dil) {
+  int64_t span = dil * (k - 1) + 1, padded = in + begin + end;
+  return padded < span ? 0 : (padded - span) / s + 1;
 }
 
 /* Samples per chunk: as many as keep the blocked activations (sized at V = 16, the widest)
@@ -91,15 +91,16 @@ static k_cd_geom k_cd_geometry(const k_shape *x, const k_shape *w, const k_conv_
   g.F = w->d[0];
   g.kh = two ? p->kernel.v[0] : 1; g.kw = p->kernel.v[last];
   g.sh = two ? p->stride.v[0] : 1; g.sw = p->stride.v[last];
-  g.ph = two ? p->pad.v[0] : 0;    g.pw = p->pad.v[last];
+  g.ph = two ? k_conv_pad_begin(p, 0) : 0;  g.pw = k_conv_pad_begin(p, last);
+  g.phe = two ? k_conv_pad_end(p, 0) : 0;   g.pwe = k_conv_pad_end(p, last);
   g.dh = two ? p->dilate.v[0] : 1; g.dw = p->dilate.v[last];
-  g.OH = k_cd_out_len(g.H, g.kh, g.sh, g.ph, g.dh);
-  g.OW = k_cd_out_len(g.W, g.kw, g.sw, g.pw, g.dw);
+  g.OH = k_cd_out_len(g.H, g.kh, g.sh, g.ph, g.phe, g.dh);
+  g.OW = k_cd_out_len(g.W, g.kw, g.sw, g.pw, g.pwe, g.dw);
   g.V = V;
   g.Cb = (g.C + V - 1) / V; g.Fb = (g.F + V - 1) / V;
-  g.Hp = g.H + 2 * g.ph; g.Wp = g.W + 2 * g.pw;
+  g.Hp = g.H + g.ph + g.phe; g.Wp = g.W + g.pw + g.pwe;
   g.rstep = 1;
-  g.vph = g.vpw = 0;
+  g.vph = g.vpw = g.vphe = g.vpwe = 0;
   int64_t vm = K_CD_VMAX, per = ((g.C + vm - 1) / vm * g.Hp * g.Wp + (g.F + vm - 1) / vm * g.OH * g.OW) * vm;
   g.S = per > 0 ? K_CD_CHUNK_FLOATS / per : g.N;
   if (g.S > 2) g.S &= ~(int64_t)1;   /* even: a chunk's sample tasks split evenly over 2 threads */
@@ -112,7 +113,7 @@ static k_cd_geom k_cd_geometry(const k_shape *x, const k_shape *w, const k_conv_
  * the ResNet's 1x1 stride-2 shortcuts. S is kept, so the blocked copies only shrink and the
  * workspace planned for the full geometry holds them. The backward pass packs every row. */
 static void k_cd_skip_rows(k_cd_geom *g) {
-  if (g->kh != 1 || g->ph != 0 || g->sh == 1) return;
+  if (g->kh != 1 || g->ph != 0 || g->phe != 0 || g->sh == 1) return;
   g->rstep = g->sh;
   g->sh = 1;
   g->Hp = g->OH;
@@ -146,21 +147,25 @@ static int k_cd_wino_allowed(void) {
 static int k_cd_wino(const k_cd_geom *g) { return k_cd_wino_shape(g) && k_cd_wino_allowed(); }
 
 /* The data gradient of a 3x3 stride-1 convolution as a forward convolution: dx is dy,
- * zero-padded by 2 - ph and 2 - pw (supplied by the block itself, vph and vpw), correlated
- * with the weights flipped in both taps and with input and output channels swapped. */
+ * zero-padded by 2 - ph and 2 - pw at the start and 2 - phe and 2 - pwe at the end (supplied
+ * by the block itself, vph, vpw, vphe, vpwe: dx[i] = sum over k of dy[i + ph - k] w[k] is a
+ * correlation with the flipped weights from position i - (2 - ph) of dy, and its last
+ * position H - 1 reads up to OH - 1 + 2 - phe), correlated with the weights flipped in both
+ * taps and with input and output channels swapped. */
 static k_cd_geom k_cd_data_geometry(const k_cd_geom *g) {
   k_cd_geom d = *g;
   d.C = g->F, d.F = g->C, d.Cb = g->Fb, d.Fb = g->Cb;
   d.H = g->OH, d.W = g->OW, d.OH = g->H, d.OW = g->W;
-  d.ph = 2 - g->ph, d.pw = 2 - g->pw;
-  d.Hp = d.H + 2 * d.ph, d.Wp = d.W + 2 * d.pw;
-  d.vph = d.ph, d.vpw = d.pw;
+  d.ph = 2 - g->ph, d.pw = 2 - g->pw, d.phe = 2 - g->phe, d.pwe = 2 - g->pwe;
+  d.Hp = d.H + d.ph + d.phe, d.Wp = d.W + d.pw + d.pwe;
+  d.vph = d.ph, d.vpw = d.pw, d.vphe = d.phe, d.vpwe = d.pwe;
   return d;
 }
 
-/* Whether the data gradient suits Winograd, as the forward on k_cd_data_geometry. */
+/* Whether the data gradient suits Winograd, as the forward on k_cd_data_geometry (whose
+ * pads 2 - p must not be negative). */
 static int k_cd_wino_data_shape(const k_cd_geom *g) {
-  if (g->kh != 3 || g->kw != 3 || g->ph > 2 || g->pw > 2) return 0;
+  if (g->kh != 3 || g->kw != 3 || g->ph > 2 || g->pw > 2 || g->phe > 2 || g->pwe > 2) return 0;
   k_cd_geom d = k_cd_data_geometry(g);
   return k_cd_wino_shape(&d);
 }
@@ -244,21 +249,35 @@ int k_conv_direct_runs(const k_call *c, const k_shape *data, const k_shape *weig
 
 /* ---- layout conversion ------------------------------------------------------------------ */
 
-/* Channels [cb*V, cb*V + V) of one NCHW image src [nch][H][W] -> one block dst
- * [rows+2ph][W+2pw][V] of its rows 0, rstep, 2 rstep, ... (rows of them), zero in the padding
- * and in lanes past nch. */
-static void k_cd_pack_block(const k_cd_isa *isa, const float *src, int64_t nch, int64_t H, int64_t W,
-                            int64_t ph, int64_t pw, int64_t cb, int64_t rows, int64_t rstep, float *dst) {
-  int64_t V = isa->V, Wp = W + 2 * pw, cn = nch - cb * V < V ? nch - cb * V : V;
-  memset(dst, 0, (size_t)(ph * Wp * V) * sizeof(float));
-  memset(dst + (ph + rows) * Wp * V, 0, (size_t)(ph * Wp * V) * sizeof(float));
-  for (int64_t h = 0; pw > 0 && h < rows; h++) {
-    float *row = dst + (h + ph) * Wp * V;
-    memset(row, 0, (size_t)(pw * V) * sizeof(float));
-    memset(row + (pw + W) * V, 0, (size_t)(pw * V) * sizeof(float));
+/* The zero margin of a blocked plane: rows above and below its rows, columns left and right
+ * of them (a convolution's pads at the start and end of each axis, or none). */
+typedef struct { int64_t top, left, bottom, right; } k_cd_margin;
+
+static k_cd_margin k_cd_margin_of(const k_cd_geom *g) { return (k_cd_margin){g->ph, g->pw, g->phe, g->pwe}; }
+
+static const k_cd_margin k_cd_no_margin = {0, 0, 0, 0};
+
+/* Zeroes the margin of a blocked plane dst [top + rows + bottom][left + W + right][V]. */
+static void k_cd_zero_margin(int64_t V, k_cd_margin m, int64_t W, int64_t rows, float *dst) {
+  int64_t Wp = m.left + W + m.right;
+  memset(dst, 0, (size_t)(m.top * Wp * V) * sizeof(float));
+  memset(dst + (m.top + rows) * Wp * V, 0, (size_t)(m.bottom * Wp * V) * sizeof(float));
+  for (int64_t h = 0; (m.left > 0 || m.right > 0) && h < rows; h++) {
+    float *row = dst + (h + m.top) * Wp * V;
+    memset(row, 0, (size_t)(m.left * V) * sizeof(float));
+    memset(row + (m.left + W) * V, 0, (size_t)(m.right * V) * sizeof(float));
   }
+}
+
+/* Channels [cb*V, cb*V + V) of one NCHW image src [nch][H][W] -> one block dst
+ * [top+rows+bottom][left+W+right][V] of its rows 0, rstep, 2 rstep, ... (rows of them), zero
+ * in the margin m and in lanes past nch. */
+static void k_cd_pack_block(const k_cd_isa *isa, const float *src, int64_t nch, int64_t H, int64_t W,
+                            k_cd_margin m, int64_t cb, int64_t rows, int64_t rstep, float *dst) {
+  int64_t V = isa->V, Wp = m.left + W + m.right, cn = nch - cb * V < V ? nch - cb * V : V;
+  k_cd_zero_margin(V, m, W, rows, dst);
   src += cb * V * H * W;
-  dst += (ph * Wp + pw) * V;
+  dst += (m.top * Wp + m.left) * V;
   if (rstep == 1) {
     isa->pack_rows(src, H * W, cn, rows * W, W, Wp * V, dst);
     return;
@@ -267,26 +286,21 @@ static void k_cd_pack_block(const k_cd_isa *isa, const float *src, int64_t nch, 
 }
 
 /* The same from a blocked image's block src [H][W][V] (all V lanes copied: those past nch
- * are never summed): rows 0, rstep, ... into the padded dst, padding zeroed. */
-static void k_cd_pack_blocked(int64_t V, const float *src, int64_t H, int64_t W, int64_t ph,
-                              int64_t pw, int64_t rows, int64_t rstep, float *dst) {
-  int64_t Wp = W + 2 * pw;
-  memset(dst, 0, (size_t)(ph * Wp * V) * sizeof(float));
-  memset(dst + (ph + rows) * Wp * V, 0, (size_t)(ph * Wp * V) * sizeof(float));
-  for (int64_t h = 0; h < rows; h++) {
-    float *row = dst + (h + ph) * Wp * V;
-    memset(row, 0, (size_t)(pw * V) * sizeof(float));
-    memcpy(row + pw * V, src + h * rstep * W * V, (size_t)(W * V) * sizeof(float));
-    memset(row + (pw + W) * V, 0, (size_t)(pw * V) * sizeof(float));
-  }
-  (void)H;
+ * are never summed): rows 0, rstep, ... into the dst with margin m, the margin zeroed. */
+static void k_cd_pack_blocked(int64_t V, const float *src, int64_t W, k_cd_margin m, int64_t rows,
+                              int64_t rstep, float *dst) {
+  int64_t Wp = m.left + W + m.right;
+  k_cd_zero_margin(V, m, W, rows, dst);
+  for (int64_t h = 0; h < rows; h++)
+    memcpy(dst + ((h + m.top) * Wp + m.left) * V, src + h * rstep * W * V, (size_t)(W * V) * sizeof(float));
 }
 
-/* The inverse for the real channels: block src -> dst [nch][H][W], adding when req is kAddTo. */
+/* The inverse for the real channels: block src (with margin m) -> dst [nch][H][W], adding
+ * when req is kAddTo. */
 static void k_cd_unpack_block(const k_cd_isa *isa, const float *src, int64_t nch, int64_t H, int64_t W,
-                              int64_t ph, int64_t pw, int64_t cb, k_req req, float *dst) {
-  int64_t V = isa->V, Wp = W + 2 * pw, cn = nch - cb * V < V ? nch - cb * V : V;
-  isa->unpack_rows(src + (ph * Wp + pw) * V, W, Wp * V, cn, H * W, dst + cb * V * H * W, H * W,
+                              k_cd_margin m, int64_t cb, k_req req, float *dst) {
+  int64_t V = isa->V, Wp = m.left + W + m.right, cn = nch - cb * V < V ? nch - cb * V : V;
+  isa->unpack_rows(src + (m.top * Wp + m.left) * V, W, Wp * V, cn, H * W, dst + cb * V * H * W, H * W,
                    req == kAddTo);
 }
 
@@ -411,8 +425,8 @@ static void k_cd_task_pack_x(void *p, int64_t lo, int64_t hi) {
   const k_cd_geom *g = t->g;
   for (int64_t i = lo; i < hi; i++) {
     int64_t n = i / g->Cb, cb = i % g->Cb;
-    k_cd_pack_block(t->isa, t->src + (t->n0 + n) * g->C * g->H * g->W, g->C, g->H, g->W, g->ph,
-                    g->pw, cb, g->Hp - 2 * g->ph, g->rstep, t->b.xb + (n * g->Cb + cb) * g->Hp * g->Wp * g->V);
+    k_cd_pack_block(t->isa, t->src + (t->n0 + n) * g->C * g->H * g->W, g->C, g->H, g->W, k_cd_margin_of(g), cb,
+                    g->Hp - g->ph - g->phe, g->rstep, t->b.xb + (n * g->Cb + cb) * g->Hp * g->Wp * g->V);
   }
 }
 
@@ -422,8 +436,8 @@ static void k_cd_task_pack_xb(void *p, int64_t lo, int64_t hi) {
   const k_cd_geom *g = t->g;
   for (int64_t i = lo; i < hi; i++) {
     int64_t n = i / g->Cb, cb = i % g->Cb;
-    k_cd_pack_blocked(g->V, t->src + ((t->n0 + n) * g->Cb + cb) * g->H * g->W * g->V, g->H, g->W, g->ph,
-                      g->pw, g->Hp - 2 * g->ph, g->rstep, t->b.xb + (n * g->Cb + cb) * g->Hp * g->Wp * g->V);
+    k_cd_pack_blocked(g->V, t->src + ((t->n0 + n) * g->Cb + cb) * g->H * g->W * g->V, g->W, k_cd_margin_of(g),
+                      g->Hp - g->ph - g->phe, g->rstep, t->b.xb + (n * g->Cb + cb) * g->Hp * g->Wp * g->V);
   }
 }
 
@@ -433,7 +447,7 @@ static void k_cd_task_pack_dy(void *p, int64_t lo, int64_t hi) {
   const k_cd_geom *g = t->g;
   for (int64_t i = lo; i < hi; i++) {
     int64_t n = i / g->Fb, fb = i % g->Fb;
-    k_cd_pack_block(t->isa, t->src + (t->n0 + n) * g->F * g->OH * g->OW, g->F, g->OH, g->OW, 0, 0,
+    k_cd_pack_block(t->isa, t->src + (t->n0 + n) * g->F * g->OH * g->OW, g->F, g->OH, g->OW, k_cd_no_margin,
                     fb, g->OH, 1, t->b.yb + (n * g->Fb + fb) * g->OH * g->OW * g->V);
   }
 }
@@ -457,7 +471,7 @@ static void k_cd_task_fwd(void *p, int64_t lo, int64_t hi) {
       k_epi_apply_blocked(t->c, t->b.yb + (n * g->Fb + fb) * ysz * g->V, at, at + nf * ysz * g->V, g->V);
     if (t->out_block) continue;
     for (int64_t j = fb; j < fb + nf; j++)
-      k_cd_unpack_block(t->isa, t->b.yb + (n * g->Fb + j) * ysz * g->V, g->F, g->OH, g->OW, 0, 0, j,
+      k_cd_unpack_block(t->isa, t->b.yb + (n * g->Fb + j) * ysz * g->V, g->F, g->OH, g->OW, k_cd_no_margin, j,
                         t->c->req[0], (float *)t->c->out[0].data + (t->n0 + n) * g->F * ysz);
     int64_t f1 = (fb + nf) * g->V < g->F ? (fb + nf) * g->V : g->F, c0 = (t->n0 + n) * g->F;
     if (!t->epi_block) k_epi_apply(t->c, (c0 + fb * g->V) * ysz, (c0 + f1) * ysz);   /* the channels just written */
@@ -494,14 +508,14 @@ static void k_cd_task_dx(void *p, int64_t lo, int64_t hi) {
     if (t->wino) {   /* a forward on the data geometry, into an unpadded [S][Cb][H][W][V] in xb */
       t->isa->fwd_wino_block(t->dg, t->b.yb, t->b.w, NULL, t->b.xb, n, cb, nc, NULL);
       for (int64_t j = cb; j < cb + nc; j++)
-        k_cd_unpack_block(t->isa, t->b.xb + (n * g->Cb + j) * g->H * g->W * g->V, g->C, g->H, g->W, 0, 0, j,
+        k_cd_unpack_block(t->isa, t->b.xb + (n * g->Cb + j) * g->H * g->W * g->V, g->C, g->H, g->W, k_cd_no_margin, j,
                           t->c->req[0], (float *)t->c->out[0].data + (t->n0 + n) * g->C * g->H * g->W);
       continue;
     }
     t->isa->bwd_data_block(g, t->b.yb, t->b.w, t->b.xb, n, cb, nc);
     for (int64_t j = cb; j < cb + nc; j++)
       k_cd_unpack_block(t->isa, t->b.xb + (n * g->Cb + j) * g->Hp * g->Wp * g->V, g->C, g->H, g->W,
-                        g->ph, g->pw, j, t->c->req[0],
+                        k_cd_margin_of(g), j, t->c->req[0],
                         (float *)t->c->out[0].data + (t->n0 + n) * g->C * g->H * g->W);
   }
 }
@@ -623,8 +637,8 @@ int k_conv_direct_forward(const k_call *c) {
   k_cd_geom g = k_cd_geometry(&c->in[0].shape, &c->in[1].shape, p, isa->V);
   int wino = k_cd_wino(&g);
   /* A blocked input is read in place when unpadded, or padded by the Winograd block itself */
-  int direct_in = p->in_block && ((g.ph == 0 && g.pw == 0) || wino);
-  if (direct_in && wino) g.vph = g.ph, g.vpw = g.pw;
+  int direct_in = p->in_block && ((g.ph == 0 && g.pw == 0 && g.phe == 0 && g.pwe == 0) || wino);
+  if (direct_in && wino) g.vph = g.ph, g.vpw = g.pw, g.vphe = g.phe, g.vpwe = g.pwe;
   if (!direct_in) k_cd_skip_rows(&g);
   k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), c->in[0].data, 0, 0, p->in_block, p->out_block,
                  p->epi_block, NULL, wino, 0, 0, {-1, 0, 0}, NULL};

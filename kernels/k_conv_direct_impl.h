@@ -27,18 +27,20 @@
  * activations hold S samples at a time (a chunk of the batch), indexed from 0. */
 typedef struct {
   int64_t N, S, C, H, W, F;
-  int64_t kh, kw, sh, sw, ph, pw, dh, dw, OH, OW;
+  int64_t kh, kw, sh, sw, dh, dw, OH, OW;
+  int64_t ph, pw, phe, pwe;   /* padding at the start (ph, pw) and at the end of each axis */
   int64_t V, Cb, Fb;      /* vector width; input and output channel blocks */
-  int64_t Hp, Wp;         /* the input's padded height and width */
+  int64_t Hp, Wp;         /* the input's padded height and width, H + ph + phe, W + pw + pwe */
   int64_t rstep;          /* input rows per blocked row: 1, or sh for k_cd_skip_rows */
-  int64_t vph, vpw;       /* padding the block function supplies itself (only Winograd does):
-                             0, or ph and pw when it reads a blocked input unpadded in place */
+  int64_t vph, vpw, vphe, vpwe;   /* padding the block function supplies itself (only Winograd
+                             does): 0, or ph, pw, phe, pwe when it reads a blocked input
+                             unpadded in place */
 } k_cd_geom;
 
 /* Positions per channel block of the blocked input as xb holds it: the padded plane, less
  * the padding a Winograd block supplies itself. */
-static inline int64_t k_cd_xrows(const k_cd_geom *g) { return g->Hp - 2 * g->vph; }
-static inline int64_t k_cd_xcols(const k_cd_geom *g) { return g->Wp - 2 * g->vpw; }
+static inline int64_t k_cd_xrows(const k_cd_geom *g) { return g->Hp - g->vph - g->vphe; }
+static inline int64_t k_cd_xcols(const k_cd_geom *g) { return g->Wp - g->vpw - g->vpwe; }
 
 /* How a forward block stores its output vectors: the common tail of a blocked epilogue
  * (k_epi_store) taken into the store, so no pass over the block follows. y = acc, plus res

@@ -14,7 +14,8 @@
  * intrinsics: the same source serves every width.
  *
  * Blocked layouts (k_cd_geom in k_conv_direct_impl.h names the sizes):
- *   xb  [N][Cb][Hp][Wp][V]   input, zero-padded by ph/pw on each side, channel c of block cb
+ *   xb  [N][Cb][Hp][Wp][V]   input, zero-padded by ph/pw at the start and phe/pwe at the end,
+ *                            channel c of block cb
  *   yb  [N][Fb][OH][OW][V]   output (or output gradient)
  *   wf  [Fb][Cb][kh][kw][V c][V f]   weights for the forward pass (and the weight gradient)
  *   wd  [Cb][Fb][kh][kw][V f][V c]   weights for the data gradient

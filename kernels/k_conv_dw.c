@@ -7,7 +7,8 @@
  * The trick that makes every inner loop a run of contiguous vector loads, whatever the stride,
  * padding and dilation: one input plane is copied, zero-padded, into sh*sw "phase planes"
  *   P[pr][pc][r][c] = x[r*sh + pr - ph][c*sw + pc - pw]   (zero outside x),
- * each Hq = ceil(Hp / sh) rows of Wq = ceil(Wp / sw) floats. Tap (ki, kj) then reads phase
+ * each Hq = ceil(Hp / sh) rows of Wq = ceil(Wp / sw) floats, Hp = ph + H + phe and
+ * Wp = pw + W + pwe the padded sizes (ph, pw the pads at the start, phe, pwe at the end). Tap (ki, kj) then reads phase
  * (ki*dh % sh, kj*dw % sw) at the fixed offset o = (ki*dh / sh) * Wq + kj*dw / sw from the
  * output position, so the output plane, laid out with row stride Wq (columns OW..Wq-1 are
  * dropped), is a 1-D sum of shifted planes: y[q] = sum_t w_t * P_t[q + o_t] (over the group's
@@ -182,7 +183,8 @@ typedef struct {
   int64_t N, C, H, W, F;
   int64_t G, Cg, M;      /* groups; input and output channels per group */
   int64_t taps, wk;      /* kh*kw; weights per filter, Cg*taps */
-  int64_t kh, kw, sh, sw, ph, pw, dh, dw, OH, OW;
+  int64_t kh, kw, sh, sw, dh, dw, OH, OW;
+  int64_t ph, pw, phe, pwe;   /* padding at the start (ph, pw) and at the end of each axis */
   int64_t Hq, Wq;        /* a phase plane's rows and row length */
   int64_t PL;            /* floats per phase plane: (Hq + 1) * Wq + K_DW_TILE (see k_dw_geometry) */
   int64_t omax;          /* the largest tap offset */
@@ -193,9 +195,9 @@ typedef struct {
   int64_t parts;         /* backward: parts of the batch */
 } k_dw_geom;
 
-static int64_t k_dw_out_len(int64_t in, int64_t k, int64_t s, int64_t pad, int64_t dil) {
-  int64_t span = dil * (k - 1) + 1;
-  return in + 2 * pad < span ? 0 : (in + 2 * pad - span) / s + 1;
+static int64_t k_dw_out_len(int64_t in, int64_t k, int64_t s, int64_t begin, int64_t end, int64_t dil) {
+  int64_t span = dil * (k - 1) + 1, padded = in + begin + end;
+  return padded < span ? 0 : (padded - span) / s + 1;
 }
 
 /* Bounds of the reads (q an output position, o a tap offset): q + o < OH*Wq + omax needs
@@ -211,14 +213,15 @@ static k_dw_geom k_dw_geometry(const k_shape *x, const k_shape *w, const k_conv_
   g.Cg = g.C / g.G; g.M = g.F / g.G;
   g.kh = two ? p->kernel.v[0] : 1; g.kw = p->kernel.v[last];
   g.sh = two ? p->stride.v[0] : 1; g.sw = p->stride.v[last];
-  g.ph = two ? p->pad.v[0] : 0;    g.pw = p->pad.v[last];
+  g.ph = two ? k_conv_pad_begin(p, 0) : 0;  g.pw = k_conv_pad_begin(p, last);
+  g.phe = two ? k_conv_pad_end(p, 0) : 0;   g.pwe = k_conv_pad_end(p, last);
   g.dh = two ? p->dilate.v[0] : 1; g.dw = p->dilate.v[last];
   g.taps = g.kh * g.kw;
   g.wk = g.Cg * g.taps;
-  g.OH = k_dw_out_len(g.H, g.kh, g.sh, g.ph, g.dh);
-  g.OW = k_dw_out_len(g.W, g.kw, g.sw, g.pw, g.dw);
-  g.Hq = (g.H + 2 * g.ph + g.sh - 1) / g.sh;
-  g.Wq = (g.W + 2 * g.pw + g.sw - 1) / g.sw;
+  g.OH = k_dw_out_len(g.H, g.kh, g.sh, g.ph, g.phe, g.dh);
+  g.OW = k_dw_out_len(g.W, g.kw, g.sw, g.pw, g.pwe, g.dw);
+  g.Hq = (g.H + g.ph + g.phe + g.sh - 1) / g.sh;
+  g.Wq = (g.W + g.pw + g.pwe + g.sw - 1) / g.sw;
   g.PL = (g.Hq + 1) * g.Wq + K_DW_TILE;
   g.omax = (g.dh * (g.kh - 1) / g.sh) * g.Wq + g.dw * (g.kw - 1) / g.sw;
   g.DL = g.omax + g.Hq * g.Wq + K_DW_TILE;

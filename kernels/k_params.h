@@ -43,8 +43,9 @@ typedef struct { int32_t transpose_a, transpose_b; } k_matmul_param;
 
 typedef struct { int64_t num_hidden; int32_t no_bias; int32_t flatten; } k_fc_param;
 
-/* convolution: kernel.n is 1 or 2 (conv1d / conv2d); stride, pad, dilate have kernel.n
- * entries after normalisation. Weight is [num_filter, C/num_group, k...]. */
+/* convolution: kernel.n is 1 or 2 (conv1d / conv2d); stride and dilate have kernel.n entries
+ * after normalisation, pad kernel.n or, beyond SPEC section 2, 2 * kernel.n (below).
+ * Weight is [num_filter, C/num_group, k...]. */
 typedef struct {
   int64_t num_filter;
   k_ints kernel, stride, pad, dilate;
@@ -76,13 +77,18 @@ typedef struct {
   int32_t in_block, out_block;
 } k_pool_param;
 
-/* pooling's pad also takes, beyond SPEC section 2, two values per spatial axis: every axis's
- * start, then every axis's end (ONNX's order; normalisation keeps this form only where the
- * two sides differ). Spatial axis i's padding at its start and at its end: */
-static inline int64_t k_pool_pad_begin(const k_pool_param *p, int i) { return p->pad.v[i]; }
-static inline int64_t k_pool_pad_end(const k_pool_param *p, int i) {
-  return p->pad.n == 2 * p->kernel.n ? p->pad.v[p->kernel.n + i] : p->pad.v[i];
+/* convolution's and pooling's pad also take, beyond SPEC section 2, two values per spatial
+ * axis: every axis's start, then every axis's end (ONNX's order; normalisation keeps this
+ * form only where the two sides differ). Spatial axis i's padding at its end, of sp axes: */
+static inline int64_t k_window_pad_end(const k_ints *pad, int sp, int i) {
+  return pad->n == 2 * sp ? pad->v[sp + i] : pad->v[i];
 }
+
+/* Spatial axis i's padding at its start and at its end: */
+static inline int64_t k_conv_pad_begin(const k_conv_param *p, int i) { return p->pad.v[i]; }
+static inline int64_t k_conv_pad_end(const k_conv_param *p, int i) { return k_window_pad_end(&p->pad, p->kernel.n, i); }
+static inline int64_t k_pool_pad_begin(const k_pool_param *p, int i) { return p->pad.v[i]; }
+static inline int64_t k_pool_pad_end(const k_pool_param *p, int i) { return k_window_pad_end(&p->pad, p->kernel.n, i); }
 
 /* batch_norm: outputs [out, saved_mean, saved_invstd]; aux [moving_mean, moving_var].
  * moving = momentum * moving + (1 - momentum) * batch (unbiased batch variance). */

@@ -122,7 +122,7 @@ static int onnx_pad_node(onnx_ctx *c, onnx_value *v) {
   int r = v->npad + 2, k = onnx_emit_as(c, v->pad_name, NULL, IR_OP_pad, &v->tensor, 1);
   if (k < 0) return -1;
   int64_t pads[2 * K_MAX_RANK] = {0};
-  for (int i = 0; i < v->npad; i++) pads[2 + i] = pads[r + 2 + i] = v->pad[i];
+  for (int i = 0; i < v->npad; i++) pads[2 + i] = v->pad_begin[i], pads[r + 2 + i] = v->pad_end[i];
   k_pad_param *p = ir_node_at(c->g, k)->param;
   onnx_pad_tuple(&p->pad, pads, r);
   if (ir_infer_one(c->g, c->d, k)) return -1;
@@ -151,7 +151,7 @@ const ir_tensor *onnx_shape_of(onnx_ctx *c, onnx_value *v, k_shape *s) {
   if (v->k) return *s = v->k->shape, NULL;
   const ir_tensor *t = ir_tensor_at(c->g, v->tensor);
   *s = t->shape;
-  for (int i = 0; i < v->npad; i++) s->d[2 + i] += 2 * v->pad[i];
+  for (int i = 0; i < v->npad; i++) s->d[2 + i] += v->pad_begin[i] + v->pad_end[i];
   return t;
 }
 

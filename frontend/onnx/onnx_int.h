@@ -36,7 +36,7 @@ typedef struct {
   int npad;                    /* > 0: a zero Pad of tensor's spatial axes, still to be folded
                                   into the convolution or average pool that reads it; any
                                   other reader makes it a pad node (onnx_tensor) */
-  int64_t pad[K_MAX_RANK];
+  int64_t pad_begin[K_MAX_RANK], pad_end[K_MAX_RANK];   /* each spatial axis's start and end */
   const char *pad_name;        /* the Pad's output, which names that node */
 } onnx_value;
 

@@ -131,18 +131,19 @@ static int onnx_pad_read(onnx_ctx *c, const Onnx__NodeProto *n, onnx_padspec *s)
   return 0;
 }
 
-/* A zero constant Pad of a computed tensor's spatial axes, alike on both sides (torch's
- * avg_pool2d with padding exports one): left pending on the value, to become the pads of the
- * Conv or AveragePool (count_include_pad, Kiln's average) that reads it. 1 if it is one. */
+/* A zero constant Pad of a computed tensor's spatial axes (torch's avg_pool2d with padding
+ * exports one, TensorFlow's converters one before a strided Conv, uneven): left pending on the
+ * value, to become the pads of the Conv (any) or AveragePool (count_include_pad, Kiln's
+ * average; alike on both sides) that reads it. 1 if it is one. */
 static bool onnx_pad_pending(onnx_ctx *c, const Onnx__NodeProto *n, onnx_value *x, const onnx_padspec *s) {
   int r = s->np / 2;
   if (x->tensor < 0 || x->npad || s->mode != K_PAD_CONSTANT || s->value != 0.0f || r < 3 || r - 2 > K_MAX_RANK)
     return false;
-  for (int i = 0; i < r; i++)
-    if (s->pads[i] != s->pads[r + i] || (i < 2 && s->pads[i] != 0) || s->pads[i] < 0) return false;
+  for (int i = 0; i < 2 * r; i++)
+    if ((i % r < 2 && s->pads[i] != 0) || s->pads[i] < 0 || s->pads[i] > ONNX_MAX_DIM) return false;
   onnx_value *v = ir_alloc(&c->g->arena, sizeof *v);
   *v = (onnx_value){.tensor = x->tensor, .npad = r - 2, .pad_name = n->output[0]};
-  for (int i = 2; i < r; i++) v->pad[i - 2] = s->pads[i];
+  for (int i = 2; i < r; i++) v->pad_begin[i - 2] = s->pads[i], v->pad_end[i - 2] = s->pads[r + i];
   fe_map_set(&c->values, &c->g->arena, n->output[0], v);
   return true;
 }
@@ -265,10 +266,11 @@ int onnx_matmul(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   return onnx_emit(c, n, kop, in, 2) < 0;
 }
 
-/* ---- convolution and pooling: kernel, strides, dilations, pads (symmetric in Kiln) ---- */
+/* ---- convolution and pooling: kernel, strides, dilations, pads ---- */
 
-/* pad: what Kiln's op pads on both sides; before/after: the excess of asymmetric pads on
- * one side, a pad node in front of the op (onnx_window_input). */
+/* pad: what the pads of both sides share; before/after: the excess of asymmetric pads on one
+ * side, which the op takes as its own start and end pads (convolution always, pooling within
+ * half its kernel) or a pad node in front of it does (onnx_window_input, pooling). */
 typedef struct {
   int nk;
   int64_t kernel[K_MAX_RANK], stride[K_MAX_RANK], dilate[K_MAX_RANK], pad[K_MAX_RANK];
@@ -283,7 +285,19 @@ static int onnx_ints_or(const Onnx__NodeProto *n, const char *name, int64_t *v, 
   return got == 0 || got == nk ? 0 : 1;
 }
 
-/* auto_pad SAME_*: the total padding that makes out = ceil(in / stride). */
+/* The window's pads from each axis's start b[i] and end e[i]: alike on both sides up to the
+ * smaller, the rest before or after. */
+static void onnx_window_set(onnx_window *w, const int64_t *b, const int64_t *e) {
+  w->asym = false;
+  for (int i = 0; i < w->nk; i++) {
+    w->pad[i] = b[i] < e[i] ? b[i] : e[i];
+    w->before[i] = b[i] - w->pad[i], w->after[i] = e[i] - w->pad[i];
+    w->asym |= b[i] != e[i];
+  }
+}
+
+/* auto_pad SAME_*: the total padding that makes out = ceil(in / stride), an odd total's extra
+ * one at the end (SAME_UPPER) or at the start (SAME_LOWER). */
 static void onnx_same_pads(const onnx_window *w, const k_shape *x, bool lower, int64_t *pads) {
   for (int i = 0; i < w->nk; i++) {
     int64_t in = x->d[2 + i], out = (in + w->stride[i] - 1) / w->stride[i];
@@ -305,13 +319,9 @@ static int onnx_window_pads(onnx_ctx *c, const Onnx__NodeProto *n, const k_shape
     int got = onnx_attr_ints(n, "pads", pads, 2 * K_MAX_RANK);
     if (got != 0 && got != 2 * w->nk) return onnx_fail(c, "pads has %d values for a %d-d window", got, w->nk);
   }
-  for (int i = 0; i < w->nk; i++) {
-    int64_t b = pads[i], e = pads[w->nk + i];
-    if (b < 0 || e < 0 || b > ONNX_MAX_DIM || e > ONNX_MAX_DIM) return onnx_fail(c, "pads must be non-negative");
-    w->pad[i] = b < e ? b : e;
-    w->before[i] = b - w->pad[i], w->after[i] = e - w->pad[i];
-    w->asym |= b != e;
-  }
+  for (int i = 0; i < 2 * w->nk; i++)
+    if (pads[i] < 0 || pads[i] > ONNX_MAX_DIM) return onnx_fail(c, "pads must be non-negative");
+  onnx_window_set(w, pads, pads + w->nk);
   return 0;
 }
 
@@ -329,23 +339,28 @@ static int onnx_window_read(onnx_ctx *c, const Onnx__NodeProto *n, const k_shape
   return onnx_window_pads(c, n, x, w);
 }
 
-/* A pending zero Pad (onnx_pad) on the input becomes the window's own padding: the op then
- * reads the unpadded tensor, whose shape xs becomes. A pool's pads stay within half its
+/* A pending zero Pad (onnx_pad) on the input becomes the window's own padding, added to the
+ * op's pads on each side: the op then reads the unpadded tensor, whose shape xs becomes. A
+ * convolution takes any; a pool one alike on both sides, whose pads stay within half its
  * kernel (PyTorch's limit, which Kiln keeps): past that the Pad stays a pad node. */
 static int onnx_take_pad(onnx_ctx *c, onnx_value **xv, onnx_window *w, k_shape *xs, bool pool) {
-  if (!(*xv)->npad || (*xv)->npad != w->nk) return 0;
+  const onnx_value *v = *xv;
+  if (!v->npad || v->npad != w->nk) return 0;
   for (int i = 0; pool && i < w->nk; i++)
-    if (2 * (w->pad[i] + (*xv)->pad[i]) > w->kernel[i]) return 0;
+    if (v->pad_begin[i] != v->pad_end[i] || 2 * (w->pad[i] + v->pad_begin[i]) > w->kernel[i]) return 0;
+  int64_t b[K_MAX_RANK], e[K_MAX_RANK];
+  for (int i = 0; i < w->nk; i++)
+    b[i] = w->pad[i] + w->before[i] + v->pad_begin[i], e[i] = w->pad[i] + w->after[i] + v->pad_end[i];
+  onnx_window_set(w, b, e);
   onnx_value *plain = ir_alloc(&c->g->arena, sizeof *plain);
-  *plain = (onnx_value){.tensor = (*xv)->tensor};
-  for (int i = 0; i < w->nk; i++) w->pad[i] += (*xv)->pad[i];
+  *plain = (onnx_value){.tensor = v->tensor};
   *xv = plain;
   onnx_shape_of(c, plain, xs);
   return 0;
 }
 
-/* The op's input as a tensor, after a pad node with `fill` for asymmetric pads' excess, so
- * that the op itself pads both sides alike. */
+/* The op's input as a tensor, after a pad node with `fill` for asymmetric pads' excess when
+ * the window still asks for one (w->asym), so that the op itself pads both sides alike. */
 static int onnx_window_input(onnx_ctx *c, const Onnx__NodeProto *n, onnx_value *xv, const onnx_window *w, float fill) {
   int x = onnx_tensor(c, xv, IR_T_PARAM);
   if (x < 0 || !w->asym) return x;
@@ -365,6 +380,15 @@ static void onnx_set_ints(k_ints *dst, const int64_t *v, int n) {
   memcpy(dst->v, v, (size_t)n * sizeof *v);
 }
 
+/* A convolution's or pool's pad attribute: one per axis, or with direct asymmetric pads every
+ * start then every end (k_params.h). */
+static void onnx_window_pad_attr(k_ints *dst, const onnx_window *w, bool direct) {
+  onnx_set_ints(dst, w->pad, w->nk);
+  for (int i = 0; direct && i < w->nk; i++)
+    dst->v[i] = w->pad[i] + w->before[i], dst->v[w->nk + i] = w->pad[i] + w->after[i];
+  dst->n = direct ? 2 * w->nk : w->nk;
+}
+
 int onnx_conv(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   onnx_value *xv = onnx_input(c, n, 0), *wv = onnx_input(c, n, 1), *bv = onnx_input(c, n, 2);
   k_shape xs, ws;
@@ -377,13 +401,15 @@ int onnx_conv(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
     for (int i = 0; i < w.nk; i++) w.kernel[i] = ws.d[2 + i];
   }
   if (onnx_window_read(c, n, &xs, &w) || onnx_take_pad(c, &xv, &w, &xs, false)) return 1;
-  int in[3] = {onnx_window_input(c, n, xv, &w, 0.0f), onnx_tensor(c, wv, IR_T_PARAM), bv ? onnx_tensor(c, bv, IR_T_PARAM) : 0};
+  /* asymmetric pads are the convolution's own start and end pads, with no pad node (a copy of
+   * the input) before it */
+  int in[3] = {onnx_tensor(c, xv, IR_T_PARAM), onnx_tensor(c, wv, IR_T_PARAM), bv ? onnx_tensor(c, bv, IR_T_PARAM) : 0};
   int k = onnx_emit(c, n, kop, in, bv ? 3 : 2);
   if (k < 0) return 1;
   k_conv_param *p = onnx_param(c, k);
   p->num_filter = ws.d[0], p->num_group = onnx_attr_int(n, "group", 1), p->no_bias = !bv;
   onnx_set_ints(&p->kernel, w.kernel, w.nk), onnx_set_ints(&p->stride, w.stride, w.nk);
-  onnx_set_ints(&p->pad, w.pad, w.nk), onnx_set_ints(&p->dilate, w.dilate, w.nk);
+  onnx_window_pad_attr(&p->pad, &w, w.asym), onnx_set_ints(&p->dilate, w.dilate, w.nk);
   return 0;
 }
 
@@ -429,15 +455,6 @@ static bool onnx_pool_direct(onnx_window *w, bool must) {
   return direct;
 }
 
-/* The pool's pad attribute: one per axis, or with direct asymmetric pads every start then
- * every end (k_params.h). */
-static void onnx_pool_pads(k_ints *dst, const onnx_window *w, bool direct) {
-  onnx_set_ints(dst, w->pad, w->nk);
-  for (int i = 0; direct && i < w->nk; i++)
-    dst->v[i] = w->pad[i] + w->before[i], dst->v[w->nk + i] = w->pad[i] + w->after[i];
-  dst->n = direct ? 2 * w->nk : w->nk;
-}
-
 int onnx_pool(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   onnx_value *xv = onnx_input(c, n, 0);
   bool avg = strcmp(n->op_type, "AveragePool") == 0, cip = true, ceil = false, direct = false;
@@ -464,7 +481,7 @@ int onnx_pool(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   k_pool_param *p = onnx_param(c, k);
   p->pool_type = avg ? 1 : 0, p->count_include_pad = cip, p->ceil_mode = ceil;
   onnx_set_ints(&p->kernel, w.kernel, w.nk), onnx_set_ints(&p->stride, w.stride, w.nk);
-  onnx_pool_pads(&p->pad, &w, direct);
+  onnx_window_pad_attr(&p->pad, &w, direct);
   return 0;
 }
 

@@ -1,6 +1,9 @@
 /* rtc_dnn.c — convolution on the GPU through cuDNN 9's legacy convolution API, with the
- * semantics of kernels/k_conv.c (conv1d / conv2d, NCHW, symmetric padding, stride, dilation,
- * groups, optional bias), plus the loading of cuDNN. prepare (once per step, at create) builds
+ * semantics of kernels/k_conv.c (conv1d / conv2d, NCHW, padding, stride, dilation, groups,
+ * optional bias), plus the loading of cuDNN. cuDNN pads both sides of an axis alike: pads that
+ * differ at start and end (k_conv_pad_begin / _end) run as a convolution without padding of a
+ * zero-padded copy of the input in the scratch, past cuDNN's workspace (kc_pad; the data
+ * gradient comes back through that copy, cropped by kc_pad_grad). prepare (once per step, at create) builds
  * the descriptors — a 1-D convolution as a 2-D one of height 1, as on the CPU — and picks each
  * algorithm once for the step's shapes: FP32 FMA math only (no TF32 tensor cores), GEMM-like or
  * direct algorithms before FFT and Winograd (whose rounding differs most from the CPU's), and
@@ -17,6 +20,7 @@
 #include <cudnn.h>
 
 #include "k_params.h"
+#include "kc_args.h"
 
 /* ---- loading ---------------------------------------------------------------------------- */
 
@@ -89,6 +93,9 @@ typedef struct {
   cudnnConvolutionBwdDataAlgo_t bwd_data;
   cudnnConvolutionBwdFilterAlgo_t bwd_filter;
   size_t ws_fwd, ws_data, ws_filter;     /* each algorithm's workspace (rtc_scratch) */
+  int asym;                              /* pads differ at start and end: x is padded first */
+  kc_pad_args pad;                       /* then: unpadded x (xd) -> its zero-padded copy (yd) */
+  size_t xp_at;                          /* the copy's offset in the scratch, past the workspace */
   int has_fwd, has_data, has_filter;     /* which algorithms prepare picked */
   int64_t N, F, ohw;
   const char *name;                      /* the step's, for KILN_CUDNN_LOG */
@@ -104,17 +111,35 @@ void rtc_convolution_release(rtc_ctx *c, void *state) {
   free(s);
 }
 
-/* The shapes of a step, forward or backward, as NCHW / FCHW dims (1-D: H = 1, kh = 1). */
+/* The shapes of a step, forward or backward, as NCHW / FCHW dims (1-D: H = 1, kh = 1). With
+ * pads that differ at start and end (asym), x is the zero-padded copy's dims and pad is 0;
+ * xu the input's own dims and pb, pe the copy's start and end pads (H, W). */
 typedef struct {
   int x[4], y[4], w[4];
   int pad[2], stride[2], dil[2];
   int groups;
+  int asym;
+  int64_t xu[4], pb[2], pe[2];
 } rtc_conv_dims;
 
 static int rtc_int(int64_t v, int *out) {
   if (v <= 0 || v > INT_MAX) return 1;
   *out = (int)v;
   return 0;
+}
+
+/* The pads cuDNN gets, pr (H, W); where a start and its end differ, none: xs, the input's
+ * dims, grow to its zero-padded copy's, and d keeps the input's own dims and the copy's pads. */
+static void rtc_conv_pads(const k_conv_param *p, int sp, int64_t xs[4], int64_t pr[2], rtc_conv_dims *d) {
+  int64_t pb[2] = {sp == 2 ? k_conv_pad_begin(p, 0) : 0, k_conv_pad_begin(p, sp - 1)};
+  int64_t pe[2] = {sp == 2 ? k_conv_pad_end(p, 0) : 0, k_conv_pad_end(p, sp - 1)};
+  d->asym = pb[0] != pe[0] || pb[1] != pe[1];
+  for (int i = 0; i < 4; i++) d->xu[i] = xs[i];
+  for (int i = 0; i < 2; i++) {
+    d->pb[i] = d->asym ? pb[i] : 0, d->pe[i] = d->asym ? pe[i] : 0;
+    xs[2 + i] += d->pb[i] + d->pe[i];
+    pr[i] = d->asym ? 0 : pb[i];
+  }
 }
 
 /* What cuDNN cannot take, or this file does not do, is refused here with the reason. */
@@ -124,9 +149,9 @@ static int rtc_conv_dims_of(rtc_ctx *c, const rtc_call *k, rtc_conv_dims *d) {
   const k_shape *x = &k->in_shape[bwd ? 1 : 0], *w = &k->in_shape[bwd ? 2 : 1];
   const k_shape *y = bwd ? &k->in_shape[0] : &k->out_shape[0];
   if (sp != 1 && sp != 2) return rtc_fail(c, "convolution: only conv1d and conv2d run on the GPU (kernel has %d entries)", sp);
-  if (p->stride.n != sp || p->pad.n != sp || p->dilate.n != sp)
-    return rtc_fail(c, "convolution: stride, pad and dilate must have one entry per spatial axis (asymmetric "
-                       "padding is not supported on the GPU)");
+  if (p->stride.n != sp || (p->pad.n != sp && p->pad.n != 2 * sp) || p->dilate.n != sp)
+    return rtc_fail(c, "convolution: stride and dilate must have one entry per spatial axis, pad one or two "
+                       "(start and end)");
   if (p->in_block || p->out_block || p->epi_block || (!bwd && k->s->epi))
     return rtc_fail(c, "convolution: channel-blocked layouts and fused epilogues are CPU-only");
   if (x->rank != sp + 2 || w->rank != sp + 2 || y->rank != sp + 2)
@@ -134,7 +159,8 @@ static int rtc_conv_dims_of(rtc_ctx *c, const rtc_call *k, rtc_conv_dims *d) {
   int64_t xs[4] = {x->d[0], x->d[1], sp == 2 ? x->d[2] : 1, x->d[x->rank - 1]};
   int64_t ys[4] = {y->d[0], y->d[1], sp == 2 ? y->d[2] : 1, y->d[y->rank - 1]};
   int64_t ws[4] = {w->d[0], w->d[1], sp == 2 ? w->d[2] : 1, w->d[w->rank - 1]};
-  int64_t pr[2] = {sp == 2 ? p->pad.v[0] : 0, p->pad.v[sp - 1]};
+  int64_t pr[2];
+  rtc_conv_pads(p, sp, xs, pr, d);
   int64_t st[2] = {sp == 2 ? p->stride.v[0] : 1, p->stride.v[sp - 1]};
   int64_t dl[2] = {sp == 2 ? p->dilate.v[0] : 1, p->dilate.v[sp - 1]};
   int bad = 0;
@@ -296,8 +322,42 @@ static int rtc_conv_pick_filter(rtc_ctx *c, cudnnHandle_t h, rtc_conv *s) {
 
 /* ---- prepare, forward, backward --------------------------------------------------------- */
 
+/* Asymmetric pads: the kc_pad arguments from the input's dims to its zero-padded copy's (the
+ * same arguments serve kc_pad_grad, which crops the copy's gradient back), and the copy's
+ * place in the scratch, 256-aligned past cuDNN's workspace of ws bytes; returns the scratch
+ * the step needs in all. */
+static size_t rtc_conv_pad_prepare(rtc_conv *s, const rtc_conv_dims *d, size_t ws) {
+  kc_pad_args *a = &s->pad;
+  memset(a, 0, sizeof *a);
+  a->rank = 4, a->mode = K_PAD_CONSTANT, a->value = 0.0f;
+  for (int i = 0; i < 4; i++) a->xd[i] = d->xu[i], a->yd[i] = d->x[i];
+  a->before[2] = d->pb[0], a->before[3] = d->pb[1];
+  s->asym = 1;
+  s->xp_at = (ws + 255) & ~(size_t)255;
+  return s->xp_at + (size_t)(a->yd[0] * a->yd[1] * a->yd[2] * a->yd[3]) * sizeof(float);
+}
+
+static float *rtc_conv_copy(rtc_ctx *c, const rtc_conv *s) { return (float *)((char *)rtc_scratch(c) + s->xp_at); }
+
+/* The zero-padded copy of x (asymmetric pads), for cuDNN to convolve without padding. */
+static int rtc_conv_pad_x(rtc_ctx *c, const rtc_conv *s, const void *x) {
+  kc_pad_args a = s->pad;
+  a.x = x, a.y = rtc_conv_copy(c, s), a.req = kWriteTo;
+  a.n = a.yd[0] * a.yd[1] * a.yd[2] * a.yd[3];
+  return rtc_launch(c, "kc_pad", a.n, &a, sizeof a);
+}
+
+/* dx (req) = the copy's gradient, which cuDNN left in the copy's place, at x's positions. */
+static int rtc_conv_crop_dx(rtc_ctx *c, const rtc_conv *s, void *dx, k_req req) {
+  kc_pad_grad_args a = s->pad;
+  a.x = rtc_conv_copy(c, s), a.y = dx, a.req = (int32_t)req;
+  a.n = a.xd[0] * a.xd[1] * a.xd[2] * a.xd[3];
+  return rtc_launch(c, "kc_pad_grad", a.n, &a, sizeof a);
+}
+
 /* A forward step picks the forward algorithm; a backward step those of the gradients its
- * OpReqTypes ask for. The workspace is the step's largest, from the shared scratch. */
+ * OpReqTypes ask for. The workspace is the step's largest, from the shared scratch (and the
+ * padded copy of x after it, for asymmetric pads). */
 int rtc_convolution_prepare(rtc_ctx *c, const rtc_call *k) {
   cudnnHandle_t h = (cudnnHandle_t)rtc_cudnn(c);
   rtc_conv_dims d;
@@ -315,6 +375,7 @@ int rtc_convolution_prepare(rtc_ctx *c, const rtc_call *k) {
   if (bwd && (!k->req || (k->nout > 1 && k->req[1] != kNullOp)) && rtc_conv_pick_filter(c, h, s)) return 1;
   size_t ws = s->ws_fwd > s->ws_data ? s->ws_fwd : s->ws_data;
   if (s->ws_filter > ws) ws = s->ws_filter;
+  if (d.asym) ws = rtc_conv_pad_prepare(s, &d, ws);
   return ws ? rtc_reserve_scratch(c, ws) : 0;
 }
 
@@ -336,7 +397,9 @@ int rtc_convolution_forward(rtc_ctx *c, const rtc_call *k) {
   if (!k->in[0] || !k->in[1] || (!p->no_bias && (k->nin < 3 || !k->in[2])) || !k->out[0])
     return rtc_fail(c, "internal: convolution forward with an unbound slot");
   const float one = 1.0f, beta = rtc_dn_beta(k->req[0]);
-  if (rtc_dn_check(c, rtc_dn.cudnnConvolutionForward(rtc_cudnn(c), &one, s->x, k->in[0], s->w, k->in[1], s->conv, s->fwd,
+  const void *x = s->asym ? rtc_conv_copy(c, s) : k->in[0];
+  if (s->asym && rtc_conv_pad_x(c, s, k->in[0])) return 1;
+  if (rtc_dn_check(c, rtc_dn.cudnnConvolutionForward(rtc_cudnn(c), &one, s->x, x, s->w, k->in[1], s->conv, s->fwd,
                                                      s->ws_fwd ? rtc_scratch(c) : NULL, s->ws_fwd, &beta, s->y, k->out[0]),
                    "cudnnConvolutionForward"))
     return 1;
@@ -355,7 +418,9 @@ int rtc_convolution_backward(rtc_ctx *c, const rtc_call *k) {
     float beta = rtc_dn_beta(k->req[1]);
     if (!s->has_filter) return rtc_fail(c, "internal: no weight-gradient algorithm was prepared (its req was kNullOp)");
     if (!k->in[1] || !k->out[1]) return rtc_fail(c, "internal: convolution weight gradient with an unbound slot");
-    if (rtc_dn_check(c, rtc_dn.cudnnConvolutionBackwardFilter(rtc_cudnn(c), &one, s->x, k->in[1], s->y, dY, s->conv,
+    if (s->asym && rtc_conv_pad_x(c, s, k->in[1])) return 1;
+    const void *x = s->asym ? rtc_conv_copy(c, s) : k->in[1];
+    if (rtc_dn_check(c, rtc_dn.cudnnConvolutionBackwardFilter(rtc_cudnn(c), &one, s->x, x, s->y, dY, s->conv,
                                                               s->bwd_filter, s->ws_filter ? rtc_scratch(c) : NULL,
                                                               s->ws_filter, &beta, s->w, k->out[1]),
                      "cudnnConvolutionBackwardFilter"))
@@ -365,11 +430,14 @@ int rtc_convolution_backward(rtc_ctx *c, const rtc_call *k) {
     float beta = rtc_dn_beta(k->req[0]);
     if (!s->has_data) return rtc_fail(c, "internal: no data-gradient algorithm was prepared (its req was kNullOp)");
     if (!k->in[2] || !k->out[0]) return rtc_fail(c, "internal: convolution data gradient with an unbound slot");
+    float zero = 0.0f;   /* into the padded copy's place, then cropped into dx with req */
     if (rtc_dn_check(c, rtc_dn.cudnnConvolutionBackwardData(rtc_cudnn(c), &one, s->w, k->in[2], s->y, dY, s->conv,
                                                             s->bwd_data, s->ws_data ? rtc_scratch(c) : NULL, s->ws_data,
-                                                            &beta, s->x, k->out[0]),
+                                                            s->asym ? &zero : &beta, s->x,
+                                                            s->asym ? rtc_conv_copy(c, s) : k->out[0]),
                      "cudnnConvolutionBackwardData"))
       return 1;
+    if (s->asym && rtc_conv_crop_dx(c, s, k->out[0], k->req[0])) return 1;
   }
   if (!p->no_bias && k->nout > 2 && k->req[2] != kNullOp) {
     if (!k->out[2]) return rtc_fail(c, "internal: convolution bias gradient with an unbound slot");

@@ -596,24 +596,66 @@ def conv_cases(R):
     # (channel-blocked) convolution at the CPU's widest vector and at AVX2's (KILN_CONV reaches
     # kiln_opcheck through the environment; grouped shapes take the direct grouped path,
     # k_conv_dw.c, at the same vector widths), then the grouped shapes forced onto im2col.
-    saved = os.environ.get("KILN_CONV")
-    try:
-        for mode in (None, "direct", "direct-avx2", "grouped-im2col"):
-            if mode:
-                os.environ["KILN_CONV"] = mode
-            elif saved is None:
-                os.environ.pop("KILN_CONV", None)
-            shapes = [c for c in conv if c[6] > 1] if mode == "grouped-im2col" else conv
-            conv_mode_cases(R, shapes, " [KILN_CONV=%s]" % mode if mode else "")
-    finally:
-        if saved is None:
-            os.environ.pop("KILN_CONV", None)
-        else:
-            os.environ["KILN_CONV"] = saved
+    for mode in (None, "direct", "direct-avx2", "grouped-im2col"):
+        shapes = [c for c in conv if c[6] > 1] if mode == "grouped-im2col" else conv
+        with_env({"KILN_CONV": mode}, conv_mode_cases, R, shapes, " [KILN_CONV=%s]" % mode if mode else "")
     R.case("convolution defaults", "y = convolution(x, num_filter=2, kernel=(3, 3))",
            {"x": R.randn(1, 2, 5, 5), "y.weight": R.randn(2, 2, 3, 3), "y.bias": R.randn(2)},
            lambda T: F.conv2d(T["x"], T["y.weight"], T["y.bias"]),
            grads={"data": "x", "weight": "y.weight", "bias": "y.bias"}, tol=SUM_TOL)
+    conv_asym_cases(R)
+
+
+def conv_asym_cases(R):
+    # Start and end pads that differ (pad = every start, then every end): torch convolves
+    # F.pad's output with no padding of its own. Every shape under each algorithm KILN_CONV can
+    # force — the shape rule's choice, im2col for everything, the direct blocked convolution at
+    # each instruction set (Winograd on the 3x3 stride-1 shapes with 16 or more channels) and
+    # with Winograd off, and the grouped shapes on the direct grouped path and on im2col.
+    # (data shape, filters, kernel, stride, pad (starts, then ends), dilate, groups, no_bias)
+    conv = [((2, 3, 8), 4, (3,), (2,), (0, 2), (1,), 1, False),
+            ((2, 4, 11), 6, (3,), (1,), (2, 1), (2,), 2, True),
+            ((2, 3, 6, 7), 4, (3, 3), (1, 1), (0, 1, 2, 0), (1, 1), 1, False),
+            ((2, 4, 9, 8), 6, (3, 2), (2, 3), (2, 0, 0, 3), (2, 1), 2, False),
+            ((2, 9, 11, 12), 17, (3, 3), (2, 2), (0, 2, 3, 1), (1, 2), 1, False),
+            ((2, 4, 10, 10), 8, (1, 1), (2, 2), (0, 0, 1, 1), (1, 1), 1, False),    # 1x1, end pads only
+            # Winograd F(2x2, 3x3): a start or end of 0 and 2; a start of 3, where the data
+            # gradient declines it (its flipped pad 2 - 3 would be negative)
+            ((1, 16, 8, 8), 16, (3, 3), (1, 1), (0, 1, 2, 1), (1, 1), 1, False),
+            ((2, 24, 6, 10), 20, (3, 3), (1, 1), (2, 0, 0, 2), (1, 1), 1, True),
+            ((2, 16, 6, 6), 16, (3, 3), (1, 1), (3, 1, 1, 1), (1, 1), 1, False),
+            # depthwise and grouped (k_conv_dw.c): multiplier 2 with dilation, groups of 4, 1-D
+            ((2, 6, 11, 8), 6, (3, 3), (2, 2), (1, 0, 0, 1), (1, 1), 6, False),
+            ((2, 6, 13, 15), 12, (3, 3), (2, 2), (0, 3, 2, 0), (2, 2), 6, True),
+            ((2, 8, 10, 11), 12, (3, 3), (1, 2), (1, 0, 0, 2), (2, 1), 2, False),
+            ((3, 4, 30), 4, (5,), (2,), (0, 3), (1,), 4, False)]
+    if R.quick:
+        conv = [conv[3], conv[6], conv[10]]
+    grouped = [c for c in conv if c[6] > 1]
+    for mode, shapes in ((None, conv), ("im2col", conv), ("direct", conv), ("direct-avx2", conv),
+                         ("direct-generic", conv), ("grouped-im2col", grouped), ("grouped-direct", grouped)):
+        with_env({"KILN_CONV": mode}, conv_mode_cases, R, shapes, " [KILN_CONV=%s]" % mode if mode else "")
+    winograd = [c for c in conv if c[2] == (3, 3) and c[3] == (1, 1) and c[1] >= 16]
+    with_env({"KILN_CONV": "direct", "KILN_WINOGRAD": "0"}, conv_mode_cases, R, winograd,
+             " [KILN_CONV=direct KILN_WINOGRAD=0]")
+
+
+def with_env(env, fn, *args):
+    """fn(*args) with the environment variables of env set (a None value: unset), then restored."""
+    saved = {k: os.environ.get(k) for k in env}
+    try:
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        fn(*args)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def conv_mode_cases(R, conv, suffix):
@@ -622,9 +664,14 @@ def conv_mode_cases(R, conv, suffix):
         if not nb:
             arrays["y.bias"] = R.randn(f)
         fn = F.conv1d if len(k) == 1 else F.conv2d
+        sp = len(k)
+        # every start then every end -> F.pad's tuple, last axis first
+        fpad = [v for i in reversed(range(sp)) for v in (pd[i], pd[sp + i])] if len(pd) == 2 * sp else None
 
-        def ref(T, fn=fn, st=st, pd=pd, dl=dl, g=g, nb=nb):
-            return fn(T["x"], T["y.weight"], None if nb else T["y.bias"], stride=st, padding=pd, dilation=dl, groups=g)
+        def ref(T, fn=fn, st=st, pd=pd, dl=dl, g=g, nb=nb, fpad=fpad):
+            x = F.pad(T["x"], fpad) if fpad else T["x"]
+            return fn(x, T["y.weight"], None if nb else T["y.bias"], stride=st, padding=0 if fpad else pd, dilation=dl,
+                      groups=g)
         tup = lambda v: "(%s%s)" % (", ".join(map(str, v)), "," if len(v) == 1 else "")
         attrs = "num_filter=%d, kernel=%s, stride=%s, pad=%s, dilate=%s, num_group=%d%s" % (
             f, tup(k), tup(st), tup(pd), tup(dl), g, ", no_bias=true" if nb else "")

@@ -476,6 +476,41 @@ static void test_convolution(void) {
         "convolution: 'w' has shape [4, 3, 3, 2] but must be [4, 3, 3, 3]");
 }
 
+/* Beyond SPEC section 2: pad takes every axis's start then every axis's end (pooling's form),
+ * the output sized by start + end, and is kept so only where a start and its end differ. */
+static void test_convolution_pads(void) {
+  t_model *m = t_ok(MODEL("input x : f32[2, 3, 9, 11]\n input s : f32[2, 4, 10]\n"
+                          "a = convolution(x, num_filter=4, kernel=(3, 3), pad=(0, 1, 1, 2))\n"
+                          "b = convolution(x, num_filter=4, kernel=(3, 3), pad=(1, 2, 1, 2))\n"
+                          "c = convolution(s, num_filter=6, kernel=3, stride=2, pad=(0, 1), no_bias=true)\n"
+                          "d = convolution(x, num_filter=3, kernel=(2, 2), stride=(2, 2), dilate=(2, 1), num_group=3, pad=(2, 0, 0, 1))\n"
+                          "output a, b, c, d"));
+  if (m) {
+    t_type(m, "a", "f32[2, 4, 8, 12]"), t_type(m, "b", "f32[2, 4, 9, 13]"), t_type(m, "c", "f32[2, 6, 5]");
+    t_type(m, "d", "f32[2, 3, 5, 6]");
+    t_ints(&t_param_of(m, "a", convolution, k_conv_param)->pad, "(0, 1, 1, 2)");
+    t_ints(&t_param_of(m, "b", convolution, k_conv_param)->pad, "(1, 2)");
+    t_ints(&t_param_of(m, "c", convolution, k_conv_param)->pad, "(0, 1)");
+    t_ints(&t_param_of(m, "d", convolution, k_conv_param)->pad, "(2, 0, 0, 1)");
+    t_flops(m, "a", 2LL * 2 * 4 * 8 * 12 * 3 * 9);
+    t_free(m);
+  }
+  t_err(MODEL("input x : f32[2, 3, 9, 9]\n y = convolution(x, num_filter=4, kernel=(3, 3), pad=(1, 0, 0))\n output y"),
+        "convolution: pad (1, 0, 0) has 3 values; give 1, 2 (one per spatial axis) or 4 (every axis's start, then every axis's end)",
+        "x f32[2, 3, 9, 9]");
+  t_err(MODEL("input s : f32[2, 4, 10]\n y = convolution(s, num_filter=4, kernel=3, pad=(1, 0, 0))\n output y"),
+        "convolution: pad (1, 0, 0) has 3 values; give 1, or 2 (the start, then the end)");
+  t_err(MODEL("input x : f32[2, 3, 9, 9]\n y = convolution(x, num_filter=4, kernel=(3, 3), pad=(0, 1, -1, 0))\n output y"),
+        "convolution: pad (0, 1, -1, 0): pads cannot be negative");
+  t_err(MODEL("input x : f32[2, 3, 9, 9]\n y = convolution(x, num_filter=4, kernel=(3, 3), pad=-1)\n output y"),
+        "convolution: pad (-1): pads cannot be negative");
+  t_err(MODEL("input x : f32[2, 3, 9, 9]\n y = convolution(x, num_filter=4, kernel=(3, 3), pad=(0, 0, 0, 5000000000))\n output y"),
+        "convolution: pad (0, 0, 0, 5000000000): a pad above 2^32 is out of range");
+  /* the start and the end both count: 2 + 1 + 0 is less than the extent 4 */
+  t_err(MODEL("input x : f32[2, 3, 1, 9]\n y = convolution(x, num_filter=4, kernel=(4, 3), pad=(2, 0, 0, 0))\n output y"),
+        "convolution: the kernel (extent 4) is larger than the padded input (3) on spatial axis 0");
+}
+
 static void test_pooling(void) {
   t_model *m = t_ok(MODEL("input x : f32[2, 3, 9, 11]\n input s : f32[2, 3, 10]\n input q : f32[1, 1, 7, 7]\n"
                           "a = pooling(x, kernel=(3, 2), stride=(2, 2), pad=(1, 0), pool_type=\"avg\")\n"
@@ -528,7 +563,9 @@ static void test_pooling_ceil(void) {
   t_err(MODEL("input x : f32[1, 2, 6, 8]\n y = pooling(x, kernel=3, pad=(2, 0, 0, 0))\n output y"),
         "pooling: pad (2) must be at most half the kernel (3)");
   t_err(MODEL("input x : f32[1, 2, 6, 8]\n y = pooling(x, kernel=3, pad=(1, 0, 0))\n output y"),
-        "pooling: pad has 3 entries");
+        "pooling: pad (1, 0, 0) has 3 values; give 1, 2 (one per spatial axis) or 4");
+  t_err(MODEL("input x : f32[1, 2, 6, 8]\n y = pooling(x, kernel=3, pad=(1, -1))\n output y"),
+        "pooling: pad (1, -1): pads cannot be negative");
 }
 
 /* ---- normalisation, dropout, softmax ---- */
@@ -797,6 +834,7 @@ int main(void) {
   test_matmul();
   test_fully_connected();
   test_convolution();
+  test_convolution_pads();
   test_pooling();
   test_pooling_ceil();
   test_norm();

@@ -50,7 +50,10 @@ static const char *const models[] = {
         "p3 = pooling(c1, global_pool=true, pool_type=\"avg\")\n p4 = pooling(c2, kernel=2, stride=1)\n"
         "p5 = pooling(x, kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type=\"avg\", count_include_pad=false, ceil_mode=true)\n"
         "p6 = pooling(x, kernel=(3, 3), pad=(0, 1, 1, 1), pool_type=\"avg\", count_include_pad=false)\n"
-        "output c3, p1, p2, p3, p4, p5, p6"),
+        "c4 = convolution(x, num_filter=3, kernel=(3, 3), stride=(2, 1), pad=(0, 1, 1, 2))\n"
+        "c5 = convolution(s, num_filter=2, kernel=2, pad=(1, 0), dilate=2, no_bias=true)\n"
+        "c6 = convolution(x, num_filter=4, kernel=(2, 2), pad=(1, 2, 1, 2), num_group=2)\n"
+        "output c3, p1, p2, p3, p4, p5, p6, c4, c5, c6"),
   /* normalisation, dropout, softmax, embedding, loss, sgd */
   MODEL("input x : f32[4, 3, 5, 5]\n input z : f32[4, 6, 7]\n input i : i32[4, 2]\n input y : i32[4]\n"
         "bn = batch_norm(x)\n b2 = batch_norm(z, axis=-1, eps=0.001, momentum=0.5)\n ln = layer_norm(z)\n"
@@ -180,6 +183,20 @@ static void p_same_graph(const ir_graph *g1, const ir_graph *g2) {
   p_same_optim(g1, g2);
 }
 
+/* Where a window op's pads print in their start-then-end form and where as one per axis. */
+static void p_window_pads(void) {
+  p_model *m = p_lower("t.kiln", models[4]);
+  if (CHECK(m->text != NULL, "the convolution model prints")) {
+    CHECK(strstr(m->text, "c4.bias, num_filter=3, kernel=(3, 3), stride=(2, 1), pad=(0, 1, 1, 2),") != NULL,
+          "pads that differ at start and end print as all four:\n%s", m->text);
+    CHECK(strstr(m->text, "kernel=(2,), stride=(1,), pad=(1, 0), dilate=(2,)") != NULL, "a 1-D start and end:\n%s", m->text);
+    CHECK(strstr(m->text, "kernel=(2, 2), stride=(1, 1), pad=(1, 2), dilate=(1, 1), num_group=2") != NULL,
+          "starts equal to their ends print one per axis:\n%s", m->text);
+    CHECK(strstr(m->text, "pad=(0, 1, 1, 1), pool_type=\"avg\"") != NULL, "pooling's start and end pads:\n%s", m->text);
+  }
+  p_free(m);
+}
+
 static void p_roundtrip(int k, const char *src) {
   p_model *m1 = p_lower("t.kiln", src);
   if (!CHECK(m1->g != NULL, "model %d does not lower:\n%s", k, m1->msg ? m1->msg : "")) return p_free(m1);
@@ -196,6 +213,7 @@ static void p_roundtrip(int k, const char *src) {
 
 int main(void) {
   for (int k = 0; k < NMODELS; k++) p_roundtrip(k, models[k]);
+  p_window_pads();
   for (int op = 0; op < IR_OP_COUNT; op++) CHECK(covered[op], "op %s is not in any round-trip model", ir_ops[op].name);
   return ts_summary("print");
 }

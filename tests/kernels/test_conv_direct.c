@@ -3,7 +3,7 @@
  * data, weight and bias gradients (kWriteTo and kAddTo, with and without a data gradient), on
  * shapes chosen to hit every edge of the blocked loops — channel counts that do not fill a
  * vector, rows wider than one register tile, strides 1, 2 and 3 (the generic-stride loop),
- * padding, dilation, 1-D, batch 1, a batch split in chunks — for every instruction set the CPU has (KILN_CONV picks
+ * padding (alike on both sides, or not), dilation, 1-D, batch 1, a batch split in chunks — for every instruction set the CPU has (KILN_CONV picks
  * them). The workspace is filled with NaN first, so a read of a byte the kernel did not write
  * shows. Then finite-difference gradient checks of the direct path itself, and the dispatch
  * contract: KILN_CONV=im2col keeps the old path, and too little temp space falls back to it.
@@ -30,36 +30,56 @@ typedef struct {
   int N, C, H, W, F;
   int kh, kw, sh, sw, ph, pw, dh, dw;
   int no_bias;
+  int asym, phe, pwe;   /* asym: the pads at the end are phe, pwe (else ph, pw, as at the start) */
 } cd_spec;
 
 static const cd_spec specs[] = {
   /* name                      2d N  C   H   W   F  kh kw sh sw ph pw dh dw nb */
-  {"3x3 pad 1, one block",      1, 2, 16, 8,  8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0},
-  {"3x3 odd channels",          1, 2, 5,  7,  9, 7,  3, 3, 1, 1, 1, 1, 1, 1, 0},
-  {"channels past one block",   1, 1, 17, 6, 37, 33, 3, 3, 1, 1, 1, 1, 1, 1, 0},
-  {"stride 2 pad 1",            1, 2, 20, 9, 11, 40, 3, 3, 2, 2, 1, 1, 1, 1, 0},
-  {"stride 3, uneven",          1, 2, 9,  10, 13, 18, 3, 2, 3, 3, 2, 1, 1, 1, 1},
-  {"dilation",                  1, 2, 8,  11, 12, 9, 3, 3, 1, 1, 2, 2, 2, 2, 0},
-  {"dilation + stride 2",       1, 1, 6,  12, 15, 17, 3, 3, 2, 2, 1, 3, 2, 3, 0},
-  {"1x1",                       1, 2, 32, 5,  5, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1},
-  {"1x1 stride 2",              1, 3, 16, 9,  9, 32, 1, 1, 2, 2, 0, 0, 1, 1, 1},
-  {"5x5 no padding (LeNet 2)",  1, 2, 20, 12, 12, 50, 5, 5, 1, 1, 0, 0, 1, 1, 0},
-  {"one input channel",         1, 2, 1,  9,  9, 20, 5, 5, 1, 1, 0, 0, 1, 1, 0},
-  {"one output channel",        1, 2, 12, 6,  6, 1, 3, 3, 1, 1, 1, 1, 1, 1, 0},
-  {"wide row, many tiles",      1, 1, 8,  3, 61, 35, 3, 3, 1, 1, 1, 1, 1, 1, 0},
-  {"tall kernel, 1 wide out",   1, 2, 4,  9,  3, 5, 4, 3, 1, 1, 0, 0, 1, 1, 0},
-  {"1-D",                       0, 3, 10, 1, 29, 12, 1, 3, 1, 1, 0, 1, 1, 1, 0},
-  {"1-D stride pad dilate",     0, 2, 7,  1, 40, 19, 1, 5, 1, 2, 0, 3, 1, 2, 0},
-  {"batch 1",                   1, 1, 24, 8,  8, 48, 3, 3, 1, 1, 1, 1, 1, 1, 0},
-  {"chunks of 2 + 1 samples",   1, 3, 16, 60, 60, 20, 3, 3, 1, 1, 1, 1, 1, 1, 0},
+  {"3x3 pad 1, one block",      1, 2, 16, 8,  8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+  {"3x3 odd channels",          1, 2, 5,  7,  9, 7,  3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+  {"channels past one block",   1, 1, 17, 6, 37, 33, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+  {"stride 2 pad 1",            1, 2, 20, 9, 11, 40, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0},
+  {"stride 3, uneven",          1, 2, 9,  10, 13, 18, 3, 2, 3, 3, 2, 1, 1, 1, 1, 0, 0, 0},
+  {"dilation",                  1, 2, 8,  11, 12, 9, 3, 3, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0},
+  {"dilation + stride 2",       1, 1, 6,  12, 15, 17, 3, 3, 2, 2, 1, 3, 2, 3, 0, 0, 0, 0},
+  {"1x1",                       1, 2, 32, 5,  5, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0},
+  {"1x1 stride 2",              1, 3, 16, 9,  9, 32, 1, 1, 2, 2, 0, 0, 1, 1, 1, 0, 0, 0},
+  {"5x5 no padding (LeNet 2)",  1, 2, 20, 12, 12, 50, 5, 5, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0},
+  {"one input channel",         1, 2, 1,  9,  9, 20, 5, 5, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0},
+  {"one output channel",        1, 2, 12, 6,  6, 1, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+  {"wide row, many tiles",      1, 1, 8,  3, 61, 35, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+  {"tall kernel, 1 wide out",   1, 2, 4,  9,  3, 5, 4, 3, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0},
+  {"1-D",                       0, 3, 10, 1, 29, 12, 1, 3, 1, 1, 0, 1, 1, 1, 0, 0, 0, 0},
+  {"1-D stride pad dilate",     0, 2, 7,  1, 40, 19, 1, 5, 1, 2, 0, 3, 1, 2, 0, 0, 0, 0},
+  {"batch 1",                   1, 1, 24, 8,  8, 48, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+  {"chunks of 2 + 1 samples",   1, 3, 16, 60, 60, 20, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
   /* Winograd F(2x2, 3x3) shapes (3x3 stride 1, even output, 16 to 128 input channels; the
      3x3 ones above with 16 and 24 channels and 8x8 or 60x60 outputs take it too) */
-  {"Winograd, blocks part-filled",  1, 2, 40, 10, 8, 36, 3, 3, 1, 1, 0, 0, 1, 1, 0},
-  {"Winograd, 128 ch, batch 1",     1, 1, 128, 4, 6, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1},
-  {"Winograd, one tile, odd F",     1, 3, 17, 4, 4, 3, 3, 3, 1, 1, 0, 0, 1, 1, 0},
+  {"Winograd, blocks part-filled",  1, 2, 40, 10, 8, 36, 3, 3, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0},
+  {"Winograd, 128 ch, batch 1",     1, 1, 128, 4, 6, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},
+  {"Winograd, one tile, odd F",     1, 3, 17, 4, 4, 3, 3, 3, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0},
+  /* pads that differ at start and end (phe, pwe after the asym flag): Winograd with a start or
+     an end of 0 and 2 (the data gradient's flipped pads 2 and 0), in place on a blocked input
+     too; strides and dilation; a 1x1 stride-2 kernel whose end pad stops it from packing
+     every other row alone (k_cd_skip_rows); 1-D */
+  /* name                      2d N  C   H   W   F  kh kw sh sw ph pw dh dw nb as phe pwe */
+  {"Winograd, asym pads",       1, 2, 16, 8,  8, 16, 3, 3, 1, 1, 0, 1, 1, 1, 0, 1, 2, 1},
+  {"Winograd, asym start 2",    1, 1, 24, 6, 10, 20, 3, 3, 1, 1, 2, 0, 1, 1, 1, 1, 0, 2},
+  {"asym stride 2 dilation",    1, 2, 9, 11, 12, 17, 3, 3, 2, 2, 0, 2, 1, 2, 0, 1, 3, 1},
+  {"asym stride 3, end only",   1, 2, 5,  8, 10, 7, 2, 3, 3, 3, 0, 0, 1, 1, 0, 1, 1, 2},
+  {"1x1 stride 2, end pads",    1, 2, 16, 10, 10, 32, 1, 1, 2, 2, 0, 0, 1, 1, 1, 1, 1, 1},
+  {"1-D asym pads",             0, 3, 10, 1, 29, 12, 1, 3, 1, 2, 0, 0, 1, 1, 0, 1, 0, 3},
+  /* Winograd's forward and weight gradient, but a start pad of 3: the data gradient's flipped
+     pad 2 - 3 would be negative, so it declines to the direct loop (cd_winograd_declines) */
+  {"3x3 start pad 3",           1, 2, 16, 6,  6, 16, 3, 3, 1, 1, 3, 1, 1, 1, 0, 1, 1, 1},
 };
 
-static int out_len(int in, int k, int s, int p, int d) { return (in + 2 * p - d * (k - 1) - 1) / s + 1; }
+static int end_h(const cd_spec *s) { return s->asym ? s->phe : s->ph; }
+static int end_w(const cd_spec *s) { return s->asym ? s->pwe : s->pw; }
+
+static int out_len(int in, int k, int s, int b, int e, int d) { return (in + b + e - d * (k - 1) - 1) / s + 1; }
+static int out_h(const cd_spec *s) { return out_len(s->H, s->kh, s->sh, s->ph, end_h(s), s->dh); }
+static int out_w(const cd_spec *s) { return out_len(s->W, s->kw, s->sw, s->pw, end_w(s), s->dw); }
 
 static k_conv_param cd_param(const cd_spec *s) {
   k_conv_param p = {0};
@@ -72,6 +92,11 @@ static k_conv_param cd_param(const cd_spec *s) {
     p.kernel.v[0] = s->kh; p.stride.v[0] = s->sh; p.pad.v[0] = s->ph; p.dilate.v[0] = s->dh;
   }
   p.kernel.v[n - 1] = s->kw; p.stride.v[n - 1] = s->sw; p.pad.v[n - 1] = s->pw; p.dilate.v[n - 1] = s->dw;
+  if (s->asym) {   /* every start, then every end */
+    p.pad.n = 2 * n;
+    if (s->two_d) p.pad.v[n] = s->phe;
+    p.pad.v[2 * n - 1] = s->pwe;
+  }
   return p;
 }
 
@@ -81,7 +106,7 @@ typedef struct {
 } cd_data;
 
 static cd_data cd_make(const cd_spec *s) {
-  int OH = out_len(s->H, s->kh, s->sh, s->ph, s->dh), OW = out_len(s->W, s->kw, s->sw, s->pw, s->dw);
+  int OH = out_h(s), OW = out_w(s);
   cd_data d;
   d.x = kt_tensor_f32(s->two_d ? kt_shape(4, s->N, s->C, s->H, s->W) : kt_shape(3, s->N, s->C, s->W), -1, 1, 21);
   d.w = kt_tensor_f32(s->two_d ? kt_shape(4, s->F, s->C, s->kh, s->kw) : kt_shape(3, s->F, s->C, s->kw), -1, 1, 22);
@@ -218,7 +243,7 @@ static void cd_gradcheck(const cd_spec *s, const char *mode) {
 static void cd_dispatch_contract(void) {
   /* At batch 1 the blocked copies of a 1x1 convolution on a 32x32 map outgrow im2col's column
      buffer (at larger batches im2col's K_CONV_PARTS buffers are the larger). */
-  static const cd_spec big = {"contract", 1, 1, 16, 32, 32, 16, 1, 1, 1, 1, 0, 0, 1, 1, 0};
+  static const cd_spec big = {"contract", 1, 1, 16, 32, 32, 16, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0};
   const cd_spec *s = &big;
   k_conv_param p = cd_param(s);
   cd_data d = cd_make(s);
@@ -377,7 +402,7 @@ static void cd_store_tail(const cd_spec *s, int64_t V, const char *mode) {
 
 /* y = conv(x) * a + b per channel, a and b as the epilogue computes them: the unfolded result. */
 static void cd_affine_ref(const cd_spec *s, const float *conv, const float *const bn[4], float *y) {
-  int OH = out_len(s->H, s->kh, s->sh, s->ph, s->dh), OW = out_len(s->W, s->kw, s->sw, s->pw, s->dw);
+  int OH = out_h(s), OW = out_w(s);
   int64_t per = (int64_t)OH * OW, n = (int64_t)s->N * s->F * per;
   for (int64_t e = 0; e < n; e++) {
     int64_t f = e / per % s->F;
@@ -526,11 +551,11 @@ static void cd_abs_conv(const cd_spec *s, const cd_data *d, const float *zero, f
  * as a Winograd forward on dy. */
 static void cd_winograd(void) {
   static const cd_spec no[] = {
-      {"stride 2", 1, 1, 16, 8, 8, 16, 3, 3, 2, 2, 1, 1, 1, 1, 0},
-      {"odd output", 1, 1, 16, 7, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0},
-      {"8 input channels", 1, 1, 8, 8, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0},
-      {"136 input channels", 1, 1, 136, 4, 4, 8, 3, 3, 1, 1, 1, 1, 1, 1, 0},
-      {"dilation 2", 1, 1, 16, 8, 8, 16, 3, 3, 1, 1, 2, 2, 2, 2, 0},
+      {"stride 2", 1, 1, 16, 8, 8, 16, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0},
+      {"odd output", 1, 1, 16, 7, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+      {"8 input channels", 1, 1, 8, 8, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+      {"136 input channels", 1, 1, 136, 4, 4, 8, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+      {"dilation 2", 1, 1, 16, 8, 8, 16, 3, 3, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0},
   };
   for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
@@ -572,6 +597,31 @@ static void cd_winograd(void) {
   }
 }
 
+/* Winograd declines only the data gradient where a pad passes 2 (its flipped pad 2 - p would
+ * be negative), start or end alike; the forward and the weight gradient still take it, and
+ * cd_compare holds all three to im2col. */
+static void cd_winograd_declines(void) {
+  static const cd_spec ends[] = {
+      {"3x3 end pad 3", 1, 1, 16, 6, 6, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 3, 1},
+      {"3x3 right pad 4", 1, 1, 16, 6, 6, 16, 3, 3, 1, 1, 1, 0, 1, 1, 0, 1, 1, 4},
+  };
+  const cd_spec *cases[3] = {&specs[27], &ends[0], &ends[1]};
+  for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++)
+    for (int i = 0; i < 3; i++) {
+      const cd_spec *s = cases[i];
+      cd_data d = cd_make(s);
+      int64_t ny = k_shape_numel(&d.y.shape);
+      float *zero = calloc((size_t)ny, 4), *a = malloc((size_t)ny * 4), *b = malloc((size_t)ny * 4);
+      double worst;
+      KT_CHECK(cd_differs(s, &d, modes[m], zero, a, b), "%s %s: Winograd forward did not run", s->name, modes[m]);
+      KT_CHECK(!cd_wino_grad(s, &d, modes[m], 0, &worst), "%s %s: Winograd data gradient ran", s->name, modes[m]);
+      KT_CHECK(cd_wino_grad(s, &d, modes[m], 1, &worst), "%s %s: Winograd weight gradient did not run", s->name, modes[m]);
+      if (i > 0) cd_compare(s, modes[m], kWriteTo);
+      free(zero), free(a), free(b);
+      cd_free(&d);
+    }
+}
+
 int main(void) {
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
@@ -584,7 +634,11 @@ int main(void) {
   cd_gradcheck(&specs[15], "direct-generic");
   cd_gradcheck(&specs[18], "direct");           /* Winograd forward */
   cd_gradcheck(&specs[20], "direct-generic");
+  cd_gradcheck(&specs[21], "direct");           /* asymmetric pads, Winograd */
+  cd_gradcheck(&specs[23], "direct-avx2");      /* asymmetric pads, stride 2, dilation */
+  cd_gradcheck(&specs[26], "direct-generic");   /* 1-D asymmetric pads */
   cd_winograd();
+  cd_winograd_declines();
   cd_dispatch_contract();
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
     if (specs[i].two_d) cd_blocked(&specs[i]);

@@ -2,7 +2,8 @@
  * k_conv_dw.c: forward values against a naive definition in double written here, and forward, data, weight and bias gradients
  * against the im2col path (KILN_CONV=grouped-im2col; test_conv.c checks that one), with
  * kWriteTo and kAddTo, with and without a data gradient, on shapes that hit the edges of the
- * phase-plane scheme — stride 1, 2 and 3, padding wider than the kernel reach, dilation,
+ * phase-plane scheme — stride 1, 2 and 3, padding wider than the kernel reach, pads that differ
+ * at start and end, dilation,
  * odd sizes, planes smaller and larger than a vector tile, channel multiplier 1, 2 and 3, 1-D,
  * batch 1 and batches split in parts, groups of 2 to 8 channels — for every instruction set
  * (KILN_CONV picks them; groups wider than the dispatch rule takes run under grouped-direct). The
@@ -25,40 +26,56 @@ typedef struct {
   int kh, kw, sh, sw, ph, pw, dh, dw;
   int no_bias;
   int cg;          /* input channels per group: 1 depthwise; groups = C / cg, M filters each */
+  int asym, phe, pwe;   /* asym: the pads at the end are phe, pwe (else ph, pw, as at the start) */
 } dw_spec;
 
 static const dw_spec specs[] = {
   /* name                      2d N  C  M  H   W  kh kw sh sw ph pw dh dw nb cg */
-  {"3x3 s1 pad 1",              1, 2, 5, 1, 7,  9, 3, 3, 1, 1, 1, 1, 1, 1, 0, 1},
-  {"3x3 s2 pad 1",              1, 2, 6, 1, 11, 8, 3, 3, 2, 2, 1, 1, 1, 1, 0, 1},
-  {"3x3 s2 even input",         1, 1, 4, 1, 14, 14, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
-  {"multiplier 2",              1, 2, 3, 2, 9,  10, 3, 3, 1, 1, 1, 1, 1, 1, 0, 1},
-  {"multiplier 3 stride 2",     1, 3, 2, 3, 8,  7, 3, 3, 2, 2, 1, 1, 1, 1, 0, 1},
-  {"dilation 2",                1, 2, 4, 1, 12, 11, 3, 3, 1, 1, 2, 2, 2, 2, 0, 1},
-  {"stride 2 pad 2, wide rows",  1, 1, 2, 1, 9,  70, 5, 5, 2, 2, 2, 2, 1, 1, 0, 1},
-  {"stride 2 pad 0, odd width",  1, 2, 2, 1, 10, 37, 3, 3, 2, 2, 0, 0, 1, 1, 0, 1},
-  {"dilation + stride 2",       1, 2, 3, 2, 13, 15, 3, 3, 2, 2, 1, 3, 2, 3, 0, 1},
-  {"stride 3, uneven kernel",   1, 2, 3, 1, 10, 13, 3, 2, 3, 3, 2, 1, 1, 1, 1, 1},
-  {"pad wider than reach",      1, 1, 2, 1, 5,  6, 2, 2, 1, 2, 3, 2, 1, 1, 0, 1},
-  {"no padding 5x5",            1, 2, 3, 1, 12, 12, 5, 5, 1, 1, 0, 0, 1, 1, 0, 1},
-  {"1x1 stride 2",              1, 2, 3, 2, 9,  9, 1, 1, 2, 2, 0, 0, 1, 1, 1, 1},
-  {"wide plane, many tiles",    1, 1, 3, 1, 20, 61, 3, 3, 1, 1, 1, 1, 1, 1, 0, 1},
-  {"tall kernel, 1 wide out",   1, 2, 2, 1, 9,  3, 4, 3, 1, 1, 0, 0, 1, 1, 0, 1},
-  {"7x7 plane (mobilenet end)", 1, 1, 24, 1, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 0, 1},
-  {"batch 1",                   1, 1, 8, 1, 8,  8, 3, 3, 1, 1, 1, 1, 1, 1, 0, 1},
-  {"batch 6 in 4 parts",        1, 6, 3, 2, 6,  5, 3, 3, 2, 1, 1, 1, 1, 1, 0, 1},
-  {"1-D",                       0, 3, 4, 1, 1,  29, 1, 3, 1, 1, 0, 1, 1, 1, 0, 1},
-  {"1-D stride pad dilate",     0, 2, 3, 2, 1,  40, 1, 5, 1, 2, 0, 3, 1, 2, 0, 1},
-  {"1-D stride 3",              0, 2, 2, 1, 1,  17, 1, 4, 1, 3, 0, 2, 1, 1, 1, 1},
-  {"groups of 2",               1, 2, 8, 2, 7,  9, 3, 3, 1, 1, 1, 1, 1, 1, 0, 2},
-  {"groups of 3, stride 2",     1, 3, 6, 1, 9,  8, 3, 3, 2, 2, 1, 1, 1, 1, 1, 3},
-  {"groups of 4, M 3, dilation", 1, 2, 8, 3, 10, 11, 3, 3, 1, 2, 2, 1, 2, 1, 0, 4},
-  {"groups of 8",               1, 2, 16, 4, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 0, 8},
-  {"groups of 20 (forced)",     1, 2, 40, 1, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1, 0, 20},
-  {"1-D groups of 2",           0, 2, 6, 2, 1,  20, 1, 3, 1, 2, 0, 1, 1, 1, 0, 2},
+  {"3x3 s1 pad 1",              1, 2, 5, 1, 7,  9, 3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0},
+  {"3x3 s2 pad 1",              1, 2, 6, 1, 11, 8, 3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0, 0, 0},
+  {"3x3 s2 even input",         1, 1, 4, 1, 14, 14, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0},
+  {"multiplier 2",              1, 2, 3, 2, 9,  10, 3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0},
+  {"multiplier 3 stride 2",     1, 3, 2, 3, 8,  7, 3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0, 0, 0},
+  {"dilation 2",                1, 2, 4, 1, 12, 11, 3, 3, 1, 1, 2, 2, 2, 2, 0, 1, 0, 0, 0},
+  {"stride 2 pad 2, wide rows",  1, 1, 2, 1, 9,  70, 5, 5, 2, 2, 2, 2, 1, 1, 0, 1, 0, 0, 0},
+  {"stride 2 pad 0, odd width",  1, 2, 2, 1, 10, 37, 3, 3, 2, 2, 0, 0, 1, 1, 0, 1, 0, 0, 0},
+  {"dilation + stride 2",       1, 2, 3, 2, 13, 15, 3, 3, 2, 2, 1, 3, 2, 3, 0, 1, 0, 0, 0},
+  {"stride 3, uneven kernel",   1, 2, 3, 1, 10, 13, 3, 2, 3, 3, 2, 1, 1, 1, 1, 1, 0, 0, 0},
+  {"pad wider than reach",      1, 1, 2, 1, 5,  6, 2, 2, 1, 2, 3, 2, 1, 1, 0, 1, 0, 0, 0},
+  {"no padding 5x5",            1, 2, 3, 1, 12, 12, 5, 5, 1, 1, 0, 0, 1, 1, 0, 1, 0, 0, 0},
+  {"1x1 stride 2",              1, 2, 3, 2, 9,  9, 1, 1, 2, 2, 0, 0, 1, 1, 1, 1, 0, 0, 0},
+  {"wide plane, many tiles",    1, 1, 3, 1, 20, 61, 3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0},
+  {"tall kernel, 1 wide out",   1, 2, 2, 1, 9,  3, 4, 3, 1, 1, 0, 0, 1, 1, 0, 1, 0, 0, 0},
+  {"7x7 plane (mobilenet end)", 1, 1, 24, 1, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0},
+  {"batch 1",                   1, 1, 8, 1, 8,  8, 3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0},
+  {"batch 6 in 4 parts",        1, 6, 3, 2, 6,  5, 3, 3, 2, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0},
+  {"1-D",                       0, 3, 4, 1, 1,  29, 1, 3, 1, 1, 0, 1, 1, 1, 0, 1, 0, 0, 0},
+  {"1-D stride pad dilate",     0, 2, 3, 2, 1,  40, 1, 5, 1, 2, 0, 3, 1, 2, 0, 1, 0, 0, 0},
+  {"1-D stride 3",              0, 2, 2, 1, 1,  17, 1, 4, 1, 3, 0, 2, 1, 1, 1, 1, 0, 0, 0},
+  {"groups of 2",               1, 2, 8, 2, 7,  9, 3, 3, 1, 1, 1, 1, 1, 1, 0, 2, 0, 0, 0},
+  {"groups of 3, stride 2",     1, 3, 6, 1, 9,  8, 3, 3, 2, 2, 1, 1, 1, 1, 1, 3, 0, 0, 0},
+  {"groups of 4, M 3, dilation", 1, 2, 8, 3, 10, 11, 3, 3, 1, 2, 2, 1, 2, 1, 0, 4, 0, 0, 0},
+  {"groups of 8",               1, 2, 16, 4, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 0, 8, 0, 0, 0},
+  {"groups of 20 (forced)",     1, 2, 40, 1, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1, 0, 20, 0, 0, 0},
+  {"1-D groups of 2",           0, 2, 6, 2, 1,  20, 1, 3, 1, 2, 0, 1, 1, 1, 0, 2, 0, 0, 0},
+  /* pads that differ at start and end (phe, pwe after the asym flag): the start or the end
+     alone, odd and even totals at stride 2 (which decide how the phase planes split), stride
+     3, groups, 1-D */
+  /* name                      2d N  C  M  H   W  kh kw sh sw ph pw dh dw nb cg as phe pwe */
+  {"asym s1",                   1, 2, 5, 1, 7,  9, 3, 3, 1, 1, 0, 2, 1, 1, 0, 1, 1, 2, 0},
+  {"asym s2, odd totals",       1, 2, 6, 1, 11, 8, 3, 3, 2, 2, 1, 0, 1, 1, 0, 1, 1, 0, 1},
+  {"asym s2 dilation, M 2",     1, 2, 3, 2, 13, 15, 3, 3, 2, 2, 0, 3, 2, 2, 1, 1, 1, 2, 0},
+  {"asym stride 3",             1, 2, 3, 1, 10, 13, 3, 2, 3, 3, 2, 0, 1, 1, 0, 1, 1, 0, 2},
+  {"asym groups of 4",          1, 2, 8, 3, 10, 11, 3, 3, 1, 2, 1, 0, 2, 1, 0, 4, 1, 0, 2},
+  {"1-D asym",                  0, 2, 3, 2, 1,  40, 1, 5, 1, 2, 0, 0, 1, 2, 0, 1, 1, 0, 3},
 };
 
-static int out_len(int in, int k, int s, int p, int d) { return (in + 2 * p - d * (k - 1) - 1) / s + 1; }
+static int end_h(const dw_spec *s) { return s->asym ? s->phe : s->ph; }
+static int end_w(const dw_spec *s) { return s->asym ? s->pwe : s->pw; }
+
+static int out_len(int in, int k, int s, int b, int e, int d) { return (in + b + e - d * (k - 1) - 1) / s + 1; }
+static int out_h(const dw_spec *s) { return out_len(s->H, s->kh, s->sh, s->ph, end_h(s), s->dh); }
+static int out_w(const dw_spec *s) { return out_len(s->W, s->kw, s->sw, s->pw, end_w(s), s->dw); }
 
 static k_conv_param dw_param(const dw_spec *s) {
   k_conv_param p = {0};
@@ -71,6 +88,11 @@ static k_conv_param dw_param(const dw_spec *s) {
     p.kernel.v[0] = s->kh; p.stride.v[0] = s->sh; p.pad.v[0] = s->ph; p.dilate.v[0] = s->dh;
   }
   p.kernel.v[n - 1] = s->kw; p.stride.v[n - 1] = s->sw; p.pad.v[n - 1] = s->pw; p.dilate.v[n - 1] = s->dw;
+  if (s->asym) {   /* every start, then every end */
+    p.pad.n = 2 * n;
+    if (s->two_d) p.pad.v[n] = s->phe;
+    p.pad.v[2 * n - 1] = s->pwe;
+  }
   return p;
 }
 
@@ -78,7 +100,7 @@ typedef struct { k_tensor x, w, b, y, dy; } dw_data;
 
 static dw_data dw_make(const dw_spec *s) {
   int F = s->C / s->cg * s->M;
-  int OH = out_len(s->H, s->kh, s->sh, s->ph, s->dh), OW = out_len(s->W, s->kw, s->sw, s->pw, s->dw);
+  int OH = out_h(s), OW = out_w(s);
   dw_data d;
   d.x = kt_tensor_f32(s->two_d ? kt_shape(4, s->N, s->C, s->H, s->W) : kt_shape(3, s->N, s->C, s->W), -1, 1, 31);
   d.w = kt_tensor_f32(s->two_d ? kt_shape(4, F, s->cg, s->kh, s->kw) : kt_shape(3, F, s->cg, s->kw), -1, 1, 32);
@@ -96,7 +118,7 @@ static void dw_free(dw_data *d) {
 
 /* y[n, f, oh, ow] = b[f] + sum_{c, i, j} w[f, c, i, j] x[n, (f / M) * cg + c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]. */
 static void ref_dw(const dw_spec *s, const float *x, const float *w, const float *b, float *y) {
-  int OH = out_len(s->H, s->kh, s->sh, s->ph, s->dh), OW = out_len(s->W, s->kw, s->sw, s->pw, s->dw);
+  int OH = out_h(s), OW = out_w(s);
   int F = s->C / s->cg * s->M;
   for (int n = 0; n < s->N; n++)
     for (int f = 0; f < F; f++)
@@ -376,6 +398,10 @@ int main(void) {
   dw_gradcheck(spec("groups of 4, M 3, dilation"), NULL);
   dw_gradcheck(spec("groups of 8"), "direct-avx2");
   dw_gradcheck(spec("groups of 20 (forced)"), "grouped-direct");
+  dw_gradcheck(spec("asym s2, odd totals"), NULL);
+  dw_gradcheck(spec("asym groups of 4"), "direct-avx2");
+  dw_gradcheck(spec("1-D asym"), "direct-generic");
+  dw_threads(spec("asym s2 dilation, M 2"));
   dw_epilogue(spec("multiplier 2"));
   dw_epilogue(spec("7x7 plane (mobilenet end)"));
   dw_dispatch_contract();

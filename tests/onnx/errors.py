@@ -9,7 +9,7 @@ onnx.helper (no torch needed, a few seconds):
   * asymmetric Conv, AveragePool and MaxPool pads, MaxPool's and AveragePool's ceil_mode and
     AveragePool's count_include_pad = 0 (asymmetric pads too), against numpy (a ceil_mode
     window of padding alone is refused), and a pad node only where the pooling row cannot
-    take the pads itself;
+    take the pads itself (never for a Conv);
   * Pad: folded into an AveragePool, or a pad node (constant with a value and negative pads,
     reflect, edge) matching numpy; HardSigmoid's alpha and beta; Slice with steps (negative
     too) on a computed tensor; Split by the attribute, the input or in equal parts, of a
@@ -262,10 +262,10 @@ def pad_nodes(path):
     return open(out).read().count("= pad(") if r.returncode == 0 else -1
 
 
-# Asymmetric Conv and pool pads: the excess on one side is a pad node (zeros, or -FLT_MAX
-# before a max pool, where ONNX ignores the padding) for a convolution, and for a pool whose
-# pads pass half its kernel (2 of 3 here); a pool's within half its kernel (1 of 3) are the
-# pooling row's own start and end pads, with no pad node.
+# Asymmetric Conv and pool pads: a convolution's are its own start and end pads, with no pad
+# node (convpads.py checks more); so are a pool's within half its kernel (1 of 3 here); past
+# that (2 of 3) the excess on one side is a pad node (zeros, or -FLT_MAX before a max pool,
+# where ONNX ignores the padding).
 def windows(xp, k):
     h, w_ = xp.shape[2] - k + 1, xp.shape[3] - k + 1
     return np.stack([np.stack([xp[:, :, i:i + k, j:j + k] for j in range(w_)], 2) for i in range(h)], 2)
@@ -283,7 +283,7 @@ for pv in ([0, 1, 2, 0], [2, 0, 1, 2], [0, 1, 1, 0]):
         m = model([helper.make_node(op, ins, ["y"], name="asym", kernel_shape=[3, 3], pads=pv, **attrs)],
                   [X], [vi("y", list(want.shape))], inits)
         path = save(m, "asym_" + op)
-        got, pads_want = run(path, x), 1 if op == "Conv" or max(pv) == 2 else 0
+        got, pads_want = run(path, x), 1 if op != "Conv" and max(pv) == 2 else 0
         if got is not None and (got.shape != want.shape or not np.allclose(got, want, rtol=1e-5, atol=1e-5)):
             fail("%s with pads %s differs from numpy" % (op, pv))
         elif pad_nodes(path) != pads_want:
