@@ -38,14 +38,14 @@ typedef struct {             /* f32[batch, 10] */
   ir_loc loc;
 } fe_ttype;
 
-typedef enum { FE_S_ASSIGN, FE_S_INPUT, FE_S_PARAM, FE_S_OUTPUT, FE_S_TRAIN } fe_stmt_kind;
+typedef enum { FE_S_ASSIGN, FE_S_INPUT, FE_S_PARAM, FE_S_CONST, FE_S_OUTPUT, FE_S_TRAIN } fe_stmt_kind;
 typedef struct fe_stmt {
   fe_stmt_kind kind;
   ir_loc loc;
-  fe_name *names;            /* ASSIGN targets; INPUT/PARAM/TRAIN: one; OUTPUT: the list */
-  fe_expr *expr;             /* ASSIGN rhs; PARAM initializer; TRAIN optimizer call */
+  fe_name *names;            /* ASSIGN targets; INPUT/PARAM/CONST/TRAIN: one; OUTPUT: the list */
+  fe_expr *expr;             /* ASSIGN rhs; PARAM, CONST initializer; TRAIN optimizer call */
   bool has_type;
-  fe_ttype type;             /* INPUT, PARAM */
+  fe_ttype type;             /* INPUT, PARAM, CONST */
   struct fe_stmt *next;
 } fe_stmt;
 
@@ -87,6 +87,9 @@ typedef struct {
 fe_file *fe_parse_file(const char *path, ir_diag *d);
 fe_file *fe_parse_text(const char *name, const char *text, size_t len, ir_diag *d);
 void fe_file_free(fe_file *f);
+/* Whether s is one of lexer.l's keywords (dim, param, const, ...), which no name may be:
+ * writers of .kiln text (kiln import, the REPL's export) rename such names. */
+bool fe_is_keyword(const char *s);
 
 /* ---- fe_lower.c ---- */
 typedef struct { const char *name; int64_t value; } fe_define;   /* -D name=N */

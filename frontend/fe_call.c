@@ -74,9 +74,13 @@ static int fe_op_param(fe_lower *L, fe_stmt_ctx *st, const char *role, bool aux,
 }
 
 /* A declared param passed for an aux state (as the printer writes batch_norm's moving
- * statistics) becomes aux: the op updates it, the optimizer does not. Only params can be. */
+ * statistics) becomes aux: the op updates it, the optimizer does not. Only params can be:
+ * a const would change in train_step, which its declaration rules out. */
 static int fe_op_aux_given(fe_lower *L, const ir_opdef *op, const char *role, int t, ir_loc loc) {
   ir_tensor *x = ir_tensor_at(L->g, t);
+  if (x->fixed)
+    return ir_error(L->d, loc, "%s updates its aux state '%s' in train_step, but '%s' is a const; declare it with param", op->name,
+                    role, x->name), 1;
   if (x->kind == IR_T_PARAM || x->kind == IR_T_AUX) return x->kind = IR_T_AUX, 0;
   return ir_error(L->d, loc, "%s's aux state '%s' must be a param, but '%s' is not one", op->name, role, x->name), 1;
 }

@@ -296,15 +296,22 @@ static int fe_decl_init(fe_lower *L, fe_scope *s, const fe_expr *call, ir_tensor
   return 0;
 }
 
+/* `param NAME [: type] [= init]` and `const NAME : type [= init]`. A const is an aux state
+ * that nothing writes (ir.h): the optimizer skips it as it skips batch_norm's statistics.
+ * Its type is required: it holds data from the weights file, and an op reading it in
+ * arithmetic could not infer its shape. */
 static void fe_decl_param(fe_lower *L, fe_scope *s, const fe_stmt *a) {
+  bool is_const = a->kind == FE_S_CONST;
   k_dtype dt = K_F32;
   k_shape shape = {0};
   bool bad = a->has_type && fe_ttype_eval(L, &a->type, &dt, &shape);
-  if (!bad && dt != K_F32) bad = true, ir_error(L->d, a->type.loc, "parameters are f32");
+  if (!bad && dt != K_F32) bad = true, ir_error(L->d, a->type.loc, is_const ? "const tensors are f32, as parameters are" : "parameters are f32");
+  if (!bad && is_const && !a->has_type)
+    bad = true, ir_error(L->d, a->names->loc, "const '%s' needs a type: const %s : f32[...]", a->names->name, a->names->name);
   if (bad) return (void)fe_bind(L, s, a->names->name, FE_B_TENSOR, -1, NULL, a->names->loc);   /* later uses stay quiet */
-  int t = ir_graph_add_tensor(L->g, a->names->name, IR_T_PARAM, a->names->loc);
+  int t = ir_graph_add_tensor(L->g, a->names->name, is_const ? IR_T_AUX : IR_T_PARAM, a->names->loc);
   ir_tensor *x = ir_tensor_at(L->g, t);
-  x->shape = shape, x->shape_known = x->declared = a->has_type;
+  x->shape = shape, x->shape_known = x->declared = a->has_type, x->fixed = is_const;
   if (a->expr) fe_decl_init(L, s, a->expr, ir_tensor_at(L->g, t));
   fe_bind(L, s, a->names->name, FE_B_TENSOR, t, NULL, a->names->loc);
 }
@@ -362,7 +369,7 @@ static void fe_model_item(fe_lower *L, fe_scope *s, const fe_stmt *a) {
   switch (a->kind) {
   case FE_S_ASSIGN: fe_assign(L, s, a); break;
   case FE_S_INPUT: fe_decl_input(L, s, a); break;
-  case FE_S_PARAM: fe_decl_param(L, s, a); break;
+  case FE_S_PARAM: case FE_S_CONST: fe_decl_param(L, s, a); break;
   case FE_S_OUTPUT: fe_decl_output(L, s, a); break;
   case FE_S_TRAIN: fe_decl_train(L, s, a); break;
   }

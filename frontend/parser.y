@@ -110,7 +110,7 @@ FE_REVERSE(fe_dim, fe_rev_dims)
 }
 
 %token T_DIM "'dim'" T_DEF "'def'" T_RETURN "'return'" T_MODEL "'model'" T_INPUT "'input'"
-%token T_PARAM "'param'" T_OUTPUT "'output'" T_TRAIN "'train'" T_WITH "'with'"
+%token T_PARAM "'param'" T_CONST "'const'" T_OUTPUT "'output'" T_TRAIN "'train'" T_WITH "'with'"
 %token T_TRUE "'true'" T_FALSE "'false'" T_POW "'**'"
 %token <str> T_NAME "name" T_STRING "string"
 %token <num> T_INT "integer" T_FLOAT "number"
@@ -204,6 +204,10 @@ decl: T_INPUT T_NAME ':' ttype       { $$ = fe_stmt_new(p, FE_S_INPUT, @2); $$->
     | T_PARAM T_NAME ':' ttype param_init {
                                        $$ = fe_stmt_new(p, FE_S_PARAM, @2); $$->names = fe_name_new(p, $2, @2, NULL);
                                        $$->type = $4; $$->has_type = true; $$->expr = $5; }
+    | T_CONST T_NAME ':' ttype param_init {
+                                       $$ = fe_stmt_new(p, FE_S_CONST, @2); $$->names = fe_name_new(p, $2, @2, NULL);
+                                       $$->type = $4; $$->has_type = true; $$->expr = $5; }
+    | T_CONST T_NAME param_init      { $$ = fe_stmt_new(p, FE_S_CONST, @2); $$->names = fe_name_new(p, $2, @2, NULL); $$->expr = $3; }
     | T_OUTPUT name_list             { $$ = fe_stmt_new(p, FE_S_OUTPUT, @1); $$->names = fe_rev_names($2); }
     | T_TRAIN T_NAME T_WITH call     { $$ = fe_stmt_new(p, FE_S_TRAIN, @2); $$->names = fe_name_new(p, $2, @2, NULL); $$->expr = $4; }
     ;
@@ -296,8 +300,8 @@ static const char *fe_keyword_hint(yysymbol_kind_t k) {
   case YYSYMBOL_T_DIM: case YYSYMBOL_T_DEF: case YYSYMBOL_T_MODEL:
     return " (a keyword: 'dim', 'def' and 'model' begin items at the top level of a file)";
   case YYSYMBOL_T_RETURN: return " (a keyword: 'return' ends a def)";
-  case YYSYMBOL_T_INPUT: case YYSYMBOL_T_PARAM: case YYSYMBOL_T_OUTPUT: case YYSYMBOL_T_TRAIN:
-    return " (a keyword: 'input', 'param', 'output' and 'train' declare things in a model)";
+  case YYSYMBOL_T_INPUT: case YYSYMBOL_T_PARAM: case YYSYMBOL_T_CONST: case YYSYMBOL_T_OUTPUT: case YYSYMBOL_T_TRAIN:
+    return " (a keyword: 'input', 'param', 'const', 'output' and 'train' declare things in a model)";
   case YYSYMBOL_T_WITH: return " (a keyword: 'with' follows 'train NAME')";
   default: return "";
   }

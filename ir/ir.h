@@ -81,7 +81,8 @@ bool ir_shape_broadcast(const k_shape *a, const k_shape *b, k_shape *out);
 typedef enum {
   IR_T_INPUT,        /* fed by the caller */
   IR_T_PARAM,        /* learnable, updated by the optimizer */
-  IR_T_AUX,          /* state an op updates itself (batch_norm's moving statistics) */
+  IR_T_AUX,          /* saved with the weights but never trained: state an op updates itself
+                        (batch_norm's moving statistics), or, with `fixed`, a `const` tensor */
   IR_T_CONST,        /* scalar constant from the source (0.5 * x), or a head gradient of 1 */
   IR_T_VALUE,        /* produced by a node (forward values and gradients) */
   IR_T_STATE         /* optimizer state (momentum, Adam's moments): persistent, starts at 0 */
@@ -100,6 +101,9 @@ typedef struct {
   int producer;        /* node index, or -1 */
   int out_index;       /* which output of the producer */
   ir_init init;        /* PARAM and AUX */
+  bool fixed;          /* AUX declared `const`: data the model reads and nothing writes (no
+                          gradient, no optimizer, no op's update), saved and loaded with the
+                          weights; the front ends keep it out of aux slots */
   bool has_init;       /* init is set: by the user, or by the first op that reads it */
   const void *data;    /* PARAM, AUX: initial values (dtype, shape, dense) that replace the
                           initializer, e.g. an imported model's weights; in the arena of the

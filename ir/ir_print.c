@@ -35,7 +35,7 @@ static void ir_print_decls(const ir_graph *g, FILE *out) {
       fputc('\n', out);
     }
     if (t->kind != IR_T_PARAM && t->kind != IR_T_AUX) continue;
-    fprintf(out, "  param %s : ", t->name);
+    fprintf(out, "  %s %s : ", t->fixed ? "const" : "param", t->name);
     ir_print_type(t, out);
     fputs(" = ", out);
     ir_print_init(&t->init, out);
@@ -206,13 +206,13 @@ static void ir_summary_param(const ir_tensor *t, ir_cols w, bool first_line, FIL
   char ty[160], cell[320], cnt[32];
   ir_type_str(t->dtype, &t->shape, ty, sizeof ty);
   snprintf(cell, sizeof cell, "%s %s", t->name, ty);
-  snprintf(cnt, sizeof cnt, "%lld%s", (long long)ir_tensor_numel(t), t->kind == IR_T_AUX ? " aux" : "");
+  snprintf(cnt, sizeof cnt, "%lld%s", (long long)ir_tensor_numel(t), t->fixed ? " const" : t->kind == IR_T_AUX ? " aux" : "");
   if (!first_line) fprintf(out, "%-*s  %-*s  %-*s  ", w.node, "", w.op, "", w.out, "");
   fprintf(out, "%-*s  %12s", w.par, cell, cnt);
 }
 
 static void ir_summary_node(const ir_graph *g, int ni, const int *first_reader, ir_cols w, int64_t *params,
-                            int64_t *aux, FILE *out) {
+                            int64_t *aux, int64_t *fixed, FILE *out) {
   const ir_node *n = ir_node_at(g, ni);
   const ir_tensor *o = ir_tensor_at(g, n->out[0]);
   char ty[160], fl[32];
@@ -224,7 +224,7 @@ static void ir_summary_node(const ir_graph *g, int ni, const int *first_reader, 
     const ir_tensor *t = ir_tensor_at(g, n->in[j]);
     if ((t->kind != IR_T_PARAM && t->kind != IR_T_AUX) || first_reader[n->in[j]] != ni) continue;
     ir_summary_param(t, w, first, out);
-    *(t->kind == IR_T_AUX ? aux : params) += ir_tensor_numel(t);
+    *(t->fixed ? fixed : t->kind == IR_T_AUX ? aux : params) += ir_tensor_numel(t);
     fprintf(out, first ? "  %10s\n" : "\n", fl);
     first = false;
   }
@@ -252,7 +252,7 @@ static void ir_summary_io(const ir_graph *g, FILE *out) {
 
 void ir_print_summary(const ir_graph *g, FILE *out) {
   ir_cols w = ir_summary_widths(g);
-  int64_t params = 0, aux = 0, flops = 0;
+  int64_t params = 0, aux = 0, fixed = 0, flops = 0;
   char fl[32], pc[32];
   fprintf(out, "model %s\n", g->name);
   ir_summary_io(g, out);
@@ -260,12 +260,13 @@ void ir_print_summary(const ir_graph *g, FILE *out) {
           w.par, "parameters", "count", "FLOPs");
   int *first_reader = ir_first_readers(g);
   for (int i = 0; i < ir_nnodes(g); i++) {
-    ir_summary_node(g, i, first_reader, w, &params, &aux, out);
+    ir_summary_node(g, i, first_reader, w, &params, &aux, &fixed, out);
     flops += ir_node_at(g, i)->flops;
   }
   free(first_reader);
   ir_human((double)flops, fl, sizeof fl);
   ir_human((double)params * 4, pc, sizeof pc);
-  fprintf(out, "\ntotal: %d nodes, %lld parameters (%sB as f32), %lld aux values, %lld FLOPs (%s) per forward pass\n",
-          ir_nnodes(g), (long long)params, pc, (long long)aux, (long long)flops, fl);
+  fprintf(out, "\ntotal: %d nodes, %lld parameters (%sB as f32), %lld aux values, ", ir_nnodes(g), (long long)params, pc, (long long)aux);
+  if (fixed) fprintf(out, "%lld const values, ", (long long)fixed);     /* models without consts print as before */
+  fprintf(out, "%lld FLOPs (%s) per forward pass\n", (long long)flops, fl);
 }

@@ -396,10 +396,8 @@ static int repl_cmd_export(repl *r, char **arg, int n) {
   char weights[4096], model[256];
   snprintf(weights, sizeof weights, "%.*s.safetensors", (int)(len - 5), arg[1]);
   const char *base = strrchr(arg[1], '/') ? strrchr(arg[1], '/') + 1 : arg[1];
-  static const char *const keywords[] = {"dim", "def", "model", "input", "param", "output", "train", "with", "return", "true", "false"};
   snprintf(model, sizeof model, "%.*s", (int)strcspn(base, "."), base);
-  for (size_t i = 0; i < sizeof keywords / sizeof *keywords; i++)
-    if (strcmp(model, keywords[i]) == 0) snprintf(model, sizeof model, "%s_model", keywords[i]);
+  if (fe_is_keyword(model)) snprintf(model + strlen(model), sizeof model - strlen(model), "_model");
   if (!api_is_name(model, false)) snprintf(model, sizeof model, "exported");
   pthread_mutex_lock(&r->s->mu);
   int rc = api_export(r->s, arg[1], weights, model, nout, outs, onames, nin, ins, inames, repl_var_name, r);

@@ -7,16 +7,6 @@
 #include <stdint.h>
 #include <string.h>
 
-/* The keywords of frontend/lexer.l: a tensor of that name could not be written in .kiln text. */
-static const char *const onnx_keywords[] = {"dim", "def", "return", "model", "input", "param", "output",
-                                            "train", "with", "true", "false", NULL};
-
-static bool onnx_is_keyword(const char *s) {
-  for (int i = 0; onnx_keywords[i]; i++)
-    if (strcmp(s, onnx_keywords[i]) == 0) return true;
-  return false;
-}
-
 static bool onnx_word(int ch) { return isalnum(ch) || ch == '_'; }
 
 /* torch's scope paths repeat each module's name in its child's ("/features/features.17/conv/
@@ -66,7 +56,7 @@ static bool onnx_name_taken(onnx_ctx *c, const char *s) { return fe_map_get(&c->
 
 const char *onnx_clean_name(onnx_ctx *c, const char *onnx_name) {
   const char *base = onnx_clean(&c->g->arena, onnx_name ? onnx_name : "");
-  if (c->o->text_names && onnx_is_keyword(base)) base = ir_strfmt(&c->g->arena, "%s_", base);   /* input -> input_ */
+  if (c->o->text_names && fe_is_keyword(base)) base = ir_strfmt(&c->g->arena, "%s_", base);   /* input -> input_ */
   return base;
 }
 

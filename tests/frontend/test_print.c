@@ -67,6 +67,14 @@ static const char *const models[] = {
   MODEL("input x : f32[batch, hidden]\n input y : i32[batch]\n param g = ones()\n param w3 = xavier()\n"
         "b1 = blk(x, n=3)\n p, q = two(b1)\n r = layer_norm(p + q, g)\n t = fully_connected(r, w3, num_hidden=5, no_bias=true)\n"
         "loss = softmax_cross_entropy(t, y)\n output q\n train loss with adam(lr=0.01, beta2=0.99)"),
+  /* consts: in arithmetic, in learnable slots (fixed weights), beside batch_norm's aux states */
+  MODEL("input x : f32[4, 3, 5, 5]\n input i : i32[4, 2]\n input y : i32[4]\n"
+        "const scale : f32[1, 3, 1, 1] = uniform(0.5, 1.5)\n const k : f32[2, 3, 3, 3]\n const table : f32[10, 6] = normal(std=0.5)\n"
+        "const g : f32[6] = ones()\n"
+        "c = convolution(x * scale, k, num_filter=2, kernel=(3, 3), no_bias=true)\n n = batch_norm(c)\n"
+        "e = layer_norm(embedding(i, table, input_dim=10, output_dim=6), g)\n"
+        "logits = fully_connected(n, num_hidden=5) + mean(e)\n loss = softmax_cross_entropy(logits, y)\n"
+        "output logits\n train loss with sgd(lr=0.1)"),
   /* adam defaults; a model with only a train statement */
   MODEL("input x : f32[3, 2]\n loss = mean(square(fully_connected(x, num_hidden=1)))\n train loss with adam()"),
 };
@@ -153,7 +161,8 @@ static void p_same_tensors(const ir_graph *g1, const ir_graph *g2) {
     int j = ir_graph_find_tensor(g2, a->name);
     const ir_tensor *b = j >= 0 ? ir_tensor_at(g2, j) : NULL;
     if (!CHECK(b != NULL, "tensor %s is missing after the round trip", a->name)) continue;
-    CHECK(a->kind == b->kind, "tensor %s: kind %d vs %d", a->name, a->kind, b->kind);
+    CHECK(a->kind == b->kind && a->fixed == b->fixed, "tensor %s: kind %d%s vs %d%s", a->name, a->kind, a->fixed ? " const" : "",
+          b->kind, b->fixed ? " const" : "");
     CHECK(p_same_type(a, b), "tensor %s: type differs", a->name);
     if (a->kind != IR_T_INPUT) CHECK(p_same_init(a, b), "tensor %s: initializer %s(%g, %g) vs %s(%g, %g)", a->name,
                                      ir_inits[a->init.kind].name, a->init.a, a->init.b, ir_inits[b->init.kind].name, b->init.a, b->init.b);
