@@ -101,9 +101,9 @@ typedef struct {
 } rt_model_desc;
 
 /* For tools that make data for a model (benchmarks, comparisons): the exclusive upper bound
- * of i32 input t, from the first forward step that reads it: with a parameter beside it
- * (embedding) the parameter's first dim, else (softmax_cross_entropy's logits) the other
- * input's last dim; 2 when no step reads it. */
+ * of i32 input t, from the first forward step that reads it: with a weight beside it
+ * (embedding's table, a param or a const) the weight's first dim, else
+ * (softmax_cross_entropy's logits) the other input's last dim; 2 when no step reads it. */
 static inline int64_t rt_index_range(const rt_model_desc *d, int32_t t) {
   const rt_program *p = d->has_train ? &d->train : &d->predict;
   for (int s = 0; s < p->nsteps; s++) {
@@ -113,7 +113,7 @@ static inline int64_t rt_index_range(const rt_model_desc *d, int32_t t) {
       for (int j = 0; j < st->nin; j++) {
         if (j == i || st->in[j] < 0) continue;
         const rt_tensor_info *o = &d->tensors[st->in[j]];
-        int64_t r = o->role == RT_ROLE_PARAM ? o->shape.d[0] : o->shape.d[o->shape.rank - 1];
+        int64_t r = o->role == RT_ROLE_PARAM || o->role == RT_ROLE_AUX ? o->shape.d[0] : o->shape.d[o->shape.rank - 1];
         return r > 0 ? r : 1;
       }
     }

@@ -193,6 +193,24 @@ static void at_cmp_predict(at_model *t, const rt_model_api *api, rt_model *m, vo
   at_free_outs(d, outs);
 }
 
+/* Each const in the .so's save after training holds the values it was created with (a
+ * fresh executor's, which the initial weights match): train_step never writes one. */
+static void at_cmp_consts(at_model *t, const rt_st_file *f) {
+  char err[EX_ERR_LEN];
+  ex_model *fresh = ex_model_new(t->lowered, AT_SEED, err, sizeof err);
+  for (int i = 0; fresh && i < ir_ntensors(t->lowered); i++) {
+    const ir_tensor *x = ir_tensor_at(t->lowered, i);
+    const rt_st_entry *e = x->fixed ? rt_st_find(f, x->name) : NULL;
+    const float *w;
+    int64_t n;
+    if (!x->fixed || !at_check(e && !ex_model_get(fresh, x->name, &w, &n), t->name, "const %s is saved", x->name)) continue;
+    at_check((int64_t)(e->end - e->begin) == n * 4 && memcmp(e->data, w, (size_t)n * 4) == 0, t->name,
+             "const %s after %d train steps holds its initial values", x->name, AT_STEPS);
+  }
+  at_check(fresh != NULL, t->name, "executor: %s", err);
+  ex_model_free(fresh);
+}
+
 /* Every weight of the executor against the .so's, read back from a save. */
 static void at_cmp_weights(at_model *t, const rt_model_api *api, rt_model *m, ex_model *ex) {
   char path[1200], err[512];
@@ -215,6 +233,7 @@ static void at_cmp_weights(at_model *t, const rt_model_api *api, rt_model *m, ex
     free(copy);
   }
   at_check(f.n == count, t->name, "the save holds %d tensors, the executor %d weights", f.n, count);
+  at_cmp_consts(t, &f);
   rt_st_close(&f);
 }
 

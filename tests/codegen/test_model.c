@@ -341,6 +341,43 @@ static void tm_malformed(const tm_model *tm) {
   tm_malformed_epilogue(tm);
 }
 
+/* Consts are never written: after the train steps each holds the values it was created
+ * with (tm_collect's order: the descriptor's), and the optimizer gave it no state. */
+static float *tm_consts(const tm_model *tm, const rt_model *m, int64_t *total) {
+  float *w = calloc(1, 4);
+  *total = 0;
+  for (int i = 0; w && i < tm->d->ntensors; i++) {
+    const float *x;
+    int64_t n;
+    int t = ir_graph_find_tensor(tm->lowered, tm->d->tensors[i].name);
+    if (t < 0 || !ir_tensor_at(tm->lowered, t)->fixed || rt_model_get(m, tm->d->tensors[i].name, &x, &n)) continue;
+    w = realloc(w, (size_t)(*total + n) * 4 + 4);
+    memcpy(w + *total, x, (size_t)n * 4), *total += n;
+  }
+  return w;
+}
+
+static void tm_consts_fixed(const tm_model *tm) {
+  rt_model *m = tm->tg ? rt_model_create(tm->d, TM_SEED) : NULL;
+  int64_t n0 = 0, n1 = 0;
+  float *before = m ? tm_consts(tm, m, &n0) : NULL, loss;
+  bool ok = before != NULL, any_state = false;
+  for (int s = 0; s < TM_STEPS && ok; s++) ok = tm_rt_train(tm, m, tm->tbatch[s], &loss);
+  float *after = ok ? tm_consts(tm, m, &n1) : NULL;
+  for (int i = 0; m && i < tm->d->ntensors; i++) {
+    const char *at = strchr(tm->d->tensors[i].name, '@');
+    char owner[256];
+    if (tm->d->tensors[i].role != RT_ROLE_STATE || !at) continue;
+    snprintf(owner, sizeof owner, "%.*s", (int)(at - tm->d->tensors[i].name), tm->d->tensors[i].name);
+    int t = ir_graph_find_tensor(tm->lowered, owner);
+    any_state |= t >= 0 && ir_tensor_at(tm->lowered, t)->fixed;
+  }
+  if (m && n0) tm_check(after && n1 == n0 && memcmp(before, after, (size_t)n0 * 4) == 0 && !any_state,
+                        "train_step leaves every const as it was, with no optimizer state", tm->name);
+  free(before), free(after);
+  if (m) rt_model_destroy(m);
+}
+
 /* ---- one model: every check that runs per engine ---- */
 
 /* ---- the descriptor holds what the runtime binds, and nothing else (cg_desc.c) ---- */
@@ -400,6 +437,7 @@ static void tm_model_run(const tm_model *tm) {
            tm_overlapping(&tm->d->train), rt.loss[0], rt.loss[1], rt.loss[2]);
   tm_result_free(&ex), tm_result_free(&rt);
   tm_roundtrip(tm);
+  tm_consts_fixed(tm);
   tm_reload_predict(tm);
   tm_malformed(tm);
 }

@@ -145,12 +145,16 @@ static void t_check_accumulation(const t_model *m) {
   }
 }
 
-/* Aux states are read by no backward or update node and have no gradient or state. */
+/* Aux states are read by no backward or update node and have no gradient or state. A const
+ * (an aux state nothing writes) may be read by a backward node, as an input is: a fixed
+ * weight is needed for the data's gradient; an update never reads one. */
 static void t_check_aux(const t_model *m) {
   for (int i = 0; i < ir_nnodes(m->g); i++) {
     const ir_node *n = ir_node_at(m->g, i);
-    for (int j = 0; n->kind != IR_N_OP && j < n->nin; j++)
-      if (n->in[j] >= 0) CHECK(ir_tensor_at(m->g, n->in[j])->kind != IR_T_AUX, "%s reads aux %s", n->name, ir_tensor_at(m->g, n->in[j])->name);
+    for (int j = 0; n->kind != IR_N_OP && j < n->nin; j++) {
+      const ir_tensor *t = n->in[j] >= 0 ? ir_tensor_at(m->g, n->in[j]) : NULL;
+      if (t) CHECK(t->kind != IR_T_AUX || (t->fixed && n->kind == IR_N_BACKWARD), "%s reads aux %s", n->name, t->name);
+    }
   }
 }
 
@@ -394,6 +398,43 @@ static void test_batch_norm(void) {
   t_free(off);
 }
 
+/* Consts: no gradient, no update, no optimizer state, in the derived graph or the planned
+ * one; fully_connected with a const weight computes its data's and its bias's gradients
+ * only, and an embedding over a const table no gradient reaches has no backward at all. */
+#define T_CONSTS MODEL("input x : f32[4, 6]\n input i : i32[4, 2]\n input label : i32[4]\n" \
+                       "const scale : f32[8] = ones()\n const w : f32[10, 8]\n const table : f32[5, 10]\n" \
+                       "h = fully_connected(x, num_hidden=8)\n o = fully_connected(h * scale, w, num_hidden=10)\n" \
+                       "e = sum(embedding(i, table, input_dim=5, output_dim=10), axis=1)\n" \
+                       "loss = softmax_cross_entropy(o + e, label)\n train loss with sgd(lr=0.1, momentum=0.9)")
+
+static int t_count_const_derived(const ir_graph *g) {
+  const char *consts[] = {"scale@", "w@", "table@"};
+  int c = 0;
+  for (int i = 0; i < ir_ntensors(g); i++)
+    for (int k = 0; k < 3; k++) c += strncmp(ir_tensor_at(g, i)->name, consts[k], strlen(consts[k])) == 0;
+  return c;
+}
+
+static void test_consts(void) {
+  t_model *m = t_model(T_CONSTS, T_ALL);
+  if (!m) return;
+  t_dump(m);
+  t_expect(m, "_backward_o", "o@grad o.mul w - -", "o.mul@grad - o.bias@grad", "WNW");
+  t_expect(m, "_backward_o.mul", "o.mul@grad h scale -", "h@grad -", "WN");
+  CHECK(!t_node(m, "_backward_e") && !t_node(m, "_backward_e.embedding"), "no backward for the embedding over a const table");
+  CHECK(t_count_const_derived(m->g) == 0, "consts: no gradient and no optimizer state");
+  CHECK(t_count_kind(m, IR_N_UPDATE) == 3 && t_count_prefix(m, "o.bias@momentum") == 1, "3 updates: h.weight, h.bias, o.bias");
+  t_check_invariants(m);
+  ir_graph *planned = ts_compile(m->lowered, IR_MODE_TRAIN, 0);
+  if (CHECK(planned && planned->plan, "the train graph compiles")) {
+    CHECK(t_count_const_derived(planned) == 0, "the planned graph holds no gradient or state of a const");
+    int w = ir_graph_find_tensor(planned, "w");
+    CHECK(w >= 0 && planned->plan->buf[w].cls == IR_MEM_PERSIST, "a const is model state (PERSIST)");
+  }
+  ts_graph_free(planned);
+  t_free(m);
+}
+
 /* sgd with momentum: one state per parameter, named <param>@momentum, persistent. */
 static void test_sgd_momentum(void) {
   t_model *m = t_model(T_MLP("sgd(lr=0.1, momentum=0.9)"), T_ALL);
@@ -463,6 +504,7 @@ int main(void) {
   test_fanout();
   test_branch_without_param();
   test_batch_norm();
+  test_consts();
   test_sgd_momentum();
   test_lenet();
   test_transformer();
