@@ -9,7 +9,8 @@
 #include "runtime.h"
 
 const char kiln_import_usage[] =
-  "usage: kiln import MODEL.onnx -o NAME.kiln [--map] [--train \"LOSS OPT(...)\"] [-D dim=N]...\n"
+  "usage: kiln import MODEL.onnx -o NAME.kiln [--map] [--train \"LOSS OPT(...)\"]\n"
+  "                   [--trainable PATTERN]... [--freeze PATTERN]... [-D dim=N]...\n"
   "\n"
   "Imports an ONNX model (opsets 9 to 17) and writes it as readable .kiln text (one statement\n"
   "per node, every parameter declared with its shape) and NAME.safetensors beside it, holding\n"
@@ -25,6 +26,17 @@ const char kiln_import_usage[] =
   "                 output and label, and `train loss with OPT(...)`, e.g.\n"
   "                 --train \"softmax_cross_entropy sgd(lr=0.01)\" (export in training mode to keep\n"
   "                 BatchNormalization and Dropout)\n"
+  "  --trainable PATTERN, --freeze PATTERN\n"
+  "                 which initializers train_step trains. By default one is a param (trained)\n"
+  "                 when a node reads it as a layer's weight or bias (Conv's W and B, Gemm's B\n"
+  "                 and C, BatchNormalization's scale and B, a MatMul's constant operand and\n"
+  "                 the Add of its bias) or torch named it *.weight or *.bias; every other\n"
+  "                 initializer (a register_buffer), every float Constant and everything folded\n"
+  "                 at import is a const: saved with the weights, never trained. Each flag, in\n"
+  "                 order, makes the initializers whose ONNX or Kiln name matches the glob\n"
+  "                 PATTERN params or consts (--trainable '*' --freeze pe: all but pe); a\n"
+  "                 pattern that matches none is an error. BatchNormalization's running\n"
+  "                 statistics stay aux states (batch_norm updates them)\n"
   "  -D dim=N       the size of a symbolic input dimension (dim_param), e.g. -D batch=8;\n"
   "                 unbound symbolic dimensions are 1\n"
   "\n"
@@ -35,6 +47,11 @@ int kiln_import_flag(kiln_opts *o, int argc, char **argv, int *i) {
   const char *a = argv[*i];
   if (strcmp(a, "--map") == 0) return o->map = true, 1;
   if (strcmp(a, "--train") == 0 && *i + 1 < argc) return o->train = argv[++*i], 1;
+  if ((strcmp(a, "--trainable") == 0 || strcmp(a, "--freeze") == 0) && *i + 1 < argc) {
+    if (o->nweight_rules == 64) return fprintf(stderr, "kiln import: at most 64 --trainable and --freeze flags\n"), 2;
+    o->weight_rules[o->nweight_rules++] = (onnx_weight_rule){argv[++*i], a[2] == 't'};
+    return 1;
+  }
   if (strcmp(a, "-o") != 0) return 0;
   if (*i + 1 >= argc) return fprintf(stderr, "kiln import: -o needs a file name\n"), 2;
   o->out = argv[++*i];
@@ -129,7 +146,8 @@ int kiln_import_main(int argc, char **argv) {
   ir_diag d;
   ir_diag_init(&d, stderr);
   ir_vec map = {.elem = sizeof(onnx_name_pair)};
-  onnx_options oo = {.defs = o.defs, .ndefs = o.ndefs, .text_names = true, .train = o.train};
+  onnx_options oo = {.defs = o.defs, .ndefs = o.ndefs, .text_names = true, .train = o.train, .rules = o.weight_rules,
+                     .nrules = o.nweight_rules};
   ir_graph *g = onnx_import(o.file, &oo, &d, &map);
   if (g && o.map) kiln_print_map(&map);
   if (g) kiln_import_write(g, &o, &d);

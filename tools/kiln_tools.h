@@ -22,6 +22,8 @@ typedef struct {
   bool print;                      /* check --print */
   bool map;                        /* import --map */
   const char *train;               /* import --train */
+  onnx_weight_rule weight_rules[64];   /* import --trainable / --freeze, in order */
+  int nweight_rules;
   ir_mode mode;                    /* passes --mode (NONE: train if the model trains) */
   int print_after;                 /* passes --print-after: pass id, PASS_COUNT = all, -1 */
   const char *dot;                 /* passes --dot / --dot-full */

@@ -9,11 +9,16 @@
  *   onnx_ops.c     handlers of ops that become Kiln nodes; onnx_fold.c handlers folded at
  *                  import (Shape, Gather, Concat of constants, Unsqueeze, Constant, ...)
  *   onnx_names.c   ONNX names made valid .kiln names, unique, with the mapping kept
+ *   onnx_weights.c which initializers are trained (params) and which are consts
  *   onnx_train.c   kiln import --train: a loss, a label input and a train statement added */
 #ifndef KILN_ONNX_H
 #define KILN_ONNX_H
 
 #include "fe.h"
+
+/* kiln import --trainable / --freeze PATTERN: the initializers whose ONNX or Kiln name
+ * matches the glob pattern (fnmatch) are trained, or not; a later rule wins. */
+typedef struct { const char *pattern; bool trainable; } onnx_weight_rule;
 
 typedef struct {
   const fe_define *defs;       /* -D NAME=N: a symbolic dimension (dim_param) of the inputs */
@@ -22,6 +27,8 @@ typedef struct {
                                   kiln import writes text that must parse back */
   const char *train;           /* "LOSS OPTIMIZER(...)": add an i32 input `label`, the loss of
                                   the first output and label, and a train statement; or NULL */
+  const onnx_weight_rule *rules;  /* which initializers are trained, beyond the importer's rule */
+  int nrules;
 } onnx_options;
 
 typedef struct { const char *onnx, *kiln; } onnx_name_pair;

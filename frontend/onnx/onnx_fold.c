@@ -97,6 +97,7 @@ int onnx_fold_gather(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   for (int i = 0; i < axis; i++) outer *= ds->d[i];
   for (int i = (int)axis + 1; i < ds->rank; i++) inner *= ds->d[i];
   onnx_const *k = onnx_fold_new(c, n, data->is_int, &s);
+  if (k) k->origin = data->origin;                     /* a part of one initializer */
   for (int64_t o = 0; k && o < outer; o++)
     for (int64_t j = 0; j < idx->n; j++) {
       int64_t at = idx->i[j] < 0 ? idx->i[j] + dim : idx->i[j];
@@ -133,6 +134,7 @@ int onnx_fold_cast(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   if (!v->k && to_float && ir_tensor_at(c->g, v->tensor)->dtype == K_F32) return onnx_bind(c, n->output[0], v->tensor, NULL), 0;
   if (!v->k) return onnx_fail(c, "Cast of a computed tensor to type %lld is not supported (only float to float)", (long long)to);
   onnx_const *k = onnx_fold_new(c, n, !to_float, &v->k->shape);
+  if (k && to_float) k->origin = v->k->origin;         /* the same values, as f32 */
   for (int64_t i = 0; k && i < k->n; i++) onnx_copy(k, i, v->k, i);
   return onnx_fold_done(c, n, k);
 }
@@ -185,7 +187,7 @@ int onnx_fold_slice(onnx_ctx *c, const Onnx__NodeProto *n, const char *out, cons
     onnx_copy(k, o, x, src);
   }
   if (!k) return 1;
-  k->onnx_name = out;
+  k->onnx_name = out, k->origin = x->origin;           /* a part of one initializer */
   onnx_bind(c, out, -1, k);
   return 0;
 }

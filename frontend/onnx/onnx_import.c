@@ -130,20 +130,30 @@ static int onnx_pad_node(onnx_ctx *c, onnx_value *v) {
   return v->tensor = ir_node_at(c->g, k)->out[0];
 }
 
-/* A constant read as a run-time tensor: one element of rank 0 is a scalar CONST as the .kiln
- * front end makes for `0.5 * x`; anything else a parameter (or aux state) holding the data.
- * A pending Pad becomes its pad node. */
+/* Whether a one-element constant of rank 0 becomes a scalar CONST (as `0.5 * x` does in
+ * .kiln), which is never trained: unless a --trainable rule names its initializer. */
+static bool onnx_is_scalar(const onnx_ctx *c, const onnx_const *k, ir_tensor_kind kind) {
+  bool trainable = false;
+  const char *names[] = {k->origin, NULL};
+  if (k->n != 1 || k->shape.rank != 0 || kind != IR_T_PARAM) return false;
+  return !k->origin || !onnx_rules_verdict(c, names, &trainable) || !trainable;
+}
+
+/* A constant read as a run-time tensor: a scalar CONST (above), or a tensor of the given
+ * kind holding the data, which onnx_weights_decide makes a param, an aux state or a const
+ * once every node is built. A pending Pad becomes its pad node. */
 int onnx_tensor(onnx_ctx *c, onnx_value *v, ir_tensor_kind kind) {
   if (v->npad) return onnx_pad_node(c, v);
   if (v->tensor >= 0) return v->tensor;
   onnx_const *k = v->k;
   const float *f = k->tensor >= 0 ? NULL : onnx_const_floats(c, k);
   if (k->tensor >= 0 || !f) return k->tensor;
-  if (k->n == 1 && k->shape.rank == 0 && kind == IR_T_PARAM) return k->tensor = onnx_scalar(c, f[0]);
+  if (onnx_is_scalar(c, k, kind)) return k->tensor = onnx_scalar(c, f[0]);
   int t = ir_graph_add_tensor(c->g, onnx_kiln_name(c, k->onnx_name), kind, c->loc);
   ir_tensor *x = ir_tensor_at(c->g, t);
   x->shape = k->shape, x->shape_known = x->declared = true;
   x->data = f;
+  *(onnx_weight *)ir_vec_push(&c->weights) = (onnx_weight){t, k->origin};
   return k->tensor = t;
 }
 
@@ -404,6 +414,7 @@ static int onnx_initializers(onnx_ctx *c, const Onnx__GraphProto *gp) {
   for (size_t i = 0; i < gp->n_initializer; i++) {
     onnx_const *k = onnx_read_tensor(c, gp->initializer[i]);
     if (!k) return 1;
+    k->origin = k->is_int ? NULL : k->onnx_name;         /* a float initializer may be trained */
     onnx_bind(c, gp->initializer[i]->name ? gp->initializer[i]->name : "", -1, k);
   }
   return 0;
@@ -516,6 +527,7 @@ static int onnx_graph(onnx_ctx *c, const Onnx__GraphProto *gp) {
   if (!rc) rc = onnx_nodes(c, order, gp->n_node);
   c->loc = (ir_loc){c->path, 0, 0};
   if (!rc) rc = onnx_outputs(c, gp);
+  if (!rc) rc = onnx_weights_decide(c);
   if (!rc && c->o->train) rc = onnx_add_train(c, c->o->train);
   free(order);
   return rc;
@@ -528,8 +540,10 @@ ir_graph *onnx_import(const char *path, const onnx_options *o, ir_diag *d, ir_ve
   Onnx__ModelProto *m = onnx_read_model(path, &g->arena, d);
   if (!m) return ir_graph_free(g), NULL;
   int64_t opset = onnx_model_opset(m, path, d);
-  onnx_ctx c = {.g = g, .d = d, .o = o, .path = path, .opset = opset, .map = map, .loc = {path, 0, 0}};
+  onnx_ctx c = {.g = g, .d = d, .o = o, .path = path, .opset = opset, .map = map, .weights = {.elem = sizeof(onnx_weight)},
+                .loc = {path, 0, 0}};
   int rc = opset < 0 || onnx_graph(&c, m->graph);
+  ir_vec_free(&c.weights);
   if (!rc && d->errors == 0) return c.g;
   ir_graph_free(c.g);
   return NULL;

@@ -26,8 +26,17 @@ typedef struct {
   float *f;
   int64_t *i;
   const char *onnx_name;       /* its ONNX name, for the parameter it may become */
+  const char *origin;          /* the initializer it holds (its ONNX name), also reshaped,
+                                  sliced, cast or scaled at import; NULL for a Constant's value
+                                  and anything else computed at import: never trained */
   int tensor;                  /* the Kiln tensor it became when a node read it, or -1 */
 } onnx_const;
+
+/* A Kiln tensor made from a constant: onnx_weights.c decides whether it is trained. */
+typedef struct {
+  int tensor;
+  const char *origin;          /* onnx_const's */
+} onnx_weight;
 
 /* What an ONNX value name stands for: a Kiln tensor computed at run time, or a constant. */
 typedef struct {
@@ -51,6 +60,7 @@ typedef struct onnx_ctx {
   fe_map kiln_names;           /* Kiln names handed out -> (void *)1 */
   fe_map suffix;               /* base name -> the last suffix handed out */
   ir_vec *map;                 /* onnx_name_pair, or NULL */
+  ir_vec weights;              /* onnx_weight: every tensor made from a constant */
   uint64_t defs_used;          /* bit i: -D number i named a symbolic dimension */
   ir_loc loc;                  /* the node being imported, for messages */
   const Onnx__NodeProto *node;
@@ -114,6 +124,15 @@ float onnx_attr_float(const Onnx__NodeProto *n, const char *name, float dflt);
 int onnx_attr_ints(const Onnx__NodeProto *n, const char *name, int64_t *v, int max);
 /* An attribute the importer does not implement, set to a value other than its default. */
 int onnx_unsupported_attr(onnx_ctx *c, const char *name, const char *why);
+
+/* ---- onnx_weights.c ---- */
+/* Whether the options' last --trainable/--freeze rule that matches one of the names says
+ * trainable (*trainable); false when none matches. names: NULL-terminated. */
+bool onnx_rules_verdict(const onnx_ctx *c, const char *const *names, bool *trainable);
+/* Each tensor made from a constant becomes a param, an aux state (batch_norm's running
+ * statistics) or a const, by how the graph reads it and the options' rules; 1 after an
+ * error (a rule that matches nothing). */
+int onnx_weights_decide(onnx_ctx *c);
 
 /* ---- onnx_train.c ---- */
 int onnx_add_train(onnx_ctx *c, const char *spec);

@@ -181,7 +181,7 @@ static onnx_const *onnx_gemm_weight(onnx_ctx *c, onnx_const *b, bool trans_b, fl
   int64_t r = b->shape.d[0], q = b->shape.d[1];
   k_shape s = {2, {trans_b ? r : q, trans_b ? q : r}};
   onnx_const *w = onnx_const_new(c, false, &s);
-  w->onnx_name = b->onnx_name;
+  w->onnx_name = b->onnx_name, w->origin = b->origin;
   for (int64_t i = 0; i < r; i++)
     for (int64_t j = 0; j < q; j++) w->f[trans_b ? i * q + j : j * r + i] = alpha * b->f[i * q + j];
   return w;
@@ -192,7 +192,7 @@ static onnx_const *onnx_gemm_bias(onnx_ctx *c, onnx_const *b, int64_t nh, float 
   if (b->is_int || (b->n != nh && b->n != 1) || (b->shape.rank == 2 && b->shape.d[0] != 1))
     return onnx_fail(c, "C must broadcast as a row of %lld values to be a bias", (long long)nh), NULL;
   onnx_const *w = onnx_const_new(c, false, &(k_shape){1, {nh}});
-  w->onnx_name = b->onnx_name;
+  w->onnx_name = b->onnx_name, w->origin = b->origin;
   for (int64_t i = 0; i < nh; i++) w->f[i] = beta * b->f[b->n == 1 ? 0 : i];
   return w;
 }
@@ -205,7 +205,7 @@ static int onnx_scaled_const(onnx_ctx *c, const Onnx__NodeProto *n, int i, float
   if (s == 1.0f) return onnx_tensor(c, v, IR_T_PARAM);
   onnx_const *w = onnx_const_new(c, false, &v->k->shape);
   if (!w) return onnx_fail(c, "input %d is too large to scale", i + 1), -1;
-  w->onnx_name = v->k->onnx_name;
+  w->onnx_name = v->k->onnx_name, w->origin = v->k->origin;
   for (int64_t j = 0; j < w->n; j++) w->f[j] = s * v->k->f[j];
   onnx_value sv = {.tensor = -1, .k = w};
   return onnx_tensor(c, &sv, IR_T_PARAM);

@@ -2,8 +2,10 @@
 """training.py -- a model exported by torch in training mode (BatchNormalization kept, with
 its running statistics), imported with kiln import --train "softmax_cross_entropy sgd(...)",
 compiled, and one train_step compared with one torch.optim.SGD step of the original model:
-the loss, every weight and both running statistics (issue 11, point 5); and a model with
-Dropout, which must import as a dropout op and train (its masks differ from torch's).
+the loss, every weight and both running statistics (issue 11, point 5); the same for a model
+with buffers (register_buffer) and float constants, which import as consts and stay as they
+were; and a model with Dropout, which must import as a dropout op and train (its masks differ
+from torch's).
 
     training.py KILN
 The .so is driven through its C ABI with ctypes (NAME_create, NAME_load of the imported
@@ -141,6 +143,82 @@ def main(tmp):
     print("weights and running statistics after one SGD step: worst abs diff %.3g" % worst)
 
 
+class Buffers(torch.nn.Module):
+    """Buffers and constants beside parameters: a fixed scale and a positional table
+    (register_buffer), float constants in the code, a Linear on a rank-3 input (MatMul of the
+    transposed weight, then Add of the bias) and a BatchNorm."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.bn = torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4)
+        self.register_buffer("scale", torch.rand(1, 4, 1, 1) + 0.5)
+        self.register_buffer("pe", torch.randn(32, 8))
+        self.lin, self.fc = torch.nn.Linear(8, 8), torch.nn.Linear(256, 5)
+
+    def forward(self, x):
+        h = torch.relu(self.bn(self.conv(x))) * self.scale
+        h = h * 0.5 + torch.tensor([1.0, -2.0, 0.5, 0.25]).view(1, 4, 1, 1)
+        z = self.lin(h.reshape(x.shape[0], 32, 8) + self.pe)
+        return self.fc(z.reshape(x.shape[0], 256))
+
+
+def buffers(tmp):
+    """Initializers that torch does not train (its buffers) import as consts, float Constants
+    too: one train_step is one torch.optim.SGD step with momentum, the buffers unchanged."""
+    torch.manual_seed(0)
+    net = Buffers()
+    x, label = torch.randn(4, 3, 8, 8), torch.tensor([0, 3, 1, 4], dtype=torch.int64)
+    os.mkdir(os.path.join(tmp, "buffers"))
+    path, text, so = (os.path.join(tmp, "buffers", f) for f in ("net.onnx", "net.kiln", "libnet.so"))
+    torch.onnx.export(net, x, path, opset_version=13, input_names=["x"], output_names=["scores"],
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+    net.train()
+    r = subprocess.run([KILN, "import", path, "-o", text, "--map", "--train", "softmax_cross_entropy sgd(lr=0.1, momentum=0.9)"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return fail("buffers: kiln import --train: exit %d\n%s" % (r.returncode, r.stderr))
+    names = dict(line.split(" -> ") for line in r.stdout.splitlines())
+    body = open(text).read()
+    for want in ("const scale : f32[1, 4, 1, 1]", "const pe : f32[32, 8]", "param lin.weight : f32[8, 8]", "param lin.bias : f32[8]"):
+        if want not in body:
+            return fail("buffers: the import lacks `%s`:\n%s" % (want, body))
+    if len([ln for ln in body.splitlines() if ln.startswith("  const ")]) != 3:
+        return fail("buffers: want three consts (scale, pe and the Constant [1, -2, 0.5, 0.25]):\n%s" % body)
+    r = subprocess.run([KILN, "compile", text, "-o", so], capture_output=True, text=True)
+    if r.returncode != 0:
+        return fail("buffers: kiln compile: exit %d\n%s" % (r.returncode, r.stderr))
+    xin, lin, after = (os.path.join(tmp, "buffers", f) for f in ("x.npy", "label.npy", "after.safetensors"))
+    np.save(xin, x.numpy())
+    np.save(lin, label.numpy().astype(np.int32))
+    r = subprocess.run([sys.executable, __file__, "--step", so, xin, lin, os.path.join(tmp, "buffers", "net.safetensors"), after],
+                       capture_output=True, text=True, env=child_env(so))
+    if r.returncode != 0:
+        return fail("buffers: the .so's load, train_step or save failed (exit %d)\n%s" % (r.returncode, r.stderr[-1500:]))
+    loss = float(r.stdout.strip())
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    ref = torch.nn.functional.cross_entropy(net(x), label)
+    ref.backward()
+    opt.step()
+    got, worst = read_safetensors(after), 0.0
+    if abs(loss - ref.item()) > 1e-5 * max(1.0, abs(ref.item())):
+        fail("buffers: the loss differs: kiln %.7g, torch %.7g" % (loss, ref.item()))
+    for tname, want in net.state_dict().items():
+        if tname.endswith("num_batches_tracked"):
+            continue
+        kname, want = names.get(tname, tname), want.numpy()
+        if kname not in got:
+            fail("buffers: %s (%s) is not among the weights kiln saved" % (tname, kname))
+            continue
+        diff = float(np.abs(got[kname] - want).max())
+        worst = max(worst, diff)
+        exact = tname in ("scale", "pe")                # buffers: the very bits they started with
+        if (exact and not np.array_equal(got[kname], want)) or \
+                not np.allclose(got[kname], want, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(want).max()))):
+            fail("buffers: %s after one step differs from torch's (worst abs diff %.3g)" % (tname, diff))
+    print("buffers: scale, pe and a Constant imported as consts; one SGD step: loss kiln %.7g, torch %.7g, "
+          "weights worst abs diff %.3g, buffers unchanged" % (loss, ref.item(), worst))
+
+
 def dropout(tmp):
     """Dropout kept by a training-mode export (with its training_mode input and mask output)
     imports as a dropout op, and the model trains: its masks are Kiln's own draws, so one step
@@ -180,6 +258,7 @@ def dropout(tmp):
 
 with tempfile.TemporaryDirectory(prefix="kiln-onnx-train-") as tmp:
     main(tmp)
+    buffers(tmp)
     dropout(tmp)
 print("onnx training: %s" % ("passed" if not failed else "%d failure(s)" % failed))
 sys.exit(1 if failed else 0)
