@@ -233,11 +233,17 @@ static int fe_ttype_eval(fe_lower *L, const fe_ttype *t, k_dtype *dt, k_shape *s
     int64_t v = 0;
     if (shape->rank == K_MAX_RANK) return ir_error(L->d, a->loc, "a tensor has at most %d dimensions", K_MAX_RANK), 1;
     if (fe_dim_entry(L, a->value, &v)) { err = 1; continue; }
-    if (v <= 0 || v > (1ll << 40)) {
+    if (v <= 0 || v > IR_MAX_DIM) {
       ir_error(L->d, a->loc, v <= 0 ? "dimension %lld must be positive" : "dimension %lld is too large (2^40 at most)", (long long)v);
       err = 1;
     }
     shape->d[shape->rank++] = v;
+  }
+  char why[96], ty[160];
+  if (!err && ir_shape_check(shape, why, sizeof why)) {
+    ir_type_str(*dt, shape, ty, sizeof ty);
+    ir_error(L->d, t->loc, "%s is too large: %s", ty, why);
+    err = 1;
   }
   return err;
 }

@@ -76,6 +76,26 @@ int ir_type_str(k_dtype t, const k_shape *s, char *buf, size_t n); /* "f32[64, 1
 bool ir_shape_eq(const k_shape *a, const k_shape *b);
 /* NumPy broadcasting of a and b into out; false if incompatible. */
 bool ir_shape_broadcast(const k_shape *a, const k_shape *b, k_shape *out);
+/* The size limits of every tensor, declared or inferred: each dimension, and the element
+ * count, at most 2^40. Within them a tensor's element count and bytes cannot overflow an
+ * int64 (the code that computes them relies on it); a product of several sizes (FLOPs) can,
+ * and saturates (ir_sat_mul). */
+#define IR_MAX_DIM (INT64_C(1) << 40)
+#define IR_MAX_NUMEL (INT64_C(1) << 40)
+/* The element count of s, or INT64_MAX where it would overflow. */
+int64_t ir_shape_numel_sat(const k_shape *s);
+/* 0 when s is within the limits; else 1, with the reason in why ("dimension 1099511627777
+ * is larger than 2^40" or "1.2e+13 elements, more than 2^40"). */
+int ir_shape_check(const k_shape *s, char *why, size_t n);
+/* Saturating arithmetic on counts (non-negative): INT64_MAX stands for "too many". */
+static inline int64_t ir_sat_mul(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+static inline int64_t ir_sat_add(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+}
 
 /* ---- the graph ---- */
 typedef enum {

@@ -81,6 +81,38 @@ static void ir_infer_commit(ir_graph *g, ir_node *n, const ir_infer *x) {
   n->flops = x->flops;
 }
 
+/* A tensor beyond the size limits (ir.h) is refused where it would arise, so that no
+ * element count or byte size downstream can overflow: an output or a parameter shape that
+ * the op infers from its attributes (fully_connected(x, num_hidden=10^14)). */
+static int ir_infer_sizes(const ir_graph *g, const ir_node *n, ir_infer *x) {
+  char why[96], ty[160];
+  for (int i = 0; i < x->nout; i++) {
+    if (!ir_shape_check(&x->out[i], why, sizeof why)) continue;
+    ir_type_str(x->out_dt[i], &x->out[i], ty, sizeof ty);
+    return ir_infer_fail(x, "output '%s' would be %s: %s", ir_tensor_at(g, n->out[i])->name, ty, why);
+  }
+  for (int i = 0; i < x->nin; i++) {
+    const ir_tensor *t = ir_tensor_at(g, n->in[i]);
+    if (t->shape_known || !ir_shape_check(&x->in[i], why, sizeof why)) continue;
+    ir_type_str(t->dtype, &x->in[i], ty, sizeof ty);
+    return ir_infer_fail(x, "parameter '%s' would be %s: %s", t->name, ty, why);
+  }
+  return 0;
+}
+
+/* An input beyond the limits can only come from a front end that declared it so (the .kiln
+ * front end refuses such a declaration itself); refused before the op computes with it. */
+static int ir_infer_inputs_fit(const ir_graph *g, const ir_node *n, ir_infer *x) {
+  char why[96], ty[160];
+  for (int i = 0; i < n->nin; i++) {
+    const ir_tensor *t = ir_tensor_at(g, n->in[i]);
+    if (!t->shape_known || !ir_shape_check(&t->shape, why, sizeof why)) continue;
+    ir_type_str(t->dtype, &t->shape, ty, sizeof ty);
+    return ir_infer_fail(x, "input '%s' is %s: %s", t->name, ty, why);
+  }
+  return 0;
+}
+
 static int ir_infer_node(ir_graph *g, ir_diag *d, ir_node *n) {
   const ir_opdef *op = &ir_ops[n->op];
   if (!ir_infer_ready(g, n)) return 0;              /* an input already failed */
@@ -98,7 +130,7 @@ static int ir_infer_node(ir_graph *g, ir_diag *d, ir_node *n) {
   ir_infer x = {.op = op, .param = n->param, .nin = n->nin, .nargs = n->nin - ir_op_naux(op),
                 .in = b.in, .in_dt = b.in_dt, .in_known = b.in_known, .in_name = b.in_name,
                 .nout = n->nout, .out = b.out, .out_dt = b.out_dt};
-  if (op->infer(&x)) {
+  if (ir_infer_inputs_fit(g, n, &x) || op->infer(&x) || ir_infer_sizes(g, n, &x)) {
     ir_infer_report(g, d, n, x.msg);
     return 1;
   }
