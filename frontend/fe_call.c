@@ -127,6 +127,7 @@ int fe_call_op(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, int 
                    : fe_unique(L, node_name ? node_name : fe_join(L, st->pfx, op->name));
   int n = ir_graph_add_node(L->g, opi, name, nin, in, e->loc);
   ir_node *node = ir_node_at(L->g, n);
+  node->from = s->expansion;
   if (param) memcpy(node->param, param, op->param_size);
   return node->out[0];
 }
@@ -279,16 +280,19 @@ static int fe_def_returns(fe_lower *L, fe_scope *callee, const char *ret_name, c
 }
 
 /* An error inside a def's body points into the def; this note says which call led there (one
- * per level of nesting, innermost first). */
+ * per level of nesting, innermost first, as each call returns). Errors found after lowering
+ * (shape inference) print the whole chain from the node's `from`. */
 static void fe_def_expansion_note(fe_lower *L, const fe_def *def, const fe_expr *call) {
-  ir_note(L->d, call->loc, "in the expansion of def '%s' called here", def->name);
+  ir_note_expansion(L->d, &(ir_expansion){def->name, call->loc, NULL});
 }
 
 int fe_call_def(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, const fe_def *def,
                 const char *callsite, const char *ret_name, int *out, int max) {
   if (fe_def_recursion(L, s, def, e->loc) || fe_def_too_big(L, s, def, e->loc)) return -1;
   if (s->depth >= 64) return ir_error(L->d, e->loc, "defs are nested more than 64 calls deep"), -1;
-  fe_scope callee = {.prefix = callsite, .def = def, .caller = s, .depth = s->depth + 1};
+  ir_expansion *x = ir_alloc(&L->file->arena, sizeof *x);
+  *x = (ir_expansion){def->name, e->loc, s->expansion};
+  fe_scope callee = {.prefix = callsite, .def = def, .expansion = x, .caller = s, .depth = s->depth + 1};
   int before = fe_count_params(L), failed = L->d->failed, first = ir_ntensors(L->g);
   if (fe_def_bind_tensors(L, s, st, &callee, e) | fe_def_bind_attrs(L, s, &callee, e)) return -1;
   fe_lower_stmts(L, &callee, def->body);

@@ -103,6 +103,7 @@ static int fe_tensor_arith(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_e
   }
   const char *name = node_name ? node_name : fe_unique(L, fe_join(L, st->pfx, ir_ops[op].name));
   int n = ir_graph_add_node(L->g, op, name, e->kind == FE_NEG ? 1 : 2, in, e->loc);
+  ir_node_at(L->g, n)->from = s->expansion;
   return ir_node_at(L->g, n)->out[0];
 }
 

@@ -26,6 +26,8 @@ typedef struct fe_scope {
   fe_map index;                /* name -> binding */
   const char *prefix;          /* call-site prefix inside a def ("b1"); "" in the model */
   const fe_def *def;           /* NULL in the model */
+  const ir_expansion *expansion;   /* the def calls that led here (NULL in the model): the
+                                  nodes built in this scope carry it for later errors */
   struct fe_scope *caller;
   int depth;
 } fe_scope;

@@ -61,6 +61,17 @@ void ir_verror(ir_diag *d, ir_loc loc, const char *fmt, va_list ap);
 void ir_note(ir_diag *d, ir_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void ir_warning(ir_diag *d, ir_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void ir_diag_free(ir_diag *d);
+/* How a front end came to build something: inlined from def `def`, called at `call`, itself
+ * inside the expansion `up` (NULL at the top). Like an ir_loc's file, it lives in the front
+ * end's memory. */
+typedef struct ir_expansion {
+  const char *def;
+  ir_loc call;
+  const struct ir_expansion *up;
+} ir_expansion;
+/* After an error at something built inside a def: "note: in the expansion of def 'X' called
+ * here" at each call of the chain, innermost first. */
+void ir_note_expansion(ir_diag *d, const ir_expansion *e);
 /* Length of the valid UTF-8 sequence of 2 to 4 bytes at s (n bytes left), else 0. */
 int ir_utf8_len(const unsigned char *s, long n);
 /* The closest of `cands` to `name` by edit distance, or NULL if none is close enough. */
@@ -155,6 +166,7 @@ typedef struct ir_node {
   int *in, *out;       /* tensor indices; in = [args..., aux...] for OP */
   void *param;         /* the op's k_*_param struct, param_size bytes, or NULL */
   ir_loc loc;
+  const ir_expansion *from;  /* the def calls that inlined it, or NULL (see ir_diag.c) */
   int64_t flops;
   k_req *req;          /* per output; NULL means kWriteTo for every output. A gradient that
                           several backward nodes produce is written by the first (kWriteTo)

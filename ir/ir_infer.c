@@ -33,6 +33,7 @@ static void ir_infer_report(ir_graph *g, ir_diag *d, const ir_node *n, const cha
   char shapes[1024];
   ir_infer_describe(g, n, shapes, sizeof shapes);
   ir_error(d, n->loc, "%s: %s (inputs: %s)", ir_ops[n->op].name, msg, shapes);
+  ir_note_expansion(d, n->from);
 }
 
 /* Inputs must have the dtypes the row asks for: i32 for labels and indices, f32 else. */
@@ -118,6 +119,7 @@ static int ir_infer_node(ir_graph *g, ir_diag *d, ir_node *n) {
   if (!ir_infer_ready(g, n)) return 0;              /* an input already failed */
   if (n->nin > (int)(sizeof ((ir_infer_buf *)0)->in / sizeof(k_shape))) {
     ir_error(d, n->loc, "%s: too many inputs (%d)", op->name, n->nin);
+    ir_note_expansion(d, n->from);
     return 1;
   }
   if (ir_infer_dtypes(g, d, n)) return 1;
