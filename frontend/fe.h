@@ -78,6 +78,7 @@ typedef struct {
   fe_dim *dims;
   fe_def *defs;
   fe_model *models;
+  struct fe_file_index *index;   /* dims and defs by name (fe_eval.c), built on first use */
 } fe_file;
 
 /* ---- fe_parse.c ---- */

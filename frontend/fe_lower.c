@@ -342,9 +342,13 @@ static void fe_decl_output(fe_lower *L, fe_scope *s, const fe_stmt *a) {
                n->name, (double)ir_tensor_at(L->g, t)->value);
       continue;
     }
-    for (int i = 0; i < L->g->outputs.len; i++)
-      if (IR_VEC_AT(L->g->outputs, int, i) == t) { ir_error(L->d, n->loc, "'%s' is already an output", n->name); t = -1; break; }
-    if (t >= 0) *(int *)ir_vec_push(&L->g->outputs) = t;
+    const char *tn = ir_tensor_at(L->g, t)->name;       /* one tensor, one name: a map, not a walk */
+    if (fe_map_get(&L->outputs, tn)) {
+      ir_error(L->d, n->loc, "'%s' is already an output", n->name);
+      continue;
+    }
+    fe_map_put(&L->outputs, &L->file->arena, tn, (void *)tn);
+    *(int *)ir_vec_push(&L->g->outputs) = t;
   }
 }
 

@@ -11,6 +11,10 @@ void *fe_map_get(const fe_map *m, const char *key);          /* NULL if absent *
 void fe_map_put(fe_map *m, ir_arena *a, const char *key, void *val);  /* keeps an existing value */
 void fe_map_set(fe_map *m, ir_arena *a, const char *key, void *val);  /* replaces it */
 
+/* A file's dims and defs by name; the first declaration of a name is the one found (fe_check.c
+ * reports the others). */
+typedef struct fe_file_index { fe_map dims, defs; } fe_file_index;
+
 typedef enum { FE_B_TENSOR, FE_B_ATTR } fe_bkind;
 typedef struct fe_binding {
   const char *name;
@@ -51,6 +55,7 @@ typedef struct {
   fe_map tensors;              /* tensor name -> index + 1, for the first `indexed` tensors */
   int indexed;
   fe_map suffix;               /* fe_unique: base name -> the last suffix it handed out */
+  fe_map outputs;              /* names of the tensors already declared outputs */
   int nparams, params_counted; /* PARAM and AUX tensors among the first params_counted */
   bool too_big;                /* FE_MAX_NODES reached: lowering stops building */
 } fe_lower;
@@ -65,7 +70,7 @@ bool fe_dim_value(const fe_lower *L, const char *name, int64_t *out);
 int fe_eval_attr(fe_lower *L, const fe_scope *s, const fe_expr *e, ir_aval *out);
 int fe_check_atype(fe_lower *L, const char *atype, const ir_aval *v, const char *what, ir_loc loc);
 int fe_check_atype_name(fe_lower *L, const char *atype, ir_loc loc);
-const fe_def *fe_find_def(const fe_file *f, const char *name);
+const fe_def *fe_find_def(fe_file *f, const char *name);
 void fe_error_unknown_name(fe_lower *L, const fe_scope *s, const char *name, ir_loc loc);
 
 /* fe_lower.c */

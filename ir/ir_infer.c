@@ -4,6 +4,7 @@
  * whose input failed is skipped quietly so one mistake gives one error. */
 #include "ops.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -140,11 +141,15 @@ static int ir_infer_node(ir_graph *g, ir_diag *d, ir_node *n) {
   return 0;
 }
 
-static bool ir_infer_is_read(const ir_graph *g, int ti) {
+/* read[t]: whether a node reads tensor t; computed once (per parameter, a walk of every node
+ * made a model of many failed layers quadratic). */
+static bool *ir_infer_reads(const ir_graph *g) {
+  bool *read = calloc((size_t)ir_ntensors(g) + 1, sizeof *read);
+  if (!read) KILN_ICE("out of memory");
   for (int i = 0; i < ir_nnodes(g); i++)
     for (int j = 0; j < ir_node_at(g, i)->nin; j++)
-      if (ir_node_at(g, i)->in[j] == ti) return true;
-  return false;
+      if (ir_node_at(g, i)->in[j] >= 0) read[ir_node_at(g, i)->in[j]] = true;
+  return read;
 }
 
 /* After the nodes: parameters nothing gave a shape, and a train target that is no scalar.
@@ -152,13 +157,16 @@ static bool ir_infer_is_read(const ir_graph *g, int ti) {
  * which is reported already. */
 static int ir_infer_finish(ir_graph *g, ir_diag *d, int node_errors) {
   int errors = 0;
+  bool *read = NULL;
   for (int i = 0; i < ir_ntensors(g); i++) {
     ir_tensor *t = ir_tensor_at(g, i);
-    if ((t->kind == IR_T_PARAM || t->kind == IR_T_AUX) && !t->shape_known && !ir_infer_is_read(g, i)) {
-      ir_error(d, t->loc, "parameter '%s' has no declared shape and no op infers one", t->name);
-      errors++;
-    }
+    if ((t->kind != IR_T_PARAM && t->kind != IR_T_AUX) || t->shape_known) continue;
+    if (!read) read = ir_infer_reads(g);
+    if (read[i]) continue;
+    ir_error(d, t->loc, "parameter '%s' has no declared shape and no op infers one", t->name);
+    errors++;
   }
+  free(read);
   /* Only when every node of this graph inferred (a failed one leaves the loss without a
    * shape): counted here, not by d->errors, which also holds an earlier model's errors (a
    * second model then went unchecked; fuzz_frontend finding). */
