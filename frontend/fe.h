@@ -18,16 +18,16 @@ typedef struct fe_arg {      /* a call argument or tuple item; key != NULL for k
   struct fe_arg *next;
 } fe_arg;
 
-struct fe_expr {
+struct fe_expr {              /* fields ordered for size: a file may hold millions */
   fe_expr_kind kind;
+  int depth;                 /* BINOP: operators in its longest chain (lowering recurses on it) */
   ir_loc loc;
   double num;                /* NUM, BOOL */
-  bool is_int;
   const char *str;           /* NAME, STR, CALL's callee */
-  char op;                   /* BINOP: + - * / and '^' for ** */
   fe_expr *l, *r;            /* BINOP; NEG uses l */
   fe_arg *args;              /* CALL, TUPLE */
-  int depth;                 /* BINOP: operators in its longest chain (lowering recurses on it) */
+  char op;                   /* BINOP: + - * / and '^' for ** */
+  bool is_int;
 };
 
 typedef struct fe_name { const char *name; ir_loc loc; struct fe_name *next; } fe_name;
@@ -73,7 +73,8 @@ typedef struct fe_model { const char *name; fe_stmt *items; ir_loc loc; struct f
 typedef struct {
   ir_arena arena;
   const char *path;
-  char *text;                /* the whole source, NUL-terminated (owned) */
+  char *text;                /* the whole source and two NULs after it (owned; the lexer
+                                scans it in place) */
   size_t len;
   fe_dim *dims;
   fe_def *defs;
@@ -110,7 +111,7 @@ typedef struct fe_parser {
   int last_tok_line;         /* line of the last token returned */
   int last_tok_end;          /* the column just after it */
   int prev_end_line, prev_end_col;   /* the same for the token before it */
-  const char *last_text;     /* text of the last token, for syntax errors */
+  char last_text[44];        /* the last token's first 40 bytes, for syntax errors */
   bool skipping;             /* after a syntax error: drop tokens to the next line */
   int skip_braces;           /* '{' dropped while skipping, whose '}' must be dropped too */
   int err_line, err_col;     /* where the last syntax error was reported */
