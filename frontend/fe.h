@@ -82,6 +82,14 @@ typedef struct {
   struct fe_file_index *index;   /* dims and defs by name (fe_eval.c), built on first use */
 } fe_file;
 
+/* Limits that keep a file cheap to refuse (docs/language.md, "Limits"). Lowering one model
+ * builds at most FE_MAX_NODES nodes (fe_lower.h, fe_too_big). The parser refuses a model or
+ * def of more statements than that, and a file whose syntax tree passes FE_MAX_SYNTAX items
+ * (statements, expressions, arguments, names, parameters, dims...), and stops reading
+ * there: memory stays a small multiple of the input, whatever its shape. */
+#define FE_MAX_NODES 300000
+#define FE_MAX_SYNTAX (6 * FE_MAX_NODES)
+
 /* ---- fe_parse.c ---- */
 /* Reads and parses path (or, when text != NULL, that text under the name path). Syntax
  * errors go to d; the parser recovers at the next line and keeps going. Returns NULL only
@@ -120,6 +128,9 @@ typedef struct fe_parser {
   bool stop;                 /* the file is refused already (an expression too deep, too many
                                 errors): the lexer ends the input, so nothing more is built */
   bool err_again;            /* the last error was at that same token: recovery made no progress */
+  const char *block_kind, *block_name;   /* the model or def being read ("model", "m") */
+  int block_stmts;           /* its statements so far */
+  int syntax_items;          /* the file's syntax-tree items so far (fe_new) */
 } fe_parser;
 
 #endif

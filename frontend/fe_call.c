@@ -146,18 +146,6 @@ static int fe_def_recursion(fe_lower *L, const fe_scope *s, const fe_def *def, i
   return 1;
 }
 
-/* Past FE_MAX_NODES the model is refused once, naming the chain of calls that got there;
- * every later call returns at once, so building stops. */
-static int fe_def_too_big(fe_lower *L, const fe_scope *s, const fe_def *def, ir_loc loc) {
-  if (L->too_big) return 1;
-  if (ir_nnodes(L->g) < FE_MAX_NODES) return 0;
-  const char *chain = def->name;
-  for (; s && s->def; s = s->caller) chain = ir_strfmt(&L->g->arena, "%s <- %s", chain, s->def->name);
-  ir_error(L->d, loc, "the model grows past %d nodes while inlining defs (def calls, innermost first: %s); "
-           "defs that call others several times grow the graph exponentially with their depth", FE_MAX_NODES, chain);
-  return L->too_big = true, 1;
-}
-
 static const fe_dparam *fe_def_param(const fe_def *def, const char *name) {
   for (const fe_dparam *p = def->params; p; p = p->next)
     if (strcmp(p->name, name) == 0) return p;
@@ -288,8 +276,9 @@ static void fe_def_expansion_note(fe_lower *L, const fe_def *def, const fe_expr 
 
 int fe_call_def(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, const fe_def *def,
                 const char *callsite, const char *ret_name, int *out, int max) {
-  if (fe_def_recursion(L, s, def, e->loc) || fe_def_too_big(L, s, def, e->loc)) return -1;
+  if (fe_def_recursion(L, s, def, e->loc) || fe_too_big(L, s, def, e->loc)) return -1;
   if (s->depth >= 64) return ir_error(L->d, e->loc, "defs are nested more than 64 calls deep"), -1;
+  L->ncalls++;
   ir_expansion *x = ir_alloc(&L->file->arena, sizeof *x);
   *x = (ir_expansion){def->name, e->loc, s->expansion};
   fe_scope callee = {.prefix = callsite, .def = def, .expansion = x, .caller = s, .depth = s->depth + 1};

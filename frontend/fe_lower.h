@@ -57,13 +57,9 @@ typedef struct {
   fe_map suffix;               /* fe_unique: base name -> the last suffix it handed out */
   fe_map outputs;              /* names of the tensors already declared outputs */
   int nparams, params_counted; /* PARAM and AUX tensors among the first params_counted */
-  bool too_big;                /* FE_MAX_NODES reached: lowering stops building */
+  int ncalls;                  /* def calls inlined */
+  bool too_big;                /* a budget of fe_too_big is spent: lowering stops building */
 } fe_lower;
-
-/* The most nodes one model's lowering may create. Defs that call each other several times
- * grow a graph exponentially with their depth; past this the model is refused (naming the
- * def chain that crossed it) instead of being built for minutes. */
-#define FE_MAX_NODES 300000
 
 /* fe_eval.c — compile-time values: dims, attribute arithmetic, type checks of def params */
 bool fe_dim_value(const fe_lower *L, const char *name, int64_t *out);
@@ -74,6 +70,14 @@ const fe_def *fe_find_def(fe_file *f, const char *name);
 void fe_error_unknown_name(fe_lower *L, const fe_scope *s, const char *name, ir_loc loc);
 
 /* fe_lower.c */
+/* Lowering one model creates at most FE_MAX_NODES nodes and as many constants, and inlines
+ * at most FE_MAX_CALLS def calls (defs that call each other several times grow exponentially
+ * with their depth; a tree of calls has about twice as many calls as leaves). Checked before each expression and def call, each of which builds at most one of
+ * them itself, and once at the end: past a budget the model is refused once, where it was
+ * crossed, naming the def calls that led there, and 1 is returned from then on, so building
+ * stops. */
+#define FE_MAX_CALLS (4 * FE_MAX_NODES)
+int fe_too_big(fe_lower *L, const fe_scope *s, const fe_def *callee, ir_loc loc);   /* callee: a def about to be inlined */
 fe_binding *fe_lookup(const fe_scope *s, const char *name);
 bool fe_bind(fe_lower *L, fe_scope *s, const char *name, fe_bkind kind, int tensor, const ir_aval *v, ir_loc loc);
 int fe_const(fe_lower *L, double value, ir_loc loc);
