@@ -124,6 +124,7 @@ typedef struct fe_parser {
   int skip_braces;           /* '{' dropped while skipping, whose '}' must be dropped too */
   int err_line, err_col;     /* where the last syntax error was reported */
   int lex_err_line;          /* the last line with a lexical error: no syntax errors there */
+  int big_int_line, big_int_col;   /* the last integer literal too large to read (it reads as 1) */
   int def_errors;            /* the error count where the current def's body began */
   bool stop;                 /* the file is refused already (an expression too deep, too many
                                 errors): the lexer ends the input, so nothing more is built */

@@ -165,8 +165,10 @@ dim_decl: T_DIM T_NAME '=' T_INT {
       d->name = $2, d->value = (int64_t)$4, d->loc = L(p, @2), d->next = p->file->dims;
       p->file->dims = d;
     }
-    | T_DIM T_NAME '=' '-' T_INT {   /* said as what it is, not as a syntax error */
-      ir_error(p->diag, L(p, @2), "dim '%s' must be positive (got -%.0f)", $2, $5);
+    | T_DIM T_NAME '=' '-' T_INT {   /* said as what it is, not as a syntax error; a literal too
+                                        large to read is the lexer's error alone */
+      if (p->big_int_line != @5.first_line || p->big_int_col != @5.first_column)
+        ir_error(p->diag, L(p, @2), "dim '%s' must be positive (got -%.0f)", $2, $5);
     }
     ;
 
