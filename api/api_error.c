@@ -75,7 +75,7 @@ int api_check_shape(const char *what, int rank, const int64_t *dims, k_shape *ou
   if (rank > 0 && !dims) return api_fail("%s: dims is NULL", what);
   *out = (k_shape){.rank = rank};
   for (int i = 0; i < rank; i++) {
-    if (dims[i] < 1 || dims[i] > (INT64_C(1) << 40))
+    if (dims[i] < 1 || dims[i] > IR_MAX_DIM)
       return api_fail("%s: dimension %d is %lld; dimensions are between 1 and 2^40", what, i, (long long)dims[i]);
     out->d[i] = dims[i];
   }

@@ -288,7 +288,7 @@ static int api_graph_defines(int n, const char *const *names, const int64_t *val
   if (n && (!names || !values)) return api_fail("kiln_graph_load_dims: dim_names or values is NULL");
   for (int i = 0; i < n; i++) {
     if (!names[i] || !api_is_name(names[i], false)) return api_fail("kiln_graph_load_dims: dim_names[%d] is not a name", i);
-    if (values[i] < 1 || values[i] > ((int64_t)1 << 40))
+    if (values[i] < 1 || values[i] > IR_MAX_DIM)
       return api_fail("kiln_graph_load_dims: dim %s = %lld: a dim is 1..2^40", names[i], (long long)values[i]);
     defs[i] = (fe_define){names[i], values[i]};
   }

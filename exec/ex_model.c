@@ -72,8 +72,6 @@ ex_entry *ex_model_state(ex_model *m, const char *name, int64_t n) {
 
 /* ---- initialisation ---- */
 
-_Static_assert((int)K_INIT_XAVIER == (int)K_INIT_XAVIER && (int)K_INIT_CONSTANT == (int)K_INIT_CONSTANT, "initializer kinds differ");
-
 static void ex_init(float *x, const ir_tensor *t, uint64_t seed, uint64_t ctr) {
   if (t->data) return (void)memcpy(x, t->data, (size_t)ir_tensor_numel(t) * 4);   /* imported weights */
   ir_init in = t->has_init ? t->init : (ir_init){K_INIT_ZEROS, 0, 0};

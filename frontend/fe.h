@@ -18,16 +18,16 @@ typedef struct fe_arg {      /* a call argument or tuple item; key != NULL for k
   struct fe_arg *next;
 } fe_arg;
 
-struct fe_expr {
+struct fe_expr {              /* fields ordered for size: a file may hold millions */
   fe_expr_kind kind;
+  int depth;                 /* BINOP: operators in its longest chain (lowering recurses on it) */
   ir_loc loc;
   double num;                /* NUM, BOOL */
-  bool is_int;
   const char *str;           /* NAME, STR, CALL's callee */
-  char op;                   /* BINOP: + - * / and '^' for ** */
   fe_expr *l, *r;            /* BINOP; NEG uses l */
   fe_arg *args;              /* CALL, TUPLE */
-  int depth;                 /* BINOP: operators in its longest chain (lowering recurses on it) */
+  char op;                   /* BINOP: + - * / and '^' for ** */
+  bool is_int;
 };
 
 typedef struct fe_name { const char *name; ir_loc loc; struct fe_name *next; } fe_name;
@@ -73,12 +73,22 @@ typedef struct fe_model { const char *name; fe_stmt *items; ir_loc loc; struct f
 typedef struct {
   ir_arena arena;
   const char *path;
-  char *text;                /* the whole source, NUL-terminated (owned) */
+  char *text;                /* the whole source and two NULs after it (owned; the lexer
+                                scans it in place) */
   size_t len;
   fe_dim *dims;
   fe_def *defs;
   fe_model *models;
+  struct fe_file_index *index;   /* dims and defs by name (fe_eval.c), built on first use */
 } fe_file;
+
+/* Limits that keep a file cheap to refuse (docs/language.md, "Limits"). Lowering one model
+ * builds at most FE_MAX_NODES nodes (fe_lower.h, fe_too_big). The parser refuses a model or
+ * def of more statements than that, and a file whose syntax tree passes FE_MAX_SYNTAX items
+ * (statements, expressions, arguments, names, parameters, dims...), and stops reading
+ * there: memory stays a small multiple of the input, whatever its shape. */
+#define FE_MAX_NODES 300000
+#define FE_MAX_SYNTAX (6 * FE_MAX_NODES)
 
 /* ---- fe_parse.c ---- */
 /* Reads and parses path (or, when text != NULL, that text under the name path). Syntax
@@ -109,15 +119,19 @@ typedef struct fe_parser {
   int last_tok_line;         /* line of the last token returned */
   int last_tok_end;          /* the column just after it */
   int prev_end_line, prev_end_col;   /* the same for the token before it */
-  const char *last_text;     /* text of the last token, for syntax errors */
+  char last_text[44];        /* the last token's first 40 bytes, for syntax errors */
   bool skipping;             /* after a syntax error: drop tokens to the next line */
   int skip_braces;           /* '{' dropped while skipping, whose '}' must be dropped too */
   int err_line, err_col;     /* where the last syntax error was reported */
   int lex_err_line;          /* the last line with a lexical error: no syntax errors there */
+  int big_int_line, big_int_col;   /* the last integer literal too large to read (it reads as 1) */
   int def_errors;            /* the error count where the current def's body began */
   bool stop;                 /* the file is refused already (an expression too deep, too many
                                 errors): the lexer ends the input, so nothing more is built */
   bool err_again;            /* the last error was at that same token: recovery made no progress */
+  const char *block_kind, *block_name;   /* the model or def being read ("model", "m") */
+  int block_stmts;           /* its statements so far */
+  int syntax_items;          /* the file's syntax-tree items so far (fe_new) */
 } fe_parser;
 
 #endif

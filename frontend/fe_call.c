@@ -127,6 +127,7 @@ int fe_call_op(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, int 
                    : fe_unique(L, node_name ? node_name : fe_join(L, st->pfx, op->name));
   int n = ir_graph_add_node(L->g, opi, name, nin, in, e->loc);
   ir_node *node = ir_node_at(L->g, n);
+  node->from = s->expansion;
   if (param) memcpy(node->param, param, op->param_size);
   return node->out[0];
 }
@@ -143,18 +144,6 @@ static int fe_def_recursion(fe_lower *L, const fe_scope *s, const fe_def *def, i
   for (; s != t; s = s->caller) cycle = ir_strfmt(&L->g->arena, "%s -> %s", s->def->name, cycle);
   ir_error(L->d, loc, "def '%s' calls itself (%s -> %s); recursion never ends at compile time", def->name, def->name, cycle);
   return 1;
-}
-
-/* Past FE_MAX_NODES the model is refused once, naming the chain of calls that got there;
- * every later call returns at once, so building stops. */
-static int fe_def_too_big(fe_lower *L, const fe_scope *s, const fe_def *def, ir_loc loc) {
-  if (L->too_big) return 1;
-  if (ir_nnodes(L->g) < FE_MAX_NODES) return 0;
-  const char *chain = def->name;
-  for (; s && s->def; s = s->caller) chain = ir_strfmt(&L->g->arena, "%s <- %s", chain, s->def->name);
-  ir_error(L->d, loc, "the model grows past %d nodes while inlining defs (def calls, innermost first: %s); "
-           "defs that call others several times grow the graph exponentially with their depth", FE_MAX_NODES, chain);
-  return L->too_big = true, 1;
 }
 
 static const fe_dparam *fe_def_param(const fe_def *def, const char *name) {
@@ -279,16 +268,20 @@ static int fe_def_returns(fe_lower *L, fe_scope *callee, const char *ret_name, c
 }
 
 /* An error inside a def's body points into the def; this note says which call led there (one
- * per level of nesting, innermost first). */
+ * per level of nesting, innermost first, as each call returns). Errors found after lowering
+ * (shape inference) print the whole chain from the node's `from`. */
 static void fe_def_expansion_note(fe_lower *L, const fe_def *def, const fe_expr *call) {
-  ir_note(L->d, call->loc, "in the expansion of def '%s' called here", def->name);
+  ir_note_expansion(L->d, &(ir_expansion){def->name, call->loc, NULL});
 }
 
 int fe_call_def(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, const fe_def *def,
                 const char *callsite, const char *ret_name, int *out, int max) {
-  if (fe_def_recursion(L, s, def, e->loc) || fe_def_too_big(L, s, def, e->loc)) return -1;
+  if (fe_def_recursion(L, s, def, e->loc) || fe_too_big(L, s, def, e->loc)) return -1;
   if (s->depth >= 64) return ir_error(L->d, e->loc, "defs are nested more than 64 calls deep"), -1;
-  fe_scope callee = {.prefix = callsite, .def = def, .caller = s, .depth = s->depth + 1};
+  L->ncalls++;
+  ir_expansion *x = ir_alloc(&L->file->arena, sizeof *x);
+  *x = (ir_expansion){def->name, e->loc, s->expansion};
+  fe_scope callee = {.prefix = callsite, .def = def, .expansion = x, .caller = s, .depth = s->depth + 1};
   int before = fe_count_params(L), failed = L->d->failed, first = ir_ntensors(L->g);
   if (fe_def_bind_tensors(L, s, st, &callee, e) | fe_def_bind_attrs(L, s, &callee, e)) return -1;
   fe_lower_stmts(L, &callee, def->body);

@@ -1,33 +1,40 @@
 /* fe_check.c — file-level checks that need no graph: names declared twice, defs that
- * would hide an op, def parameter lists, and -D overrides that name no dim. */
+ * would hide an op, def parameter lists, and -D overrides that name no dim. Names declared
+ * twice are found with hash maps: a file of many dims or defs checked pairwise took minutes. */
 #include "fe_lower.h"
 
 #include <string.h>
 
+/* Whether name was seen before in `seen`; records it otherwise. */
+static bool fe_seen(fe_lower *L, fe_map *seen, const char *name) {
+  if (fe_map_get(seen, name)) return true;
+  fe_map_put(seen, &L->file->arena, name, (void *)name);
+  return false;
+}
+
 static void fe_check_dims(fe_lower *L) {
+  fe_map seen = {0};
   for (const fe_dim *a = L->file->dims; a; a = a->next) {
+    if (fe_seen(L, &seen, a->name)) ir_error(L->d, a->loc, "dim '%s' is declared twice", a->name);
     if (a->value <= 0) ir_error(L->d, a->loc, "dim '%s' must be positive", a->name);
-    for (const fe_dim *b = a->next; b; b = b->next)
-      if (strcmp(a->name, b->name) == 0) ir_error(L->d, b->loc, "dim '%s' is declared twice", b->name);
   }
 }
 
-static void fe_check_def(fe_lower *L, const fe_def *d) {
+static void fe_check_def(fe_lower *L, const fe_def *d, fe_map *defs) {
   if (ir_op_lookup(d->name) >= 0) ir_error(L->d, d->loc, "def '%s' has the name of an op; choose another name", d->name);
-  for (const fe_def *e = d->next; e; e = e->next)
-    if (strcmp(d->name, e->name) == 0) ir_error(L->d, e->loc, "def '%s' is defined twice", e->name);
+  if (fe_seen(L, defs, d->name)) ir_error(L->d, d->loc, "def '%s' is defined twice", d->name);
+  fe_map params = {0};
   for (const fe_dparam *p = d->params; p; p = p->next) {
     if (p->atype) fe_check_atype_name(L, p->atype, p->loc);
     if (!p->atype && p->dflt) ir_error(L->d, p->loc, "tensor parameter '%s' cannot have a default", p->name);
-    for (const fe_dparam *q = p->next; q; q = q->next)
-      if (strcmp(p->name, q->name) == 0) ir_error(L->d, q->loc, "parameter '%s' is listed twice", q->name);
+    if (fe_seen(L, &params, p->name)) ir_error(L->d, p->loc, "parameter '%s' is listed twice", p->name);
   }
 }
 
 static void fe_check_models(fe_lower *L) {
+  fe_map seen = {0};
   for (const fe_model *m = L->file->models; m; m = m->next)
-    for (const fe_model *n = m->next; n; n = n->next)
-      if (strcmp(m->name, n->name) == 0) ir_error(L->d, n->loc, "model '%s' is defined twice", n->name);
+    if (fe_seen(L, &seen, m->name)) ir_error(L->d, m->loc, "model '%s' is defined twice", m->name);
 }
 
 static void fe_check_defines_known(fe_lower *L) {
@@ -50,7 +57,8 @@ int fe_check_file(fe_file *f, const fe_define *defs, int ndefs, ir_diag *d) {
   int before = d->failed;
   fe_lower L = {.file = f, .d = d, .defines = defs, .ndefines = ndefs};
   fe_check_dims(&L);
-  for (const fe_def *def = f->defs; def; def = def->next) fe_check_def(&L, def);
+  fe_map seen = {0};
+  for (const fe_def *def = f->defs; def; def = def->next) fe_check_def(&L, def, &seen);
   fe_check_models(&L);
   fe_check_defines_known(&L);
   if (!f->models && d->failed == before) ir_error(d, (ir_loc){f->path, 1, 1}, "no model in this file (write 'model NAME { ... }')");

@@ -6,18 +6,26 @@
 #include <math.h>
 #include <string.h>
 
+/* Built on first use: lowering looks a name up in every statement, and a walk of the lists
+ * made a file of many dims or defs quadratic. */
+static fe_file_index *fe_index(fe_file *f) {
+  if (f->index) return f->index;
+  fe_file_index *x = ir_alloc(&f->arena, sizeof *x);
+  for (fe_dim *d = f->dims; d; d = d->next) fe_map_put(&x->dims, &f->arena, d->name, d);
+  for (fe_def *d = f->defs; d; d = d->next) fe_map_put(&x->defs, &f->arena, d->name, d);
+  return f->index = x;
+}
+
 bool fe_dim_value(const fe_lower *L, const char *name, int64_t *out) {
   for (int i = 0; i < L->ndefines; i++)
     if (strcmp(L->defines[i].name, name) == 0) return *out = L->defines[i].value, true;
-  for (const fe_dim *d = L->file->dims; d; d = d->next)
-    if (strcmp(d->name, name) == 0) return *out = d->value, true;
-  return false;
+  const fe_dim *d = fe_map_get(&fe_index(L->file)->dims, name);
+  if (d) *out = d->value;
+  return d != NULL;
 }
 
-const fe_def *fe_find_def(const fe_file *f, const char *name) {
-  for (const fe_def *d = f->defs; d; d = d->next)
-    if (strcmp(d->name, name) == 0) return d;
-  return NULL;
+const fe_def *fe_find_def(fe_file *f, const char *name) {
+  return fe_map_get(&fe_index(f)->defs, name);
 }
 
 /* "unknown name 'x'", with the closest name in scope or among the dims. */

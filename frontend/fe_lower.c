@@ -103,6 +103,7 @@ static int fe_tensor_arith(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_e
   }
   const char *name = node_name ? node_name : fe_unique(L, fe_join(L, st->pfx, ir_ops[op].name));
   int n = ir_graph_add_node(L->g, op, name, e->kind == FE_NEG ? 1 : 2, in, e->loc);
+  ir_node_at(L->g, n)->from = s->expansion;
   return ir_node_at(L->g, n)->out[0];
 }
 
@@ -146,10 +147,28 @@ static int fe_tensor_of(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr
   return -1;
 }
 
+int fe_too_big(fe_lower *L, const fe_scope *s, const fe_def *callee, ir_loc loc) {
+  if (L->too_big) return 1;
+  const char *what = ir_nnodes(L->g) > FE_MAX_NODES ? "nodes" : L->nconst > FE_MAX_NODES ? "constants"
+                   : L->ncalls > FE_MAX_CALLS ? "def calls" : NULL;
+  if (!what) return 0;
+  int max = what[0] == 'd' ? FE_MAX_CALLS : FE_MAX_NODES;
+  L->too_big = true;
+  if (!s->def && !callee)
+    return ir_error(L->d, loc, "model '%s' grows past %d %s; lowering one model makes at most %d", L->g->name, max, what, max), 1;
+  const char *chain = callee ? callee->name : NULL;
+  for (; s && s->def; s = s->caller) chain = chain ? ir_strfmt(&L->g->arena, "%s <- %s", chain, s->def->name) : s->def->name;
+  ir_error(L->d, loc, "the model grows past %d %s while inlining defs (def calls, innermost first: %s); "
+           "defs that call others several times grow the graph exponentially with their depth", max, what, chain);
+  return 1;
+}
+
 /* The parser bounds each expression's depth, but defs inlined at the bottom of deep
- * expressions add up; this bound keeps the recursion within the C stack. */
+ * expressions add up; this bound keeps the recursion within the C stack. Each call builds
+ * at most one node or constant itself, so the budgets are checked here. */
 #define FE_MAX_LOWER_DEPTH 3000
 int fe_tensor(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, const char *node_name) {
+  if (fe_too_big(L, s, NULL, e->loc)) return -1;
   if (L->depth >= FE_MAX_LOWER_DEPTH)
     return ir_error(L->d, e->loc, "expressions nest more than %d levels deep through def calls", FE_MAX_LOWER_DEPTH), -1;
   L->depth++;
@@ -194,9 +213,9 @@ static void fe_assign(fe_lower *L, fe_scope *s, const fe_stmt *a) {
   fe_bind(L, s, a->names->name, FE_B_TENSOR, t, NULL, a->names->loc);
 }
 
-/* Stops once the error limit is reached: nothing more would be printed, and the graph is
- * refused anyway. */
-static bool fe_gave_up(const fe_lower *L) { return L->d->errors >= L->d->max_errors; }
+/* Stops once the error limit is reached (nothing more would be printed, and the graph is
+ * refused anyway) or a budget of fe_too_big is spent. */
+static bool fe_gave_up(const fe_lower *L) { return L->too_big || L->d->errors >= L->d->max_errors; }
 
 void fe_lower_stmts(fe_lower *L, fe_scope *s, const fe_stmt *body) {
   for (const fe_stmt *a = body; a && !fe_gave_up(L); a = a->next) fe_assign(L, s, a);
@@ -233,11 +252,17 @@ static int fe_ttype_eval(fe_lower *L, const fe_ttype *t, k_dtype *dt, k_shape *s
     int64_t v = 0;
     if (shape->rank == K_MAX_RANK) return ir_error(L->d, a->loc, "a tensor has at most %d dimensions", K_MAX_RANK), 1;
     if (fe_dim_entry(L, a->value, &v)) { err = 1; continue; }
-    if (v <= 0 || v > (1ll << 40)) {
+    if (v <= 0 || v > IR_MAX_DIM) {
       ir_error(L->d, a->loc, v <= 0 ? "dimension %lld must be positive" : "dimension %lld is too large (2^40 at most)", (long long)v);
       err = 1;
     }
     shape->d[shape->rank++] = v;
+  }
+  char why[96], ty[160];
+  if (!err && ir_shape_check(shape, why, sizeof why)) {
+    ir_type_str(*dt, shape, ty, sizeof ty);
+    ir_error(L->d, t->loc, "%s is too large: %s", ty, why);
+    err = 1;
   }
   return err;
 }
@@ -335,9 +360,13 @@ static void fe_decl_output(fe_lower *L, fe_scope *s, const fe_stmt *a) {
                n->name, (double)ir_tensor_at(L->g, t)->value);
       continue;
     }
-    for (int i = 0; i < L->g->outputs.len; i++)
-      if (IR_VEC_AT(L->g->outputs, int, i) == t) { ir_error(L->d, n->loc, "'%s' is already an output", n->name); t = -1; break; }
-    if (t >= 0) *(int *)ir_vec_push(&L->g->outputs) = t;
+    const char *tn = ir_tensor_at(L->g, t)->name;       /* one tensor, one name: a map, not a walk */
+    if (fe_map_get(&L->outputs, tn)) {
+      ir_error(L->d, n->loc, "'%s' is already an output", n->name);
+      continue;
+    }
+    fe_map_put(&L->outputs, &L->file->arena, tn, (void *)tn);
+    *(int *)ir_vec_push(&L->g->outputs) = t;
   }
 }
 
@@ -398,6 +427,7 @@ ir_graph *fe_lower_model(fe_file *f, fe_model *m, const fe_define *defs, int nde
   fe_lower L = {.file = f, .g = ir_graph_new(m->name), .d = d, .defines = defs, .ndefines = ndefs};
   fe_scope s = {.prefix = ""};
   for (const fe_stmt *a = m->items; a && !fe_gave_up(&L); a = a->next) fe_model_item(&L, &s, a);
+  fe_too_big(&L, &s, NULL, m->loc);       /* the last statement may have crossed a budget */
   if (L.g->outputs.len == 0 && !L.g->has_train && d->failed == before)
     ir_error(d, m->loc, "model '%s' has no output and no train statement", m->name);
   if (d->failed == before) ir_infer_shapes(L.g, d);

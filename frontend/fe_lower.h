@@ -11,6 +11,10 @@ void *fe_map_get(const fe_map *m, const char *key);          /* NULL if absent *
 void fe_map_put(fe_map *m, ir_arena *a, const char *key, void *val);  /* keeps an existing value */
 void fe_map_set(fe_map *m, ir_arena *a, const char *key, void *val);  /* replaces it */
 
+/* A file's dims and defs by name; the first declaration of a name is the one found (fe_check.c
+ * reports the others). */
+typedef struct fe_file_index { fe_map dims, defs; } fe_file_index;
+
 typedef enum { FE_B_TENSOR, FE_B_ATTR } fe_bkind;
 typedef struct fe_binding {
   const char *name;
@@ -26,6 +30,8 @@ typedef struct fe_scope {
   fe_map index;                /* name -> binding */
   const char *prefix;          /* call-site prefix inside a def ("b1"); "" in the model */
   const fe_def *def;           /* NULL in the model */
+  const ir_expansion *expansion;   /* the def calls that led here (NULL in the model): the
+                                  nodes built in this scope carry it for later errors */
   struct fe_scope *caller;
   int depth;
 } fe_scope;
@@ -49,24 +55,29 @@ typedef struct {
   fe_map tensors;              /* tensor name -> index + 1, for the first `indexed` tensors */
   int indexed;
   fe_map suffix;               /* fe_unique: base name -> the last suffix it handed out */
+  fe_map outputs;              /* names of the tensors already declared outputs */
   int nparams, params_counted; /* PARAM and AUX tensors among the first params_counted */
-  bool too_big;                /* FE_MAX_NODES reached: lowering stops building */
+  int ncalls;                  /* def calls inlined */
+  bool too_big;                /* a budget of fe_too_big is spent: lowering stops building */
 } fe_lower;
-
-/* The most nodes one model's lowering may create. Defs that call each other several times
- * grow a graph exponentially with their depth; past this the model is refused (naming the
- * def chain that crossed it) instead of being built for minutes. */
-#define FE_MAX_NODES 300000
 
 /* fe_eval.c — compile-time values: dims, attribute arithmetic, type checks of def params */
 bool fe_dim_value(const fe_lower *L, const char *name, int64_t *out);
 int fe_eval_attr(fe_lower *L, const fe_scope *s, const fe_expr *e, ir_aval *out);
 int fe_check_atype(fe_lower *L, const char *atype, const ir_aval *v, const char *what, ir_loc loc);
 int fe_check_atype_name(fe_lower *L, const char *atype, ir_loc loc);
-const fe_def *fe_find_def(const fe_file *f, const char *name);
+const fe_def *fe_find_def(fe_file *f, const char *name);
 void fe_error_unknown_name(fe_lower *L, const fe_scope *s, const char *name, ir_loc loc);
 
 /* fe_lower.c */
+/* Lowering one model creates at most FE_MAX_NODES nodes and as many constants, and inlines
+ * at most FE_MAX_CALLS def calls (defs that call each other several times grow exponentially
+ * with their depth; a tree of calls has about twice as many calls as leaves). Checked before each expression and def call, each of which builds at most one of
+ * them itself, and once at the end: past a budget the model is refused once, where it was
+ * crossed, naming the def calls that led there, and 1 is returned from then on, so building
+ * stops. */
+#define FE_MAX_CALLS (4 * FE_MAX_NODES)
+int fe_too_big(fe_lower *L, const fe_scope *s, const fe_def *callee, ir_loc loc);   /* callee: a def about to be inlined */
 fe_binding *fe_lookup(const fe_scope *s, const char *name);
 bool fe_bind(fe_lower *L, fe_scope *s, const char *name, fe_bkind kind, int tensor, const ir_aval *v, ir_loc loc);
 int fe_const(fe_lower *L, double value, ir_loc loc);

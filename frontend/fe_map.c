@@ -25,7 +25,7 @@ void *fe_map_get(const fe_map *m, const char *key) {
 void fe_map_put(fe_map *m, ir_arena *a, const char *key, void *val) {
   if (2 * (m->len + 1) > m->cap) {              /* grow at half full; old tables stay in the arena */
     fe_map old = *m;
-    m->cap = old.cap ? 2 * old.cap : 16, m->len = 0;
+    m->cap = old.cap ? 2 * old.cap : 4, m->len = 0;   /* small: a def call makes a scope of a few names */
     m->keys = ir_alloc(a, sizeof(char *) * (size_t)m->cap);
     m->vals = ir_alloc(a, sizeof(void *) * (size_t)m->cap);
     for (int i = 0; i < old.cap; i++)

@@ -17,12 +17,12 @@ static char *fe_read_file(const char *path, size_t *len, ir_diag *d) {
   ir_loc none = {0};
   if (!f) return ir_error(d, none, "cannot open '%s': %s", path, strerror(errno)), NULL;
   size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap + 1);
+  char *buf = malloc(cap + 2);       /* two NULs after the text: the lexer scans it in place */
   for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;) {
     n += got;
     if (n == cap && cap >= (64u << 20)) break;
     if (n == cap) {
-      char *nb = realloc(buf, (cap *= 2) + 1);
+      char *nb = realloc(buf, (cap *= 2) + 2);
       if (!nb) free(buf);
       buf = nb;
     }
@@ -35,7 +35,7 @@ static char *fe_read_file(const char *path, size_t *len, ir_diag *d) {
     free(buf);
     return NULL;
   }
-  buf[n] = 0;
+  buf[n] = buf[n + 1] = 0;
   *len = n;
   return buf;
 }
@@ -57,7 +57,8 @@ static fe_file *fe_parse_owned(const char *path, char *text, size_t len, ir_diag
   ir_diag_add_source(d, f->path, text, len);
   fe_parser p = {.file = f, .diag = d, .line = 1, .col = 1};
   if (fe_yylex_init_extra(&p, (yyscan_t *)&p.scanner)) return fe_file_free(f), NULL;
-  YY_BUFFER_STATE buf = fe_yy_scan_bytes(text, (int)len, p.scanner);
+  YY_BUFFER_STATE buf = fe_yy_scan_buffer(text, len + 2, p.scanner);   /* in place: lexer.l says how */
+  if (!buf) KILN_ICE("the source text lacks its two closing NULs");
   fe_yyparse(&p);
   fe_yy_delete_buffer(buf, p.scanner);
   fe_yylex_destroy(p.scanner);
@@ -72,10 +73,10 @@ fe_file *fe_parse_file(const char *path, ir_diag *d) {
 }
 
 fe_file *fe_parse_text(const char *name, const char *text, size_t len, ir_diag *d) {
-  char *copy = malloc(len + 1);
+  char *copy = malloc(len + 2);
   if (!copy) return NULL;
   memcpy(copy, text, len);
-  copy[len] = 0;
+  copy[len] = copy[len + 1] = 0;
   return fe_parse_owned(name, copy, len, d);
 }
 

@@ -30,7 +30,21 @@
 int fe_yylex(FE_YYSTYPE *lval, FE_YYLTYPE *lloc, void *scan);
 static void fe_yyerror(FE_YYLTYPE *loc, fe_parser *p, const char *msg);
 static ir_loc L(fe_parser *p, FE_YYLTYPE l) { return (ir_loc){p->file->path, l.first_line, l.first_column}; }
-static void *fe_new(fe_parser *p, size_t n) { return ir_alloc(&p->file->arena, n); }
+/* Every syntax-tree item comes from here, so that a file past FE_MAX_SYNTAX items stops
+ * being read (p->stop: the lexer ends the input) instead of growing without bound. */
+static void *fe_new(fe_parser *p, size_t n) {
+  if (++p->syntax_items == FE_MAX_SYNTAX + 1) {
+    ir_error(p->diag, (ir_loc){p->file->path, p->line, p->col},
+             "the file holds more than %d syntax items (names, numbers, operators, calls, statements...), 6 for each "
+             "of the %d nodes a model may have; reading stops here", FE_MAX_SYNTAX, FE_MAX_NODES);
+    p->stop = true;
+  }
+  return ir_alloc(&p->file->arena, n);
+}
+/* The model or def whose statements fe_stmt_new counts. */
+static void fe_block_open(fe_parser *p, const char *kind, const char *name) {
+  p->block_kind = kind, p->block_name = name, p->block_stmts = 0;
+}
 static fe_expr *fe_expr_new(fe_parser *p, fe_expr_kind k, FE_YYLTYPE l) {
   fe_expr *e = fe_new(p, sizeof *e);
   e->kind = k;
@@ -70,7 +84,14 @@ static fe_name *fe_name_new(fe_parser *p, const char *s, FE_YYLTYPE l, fe_name *
   n->name = s, n->loc = L(p, l), n->next = next;
   return n;
 }
+/* A model or def of more than FE_MAX_NODES statements is refused as soon as it has one more
+ * (most statements make a node, and lowering makes at most FE_MAX_NODES), and reading stops. */
 static fe_stmt *fe_stmt_new(fe_parser *p, fe_stmt_kind k, FE_YYLTYPE l) {
+  if (++p->block_stmts == FE_MAX_NODES + 1 && !p->stop) {
+    ir_error(p->diag, L(p, l), "%s '%s' has more than %d statements; lowering one model creates at most %d nodes "
+             "(FE_MAX_NODES); reading stops here", p->block_kind, p->block_name, FE_MAX_NODES, FE_MAX_NODES);
+    p->stop = true;
+  }
   fe_stmt *s = fe_new(p, sizeof *s);
   s->kind = k, s->loc = L(p, l);
   return s;
@@ -144,8 +165,10 @@ dim_decl: T_DIM T_NAME '=' T_INT {
       d->name = $2, d->value = (int64_t)$4, d->loc = L(p, @2), d->next = p->file->dims;
       p->file->dims = d;
     }
-    | T_DIM T_NAME '=' '-' T_INT {   /* said as what it is, not as a syntax error */
-      ir_error(p->diag, L(p, @2), "dim '%s' must be positive (got -%.0f)", $2, $5);
+    | T_DIM T_NAME '=' '-' T_INT {   /* said as what it is, not as a syntax error; a literal too
+                                        large to read is the lexer's error alone */
+      if (p->big_int_line != @5.first_line || p->big_int_col != @5.first_column)
+        ir_error(p->diag, L(p, @2), "dim '%s' must be positive (got -%.0f)", $2, $5);
     }
     ;
 
@@ -161,7 +184,7 @@ def: T_DEF T_NAME '(' dparams_opt ')' def_open body '}' {
     }
     ;
 
-def_open: '{'                        { p->def_errors = p->diag->errors; }
+def_open: '{'                        { p->def_errors = p->diag->errors; fe_block_open(p, "def", $<str>-3); }  /* -3: the def's name */
     ;
 
 rets: expr                           { $$ = fe_arg_new(p, NULL, $1, @1, NULL); }
@@ -186,9 +209,9 @@ body: %empty                         { $$ = NULL; }
     | body error                     { FE_RECOVER(); $$ = $1; }
     ;
 
-model: T_MODEL T_NAME '{' items '}' {
+model: T_MODEL T_NAME '{' { fe_block_open(p, "model", $2); } items '}' {
       fe_model *m = fe_new(p, sizeof *m);
-      m->name = $2, m->items = fe_rev_stmts($4), m->loc = L(p, @2), m->next = p->file->models;
+      m->name = $2, m->items = fe_rev_stmts($5), m->loc = L(p, @2), m->next = p->file->models;
       p->file->models = m;
     }
     ;

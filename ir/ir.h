@@ -61,6 +61,17 @@ void ir_verror(ir_diag *d, ir_loc loc, const char *fmt, va_list ap);
 void ir_note(ir_diag *d, ir_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void ir_warning(ir_diag *d, ir_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void ir_diag_free(ir_diag *d);
+/* How a front end came to build something: inlined from def `def`, called at `call`, itself
+ * inside the expansion `up` (NULL at the top). Like an ir_loc's file, it lives in the front
+ * end's memory. */
+typedef struct ir_expansion {
+  const char *def;
+  ir_loc call;
+  const struct ir_expansion *up;
+} ir_expansion;
+/* After an error at something built inside a def: "note: in the expansion of def 'X' called
+ * here" at each call of the chain, innermost first. */
+void ir_note_expansion(ir_diag *d, const ir_expansion *e);
 /* Length of the valid UTF-8 sequence of 2 to 4 bytes at s (n bytes left), else 0. */
 int ir_utf8_len(const unsigned char *s, long n);
 /* The closest of `cands` to `name` by edit distance, or NULL if none is close enough. */
@@ -76,6 +87,26 @@ int ir_type_str(k_dtype t, const k_shape *s, char *buf, size_t n); /* "f32[64, 1
 bool ir_shape_eq(const k_shape *a, const k_shape *b);
 /* NumPy broadcasting of a and b into out; false if incompatible. */
 bool ir_shape_broadcast(const k_shape *a, const k_shape *b, k_shape *out);
+/* The size limits of every tensor, declared or inferred: each dimension, and the element
+ * count, at most 2^40. Within them a tensor's element count and bytes cannot overflow an
+ * int64 (the code that computes them relies on it); a product of several sizes (FLOPs) can,
+ * and saturates (ir_sat_mul). */
+#define IR_MAX_DIM (INT64_C(1) << 40)
+#define IR_MAX_NUMEL (INT64_C(1) << 40)
+/* The element count of s, or INT64_MAX where it would overflow. */
+int64_t ir_shape_numel_sat(const k_shape *s);
+/* 0 when s is within the limits; else 1, with the reason in why ("dimension 1099511627777
+ * is larger than 2^40" or "1.2e+13 elements, more than 2^40"). */
+int ir_shape_check(const k_shape *s, char *why, size_t n);
+/* Saturating arithmetic on counts (non-negative): INT64_MAX stands for "too many". */
+static inline int64_t ir_sat_mul(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+static inline int64_t ir_sat_add(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+}
 
 /* ---- the graph ---- */
 typedef enum {
@@ -135,6 +166,7 @@ typedef struct ir_node {
   int *in, *out;       /* tensor indices; in = [args..., aux...] for OP */
   void *param;         /* the op's k_*_param struct, param_size bytes, or NULL */
   ir_loc loc;
+  const ir_expansion *from;  /* the def calls that inlined it, or NULL (see ir_diag.c) */
   int64_t flops;
   k_req *req;          /* per output; NULL means kWriteTo for every output. A gradient that
                           several backward nodes produce is written by the first (kWriteTo)

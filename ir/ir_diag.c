@@ -151,6 +151,10 @@ void ir_note(ir_diag *d, ir_loc loc, const char *fmt, ...) {
   va_end(ap);
 }
 
+void ir_note_expansion(ir_diag *d, const ir_expansion *e) {
+  for (; e; e = e->up) ir_note(d, e->call, "in the expansion of def '%s' called here", e->def);
+}
+
 /* Levenshtein distance, capped: names longer than 64 are never suggested. */
 static int ir_edit_distance(const char *a, const char *b) {
   size_t la = strlen(a), lb = strlen(b);

@@ -4,6 +4,7 @@
  * whose input failed is skipped quietly so one mistake gives one error. */
 #include "ops.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -33,6 +34,7 @@ static void ir_infer_report(ir_graph *g, ir_diag *d, const ir_node *n, const cha
   char shapes[1024];
   ir_infer_describe(g, n, shapes, sizeof shapes);
   ir_error(d, n->loc, "%s: %s (inputs: %s)", ir_ops[n->op].name, msg, shapes);
+  ir_note_expansion(d, n->from);
 }
 
 /* Inputs must have the dtypes the row asks for: i32 for labels and indices, f32 else. */
@@ -81,11 +83,44 @@ static void ir_infer_commit(ir_graph *g, ir_node *n, const ir_infer *x) {
   n->flops = x->flops;
 }
 
+/* A tensor beyond the size limits (ir.h) is refused where it would arise, so that no
+ * element count or byte size downstream can overflow: an output or a parameter shape that
+ * the op infers from its attributes (fully_connected(x, num_hidden=10^14)). */
+static int ir_infer_sizes(const ir_graph *g, const ir_node *n, ir_infer *x) {
+  char why[96], ty[160];
+  for (int i = 0; i < x->nout; i++) {
+    if (!ir_shape_check(&x->out[i], why, sizeof why)) continue;
+    ir_type_str(x->out_dt[i], &x->out[i], ty, sizeof ty);
+    return ir_infer_fail(x, "output '%s' would be %s: %s", ir_tensor_at(g, n->out[i])->name, ty, why);
+  }
+  for (int i = 0; i < x->nin; i++) {
+    const ir_tensor *t = ir_tensor_at(g, n->in[i]);
+    if (t->shape_known || !ir_shape_check(&x->in[i], why, sizeof why)) continue;
+    ir_type_str(t->dtype, &x->in[i], ty, sizeof ty);
+    return ir_infer_fail(x, "parameter '%s' would be %s: %s", t->name, ty, why);
+  }
+  return 0;
+}
+
+/* An input beyond the limits can only come from a front end that declared it so (the .kiln
+ * front end refuses such a declaration itself); refused before the op computes with it. */
+static int ir_infer_inputs_fit(const ir_graph *g, const ir_node *n, ir_infer *x) {
+  char why[96], ty[160];
+  for (int i = 0; i < n->nin; i++) {
+    const ir_tensor *t = ir_tensor_at(g, n->in[i]);
+    if (!t->shape_known || !ir_shape_check(&t->shape, why, sizeof why)) continue;
+    ir_type_str(t->dtype, &t->shape, ty, sizeof ty);
+    return ir_infer_fail(x, "input '%s' is %s: %s", t->name, ty, why);
+  }
+  return 0;
+}
+
 static int ir_infer_node(ir_graph *g, ir_diag *d, ir_node *n) {
   const ir_opdef *op = &ir_ops[n->op];
   if (!ir_infer_ready(g, n)) return 0;              /* an input already failed */
   if (n->nin > (int)(sizeof ((ir_infer_buf *)0)->in / sizeof(k_shape))) {
     ir_error(d, n->loc, "%s: too many inputs (%d)", op->name, n->nin);
+    ir_note_expansion(d, n->from);
     return 1;
   }
   if (ir_infer_dtypes(g, d, n)) return 1;
@@ -98,7 +133,7 @@ static int ir_infer_node(ir_graph *g, ir_diag *d, ir_node *n) {
   ir_infer x = {.op = op, .param = n->param, .nin = n->nin, .nargs = n->nin - ir_op_naux(op),
                 .in = b.in, .in_dt = b.in_dt, .in_known = b.in_known, .in_name = b.in_name,
                 .nout = n->nout, .out = b.out, .out_dt = b.out_dt};
-  if (op->infer(&x)) {
+  if (ir_infer_inputs_fit(g, n, &x) || op->infer(&x) || ir_infer_sizes(g, n, &x)) {
     ir_infer_report(g, d, n, x.msg);
     return 1;
   }
@@ -106,11 +141,15 @@ static int ir_infer_node(ir_graph *g, ir_diag *d, ir_node *n) {
   return 0;
 }
 
-static bool ir_infer_is_read(const ir_graph *g, int ti) {
+/* read[t]: whether a node reads tensor t; computed once (per parameter, a walk of every node
+ * made a model of many failed layers quadratic). */
+static bool *ir_infer_reads(const ir_graph *g) {
+  bool *read = calloc((size_t)ir_ntensors(g) + 1, sizeof *read);
+  if (!read) KILN_ICE("out of memory");
   for (int i = 0; i < ir_nnodes(g); i++)
     for (int j = 0; j < ir_node_at(g, i)->nin; j++)
-      if (ir_node_at(g, i)->in[j] == ti) return true;
-  return false;
+      if (ir_node_at(g, i)->in[j] >= 0) read[ir_node_at(g, i)->in[j]] = true;
+  return read;
 }
 
 /* After the nodes: parameters nothing gave a shape, and a train target that is no scalar.
@@ -118,13 +157,16 @@ static bool ir_infer_is_read(const ir_graph *g, int ti) {
  * which is reported already. */
 static int ir_infer_finish(ir_graph *g, ir_diag *d, int node_errors) {
   int errors = 0;
+  bool *read = NULL;
   for (int i = 0; i < ir_ntensors(g); i++) {
     ir_tensor *t = ir_tensor_at(g, i);
-    if ((t->kind == IR_T_PARAM || t->kind == IR_T_AUX) && !t->shape_known && !ir_infer_is_read(g, i)) {
-      ir_error(d, t->loc, "parameter '%s' has no declared shape and no op infers one", t->name);
-      errors++;
-    }
+    if ((t->kind != IR_T_PARAM && t->kind != IR_T_AUX) || t->shape_known) continue;
+    if (!read) read = ir_infer_reads(g);
+    if (read[i]) continue;
+    ir_error(d, t->loc, "parameter '%s' has no declared shape and no op infers one", t->name);
+    errors++;
   }
+  free(read);
   /* Only when every node of this graph inferred (a failed one leaves the loss without a
    * shape): counted here, not by d->errors, which also holds an earlier model's errors (a
    * second model then went unchecked; fuzz_frontend finding). */

@@ -224,7 +224,8 @@ static void ir_summary_node(const ir_graph *g, int ni, const int *first_reader, 
     const ir_tensor *t = ir_tensor_at(g, n->in[j]);
     if ((t->kind != IR_T_PARAM && t->kind != IR_T_AUX) || first_reader[n->in[j]] != ni) continue;
     ir_summary_param(t, w, first, out);
-    *(t->fixed ? fixed : t->kind == IR_T_AUX ? aux : params) += ir_tensor_numel(t);
+    int64_t *sum = t->fixed ? fixed : t->kind == IR_T_AUX ? aux : params;
+    *sum = ir_sat_add(*sum, ir_tensor_numel(t));
     fprintf(out, first ? "  %10s\n" : "\n", fl);
     first = false;
   }
@@ -261,12 +262,12 @@ void ir_print_summary(const ir_graph *g, FILE *out) {
   int *first_reader = ir_first_readers(g);
   for (int i = 0; i < ir_nnodes(g); i++) {
     ir_summary_node(g, i, first_reader, w, &params, &aux, &fixed, out);
-    flops += ir_node_at(g, i)->flops;
+    flops = ir_sat_add(flops, ir_node_at(g, i)->flops);
   }
   free(first_reader);
   ir_human((double)flops, fl, sizeof fl);
   ir_human((double)params * 4, pc, sizeof pc);
   fprintf(out, "\ntotal: %d nodes, %lld parameters (%sB as f32), %lld aux values, ", ir_nnodes(g), (long long)params, pc, (long long)aux);
   if (fixed) fprintf(out, "%lld const values, ", (long long)fixed);     /* models without consts print as before */
-  fprintf(out, "%lld FLOPs (%s) per forward pass\n", (long long)flops, fl);
+  fprintf(out, "%s%lld FLOPs (%s) per forward pass\n", flops == INT64_MAX ? "at least " : "", (long long)flops, fl);
 }

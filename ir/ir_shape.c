@@ -35,3 +35,18 @@ bool ir_shape_broadcast(const k_shape *a, const k_shape *b, k_shape *out) {
   *out = r;
   return true;
 }
+
+int64_t ir_shape_numel_sat(const k_shape *s) {
+  int64_t n = 1;
+  for (int i = 0; i < s->rank; i++) n = ir_sat_mul(n, s->d[i]);
+  return n;
+}
+
+int ir_shape_check(const k_shape *s, char *why, size_t n) {
+  for (int i = 0; i < s->rank; i++)
+    if (s->d[i] > IR_MAX_DIM) return snprintf(why, n, "dimension %lld is larger than 2^40", (long long)s->d[i]), 1;
+  if (ir_shape_numel_sat(s) <= IR_MAX_NUMEL) return 0;
+  double numel = 1;                  /* for the message: a saturated count would say too little */
+  for (int i = 0; i < s->rank; i++) numel *= (double)s->d[i];
+  return snprintf(why, n, "%.3g elements, more than 2^40", numel), 1;
+}

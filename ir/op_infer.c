@@ -60,6 +60,24 @@ static void ir_set_out(ir_infer *x, int i, k_shape s) {
   x->out_dt[i] = K_F32;
 }
 
+/* An attribute that becomes a dimension or a window (num_hidden, a kernel size, a reshape
+ * entry) is at most IR_MAX_DIM, as a declared dimension is: the sizes computed from it then
+ * stay far from overflow, and the driver (ir_infer.c) checks the shapes that result. */
+static int ir_dim_attr(ir_infer *x, const char *what, int64_t v) {
+  if (v <= IR_MAX_DIM) return 0;
+  return ir_infer_fail(x, "%s %lld is larger than a dimension can be (2^40)", what, (long long)v);
+}
+
+static const char *ir_ints_text(const k_ints *t, char *buf, size_t len);
+static int ir_dim_attrs(ir_infer *x, const char *what, const k_ints *t) {
+  char buf[160];
+  for (int i = 0; i < t->n; i++)
+    if (t->v[i] > IR_MAX_DIM)
+      return ir_infer_fail(x, "%s %s: %lld is larger than a dimension can be (2^40)", what, ir_ints_text(t, buf, sizeof buf),
+                           (long long)t->v[i]);
+  return 0;
+}
+
 /* ---- elementwise ---- */
 int ir_infer_unary(ir_infer *x) {
   ir_set_out(x, 0, x->in[0]);
@@ -76,7 +94,7 @@ int ir_infer_binary(ir_infer *x) {
     return ir_infer_fail(x, "cannot broadcast %s with %s", a, b);
   }
   ir_set_out(x, 0, out);
-  x->flops = k_shape_numel(&out);
+  x->flops = ir_shape_numel_sat(&out);    /* broadcasting may exceed the limits: the driver says so */
   return 0;
 }
 
@@ -126,7 +144,8 @@ int ir_infer_reshape(ir_infer *x) {
     if (p->shape.v[i] == -1 && infer_at < 0) infer_at = i;
     else if (p->shape.v[i] == -1) return ir_infer_fail(x, "shape may contain -1 only once");
     else if (p->shape.v[i] < 0) return ir_infer_fail(x, "shape entry %lld is negative", (long long)p->shape.v[i]);
-    else known *= p->shape.v[i];
+    else if (ir_dim_attr(x, "shape entry", p->shape.v[i])) return 1;
+    else known = ir_sat_mul(known, p->shape.v[i]);
   }
   if (infer_at >= 0) {
     if (known == 0 || n % known) return ir_infer_fail(x, "cannot reshape %lld elements with -1 and the rest %lld", (long long)n, (long long)known);
@@ -217,6 +236,7 @@ int ir_infer_broadcast_to(ir_infer *x) {
     int64_t have = j >= 0 ? in->d[j] : 1;
     if (p->shape.v[i] == -1 && j >= 0) p->shape.v[i] = have;
     if (p->shape.v[i] <= 0) return ir_infer_fail(x, "shape entry %d must be positive (tensors are never empty)", i);
+    if (ir_dim_attr(x, "shape entry", p->shape.v[i])) return 1;
     if (have != 1 && have != p->shape.v[i])
       return ir_infer_fail(x, "axis %d of size %lld cannot broadcast to %lld", j, (long long)have, (long long)p->shape.v[i]);
   }
@@ -311,7 +331,7 @@ int ir_infer_matmul(ir_infer *x) {
   out.d[out.rank++] = m;
   out.d[out.rank++] = n;
   ir_set_out(x, 0, out);
-  x->flops = 2 * k_shape_numel(&out) * ka;
+  x->flops = ir_sat_mul(2 * ka, ir_shape_numel_sat(&out));
   return 0;
 }
 
@@ -319,6 +339,7 @@ int ir_infer_fully_connected(ir_infer *x) {
   const k_fc_param *p = x->param;
   const k_shape *d = &x->in[0];
   if (p->num_hidden <= 0) return ir_infer_fail(x, "num_hidden must be positive, not %lld", (long long)p->num_hidden);
+  if (ir_dim_attr(x, "num_hidden", p->num_hidden)) return 1;
   if (d->rank < (p->flatten ? 2 : 1)) return ir_infer_fail(x, "data needs rank %d or more", p->flatten ? 2 : 1);
   if (p->no_bias && x->nargs > 2) return ir_infer_fail(x, "a bias is given but no_bias is true");
   if (!p->no_bias && x->nargs < 3) return ir_infer_fail(x, "no bias is given; pass one or set no_bias=true");
@@ -333,7 +354,7 @@ int ir_infer_fully_connected(ir_infer *x) {
   if (ir_infer_param(x, 1, ir_shape_of(2, w))) return 1;
   if (!p->no_bias && ir_infer_param(x, 2, ir_shape1(p->num_hidden))) return 1;
   ir_set_out(x, 0, out);
-  x->flops = 2 * k_shape_numel(&out) * in;
+  x->flops = ir_sat_mul(2 * in, ir_shape_numel_sat(&out));
   return 0;
 }
 
@@ -389,8 +410,11 @@ static int ir_conv_check(ir_infer *x, k_conv_param *p) {
   for (int i = 0; i < sp; i++)
     if (p->kernel.v[i] <= 0 || p->stride.v[i] <= 0 || p->dilate.v[i] <= 0)
       return ir_infer_fail(x, "kernel, stride and dilate must be positive");
+  if (ir_dim_attrs(x, "kernel", &p->kernel) || ir_dim_attrs(x, "stride", &p->stride) || ir_dim_attrs(x, "dilate", &p->dilate))
+    return 1;
   int64_t c = x->in[0].d[1];
   if (p->num_filter <= 0 || p->num_group <= 0) return ir_infer_fail(x, "num_filter and num_group must be positive");
+  if (ir_dim_attr(x, "num_filter", p->num_filter) || ir_dim_attr(x, "num_group", p->num_group)) return 1;
   if (c % p->num_group || p->num_filter % p->num_group)
     return ir_infer_fail(x, "channels (%lld) and num_filter (%lld) must be divisible by num_group (%lld)",
                          (long long)c, (long long)p->num_filter, (long long)p->num_group);
@@ -407,18 +431,18 @@ int ir_infer_convolution(ir_infer *x) {
   k_shape out = {.rank = sp + 2, .d = {d->d[0], p->num_filter}};
   int64_t w[K_MAX_RANK] = {p->num_filter, d->d[1] / p->num_group}, kprod = 1;
   for (int i = 0; i < sp; i++) {
-    int64_t span = p->dilate.v[i] * (p->kernel.v[i] - 1) + 1;
+    int64_t span = ir_sat_mul(p->dilate.v[i], p->kernel.v[i] - 1) + 1;   /* each at most 2^40 */
     int64_t in = d->d[2 + i] + k_conv_pad_begin(p, i) + k_conv_pad_end(p, i);
     if (in < span) return ir_infer_fail(x, "the kernel (extent %lld) is larger than the padded input (%lld) on spatial axis %d",
                                         (long long)span, (long long)in, i);
     out.d[2 + i] = (in - span) / p->stride.v[i] + 1;
     w[2 + i] = p->kernel.v[i];
-    kprod *= p->kernel.v[i];
+    kprod = ir_sat_mul(kprod, p->kernel.v[i]);
   }
   if (ir_infer_param(x, 1, ir_shape_of(sp + 2, w))) return 1;
   if (!p->no_bias && ir_infer_param(x, 2, ir_shape1(p->num_filter))) return 1;
   ir_set_out(x, 0, out);
-  x->flops = 2 * k_shape_numel(&out) * w[1] * kprod;
+  x->flops = ir_sat_mul(ir_sat_mul(2 * w[1], kprod), ir_shape_numel_sat(&out));
   return 0;
 }
 
@@ -457,7 +481,9 @@ int ir_infer_pooling(ir_infer *x) {
   }
   if (ir_expand_ints(x, &p->kernel, sp, 1, "kernel") || ir_window_pads(x, &p->pad, sp)) return 1;
   if (p->stride.n == 0) p->stride = p->kernel;
-  if (ir_expand_ints(x, &p->stride, sp, 1, "stride")) return 1;
+  if (ir_expand_ints(x, &p->stride, sp, 1, "stride") || ir_dim_attrs(x, "kernel", &p->kernel) ||
+      ir_dim_attrs(x, "stride", &p->stride))
+    return 1;
   k_shape out = *d;
   for (int i = 0; i < sp; i++) {
     int64_t k = p->kernel.v[i], s = p->stride.v[i], pd = k_pool_pad_begin(p, i), pe = k_pool_pad_end(p, i);
@@ -469,7 +495,7 @@ int ir_infer_pooling(ir_infer *x) {
     out.d[2 + i] = ir_pool_out_len(d->d[2 + i], k, s, pd, pe, p->ceil_mode);
   }
   ir_set_out(x, 0, out);
-  x->flops = k_shape_numel(&out) * p->kernel.v[0] * (sp == 2 ? p->kernel.v[1] : 1);
+  x->flops = ir_sat_mul(ir_sat_mul(p->kernel.v[0], sp == 2 ? p->kernel.v[1] : 1), ir_shape_numel_sat(&out));
   return 0;
 }
 
@@ -529,6 +555,7 @@ int ir_infer_softmax(ir_infer *x) {
 int ir_infer_embedding(ir_infer *x) {
   const k_embedding_param *p = x->param;
   if (p->input_dim <= 0 || p->output_dim <= 0) return ir_infer_fail(x, "input_dim and output_dim must be positive");
+  if (ir_dim_attr(x, "input_dim", p->input_dim) || ir_dim_attr(x, "output_dim", p->output_dim)) return 1;
   if (x->in[0].rank >= K_MAX_RANK) return ir_infer_fail(x, "indices of rank %d leave no room for the embedding axis", x->in[0].rank);
   int64_t w[2] = {p->input_dim, p->output_dim};
   if (ir_infer_param(x, 1, ir_shape_of(2, w))) return 1;

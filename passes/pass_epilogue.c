@@ -218,7 +218,7 @@ static ir_node pass_epi_make(pass_epi *pe, pass_echain *ch, int number) {
   fn.in = in, fn.out = out, fn.inplace = ip, fn.req = req;
   fn.epi = memcpy(ir_alloc(a, sizeof ch->epi), &ch->epi, sizeof ch->epi);
   fn.sub = ir_alloc(a, sizeof(ir_node) * (size_t)ch->n);
-  for (int k = 0; k < ch->n; k++) fn.sub[k] = *ir_node_at(pe->g, ch->member[k]), fn.flops += fn.sub[k].flops;
+  for (int k = 0; k < ch->n; k++) fn.sub[k] = *ir_node_at(pe->g, ch->member[k]), fn.flops = ir_sat_add(fn.flops, fn.sub[k].flops);
   return fn;
 }
 

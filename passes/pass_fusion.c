@@ -291,7 +291,7 @@ static ir_node pass_fuse_make(pass_fuse *f, int G, int number) {
   ir_node fn = {.kind = IR_N_FUSED, .op = -1, .name = ir_strfmt(a, "fused%d", number), .nin = io.nin,
                 .nout = io.nout, .in = io.in, .out = io.out, .loc = last->loc, .req = io.req,
                 .inplace = io.inplace, .sub = ir_alloc(a, sizeof(ir_node) * (size_t)nm), .nsub = nm};
-  for (int k = 0; k < nm; k++) fn.sub[k] = *ir_node_at(f->g, m[k]), fn.flops += fn.sub[k].flops;
+  for (int k = 0; k < nm; k++) fn.sub[k] = *ir_node_at(f->g, m[k]), fn.flops = ir_sat_add(fn.flops, fn.sub[k].flops);
   free(m);
   return fn;
 }

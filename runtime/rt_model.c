@@ -42,8 +42,6 @@ static int64_t rt_align64(int64_t n) { return (n + 63) & ~(int64_t)63; }
 
 /* ---- initialisation (as exec/ex_model.c: the same kernels, counters and fans) ---- */
 
-_Static_assert((int)K_INIT_XAVIER == (int)K_INIT_XAVIER && (int)K_INIT_CONSTANT == (int)K_INIT_CONSTANT, "initializer kinds differ");
-
 static void rt_init_tensor(rt_model *m, int i) {
   const rt_tensor_info *t = &m->d->tensors[i];
   if (rt_model_is_weight(t) && t->data) memcpy(m->tptr[i], t->data, (size_t)rt_tensor_numel(t) * 4);

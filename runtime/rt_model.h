@@ -33,7 +33,6 @@ void rt_fused_name(char *buf, size_t n, int train, int step);
 enum { RT_TARGET_CPU = 0, RT_TARGET_CUDA = 1 };
 
 enum { RT_ROLE_INPUT, RT_ROLE_PARAM, RT_ROLE_AUX, RT_ROLE_STATE, RT_ROLE_CONST, RT_ROLE_VALUE };
-/* Initializers, in the order of k_init_kind. */
 
 typedef struct {
   const char *name;

@@ -821,6 +821,65 @@ static void test_def_error_repeat(void) {
   if (sink) fclose(sink);
 }
 
+/* The size limits (ir.h): 2^40 per dimension and per tensor, declared or inferred, so that
+ * element counts cannot overflow; FLOPs, products of several sizes, saturate. */
+static void test_size_limits(void) {
+  t_model *m = t_ok(MODEL("  input x : f32[1048576, 1048576]\n  input w : f32[1048576, 1048576]\n"
+                          "  y = matmul(x, w)\n  z = relu(y)\n  output z"));
+  if (m) t_type(m, "z", "f32[1048576, 1048576]"), t_flops(m, "y", INT64_C(1) << 61), t_flops(m, "z", INT64_C(1) << 40), t_free(m);
+  m = t_ok(MODEL("  input x : f32[1, 1, 1048576, 1048576]\n"
+                 "  c = convolution(x, kernel=(524288, 524288), num_filter=1, no_bias=true)\n  output c"));
+  if (m) {
+    t_type(m, "c", "f32[1, 1, 524289, 524289]");
+    t_flops(m, "c", INT64_MAX);                     /* 2^77: saturated */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    ir_print_summary(m->g, out);
+    fclose(out);
+    t_check(strstr(text, "at least 9223372036854775807 FLOPs") != NULL, __LINE__, "summary:\n%s", text);
+    free(text);
+    t_free(m);
+  }
+  t_err(MODEL("  input x : f32[64, 100000]\n  y = fully_connected(x, num_hidden=999999999999999)\n  output y"),
+        "fully_connected: num_hidden 999999999999999 is larger than a dimension can be (2^40)");
+  t_err(MODEL("  input x : f32[1099511627777]\n  output x"), "dimension 1099511627777 is too large (2^40 at most)");
+  t_err(MODEL("  input x : f32[1048576, 1048577]\n  output x"), "f32[1048576, 1048577] is too large: 1.1e+12 elements, more than 2^40");
+  t_err(MODEL("  input a : f32[1048576, 1, 2, 2]\n  input b : f32[1, 1048576, 2, 2]\n  c = matmul(a, b)\n  output c"),
+        "matmul: output 'c' would be f32[1048576, 1048576, 2, 2]: 4.4e+12 elements, more than 2^40");
+  t_err(MODEL("  input x : f32[1, 1, 64, 64]\n  c = convolution(x, kernel=(3, 3), num_filter=1, dilate=999999999999999)\n  output c"),
+        "convolution: dilate (999999999999999, 999999999999999): 999999999999999 is larger than a dimension can be (2^40)");
+  t_err(MODEL("  input x : f32[1, 1, 64, 64]\n  c = convolution(x, kernel=(1099511627776, 1), num_filter=1)\n  output c"),
+        "the kernel (extent 1099511627776) is larger than the padded input (64)");
+  t_err(MODEL("  input x : f32[1, 1, 64, 64]\n  c = pooling(x, kernel=(2, 2), stride=1099511627777)\n  output c"),
+        "pooling: stride (1099511627777, 1099511627777): 1099511627777 is larger than a dimension can be (2^40)");
+  t_err(MODEL("  input i : i32[4]\n  e = embedding(i, input_dim=1048577, output_dim=1048576)\n  output e"),
+        "embedding: parameter 'e.weight' would be f32[1048577, 1048576]: 1.1e+12 elements, more than 2^40");
+  t_err(MODEL("  input x : f32[4]\n  r = reshape(x, shape=(4, 1099511627777))\n  output r"),
+        "reshape: shape entry 1099511627777 is larger than a dimension can be (2^40)");
+  t_err(MODEL("  input x : f32[4]\n  input y : f32[1]\n  c = concat(x, broadcast_to(y, shape=1099511627776), dim=0)\n  output c"),
+        "concat: output 'c' would be f32[1099511627780]: dimension 1099511627780 is larger than 2^40");
+  /* A front end that declares an input beyond the limits (the ONNX importer allows 2^32 per
+   * dimension): refused by the first node that reads it, before any count is computed. */
+  ir_graph *g = ir_graph_new("m");
+  int x = ir_graph_add_tensor(g, "x", IR_T_INPUT, (ir_loc){0});
+  ir_tensor_at(g, x)->shape = (k_shape){.rank = 2, .d = {INT64_C(1) << 32, INT64_C(1) << 32}};
+  ir_tensor_at(g, x)->shape_known = ir_tensor_at(g, x)->declared = true;
+  ir_graph_add_node(g, IR_OP_relu, "y", 1, &x, (ir_loc){0});
+  char *text = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&text, &len);
+  ir_diag d;
+  ir_diag_init(&d, out);
+  int errors = ir_infer_shapes(g, &d);
+  fclose(out);
+  t_check(errors == 1 && strstr(text, "relu: input 'x' is f32[4294967296, 4294967296]: 1.84e+19 elements, more than 2^40"),
+          __LINE__, "%d errors:\n%s", errors, text);
+  free(text);
+  ir_diag_free(&d);
+  ir_graph_free(g);
+}
+
 int main(void) {
   test_binary();
   test_unary();
@@ -843,6 +902,7 @@ int main(void) {
   test_init_optim();
   test_naming();
   test_def_error_repeat();
+  test_size_limits();
   test_coverage();
   return ts_summary("infer");
 }

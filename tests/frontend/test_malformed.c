@@ -15,6 +15,7 @@
 
 static int passed, failed;
 static int last_errors;               /* the errors the last t_case counted */
+static char last_msg[4096];           /* the start of its diagnostics */
 static const char *current = "";     /* the case running, for the watchdog */
 
 static void t_fail(const char *name, const char *fmt, ...) {
@@ -100,6 +101,7 @@ static void t_case(const char *name, const char *text, size_t len, int want, dou
   if (dt > max_s) ok = false, t_fail(name, "took %.2f s (limit %.0f s)", dt, max_s);
   if (dt > 0.5 && getenv("T_TIMES")) fprintf(stderr, "%s: %.2f s\n", name, dt);
   passed += ok;
+  snprintf(last_msg, sizeof last_msg, "%s", r.msg ? r.msg : "");
   free(r.msg);
 }
 
@@ -108,6 +110,12 @@ static void t_case(const char *name, const char *text, size_t len, int want, dou
 static void t_expect_errors(const char *name, int want) {
   if (last_errors == want) passed++;
   else t_fail(name, "%d errors counted, want %d", last_errors, want);
+}
+
+/* The case just run reported exactly one error, saying `says`. */
+static void t_expect_one(const char *name, const char *says) {
+  if (last_errors == 1 && strstr(last_msg, says)) passed++;
+  else t_fail(name, "want one error saying \"%s\", got %d:\n%.2000s", says, last_errors, last_msg);
 }
 
 static void t_text(const char *name, const char *text, int want) { t_case(name, text, strlen(text), want, 5); }
@@ -347,6 +355,80 @@ static void test_defs(void) {
   free(s);
 }
 
+/* The limits that keep a refused file cheap (fe.h, fe_lower.h): each hostile input below took
+ * 1 to 8 GB and seconds to minutes at 50 MB before; here a few MB of each must give one clear
+ * error at the limit it crosses (memory then stays bounded by the limit, not the input). */
+static char *t_model_lines(const char *head, const char *fmt, int n, const char *tail, size_t *len) {
+  size_t cap = strlen(head) + strlen(tail) + (size_t)n * (strlen(fmt) + 24) + 64, w = 0;
+  char *s = malloc(cap);
+  w += (size_t)snprintf(s + w, cap - w, "%s", head);
+  for (int i = 0; i < n; i++) w += (size_t)snprintf(s + w, cap - w, fmt, i, i);
+  w += (size_t)snprintf(s + w, cap - w, "%s", tail);
+  *len = w;
+  return s;
+}
+
+static void test_limits(void) {
+  size_t len;
+  enum { N = 300000 + 1 };            /* FE_MAX_NODES + 1 statements */
+  char *s = t_model_lines("model m {\n  input x : f32[4]\n", "  y%d = x + q%d\n", N, "  output x\n}\n", &len);
+  t_case("statements.kiln", s, len, T_ERR, 20);
+  t_expect_one("statements.kiln", "statements.kiln:300002:3: error: model 'm' has more than 300000 statements");
+  free(s);
+  s = t_model_lines("def f(x) {\n", "  y%d = x + x%d\n", N, "  return x\n}\nmodel m {\n  input x : f32[4]\n  output x\n}\n", &len);
+  t_case("def_statements.kiln", s, len, T_ERR, 20);
+  t_expect_one("def_statements.kiln", "def 'f' has more than 300000 statements");
+  free(s);
+  /* 400 statements of 900 additions each: past the node limit in lowering, once */
+  char line[8192];
+  size_t w = (size_t)snprintf(line, sizeof line, "  v%%d = x");
+  for (int k = 0; k < 900; k++) w += (size_t)snprintf(line + w, sizeof line - w, " + x");
+  snprintf(line + w, sizeof line - w, " # %%d\n");
+  s = t_model_lines("model m {\n  input x : f32[4]\n", line, 400, "  output v0\n}\n", &len);
+  t_case("nodes.kiln", s, len, T_ERR, 30);
+  t_expect_one("nodes.kiln", "error: model 'm' grows past 300000 nodes; lowering one model makes at most 300000");
+  free(s);
+  for (char *c = strchr(line, 'x'); c; c = strchr(c + 1, 'x')) *c = '2';     /* constants: folded, no nodes */
+  s = t_model_lines("model m {\n  input x : f32[4]\n", line, 400, "  output x\n}\n", &len);
+  t_case("constants.kiln", s, len, T_ERR, 30);
+  t_expect_one("constants.kiln", "error: model 'm' grows past 300000 constants");
+  free(s);
+  /* defs that call the one before twice and build nothing: 2^24 calls */
+  char *defs = malloc(4096);
+  w = (size_t)snprintf(defs, 4096, "def d0(x) {\n  return x\n}\n");
+  for (int i = 1; i <= 24; i++) w += (size_t)snprintf(defs + w, 4096 - w, "def d%d(x) {\n  a = d%d(x)\n  return d%d(a)\n}\n", i, i - 1, i - 1);
+  snprintf(defs + w, 4096 - w, "model m {\n  input x : f32[4]\n  y = d24(x) + 1.0\n  output y\n}\n");
+  t_case("def_calls.kiln", defs, strlen(defs), T_ERR, 30);
+  t_expect_one("def_calls.kiln", "the model grows past 1200000 def calls while inlining defs");
+  free(defs);
+  /* one call with a million arguments: past the syntax-tree limit while reading */
+  s = t_repeat("model m {\n  input x : f32[4]\n  v = concat(x", ", x", 1000000, ")\n  output v\n}\n", &len);
+  t_case("arguments.kiln", s, len, T_ERR, 20);
+  t_expect_one("arguments.kiln", "error: the file holds more than 1800000 syntax items");
+  free(s);
+}
+
+/* Many dims, defs, outputs: checked and looked up by hash (100,000 dims checked pairwise took
+ * 23 s, 100,000 defs more than a minute). */
+static void test_many_names(void) {
+  size_t cap = 16 << 20, w = 0;
+  char *s = malloc(cap);
+  for (int i = 0; i < 200000; i++) w += (size_t)snprintf(s + w, cap - w, "dim d%d = 7\n", i);
+  w += (size_t)snprintf(s + w, cap - w, "model m {\n  input x : f32[d199999]\n  output x\n}\n");
+  t_case("dims.kiln", s, w, T_OK, 10);
+  w = 0;
+  for (int i = 0; i < 100000; i++) w += (size_t)snprintf(s + w, cap - w, "def f%d(x) {\n  return relu(x)\n}\n", i);
+  w += (size_t)snprintf(s + w, cap - w, "model m {\n  input x : f32[4]\n  y = f99999(x)\n  z = f7(y)\n  output z\n}\n");
+  t_case("defs.kiln", s, w, T_OK, 10);
+  w = (size_t)snprintf(s, cap, "model m {\n  input x : f32[4]\n");
+  for (int i = 0; i < 100000; i++) w += (size_t)snprintf(s + w, cap - w, "  y%d = relu(x)\n", i);
+  w += (size_t)snprintf(s + w, cap - w, "  output y0");
+  for (int i = 1; i < 100000; i++) w += (size_t)snprintf(s + w, cap - w, ", y%d", i);
+  w += (size_t)snprintf(s + w, cap - w, "\n}\n");
+  t_case("outputs.kiln", s, w, T_OK, 10);
+  free(s);
+}
+
 /* fe_parse_file on paths that are not readable files: NULL and one clear error. */
 static void test_paths(void) {
   static const struct { const char *path, *says; } cases[] = {
@@ -383,6 +465,8 @@ int main(void) {
   test_mutations();
   test_many_statements();
   test_defs();
+  test_many_names();
+  test_limits();
   test_paths();
   printf("malformed: %d passed, %d failed\n", passed, failed);
   return failed != 0;
