@@ -60,6 +60,9 @@ void cg_scalars_finish(cg_llvm *m);
 LLVMTypeRef cg_f32(cg_llvm *m);
 LLVMTypeRef cg_i64(cg_llvm *m);
 LLVMTypeRef cg_ptr(cg_llvm *m, LLVMTypeRef elem);
+/* Runs the new pass manager's pipeline text on mod (vectorize: the default pipelines' loop and
+ * SLP vectorizers on); 0, or 1 with a message naming the pipeline. */
+int cg_run_passes(LLVMModuleRef mod, LLVMTargetMachineRef tm, const char *pipe, bool vectorize, char *err, size_t n);
 /* A new target machine for m's cpu/features that the caller owns (the JIT takes one). */
 LLVMTargetMachineRef cg_make_tm(cg_llvm *m, LLVMRelocMode reloc, LLVMCodeModel cm);
 

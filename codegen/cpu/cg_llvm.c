@@ -230,6 +230,19 @@ static const char cg_lean_pipeline[] =
   "loop-mssa(loop-rotate,licm),loop(indvars),loop-vectorize,simplifycfg,loop-unroll-full,instcombine,sroa,"
   "early-cse<memssa>,simplifycfg),globaldce";
 
+int cg_run_passes(LLVMModuleRef mod, LLVMTargetMachineRef tm, const char *pipe, bool vectorize, char *err, size_t n) {
+  LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
+  LLVMPassBuilderOptionsSetLoopVectorization(po, vectorize);
+  LLVMPassBuilderOptionsSetSLPVectorization(po, vectorize);
+  LLVMErrorRef e = LLVMRunPasses(mod, pipe, tm, po);
+  LLVMDisposePassBuilderOptions(po);
+  if (!e) return 0;
+  char *em = LLVMGetErrorMessage(e);
+  rt_errf(err, n, "LLVM pipeline %s: %s", pipe, em);
+  LLVMDisposeErrorMessage(em);
+  return 1;
+}
+
 int cg_optimize(cg_llvm *m, char *err, size_t n) {
   if (!m->mod) return rt_errf(err, n, "the module was already handed to the JIT");
   cg_scalars_finish(m);
@@ -243,16 +256,7 @@ int cg_optimize(cg_llvm *m, char *err, size_t n) {
   char pipe[sizeof cg_lean_pipeline + 32];
   if (m->large && m->opt.opt_level >= 2) snprintf(pipe, sizeof pipe, "%s", cg_lean_pipeline);
   else snprintf(pipe, sizeof pipe, "always-inline,default<O%d>", m->opt.opt_level);
-  LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
-  LLVMPassBuilderOptionsSetLoopVectorization(po, m->opt.opt_level >= 2);
-  LLVMPassBuilderOptionsSetSLPVectorization(po, m->opt.opt_level >= 2);
-  LLVMErrorRef e = LLVMRunPasses(m->mod, pipe, m->tm, po);
-  LLVMDisposePassBuilderOptions(po);
-  if (!e) return 0;
-  char *em = LLVMGetErrorMessage(e);
-  rt_errf(err, n, "LLVM pipeline %s: %s", pipe, em);
-  LLVMDisposeErrorMessage(em);
-  return 1;
+  return cg_run_passes(m->mod, m->tm, pipe, m->opt.opt_level >= 2, err, n);
 }
 
 int cg_write_ir(cg_llvm *m, const char *path, char *err, size_t n) {

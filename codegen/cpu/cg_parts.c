@@ -21,7 +21,6 @@
 
 #include <llvm-c/BitReader.h>
 #include <llvm-c/BitWriter.h>
-#include <llvm-c/Transforms/PassBuilder.h>
 
 /* A descriptor entry's own function: kiln_fused_p12, not kiln_fused_p12_range. */
 static bool cg_part_root(LLVMValueRef f) {
@@ -41,14 +40,7 @@ static int cg_parts_prepare(cg_llvm *m, char *err, size_t n) {
     LLVMReplaceAllUsesWith(a, LLVMAliasGetAliasee(a));
   for (LLVMValueRef f = LLVMGetFirstFunction(m->mod); f; f = LLVMGetNextFunction(f))
     if (cg_part_root(f)) LLVMSetLinkage(f, LLVMExternalLinkage), LLVMSetVisibility(f, LLVMHiddenVisibility);
-  LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
-  LLVMErrorRef e = LLVMRunPasses(m->mod, "globaldce", m->tm, po);   /* the aliases, now unused */
-  LLVMDisposePassBuilderOptions(po);
-  if (!e) return 0;
-  char *em = LLVMGetErrorMessage(e);
-  rt_errf(err, n, "LLVM globaldce: %s", em);
-  LLVMDisposeErrorMessage(em);
-  return 1;
+  return cg_run_passes(m->mod, m->tm, "globaldce", false, err, n);   /* the aliases, now unused */
 }
 
 static void cg_part_drop_body(LLVMValueRef f) {
@@ -95,15 +87,7 @@ typedef struct {
 
 static int cg_part_emit(cg_part *p, LLVMModuleRef mod, LLVMTargetMachineRef tm) {
   cg_part_select(mod, p->k, p->nparts);
-  LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
-  LLVMErrorRef e = LLVMRunPasses(mod, "globaldce", tm, po);
-  LLVMDisposePassBuilderOptions(po);
-  if (e) {
-    char *em = LLVMGetErrorMessage(e);
-    rt_errf(p->err, sizeof p->err, "part %d: LLVM globaldce: %s", p->k, em);
-    LLVMDisposeErrorMessage(em);
-    return 1;
-  }
+  if (cg_run_passes(mod, tm, "globaldce", false, p->err, sizeof p->err)) return 1;
   char *msg = NULL, *path = strdup(p->path);   /* LLVMTargetMachineEmitToFile takes char * */
   int bad = !path || LLVMTargetMachineEmitToFile(tm, mod, path, LLVMObjectFile, &msg);
   free(path);
