@@ -97,11 +97,9 @@ int cg_write_weights(const rt_model_desc *d, const char *model_obj, const char *
  * archives are taken from lib_dir (libkiln_runtime.a, libkiln_kernels.a) when $KILN_LIB_DIR
  * is unset; lib_dir NULL: the build tree's. 0, or nonzero with a message. */
 int cg_link_shared(const char *obj, const char *weights, const char *so_path, const char *lib_dir, char *err, size_t n);
-/* The same for a model of `target`: RT_TARGET_CUDA adds the CUDA runtime's archive
+/* The same for a model of `target` and its code in several objects (objs, NULL-terminated: a
+ * module written in parts, cpu/cg_parts.c): RT_TARGET_CUDA adds the CUDA runtime's archive
  * (libkiln_runtime_cuda.a) and libdl (the CUDA libraries are opened at create). */
-int cg_link_shared_target(const char *obj, const char *weights, const char *so_path, const char *lib_dir, int target,
-                          char *err, size_t n);
-/* The same with several objects (objs, NULL-terminated: a module written in parts). */
 int cg_link_shared_parts(const char *const *objs, const char *weights, const char *so_path, const char *lib_dir, int target,
                          char *err, size_t n);
 /* obj and weights as one relocatable object at out (cc -r), for --emit obj. */

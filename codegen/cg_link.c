@@ -202,12 +202,6 @@ int cg_link_shared(const char *obj, const char *weights, const char *so_path, co
   return cg_link_to(objs, weights, so_path, lib_dir, true, 0777, RT_TARGET_CPU, err, n);
 }
 
-int cg_link_shared_target(const char *obj, const char *weights, const char *so_path, const char *lib_dir, int target,
-                          char *err, size_t n) {
-  const char *objs[] = {obj, NULL};
-  return cg_link_to(objs, weights, so_path, lib_dir, true, 0777, target, err, n);
-}
-
 int cg_link_shared_parts(const char *const *objs, const char *weights, const char *so_path, const char *lib_dir, int target,
                          char *err, size_t n) {
   return cg_link_to(objs, weights, so_path, lib_dir, true, 0777, target, err, n);
