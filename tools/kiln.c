@@ -268,7 +268,7 @@ int kiln_opt_seed(kiln_opts *o, const char *v) {
   return 1;
 }
 
-/* compile --jobs N: 1 to CG_MAX_PARTS threads. */
+/* compile --jobs N: 1 to CG_MAX_JOBS threads. */
 static int kiln_opt_jobs(kiln_opts *o, const char *v, int *i) {
   char *end = NULL;
   long j = v ? strtol(v, &end, 10) : 0;
