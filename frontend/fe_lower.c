@@ -149,10 +149,12 @@ static int fe_tensor_of(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr
 
 int fe_too_big(fe_lower *L, const fe_scope *s, const fe_def *callee, ir_loc loc) {
   if (L->too_big) return 1;
-  const char *what = ir_nnodes(L->g) > FE_MAX_NODES ? "nodes" : L->nconst > FE_MAX_NODES ? "constants"
-                   : L->ncalls > FE_MAX_CALLS ? "def calls" : NULL;
+  const char *what = NULL;
+  int max = FE_MAX_NODES;
+  if (ir_nnodes(L->g) > FE_MAX_NODES) what = "nodes";
+  else if (L->nconst > FE_MAX_NODES) what = "constants";
+  else if (L->ncalls > FE_MAX_CALLS) what = "def calls", max = FE_MAX_CALLS;
   if (!what) return 0;
-  int max = what[0] == 'd' ? FE_MAX_CALLS : FE_MAX_NODES;
   L->too_big = true;
   if (!s->def && !callee)
     return ir_error(L->d, loc, "model '%s' grows past %d %s; lowering one model makes at most %d", L->g->name, max, what, max), 1;
