@@ -349,8 +349,9 @@ static float *tm_consts(const tm_model *tm, const rt_model *m, int64_t *total) {
   for (int i = 0; w && i < tm->d->ntensors; i++) {
     const float *x;
     int64_t n;
-    int t = ir_graph_find_tensor(tm->lowered, tm->d->tensors[i].name);
-    if (t < 0 || !ir_tensor_at(tm->lowered, t)->fixed || rt_model_get(m, tm->d->tensors[i].name, &x, &n)) continue;
+    int t = tm->d->tensors[i].ctr;   /* the graph index: weights are the lowered graph's own */
+    if (t >= ir_ntensors(tm->lowered) || !ir_tensor_at(tm->lowered, t)->fixed || rt_model_get(m, tm->d->tensors[i].name, &x, &n))
+      continue;
     w = realloc(w, (size_t)(*total + n) * 4 + 4);
     memcpy(w + *total, x, (size_t)n * 4), *total += n;
   }
