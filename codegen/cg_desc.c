@@ -71,15 +71,28 @@ static rt_tensor_info cg_tensor(cg_box *b, const ir_tensor *x, int i) {
   return t;
 }
 
-/* The predict graph's tensors must be the first ones of the train graph, index for index. */
-static int cg_check_prefix(const ir_graph *p, const ir_graph *t, char *err, size_t n) {
-  if (ir_ntensors(p) > ir_ntensors(t))
-    return rt_errf(err, n, "%s: the predict graph has %d tensors, the train graph only %d", p->name, ir_ntensors(p), ir_ntensors(t));
-  for (int i = 0; i < ir_ntensors(p); i++)
+/* The tensors both graphs were copied with (ir_graph.shared_tensors; a graph never copied:
+ * all of the predict graph's) have the same index and name in both. The train passes add
+ * gradients after them; the predict passes may add values of their own (pass_simplify),
+ * which the descriptor's table places after the train graph's tensors. */
+static int cg_shared(const ir_graph *p) { return p->shared_tensors ? p->shared_tensors : ir_ntensors(p); }
+
+static int cg_check_shared(const ir_graph *p, const ir_graph *t, char *err, size_t n) {
+  int shared = cg_shared(p);
+  if (p->shared_tensors != t->shared_tensors || shared > ir_ntensors(p) || shared > ir_ntensors(t))
+    return rt_errf(err, n, "%s: the predict graph (%d tensors) and the train graph (%d) were not copied from one lowered graph",
+                   p->name, ir_ntensors(p), ir_ntensors(t));
+  for (int i = 0; i < shared; i++)
     if (strcmp(ir_tensor_at(p, i)->name, ir_tensor_at(t, i)->name) != 0)
       return rt_errf(err, n, "%s: tensor %d is '%s' in the predict graph but '%s' in the train graph", p->name, i,
                      ir_tensor_at(p, i)->name, ir_tensor_at(t, i)->name);
   return 0;
+}
+
+/* Predict tensor t's index in the table: its own, or for a value only the predict graph has,
+ * its place after the train graph's ntrain tensors (0: there is no train graph). */
+static int32_t cg_predict_index(const ir_graph *p, int ntrain, int t) {
+  return ntrain == 0 || t < cg_shared(p) ? t : ntrain + (t - cg_shared(p));
 }
 
 /* ---- steps ---- */
@@ -281,11 +294,17 @@ static int cg_program(cg_box *b, const ir_graph *g, bool train, rt_program *p, c
 
 /* ---- the descriptor ---- */
 
-static int cg_tensors(cg_box *b, const ir_graph *g) {
-  rt_tensor_info *ts = cg_alloc(b, (size_t)ir_ntensors(g) * sizeof *ts);
+/* The train graph's tensors (or, without one, the predict graph's), then the values only the
+ * predict graph has. */
+static int cg_tensors(cg_box *b, const ir_graph *predict, const ir_graph *train) {
+  const ir_graph *g = train ? train : predict;
+  int own = train ? ir_ntensors(predict) - cg_shared(predict) : 0, n = ir_ntensors(g) + own;
+  rt_tensor_info *ts = cg_alloc(b, (size_t)n * sizeof *ts);
   if (!ts) return 1;
   for (int i = 0; i < ir_ntensors(g); i++) ts[i] = cg_tensor(b, ir_tensor_at(g, i), i);
-  b->d.ntensors = ir_ntensors(g), b->d.tensors = ts;
+  for (int k = 0; k < own; k++)
+    ts[ir_ntensors(g) + k] = cg_tensor(b, ir_tensor_at(predict, cg_shared(predict) + k), ir_ntensors(g) + k);
+  b->d.ntensors = n, b->d.tensors = ts;
   return b->failed;
 }
 
@@ -316,17 +335,40 @@ static void cg_renumber_slots(int32_t *t, int n, const int32_t *to) {
 }
 
 /* The slots are the descriptor's own allocations (cg_dup), written here before they are
- * handed out as const. */
-static void cg_renumber_program(rt_program *p, const int32_t *to, int ntensors) {
+ * handed out as const. (`to` is not const only because gcc 12 then takes every call for a
+ * read of memory the caller may not have written.) */
+static void cg_renumber_program_slots(rt_program *p, int32_t *to) {
   for (int i = 0; i < p->nsteps; i++) {
     rt_step *s = (rt_step *)&p->steps[i];
     cg_renumber_slots((int32_t *)s->in, s->nin, to), cg_renumber_slots((int32_t *)s->out, s->nout, to);
   }
   cg_renumber_slots((int32_t *)p->inputs, p->ninputs, to);
   cg_renumber_slots((int32_t *)p->outputs, p->noutputs, to);
+}
+
+static void cg_renumber_program(rt_program *p, int32_t *to, int ntensors) {
+  cg_renumber_program_slots(p, to);
   int64_t *off = (int64_t *)p->offset;
   for (int t = 0; off && t < ntensors; t++)
     if (to[t] >= 0) off[to[t]] = off[t];
+}
+
+/* The predict program was written with the predict graph's indices; its own values move to
+ * their places in the table (cg_predict_index). Its offsets were written by index into an
+ * array of the table's size, where an own value's index may be a train tensor's: they are
+ * rebuilt. */
+static int cg_predict_renumber(cg_box *b, const ir_graph *predict, int ntrain, rt_program *p, char *err, size_t n) {
+  int np = ir_ntensors(predict);
+  int32_t *to = malloc(((size_t)np + 1) * sizeof *to);
+  if (!to) return rt_errf(err, n, "out of memory");
+  for (int t = 0; t < np; t++) to[t] = cg_predict_index(predict, ntrain, t);
+  cg_renumber_program_slots(p, to);
+  int64_t *off = (int64_t *)p->offset;
+  for (int t = 0; t < b->d.ntensors; t++) off[t] = -1;
+  for (int t = 0; t < np; t++)
+    if (predict->plan->buf[t].cls == IR_MEM_ARENA) off[to[t]] = predict->plan->buf[t].offset;
+  free(to);
+  return 0;
 }
 
 static int cg_compact(rt_model_desc *d) {
@@ -357,7 +399,7 @@ static void cg_optimizer(rt_model_desc *d, const ir_graph *g) {
 
 rt_model_desc *cg_desc_build(const ir_graph *predict, const ir_graph *train, char *err, size_t n) {
   if (!predict) return rt_errf(err, n, "cg_desc_build: no predict graph"), NULL;
-  if (train && cg_check_prefix(predict, train, err, n)) return NULL;
+  if (train && cg_check_shared(predict, train, err, n)) return NULL;
   cg_box *b = calloc(1, sizeof *b);
   if (!b) return rt_errf(err, n, "out of memory"), NULL;
   rt_model_desc *d = &b->d;
@@ -365,8 +407,9 @@ rt_model_desc *cg_desc_build(const ir_graph *predict, const ir_graph *train, cha
   d->abi = RT_MODEL_ABI, d->name = cg_strdup(b, predict->name);
   d->has_train = train != NULL;
   cg_optimizer(d, g);
-  int rc = cg_tensors(b, g) ? rt_errf(err, n, "out of memory") : 0;
+  int rc = cg_tensors(b, predict, train) ? rt_errf(err, n, "out of memory") : 0;
   if (!rc) rc = cg_program(b, predict, false, &d->predict, err, n);
+  if (!rc && train && ir_ntensors(predict) > cg_shared(predict)) rc = cg_predict_renumber(b, predict, ir_ntensors(train), &d->predict, err, n);
   if (!rc && train) rc = cg_program(b, train, true, &d->train, err, n);
   if (!rc && cg_compact(d)) rc = rt_errf(err, n, "out of memory");
   if (rc) return cg_desc_free(d), NULL;

@@ -223,6 +223,9 @@ typedef struct {
   ir_vec nodes;        /* ir_node */
   ir_vec outputs;      /* int: tensor indices, in `output` order */
   int loss;            /* tensor index of the train target, or -1 */
+  int shared_tensors;  /* a copy (ir_graph_clone): the tensors it was copied with, which keep
+                          their indices in every graph copied from the same one (predict and
+                          train); the passes add theirs after them. 0 for a graph never copied */
   bool has_train;
   ir_optimizer optim;
   ir_loc train_loc;

@@ -145,6 +145,7 @@ ir_graph *ir_graph_clone(const ir_graph *g) {
   for (int i = 0; i < ir_nnodes(g); i++) *(ir_node *)ir_vec_push(&c->nodes) = ir_node_copy(&c->arena, ir_node_at(g, i));
   for (int i = 0; i < g->outputs.len; i++) *(int *)ir_vec_push(&c->outputs) = IR_VEC_AT(g->outputs, int, i);
   c->loss = g->loss, c->has_train = g->has_train, c->optim = g->optim, c->train_loc = g->train_loc, c->mode = g->mode;
+  c->shared_tensors = ir_ntensors(g);
   return c;
 }
 

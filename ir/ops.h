@@ -77,6 +77,8 @@ typedef struct ir_opdef {
   uint32_t bwd_inplace;         /* out_grads whose buffer in_grad 0 may reuse */
   int resources;                /* IR_RES_* */
   ir_fusion fusion;
+  bool monotone;                /* unary, non-decreasing over the floats, NaN exactly from NaN:
+                                   it commutes with max (passes/pass_simplify.c) */
   const char *scalar;           /* k_scalar.h function stem (k_sf_<stem>), or NULL */
   k_fn forward, backward;       /* the CPU kernels, k_<op>_forward / k_<op>_backward */
   k_temp_fn temp;               /* IR_RES_TEMP: the workspace size, k_<op>_temp_bytes */

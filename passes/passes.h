@@ -4,6 +4,7 @@
  * reports what it did in its pass_stats. `kiln passes` reads the table.
  *   pass_manager.c  the table, the pipeline, --print-after, timing, the verifier after each pass
  *   pass_select.c   keep the nodes the entry point needs (outputs for predict, loss for train)
+ *   pass_simplify.c predict: algebraic rewrites that do less work (an activation after max pooling)
  *   pass_backward.c _backward_<op> nodes, head gradient 1, kAddTo accumulation
  *   pass_prune.c    backward-dependency pruning (DeclareBackwardDependency)
  *   pass_optimizer.c optimizer update nodes and their state
@@ -18,7 +19,7 @@
 
 #include "ops.h"
 
-#define PASS_LIST(X) X(infer) X(select) X(backward) X(prune) X(optimizer) X(inplace) X(epilogue) X(fusion) X(layout) X(plan)
+#define PASS_LIST(X) X(infer) X(select) X(simplify) X(backward) X(prune) X(optimizer) X(inplace) X(epilogue) X(fusion) X(layout) X(plan)
 #define PASS_ENUM(n) PASS_##n,
 enum { PASS_LIST(PASS_ENUM) PASS_COUNT };
 #undef PASS_ENUM
@@ -46,10 +47,11 @@ typedef struct pass_ctx {
 typedef struct {
   const char *name;
   const char *summary;
-  bool train_only;
+  bool train_only;           /* runs only for train_step (backward, prune, optimizer) */
   bool optional;             /* may be switched off; the others are needed to run at all */
   int (*run)(ir_graph *g, pass_ctx *cx);
   int (*run_off)(ir_graph *g, pass_ctx *cx);   /* what "switched off" does; NULL: nothing */
+  bool predict_only;         /* runs only for predict (simplify) */
 } pass_def;
 
 #define PASS_DECLARE(n) int pass_##n(ir_graph *g, pass_ctx *cx);

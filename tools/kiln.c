@@ -60,9 +60,10 @@ static const kiln_command kiln_commands[] = {
    "                   its ops: dot -Tsvg OUT.dot -o graph.svg\n"
    "  --dot-full OUT.dot  the same with every member of a fused group as its own node\n"
    "  --explain        list the fusion decisions and their reasons\n"
-   "  --disable P      switch an optional pass off (prune, inplace, epilogue, fusion, layout, plan)\n"
+   "  --disable P      switch an optional pass off (simplify, prune, inplace, epilogue, fusion, layout,\n"
+   "                   plan)\n"
    "\n"
-   "passes, in order: infer select backward prune optimizer inplace epilogue fusion layout plan\n",
+   "passes, in order: infer select simplify backward prune optimizer inplace epilogue fusion layout plan\n",
    kiln_passes_main},
   {"compile", "build a model into a self-contained shared object and its C header",
    "usage: kiln compile FILE [-o LIB.so] [-D dim=N]... [--model NAME] [-O0|-O1|-O2|-O3]\n"
