@@ -62,21 +62,32 @@ static void ir_print_tensor_list(const ir_graph *g, const int *ts, int n, FILE *
 
 /* The layout pass's decision on a convolution: "blocked[16]: in x, out y" (or "epilogue
  * operands" when only those are blocked: the result is converted after the epilogue); on a
- * pooling, "blocked[16]: in x" and ", out y" when its output is blocked too. */
-static void ir_print_layout(const ir_graph *g, const ir_node *n, bool any, FILE *out) {
+ * pooling, "blocked[16]: in x" and ", out y" when its output is blocked too. Returns whether
+ * the comment has begun (any, or by this). */
+static bool ir_print_layout(const ir_graph *g, const ir_node *n, bool any, FILE *out) {
   const k_pool_param *pp = n->op == IR_OP_pooling && n->kind == IR_N_OP ? n->param : NULL;
   if (pp && pp->in_block) {
     fprintf(out, "%sblocked[%d]: in %s", any ? "; " : "  # ", pp->in_block, ir_tensor_at(g, n->in[0])->name);
     if (pp->out_block) fprintf(out, ", out %s", ir_tensor_at(g, n->out[0])->name);
-    return;
+    return true;
   }
   const k_conv_param *p = n->op == IR_OP_convolution && (n->kind == IR_N_OP || n->epi) ? n->param : NULL;
-  if (!p || (!p->in_block && !p->epi_block)) return;
+  if (!p || (!p->in_block && !p->epi_block)) return any;
   fprintf(out, "%sblocked[%d]:", any ? "; " : "  # ", p->in_block ? p->in_block : p->epi_block);
   const char *sep = " ";
   if (p->in_block) fprintf(out, "%sin %s", sep, ir_tensor_at(g, n->in[0])->name), sep = ", ";
   if (p->epi_block && !p->out_block && n->epi) fprintf(out, "%sepilogue operands", sep), sep = ", ";
   if (p->out_block) fprintf(out, "%sout %s", sep, ir_tensor_at(g, n->out[0])->name);
+  return true;
+}
+
+/* The simplify pass's matmul that reads or writes a head split in place: "stored swapped: a,
+ * out" (k_matmul_param.swap_*). */
+static void ir_print_swaps(const ir_node *n, bool any, FILE *out) {
+  const k_matmul_param *p = n->op == IR_OP_matmul && n->kind == IR_N_OP ? n->param : NULL;
+  if (!p || !(p->swap_a || p->swap_b || p->swap_c)) return;
+  fprintf(out, "%sstored swapped:%s%s%s", any ? "; " : "  # ", p->swap_a ? " a" : "", p->swap_b ? " b" : "",
+          p->swap_c ? " out" : "");
 }
 
 static void ir_print_annotations(const ir_graph *g, const ir_node *n, FILE *out) {
@@ -90,7 +101,7 @@ static void ir_print_annotations(const ir_graph *g, const ir_node *n, FILE *out)
     if (ip >= 0 && n->in[ip] >= 0) fprintf(out, " reuses %s", ir_tensor_at(g, n->in[ip])->name);
     any = true;
   }
-  ir_print_layout(g, n, any, out);
+  ir_print_swaps(n, ir_print_layout(g, n, any, out), out);
 }
 
 static void ir_print_pass_node(const ir_graph *g, const ir_node *n, FILE *out, int depth) {

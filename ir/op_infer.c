@@ -4,6 +4,7 @@
  * returns nonzero with x->msg saying what is wrong in the user's terms; the driver
  * (ir_infer.c) adds the op, its line and the input shapes. */
 #include "ops.h"
+#include "k_mm_geom.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -316,10 +317,13 @@ int ir_infer_pad(ir_infer *x) {
 }
 
 /* ---- GEMM family ---- */
+/* An operand or output stored swapped (k_matmul_param.swap_*, set by passes/pass_simplify.c)
+ * is inferred by its logical shape; the output's shape is the stored one. */
 int ir_infer_matmul(ir_infer *x) {
   const k_matmul_param *p = x->param;
-  const k_shape *a = &x->in[0], *b = &x->in[1];
-  if (a->rank < 2 || b->rank < 2) return ir_infer_fail(x, "both inputs need rank 2 or more");
+  if (x->in[0].rank < 2 || x->in[1].rank < 2) return ir_infer_fail(x, "both inputs need rank 2 or more");
+  k_shape la = k_mm_logical(&x->in[0], p->swap_a), lb = k_mm_logical(&x->in[1], p->swap_b);
+  const k_shape *a = &la, *b = &lb;
   int64_t m = a->d[a->rank - 2], ka = a->d[a->rank - 1], kb = b->d[b->rank - 2], n = b->d[b->rank - 1];
   if (p->transpose_a) { int64_t t = m; m = ka; ka = t; }
   if (p->transpose_b) { int64_t t = n; n = kb; kb = t; }
@@ -330,6 +334,8 @@ int ir_infer_matmul(ir_infer *x) {
   if (!ir_shape_broadcast(&ba, &bb, &out)) return ir_infer_fail(x, "batch dimensions do not broadcast");
   out.d[out.rank++] = m;
   out.d[out.rank++] = n;
+  if (p->swap_c && out.rank < 3) return ir_infer_fail(x, "an output stored swapped needs a batch axis");
+  out = k_mm_logical(&out, p->swap_c);
   ir_set_out(x, 0, out);
   x->flops = ir_sat_mul(2 * ka, ir_shape_numel_sat(&out));
   return 0;

@@ -5,6 +5,7 @@
 #include "kernels.h"
 #include "k_mm_geom.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,11 +73,10 @@ static void k_mm_forward_batches(void *ctx, int64_t lo, int64_t hi) {
   const k_mm_geom *g = j->g;
   const float *A = j->c->in[0].data, *B = j->c->in[1].data;
   float *C = j->c->out[0].data;
-  int lda = (int)(g->ta ? g->M : g->K), ldb = (int)(g->tb ? g->K : g->N);
   for (int64_t i = lo; i < hi; i++) {
     k_sgemm(g->ta ? CblasTrans : CblasNoTrans, g->tb ? CblasTrans : CblasNoTrans, g->M, g->N,
-            g->K, 1.0f, A + k_mm_offset(g, g->sa, i), lda, B + k_mm_offset(g, g->sb, i), ldb,
-            k_beta(j->c->req[0]), C + i * g->M * g->N, g->N);
+            g->K, 1.0f, A + k_mm_offset(g, g->sa, i), g->lda, B + k_mm_offset(g, g->sb, i), g->ldb,
+            k_beta(j->c->req[0]), C + k_mm_offset(g, g->sc, i), g->ldc);
     k_epi_apply(j->c, i * g->M * g->N, (i + 1) * g->M * g->N);   /* this product, still in cache */
   }
 }
@@ -85,7 +85,14 @@ int k_matmul_forward(const k_call *c) {
   if (c->req[0] == kNullOp) return 0;
   k_mm_geom g = k_mm_geometry(&c->in[0].shape, &c->in[1].shape, &c->out[0].shape, c->param);
   const float *A = c->in[0].data, *B = c->in[1].data;
-  int lda = (int)(g.ta ? g.M : g.K), ldb = (int)(g.tb ? g.K : g.N);
+  int64_t lda = g.lda, ldb = g.ldb;
+  /* an epilogue runs over each product's block of the output, which a swapped output is not
+   * (passes/pass_epilogue.c never gives it one) */
+  const k_matmul_param *p = c->param;
+  if (c->epi && p && k_mm_swaps(&c->out[0].shape, p->swap_c)) {
+    snprintf(c->err, c->err_len, "matmul: an epilogue on an output stored swapped");
+    return 1;
+  }
   CBLAS_TRANSPOSE TA = g.ta ? CblasTrans : CblasNoTrans, TB = g.tb ? CblasTrans : CblasNoTrans;
   if (k_mm_foldable(&g)) {
     k_gemm_out(c, TA, TB, g.batch * g.M, g.N, g.K, A, lda, B, ldb, k_gemm_packed_b(c, g.batch * g.M, g.N, g.K, TB, ldb),
@@ -152,6 +159,10 @@ static void k_mm_backward_batches(void *ctx, int64_t lo, int64_t hi) {
 int k_matmul_backward(const k_call *c) {
   const k_tensor *og = &c->in[0], *a = &c->in[1], *b = &c->in[2];
   k_mm_geom g = k_mm_geometry(&a->shape, &b->shape, &og->shape, c->param);
+  if (g.swapped) {   /* only predict graphs store operands swapped */
+    snprintf(c->err, c->err_len, "matmul backward: an operand stored swapped");
+    return 1;
+  }
   const float *dC = og->data, *A = a->data, *B = b->data;
   if (k_mm_foldable(&g)) {
     if (c->req[0] != kNullOp) k_mm_grad_a(&g, g.batch * g.M, dC, B, k_beta(c->req[0]), c->out[0].data);

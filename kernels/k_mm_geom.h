@@ -7,42 +7,70 @@
 
 #include "k_params.h"
 
-/* The geometry of one matmul: batch dims of the output, and per operand the element stride of
- * each output batch dim (0 where that operand broadcasts). */
+/* The geometry of one matmul: batch dims of the output, per operand and for the output the
+ * element stride of each output batch dim (0 where an operand broadcasts), and the element
+ * distance between the rows of each matrix as stored (the row length, unless it is stored
+ * swapped: k_matmul_param.swap_*). */
 typedef struct {
   int nb;                        /* number of batch dims of the output */
   int64_t bd[K_MAX_RANK];        /* output batch extents */
-  int64_t sa[K_MAX_RANK], sb[K_MAX_RANK];
+  int64_t sa[K_MAX_RANK], sb[K_MAX_RANK], sc[K_MAX_RANK];
   int64_t batch;                 /* product of bd */
   int64_t M, N, K;
+  int64_t lda, ldb, ldc;
   int ta, tb;
+  int swapped;                   /* an operand or the output is stored swapped */
 } k_mm_geom;
 
-/* Strides of operand t's batch dims aligned to the output's, 0 where it broadcasts. */
-static inline void k_mm_strides(const k_shape *t, int nb, const int64_t *bd, int64_t mat, int64_t *s) {
-  int tnb = t->rank - 2;
-  int64_t stride = mat;
+/* Whether a tensor of this rank stored with swap set is stored swapped (it needs a batch axis). */
+static inline int k_mm_swaps(const k_shape *t, int swap) { return swap && t->rank >= 3; }
+
+/* The logical shape of a tensor stored with swap set: axes rank-3 and rank-2 exchanged. */
+static inline k_shape k_mm_logical(const k_shape *t, int swap) {
+  k_shape l = *t;
+  if (k_mm_swaps(t, swap)) {
+    int64_t d = l.d[t->rank - 3];
+    l.d[t->rank - 3] = l.d[t->rank - 2], l.d[t->rank - 2] = d;
+  }
+  return l;
+}
+
+/* Operand (or output) t, given by its stored shape, aligned to the output's nb batch dims: s[i]
+ * its element stride for output batch dim i, 0 where it broadcasts (or lacks the dim); returns
+ * the element distance between its matrix's rows. */
+static inline int64_t k_mm_operand(const k_shape *t, int swap, int nb, const int64_t *bd, int64_t *s) {
+  int r = t->rank, tnb = r - 2;
+  int64_t st[K_MAX_RANK], stride = 1;
+  for (int i = r - 1; i >= 0; i--) st[i] = stride, stride *= t->d[i];
+  k_shape l = k_mm_logical(t, swap);
+  if (k_mm_swaps(t, swap)) {   /* logical axis r-3 is stored axis r-2 and the other way round */
+    int64_t x = st[r - 3];
+    st[r - 3] = st[r - 2], st[r - 2] = x;
+  }
   for (int i = nb - 1; i >= 0; i--) {
     int ti = i - (nb - tnb);
-    int64_t ext = ti >= 0 ? t->d[ti] : 1;
-    s[i] = (ext == 1 && bd[i] != 1) ? 0 : stride;
-    if (ti >= 0) stride *= ext;
+    s[i] = ti < 0 || (l.d[ti] == 1 && bd[i] != 1) ? 0 : st[ti];
   }
+  return st[r - 2];
 }
 
 static inline k_mm_geom k_mm_geometry(const k_shape *a, const k_shape *b, const k_shape *o,
                                const k_matmul_param *p) {
   k_mm_geom g;
+  int wa = p ? p->swap_a : 0, wb = p ? p->swap_b : 0, wc = p ? p->swap_c : 0;
+  k_shape la = k_mm_logical(a, wa), lo = k_mm_logical(o, wc);
   g.ta = p ? p->transpose_a : 0;
   g.tb = p ? p->transpose_b : 0;
-  g.M = o->d[o->rank - 2];
-  g.N = o->d[o->rank - 1];
-  g.K = g.ta ? a->d[a->rank - 2] : a->d[a->rank - 1];
-  g.nb = o->rank - 2;
+  g.M = lo.d[lo.rank - 2];
+  g.N = lo.d[lo.rank - 1];
+  g.K = g.ta ? la.d[la.rank - 2] : la.d[la.rank - 1];
+  g.nb = lo.rank - 2;
   g.batch = 1;
-  for (int i = 0; i < g.nb; i++) g.batch *= (g.bd[i] = o->d[i]);
-  k_mm_strides(a, g.nb, g.bd, g.M * g.K, g.sa);
-  k_mm_strides(b, g.nb, g.bd, g.K * g.N, g.sb);
+  for (int i = 0; i < g.nb; i++) g.batch *= (g.bd[i] = lo.d[i]);
+  g.lda = k_mm_operand(a, wa, g.nb, g.bd, g.sa);
+  g.ldb = k_mm_operand(b, wb, g.nb, g.bd, g.sb);
+  g.ldc = k_mm_operand(o, wc, g.nb, g.bd, g.sc);
+  g.swapped = k_mm_swaps(a, wa) || k_mm_swaps(b, wb) || k_mm_swaps(o, wc);
   return g;
 }
 
@@ -58,8 +86,10 @@ static inline int64_t k_mm_offset(const k_mm_geom *g, const int64_t *s, int64_t 
 
 /* True when b is one matrix shared by every batch and a is not transposed: then a's batches
  * stack into one tall [batch*M, K] matrix and the whole matmul is a single GEMM. So is a
- * single product with a transposed (ONNX's Gemm with transA = 1). */
+ * single product with a transposed (ONNX's Gemm with transA = 1). Not when anything is
+ * stored swapped: its batches do not stack. */
 static inline int k_mm_foldable(const k_mm_geom *g) {
+  if (g->swapped) return 0;
   if (g->ta) return g->batch == 1;
   for (int d = 0; d < g->nb; d++)
     if (g->sb[d] != 0 && g->bd[d] != 1) return 0;

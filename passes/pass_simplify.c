@@ -1,9 +1,10 @@
-/* pass_simplify.c — algebraic rewrites of the predict graph that do less work for the same
- * values. One so far: a monotone activation that only a max pooling reads runs after the
- * pooling instead of before it, on a quarter of the values for a 2x2 window (LeNet's
- * tanh(conv) -> max pooling). max and a non-decreasing f commute: max f(x_i) = f(max x_i).
+/* pass_simplify.c — rewrites of the predict graph that do less work for the same values
+ * (docs/passes.md, "Simplify"). Two so far.
  *
- * What makes the swap exact, beyond f being non-decreasing (ir_opdef.monotone):
+ * A monotone activation that only a max pooling reads runs after the pooling instead of
+ * before it, on a quarter of the values for a 2x2 window (LeNet's tanh(conv) -> max pooling).
+ * max and a non-decreasing f commute: max f(x_i) = f(max x_i). What makes the swap exact,
+ * beyond f being non-decreasing (ir_opdef.monotone):
  *   - f(NaN) is NaN and f of a number is a number, so a NaN reaches the pooled value in
  *     both orders (the pooling keeps a NaN, as torch's does);
  *   - no window is empty: max pooling pads with -inf, which never wins over a value of the
@@ -14,9 +15,15 @@
  * non-monotone step of an ulp gives a result an ulp from the other order's, inside every
  * tolerance; tests/passes/test_differential.c compares the graphs with and without it.
  *
- * Predict only: in train_step the swap would send the gradient to the first maximum of x
- * where torch sends it to the first maximum of f(x), a different element wherever f maps
- * two values of a window to one float (tanh near +-1). */
+ * A matmul reads the attention's head split (a transpose exchanging the last batch axis and
+ * the row axis) from the transpose's input, and writes the head merge as the transpose's
+ * output: k_matmul_param.swap_a, swap_b, swap_c, a leading dimension for the GEMM instead of
+ * a copy (kernels/k_mm_geom.h).
+ *
+ * Predict only: in train_step the first swap would send the gradient to the first maximum of
+ * x where torch sends it to the first maximum of f(x), a different element wherever f maps
+ * two values of a window to one float (tanh near +-1); and the matmul's backward kernels read
+ * plain operands. */
 #include "passes.h"
 
 #include <stdlib.h>
@@ -70,6 +77,82 @@ static void pass_simp_swap(ir_graph *g, pass_ctx *cx, int a, int p) {
                ir_ops[ir_node_at(g, p)->op].name, mname);
 }
 
+/* ---- the attention's head split and merge, read and written in place by matmul ---- */
+
+/* Whether node x is a transpose exchanging the last batch axis and the row axis of a tensor of
+ * rank 3 or more (axes (0, 2, 1, 3) at rank 4), that only one node reads (reader[out]). */
+static bool pass_simp_head_transpose(const ir_graph *g, const ir_node *x) {
+  if (x->kind != IR_N_OP || x->op != IR_OP_transpose || x->nin != 1 || x->nout != 1) return false;
+  const k_transpose_param *p = x->param;
+  int r = ir_tensor_at(g, x->in[0])->shape.rank;
+  if (r < 3 || p->axes.n != r) return false;
+  for (int i = 0; i < r; i++) {
+    int want = i == r - 3 ? r - 2 : i == r - 2 ? r - 3 : i;
+    if (p->axes.v[i] != want) return false;
+  }
+  return true;
+}
+
+/* Matmul node m with its param copied (a copy per graph: the lowered graph's is shared). */
+static k_matmul_param *pass_simp_mm_param(ir_graph *g, ir_node *m) {
+  k_matmul_param *p = ir_alloc(&g->arena, sizeof *p);
+  *p = *(const k_matmul_param *)m->param;
+  m->param = p;
+  return p;
+}
+
+/* The transposes around matmul node i that it can read or write in place instead: an operand
+ * that is such a transpose's output (read by nothing else) is read from the transpose's input,
+ * stored swapped; an output that only such a transpose reads is written swapped as the
+ * transpose's output. The transposes are marked dead. Returns how many it folded. */
+static int pass_simp_fold_matmul(ir_graph *g, pass_ctx *cx, int i, const int *reader, bool *dead) {
+  ir_node *m = ir_node_at(g, i);
+  int folds = 0;
+  for (int j = 0; j < 2; j++) {
+    int t = m->in[j], x = t >= 0 ? ir_tensor_at(g, t)->producer : -1;
+    if (x < 0 || reader[t] != i || dead[x] || !pass_simp_head_transpose(g, ir_node_at(g, x))) continue;
+    k_matmul_param *p = pass_simp_mm_param(g, m);
+    *(j ? &p->swap_b : &p->swap_a) = 1;
+    m->in[j] = ir_node_at(g, x)->in[0];
+    dead[x] = true, folds++;
+    pass_explain(cx, "%s (matmul) reads %s in place of %s (transpose): operand %s, stored with two axes swapped", m->name,
+                 ir_tensor_at(g, m->in[j])->name, ir_tensor_at(g, t)->name, j ? "b" : "a");
+  }
+  int o = m->out[0], x = reader[o];
+  if (x >= 0 && !dead[x] && pass_simp_head_transpose(g, ir_node_at(g, x))) {
+    pass_simp_mm_param(g, m)->swap_c = 1;
+    pass_explain(cx, "%s (matmul) writes %s itself, stored with two axes swapped, in place of transposing its output",
+                 m->name, ir_tensor_at(g, ir_node_at(g, x)->out[0])->name);
+    m->out[0] = ir_node_at(g, x)->out[0];
+    m->name = ir_node_at(g, x)->name;   /* a node is named for the value it writes */
+    dead[x] = true, folds++;
+  }
+  k_shape want = ir_tensor_at(g, m->out[0])->shape;
+  if (folds && (ir_infer_one(g, cx->diag, i) || !ir_shape_eq(&want, &ir_tensor_at(g, m->out[0])->shape)))
+    KILN_ICE("simplify: matmul '%s' does not infer to its shape after taking its transposes", m->name);
+  return folds;
+}
+
+/* Folds the head transposes into every forward matmul; the dead transposes leave the graph. */
+static void pass_simp_matmuls(ir_graph *g, pass_ctx *cx) {
+  int *reader = pass_simp_single_readers(g), folds = 0;
+  bool *dead = calloc((size_t)ir_nnodes(g) + 1, sizeof *dead);
+  if (!dead) KILN_ICE("out of memory");
+  for (int i = 0; i < ir_nnodes(g); i++)
+    if (ir_node_at(g, i)->kind == IR_N_OP && ir_node_at(g, i)->op == IR_OP_matmul && ir_node_at(g, i)->nout == 1)
+      folds += pass_simp_fold_matmul(g, cx, i, reader, dead);
+  if (folds) {
+    ir_vec kept = {.elem = sizeof(ir_node)};
+    for (int i = 0; i < ir_nnodes(g); i++)
+      if (!dead[i]) *(ir_node *)ir_vec_push(&kept) = *ir_node_at(g, i);
+    ir_graph_set_nodes(g, &kept);
+  }
+  free(reader);
+  free(dead);
+}
+
+/* ---- the pass ---- */
+
 int pass_simplify(ir_graph *g, pass_ctx *cx) {
   int *reader = pass_simp_single_readers(g), swaps = 0;
   for (int a = 0; a < ir_nnodes(g); a++) {
@@ -81,10 +164,11 @@ int pass_simplify(ir_graph *g, pass_ctx *cx) {
     swaps++;
   }
   free(reader);
-  if (swaps) {   /* the producers, recomputed once: set_nodes takes the list as it is */
+  if (swaps) {   /* the producers, recomputed: set_nodes takes the list as it is */
     ir_vec nodes = g->nodes;
     g->nodes = (ir_vec){.elem = sizeof(ir_node)};
     ir_graph_set_nodes(g, &nodes);
   }
+  pass_simp_matmuls(g, cx);
   return 0;
 }

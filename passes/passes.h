@@ -4,7 +4,7 @@
  * reports what it did in its pass_stats. `kiln passes` reads the table.
  *   pass_manager.c  the table, the pipeline, --print-after, timing, the verifier after each pass
  *   pass_select.c   keep the nodes the entry point needs (outputs for predict, loss for train)
- *   pass_simplify.c predict: algebraic rewrites that do less work (an activation after max pooling)
+ *   pass_simplify.c predict: rewrites that do less work (an activation after max pooling, head transposes in matmul)
  *   pass_backward.c _backward_<op> nodes, head gradient 1, kAddTo accumulation
  *   pass_prune.c    backward-dependency pruning (DeclareBackwardDependency)
  *   pass_optimizer.c optimizer update nodes and their state

@@ -242,7 +242,7 @@ static void b_run_batched(void *ctx) {
 
 static void b_mm(const b_layer *l) {
   int B = l->v[0], M = l->v[1], N = l->v[2], K = l->v[3], tb = l->v[4];
-  k_matmul_param p = {0, tb};
+  k_matmul_param p = {.transpose_b = tb};
   b_batched r = {B, M, N, K, tb, b_buf((int64_t)B * M * K), b_buf((int64_t)B * K * N), b_buf((int64_t)B * M * N)};
   k_tensor in[2] = {{r.A, b_shape(4, 8, B / 8, M, K), K_F32},
                     {r.B, tb ? b_shape(4, 8, B / 8, N, K) : b_shape(4, 8, B / 8, K, N), K_F32}};

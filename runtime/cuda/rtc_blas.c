@@ -271,8 +271,7 @@ enum { RTC_MM_A, RTC_MM_B, RTC_MM_C };
 
 /* Element offset of batch i's matrix of kind `which`. */
 static int64_t rtc_mm_offset(const rtc_mm_geom *g, int which, int64_t i) {
-  if (which == RTC_MM_C) return i * g->M * g->N;
-  return k_mm_offset(g, which == RTC_MM_A ? g->sa : g->sb, i);
+  return k_mm_offset(g, which == RTC_MM_A ? g->sa : which == RTC_MM_B ? g->sb : g->sc, i);
 }
 
 /* True when batch i is the first (in batch order) to reach its matrix of kind `which`: every
@@ -344,10 +343,9 @@ int rtc_matmul_forward(rtc_ctx *c, const rtc_call *k) {
     return 1;
   const float *A = k->in[0], *B = k->in[1];
   float *C = k->out[0];
-  int64_t lda = g.ta ? g.M : g.K, ldb = g.tb ? g.K : g.N;
   if (k_mm_foldable(&g))
-    return rtc_sgemm(c, g.ta, g.tb, g.batch * g.M, g.N, g.K, A, lda, B, ldb, rtc_beta(k->req[0]), C, g.N);
-  rtc_mm_job j = {g.ta, g.tb, g.M, g.N, g.K, A, RTC_MM_A, lda, B, RTC_MM_B, ldb, C, RTC_MM_C, g.N};
+    return rtc_sgemm(c, g.ta, g.tb, g.batch * g.M, g.N, g.K, A, g.lda, B, g.ldb, rtc_beta(k->req[0]), C, g.N);
+  rtc_mm_job j = {g.ta, g.tb, g.M, g.N, g.K, A, RTC_MM_A, g.lda, B, RTC_MM_B, g.ldb, C, RTC_MM_C, g.ldc};
   return rtc_mm_run(c, &g, &j, k->req[0]);
 }
 
@@ -374,6 +372,7 @@ static int rtc_mm_once(rtc_ctx *c, const rtc_mm_job *j, k_req req) {
 int rtc_matmul_backward(rtc_ctx *c, const rtc_call *k) {
   rtc_mm_geom g;
   if (rtc_mm_geometry(c, &k->in_shape[1], &k->in_shape[2], &k->in_shape[0], k->s->param, &g)) return 1;
+  if (g.swapped) return rtc_fail(c, "matmul backward: an operand stored swapped (only predict graphs have them)");
   const float *dC = k->in[0], *A = k->in[1], *B = k->in[2];
   int fold = k_mm_foldable(&g);
   int64_t rows = fold ? g.batch * g.M : g.M;

@@ -43,7 +43,7 @@ static void ref_matmul(const k_tensor *a, const k_tensor *b, const k_shape *o, i
 
 static void check_matmul_ng(const char *name, k_shape as, k_shape bs, k_shape os, int ta, int tb,
                             uint32_t no_grad) {
-  k_matmul_param p = {ta, tb};
+  k_matmul_param p = {.transpose_a = ta, .transpose_b = tb};
   kt_case c = {0};
   c.name = name; c.fwd = k_matmul_forward; c.bwd = k_matmul_backward;
   c.nargs = 2; c.nout = 1; c.nvisible = 1;
@@ -148,6 +148,72 @@ static void test_matmul(void) {
   test_matmul_vector();
 }
 
+/* ---- matmul on operands stored swapped (the attention's head split read in place) ---- */
+
+/* t's data with axes rank-3 and rank-2 exchanged (shape: t's, which becomes the other one). */
+static float *swap_axes(const float *x, const k_shape *s) {
+  int r = s->rank;
+  int64_t outer = 1, A = s->d[r - 3], B = s->d[r - 2], C = s->d[r - 1];
+  for (int i = 0; i < r - 3; i++) outer *= s->d[i];
+  float *y = malloc((size_t)k_shape_numel(s) * sizeof(float) + 4);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t a = 0; a < A; a++)
+      for (int64_t b = 0; b < B; b++)
+        for (int64_t c = 0; c < C; c++) y[((o * B + b) * A + a) * C + c] = x[((o * A + a) * B + b) * C + c];
+  return y;
+}
+
+static k_shape swapped_shape(k_shape s) {
+  int64_t t = s.d[s.rank - 3];
+  s.d[s.rank - 3] = s.d[s.rank - 2], s.d[s.rank - 2] = t;
+  return s;
+}
+
+/* Logical shapes as, bs, os; each of a, b and the output stored swapped where sw's bit 0, 1,
+ * 2 says: the kernel reads and writes them in place, and must agree with the product of the
+ * unswapped operands. */
+static void check_matmul_swapped(k_shape as, k_shape bs, k_shape os, int ta, int tb, int sw) {
+  char name[96];
+  snprintf(name, sizeof name, "matmul swapped a=%d b=%d out=%d ta=%d tb=%d rank %d", sw & 1, sw >> 1 & 1, sw >> 2 & 1,
+           ta, tb, os.rank);
+  k_matmul_param p = {ta, tb, sw & 1, sw >> 1 & 1, sw >> 2 & 1};
+  kt_case c = {0};
+  c.name = name; c.fwd = k_matmul_forward; c.bwd = k_matmul_backward;
+  c.nargs = 2; c.nout = 1; c.nvisible = 1;
+  k_tensor la = kt_tensor_f32(as, -1, 1, 7), lb = kt_tensor_f32(bs, -1, 1, 8);
+  c.in[0] = la, c.in[1] = lb;
+  if (sw & 1) c.in[0].shape = swapped_shape(as), c.in[0].data = swap_axes(la.data, &as);
+  if (sw & 2) c.in[1].shape = swapped_shape(bs), c.in[1].data = swap_axes(lb.data, &bs);
+  c.out_shape[0] = sw & 4 ? swapped_shape(os) : os;
+  c.param = &p;
+  k_tensor out[KT_MAX_IO];
+  KT_CHECK(kt_forward(&c, out) == 0, "%s forward rc", name);
+  float *want = malloc((size_t)k_shape_numel(&os) * sizeof(float));
+  ref_matmul(&la, &lb, &os, ta, tb, want);
+  float *got = sw & 4 ? swap_axes(out[0].data, &c.out_shape[0]) : out[0].data;
+  KT_CHECK(kt_expect_close(name, got, want, k_shape_numel(&os), 1e-5f, 1e-5f) == 0, "%s forward values", name);
+  if (got != out[0].data) free(got);
+  free(want);
+  kt_tensor_free(&out[0]);
+  if (sw & 1) free(c.in[0].data);
+  if (sw & 2) free(c.in[1].data);
+  kt_tensor_free(&la), kt_tensor_free(&lb);
+}
+
+static void test_matmul_swapped(void) {
+  for (int sw = 1; sw < 8; sw++)
+    for (int t = 0; t < 4; t++) {
+      int ta = t & 1, tb = t >> 1;
+      /* attention-like rank 4 (2 x 3 heads), odd sizes; rank 3; a broadcast outer batch dim */
+      check_matmul_swapped(ta ? kt_shape(4, 2, 3, 4, 5) : kt_shape(4, 2, 3, 5, 4),
+                           tb ? kt_shape(4, 2, 3, 6, 4) : kt_shape(4, 2, 3, 4, 6), kt_shape(4, 2, 3, 5, 6), ta, tb, sw);
+      check_matmul_swapped(ta ? kt_shape(3, 3, 7, 5) : kt_shape(3, 3, 5, 7),
+                           tb ? kt_shape(3, 3, 2, 7) : kt_shape(3, 3, 7, 2), kt_shape(3, 3, 5, 2), ta, tb, sw);
+      check_matmul_swapped(ta ? kt_shape(4, 1, 3, 4, 5) : kt_shape(4, 1, 3, 5, 4),
+                           tb ? kt_shape(4, 2, 3, 6, 4) : kt_shape(4, 2, 3, 4, 6), kt_shape(4, 2, 3, 5, 6), ta, tb, sw);
+    }
+}
+
 /* ---- fully_connected ------------------------------------------------------------------- */
 
 static void ref_fc(const float *x, const float *w, const float *b, int64_t rows, int64_t in,
@@ -220,6 +286,7 @@ static void test_forward_req(void) {
 
 int main(void) {
   test_matmul();
+  test_matmul_swapped();
   test_fc();
   test_forward_req();
   test_sgemm_vector();

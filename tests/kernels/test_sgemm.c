@@ -221,7 +221,7 @@ static void t_fc_cache(const char *impl, int64_t rows, int64_t in, int64_t H) {
  * either operand transposed, a's batches stacked): the bits of a call without one, on the
  * first call, the second and after B changes. */
 static void t_mm_cache(const char *impl, int64_t batch, int64_t M, int64_t K, int64_t N, int ta, int tb) {
-  k_matmul_param prm = {ta, tb};
+  k_matmul_param prm = {.transpose_a = ta, .transpose_b = tb};
   k_shape as = batch > 1 ? kt_shape(3, batch, M, K) : ta ? kt_shape(2, K, M) : kt_shape(2, M, K);
   k_tensor a = kt_tensor_f32(as, -1, 1, 21), b = kt_tensor_f32(tb ? kt_shape(2, N, K) : kt_shape(2, K, N), -1, 1, 22);
   k_tensor ins[2] = {a, b};

@@ -111,7 +111,7 @@ static void tt_fc(void) {
 }
 
 static void tt_matmul(const char *name, k_shape as, k_shape bs, k_shape cs) {
-  k_matmul_param p = {0, 0};
+  k_matmul_param p = {0};
   tt_call f = {name, k_matmul_forward, {tt_rand(as, 1), tt_rand(bs, 2)}, 2, {cs}, 1, &p, 0, 1};
   tt_check(&f);
   tt_call b = {name, k_matmul_backward, {tt_rand(cs, 3), tt_rand(as, 4), tt_rand(bs, 5), tt_rand(cs, 6)}, 4,
