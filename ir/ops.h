@@ -78,7 +78,9 @@ typedef struct ir_opdef {
   int resources;                /* IR_RES_* */
   ir_fusion fusion;
   bool monotone;                /* unary, non-decreasing over the floats, NaN exactly from NaN:
-                                   it commutes with max (passes/pass_simplify.c) */
+                                   it commutes with max, and passes/pass_simplify.c moves it
+                                   behind a max pooling (set where that gains: not on relu,
+                                   free in a convolution's store) */
   const char *scalar;           /* k_scalar.h function stem (k_sf_<stem>), or NULL */
   k_fn forward, backward;       /* the CPU kernels, k_<op>_forward / k_<op>_backward */
   k_temp_fn temp;               /* IR_RES_TEMP: the workspace size, k_<op>_temp_bytes */

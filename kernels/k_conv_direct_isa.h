@@ -139,11 +139,11 @@ static void KCD(unpack_rows)(const float *src, int64_t W, int64_t srs, int64_t c
 /* ---- forward ---------------------------------------------------------------------------- */
 
 /* v as a k_cd_store leaves it: plus r's vector (r + v when swapped; r NULL: no add), then
- * relu — k_sf_add's and k_sf_relu's arithmetic, relu's select as a mask (x > 0 keeps x's
- * bits, anything else, NaN included, gives +0), so the same bits as the epilogue's pass. */
+ * relu — k_sf_add's and k_sf_relu's arithmetic, relu's select as a mask (x < 0 gives +0,
+ * anything else, NaN and -0 included, keeps x's bits), so the same bits as the epilogue's pass. */
 KCD_INLINE VEC KCD(store_tail)(VEC v, const float *r, int swap, int relu) {
   if (r) v = swap ? KCD(ld)(r) + v : v + KCD(ld)(r);
-  if (relu) v = (VEC)((KCD(ivec))v & (v > (VEC){0}));
+  if (relu) v = (VEC)((KCD(ivec))v & ~(KCD(ivec))(v < (VEC){0}));
   return v;
 }
 

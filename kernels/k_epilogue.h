@@ -57,7 +57,7 @@ int k_epi_fn_lookup(const char *name);
 /* The tail a heavy kernel can apply to each vector as it stores it, instead of as a pass over
  * the block: an add of a same-shaped operand (the residual of a ResNet block), then a relu,
  * either one optional. The kernel computes them as k_sf_add (y + other, or other + y when
- * swapped) and k_sf_relu (x > 0 ? x : +0) do, so the bits are the epilogue's. */
+ * swapped) and k_sf_relu (x < 0 ? +0 : x) do, so the bits are the epilogue's. */
 typedef struct {
   int32_t add_slot;   /* the call's input slot of the added operand, or -1 */
   int32_t add_swap;   /* the running value is the add's second operand */

@@ -271,9 +271,11 @@ K_SF_INLINE float k_sf_cos_grad(float og, float x, float y) { return -og * k_vm_
 K_SF_INLINE float k_sf_reciprocal(float x) { return 1.0f / x; }
 K_SF_INLINE float k_sf_reciprocal_grad(float og, float x, float y) { return -og * y * y; }
 
-/* relu's gradient reads the output so that x can be freed (and relu run in place). */
-K_SF_INLINE float k_sf_relu(float x) { return x > 0.0f ? x : 0.0f; }
-K_SF_INLINE float k_sf_relu_grad(float og, float x, float y) { return y > 0.0f ? og : 0.0f; }
+/* relu as torch's: x < 0 gives +0, anything else keeps x, so NaN stays NaN and -0 stays -0.
+ * Its gradient reads the output so that x can be freed (and relu run in place), and is
+ * torch's threshold_backward: 0 where y <= 0, og elsewhere, NaN included. */
+K_SF_INLINE float k_sf_relu(float x) { return x < 0.0f ? 0.0f : x; }
+K_SF_INLINE float k_sf_relu_grad(float og, float x, float y) { return y <= 0.0f ? 0.0f : og; }
 
 K_SF_INLINE float k_sf_sigmoid(float x) { return k_vm_sigmoid(x); }
 K_SF_INLINE float k_sf_sigmoid_grad(float og, float x, float y) { return og * y * (1.0f - y); }

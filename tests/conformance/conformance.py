@@ -289,6 +289,11 @@ def unary_cases(R):
     for op in ("sqrt", "rsqrt", "log", "reciprocal"):
         x = np.array([0.0, 1.0, 4.0], np.float32)
         R.case("%s at 0" % op, "y = %s(x)" % op, {"x": x}, lambda T, op=op: getattr(torch, op)(T["x"]))
+    # relu and activation(relu) keep NaN and -0 as torch does; the gradient passes at NaN
+    # (torch's threshold_backward: 0 only where the output is <= 0).
+    x = np.array([np.nan, -0.0, 0.0, -1.5, 2.0], np.float32)
+    R.case("relu at NaN and +-0", "y = relu(x)", {"x": x}, lambda T: F.relu(T["x"]))
+    R.case("activation relu at NaN and +-0", 'y = activation(x, act_type="relu")', {"x": x}, lambda T: F.relu(T["x"]))
     # softplus beyond torch's threshold (20) returns x itself; large negatives underflow.
     x = np.array([-30, -20.5, -1, 0, 1, 19.5, 20.5, 30], np.float32)
     R.case("softplus large |x|", "y = softplus(x)", {"x": x}, lambda T: F.softplus(T["x"]))
