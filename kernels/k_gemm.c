@@ -104,28 +104,28 @@ int k_matmul_forward(const k_call *c) {
   return 0;
 }
 
-/* dA for one batch: op(A) = A -> dA = dC op(B)^T;  op(A) = A^T -> dA = op(B) dC^T. */
+/* dA for one batch: op(A) = A -> dA = dC op(B)^T;  op(A) = A^T -> dA = op(B) dC^T. Each
+ * gradient is stored as its operand is (an operand stored swapped gets its gradient so), at
+ * the geometry's leading dimensions. */
 static void k_mm_grad_a(const k_mm_geom *g, int64_t rows, const float *dC, const float *B,
                         float beta, float *dA) {
-  int ldb = (int)(g->tb ? g->K : g->N);
   if (!g->ta)
-    k_sgemm(CblasNoTrans, g->tb ? CblasNoTrans : CblasTrans, (int)rows,
-                (int)g->K, (int)g->N, 1.0f, dC, (int)g->N, B, ldb, beta, dA, (int)g->K);
+    k_sgemm(CblasNoTrans, g->tb ? CblasNoTrans : CblasTrans, rows, g->K, g->N, 1.0f, dC, g->ldc, B, g->ldb, beta,
+            dA, g->lda);
   else
-    k_sgemm(g->tb ? CblasTrans : CblasNoTrans, CblasTrans, (int)g->K,
-                (int)g->M, (int)g->N, 1.0f, B, ldb, dC, (int)g->N, beta, dA, (int)g->M);
+    k_sgemm(g->tb ? CblasTrans : CblasNoTrans, CblasTrans, g->K, g->M, g->N, 1.0f, B, g->ldb, dC, g->ldc, beta,
+            dA, g->lda);
 }
 
 /* dB for one batch: op(B) = B -> dB = op(A)^T dC;  op(B) = B^T -> dB = dC^T op(A). */
 static void k_mm_grad_b(const k_mm_geom *g, int64_t rows, const float *dC, const float *A,
                         float beta, float *dB) {
-  int lda = (int)(g->ta ? g->M : g->K);
   if (!g->tb)
-    k_sgemm(g->ta ? CblasNoTrans : CblasTrans, CblasNoTrans, (int)g->K,
-                (int)g->N, (int)rows, 1.0f, A, lda, dC, (int)g->N, beta, dB, (int)g->N);
+    k_sgemm(g->ta ? CblasNoTrans : CblasTrans, CblasNoTrans, g->K, g->N, rows, 1.0f, A, g->lda, dC, g->ldc, beta,
+            dB, g->ldb);
   else
-    k_sgemm(CblasTrans, g->ta ? CblasTrans : CblasNoTrans, (int)g->N,
-                (int)g->K, (int)rows, 1.0f, dC, (int)g->N, A, lda, beta, dB, (int)g->K);
+    k_sgemm(CblasTrans, g->ta ? CblasTrans : CblasNoTrans, g->N, g->K, rows, 1.0f, dC, g->ldc, A, g->lda, beta,
+            dB, g->ldb);
 }
 
 /* Broadcast operands receive the sum over the batches they were reused in, so for kWriteTo
@@ -149,7 +149,7 @@ static void k_mm_backward_batches(void *ctx, int64_t lo, int64_t hi) {
   const float *dC = j->c->in[0].data, *A = j->c->in[1].data, *B = j->c->in[2].data;
   float *out = j->c->out[j->which].data;
   for (int64_t i = lo; i < hi; i++) {
-    const float *dCi = dC + i * g->M * g->N;
+    const float *dCi = dC + k_mm_offset(g, g->sc, i);
     int64_t oa = k_mm_offset(g, g->sa, i), ob = k_mm_offset(g, g->sb, i);
     if (j->which == 0) k_mm_grad_a(g, g->M, dCi, B + ob, 1.0f, out + oa);
     else k_mm_grad_b(g, g->M, dCi, A + oa, 1.0f, out + ob);
@@ -159,10 +159,6 @@ static void k_mm_backward_batches(void *ctx, int64_t lo, int64_t hi) {
 int k_matmul_backward(const k_call *c) {
   const k_tensor *og = &c->in[0], *a = &c->in[1], *b = &c->in[2];
   k_mm_geom g = k_mm_geometry(&a->shape, &b->shape, &og->shape, c->param);
-  if (g.swapped) {   /* only predict graphs store operands swapped */
-    snprintf(c->err, c->err_len, "matmul backward: an operand stored swapped");
-    return 1;
-  }
   const float *dC = og->data, *A = a->data, *B = b->data;
   if (k_mm_foldable(&g)) {
     if (c->req[0] != kNullOp) k_mm_grad_a(&g, g.batch * g.M, dC, B, k_beta(c->req[0]), c->out[0].data);

@@ -39,12 +39,12 @@ typedef struct { k_ints shape; } k_broadcast_to_param;
  * the same range from end - 1 down (docs/language.md). */
 typedef struct { int32_t axis; int64_t begin, end, step; } k_slice_param;
 typedef struct { int32_t dim; } k_concat_param;           /* normalised: >= 0 */
-/* matmul. swap_a, swap_b, swap_c: forward only, set by passes/pass_simplify.c (never an
- * attribute; 0 everywhere else): that operand (or the output) is stored with its last batch
- * axis and its row axis exchanged, [.., R, H, C] holding the logical [.., H, R, C] — the
- * attention's head split, transpose(x, axes=(0, 2, 1, 3)), read or written in place: the rows
- * of batch h start h * C in, H * C apart (k_mm_geom.h). The shapes a kernel is given are the
- * stored ones. */
+/* matmul. swap_a, swap_b, swap_c: set by passes/pass_simplify.c (never an attribute; 0
+ * everywhere else): that operand (or the output) is stored with its last batch axis and its
+ * row axis exchanged, [.., R, H, C] holding the logical [.., H, R, C] — the attention's head
+ * split, transpose(x, axes=(0, 2, 1, 3)), read or written in place: the rows of batch h start
+ * h * C in, H * C apart (k_mm_geom.h). The shapes a kernel is given are the stored ones; the
+ * backward stores each gradient as its operand is stored. */
 typedef struct { int32_t transpose_a, transpose_b; int32_t swap_a, swap_b, swap_c; } k_matmul_param;
 
 typedef struct { int64_t num_hidden; int32_t no_bias; int32_t flatten; } k_fc_param;

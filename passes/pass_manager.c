@@ -11,7 +11,7 @@
 const pass_def pass_table[PASS_COUNT] = {
   [PASS_infer] = {"infer", "shape and type inference (parameters included)", false, false, pass_infer},
   [PASS_select] = {"select", "keep the nodes the entry point needs: outputs (predict) or the loss (train)", false, false, pass_select},
-  [PASS_simplify] = {"simplify", "predict: a monotone activation read only by a max pooling runs after it; a matmul reads and writes the head split of attention in place of its transposes", false, true, pass_simplify, .predict_only = true},
+  [PASS_simplify] = {"simplify", "a matmul reads and writes the head split of attention in place of its transposes; predict: a monotone activation read only by a max pooling runs after it", false, true, pass_simplify},
   [PASS_backward] = {"backward", "derive _backward_<op> nodes; head gradient 1; kAddTo where gradients meet", true, false, pass_backward},
   [PASS_prune] = {"prune", "backward-dependency pruning: backward nodes read only what the op declares", true, true, pass_prune},
   [PASS_optimizer] = {"optimizer", "optimizer update nodes that step parameters and state in place", true, false, pass_optimizer},
@@ -90,7 +90,6 @@ ir_graph *pass_compile(const ir_graph *lowered, pass_ctx *cx) {
   g->mode = cx->mode;
   for (int id = 0; id < PASS_COUNT; id++) {
     if (pass_table[id].train_only && cx->mode != IR_MODE_TRAIN) continue;
-    if (pass_table[id].predict_only && cx->mode == IR_MODE_TRAIN) continue;
     if (pass_run_one(g, cx, id)) {
       ir_graph_free(g);
       return NULL;

@@ -20,10 +20,12 @@
  * output: k_matmul_param.swap_a, swap_b, swap_c, a leading dimension for the GEMM instead of
  * a copy (kernels/k_mm_geom.h).
  *
- * Predict only: in train_step the first swap would send the gradient to the first maximum of
- * x where torch sends it to the first maximum of f(x), a different element wherever f maps
- * two values of a window to one float (tanh near +-1); and the matmul's backward kernels read
- * plain operands. */
+ * The first is for predict only: in train_step it would send the gradient to the first
+ * maximum of x where torch sends it to the first maximum of f(x), a different element wherever
+ * f maps two values of a window to one float (tanh near +-1). The second runs for both: the
+ * backward pass derives the matmul's backward node from the rewritten one, whose kernels store
+ * each gradient as its operand is stored. It adds no tensor, so the graphs of predict and
+ * train_step still share every index of the lowered graph. */
 #include "passes.h"
 
 #include <stdlib.h>
@@ -153,7 +155,8 @@ static void pass_simp_matmuls(ir_graph *g, pass_ctx *cx) {
 
 /* ---- the pass ---- */
 
-int pass_simplify(ir_graph *g, pass_ctx *cx) {
+/* The activations behind their max poolings (predict only: see the top). */
+static void pass_simp_pools(ir_graph *g, pass_ctx *cx) {
   int *reader = pass_simp_single_readers(g), swaps = 0;
   for (int a = 0; a < ir_nnodes(g); a++) {
     const ir_node *n = ir_node_at(g, a);
@@ -169,6 +172,10 @@ int pass_simplify(ir_graph *g, pass_ctx *cx) {
     g->nodes = (ir_vec){.elem = sizeof(ir_node)};
     ir_graph_set_nodes(g, &nodes);
   }
+}
+
+int pass_simplify(ir_graph *g, pass_ctx *cx) {
+  if (cx->mode != IR_MODE_TRAIN) pass_simp_pools(g, cx);
   pass_simp_matmuls(g, cx);
   return 0;
 }

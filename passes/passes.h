@@ -4,7 +4,7 @@
  * reports what it did in its pass_stats. `kiln passes` reads the table.
  *   pass_manager.c  the table, the pipeline, --print-after, timing, the verifier after each pass
  *   pass_select.c   keep the nodes the entry point needs (outputs for predict, loss for train)
- *   pass_simplify.c predict: rewrites that do less work (an activation after max pooling, head transposes in matmul)
+ *   pass_simplify.c rewrites that do less work (head transposes read in place by matmul; predict: an activation after max pooling)
  *   pass_backward.c _backward_<op> nodes, head gradient 1, kAddTo accumulation
  *   pass_prune.c    backward-dependency pruning (DeclareBackwardDependency)
  *   pass_optimizer.c optimizer update nodes and their state
@@ -51,7 +51,6 @@ typedef struct {
   bool optional;             /* may be switched off; the others are needed to run at all */
   int (*run)(ir_graph *g, pass_ctx *cx);
   int (*run_off)(ir_graph *g, pass_ctx *cx);   /* what "switched off" does; NULL: nothing */
-  bool predict_only;         /* runs only for predict (simplify) */
 } pass_def;
 
 #define PASS_DECLARE(n) int pass_##n(ir_graph *g, pass_ctx *cx);

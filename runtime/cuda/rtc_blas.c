@@ -349,18 +349,19 @@ int rtc_matmul_forward(rtc_ctx *c, const rtc_call *k) {
   return rtc_mm_run(c, &g, &j, k->req[0]);
 }
 
-/* dA for `rows` rows, as k_mm_grad_a: op(A) = A -> dA = dC op(B)^T;  op(A) = A^T -> dA = op(B) dC^T. */
+/* dA for `rows` rows, as k_mm_grad_a: op(A) = A -> dA = dC op(B)^T;  op(A) = A^T -> dA = op(B) dC^T.
+ * Each gradient is stored as its operand is, at the geometry's leading dimensions. */
 static rtc_mm_job rtc_mm_job_a(const rtc_mm_geom *g, int64_t rows, const float *dC, const float *B, float *dA) {
-  int64_t ldb = g->tb ? g->K : g->N;
-  if (!g->ta) return (rtc_mm_job){0, !g->tb, rows, g->K, g->N, dC, RTC_MM_C, g->N, B, RTC_MM_B, ldb, dA, RTC_MM_A, g->K};
-  return (rtc_mm_job){g->tb, 1, g->K, g->M, g->N, B, RTC_MM_B, ldb, dC, RTC_MM_C, g->N, dA, RTC_MM_A, g->M};
+  if (!g->ta)
+    return (rtc_mm_job){0, !g->tb, rows, g->K, g->N, dC, RTC_MM_C, g->ldc, B, RTC_MM_B, g->ldb, dA, RTC_MM_A, g->lda};
+  return (rtc_mm_job){g->tb, 1, g->K, g->M, g->N, B, RTC_MM_B, g->ldb, dC, RTC_MM_C, g->ldc, dA, RTC_MM_A, g->lda};
 }
 
 /* dB for `rows` rows, as k_mm_grad_b: op(B) = B -> dB = op(A)^T dC;  op(B) = B^T -> dB = dC^T op(A). */
 static rtc_mm_job rtc_mm_job_b(const rtc_mm_geom *g, int64_t rows, const float *dC, const float *A, float *dB) {
-  int64_t lda = g->ta ? g->M : g->K;
-  if (!g->tb) return (rtc_mm_job){!g->ta, 0, g->K, g->N, rows, A, RTC_MM_A, lda, dC, RTC_MM_C, g->N, dB, RTC_MM_B, g->N};
-  return (rtc_mm_job){1, g->ta, g->N, g->K, rows, dC, RTC_MM_C, g->N, A, RTC_MM_A, lda, dB, RTC_MM_B, g->K};
+  if (!g->tb)
+    return (rtc_mm_job){!g->ta, 0, g->K, g->N, rows, A, RTC_MM_A, g->lda, dC, RTC_MM_C, g->ldc, dB, RTC_MM_B, g->ldb};
+  return (rtc_mm_job){1, g->ta, g->N, g->K, rows, dC, RTC_MM_C, g->ldc, A, RTC_MM_A, g->lda, dB, RTC_MM_B, g->ldb};
 }
 
 /* A job run once over the stacked batches (a foldable matmul): rows = batch * M, offsets 0. */
@@ -372,7 +373,6 @@ static int rtc_mm_once(rtc_ctx *c, const rtc_mm_job *j, k_req req) {
 int rtc_matmul_backward(rtc_ctx *c, const rtc_call *k) {
   rtc_mm_geom g;
   if (rtc_mm_geometry(c, &k->in_shape[1], &k->in_shape[2], &k->in_shape[0], k->s->param, &g)) return 1;
-  if (g.swapped) return rtc_fail(c, "matmul backward: an operand stored swapped (only predict graphs have them)");
   const float *dC = k->in[0], *A = k->in[1], *B = k->in[2];
   int fold = k_mm_foldable(&g);
   int64_t rows = fold ? g.batch * g.M : g.M;

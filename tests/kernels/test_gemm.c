@@ -171,7 +171,7 @@ static k_shape swapped_shape(k_shape s) {
 
 /* Logical shapes as, bs, os; each of a, b and the output stored swapped where sw's bit 0, 1,
  * 2 says: the kernel reads and writes them in place, and must agree with the product of the
- * unswapped operands. */
+ * unswapped operands; the gradients (finite differences) come stored as their operands. */
 static void check_matmul_swapped(k_shape as, k_shape bs, k_shape os, int ta, int tb, int sw) {
   char name[96];
   snprintf(name, sizeof name, "matmul swapped a=%d b=%d out=%d ta=%d tb=%d rank %d", sw & 1, sw >> 1 & 1, sw >> 2 & 1,
@@ -186,6 +186,7 @@ static void check_matmul_swapped(k_shape as, k_shape bs, k_shape os, int ta, int
   if (sw & 2) c.in[1].shape = swapped_shape(bs), c.in[1].data = swap_axes(lb.data, &bs);
   c.out_shape[0] = sw & 4 ? swapped_shape(os) : os;
   c.param = &p;
+  c.deps_og = 1; c.deps_in = 3;
   k_tensor out[KT_MAX_IO];
   KT_CHECK(kt_forward(&c, out) == 0, "%s forward rc", name);
   float *want = malloc((size_t)k_shape_numel(&os) * sizeof(float));
@@ -195,6 +196,7 @@ static void check_matmul_swapped(k_shape as, k_shape bs, k_shape os, int ta, int
   if (got != out[0].data) free(got);
   free(want);
   kt_tensor_free(&out[0]);
+  kt_gradcheck(&c);   /* each gradient stored as its operand is */
   if (sw & 1) free(c.in[0].data);
   if (sw & 2) free(c.in[1].data);
   kt_tensor_free(&la), kt_tensor_free(&lb);
