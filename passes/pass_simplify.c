@@ -1,4 +1,4 @@
-/* pass_simplify.c — rewrites of the predict graph that do less work for the same values
+/* pass_simplify.c — rewrites of the graph that do less work for the same values
  * (docs/passes.md, "Simplify"). Two so far.
  *
  * A monotone activation that only a max pooling reads runs after the pooling instead of
@@ -82,7 +82,7 @@ static void pass_simp_swap(ir_graph *g, pass_ctx *cx, int a, int p) {
 /* ---- the attention's head split and merge, read and written in place by matmul ---- */
 
 /* Whether node x is a transpose exchanging the last batch axis and the row axis of a tensor of
- * rank 3 or more (axes (0, 2, 1, 3) at rank 4), that only one node reads (reader[out]). */
+ * rank 3 or more (axes (0, 2, 1, 3) at rank 4); its readers are the caller's to check. */
 static bool pass_simp_head_transpose(const ir_graph *g, const ir_node *x) {
   if (x->kind != IR_N_OP || x->op != IR_OP_transpose || x->nin != 1 || x->nout != 1) return false;
   const k_transpose_param *p = x->param;
@@ -135,7 +135,8 @@ static int pass_simp_fold_matmul(ir_graph *g, pass_ctx *cx, int i, const int *re
   return folds;
 }
 
-/* Folds the head transposes into every forward matmul; the dead transposes leave the graph. */
+/* Folds the head transposes into every matmul (the graph holds forward nodes only here); the
+ * dead transposes leave the graph. */
 static void pass_simp_matmuls(ir_graph *g, pass_ctx *cx) {
   int *reader = pass_simp_single_readers(g), folds = 0;
   bool *dead = calloc((size_t)ir_nnodes(g) + 1, sizeof *dead);
