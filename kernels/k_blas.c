@@ -97,8 +97,21 @@ static void k_sgemm_scale(const k_sg_args *g, int64_t m0, int64_t m1, int64_t n0
     }
 }
 
+/* A product with a bias that Kiln's GEMM does not run (a matrix-vector product, OpenBLAS, K
+ * or alpha 0): the block's C laid down as 0 + bias, and the product accumulated onto it. */
+static k_sg_args k_sgemm_bias_first(const k_sg_args *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  k_sg_args b = *g;
+  for (int64_t i = m0; i < m1; i++)
+    for (int64_t j = n0; j < n1; j++) g->C[i * g->ldc + j] = 0.0f + g->bias[j];
+  b.beta = 1.0f, b.bias = NULL;
+  return b;
+}
+
 static void k_sgemm_call(const k_sgemm_job *j, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  k_sg_args biased;
   const k_sg_args *g = &j->g;
+  if (g->bias && (!j->isa || k_sgemm_is_gemv(g) || g->K == 0 || g->alpha == 0.0f))
+    biased = k_sgemm_bias_first(g, m0, m1, n0, n1), g = &biased;
   const float *A = g->A + (g->ta ? m0 : m0 * g->lda);
   const float *B = g->B + (g->tb ? n0 * g->ldb : n0);
   float *C = g->C + m0 * g->ldc + n0;
@@ -187,7 +200,7 @@ static k_sgemm_job k_sgemm_job_of(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_
                                   float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                                   float beta, float *C, int64_t ldc) {
   const k_sg_isa *isa = k_blas_isa();
-  k_sgemm_job j = {{ta == CblasTrans, tb == CblasTrans, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C},
+  k_sgemm_job j = {{ta == CblasTrans, tb == CblasTrans, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C, NULL},
                    isa, NULL, M >= N, M < N && isa ? k_sg_panel_cols(isa) : 1, 1, NULL, NULL};
   return j;
 }
@@ -220,10 +233,11 @@ void k_sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64
 
 void k_sgemm_rows_packed(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K, float alpha,
                          const float *A, int64_t lda, const float *B, int64_t ldb, const float *bp,
-                         float beta, float *C, int64_t ldc, k_sgemm_after_fn after, void *ctx) {
+                         float beta, const float *bias, float *C, int64_t ldc, k_sgemm_after_fn after, void *ctx) {
   if (M <= 0 || N <= 0) return;
   k_sgemm_job j = k_sgemm_job_of(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   if (j.isa) j.bp = bp;
+  j.g.bias = beta == 0.0f ? bias : NULL;   /* the contract: a bias only with beta 0 */
   /* a product wider than tall is split by columns (blocks of rows would each read all of B);
    * C is then at most N x N and the epilogue follows over blocks of rows */
   k_sgemm_run(&j, after, ctx, K_SGEMM_EPI_FLOATS / N > 0 ? K_SGEMM_EPI_FLOATS / N : 1);
@@ -232,7 +246,7 @@ void k_sgemm_rows_packed(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int6
 void k_sgemm_rows(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K, float alpha,
                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                   int64_t ldc, k_sgemm_after_fn after, void *ctx) {
-  k_sgemm_rows_packed(ta, tb, M, N, K, alpha, A, lda, B, ldb, NULL, beta, C, ldc, after, ctx);
+  k_sgemm_rows_packed(ta, tb, M, N, K, alpha, A, lda, B, ldb, NULL, beta, NULL, C, ldc, after, ctx);
 }
 
 /* ---- op(B) packed ahead ---------------------------------------------------------------------- */

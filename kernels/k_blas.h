@@ -45,10 +45,12 @@ void k_sgemm_pack(CBLAS_TRANSPOSE tb, int64_t N, int64_t K, const float *B, int6
 /* k_sgemm_rows reading op(B) from bp, packed by k_sgemm_pack under the current key, instead of
  * packing it (bp NULL: exactly k_sgemm_rows; after may be NULL: exactly k_sgemm). B is still
  * read when the product is one row or one column, or the implementation has no packing. Same
- * bits as without bp. */
+ * bits as without bp. bias (N floats, with beta 0; NULL: none): C = 0 + bias[j] laid down
+ * and the product accumulated onto it, as the GEMM's store does it (the same bits, without a
+ * pass of its own). */
 void k_sgemm_rows_packed(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K, float alpha,
                          const float *A, int64_t lda, const float *B, int64_t ldb, const float *bp,
-                         float beta, float *C, int64_t ldc, k_sgemm_after_fn after, void *ctx);
+                         float beta, const float *bias, float *C, int64_t ldc, k_sgemm_after_fn after, void *ctx);
 
 /* Which implementation computes the products: "avx512", "avx2" or "openblas" (KILN_GEMM, read
  * at the first product, and the CPU decide). k_sgemm_use switches it ("openblas", "avx2", or

@@ -25,12 +25,12 @@ static void k_gemm_after(void *ctx, int64_t m0, int64_t m1) {
 }
 
 /* A product into out[0] with c's epilogue (if any) applied to each block of rows; bp: op(B)
- * packed ahead (k_gemm_packed_b), or NULL. */
+ * packed ahead (k_gemm_packed_b), or NULL; bias: per column, with beta 0 (or NULL). */
 static void k_gemm_out(const k_call *c, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N,
                        int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, const float *bp,
-                       float beta) {
+                       float beta, const float *bias) {
   k_gemm_epi e = {c, N};
-  k_sgemm_rows_packed(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, bp, beta, c->out[0].data, N,
+  k_sgemm_rows_packed(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, bp, beta, bias, c->out[0].data, N,
                       c->epi ? k_gemm_after : NULL, &e);
 }
 
@@ -96,7 +96,7 @@ int k_matmul_forward(const k_call *c) {
   CBLAS_TRANSPOSE TA = g.ta ? CblasTrans : CblasNoTrans, TB = g.tb ? CblasTrans : CblasNoTrans;
   if (k_mm_foldable(&g)) {
     k_gemm_out(c, TA, TB, g.batch * g.M, g.N, g.K, A, lda, B, ldb, k_gemm_packed_b(c, g.batch * g.M, g.N, g.K, TB, ldb),
-               k_beta(c->req[0]));
+               k_beta(c->req[0]), NULL);
     return 0;
   }
   k_mm_job j = {c, &g, 0};
@@ -185,15 +185,15 @@ static void k_fc_dims(const k_shape *data, const k_fc_param *p, int64_t *rows, i
   *rows = *in ? n / *in : 0;
 }
 
-/* Y's rows start as the bias (plus Y with kAddTo; never 0*Y: an unwritten buffer may hold
- * NaN), and the product is added on top. Vector clones: each element's one addition as before. */
-K_VEC_TARGETS static void k_fc_bias_fill(float *restrict Y, const float *restrict bias, int64_t rows, int64_t H,
-                                         int add) {
+/* kAddTo: Y's rows get the bias added first, and the product is added on top. Vector clones:
+ * each element's one addition. */
+K_VEC_TARGETS static void k_fc_bias_add(float *restrict Y, const float *restrict bias, int64_t rows, int64_t H) {
   for (int64_t r = 0; r < rows; r++)
-    for (int64_t h = 0; h < H; h++) Y[r * H + h] = (add ? Y[r * H + h] : 0.0f) + bias[h];
+    for (int64_t h = 0; h < H; h++) Y[r * H + h] = Y[r * H + h] + bias[h];
 }
 
-/* Y = X W^T + b. For kWriteTo the bias is laid down first so the GEMM can accumulate onto it. */
+/* Y = X W^T + b. For kWriteTo the GEMM adds the bias as it stores each tile (the bits of laying
+ * it down first and accumulating onto it, which kAddTo still does). */
 int k_fully_connected_forward(const k_call *c) {
   const k_fc_param *p = c->param;
   if (c->req[0] == kNullOp) return 0;
@@ -201,12 +201,13 @@ int k_fully_connected_forward(const k_call *c) {
   k_fc_dims(&c->in[0].shape, p, &rows, &in);
   float *Y = c->out[0].data;
   float beta = k_beta(c->req[0]);
-  if (!p->no_bias) {
-    k_fc_bias_fill(Y, c->in[2].data, rows, H, c->req[0] == kAddTo);
-    beta = 1.0f;
+  const float *bias = p->no_bias ? NULL : c->in[2].data;
+  if (bias && c->req[0] == kAddTo) {
+    k_fc_bias_add(Y, bias, rows, H);
+    bias = NULL;
   }
   k_gemm_out(c, CblasNoTrans, CblasTrans, rows, H, in, c->in[0].data, in, c->in[1].data, in,
-             k_gemm_packed_b(c, rows, H, in, CblasTrans, in), beta);
+             k_gemm_packed_b(c, rows, H, in, CblasTrans, in), beta, bias);
   return 0;
 }
 

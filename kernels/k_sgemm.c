@@ -45,9 +45,10 @@
 #endif
 #define K_SG_MRMAX 16
 
-/* A tile's micro-kernel (k_sgemm_isa.h, SG(tile)): nv vectors of B per row, A transposed or not. */
+/* A tile's micro-kernel (k_sgemm_isa.h, SG(tile)): nv vectors of B per row, A transposed or not;
+ * bias: the tile's columns' bias (beta 0), or NULL. */
 typedef void (*k_sg_kern)(int64_t kc, const float *a, int64_t lda, const float *b, float *c,
-                          int64_t ldc, int64_t n, float alpha, float beta, int nv, int at);
+                          int64_t ldc, int64_t n, float alpha, float beta, const float *bias, int nv, int at);
 
 struct k_sg_isa {
   const char *name;
@@ -169,9 +170,9 @@ void k_sg_pack_panels(const k_sg_isa *isa, const k_sg_args *g, int64_t p0, int64
 /* ---- the product ------------------------------------------------------------------------------ */
 
 /* Rows [m0, m1) against one packed chunk (kc rows of columns [j0, j0 + nc)): row tile by row
- * tile, each over every panel. */
+ * tile, each over every panel; bias: the first K block's (with beta 0), else NULL. */
 static void k_sg_chunk(const k_sg_isa *isa, const k_sg_args *g, int64_t m0, int64_t m1, int64_t k0,
-                       int64_t kc, int64_t j0, int64_t nc, const float *bp, float beta) {
+                       int64_t kc, int64_t j0, int64_t nc, const float *bp, float beta, const float *bias) {
   int64_t rows = m1 - m0, nr = k_sg_panel_cols(isa);
   int64_t tiles = (rows + isa->MR - 1) / isa->MR, base = rows / tiles, extra = rows % tiles;
   for (int64_t t = 0, i = m0; t < tiles; t++) {
@@ -182,7 +183,7 @@ static void k_sg_chunk(const k_sg_isa *isa, const k_sg_args *g, int64_t m0, int6
     for (int64_t j = 0; j < nc; j += nr) {
       int64_t w = nc - j < nr ? nc - j : nr;
       int nv = (int)((w + isa->V - 1) / isa->V);
-      kern(kc, a, g->lda, bp + kc * j, c + j, g->ldc, w, g->alpha, beta, nv, g->ta);
+      kern(kc, a, g->lda, bp + kc * j, c + j, g->ldc, w, g->alpha, beta, bias ? bias + j0 + j : NULL, nv, g->ta);
     }
     i += mr;
   }
@@ -217,7 +218,7 @@ int k_sg_compute(const k_sg_isa *isa, const k_sg_args *g, int64_t m0, int64_t m1
       int64_t nc = n1 - j0 < step ? n1 - j0 : step;
       const float *p = bp ? bp + k0 * Np + kc * j0 : ws;
       if (!bp) isa->pack_b(g->tb, g->B, g->ldb, k0, kc, j0, nc, ws);
-      k_sg_chunk(isa, g, m0, m1, k0, kc, j0, nc, p, beta);
+      k_sg_chunk(isa, g, m0, m1, k0, kc, j0, nc, p, beta, b == 0 ? g->bias : NULL);
     }
   }
   free(mem);

@@ -6,13 +6,16 @@
 
 #include <stdint.h>
 
-/* C = alpha op(A) op(B) + beta C, row-major, C being M x N; ta/tb: op is the transpose. */
+/* C = alpha op(A) op(B) + beta C, row-major, C being M x N; ta/tb: op is the transpose. With
+ * bias (beta 0 only): C = alpha op(A) op(B) + (0 + bias[j]) per column j, the bits of laying
+ * the bias down first and accumulating onto it (beta 1), without the pass that lays it down. */
 typedef struct {
   int ta, tb;
   int64_t M, N, K, lda, ldb, ldc;
   float alpha, beta;
   const float *A, *B;
   float *C;
+  const float *bias;   /* N floats, or NULL */
 } k_sg_args;
 
 typedef struct k_sg_isa k_sg_isa;

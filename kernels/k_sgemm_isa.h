@@ -137,8 +137,9 @@ static void SG(pack_b)(int tb, const float *B, int64_t ldb, int64_t k0, int64_t 
 /* ---- micro-kernel --------------------------------------------------------------------------- */
 
 /* v merged into n <= K_SG_V floats at c: c = v (beta 0: c is not read), c + v (beta 1), or
- * beta * c + v. */
-SG_INLINE void SG(merge)(float *c, SG_VT v, int64_t n, int full, float beta) {
+ * beta * c + v; with bias (beta 0), c = (0 + bias) + v, the bits of a bias laid down first. */
+SG_INLINE void SG(merge)(float *c, SG_VT v, int64_t n, int full, float beta, const float *bias) {
+  if (bias) v = SG_ADD(SG_ADD(SG_ZERO(), full ? SG_LOADU(bias) : SG_LOADN(bias, n)), v);
   if (full) {
     if (beta == 0.0f) SG_STOREU(c, v);
     else if (beta == 1.0f) SG_STOREU(c, SG_ADD(SG_LOADU(c), v));
@@ -151,11 +152,11 @@ SG_INLINE void SG(merge)(float *c, SG_VT v, int64_t n, int full, float beta) {
 }
 
 /* C tile [mr x n] (n <= nv * K_SG_V, columns past n untouched) = alpha * op(A) tile . panel,
- * merged by beta. a: element (i, k) at a[i * lda + k], or at a[k * lda + i] when at (op(A) =
- * A^T); b: kc rows of nv vectors. */
+ * merged by beta (and bias, the tile's columns', or NULL). a: element (i, k) at a[i * lda + k],
+ * or at a[k * lda + i] when at (op(A) = A^T); b: kc rows of nv vectors. */
 SG_INLINE void SG(tile)(const int mr, const int nv, const int at, int64_t kc, const float *a,
                         int64_t lda, const float *b, float *c, int64_t ldc, int64_t n, float alpha,
-                        float beta) {
+                        float beta, const float *bias) {
   SG_VT acc[K_SG_MR][K_SG_NV];
 #pragma GCC unroll 16
   for (int i = 0; i < mr; i++)
@@ -184,7 +185,7 @@ SG_INLINE void SG(tile)(const int mr, const int nv, const int at, int64_t kc, co
     for (int j = 0; j < nv; j++) {
       SG_VT v = alpha == 1.0f ? acc[i][j] : SG_MUL(va, acc[i][j]);
       int full = j < nv - 1 || n == nv * K_SG_V;
-      SG(merge)(c + i * ldc + j * K_SG_V, v, n - j * K_SG_V, full, beta);
+      SG(merge)(c + i * ldc + j * K_SG_V, v, n - j * K_SG_V, full, beta, bias ? bias + j * K_SG_V : NULL);
     }
 }
 
@@ -193,13 +194,14 @@ SG_INLINE void SG(tile)(const int mr, const int nv, const int at, int64_t kc, co
 #if K_SG_NV == 2
 #define SG_KERN(M)                                                                                   \
   static void SG_CAT(SG(kern), M)(int64_t kc, const float *a, int64_t lda, const float *b, float *c, \
-                                  int64_t ldc, int64_t n, float alpha, float beta, int nv, int at) { \
+                                  int64_t ldc, int64_t n, float alpha, float beta, const float *bias, \
+                                  int nv, int at) {                                                  \
     if (at) {                                                                                        \
-      if (nv == 1) SG(tile)(M, 1, 1, kc, a, lda, b, c, ldc, n, alpha, beta);                         \
-      else SG(tile)(M, 2, 1, kc, a, lda, b, c, ldc, n, alpha, beta);                                 \
+      if (nv == 1) SG(tile)(M, 1, 1, kc, a, lda, b, c, ldc, n, alpha, beta, bias);                   \
+      else SG(tile)(M, 2, 1, kc, a, lda, b, c, ldc, n, alpha, beta, bias);                           \
     } else {                                                                                         \
-      if (nv == 1) SG(tile)(M, 1, 0, kc, a, lda, b, c, ldc, n, alpha, beta);                         \
-      else SG(tile)(M, 2, 0, kc, a, lda, b, c, ldc, n, alpha, beta);                                 \
+      if (nv == 1) SG(tile)(M, 1, 0, kc, a, lda, b, c, ldc, n, alpha, beta, bias);                   \
+      else SG(tile)(M, 2, 0, kc, a, lda, b, c, ldc, n, alpha, beta, bias);                           \
     }                                                                                                \
   }
 #else

@@ -172,7 +172,7 @@ static void t_packed(const char *impl, int64_t M, int64_t N, int64_t K, int ta, 
     memcpy(C, p.C, (size_t)(M * p.ldc) * sizeof(float));
     int64_t rows = 0;
     k_sgemm_rows_packed(ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, p.alpha, p.A,
-                        p.lda, p.B, p.ldb, bp, p.beta, C, p.ldc, with_after ? t_after : NULL, &rows);
+                        p.lda, p.B, p.ldb, bp, p.beta, NULL, C, p.ldc, with_after ? t_after : NULL, &rows);
     KT_CHECK(memcmp(C, want, (size_t)(M * p.ldc) * sizeof(float)) == 0 && rows == (with_after ? M : 0),
              "%s packed %lldx%lldx%lld ta=%d tb=%d after=%d: differs from k_sgemm (rows seen %lld)", impl,
              (long long)M, (long long)N, (long long)K, ta, tb, with_after, (long long)rows);
@@ -180,6 +180,36 @@ static void t_packed(const char *impl, int64_t M, int64_t N, int64_t K, int ta, 
   }
   free(bp);
   free(want);
+  t_free(&p);
+}
+
+/* A bias given to the product (beta 0): the bits of laying 0 + bias down first and
+ * accumulating onto it (beta 1), as fully_connected did; with and without op(B) packed ahead,
+ * on every path (Kiln's GEMM in blocks of rows or of columns and K blocks, sgemv for one row
+ * or column, OpenBLAS) and with K = 0 (then C is the bias). The bias holds a -0. */
+static void t_bias(const char *impl, int64_t M, int64_t N, int64_t K, int ta, int tb) {
+  t_prod p = t_make(M, N, K, ta, tb, 2, 1.0f, 0.0f, 9);
+  float *bias = t_alloc(N), *want = t_alloc(M * p.ldc), *got = t_alloc(M * p.ldc);
+  kt_fill_uniform(bias, N, -1, 1, 10);
+  bias[0] = -0.0f;
+  size_t bytes = k_sgemm_packed_bytes(N, K);
+  float *bp = bytes ? aligned_alloc(64, (bytes + 63) / 64 * 64) : NULL;
+  if (bp) k_sgemm_pack(tb ? CblasTrans : CblasNoTrans, N, K, p.B, p.ldb, bp);
+  CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
+  for (int packed = 0; packed < 2; packed++) {
+    memcpy(want, p.C, (size_t)(M * p.ldc) * sizeof(float));
+    memcpy(got, p.C, (size_t)(M * p.ldc) * sizeof(float));
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) want[i * p.ldc + j] = 0.0f + bias[j];
+    k_sgemm(TA, TB, M, N, K, 1.0f, p.A, p.lda, p.B, p.ldb, 1.0f, want, p.ldc);
+    k_sgemm_rows_packed(TA, TB, M, N, K, 1.0f, p.A, p.lda, p.B, p.ldb, packed ? bp : NULL, 0.0f, bias, got, p.ldc,
+                        NULL, NULL);
+    KT_CHECK(memcmp(got, want, (size_t)(M * p.ldc) * sizeof(float)) == 0,
+             "%s bias %lldx%lldx%lld ta=%d tb=%d packed=%d: not the bits of the bias laid down first", impl,
+             (long long)M, (long long)N, (long long)K, ta, tb, packed);
+  }
+  free(bp);
+  free(bias), free(want), free(got);
   t_free(&p);
 }
 
@@ -269,6 +299,13 @@ static void t_suite(const char *want) {
     t_packed(impl, 300, 100, 700, t & 1, t >> 1);   /* blocks of rows */
     t_packed(impl, 40, 333, 65, t & 1, t >> 1);     /* blocks of columns */
     t_packed(impl, 1, 50, 30, t & 1, t >> 1);       /* one row: sgemv, bp unused */
+  }
+  for (int t = 0; t < 4; t++) {
+    t_bias(impl, 300, 100, 700, t & 1, t >> 1);   /* blocks of rows, K in three blocks */
+    t_bias(impl, 40, 333, 65, t & 1, t >> 1);     /* blocks of columns, a partial panel */
+    t_bias(impl, 1, 50, 30, t & 1, t >> 1);       /* one row: sgemv */
+    t_bias(impl, 7, 1, 30, t & 1, t >> 1);        /* one column: sgemv */
+    t_bias(impl, 5, 20, 0, t & 1, t >> 1);        /* K = 0 */
   }
   t_fc_cache(impl, 64, 784, 128);
   t_fc_cache(impl, 5, 33, 10);
