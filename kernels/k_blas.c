@@ -98,7 +98,8 @@ static void k_sgemm_scale(const k_sg_args *g, int64_t m0, int64_t m1, int64_t n0
 }
 
 /* A product with a bias that Kiln's GEMM does not run (a matrix-vector product, OpenBLAS, K
- * or alpha 0): the block's C laid down as 0 + bias, and the product accumulated onto it. */
+ * or alpha 0, its workspace out of memory): the block's C laid down as 0 + bias, and the
+ * product accumulated onto it. */
 static k_sg_args k_sgemm_bias_first(const k_sg_args *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   k_sg_args b = *g;
   for (int64_t i = m0; i < m1; i++)
@@ -124,7 +125,9 @@ static void k_sgemm_call(const k_sgemm_job *j, int64_t m0, int64_t m1, int64_t n
       k_sgemm_scale(g, m0, m1, n0, n1);
       return;
     }
-    if (k_sg_compute(j->isa, g, m0, m1, n0, n1, j->bp) == 0) return;   /* else out of memory */
+    if (k_sg_compute(j->isa, g, m0, m1, n0, n1, j->bp) == 0) return;
+    /* out of memory, nothing written: OpenBLAS takes the block, the bias laid down first */
+    if (g->bias) biased = k_sgemm_bias_first(g, m0, m1, n0, n1), g = &biased;
   }
   cblas_sgemm(CblasRowMajor, k_cblas_t(g->ta), k_cblas_t(g->tb), (int)(m1 - m0), (int)(n1 - n0), (int)g->K,
               g->alpha, A, (int)g->lda, B, (int)g->ldb, g->beta, C, (int)g->ldc);
