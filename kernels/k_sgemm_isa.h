@@ -137,9 +137,8 @@ static void SG(pack_b)(int tb, const float *B, int64_t ldb, int64_t k0, int64_t 
 /* ---- micro-kernel --------------------------------------------------------------------------- */
 
 /* v merged into n <= K_SG_V floats at c: c = v (beta 0: c is not read), c + v (beta 1), or
- * beta * c + v; with bias (beta 0), c = (0 + bias) + v, the bits of a bias laid down first. */
-SG_INLINE void SG(merge)(float *c, SG_VT v, int64_t n, int full, float beta, const float *bias) {
-  if (bias) v = SG_ADD(SG_ADD(SG_ZERO(), full ? SG_LOADU(bias) : SG_LOADN(bias, n)), v);
+ * beta * c + v. */
+SG_INLINE void SG(merge)(float *c, SG_VT v, int64_t n, int full, float beta) {
   if (full) {
     if (beta == 0.0f) SG_STOREU(c, v);
     else if (beta == 1.0f) SG_STOREU(c, SG_ADD(SG_LOADU(c), v));
@@ -178,14 +177,23 @@ SG_INLINE void SG(tile)(const int mr, const int nv, const int at, int64_t kc, co
     }
     b += nv * K_SG_V;
   }
-  SG_VT va = SG_SET1(alpha);
+  /* with a bias (beta 0): each row's v becomes (0 + bias) + v, the bits of a bias laid down
+   * first; the (0 + bias) vectors are made once for the tile's rows */
+  SG_VT va = SG_SET1(alpha), bz[K_SG_NV];
+#pragma GCC unroll 4
+  for (int j = 0; j < nv; j++) {
+    int full = j < nv - 1 || n == nv * K_SG_V;
+    bz[j] = bias ? SG_ADD(SG_ZERO(), full ? SG_LOADU(bias + j * K_SG_V) : SG_LOADN(bias + j * K_SG_V, n - j * K_SG_V))
+                 : SG_ZERO();
+  }
 #pragma GCC unroll 16
   for (int i = 0; i < mr; i++)
 #pragma GCC unroll 4
     for (int j = 0; j < nv; j++) {
       SG_VT v = alpha == 1.0f ? acc[i][j] : SG_MUL(va, acc[i][j]);
+      if (bias) v = SG_ADD(bz[j], v);
       int full = j < nv - 1 || n == nv * K_SG_V;
-      SG(merge)(c + i * ldc + j * K_SG_V, v, n - j * K_SG_V, full, beta, bias ? bias + j * K_SG_V : NULL);
+      SG(merge)(c + i * ldc + j * K_SG_V, v, n - j * K_SG_V, full, beta);
     }
 }
 
