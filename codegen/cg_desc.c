@@ -89,10 +89,13 @@ static int cg_check_shared(const ir_graph *p, const ir_graph *t, char *err, size
   return 0;
 }
 
-/* Predict tensor t's index in the table: its own, or for a value only the predict graph has,
- * its place after the train graph's ntrain tensors (0: there is no train graph). */
-static int32_t cg_predict_index(const ir_graph *p, int ntrain, int t) {
-  return ntrain == 0 || t < cg_shared(p) ? t : ntrain + (t - cg_shared(p));
+/* Each predict tensor's index in the table: its own, or for a value only the predict graph
+ * has, its place after the train graph's ntrain tensors. malloc'd; NULL without memory. */
+static int32_t *cg_predict_map(const ir_graph *p, int ntrain) {
+  int np = ir_ntensors(p), shared = cg_shared(p);
+  int32_t *to = malloc(((size_t)np + 1) * sizeof *to);
+  for (int t = 0; to && t < np; t++) to[t] = t < shared ? t : ntrain + (t - shared);
+  return to;
 }
 
 /* ---- steps ---- */
@@ -259,10 +262,30 @@ static int cg_outputs(cg_box *b, const ir_graph *g, bool train, rt_program *p) {
   return 0;
 }
 
-static int64_t *cg_offsets(cg_box *b, const ir_graph *g, int ntensors) {
+static void cg_renumber_slots(int32_t *t, int n, const int32_t *to) {
+  for (int i = 0; i < n; i++)
+    if (t[i] >= 0) t[i] = to[t[i]];
+}
+
+/* The slots are the descriptor's own allocations (cg_dup), written here before they are
+ * handed out as const. (`to` is not const only because gcc 12 then takes every call for a
+ * read of memory the caller may not have written.) */
+static void cg_renumber_program_slots(rt_program *p, int32_t *to) {
+  for (int i = 0; i < p->nsteps; i++) {
+    rt_step *s = (rt_step *)&p->steps[i];
+    cg_renumber_slots((int32_t *)s->in, s->nin, to), cg_renumber_slots((int32_t *)s->out, s->nout, to);
+  }
+  cg_renumber_slots((int32_t *)p->inputs, p->ninputs, to);
+  cg_renumber_slots((int32_t *)p->outputs, p->noutputs, to);
+}
+
+/* Each arena tensor's offset at its index in the table (to: the graph's index there, NULL:
+ * the same), -1 elsewhere. */
+static int64_t *cg_offsets(cg_box *b, const ir_graph *g, int ntensors, const int32_t *to) {
   int64_t *off = cg_alloc(b, (size_t)ntensors * sizeof *off);
-  for (int t = 0; off && t < ntensors; t++)
-    off[t] = t < ir_ntensors(g) && g->plan->buf[t].cls == IR_MEM_ARENA ? g->plan->buf[t].offset : -1;
+  for (int t = 0; off && t < ntensors; t++) off[t] = -1;
+  for (int t = 0; off && t < ir_ntensors(g); t++)
+    if (g->plan->buf[t].cls == IR_MEM_ARENA) off[to ? to[t] : t] = g->plan->buf[t].offset;
   return off;
 }
 
@@ -278,7 +301,8 @@ static int cg_updates_last(const ir_graph *g, char *err, size_t n) {
   return 0;
 }
 
-static int cg_program(cg_box *b, const ir_graph *g, bool train, rt_program *p, char *err, size_t n) {
+/* g's program; to: its tensors' indices in the table (cg_predict_map), or NULL: their own. */
+static int cg_program(cg_box *b, const ir_graph *g, bool train, int32_t *to, rt_program *p, char *err, size_t n) {
   if (!g->plan) return rt_errf(err, n, "%s: the graph has no memory plan (run pass_compile)", g->name);
   if (train && g->loss < 0) return rt_errf(err, n, "%s: the train graph has no loss", g->name);
   if (cg_updates_last(g, err, n)) return 1;
@@ -286,9 +310,10 @@ static int cg_program(cg_box *b, const ir_graph *g, bool train, rt_program *p, c
   if (!steps) return rt_errf(err, n, "out of memory");
   for (int i = 0; i < ir_nnodes(g); i++) cg_step(b, g, i, &steps[i]);
   *p = (rt_program){.nsteps = ir_nnodes(g), .steps = steps, .arena_bytes = g->plan->arena_bytes, .is_train = train};
-  p->offset = cg_offsets(b, g, b->d.ntensors);
+  p->offset = cg_offsets(b, g, b->d.ntensors, to);
   if (cg_deps(b, g, steps) || cg_inputs(b, g, p) || cg_outputs(b, g, train, p) || b->failed)
     return rt_errf(err, n, "out of memory");
+  if (to) cg_renumber_program_slots(p, to);
   return 0;
 }
 
@@ -329,46 +354,11 @@ static void cg_mark_program(const rt_program *p, bool *keep) {
   cg_mark_slots(p->outputs, p->noutputs, keep);
 }
 
-static void cg_renumber_slots(int32_t *t, int n, const int32_t *to) {
-  for (int i = 0; i < n; i++)
-    if (t[i] >= 0) t[i] = to[t[i]];
-}
-
-/* The slots are the descriptor's own allocations (cg_dup), written here before they are
- * handed out as const. (`to` is not const only because gcc 12 then takes every call for a
- * read of memory the caller may not have written.) */
-static void cg_renumber_program_slots(rt_program *p, int32_t *to) {
-  for (int i = 0; i < p->nsteps; i++) {
-    rt_step *s = (rt_step *)&p->steps[i];
-    cg_renumber_slots((int32_t *)s->in, s->nin, to), cg_renumber_slots((int32_t *)s->out, s->nout, to);
-  }
-  cg_renumber_slots((int32_t *)p->inputs, p->ninputs, to);
-  cg_renumber_slots((int32_t *)p->outputs, p->noutputs, to);
-}
-
 static void cg_renumber_program(rt_program *p, int32_t *to, int ntensors) {
   cg_renumber_program_slots(p, to);
   int64_t *off = (int64_t *)p->offset;
   for (int t = 0; off && t < ntensors; t++)
     if (to[t] >= 0) off[to[t]] = off[t];
-}
-
-/* The predict program was written with the predict graph's indices; its own values move to
- * their places in the table (cg_predict_index). Its offsets were written by index into an
- * array of the table's size, where an own value's index may be a train tensor's: they are
- * rebuilt. */
-static int cg_predict_renumber(cg_box *b, const ir_graph *predict, int ntrain, rt_program *p, char *err, size_t n) {
-  int np = ir_ntensors(predict);
-  int32_t *to = malloc(((size_t)np + 1) * sizeof *to);
-  if (!to) return rt_errf(err, n, "out of memory");
-  for (int t = 0; t < np; t++) to[t] = cg_predict_index(predict, ntrain, t);
-  cg_renumber_program_slots(p, to);
-  int64_t *off = (int64_t *)p->offset;
-  for (int t = 0; t < b->d.ntensors; t++) off[t] = -1;
-  for (int t = 0; t < np; t++)
-    if (predict->plan->buf[t].cls == IR_MEM_ARENA) off[to[t]] = predict->plan->buf[t].offset;
-  free(to);
-  return 0;
 }
 
 static int cg_compact(rt_model_desc *d) {
@@ -408,9 +398,12 @@ rt_model_desc *cg_desc_build(const ir_graph *predict, const ir_graph *train, cha
   d->has_train = train != NULL;
   cg_optimizer(d, g);
   int rc = cg_tensors(b, predict, train) ? rt_errf(err, n, "out of memory") : 0;
-  if (!rc) rc = cg_program(b, predict, false, &d->predict, err, n);
-  if (!rc && train && ir_ntensors(predict) > cg_shared(predict)) rc = cg_predict_renumber(b, predict, ir_ntensors(train), &d->predict, err, n);
-  if (!rc && train) rc = cg_program(b, train, true, &d->train, err, n);
+  bool own = train && ir_ntensors(predict) > cg_shared(predict);   /* values only predict has */
+  int32_t *to = own ? cg_predict_map(predict, ir_ntensors(train)) : NULL;
+  if (!rc && own && !to) rc = rt_errf(err, n, "out of memory");
+  if (!rc) rc = cg_program(b, predict, false, to, &d->predict, err, n);
+  free(to);
+  if (!rc && train) rc = cg_program(b, train, true, NULL, &d->train, err, n);
   if (!rc && cg_compact(d)) rc = rt_errf(err, n, "out of memory");
   if (rc) return cg_desc_free(d), NULL;
   return d;

@@ -247,6 +247,8 @@ int ir_graph_add_node_raw(ir_graph *g, ir_node_kind kind, int op, const char *na
 ir_graph *ir_graph_clone(const ir_graph *g);
 /* Replaces the node list (passes that rewrite it build a new one) and recomputes producers. */
 void ir_graph_set_nodes(ir_graph *g, ir_vec *nodes);
+/* Recomputes every tensor's producer from the node list, after a pass rewired nodes in place. */
+void ir_graph_claim(ir_graph *g);
 /* Output i's OpReqType (kWriteTo when the node has no req array). */
 static inline k_req ir_node_req(const ir_node *n, int i) { return n->req ? n->req[i] : kWriteTo; }
 const char *ir_node_kind_name(const ir_node *n);

@@ -153,6 +153,10 @@ void ir_graph_set_nodes(ir_graph *g, ir_vec *nodes) {
   ir_vec_free(&g->nodes);
   g->nodes = *nodes;
   *nodes = (ir_vec){.elem = sizeof(ir_node)};
+  ir_graph_claim(g);
+}
+
+void ir_graph_claim(ir_graph *g) {
   for (int i = 0; i < ir_ntensors(g); i++) ir_tensor_at(g, i)->producer = -1;
   for (int i = 0; i < ir_nnodes(g); i++) ir_claim_outputs(g, i);
 }

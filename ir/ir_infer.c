@@ -83,21 +83,25 @@ static void ir_infer_commit(ir_graph *g, ir_node *n, const ir_infer *x) {
   n->flops = x->flops;
 }
 
-/* A tensor beyond the size limits (ir.h) is refused where it would arise, so that no
- * element count or byte size downstream can overflow: an output or a parameter shape that
- * the op infers from its attributes (fully_connected(x, num_hidden=10^14)). */
-static int ir_infer_sizes(const ir_graph *g, const ir_node *n, ir_infer *x) {
+/* Fails x with "<what> '<name>' <verb> f32[...]: <why>" when shape s is beyond the size limits
+ * (ir.h), else 0. */
+static int ir_infer_fits(ir_infer *x, const char *what, const char *name, const char *verb, k_dtype dt,
+                         const k_shape *s) {
   char why[96], ty[160];
-  for (int i = 0; i < x->nout; i++) {
-    if (!ir_shape_check(&x->out[i], why, sizeof why)) continue;
-    ir_type_str(x->out_dt[i], &x->out[i], ty, sizeof ty);
-    return ir_infer_fail(x, "output '%s' would be %s: %s", ir_tensor_at(g, n->out[i])->name, ty, why);
-  }
+  if (!ir_shape_check(s, why, sizeof why)) return 0;
+  ir_type_str(dt, s, ty, sizeof ty);
+  return ir_infer_fail(x, "%s '%s' %s %s: %s", what, name, verb, ty, why);
+}
+
+/* A tensor beyond the size limits is refused where it would arise, so that no element count
+ * or byte size downstream can overflow: an output or a parameter shape that the op infers
+ * from its attributes (fully_connected(x, num_hidden=10^14)). */
+static int ir_infer_sizes(const ir_graph *g, const ir_node *n, ir_infer *x) {
+  for (int i = 0; i < x->nout; i++)
+    if (ir_infer_fits(x, "output", ir_tensor_at(g, n->out[i])->name, "would be", x->out_dt[i], &x->out[i])) return 1;
   for (int i = 0; i < x->nin; i++) {
     const ir_tensor *t = ir_tensor_at(g, n->in[i]);
-    if (t->shape_known || !ir_shape_check(&x->in[i], why, sizeof why)) continue;
-    ir_type_str(t->dtype, &x->in[i], ty, sizeof ty);
-    return ir_infer_fail(x, "parameter '%s' would be %s: %s", t->name, ty, why);
+    if (!t->shape_known && ir_infer_fits(x, "parameter", t->name, "would be", t->dtype, &x->in[i])) return 1;
   }
   return 0;
 }
@@ -105,12 +109,9 @@ static int ir_infer_sizes(const ir_graph *g, const ir_node *n, ir_infer *x) {
 /* An input beyond the limits can only come from a front end that declared it so (the .kiln
  * front end refuses such a declaration itself); refused before the op computes with it. */
 static int ir_infer_inputs_fit(const ir_graph *g, const ir_node *n, ir_infer *x) {
-  char why[96], ty[160];
   for (int i = 0; i < n->nin; i++) {
     const ir_tensor *t = ir_tensor_at(g, n->in[i]);
-    if (!t->shape_known || !ir_shape_check(&t->shape, why, sizeof why)) continue;
-    ir_type_str(t->dtype, &t->shape, ty, sizeof ty);
-    return ir_infer_fail(x, "input '%s' is %s: %s", t->name, ty, why);
+    if (t->shape_known && ir_infer_fits(x, "input", t->name, "is", t->dtype, &t->shape)) return 1;
   }
   return 0;
 }

@@ -85,7 +85,6 @@ int k_matmul_forward(const k_call *c) {
   if (c->req[0] == kNullOp) return 0;
   k_mm_geom g = k_mm_geometry(&c->in[0].shape, &c->in[1].shape, &c->out[0].shape, c->param);
   const float *A = c->in[0].data, *B = c->in[1].data;
-  int64_t lda = g.lda, ldb = g.ldb;
   /* an epilogue runs over each product's block of the output, which a swapped output is not
    * (passes/pass_epilogue.c never gives it one) */
   const k_matmul_param *p = c->param;
@@ -95,8 +94,8 @@ int k_matmul_forward(const k_call *c) {
   }
   CBLAS_TRANSPOSE TA = g.ta ? CblasTrans : CblasNoTrans, TB = g.tb ? CblasTrans : CblasNoTrans;
   if (k_mm_foldable(&g)) {
-    k_gemm_out(c, TA, TB, g.batch * g.M, g.N, g.K, A, lda, B, ldb, k_gemm_packed_b(c, g.batch * g.M, g.N, g.K, TB, ldb),
-               k_beta(c->req[0]), NULL);
+    k_gemm_out(c, TA, TB, g.batch * g.M, g.N, g.K, A, g.lda, B, g.ldb,
+               k_gemm_packed_b(c, g.batch * g.M, g.N, g.K, TB, g.ldb), k_beta(c->req[0]), NULL);
     return 0;
   }
   k_mm_job j = {c, &g, 0};

@@ -31,9 +31,9 @@ typedef struct {
 /* A matmul writing its output swapped (pass_simplify.c) has no blocks of output rows to run a
  * tail over. */
 static bool pass_epi_heavy(const ir_node *n) {
-  bool swapped_out = n->op == IR_OP_matmul && ((const k_matmul_param *)n->param)->swap_c;
   return n->kind == IR_N_OP && n->nout == 1 && ir_node_req(n, 0) != kAddTo && ir_node_req(n, 0) != kNullOp &&
-         (n->op == IR_OP_convolution || n->op == IR_OP_fully_connected || n->op == IR_OP_matmul) && !swapped_out;
+         (n->op == IR_OP_convolution || n->op == IR_OP_fully_connected ||
+          (n->op == IR_OP_matmul && !((const k_matmul_param *)n->param)->swap_c));
 }
 
 static bool pass_epi_is_result(const ir_graph *g, int t) {

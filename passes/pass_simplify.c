@@ -168,11 +168,7 @@ static void pass_simp_pools(ir_graph *g, pass_ctx *cx) {
     swaps++;
   }
   free(reader);
-  if (swaps) {   /* the producers, recomputed: set_nodes takes the list as it is */
-    ir_vec nodes = g->nodes;
-    g->nodes = (ir_vec){.elem = sizeof(ir_node)};
-    ir_graph_set_nodes(g, &nodes);
-  }
+  if (swaps) ir_graph_claim(g);   /* the matmul folds read the producers */
 }
 
 int pass_simplify(ir_graph *g, pass_ctx *cx) {
