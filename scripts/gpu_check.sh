@@ -80,6 +80,7 @@ compile_models
 strip --strip-unneeded "$DIR"/bin/* "$DIR"/models/*.so 2>/dev/null || true
 check_deps
 cp "$ROOT/tests/gpu/run.sh" "$DIR/tests/run.sh"
+cp "$ROOT/tests/gpu/f64_step.py" "$DIR/tests/f64_step.py"
 cp "$ROOT/bench/gpu/run.sh" "$ROOT/bench/gpu/profile.sh" "$ROOT/bench/gpu/torch_gpu.py" "$ROOT/bench/models/torch_models.py" "$DIR/bench/"
 { echo "prepared $(date -u '+%Y-%m-%d %H:%M UTC') from $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
   echo "CPU .so: ${CPU_FLAGS:---cpu x86-64-v3}; CUDA .so: ${GPU_SECOND:---target cuda} ${GPU_CUDA_FLAGS:-}"; } > "$DIR/info.txt"
@@ -105,6 +106,15 @@ echo "== $(grep -m1 prepared "$D/info.txt"); GPU: $(nvidia-smi --query-gpu=name,
 echo "== gpu_compare: every model, CPU .so against CUDA .so (logs: $OUT/compare-*.log)"
 bash "$D/tests/run.sh" --prebuilt "$D" "$OUT" | tee "$OUT/compare.txt"
 rc=${PIPESTATUS[0]}
+
+if [ $rc -ne 77 ] && grep -q ' resnet$' "$D/models.txt"; then
+  echo "== the ResNet's first step against a float64 PyTorch step (kiln CPU, kiln CUDA, PyTorch float32 on this GPU)"
+  KILN_CUDNN_LOG=1 "$D/bin/gpu_compare" "$D/models/resnet.cpu.so" "$D/models/resnet.cuda.so" --steps 1 --quiet \
+    --tol-step 0.2 --keep "$OUT/keep-resnet" > "$OUT/keep-resnet.log" 2>&1
+  ${PYTHON:-python3} "$D/tests/f64_step.py" --torch-device cuda "$OUT/keep-resnet" > "$OUT/f64-resnet.txt" 2>&1
+  echo "(f64_step.py exit $?; the tensors furthest from float64 on the CUDA side, in $OUT/f64-resnet.txt:)"
+  grep -E '^[a-z0-9_.]+ +[0-9]' "$OUT/f64-resnet.txt" | sort -k4 -g | tail -n 5
+fi
 
 if [ "${BENCH:-1}" != 0 ] && [ $rc -ne 77 ]; then
   echo "== benchmark: samples/s on this GPU, kiln against PyTorch (results: $OUT/bench)"

@@ -19,11 +19,24 @@
 set -u
 pass=0 fail=0 ran=0
 
-# compare LABEL CPU.so CUDA.so LOG: one pair through gpu_compare; exits 77 for the whole run
-# when the first comparison finds no usable GPU.
+# model_tolerance NAME: gpu_compare's limits where a model needs other than its defaults. The
+# ResNet's relus sit behind batch_norm, and an input within float32 rounding of 0 may take the
+# other side on the GPU (cuDNN sums in another order than the CPU). That moves the filter before
+# it by up to 8.2% of its first update (8 seeds on the H200, where PyTorch's own float32 step
+# lands at the same values against float64: gpu_compare.c's header, tests/gpu/f64_step.py) and,
+# fed back through two more steps, 10.2% of the motion after three (seed 6). 0.2 and 0.3 leave
+# a margin of two to three over those; a wrong gradient is off by the whole update.
+model_tolerance() {
+  case $1 in
+    resnet) echo "--tol-step 0.2 --tol-motion 0.3" ;;
+  esac
+}
+
+# compare LABEL CPU.so CUDA.so LOG: one pair through gpu_compare (LABEL is FILE:MODEL); exits 77
+# for the whole run when the first comparison finds no usable GPU.
 compare() {
   local label=$1 log=$4 rc
-  timeout "${GPU_TIMEOUT:-300}" "$COMPARE" "$2" "$3" --bad-inputs ${GPU_COMPARE_FLAGS:-} >"$log" 2>&1
+  timeout "${GPU_TIMEOUT:-300}" "$COMPARE" "$2" "$3" --bad-inputs $(model_tolerance "${label##*:}") ${GPU_COMPARE_FLAGS:-} >"$log" 2>&1
   rc=$?
   if [ $rc -eq 77 ]; then
     if [ $ran -eq 0 ]; then   # the runtime cannot start: nothing here can run
