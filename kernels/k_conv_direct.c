@@ -8,8 +8,11 @@
  * V = 16, the largest: every buffer rounds channels up to V, so a narrower V needs no more.
  *
  * By default the kernel converts per call: NCHW input -> padded blocked input, blocked output
- * -> NCHW. A forward whose param carries a compiled blocked layout (k_conv_param.in_block,
- * out_block, epi_block: passes/pass_layout.c keeps values blocked between direct convolutions)
+ * -> NCHW; an unblocked forward with few input channels (k_cd_nchw: an image model's stem,
+ * whose 3 channels fill 3 of a block's lanes) instead copies its input zero-padded but NCHW
+ * and runs fwd_nchw_rows, whose vectors hold output positions, writing NCHW directly. A
+ * forward whose param carries a compiled blocked layout (k_conv_param.in_block, out_block,
+ * epi_block: passes/pass_layout.c keeps values blocked between direct convolutions)
  * copies a blocked input into the padded workspace row by row (or reads it in place when
  * unpadded), writes a blocked output in place of the workspace's, and runs its epilogue on the
  * blocked result; it always runs here, at the compiled width, on the CPU's loops of that width
@@ -225,6 +228,27 @@ int k_conv_direct_wanted(const k_shape *data, const k_shape *weight, const k_con
 /* A forward whose data or output the layout pass keeps blocked must run here, whatever
  * KILN_CONV says now: its neighbours read or wrote that layout. */
 static int k_cd_blocked(const k_conv_param *p) { return p->in_block || p->out_block || p->epi_block; }
+
+/* Whether an unblocked forward runs fwd_nchw_rows (NCHW in and out, no blocked layout): stride
+ * 1 along the row, at most K_CD_NCHW_C input channels (one block, mostly empty: the stem of an
+ * image model), output rows and channels in whole vectors (its vectors hold positions and it
+ * keeps a block of channels, so a part-filled one idles lanes: LeNet's 1 -> 20 5x5 layer, 24
+ * wide, ran at 30 GFLOP/s against the blocked path's 40, where the ResNet stem went from 49 to
+ * 79: bench/README.md), not Winograd (which wants 16 channels or more anyway), and the padded NCHW copy
+ * [C][Hp][Wp + V] of a sample no larger than its blocked copy [Hp][Wp][V], whose place in the
+ * workspace it takes. KILN_CONV_NCHW=0 turns it off (tests compare, benchmarks time both). */
+#define K_CD_NCHW_C 4
+static int k_cd_nchw(const k_cd_geom *g, const k_conv_param *p, int wino) {
+  const char *env = getenv("KILN_CONV_NCHW");
+  return !k_cd_blocked(p) && !wino && g->sw == 1 && g->C <= K_CD_NCHW_C && g->OW % g->V == 0 && g->F % g->V == 0 &&
+         g->C * (g->Wp + g->V) <= g->V * g->Wp && !(env && !strcmp(env, "0"));
+}
+
+int k_conv_direct_nchw(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
+  if (!k_conv_direct_wanted(data, weight, p, 0)) return 0;
+  k_cd_geom g = k_cd_geometry(data, weight, p, k_cd_pick()->V);
+  return k_cd_nchw(&g, p, k_cd_wino(&g));
+}
 
 int k_conv_block_width(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
   if (data->rank != 4 || !k_conv_direct_wanted(data, weight, p, 0)) return 0;
@@ -478,6 +502,47 @@ static void k_cd_task_fwd(void *p, int64_t lo, int64_t hi) {
   }
 }
 
+/* Planes [lo, hi) (sample of the chunk x channel) of the input -> their padded NCHW copies in
+ * xb, [C][Hp][Wp + V] a sample, zero around the rows and in the V floats past each. */
+static void k_cd_task_pad_nchw(void *p, int64_t lo, int64_t hi) {
+  k_cd_ctx *t = p;
+  const k_cd_geom *g = t->g;
+  int64_t Wr = g->Wp + g->V, xcs = g->Hp * Wr;
+  for (int64_t i = lo; i < hi; i++) {
+    const float *src = (const float *)t->src + (t->n0 * g->C + i) * g->H * g->W;
+    float *dst = t->b.xb + i * xcs;
+    memset(dst, 0, (size_t)(g->ph * Wr) * sizeof(float));
+    memset(dst + (g->ph + g->H) * Wr, 0, (size_t)(g->phe * Wr) * sizeof(float));
+    for (int64_t h = 0; h < g->H; h++) {
+      float *r = dst + (g->ph + h) * Wr;
+      const float *s = src + h * g->W;
+      for (int64_t w = 0; w < g->pw; w++) r[w] = 0;
+      for (int64_t w = 0; w < g->W; w++) r[g->pw + w] = s[w];
+      for (int64_t w = g->pw + g->W; w < Wr; w++) r[w] = 0;
+    }
+  }
+}
+
+/* Items [lo, hi) of (sample of the chunk, output row) on the NCHW path (k_cd_nchw). */
+static void k_cd_task_fwd_nchw(void *p, int64_t lo, int64_t hi) {
+  k_cd_ctx *t = p;
+  const k_cd_geom *g = t->g;
+  float *y = t->c->out[0].data;
+  while (lo < hi) {
+    int64_t n = lo / g->OH, oh0 = lo % g->OH, oh1 = oh0 + (hi - lo) < g->OH ? oh0 + (hi - lo) : g->OH;
+    t->isa->fwd_nchw_rows(g, t->b.xb + n * g->C * g->Hp * (g->Wp + g->V), t->b.w, t->bias,
+                          y + (t->n0 + n) * g->F * g->OH * g->OW, oh0, oh1, t->c->req[0] == kAddTo);
+    lo += oh1 - oh0;
+  }
+}
+
+/* Output planes [lo, hi) (sample x channel) through the call's epilogue, on the NCHW path. */
+static void k_cd_task_epi_nchw(void *p, int64_t lo, int64_t hi) {
+  k_cd_ctx *t = p;
+  int64_t plane = t->g->OH * t->g->OW;
+  k_epi_apply(t->c, lo * plane, hi * plane);
+}
+
 /* Task i = (pair of output blocks, cb, ki, kj): weight-gradient blocks, adding the chunk's
  * samples to what the earlier chunks left (chunks run in order, so the sum's order is fixed). */
 static void k_cd_task_dw(void *p, int64_t lo, int64_t hi) {
@@ -635,11 +700,11 @@ int k_conv_direct_forward(const k_call *c) {
   if (k_cd_blocked(p) && k_cd_check_blocked(c)) return 1;
   const k_cd_isa *isa = k_cd_blocked(p) ? k_cd_pick_width(k_cd_block_width(p)) : k_cd_pick();
   k_cd_geom g = k_cd_geometry(&c->in[0].shape, &c->in[1].shape, p, isa->V);
-  int wino = k_cd_wino(&g);
+  int wino = k_cd_wino(&g), nchw = k_cd_nchw(&g, p, wino);
   /* A blocked input is read in place when unpadded, or padded by the Winograd block itself */
   int direct_in = p->in_block && ((g.ph == 0 && g.pw == 0 && g.phe == 0 && g.pwe == 0) || wino);
   if (direct_in && wino) g.vph = g.ph, g.vpw = g.pw, g.vphe = g.phe, g.vpwe = g.pwe;
-  if (!direct_in) k_cd_skip_rows(&g);
+  if (!direct_in && !nchw) k_cd_skip_rows(&g);   /* fwd_nchw_rows picks its rows itself */
   k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), c->in[0].data, 0, 0, p->in_block, p->out_block,
                  p->epi_block, NULL, wino, 0, 0, {-1, 0, 0}, NULL};
   float *xb = t.b.xb, *yb = t.b.yb;
@@ -653,6 +718,16 @@ int k_conv_direct_forward(const k_call *c) {
     t.c = &folded;
   }
   t.store_tail = p->epi_block && t.c->epi && k_epi_store_of(t.c->epi, &t.store);
+  if (nchw) {   /* per chunk: the padded copies, then the rows; the epilogue after all */
+    int64_t macs_per_row = g.OW * g.F * g.C * g.kh * g.kw;
+    for (t.n0 = 0; t.n0 < g.N; t.n0 += g.S) {
+      t.ns = g.N - t.n0 < g.S ? g.N - t.n0 : g.S;
+      k_parallel_for(t.ns * g.C, k_cd_pack_grain(g.Hp * (g.Wp + g.V)), k_cd_task_pad_nchw, &t);
+      k_parallel_for(t.ns * g.OH, k_vec_grain(macs_per_row / 16 + 1), k_cd_task_fwd_nchw, &t);
+    }
+    if (t.c->epi) k_parallel_for(g.N * g.F, k_vec_grain(g.OH * g.OW), k_cd_task_epi_nchw, &t);
+    return 0;
+  }
   for (t.n0 = 0; t.n0 < g.N; t.n0 += g.S) {
     t.ns = g.N - t.n0 < g.S ? g.N - t.n0 : g.S;
     t.b.xb = direct_in ? (float *)t.src + t.n0 * g.Cb * k_cd_xrows(&g) * k_cd_xcols(&g) * g.V : xb;
@@ -715,6 +790,10 @@ size_t k_conv_direct_temp_bytes(const k_shape *data, const k_shape *weight, cons
   return 0;
 }
 int k_conv_block_width(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
+  (void)data, (void)weight, (void)p;
+  return 0;
+}
+int k_conv_direct_nchw(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
   (void)data, (void)weight, (void)p;
   return 0;
 }

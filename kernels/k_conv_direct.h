@@ -25,6 +25,11 @@ size_t k_conv_direct_temp_bytes(const k_shape *data, const k_shape *weight, cons
  * k_conv_direct_forward then honours or refuses with a message. */
 int k_conv_direct_runs(const k_call *c, const k_shape *data, const k_shape *weight, int backward);
 
+/* Whether an unblocked forward of this shape runs the NCHW loop for few input channels on this
+ * CPU (fwd_nchw_rows, k_conv_direct.c's k_cd_nchw), rather than converting to the blocked
+ * layout: for tests, which cannot tell the two apart by their results (the same bits). */
+int k_conv_direct_nchw(const k_shape *data, const k_shape *weight, const k_conv_param *p);
+
 /* The k_convolution_forward / _backward contracts, for calls k_conv_direct_runs accepts,
  * except the bias gradient, which k_convolution_backward computes for both paths. */
 int k_conv_direct_forward(const k_call *c);

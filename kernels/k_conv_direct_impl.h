@@ -69,6 +69,11 @@ typedef struct {
   /* The same on the Winograd path (k_cd_wino), wf holding the transformed weights. */
   void (*fwd_wino_block)(const k_cd_geom *g, const float *xb, const float *wf, const float *bias,
                          float *yb, int64_t n, int64_t fb, int nf, const k_cd_store *st);
+  /* Rows [oh0, oh1) of one sample's NCHW output from its input padded but not blocked,
+   * xp [C][Hp][Wp + V] (k_cd_nchw: stride 1 along the row, one input block), wf and bias as
+   * fwd_block's; added to y when add is set. */
+  void (*fwd_nchw_rows)(const k_cd_geom *g, const float *xp, const float *wf, const float *bias, float *y,
+                        int64_t oh0, int64_t oh1, int add);
   /* dxb[n][cb .. cb+nc), nc = 1 or 2 (padded), from dyb and wd, overwritten. */
   void (*bwd_data_block)(const k_cd_geom *g, const float *dyb, const float *wd, float *dxb,
                          int64_t n, int64_t cb, int nc);

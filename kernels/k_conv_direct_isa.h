@@ -240,6 +240,56 @@ static void KCD(fwd_block)(const k_cd_geom *g, const float *xb, const float *wf,
   KCD(fwd_rows)(g, xn, w, b0, b1, y, st, nf);
 }
 
+/* ---- forward, NCHW in and out, few input channels ------------------------------------------ */
+
+/* Rows [oh0, oh1) of one sample's output y [F][OH][OW] (NCHW), from xp, its input zero-padded
+ * as xb would be but not blocked: [C][Hp][Wp + V], V floats past each row's padding so that a
+ * part-filled last tile loads whole vectors (k_conv_direct.c's k_cd_nchw says when this runs:
+ * stride 1 along the row, one input block). Each vector holds V neighbouring output positions
+ * of one output channel, and a whole output block (V channels) is held in registers, so neither
+ * the input nor the output is converted to the blocked layout, which for 3 input channels in a
+ * V-lane block cost more than the products. Every output value is summed as fwd_tile sums it
+ * — the bias (0 without), then taps (ki, kj) and channels c in that order, each one
+ * multiply-add of the same input and weight (wf, the forward packing; a padded position as
+ * its zero) — so the bits are the blocked path's. kAddTo adds the sum as unpack_rows does. */
+static void KCD(fwd_nchw_rows)(const k_cd_geom *g, const float *xp, const float *wf, const float *bias, float *y,
+                               int64_t oh0, int64_t oh1, int add) {
+  int64_t Wr = g->Wp + K_CD_V, xcs = g->Hp * Wr, taps = g->kh * g->kw, plane = g->OH * g->OW;
+  for (int64_t oh = oh0; oh < oh1; oh++)
+    for (int64_t fb = 0; fb < g->Fb; fb++) {
+      const float *wb = wf + fb * g->Cb * taps * K_CD_V * K_CD_V;
+      int64_t nf = g->F - fb * K_CD_V < K_CD_V ? g->F - fb * K_CD_V : K_CD_V;
+      for (int64_t ow0 = 0; ow0 < g->OW; ow0 += K_CD_V) {
+        VEC acc[K_CD_V];
+#pragma GCC unroll 16
+        for (int j = 0; j < K_CD_V; j++) acc[j] = KCD(bc)(bias && j < nf ? bias[fb * K_CD_V + j] : 0.0f);
+        for (int64_t ki = 0; ki < g->kh; ki++)
+          for (int64_t kj = 0; kj < g->kw; kj++) {
+            const float *wp = wb + (ki * g->kw + kj) * K_CD_V * K_CD_V;
+            const float *xr = xp + (oh * g->sh + ki * g->dh) * Wr + ow0 + kj * g->dw;
+            for (int64_t c = 0; c < g->C; c++) {
+              VEC xv = KCD(ld)(xr + c * xcs);
+              const float *wc = wp + c * K_CD_V;
+#pragma GCC unroll 16
+              for (int j = 0; j < K_CD_V; j++) acc[j] += xv * KCD(bc)(wc[j]);
+            }
+          }
+        int64_t m = g->OW - ow0 < K_CD_V ? g->OW - ow0 : K_CD_V;
+        float *d = y + fb * K_CD_V * plane + oh * g->OW + ow0;
+        if (m == K_CD_V && nf == K_CD_V && !add) {   /* the common case, acc kept in registers */
+#pragma GCC unroll 16
+          for (int j = 0; j < K_CD_V; j++) KCD(st)(d + j * plane, acc[j]);
+          continue;
+        }
+        for (int64_t j = 0; j < nf; j++) {
+          if (m == K_CD_V) KCD(st)(d + j * plane, add ? KCD(ld)(d + j * plane) + acc[j] : acc[j]);
+          else
+            for (int64_t i = 0; i < m; i++) d[j * plane + i] = add ? d[j * plane + i] + acc[j][i] : acc[j][i];
+        }
+      }
+    }
+}
+
 /* ---- forward, Winograd F(2x2, 3x3) ------------------------------------------------------- */
 
 /* A 3x3 stride-1 convolution whose output has even height and width, as Lavin and Gray's
@@ -659,7 +709,7 @@ static void KCD(bwd_weight_wino_block)(const k_cd_geom *g, const float *xb, cons
 
 /* The width's entry in the dispatch table. */
 const k_cd_isa KCD(k_cd_isa) = {K_CD_NAME, K_CD_V, KCD(pack_rows), KCD(unpack_rows),
-                                  KCD(fwd_block), KCD(fwd_wino_block), KCD(bwd_data_block),
+                                  KCD(fwd_block), KCD(fwd_wino_block), KCD(fwd_nchw_rows), KCD(bwd_data_block),
                                   KCD(bwd_weight_block), KCD(bwd_weight_wino_block)};
 
 #undef VEC

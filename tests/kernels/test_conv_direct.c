@@ -72,6 +72,13 @@ static const cd_spec specs[] = {
   /* Winograd's forward and weight gradient, but a start pad of 3: the data gradient's flipped
      pad 2 - 3 would be negative, so it declines to the direct loop (cd_winograd_declines) */
   {"3x3 start pad 3",           1, 2, 16, 6,  6, 16, 3, 3, 1, 1, 3, 1, 1, 1, 0, 1, 1, 1},
+  /* the NCHW path for few input channels (fwd_nchw_rows: stride 1 along the row, rows and
+     channels in whole vectors of 8 and 16): an RGB stem; 2 channels with stride (2, 1),
+     dilation 2 and no bias, two output blocks; 1-D */
+  /* name                      2d N  C   H   W   F  kh kw sh sw ph pw dh dw nb */
+  {"NCHW path, RGB stem",       1, 2, 3, 10, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+  {"NCHW path, (2,1), dilated", 1, 2, 2,  9, 32, 32, 3, 3, 2, 1, 1, 2, 2, 2, 1, 0, 0, 0},
+  {"NCHW path, 1-D",            0, 2, 4,  1, 48, 16, 1, 5, 1, 1, 0, 2, 1, 1, 0, 0, 0, 0},
 };
 
 static int end_h(const cd_spec *s) { return s->asym ? s->phe : s->ph; }
@@ -476,6 +483,31 @@ static void cd_fold_batch_norm(const cd_spec *s) {
   cd_free(&d);
 }
 
+/* The NCHW loop for few input channels runs where k_conv_direct_nchw says (the specs named
+ * "NCHW path", on every instruction set with vectors of 8 or 16) and nowhere else among the
+ * specs, with KILN_CONV_NCHW=0 turning it off: its results are checked by cd_compare against
+ * im2col (kWriteTo and kAddTo) and by cd_blocked against the blocked path bit for bit, and a
+ * batch_norm folded into it here. */
+static void cd_nchw_path(void) {
+  static const char *const nmodes[] = {"direct", "direct-avx2", "direct-generic"};
+  for (size_t m = 0; m < sizeof nmodes / sizeof *nmodes; m++)
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+      setenv("KILN_CONV", nmodes[m], 1);
+      const cd_spec *s = &specs[i];
+      cd_data d = cd_make(s);
+      k_conv_param p = cd_param(s);
+      int want = strncmp(s->name, "NCHW path", 9) == 0;
+      KT_CHECK(k_conv_direct_nchw(&d.x.shape, &d.w.shape, &p) == want, "%s (%s): NCHW loop %s", s->name, nmodes[m],
+               want ? "not taken" : "taken");
+      setenv("KILN_CONV_NCHW", "0", 1);
+      KT_CHECK(!k_conv_direct_nchw(&d.x.shape, &d.w.shape, &p), "%s: KILN_CONV_NCHW=0 ignored", s->name);
+      unsetenv("KILN_CONV_NCHW");
+      cd_free(&d);
+    }
+  cd_fold_batch_norm(&specs[28]);   /* the RGB stem with a bias */
+  cd_fold_batch_norm(&specs[29]);   /* no bias, two output blocks */
+}
+
 /* ---- Winograd F(2x2, 3x3) (k_conv_direct_isa.h) ---- */
 
 /* Whether the forward's output differs anywhere from the direct loop's: Winograd rounds
@@ -651,6 +683,7 @@ int main(void) {
   cd_fold_batch_norm(&specs[1]);    /* with a bias, channels that do not fill a vector */
   cd_fold_batch_norm(&specs[8]);    /* 1x1 stride 2, no bias */
   cd_fold_batch_norm(&specs[18]);   /* Winograd, the fold in the transformed weights */
+  cd_nchw_path();
   unsetenv("KILN_CONV");
   return kt_finish("test_conv_direct");
 }
