@@ -80,7 +80,7 @@ compile_models
 strip --strip-unneeded "$DIR"/bin/* "$DIR"/models/*.so 2>/dev/null || true
 check_deps
 cp "$ROOT/tests/gpu/run.sh" "$DIR/tests/run.sh"
-cp "$ROOT/tests/gpu/f64_step.py" "$DIR/tests/f64_step.py"
+cp "$ROOT/tests/gpu/f64_step.py" "$ROOT/tests/support/st_read.py" "$DIR/tests/"
 cp "$ROOT/bench/gpu/run.sh" "$ROOT/bench/gpu/profile.sh" "$ROOT/bench/gpu/torch_gpu.py" "$ROOT/bench/models/torch_models.py" "$DIR/bench/"
 { echo "prepared $(date -u '+%Y-%m-%d %H:%M UTC') from $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
   echo "CPU .so: ${CPU_FLAGS:---cpu x86-64-v3}; CUDA .so: ${GPU_SECOND:---target cuda} ${GPU_CUDA_FLAGS:-}"; } > "$DIR/info.txt"

@@ -19,9 +19,7 @@ may fall on the other side than in float64 and move one filter by several percen
 (up to 8.2% measured; tests/gpu/run.sh's model_tolerance), while a wrong gradient is off by all
 of it.
 """
-import json
 import os
-import struct
 import sys
 
 try:
@@ -33,26 +31,13 @@ except ImportError as e:   # the SKIP a test runner shows
     sys.exit(77)
 
 HERE = os.path.dirname(os.path.abspath(__file__))   # the repository's tests/gpu, or gpu_check's DIR/tests
-sys.path[:0] = [os.path.join(HERE, "..", "..", "bench", "models"), os.path.join(HERE, "..", "bench")]
+sys.path[:0] = [os.path.join(HERE, "..", "..", "bench", "models"), os.path.join(HERE, "..", "support"),
+                os.path.join(HERE, "..", "bench"), HERE]
 import torch_models  # noqa: E402
+from st_read import read_safetensors  # noqa: E402
 
 STAGES = {"s1a": "body.0", "s1b": "body.1", "s2a": "body.2", "s2b": "body.3", "s3a": "body.4", "s3b": "body.5"}
 BN = {"gamma": "1.weight", "beta": "1.bias", "moving_mean": "1.running_mean", "moving_var": "1.running_var"}
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    n = struct.unpack("<Q", data[:8])[0]
-    head = json.loads(data[8:8 + n])
-    out = {}
-    for name, e in head.items():
-        if name == "__metadata__":
-            continue
-        b, end = e["data_offsets"]
-        dt = np.float32 if e["dtype"] == "F32" else np.int32
-        out[name] = np.frombuffer(data[8 + n + b:8 + n + end], dt).reshape(e["shape"])
-    return out
 
 
 def torch_name(kiln):

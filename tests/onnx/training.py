@@ -15,9 +15,7 @@ which the child gets (LD_PRELOAD, leak checks off for Python's own allocations).
 Exit 77 (skipped, saying why) without torch or onnx.
 """
 import ctypes
-import json
 import os
-import struct
 import subprocess
 import sys
 import tempfile
@@ -27,6 +25,8 @@ try:
 except ImportError as e:
     print("onnx training: skipped: %s (apt-get install python3-numpy)" % e)
     sys.exit(77)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from st_read import read_safetensors  # noqa: E402
 
 
 def step(so, xin, lin, weights, after):
@@ -65,20 +65,6 @@ def fail(msg):
     global failed
     failed += 1
     print("FAIL:", msg)
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    n = struct.unpack("<Q", data[:8])[0]
-    head = json.loads(data[8:8 + n])
-    out = {}
-    for name, e in head.items():
-        if name == "__metadata__":
-            continue
-        b, end = e["data_offsets"]
-        out[name] = np.frombuffer(data[8 + n + b:8 + n + end], np.float32 if e["dtype"] == "F32" else np.int32).reshape(e["shape"])
-    return out
 
 
 def child_env(so):
