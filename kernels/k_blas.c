@@ -111,26 +111,18 @@ static k_sg_args k_sgemm_bias_first(const k_sg_args *g, int64_t m0, int64_t m1, 
 static void k_sgemm_call(const k_sgemm_job *j, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   k_sg_args biased;
   const k_sg_args *g = &j->g;
-  if (g->bias && (!j->isa || k_sgemm_is_gemv(g) || g->K == 0 || g->alpha == 0.0f))
-    biased = k_sgemm_bias_first(g, m0, m1, n0, n1), g = &biased;
+  /* Kiln's GEMM adds a bias in its store; every other path (and its out-of-memory fallback,
+   * which has written nothing) gets it laid down first */
+  int own = j->isa && !k_sgemm_is_gemv(g) && g->K != 0 && g->alpha != 0.0f;
+  if (own && k_sg_compute(j->isa, g, m0, m1, n0, n1, j->bp) == 0) return;
+  if (g->bias) biased = k_sgemm_bias_first(g, m0, m1, n0, n1), g = &biased;
   const float *A = g->A + (g->ta ? m0 : m0 * g->lda);
   const float *B = g->B + (g->tb ? n0 * g->ldb : n0);
   float *C = g->C + m0 * g->ldc + n0;
-  if (k_sgemm_is_gemv(g)) {
-    k_sgemm_gemv(g, m1 - m0, n1 - n0, A, B, C);
-    return;
-  }
-  if (j->isa) {
-    if (g->K == 0 || g->alpha == 0.0f) {
-      k_sgemm_scale(g, m0, m1, n0, n1);
-      return;
-    }
-    if (k_sg_compute(j->isa, g, m0, m1, n0, n1, j->bp) == 0) return;
-    /* out of memory, nothing written: OpenBLAS takes the block, the bias laid down first */
-    if (g->bias) biased = k_sgemm_bias_first(g, m0, m1, n0, n1), g = &biased;
-  }
-  cblas_sgemm(CblasRowMajor, k_cblas_t(g->ta), k_cblas_t(g->tb), (int)(m1 - m0), (int)(n1 - n0), (int)g->K,
-              g->alpha, A, (int)g->lda, B, (int)g->ldb, g->beta, C, (int)g->ldc);
+  if (k_sgemm_is_gemv(g)) k_sgemm_gemv(g, m1 - m0, n1 - n0, A, B, C);
+  else if (j->isa && !own) k_sgemm_scale(g, m0, m1, n0, n1);   /* K or alpha 0: A and B unread */
+  else cblas_sgemm(CblasRowMajor, k_cblas_t(g->ta), k_cblas_t(g->tb), (int)(m1 - m0), (int)(n1 - n0), (int)g->K,
+                   g->alpha, A, (int)g->lda, B, (int)g->ldb, g->beta, C, (int)g->ldc);
 }
 
 /* Blocks t in [lo, hi) of j->blocks: units [t * units / blocks, (t + 1) * units / blocks) of

@@ -503,44 +503,32 @@ static void k_cd_task_fwd(void *p, int64_t lo, int64_t hi) {
 }
 
 /* Planes [lo, hi) (sample of the chunk x channel) of the input -> their padded NCHW copies in
- * xb, [C][Hp][Wp + V] a sample, zero around the rows and in the V floats past each. */
+ * xb, [C][Hp][Wp + V] a sample: each plane a blocked plane of one lane, whose right margin
+ * holds V floats more. */
 static void k_cd_task_pad_nchw(void *p, int64_t lo, int64_t hi) {
   k_cd_ctx *t = p;
   const k_cd_geom *g = t->g;
-  int64_t Wr = g->Wp + g->V, xcs = g->Hp * Wr;
-  for (int64_t i = lo; i < hi; i++) {
-    const float *src = (const float *)t->src + (t->n0 * g->C + i) * g->H * g->W;
-    float *dst = t->b.xb + i * xcs;
-    memset(dst, 0, (size_t)(g->ph * Wr) * sizeof(float));
-    memset(dst + (g->ph + g->H) * Wr, 0, (size_t)(g->phe * Wr) * sizeof(float));
-    for (int64_t h = 0; h < g->H; h++) {
-      float *r = dst + (g->ph + h) * Wr;
-      const float *s = src + h * g->W;
-      for (int64_t w = 0; w < g->pw; w++) r[w] = 0;
-      for (int64_t w = 0; w < g->W; w++) r[g->pw + w] = s[w];
-      for (int64_t w = g->pw + g->W; w < Wr; w++) r[w] = 0;
-    }
-  }
+  k_cd_margin m = {g->ph, g->pw, g->phe, g->pwe + g->V};
+  for (int64_t i = lo; i < hi; i++)
+    k_cd_pack_blocked(1, (const float *)t->src + (t->n0 * g->C + i) * g->H * g->W, g->W, m, g->H, 1,
+                      t->b.xb + i * g->Hp * (g->Wp + g->V));
 }
 
-/* Items [lo, hi) of (sample of the chunk, output row) on the NCHW path (k_cd_nchw). */
+/* Items [lo, hi) of (sample of the chunk, output row) on the NCHW path (k_cd_nchw), each run of
+ * rows of a sample then through the call's epilogue, channel by channel, while in cache. */
 static void k_cd_task_fwd_nchw(void *p, int64_t lo, int64_t hi) {
   k_cd_ctx *t = p;
   const k_cd_geom *g = t->g;
-  float *y = t->c->out[0].data;
+  int64_t plane = g->OH * g->OW;
   while (lo < hi) {
     int64_t n = lo / g->OH, oh0 = lo % g->OH, oh1 = oh0 + (hi - lo) < g->OH ? oh0 + (hi - lo) : g->OH;
+    int64_t at = (t->n0 + n) * g->F * plane;   /* the sample's first output element */
     t->isa->fwd_nchw_rows(g, t->b.xb + n * g->C * g->Hp * (g->Wp + g->V), t->b.w, t->bias,
-                          y + (t->n0 + n) * g->F * g->OH * g->OW, oh0, oh1, t->c->req[0] == kAddTo);
+                          (float *)t->c->out[0].data + at, oh0, oh1, t->c->req[0] == kAddTo);
+    for (int64_t f = 0; t->c->epi && f < g->F; f++)
+      k_epi_apply(t->c, at + f * plane + oh0 * g->OW, at + f * plane + oh1 * g->OW);
     lo += oh1 - oh0;
   }
-}
-
-/* Output planes [lo, hi) (sample x channel) through the call's epilogue, on the NCHW path. */
-static void k_cd_task_epi_nchw(void *p, int64_t lo, int64_t hi) {
-  k_cd_ctx *t = p;
-  int64_t plane = t->g->OH * t->g->OW;
-  k_epi_apply(t->c, lo * plane, hi * plane);
 }
 
 /* Task i = (pair of output blocks, cb, ki, kj): weight-gradient blocks, adding the chunk's
@@ -718,14 +706,13 @@ int k_conv_direct_forward(const k_call *c) {
     t.c = &folded;
   }
   t.store_tail = p->epi_block && t.c->epi && k_epi_store_of(t.c->epi, &t.store);
-  if (nchw) {   /* per chunk: the padded copies, then the rows; the epilogue after all */
+  if (nchw) {   /* per chunk: the padded copies, then the rows */
     int64_t macs_per_row = g.OW * g.F * g.C * g.kh * g.kw;
     for (t.n0 = 0; t.n0 < g.N; t.n0 += g.S) {
       t.ns = g.N - t.n0 < g.S ? g.N - t.n0 : g.S;
       k_parallel_for(t.ns * g.C, k_cd_pack_grain(g.Hp * (g.Wp + g.V)), k_cd_task_pad_nchw, &t);
       k_parallel_for(t.ns * g.OH, k_vec_grain(macs_per_row / 16 + 1), k_cd_task_fwd_nchw, &t);
     }
-    if (t.c->epi) k_parallel_for(g.N * g.F, k_vec_grain(g.OH * g.OW), k_cd_task_epi_nchw, &t);
     return 0;
   }
   for (t.n0 = 0; t.n0 < g.N; t.n0 += g.S) {

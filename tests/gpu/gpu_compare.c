@@ -413,24 +413,6 @@ static void gc_cross_load(gc_side *a, gc_side *b, gc_io *io, const char *dir, co
 
 /* ---- --keep: what a third reference needs ----------------------------------------------- */
 
-/* One train input as a .npy file (version 1.0, little-endian, C order). */
-static int gc_write_npy(const char *path, const rt_tensor_info *t, const void *data) {
-  char head[256], shape[160] = "";
-  size_t o = 0;
-  for (int i = 0; i < t->shape.rank; i++)
-    o += (size_t)snprintf(shape + o, sizeof shape - o, "%lld,%s", (long long)t->shape.d[i], t->shape.rank > 1 ? " " : "");
-  int n = snprintf(head, sizeof head, "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }",
-                   t->dtype == K_I32 ? "<i4" : "<f4", shape);
-  while ((n + 11) % 64) head[n++] = ' ';   /* magic, version, length and '\n' pad to 64 */
-  head[n++] = '\n';
-  FILE *f = fopen(path, "wb");
-  if (!f) return 1;
-  unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(n & 255), (unsigned char)(n >> 8)};
-  int bad = fwrite(pre, sizeof pre, 1, f) != 1 || fwrite(head, (size_t)n, 1, f) != 1 ||
-            (gc_numel(t) && fwrite(data, (size_t)gc_numel(t) * 4, 1, f) != 1);
-  return fclose(f) != 0 || bad;
-}
-
 static int gc_copy_file(const char *from, const char *to) {
   FILE *f = fopen(from, "rb"), *g = f ? fopen(to, "wb") : NULL;
   char buf[65536];
@@ -446,18 +428,18 @@ static int gc_copy_file(const char *from, const char *to) {
  * sides' weights, into keep. */
 static void gc_keep(gc_side *a, gc_side *b, const gc_io *io, const char *wd, const char *keep) {
   const rt_model_desc *d = a->api->desc;
-  char p[4096], q[4096];
+  char p[4096], q[4096], err[RT_ERR_LEN] = "";
   int bad = mkdir(keep, 0777) != 0 && errno != EEXIST;
   for (int i = 0; !bad && i < d->train.ninputs; i++) {
     const rt_tensor_info *t = &d->tensors[d->train.inputs[i]];
     snprintf(p, sizeof p, "%s/%s.npy", keep, t->name);
-    bad = gc_write_npy(p, t, io->tin[i]);
+    bad = rt_npy_write(p, (k_dtype)t->dtype, &t->shape, io->tin[i], err, sizeof err) != 0;
   }
   snprintf(p, sizeof p, "%s/init.safetensors", wd), snprintf(q, sizeof q, "%s/init.safetensors", keep);
   bad = bad || gc_copy_file(p, q);
   snprintf(p, sizeof p, "%s/a1.safetensors", keep), snprintf(q, sizeof q, "%s/b1.safetensors", keep);
   bad = bad || a->api->save(a->m, p) || b->api->save(b->m, q);
-  gc_result(!bad, "kept the first step's inputs and weights in %s", keep);
+  gc_result(!bad, "kept the first step's inputs and weights in %s%s%s", keep, err[0] ? ": " : "", err);
 }
 
 /* ---- bad inputs (the second model) ------------------------------------------------------- */
