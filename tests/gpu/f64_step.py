@@ -5,8 +5,9 @@ usage: /usr/bin/python3 tests/gpu/f64_step.py [--torch-device DEV] [--tol X] KEE
 KEEPDIR is what `gpu_compare A.so B.so --steps 1 --keep KEEPDIR` left: the train inputs
 (data.npy, label.npy), the weights at create (init.safetensors) and each side's weights after the
 first step (a1.safetensors, b1.safetensors). The PyTorch twin of the ResNet
-(bench/models/torch_models.py) starts from init in float64 on the CPU, takes one train step as
-the SPEC says (F.cross_entropy, torch.optim.SGD, batch_norm with momentum 0.9 in Kiln's terms)
+(bench/models/torch_models.py, with its optimizer) starts from init in float64 on the CPU, takes
+one train step as the SPEC says (F.cross_entropy, torch.optim.SGD, batch_norm with momentum 0.9
+in Kiln's terms)
 and each tensor of a1 and b1 is printed as max|side - f64| / max|f64 - init| (the first step's
 update), the measure gpu_compare's --tol-step limits. float64 rounding is ~1e-16 relative, so
 whichever side is far from it is the one whose arithmetic (or kernel) differs. With
@@ -54,12 +55,12 @@ def torch_name(kiln):
 
 def step_torch(init, data, label, dtype=torch.float64, device="cpu"):
     """One train step of the twin from init, in dtype on device; the weights after it by Kiln name."""
-    net = torch_models.ResNet().to(device=device, dtype=dtype)
+    net, opt, _, _ = torch_models.resnet()   # the twin and its optimizer, as bench/models has them
+    net.to(device=device, dtype=dtype)         # in place: the optimizer keeps the parameters
     state = net.state_dict()
     for k, v in init.items():
         state[torch_name(k)].copy_(torch.from_numpy(v.astype(np.float64)).to(dtype))
     net.train()
-    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
     x = torch.from_numpy(data.astype(np.float64)).to(device=device, dtype=dtype)
     loss = F.cross_entropy(net(x), torch.from_numpy(label.astype(np.int64)).to(device))
     opt.zero_grad()
