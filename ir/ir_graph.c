@@ -205,7 +205,11 @@ int ir_graph_inputs(const ir_graph *g, int *idx, int max) {
 bool ir_node_mutates_input(const ir_graph *g, const ir_node *n, int j) {
   if (n->in[j] < 0) return false;
   if (n->kind == IR_N_UPDATE) return j != 1;                 /* [param, grad, state...] */
-  return n->kind == IR_N_OP && g->mode == IR_MODE_TRAIN && j >= n->nin - ir_op_naux(&ir_ops[n->op]);
+  if (n->kind != IR_N_OP || g->mode != IR_MODE_TRAIN) return false;
+  /* in = [args..., aux...], then inputs a pass added (batch_norm's gathered statistics) */
+  const ir_opdef *op = &ir_ops[n->op];
+  int first = op->variadic ? n->nin - ir_op_naux(op) : ir_op_nargs(op);
+  return j >= first && j < first + ir_op_naux(op);
 }
 
 /* ---- the verifier ---- */

@@ -526,10 +526,14 @@ static void k_cd_task_fwd_nchw(void *p, int64_t lo, int64_t hi) {
     t->isa->fwd_nchw_rows(g, t->b.xb + n * g->C * g->Hp * (g->Wp + g->V), t->b.w, t->bias,
                           (float *)t->c->out[0].data + at, oh0, oh1, t->c->req[0] == kAddTo);
     for (int64_t f = 0; t->c->epi && f < g->F; f++)
-      k_epi_apply(t->c, at + f * plane + oh0 * g->OW, at + f * plane + oh1 * g->OW);
+      k_epi_apply_rows(t->c, at + f * plane + oh0 * g->OW, at + f * plane + oh1 * g->OW);
     lo += oh1 - oh0;
   }
 }
+
+/* Planes [lo, hi) of the output: the epilogue's statistics, once the NCHW path's rows of them
+ * are all written (its items cut planes into rows). */
+static void k_cd_task_stats(void *p, int64_t lo, int64_t hi) { k_epi_stats(((const k_cd_ctx *)p)->c, lo, hi); }
 
 /* Task i = (pair of output blocks, cb, ki, kj): weight-gradient blocks, adding the chunk's
  * samples to what the earlier chunks left (chunks run in order, so the sum's order is fixed). */
@@ -671,6 +675,7 @@ static int k_cd_check_blocked(const k_call *c) {
     why = "block widths must be 8 or 16 and agree, and a blocked output needs blocked operands";
   else if (c->in[0].shape.rank != 4) why = "only 2-D convolution runs blocked";
   else if (p->out_block && c->req[0] == kAddTo) why = "a blocked output cannot be accumulated";
+  else if (k_epi_has_stats(c->epi)) why = "batch statistics are gathered on NCHW output only";
   else if (!c->temp || c->temp_bytes < k_conv_direct_temp_bytes(&c->in[0].shape, &c->in[1].shape, p))
     why = "the workspace is smaller than the direct path needs";
   if (!why) return 0;
@@ -713,6 +718,7 @@ int k_conv_direct_forward(const k_call *c) {
       k_parallel_for(t.ns * g.C, k_cd_pack_grain(g.Hp * (g.Wp + g.V)), k_cd_task_pad_nchw, &t);
       k_parallel_for(t.ns * g.OH, k_vec_grain(macs_per_row / 16 + 1), k_cd_task_fwd_nchw, &t);
     }
+    if (k_epi_has_stats(t.c->epi)) k_parallel_for(g.N * g.F, k_vec_grain(g.OH * g.OW), k_cd_task_stats, &t);
     return 0;
   }
   for (t.n0 = 0; t.n0 < g.N; t.n0 += g.S) {

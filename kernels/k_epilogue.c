@@ -1,7 +1,8 @@
 /* k_epilogue.c — runs an epilogue (k_epilogue.h) on a block of a heavy kernel's output, in
  * place. Unary and binary steps call the op's own forward kernel on the block, viewed as a
  * flat tensor, so the bits are those of the unfused op; batch_norm's affine uses k_norm.c's
- * coefficients and its expression y * a + b. */
+ * coefficients and its expression y * a + b, and a training batch_norm's statistics its row
+ * sums (k_bn_row_sums). */
 #include "k_epilogue.h"
 
 #include <string.h>
@@ -40,21 +41,24 @@ K_VEC_TARGETS static void k_epi_axpb(float *y, int64_t n, float a, float b) {
   for (int64_t i = 0; i < n; i++) y[i] = y[i] * a + b;
 }
 
-static int k_epi_step_valid(const k_epi_step *s, int nin) {
+static int k_epi_step_valid(const k_epi_step *s, int nin, int nout, int last) {
   switch (s->kind) {
   case K_EPI_AFFINE: return s->slot >= 0 && s->slot + 3 < nin && s->channels > 0 && s->inner > 0;
   case K_EPI_UNARY: return s->fn >= 0 && s->fn < K_EPI_FN_COUNT;
   case K_EPI_BINARY: return s->fn >= 0 && s->fn < K_EPI_FN_COUNT && s->slot >= 0 && s->slot < nin;
+  case K_EPI_STATS: return last && s->slot >= 1 && s->slot < nout && s->inner > 0;
   default: return 0;
   }
 }
 
-int k_epi_valid(const k_epilogue *e, int nin) {
+int k_epi_valid(const k_epilogue *e, int nin, int nout) {
   if (e->nsteps < 0 || e->nsteps > K_EPI_MAX_STEPS) return 0;
   for (int i = 0; i < e->nsteps; i++)
-    if (!k_epi_step_valid(&e->step[i], nin)) return 0;
-  return 1;
+    if (!k_epi_step_valid(&e->step[i], nin, nout, i == e->nsteps - 1)) return 0;
+  return nout == 1 + k_epi_has_stats(e);
 }
+
+int k_epi_has_stats(const k_epilogue *e) { return e && e->nsteps > 0 && e->step[e->nsteps - 1].kind == K_EPI_STATS; }
 
 /* y[lo, hi) = y * a + b per channel run, as k_norm.c's predict path writes it. */
 static void k_epi_affine(const k_call *c, const k_epi_step *s, float *y, int64_t base, int64_t lo, int64_t hi) {
@@ -157,13 +161,29 @@ static void k_epi_run(const k_call *c, float *y, int64_t lo, int64_t hi, int64_t
       if (s->kind == K_EPI_AFFINE && V) k_epi_affine_blocked(c, s, y, lo, a, b, V);
       else if (s->kind == K_EPI_AFFINE) k_epi_affine(c, s, y, lo, a, b);
       else if (s->kind == K_EPI_UNARY && V) k_epi_unary_blocked(c, s, y, lo, a, b, V);
-      else k_epi_kernel(c, s, y, lo, a, b);
+      else if (s->kind != K_EPI_STATS) k_epi_kernel(c, s, y, lo, a, b);
     }
   }
 }
 
-void k_epi_apply(const k_call *c, int64_t lo, int64_t hi) {
+void k_epi_stats(const k_call *c, int64_t plo, int64_t phi) {
+  if (!k_epi_has_stats(c->epi)) return;
+  const k_epi_step *s = &c->epi->step[c->epi->nsteps - 1];
+  if (c->req[s->slot] == kNullOp || !c->out[s->slot].data) return;
+  const float *y = c->out[0].data;
+  double *sq = c->out[s->slot].data;
+  for (int64_t p = plo; p < phi; p++) k_bn_row_sums(y + p * s->inner, s->inner, sq + 2 * p);
+}
+
+void k_epi_apply_rows(const k_call *c, int64_t lo, int64_t hi) {
   if (c->epi) k_epi_run(c, (float *)c->out[0].data + lo, lo, hi, 0);
+}
+
+void k_epi_apply(const k_call *c, int64_t lo, int64_t hi) {
+  k_epi_apply_rows(c, lo, hi);
+  if (!k_epi_has_stats(c->epi)) return;
+  int64_t inner = c->epi->step[c->epi->nsteps - 1].inner;
+  k_epi_stats(c, (lo + inner - 1) / inner, hi / inner);   /* the planes whole in [lo, hi) */
 }
 
 int k_epi_store_of(const k_epilogue *e, k_epi_store *t) {

@@ -28,18 +28,23 @@ enum {
 typedef enum {
   K_EPI_AFFINE = 1,  /* batch_norm in predict: y = y * a[c] + b[c], a and b as k_norm.c makes them */
   K_EPI_UNARY,       /* y = op(y) */
-  K_EPI_BINARY       /* y = op(y, other) or op(other, y) */
+  K_EPI_BINARY,      /* y = op(y, other) or op(other, y) */
+  K_EPI_STATS        /* the last step only: a training batch_norm's row sums of the result
+                        (k_bn_row_sums of each plane of `inner` elements) into the call's
+                        output slot `slot`, two doubles a plane (kernels.h, K_BN_STATS_FLOATS) */
 } k_epi_kind;
 
 typedef struct {
   int32_t kind;                  /* k_epi_kind */
   int32_t fn;                    /* UNARY, BINARY: K_EPI_FN_* */
   int32_t slot;                  /* BINARY: the call's input slot of the other operand;
-                                    AFFINE: of gamma (beta, moving_mean, moving_var follow) */
+                                    AFFINE: of gamma (beta, moving_mean, moving_var follow);
+                                    STATS: the call's output slot of the row sums */
   int32_t swap;                  /* BINARY: the running value is the second operand */
   int32_t scalar;                /* BINARY: the other operand is one value, read at every element */
   float eps;                     /* AFFINE */
-  int64_t channels, inner;       /* AFFINE: element e is in channel (e / inner) % channels */
+  int64_t channels, inner;       /* AFFINE: element e is in channel (e / inner) % channels;
+                                    STATS: element e is in plane e / inner */
   _Alignas(8) unsigned char param[K_EPI_PARAM_BYTES];  /* UNARY: the op's param struct, if any */
   int32_t has_param;
 } k_epi_step;
@@ -49,9 +54,12 @@ typedef struct k_epilogue {
   k_epi_step step[K_EPI_MAX_STEPS];
 } k_epilogue;
 
-/* Whether e can run in a call with nin inputs: step kinds, functions and slots in range,
- * channel geometry positive. The runtime checks a descriptor's epilogues with it. */
-int k_epi_valid(const k_epilogue *e, int nin);
+/* Whether e can run in a call with nin inputs and nout outputs: step kinds, functions and
+ * slots in range, channel geometry positive, a STATS step last and writing a hidden output.
+ * The runtime checks a descriptor's epilogues with it. */
+int k_epi_valid(const k_epilogue *e, int nin, int nout);
+/* Whether e ends in a STATS step (NULL: no). */
+int k_epi_has_stats(const k_epilogue *e);
 /* K_EPI_FN_* of the elementwise op named `name`, or -1 when an epilogue cannot run it. */
 int k_epi_fn_lookup(const char *name);
 /* The tail a heavy kernel can apply to each vector as it stores it, instead of as a pass over
@@ -69,14 +77,22 @@ int k_epi_store_of(const k_epilogue *e, k_epi_store *t);
 
 /* Runs c->epi's steps, in order, in place on elements [lo, hi) of c->out[0], which the heavy
  * kernel has just written; other operands and batch_norm's parameters come from c->in. Each
- * element's result depends on that element only, so any split into blocks gives the same bits. */
+ * element's result depends on that element only, so any split into blocks gives the same bits.
+ * A STATS step sums the planes that lie whole in [lo, hi) (a convolution's callers pass whole
+ * planes: samples, or channels of a sample); each plane is summed by one call, in one order. */
 void k_epi_apply(const k_call *c, int64_t lo, int64_t hi);
+/* The elementwise steps alone, for a caller that cuts planes (rows of a plane at a time): it
+ * gathers the statistics with k_epi_stats once the planes are whole. */
+void k_epi_apply_rows(const k_call *c, int64_t lo, int64_t hi);
+/* A STATS step's row sums of planes [plo, phi) of c->out[0] (nothing without one). */
+void k_epi_stats(const k_call *c, int64_t plo, int64_t phi);
 /* The same on elements [lo, hi) of a convolution output computed channel-blocked at width V
  * ([N][ceil(C / V)][H][W][V], passes/pass_layout.c; lo and hi multiples of V), element lo stored
  * at y (the output tensor itself, or the kernel's blocked copy before it writes NCHW): every
  * same-shaped operand is blocked alike (k_conv_param.epi_block), and batch_norm's affine takes
  * channel (e / (inner V)) % ceil(C / V) * V + e % V, lanes past C getting y * 0 + 0. The same
- * expressions, so the same bits. */
+ * expressions, so the same bits. A STATS step is not run blocked (the layout pass keeps such a
+ * convolution NCHW, and the convolution refuses the combination). */
 void k_epi_apply_blocked(const k_call *c, float *y, int64_t lo, int64_t hi, int64_t V);
 
 #endif

@@ -1,13 +1,15 @@
 /* k_norm.c — batch_norm (F.batch_norm: batch statistics and a moving-average update in train
  * mode, moving statistics in predict mode) and layer_norm (F.layer_norm over the last axis).
  * Both save the mean and 1/sqrt(var + eps) as hidden outputs for the backward pass. batch_norm
- * accumulates its statistics in double lanes (large batches match torch to float precision)
- * and is split over channels with k_parallel_for; layer_norm keeps a row in float partial
+ * accumulates its statistics in double lanes (large batches match torch to float precision),
+ * or takes the row sums its convolution gathered (K_BN_STATS_SLOT), and is split over
+ * channels with k_parallel_for; layer_norm keeps a row in float partial
  * sums (a row is short and in cache) and is split over rows. Every sum has one fixed order. */
 #include "kernels.h"
 #include "k_vec.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 /* A hidden output the caller may have pruned (predict mode): NULL when not wanted. */
@@ -25,13 +27,18 @@ static float *k_grad_acc(const k_call *c, int k, int64_t n) {
 /* ---- batch_norm ------------------------------------------------------------------------ */
 
 /* Channels are split over threads; each channel's statistics are summed by one chunk, in a
- * fixed order, so the bits do not depend on the thread count. Sums run in K_BN_LANES double
- * lanes (which vectorise; the compiler may not reorder a single sum) folded in lane order.
+ * fixed order, so the bits do not depend on the thread count. A channel's sums are those of
+ * its rows (one per outer index: a sample's plane), each row summed in K_BN_LANES double lanes
+ * (which vectorise; the compiler may not reorder a single sum) folded in lane order
+ * (k_bn_row_sums), the rows' sums then added in outer order. A convolution that feeds a
+ * training batch_norm gathers the same row sums while its output is in cache (k_epilogue.h's
+ * K_EPI_STATS) and the batch_norm reads them (its input slot 5) instead of its data: the same
+ * numbers added in the same order, so the same bits.
  * A chunk holds up to K_BN_RANGE channels and walks them in memory order (for each outer
  * index, its channels' rows one after another), not channel by channel: a channel's rows are
  * C * inner floats apart, and read that way (64 rows 64 KiB apart in the ResNet's first
  * stage) they conflict in the cache's sets, so the second pass over a channel found nothing
- * of the first in cache. Each channel still sums its own elements in the same order. */
+ * of the first in cache. */
 #define K_BN_LANES 8
 #define K_BN_RANGE 64
 
@@ -39,10 +46,11 @@ static float *k_grad_acc(const k_call *c, int k, int64_t n) {
 typedef struct {
   const k_call *c;
   int64_t outer, C, inner;
+  const double *given;   /* train: the row sums [outer][C][2] a convolution gathered, or NULL */
 } k_bn_job;
 
 static k_bn_job k_bn_dims(const k_call *c, const k_shape *s, int axis) {
-  k_bn_job j = {c, 1, s->d[axis], 1};
+  k_bn_job j = {c, 1, s->d[axis], 1, NULL};
   for (int i = 0; i < axis; i++) j.outer *= s->d[i];
   for (int i = axis + 1; i < s->rank; i++) j.inner *= s->d[i];
   return j;
@@ -71,19 +79,33 @@ static inline void k_bn_acc_row(k_bn_acc *a, const float *r, int64_t n) {
   for (int64_t i = body; i < n; i++) a->s[i - body] += r[i], a->q[i - body] += (double)r[i] * r[i];
 }
 
-/* Channels [lo, hi)'s sums into acc[0, hi - lo), in memory order. */
-static inline void k_bn_sums_range(const k_bn_job *j, const float *x, int64_t lo, int64_t hi, k_bn_acc *acc) {
-  memset(acc, 0, (size_t)(hi - lo) * sizeof *acc);
+K_VEC_TARGETS void k_bn_row_sums(const float *r, int64_t n, double sq[2]) {
+  k_bn_acc a;
+  memset(&a, 0, sizeof a);
+  k_bn_acc_row(&a, r, n);
+  sq[0] = k_bn_fold(a.s), sq[1] = k_bn_fold(a.q);
+}
+
+/* Channels [lo, hi)'s sums into sq[2 (ch - lo)] (sum) and [2 (ch - lo) + 1] (sum of squares):
+ * each row's k_bn_row_sums, computed here in memory order or read from j->given, added in
+ * outer order. */
+static inline void k_bn_sums_range(const k_bn_job *j, const float *x, int64_t lo, int64_t hi, double *sq) {
+  memset(sq, 0, (size_t)(hi - lo) * 2 * sizeof *sq);
   for (int64_t o = 0; o < j->outer; o++)
-    for (int64_t ch = lo; ch < hi; ch++) k_bn_acc_row(&acc[ch - lo], x + (o * j->C + ch) * j->inner, j->inner);
+    for (int64_t ch = lo; ch < hi; ch++) {
+      double r[2], *t = sq + 2 * (ch - lo);
+      if (j->given) r[0] = j->given[2 * (o * j->C + ch)], r[1] = j->given[2 * (o * j->C + ch) + 1];
+      else k_bn_row_sums(x + (o * j->C + ch) * j->inner, j->inner, r);
+      t[0] += r[0], t[1] += r[1];
+    }
 }
 
 /* Train mode: batch mean and biased variance from one pass (in double, E[x^2] - mean^2 loses
  * nothing that matters at float precision unless |mean| / std exceeds ~1e4), the moving
  * update with the unbiased variance. */
-static inline void k_bn_train_stats(const k_bn_job *j, int64_t ch, const k_bn_acc *a, float *mean, float *invstd) {
+static inline void k_bn_train_stats(const k_bn_job *j, int64_t ch, const double *sq, float *mean, float *invstd) {
   const k_batch_norm_param *p = j->c->param;
-  double S = k_bn_fold(a->s), Q = k_bn_fold(a->q), M = (double)(j->outer * j->inner);
+  double S = sq[0], Q = sq[1], M = (double)(j->outer * j->inner);
   double m = S / M, v = Q / M - m * m;
   if (v < 0) v = 0;
   *mean = (float)m;
@@ -118,13 +140,13 @@ K_VEC_TARGETS static void k_bn_forward_channels(void *ctx, int64_t lo, int64_t h
   const k_batch_norm_param *p = c->param;
   const float *gamma = c->in[1].data, *beta = c->in[2].data;
   float *smean = k_hidden(c, 1), *sinv = k_hidden(c, 2);
-  k_bn_acc acc[K_BN_RANGE];
+  double sq[2 * K_BN_RANGE];
   float a[K_BN_RANGE], b[K_BN_RANGE];
-  if (c->is_train) k_bn_sums_range(j, c->in[0].data, lo, hi, acc);
+  if (c->is_train) k_bn_sums_range(j, c->in[0].data, lo, hi, sq);
   for (int64_t ch = lo; ch < hi; ch++) {
     float mean, invstd, *ca = &a[ch - lo], *cb = &b[ch - lo];
     if (c->is_train) {
-      k_bn_train_stats(j, ch, &acc[ch - lo], &mean, &invstd);
+      k_bn_train_stats(j, ch, sq + 2 * (ch - lo), &mean, &invstd);
       *ca = gamma[ch] * invstd;
       *cb = beta[ch] - mean * *ca;
     } else {
@@ -153,9 +175,25 @@ static int64_t k_bn_grain(const k_bn_job *j) {
   return g < 1 ? 1 : g > K_BN_RANGE ? K_BN_RANGE : g;
 }
 
+/* Points j->given at the row sums a convolution's epilogue gathered (input slot
+ * K_BN_STATS_SLOT: [outer][C][2] doubles stored as [outer, C, K_BN_STATS_FLOATS] floats),
+ * when the slot is there; nonzero, with a message, when their size is not the data's. */
+static int k_bn_given(const k_call *c, k_bn_job *j) {
+  if (c->nin <= K_BN_STATS_SLOT || !c->in[K_BN_STATS_SLOT].data) return 0;
+  const k_tensor *t = &c->in[K_BN_STATS_SLOT];
+  int64_t n = 1;
+  for (int i = 0; i < t->shape.rank; i++) n *= t->shape.d[i];
+  if (!c->is_train || t->dtype != K_F32 || n != j->outer * j->C * K_BN_STATS_FLOATS)
+    return snprintf(c->err, c->err_len, "batch_norm: gathered statistics of %lld floats, not [%lld, %lld, %d] in training",
+                    (long long)n, (long long)j->outer, (long long)j->C, K_BN_STATS_FLOATS), 1;
+  j->given = t->data;
+  return 0;
+}
+
 int k_batch_norm_forward(const k_call *c) {
   const k_batch_norm_param *p = c->param;
   k_bn_job j = k_bn_dims(c, &c->in[0].shape, p->axis);
+  if (k_bn_given(c, &j)) return 1;
   k_parallel_for(j.C, k_bn_grain(&j), k_bn_forward_channels, &j);
   return 0;
 }

@@ -74,12 +74,22 @@ int k_conv_block_width(const k_shape *data, const k_shape *weight, const k_conv_
 /* k_pool.c — max and average pooling (count_include_pad either way, ceil_mode), 1-D and 2-D; planes split over
  * threads, unclipped windows done together so the inner loops vectorise. */
 
-/* k_norm.c — batch_norm (train: batch statistics in one pass, moving update; predict: moving
- * statistics; channels split over threads) and layer_norm. */
+/* k_norm.c — batch_norm (train: batch statistics in one pass, or from the row sums its
+ * convolution gathered, moving update; predict: moving statistics; channels split over
+ * threads) and layer_norm. */
 /* Predict mode's y = x * a + b for one channel, from gamma, beta and the moving statistics:
  * what k_batch_norm_forward computes, shared with the epilogues (k_epilogue.h). */
 void k_batch_norm_predict_coeffs(float gamma, float beta, float mean, float var, float eps,
                                  float *invstd, float *a, float *b);
+/* Training's statistics of one row (n floats: a sample's plane of a channel): its sum and sum
+ * of squares in double, sq[0] and sq[1], in the one order batch_norm sums every row. A
+ * training batch_norm adds its rows' sums in outer order; a convolution's epilogue may gather
+ * them first (K_EPI_STATS) into a tensor of [outer, C, K_BN_STATS_FLOATS] floats holding the
+ * two doubles of each row, which the batch_norm node then reads as its input slot
+ * K_BN_STATS_SLOT (after its aux states) instead of summing its data again. */
+void k_bn_row_sums(const float *r, int64_t n, double sq[2]);
+#define K_BN_STATS_FLOATS 4
+#define K_BN_STATS_SLOT 5
 
 /* k_embedding.c — gather forward; scatter-add backward into the weight gradient. */
 

@@ -2,7 +2,8 @@
  * elementwise nodes that consume only its output become one fused node whose kernel runs the
  * chain on each output block while the block is in cache (kernels/k_epilogue.h): batch_norm in
  * predict (a per-channel affine), unary ops, binary ops whose other operand has the output's
- * shape or is one value. Runs before `fusion`, so a block tail such as add + relu joins the
+ * shape or is one value; in training, the statistics a batch_norm needs of a convolution's
+ * output (pass_epi_stats). Runs before `fusion`, so a block tail such as add + relu joins the
  * convolution instead of an elementwise group. Every link not taken gets an explain line. */
 #include "passes.h"
 
@@ -19,6 +20,8 @@ typedef struct {
   int nextra;
   k_epilogue epi;
   int value;                         /* the tensor the chain computes so far */
+  int stats;                         /* train: the row sums it gathers for a batch_norm, or -1 */
+  int stats_reader;                  /* that batch_norm's position */
 } pass_echain;
 
 typedef struct {
@@ -166,7 +169,7 @@ static void pass_epi_say(pass_epi *pe, int p, int c, const char *why) {
 /* Grows the chain of the heavy node at position h as far as it goes. */
 static void pass_epi_grow(pass_epi *pe, int h, pass_echain *ch) {
   char buf[320];
-  *ch = (pass_echain){.member = {h}, .n = 1, .value = ir_node_at(pe->g, h)->out[0]};
+  *ch = (pass_echain){.member = {h}, .n = 1, .value = ir_node_at(pe->g, h)->out[0], .stats = -1, .stats_reader = -1};
   for (;;) {
     const char *why;
     int last = ch->member[ch->n - 1], c = pass_epi_reader(pe, ch->value, last, &why, buf, sizeof buf);
@@ -187,9 +190,61 @@ static void pass_epi_grow(pass_epi *pe, int h, pass_echain *ch) {
   }
 }
 
+/* ---- a training batch_norm's statistics ---- */
+
+/* The first training batch_norm after `from` that normalises t over axis 1 of a value of rank
+ * 3 or more (a convolution's channels), as its data, and has no gathered statistics yet; -1
+ * when none does. */
+static int pass_epi_bn_reader(const pass_epi *pe, int t, int from) {
+  const ir_tensor *v = ir_tensor_at(pe->g, t);
+  for (int i = pass_epi_next_reader(pe, t, from); i >= 0; i = pass_epi_next_reader(pe, t, i)) {
+    const ir_node *b = ir_node_at(pe->g, i);
+    if (b->kind == IR_N_OP && b->op == IR_OP_batch_norm && b->nin == K_BN_STATS_SLOT && b->in[0] == t &&
+        ((const k_batch_norm_param *)b->param)->axis == 1 && v->shape.rank >= 3 && v->dtype == K_F32)
+      return i;
+  }
+  return -1;
+}
+
+/* In training a batch_norm normalises by statistics of its whole input, so it cannot join the
+ * chain; but when a convolution's chain computes that input, the chain can gather its row
+ * sums (kernels.h's k_bn_row_sums, per sample and channel) while each block is in cache, as a
+ * last K_EPI_STATS step writing a new value <value>@stats of [N, C, K_BN_STATS_FLOATS]
+ * floats, which the batch_norm then reads (input slot K_BN_STATS_SLOT) instead of summing
+ * its data again. The same sums in the same order: the same bits as without the pass. */
+static void pass_epi_stats(pass_epi *pe, pass_echain *ch) {
+  const ir_graph *g = pe->g;
+  const ir_node *h = ir_node_at(g, ch->member[0]);
+  if (g->mode != IR_MODE_TRAIN || h->op != IR_OP_convolution) return;
+  int b = pass_epi_bn_reader(pe, ch->value, ch->member[ch->n - 1]);
+  if (b < 0) return;
+  if (ch->epi.nsteps >= K_EPI_MAX_STEPS)
+    return pass_explain(pe->cx, "%s (%s): its epilogue has no room to gather %s's statistics", h->name,
+                        ir_node_kind_name(h), ir_node_at(g, b)->name);
+  const ir_tensor *v = ir_tensor_at(g, ch->value);
+  k_epi_step *s = &ch->epi.step[ch->epi.nsteps++];
+  *s = (k_epi_step){.kind = K_EPI_STATS, .slot = 1, .channels = v->shape.d[1], .inner = 1};
+  for (int d = 2; d < v->shape.rank; d++) s->inner *= v->shape.d[d];
+  ch->stats_reader = b;
+}
+
+/* The stats value of chain ch and the batch_norm reading it: made when the chain is built. */
+static void pass_epi_stats_value(pass_epi *pe, pass_echain *ch) {
+  ir_graph *g = pe->g;
+  const char *vname = ir_tensor_at(g, ch->value)->name;
+  ch->stats = ir_graph_add_tensor(g, ir_strfmt(&g->arena, "%s@stats", vname), IR_T_VALUE, ir_tensor_at(g, ch->value)->loc);
+  ir_tensor *st = ir_tensor_at(g, ch->stats), *v = ir_tensor_at(g, ch->value);
+  st->shape = (k_shape){3, {v->shape.d[0], v->shape.d[1], K_BN_STATS_FLOATS}};
+  ir_node *b = ir_node_at(g, ch->stats_reader);
+  int *in = ir_alloc(&g->arena, sizeof(int) * (K_BN_STATS_SLOT + 1));
+  memcpy(in, b->in, sizeof(int) * K_BN_STATS_SLOT);
+  in[K_BN_STATS_SLOT] = ch->stats;
+  b->in = in, b->nin = K_BN_STATS_SLOT + 1;
+}
+
 /* ---- building the fused node ---- */
 
-static void pass_epi_say_group(pass_epi *pe, const ir_node *fn) {
+static void pass_epi_say_group(pass_epi *pe, const pass_echain *ch, const ir_node *fn) {
   char *s = NULL;
   size_t len = 0;
   FILE *o = open_memstream(&s, &len);
@@ -198,9 +253,12 @@ static void pass_epi_say_group(pass_epi *pe, const ir_node *fn) {
   for (int k = 1; k < fn->nsub; k++)
     fprintf(o, "%s%s (%s%s)", k > 1 ? ", " : " ", fn->sub[k].name, ir_node_kind_name(&fn->sub[k]),
             fn->epi->step[k - 1].kind == K_EPI_AFFINE ? ": per-channel affine" : "");
+  if (ch->stats >= 0)
+    fprintf(o, "%s the statistics of %s (batch_norm in training)", fn->nsub > 1 ? "," : "", ir_node_at(pe->g, ch->stats_reader)->name);
   fprintf(o, "; in:");
   for (int k = 0; k < fn->nin; k++) fprintf(o, " %s", ir_tensor_at(pe->g, fn->in[k])->name);
-  fprintf(o, "; out: %s", ir_tensor_at(pe->g, fn->out[0])->name);
+  fprintf(o, "; out:");
+  for (int k = 0; k < fn->nout; k++) fprintf(o, " %s", ir_tensor_at(pe->g, fn->out[k])->name);
   fclose(o);
   pass_explain(pe->cx, "%s", s);
   free(s);
@@ -210,14 +268,15 @@ static ir_node pass_epi_make(pass_epi *pe, pass_echain *ch, int number) {
   ir_arena *a = &pe->g->arena;
   const ir_node *h = ir_node_at(pe->g, ch->member[0]), *last = ir_node_at(pe->g, ch->member[ch->n - 1]);
   for (int k = 0; k < ch->epi.nsteps; k++)
-    if (ch->epi.step[k].kind != K_EPI_UNARY) ch->epi.step[k].slot += h->nin;
+    if (ch->epi.step[k].kind == K_EPI_AFFINE || ch->epi.step[k].kind == K_EPI_BINARY) ch->epi.step[k].slot += h->nin;
   ir_node fn = {.kind = IR_N_FUSED, .op = h->op, .name = ir_strfmt(a, "epilogue%d", number), .nin = h->nin + ch->nextra,
-                .nout = 1, .param = h->param, .loc = last->loc, .nsub = ch->n};
-  int *in = ir_alloc(a, sizeof(int) * (size_t)fn.nin), *out = ir_alloc(a, sizeof(int)), *ip = ir_alloc(a, sizeof(int));
-  k_req *req = ir_alloc(a, sizeof(k_req));
+                .nout = ch->stats >= 0 ? 2 : 1, .param = h->param, .loc = last->loc, .nsub = ch->n};
+  int *in = ir_alloc(a, sizeof(int) * (size_t)fn.nin), *out = ir_alloc(a, sizeof(int) * 2), *ip = ir_alloc(a, sizeof(int) * 2);
+  k_req *req = ir_alloc(a, sizeof(k_req) * 2);
   memcpy(in, h->in, sizeof(int) * (size_t)h->nin);
   memcpy(in + h->nin, ch->extra, sizeof(int) * (size_t)ch->nextra);
-  *out = ch->value, *ip = -1, *req = kWriteTo;    /* the heavy op cannot write over an input */
+  out[0] = ch->value, out[1] = ch->stats;
+  ip[0] = ip[1] = -1, req[0] = req[1] = kWriteTo;    /* the heavy op cannot write over an input */
   fn.in = in, fn.out = out, fn.inplace = ip, fn.req = req;
   fn.epi = memcpy(ir_alloc(a, sizeof ch->epi), &ch->epi, sizeof ch->epi);
   fn.sub = ir_alloc(a, sizeof(ir_node) * (size_t)ch->n);
@@ -233,8 +292,9 @@ static int pass_epi_rebuild(pass_epi *pe, pass_echain *chains) {
     int G = pe->group[i];
     if (G < 0) *(ir_node *)ir_vec_push(&nodes) = *ir_node_at(pe->g, i);
     else if (chains[G].member[chains[G].n - 1] == i) {
+      if (chains[G].stats_reader >= 0) pass_epi_stats_value(pe, &chains[G]);
       ir_node fn = pass_epi_make(pe, &chains[G], groups++);
-      pass_epi_say_group(pe, &fn);
+      pass_epi_say_group(pe, &chains[G], &fn);
       *(ir_node *)ir_vec_push(&nodes) = fn;
     }
   }
@@ -263,7 +323,8 @@ int pass_epilogue(ir_graph *g, pass_ctx *cx) {
   for (int i = 0; i < nn; i++) {
     if (pe.group[i] >= 0 || !pass_epi_heavy(ir_node_at(g, i))) continue;
     pass_epi_grow(&pe, i, &chains[i]);
-    for (int k = 0; chains[i].n > 1 && k < chains[i].n; k++) pe.group[chains[i].member[k]] = i;
+    pass_epi_stats(&pe, &chains[i]);
+    for (int k = 0; chains[i].epi.nsteps > 0 && k < chains[i].n; k++) pe.group[chains[i].member[k]] = i;
   }
   cx->stats[PASS_epilogue].fused_groups = pass_epi_rebuild(&pe, chains);
   free(pe.nreaders), free(pe.group), free(chains);

@@ -16,9 +16,11 @@
 #include "k_epilogue.h"
 
 /* The width a forward convolution (alone or with its epilogue) computes in on the direct
- * path, by the kernels' own rule; 0 for any other node. */
+ * path, by the kernels' own rule; 0 for any other node, and for one whose epilogue gathers a
+ * training batch_norm's statistics (gathered on NCHW output only). */
 static int pass_layout_width(const ir_graph *g, const ir_node *n) {
-  bool conv = (n->kind == IR_N_OP || (n->kind == IR_N_FUSED && n->epi)) && n->op == IR_OP_convolution;
+  bool conv = (n->kind == IR_N_OP || (n->kind == IR_N_FUSED && n->epi && !k_epi_has_stats(n->epi))) &&
+              n->op == IR_OP_convolution;
   if (!conv || n->nin < 2 || n->nout < 1 || n->in[0] < 0 || n->in[1] < 0 || n->out[0] < 0) return 0;
   return k_conv_block_width(&ir_tensor_at(g, n->in[0])->shape, &ir_tensor_at(g, n->in[1])->shape, n->param);
 }
@@ -206,6 +208,9 @@ int pass_layout(ir_graph *g, pass_ctx *cx) {
   for (int i = 0; i < nn; i++) {
     ir_node *n = ir_node_at(g, i);
     if (pass_layout_pool(g, n) && blk[n->in[0]]) pass_layout_mark_pool(g, n, blk);
+    if (k_epi_has_stats(n->epi))
+      pass_explain(cx, "%s (convolution): its epilogue gathers batch_norm statistics, so %s is stored NCHW",
+                   pass_layout_name(n), ir_tensor_at(g, n->out[0])->name);
     if (!width[i]) continue;
     if (blk[n->in[0]] || pass_layout_epi_width(g, n, blk)) pass_layout_mark(g, n, blk);
     if (!blk[n->out[0]]) pass_layout_explain(g, cx, width, i);

@@ -36,7 +36,7 @@ static void rt_step_args(rt_step_run *r, const rt_model_desc *d) {
 static int rt_step_valid(const rt_model_desc *d, const rt_step *s, int i) {
   if (s->nin < 0 || s->nout < 0 || s->ndeps < 0 || (s->nin && !s->in) || (s->nout && !s->out)) return 0;
   if ((s->nout && !s->req) || (s->ndeps && !s->deps) || !s->name) return 0;
-  if (s->epi && (s->kind != RT_STEP_FORWARD || s->nout != 1 || !k_epi_valid(s->epi, s->nin))) return 0;
+  if (s->epi && (s->kind != RT_STEP_FORWARD || !k_epi_valid(s->epi, s->nin, s->nout))) return 0;
   if (s->kind == RT_STEP_BACKWARD && s->nin < s->nout) return 0;   /* in_grads pair with in_data inputs */
   for (int j = 0; j < s->nin; j++)
     if (s->in[j] < -1 || s->in[j] >= d->ntensors) return 0;

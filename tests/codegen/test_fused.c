@@ -177,6 +177,16 @@ static void t_check_node(const ir_graph *g, const ir_node *fn, t_fused_fn f, boo
  * generated code calls it, bit for bit — but within rounding where a convolution folds the
  * batch_norm that opens its epilogue into its weights (k_conv_direct.c, docs/passes.md).
  * batch_norm's moving variance is drawn positive. */
+/* A training convolution's epilogue also gathers its batch_norm's row sums (out[1]): the
+ * reference is k_bn_row_sums of each plane of the members' result, which is what batch_norm
+ * computes without them (tests/passes/test_differential.c checks that end to end). */
+static void t_stats_ref(t_case *c) {
+  const k_epi_step *s = &c->fn->epi->step[c->fn->epi->nsteps - 1];
+  int y = c->fn->out[0], st = c->fn->out[1];
+  t_alloc(c, st);
+  for (int64_t p = 0; p < t_numel(c->g, y) / s->inner; p++) k_bn_row_sums(c->ref[y] + p * s->inner, s->inner, (double *)c->ref[st] + 2 * p);
+}
+
 static void t_check_epilogue(const ir_graph *g, const ir_node *fn, const char *label) {
   t_case c = {g, fn, calloc((size_t)ir_ntensors(g), sizeof(float *)), calloc((size_t)ir_ntensors(g), sizeof(float *))};
   for (int s = 0; s < fn->nsub; s++)
@@ -190,11 +200,13 @@ static void t_check_epilogue(const ir_graph *g, const ir_node *fn, const char *l
   const k_shape *gshape = &ir_tensor_at(g, fn->out[0])->shape;
   bool ok = t_check(fn->nin <= 16 && (!tb || temp), "%s: too many operands or no memory", fn->name);
   for (int s = 0; ok && s < fn->nsub; s++) ok = t_run_member(&c, &fn->sub[s], gshape, s ? NULL : temp, s ? 0 : tb);
-  k_tensor in[16], out = {c.jit[fn->out[0]], *gshape, K_F32};
+  if (ok && k_epi_has_stats(fn->epi)) t_stats_ref(&c);
+  k_tensor in[16], out[2] = {{c.jit[fn->out[0]], *gshape, K_F32}};
   for (int k = 0; ok && k < fn->nin; k++) in[k] = (k_tensor){c.jit[fn->in[k]], ir_tensor_at(g, fn->in[k])->shape, K_F32};
-  k_req req = kWriteTo;
+  if (fn->nout > 1) out[1] = (k_tensor){c.jit[fn->out[1]], ir_tensor_at(g, fn->out[1])->shape, K_F32};
+  k_req req[2] = {kWriteTo, kWriteTo};
   char msg[256] = "";
-  k_call call = {in, fn->nin, &out, 1, &req, fn->param, temp, tb, 0, 0, g->mode == IR_MODE_TRAIN, msg, sizeof msg, NULL, fn->epi};
+  k_call call = {in, fn->nin, out, fn->nout, req, fn->param, temp, tb, 0, 0, g->mode == IR_MODE_TRAIN, msg, sizeof msg, NULL, fn->epi};
   if (ok) ok = t_check(ir_ops[fn->op].forward(&call) == 0, "%s %s: the heavy kernel failed: %s", label, fn->name, msg);
   bool folds = fn->op == IR_OP_convolution && fn->epi->nsteps > 0 && fn->epi->step[0].kind == K_EPI_AFFINE;
   if (ok) folds ? t_compare_near(&c, label) : t_compare(&c, label);

@@ -300,7 +300,7 @@ static void dw_epilogue(const dw_spec *s) {
   k_clip_param clip = {0.0f, 6.0f};
   memcpy(e.step[1].param, &clip, sizeof clip);
   e.step[1].has_param = 1;
-  KT_CHECK(e.step[1].fn >= 0 && k_epi_valid(&e, 7), "%s: epilogue not valid", s->name);
+  KT_CHECK(e.step[1].fn >= 0 && k_epi_valid(&e, 7, 1), "%s: epilogue not valid", s->name);
   float *init = kt_data_copy(&d.y), *got = malloc((size_t)ny * sizeof(float)), *want = malloc((size_t)ny * sizeof(float));
   KT_CHECK(dw_forward(s, &p, &d, NULL, kWriteTo, init, got, &e, bn, 4), "%s: epilogue: not depthwise", s->name);
   dw_forward(s, &p, &d, NULL, kWriteTo, init, want, NULL, NULL, 0);
