@@ -166,6 +166,28 @@ int onnx_fold_concat(onnx_ctx *c, const Onnx__NodeProto *n, int axis) {
   return onnx_fold_done(c, n, out);
 }
 
+int onnx_fold_transpose(onnx_ctx *c, const Onnx__NodeProto *n, const onnx_const *x, const int64_t *perm, int np) {
+  int r = x->shape.rank;
+  int64_t p[K_MAX_RANK], xst[K_MAX_RANK], stride = 1;
+  bool seen[K_MAX_RANK] = {false};
+  if (np != 0 && np != r) return onnx_fail(c, "perm has %d entries for a tensor of rank %d", np, r);
+  for (int d = 0; d < r; d++) {
+    p[d] = np ? perm[d] : r - 1 - d;
+    if (p[d] < 0 || p[d] >= r || seen[p[d]]) return onnx_fail(c, "perm is not a permutation of the %d axes", r);
+    seen[p[d]] = true;
+  }
+  for (int d = r - 1; d >= 0; d--) xst[d] = stride, stride *= x->shape.d[d];
+  k_shape s = {r, {0}};
+  for (int d = 0; d < r; d++) s.d[d] = x->shape.d[p[d]];
+  onnx_const *k = onnx_fold_new(c, n, x->is_int, &s);
+  for (int64_t o = 0; k && o < k->n; o++) {   /* output axis d reads input axis p[d] */
+    int64_t rem = o, src = 0;
+    for (int d = r - 1; d >= 0; d--) src += (rem % s.d[d]) * xst[p[d]], rem /= s.d[d];
+    onnx_copy(k, o, x, src);
+  }
+  return onnx_fold_done(c, n, k);
+}
+
 int onnx_fold_slice(onnx_ctx *c, const Onnx__NodeProto *n, const char *out, const onnx_const *x, int na,
                     const int64_t *axes, const int64_t *begin, const int64_t *end, const int64_t *step) {
   int64_t lo[K_MAX_RANK], st[K_MAX_RANK];

@@ -139,6 +139,9 @@ int onnx_add_train(onnx_ctx *c, const char *spec);
 
 /* ---- onnx_fold.c: folds the layout handlers share ---- */
 int onnx_fold_concat(onnx_ctx *c, const Onnx__NodeProto *n, int axis);   /* every input a constant */
+/* Transpose of an integer constant (shape arithmetic: torch's F.pad at opset >= 11 reverses
+ * and transposes its pads); perm has rank entries, or none for the reversed axes. */
+int onnx_fold_transpose(onnx_ctx *c, const Onnx__NodeProto *n, const onnx_const *x, const int64_t *perm, int np);
 /* An elementwise binary op (the row's Kiln op) of two constants, NumPy broadcasting. */
 int onnx_fold_binary(onnx_ctx *c, const Onnx__NodeProto *n, int kop, const onnx_const *a, const onnx_const *b);
 /* Slice of a constant, bound to the node's output `out`: for each of the axes, ONNX's

@@ -666,6 +666,8 @@ int onnx_transpose(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   int64_t perm[K_MAX_RANK];
   int np = onnx_attr_ints(n, "perm", perm, K_MAX_RANK);
   if (np < 0) return onnx_fail(c, "perm is too long");
+  onnx_value *xv = onnx_input(c, n, 0);
+  if (xv && xv->k && xv->k->is_int) return onnx_fold_transpose(c, n, xv->k, perm, np);
   int x = onnx_in(c, n, 0, IR_T_PARAM), k = onnx_emit(c, n, kop, &x, 1);
   if (k < 0) return 1;
   onnx_set_ints(&((k_transpose_param *)onnx_param(c, k))->axes, perm, np);

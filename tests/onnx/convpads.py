@@ -7,7 +7,9 @@ start and end pads (docs/onnx.md), never as a pad node (a copy of the input) bef
   * a Pad that cannot fold stays a pad node: read by a Relu too, or before an AveragePool
     (whose pads a Pad joins only when alike on both sides);
   * a PyTorch module that pads with F.pad(x, (0, 1, 0, 1)) before a stride-2 Conv2d (the
-    TensorFlow "SAME" idiom of ported models), exported by torch.onnx.export (opset 10);
+    TensorFlow "SAME" idiom of ported models), and one with a reflect F.pad (a pad node),
+    exported by torch.onnx.export at opsets 10, 11 and 13 (from 11 torch computes the pads
+    in the graph: Slice of step -1, Transpose, Cast, which the importer folds);
 each run with kiln run against torch's F.conv2d / F.conv1d of F.pad's output, with the count of
 pad nodes in kiln import's text. Uses torch only as the reference.
 
@@ -169,15 +171,29 @@ class SamePad(torch.nn.Module):
         return torch.relu(self.conv(F.pad(t, (0, 1, 0, 1))))
 
 
+class ReflectPad(torch.nn.Module):
+    """A reflect F.pad (no Conv can take it: it stays a pad node) before a Conv2d."""
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+
+    def forward(self, t):
+        return self.conv(F.pad(t, (1, 2, 0, 1), mode="reflect"))
+
+
 torch.manual_seed(0)
-net = SamePad().eval()
 xt = torch.randn(2, 3, 10, 10)
-path = os.path.join(tmp, "torch_same.onnx")
-# opset 10, where Pad's pads are an attribute: at 11 and later torch computes them with a Slice
-# of step -1 that it does not fold, which the importer does not fold either (docs/onnx.md)
-torch.onnx.export(net, xt, path, opset_version=10, input_names=["x"], output_names=["y"])
-with torch.no_grad():
-    check("torch_pad_conv", path, xt.numpy(), net(xt).numpy(), 0, "pad=(0, 0, 1, 1)")
+# At opset 10 Pad's pads are an attribute; from 11 torch computes them at run time
+# (ConstantOfShape, Concat, Reshape, a Slice of step -1, Transpose, Reshape, Cast), which the
+# importer folds: the same model at each opset.
+for opset in (10, 11, 13):
+    for name, net, pads_want, text_has in (("torch_pad_conv", SamePad(), 0, "pad=(0, 0, 1, 1)"),
+                                           ("torch_reflect_pad", ReflectPad(), 1, 'mode="reflect"')):
+        net = net.eval()
+        path = os.path.join(tmp, "%s_%d.onnx" % (name, opset))
+        torch.onnx.export(net, xt, path, opset_version=opset, input_names=["x"], output_names=["y"])
+        with torch.no_grad():
+            check("%s_opset%d" % (name, opset), path, xt.numpy(), net(xt).numpy(), pads_want, text_has)
 
 if failed == 0:
     shutil.rmtree(tmp, ignore_errors=True)
