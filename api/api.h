@@ -34,7 +34,8 @@ typedef struct { char *s; size_t len, cap; bool oom; } api_buf;
 void api_buf_printf(api_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void api_buf_truncate(api_buf *b, size_t len);
 void api_buf_free(api_buf *b);
-/* A name as the language writes one ([A-Za-z_][A-Za-z0-9_]*, dots allowed when dotted). */
+/* A name as the language writes one ([A-Za-z_][A-Za-z0-9_]*, dots allowed when dotted), and
+ * not one of its keywords (fe_is_keyword: `param`, `const`, ...), which would not parse. */
 bool api_is_name(const char *s, bool dotted);
 /* The checks every shape argument gets: rank 0..KILN_MAX_RANK, each dim 1..2^40. */
 int api_check_shape(const char *what, int rank, const int64_t *dims, k_shape *out);

@@ -62,7 +62,7 @@ void api_buf_free(api_buf *b) {
 }
 
 bool api_is_name(const char *s, bool dotted) {
-  if (!s || !(isalpha((unsigned char)*s) || *s == '_')) return false;
+  if (!s || !(isalpha((unsigned char)*s) || *s == '_') || fe_is_keyword(s)) return false;
   for (const char *p = s + 1; *p; p++) {
     if (*p == '.' && dotted && p[-1] != '.' && p[1]) continue;
     if (!isalnum((unsigned char)*p) && *p != '_') return false;

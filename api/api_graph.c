@@ -178,18 +178,31 @@ KILN_API int kiln_graph_op(kiln_graph *g, const char *target, const char *op, in
   API_UNLOCK_RETURN(g, api_graph_add(g, target, &s));
 }
 
+/* `KEYWORD name : dtype[dims] = init(attrs)`: a param or a const declaration (fn names the
+ * caller in messages). Called with g locked. */
+static int api_graph_declare(kiln_graph *g, const char *fn, const char *keyword, const char *name, kiln_dtype dtype,
+                             int rank, const int64_t *dims, const char *init, const kiln_attrs *attrs) {
+  api_buf s = {0};
+  int rc = !api_is_name(name, false) ? api_fail("%s: '%s' is not a name", fn, name ? name : "(null)")
+         : init && ir_init_lookup(init) < 0 ? api_fail("%s: %s: '%s' is not an initializer", fn, name, init)
+         : KILN_OK;
+  if (!rc) api_buf_printf(&s, "%s %s : %s", keyword, name, api_dtype_word(dtype));
+  if (!rc) rc = api_dims_text(&s, rank, dims, NULL, fn);
+  if (!rc && init) api_buf_printf(&s, " = %s(%s)", init, attrs && attrs->n ? attrs->text.s : "");
+  if (rc) return api_buf_free(&s), rc;
+  return api_graph_add(g, name, &s);
+}
+
 KILN_API int kiln_graph_param(kiln_graph *g, const char *name, kiln_dtype dtype, int rank,
                               const int64_t *dims, const char *init, const kiln_attrs *attrs) {
   API_LOCK(g, "kiln_graph_param");
-  api_buf s = {0};
-  int rc = !api_is_name(name, false) ? api_fail("kiln_graph_param: '%s' is not a name", name ? name : "(null)")
-         : init && ir_init_lookup(init) < 0 ? api_fail("kiln_graph_param: %s: '%s' is not an initializer", name, init)
-         : KILN_OK;
-  if (!rc) api_buf_printf(&s, "param %s : %s", name, api_dtype_word(dtype));
-  if (!rc) rc = api_dims_text(&s, rank, dims, NULL, "kiln_graph_param");
-  if (!rc && init) api_buf_printf(&s, " = %s(%s)", init, attrs && attrs->n ? attrs->text.s : "");
-  if (rc) API_UNLOCK_RETURN(g, (api_buf_free(&s), rc));
-  API_UNLOCK_RETURN(g, api_graph_add(g, name, &s));
+  API_UNLOCK_RETURN(g, api_graph_declare(g, "kiln_graph_param", "param", name, dtype, rank, dims, init, attrs));
+}
+
+KILN_API int kiln_graph_const(kiln_graph *g, const char *name, kiln_dtype dtype, int rank,
+                              const int64_t *dims, const char *init, const kiln_attrs *attrs) {
+  API_LOCK(g, "kiln_graph_const");
+  API_UNLOCK_RETURN(g, api_graph_declare(g, "kiln_graph_const", "const", name, dtype, rank, dims, init, attrs));
 }
 
 KILN_API int kiln_graph_output(kiln_graph *g, const char *name) {

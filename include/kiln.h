@@ -71,6 +71,11 @@ KILN_API int kiln_graph_op(kiln_graph *g, const char *target, const char *op, in
 /* `param name : dtype[dims] = init(attrs)`; init NULL for the op's default initializer. */
 KILN_API int kiln_graph_param(kiln_graph *g, const char *name, kiln_dtype dtype, int rank,
                               const int64_t *dims, const char *init, const kiln_attrs *attrs);
+/* `const name : dtype[dims] = init(attrs)`: fixed data the model reads and never trains, saved
+ * with the weights (docs/language.md); init NULL for the initializer of the op argument that
+ * first reads it, else zeros. */
+KILN_API int kiln_graph_const(kiln_graph *g, const char *name, kiln_dtype dtype, int rank,
+                              const int64_t *dims, const char *init, const kiln_attrs *attrs);
 KILN_API int kiln_graph_output(kiln_graph *g, const char *name);
 /* `train loss with optimizer(attrs)`: optimizer "sgd" or "adam". */
 KILN_API int kiln_graph_train(kiln_graph *g, const char *loss, const char *optimizer, const kiln_attrs *attrs);

@@ -240,7 +240,43 @@ static void test_compile_all_or_nothing(kiln_graph *g) {
   unlink(so), rmdir(hdr), rmdir(dir);
 }
 
+/* kiln_graph_const declares a const as the language does: it prints as `const` and holds its
+ * initializer's values; a keyword is refused as a name. */
+static void test_const(void) {
+  kiln_graph *g = NULL;
+  kiln_attrs *a = NULL;
+  int64_t xs[] = {2, 3}, cs[] = {1, 3};
+  const char *xc[] = {"x", "c"};
+  bool ok = !kiln_graph_new("k", &g) && !kiln_graph_input(g, "x", KILN_F32, 2, xs, NULL) &&
+            !kiln_attrs_new(&a) && !kiln_attrs_float(a, "value", 0.5);
+  CHECK(ok && !kiln_graph_const(g, "c", KILN_F32, 2, cs, "constant", a), "const: %s", kiln_last_error());
+  kiln_attrs_free(a);
+  CHECK(kiln_graph_const(g, "param", KILN_F32, 2, cs, NULL, NULL) && has(kiln_last_error(), "'param' is not a name"),
+        "a keyword is not a name: %s", kiln_last_error());
+  CHECK(kiln_graph_param(g, "const", KILN_F32, 2, cs, NULL, NULL) && has(kiln_last_error(), "'const' is not a name"),
+        "a keyword is not a name: %s", kiln_last_error());
+  CHECK(kiln_graph_const(g, "d", KILN_F32, 2, cs, "nosuchinit", NULL) && has(kiln_last_error(), "not an initializer"),
+        "an unknown initializer");
+  ok = !kiln_graph_op(g, "y", "mul", 2, xc, NULL) && !kiln_graph_output(g, "y");
+  CHECK(ok, "ops: %s", kiln_last_error());
+  char *text = NULL;
+  CHECK(!kiln_graph_text(g, &text) && has(text, "const c : f32[1, 3] = constant(value=0.5)"), "printed: %s",
+        text ? text : kiln_last_error());
+  kiln_free(text);
+  kiln_model *m = NULL;
+  float x[6] = {1, 2, 3, 4, 5, 6}, out[6];
+  const void *ins[] = {x};
+  void *outs[] = {out};
+  CHECK(!kiln_graph_jit(g, 7, &m) && !kiln_model_predict(m, ins, outs), "jit and predict: %s", kiln_last_error());
+  bool half = true;
+  for (int i = 0; i < 6; i++) half &= out[i] == 0.5f * x[i];
+  CHECK(half, "y = x * c with c = 0.5 everywhere");
+  kiln_model_free(m);
+  kiln_graph_free(g);
+}
+
 int main(void) {
+  test_const();
   kiln_graph *g = build_net();
   if (g) test_same_text(g), test_shapes(g), test_jit_equals_so(g), test_compile_all_or_nothing(g);
   kiln_graph_free(g);

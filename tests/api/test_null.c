@@ -36,6 +36,7 @@ static void test_without_objects(void) {
   REFUSED(kiln_graph_input(NULL, "x", KILN_F32, 2, d, NULL));
   REFUSED(kiln_graph_op(NULL, "y", "relu", 1, in, NULL));
   REFUSED(kiln_graph_param(NULL, "w", KILN_F32, 2, d, NULL, NULL));
+  REFUSED(kiln_graph_const(NULL, "w", KILN_F32, 2, d, NULL, NULL));
   REFUSED(kiln_graph_output(NULL, "y"));
   REFUSED(kiln_graph_train(NULL, "y", "sgd", NULL));
   REFUSED(kiln_graph_shape(NULL, "y", NULL, &rank, d));
@@ -95,6 +96,7 @@ static void test_with_objects(void) {
   REFUSED(kiln_graph_op(g, "y", "relu", 1, NULL, NULL));
   REFUSED(kiln_graph_op(g, "y", "relu", 1, (const char *[]){NULL}, NULL));
   REFUSED(kiln_graph_param(g, NULL, KILN_F32, 2, d, NULL, NULL));
+  REFUSED(kiln_graph_const(g, NULL, KILN_F32, 2, d, NULL, NULL));
   REFUSED(kiln_graph_output(g, NULL));
   REFUSED(kiln_graph_train(g, NULL, "sgd", NULL));
   REFUSED(kiln_graph_train(g, "x", NULL, NULL));
