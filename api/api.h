@@ -116,6 +116,8 @@ struct kiln_array {
   bool constant;                   /* a scalar from a number in the source (the REPL's `x * 2`):
                                       evaluation feeds it as an input (one compile for every
                                       value), gradients and export write the number */
+  bool fixed;                      /* bound to a model's `const` (kiln_graph_predict_arrays):
+                                      export declares it `const`, not `param` */
   struct kiln_array *prev, *next;  /* the session's list */
 };
 kiln_array *api_array_new(kiln_session *s, k_dtype t, const k_shape *shape);

@@ -1,6 +1,7 @@
 /* api_export.c — the recorded graph of chosen arrays as a model: a .kiln file and its
  * weights (safetensors). The walk goes back to arrays made from data; those the caller marks
- * become `input`s, the others `param`s whose values are the weights; the chosen arrays are
+ * become `input`s, the others `param`s (`const`s where they were bound to a model's consts)
+ * whose values are the weights; the chosen arrays are
  * the outputs. The text is lowered once before anything is written, so a model that would
  * not compile (a name taken twice) is refused without leaving a file. */
 #include "api.h"
@@ -45,7 +46,8 @@ static int api_export_check(const api_export_names *x) {
   return KILN_OK;
 }
 
-/* The model text: marked arrays as inputs, the other sources as params, the outputs named. */
+/* The model text: marked arrays as inputs, the other sources as params (or consts), the
+ * outputs named. */
 static int api_export_text(const api_walk *w, const api_export_names *x, const char *model, api_buf *b) {
   api_buf_printf(b, "# exported by kiln_export: the recorded graph of %d array%s\nmodel %s {\n", x->nout, x->nout == 1 ? "" : "s", model);
   for (int i = 0; i < w->nleaves; i++) {
@@ -53,7 +55,7 @@ static int api_export_text(const api_walk *w, const api_export_names *x, const c
     bool in = api_export_is_input(x, a);
     if (a->constant) continue;
     if (!in && a->dtype != K_F32) return api_fail("kiln_export: an i32 array the graph reads must be marked as an input");
-    api_walk_leaf_decl(w, b, a, in ? "input" : "param");
+    api_walk_leaf_decl(w, b, a, in ? "input" : a->fixed ? "const" : "param");
   }
   api_walk_nodes_text(w, b);
   api_buf_printf(b, "  output ");

@@ -87,6 +87,7 @@ static int api_record_bind_weights(const ir_graph *g, kiln_session *s, int nw, c
       return api_fail("kiln_graph_predict_arrays: model '%s' has no weight '%s'", g->name, names[k]);
     if (!api_record_fits(x, weights[k], "weight")) return KILN_ERR;
     bound[t] = weights[k];
+    if (x->fixed) weights[k]->fixed = true;   /* what export declares it as */
   }
   return KILN_OK;
 }

@@ -176,7 +176,8 @@ KILN_API int kiln_array_save_npy(kiln_array *a, const char *path);
 /* The recorded graph that computes outputs[0..nout) as the model `model`: .kiln text in
  * kiln_path, weights in weights_path (safetensors). The arrays inputs[0..nin) (made from data)
  * become `input`s named in_names; every other array made from data that the graph reads
- * becomes a `param` (named a<N>) whose value is written to the weights; the outputs are
+ * becomes a `param` (named a<N>; a `const` where kiln_graph_predict_arrays bound it to a
+ * model's const) whose value is written to the weights; the outputs are
  * named out_names. The model compiles with `kiln compile` and, with those weights, computes
  * what the arrays do. Both files are written, or neither. */
 KILN_API int kiln_export(kiln_session *s, const char *kiln_path, const char *weights_path, const char *model,

@@ -22,6 +22,10 @@ done
 # grad.kiln's export runs as a model: kiln run with its weights gives the value the session printed.
 out=$("$kiln" run "$tmp/exported.kiln" --weights "$tmp/exported.safetensors" --input "x=$tmp/gx.npy" 2>&1)
 grep -qF "y: f32[] = 11.5587" <<<"$out" || { echo "FAIL: the exported model does not compute y = 11.5587:"; echo "$out"; fail=1; }
+# const.kiln's export declares the model's const as a const and computes what predict did.
+grep -q '^  const gain : f32\[3\]$' "$tmp/scaled.kiln" || { echo "FAIL: the export does not declare gain const:"; cat "$tmp/scaled.kiln"; fail=1; }
+"$kiln" run "$tmp/scaled.kiln" --weights "$tmp/scaled.safetensors" --input "x=$tmp/cx.npy" --output "y=$tmp/cy_run.npy" >/dev/null 2>&1 &&
+  cmp -s "$tmp/cy.npy" "$tmp/cy_run.npy" || { echo "FAIL: the exported model with a const differs from predict in the REPL"; fail=1; }
 # model.kiln's predict on arrays is the JIT'd model's predict, bit for bit (same seed, same x).
 "$kiln" run "$dir/models/tiny.kiln" --input "image=$tmp/mx.npy" --output "prob=$tmp/p_run.npy" >/dev/null 2>&1 &&
   cmp -s "$tmp/p.npy" "$tmp/p_run.npy" || { echo "FAIL: predict(x) in the REPL differs from kiln run's"; fail=1; }
