@@ -171,8 +171,12 @@ void k_epi_stats(const k_call *c, int64_t plo, int64_t phi) {
   const k_epi_step *s = &c->epi->step[c->epi->nsteps - 1];
   if (c->req[s->slot] == kNullOp || !c->out[s->slot].data) return;
   const float *y = c->out[0].data;
-  double *sq = c->out[s->slot].data;
-  for (int64_t p = plo; p < phi; p++) k_bn_row_sums(y + p * s->inner, s->inner, sq + 2 * p);
+  float *st = c->out[s->slot].data;
+  for (int64_t p = plo; p < phi; p++) {
+    double sq[2];   /* copied in, so the output needs no double alignment */
+    k_bn_row_sums(y + p * s->inner, s->inner, sq);
+    memcpy(st + p * K_BN_STATS_FLOATS, sq, sizeof sq);
+  }
 }
 
 void k_epi_apply_rows(const k_call *c, int64_t lo, int64_t hi) {

@@ -32,7 +32,7 @@ static float *k_grad_acc(const k_call *c, int k, int64_t n) {
  * (which vectorise; the compiler may not reorder a single sum) folded in lane order
  * (k_bn_row_sums), the rows' sums then added in outer order. A convolution that feeds a
  * training batch_norm gathers the same row sums while its output is in cache (k_epilogue.h's
- * K_EPI_STATS) and the batch_norm reads them (its input slot 5) instead of its data: the same
+ * K_EPI_STATS) and the batch_norm reads them (input slot K_BN_STATS_SLOT) instead of its data: the same
  * numbers added in the same order, so the same bits.
  * A chunk holds up to K_BN_RANGE channels and walks them in memory order (for each outer
  * index, its channels' rows one after another), not channel by channel: a channel's rows are
@@ -41,12 +41,14 @@ static float *k_grad_acc(const k_call *c, int k, int64_t n) {
  * of the first in cache. */
 #define K_BN_LANES 8
 #define K_BN_RANGE 64
+_Static_assert(K_BN_STATS_FLOATS * sizeof(float) == 2 * sizeof(double), "a row's two sums fill K_BN_STATS_FLOATS floats");
 
 /* data viewed as [outer, C, inner] around the channel axis. */
 typedef struct {
   const k_call *c;
   int64_t outer, C, inner;
-  const double *given;   /* train: the row sums [outer][C][2] a convolution gathered, or NULL */
+  const float *given;    /* train: the row sums a convolution gathered ([outer][C] pairs of
+                            doubles in K_BN_STATS_FLOATS floats, copied out), or NULL */
 } k_bn_job;
 
 static k_bn_job k_bn_dims(const k_call *c, const k_shape *s, int axis) {
@@ -94,7 +96,7 @@ static inline void k_bn_sums_range(const k_bn_job *j, const float *x, int64_t lo
   for (int64_t o = 0; o < j->outer; o++)
     for (int64_t ch = lo; ch < hi; ch++) {
       double r[2], *t = sq + 2 * (ch - lo);
-      if (j->given) r[0] = j->given[2 * (o * j->C + ch)], r[1] = j->given[2 * (o * j->C + ch) + 1];
+      if (j->given) memcpy(r, j->given + (o * j->C + ch) * K_BN_STATS_FLOATS, sizeof r);
       else k_bn_row_sums(x + (o * j->C + ch) * j->inner, j->inner, r);
       t[0] += r[0], t[1] += r[1];
     }
