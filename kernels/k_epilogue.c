@@ -60,6 +60,18 @@ int k_epi_valid(const k_epilogue *e, int nin, int nout) {
 
 int k_epi_has_stats(const k_epilogue *e) { return e && e->nsteps > 0 && e->step[e->nsteps - 1].kind == K_EPI_STATS; }
 
+static int64_t k_epi_numel(const k_shape *s) {
+  int64_t n = 1;
+  for (int i = 0; i < s->rank; i++) n *= s->d[i];
+  return n;
+}
+
+int k_epi_stats_fit(const k_epilogue *e, const k_shape *y, const k_shape *st) {
+  if (!k_epi_has_stats(e)) return 1;
+  int64_t inner = e->step[e->nsteps - 1].inner, n = k_epi_numel(y);
+  return inner > 0 && n % inner == 0 && k_epi_numel(st) == n / inner * K_BN_STATS_FLOATS;
+}
+
 /* y[lo, hi) = y * a + b per channel run, as k_norm.c's predict path writes it. */
 static void k_epi_affine(const k_call *c, const k_epi_step *s, float *y, int64_t base, int64_t lo, int64_t hi) {
   const float *gamma = c->in[s->slot].data, *beta = c->in[s->slot + 1].data;

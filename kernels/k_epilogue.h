@@ -60,6 +60,10 @@ typedef struct k_epilogue {
 int k_epi_valid(const k_epilogue *e, int nin, int nout);
 /* Whether e ends in a STATS step (NULL: no). */
 int k_epi_has_stats(const k_epilogue *e);
+/* Whether a STATS step of e fits a heavy output of shape y and a statistics output of shape
+ * st: y holds whole planes, and st K_BN_STATS_FLOATS floats for each (1 without a STATS step).
+ * The runtime checks a descriptor's steps with it, so no call writes past the statistics. */
+int k_epi_stats_fit(const k_epilogue *e, const k_shape *y, const k_shape *st);
 /* K_EPI_FN_* of the elementwise op named `name`, or -1 when an epilogue cannot run it. */
 int k_epi_fn_lookup(const char *name);
 /* The tail a heavy kernel can apply to each vector as it stores it, instead of as a pass over

@@ -29,6 +29,7 @@
 #define TM_MAX_OUT 16
 
 static int tm_passed, tm_failed;
+static int tm_stats_checked;   /* models whose train program gathers batch_norm statistics */
 static const char *tm_engine = "naive";
 
 static void tm_check(bool ok, const char *what, const char *model) {
@@ -322,6 +323,29 @@ static void tm_malformed_epilogue(const tm_model *tm) {
   free(steps);
 }
 
+/* A train step whose epilogue gathers batch_norm statistics into a tensor that does not hold
+ * one entry per plane (here: planes of twice the size) is refused before anything runs, so
+ * no call writes past it. */
+static void tm_malformed_stats(const tm_model *tm) {
+  const rt_program *p = &tm->d->train;
+  int e = -1;
+  for (int i = 0; i < p->nsteps && e < 0; i++)
+    if (k_epi_has_stats(p->steps[i].epi)) e = i;
+  if (e < 0) return;
+  rt_step *steps = malloc((size_t)p->nsteps * sizeof *steps);
+  memcpy(steps, p->steps, (size_t)p->nsteps * sizeof *steps);
+  k_epilogue bad = *p->steps[e].epi;
+  bad.step[bad.nsteps - 1].inner *= 2;
+  steps[e].epi = &bad;
+  rt_model_desc d = *tm->d;
+  d.train.steps = steps;
+  rt_model *m = rt_model_create(&d, 1), *good = rt_model_create(tm->d, 1);
+  tm_check(good && !m, "an epilogue whose statistics do not fit their tensor is refused", tm->name);
+  rt_model_destroy(m), rt_model_destroy(good);
+  free(steps);
+  tm_stats_checked++;
+}
+
 /* A descriptor of another ABI, or with a dependency on a later step, is refused. */
 static void tm_malformed(const tm_model *tm) {
   rt_model_desc d = *tm->d;
@@ -339,6 +363,7 @@ static void tm_malformed(const tm_model *tm) {
   free(steps);
   tm_malformed_backward(tm);
   tm_malformed_epilogue(tm);
+  tm_malformed_stats(tm);
 }
 
 /* Consts are never written: after the train steps each holds the values it was created
@@ -913,6 +938,7 @@ int main(int argc, char **argv) {
     tm_threads();
   }
   tm_prefix_mismatch();
+  tm_check(tm_stats_checked > 0, "some model (the ResNet) gathers batch_norm statistics in an epilogue", "examples");
   tm_each_file("examples", tm_thread_counts);
   tm_thread_counts_full();
   rt_engine_shutdown_default();
