@@ -148,7 +148,8 @@ int onnx_tensor(onnx_ctx *c, onnx_value *v, ir_tensor_kind kind) {
   onnx_const *k = v->k;
   const float *f = k->tensor >= 0 ? NULL : onnx_const_floats(c, k);
   if (k->tensor >= 0 || !f) return k->tensor;
-  if (onnx_is_scalar(c, k, kind)) return k->tensor = onnx_scalar(c, f[0]);
+  /* inline unless .kiln text cannot write the number (inf, NaN): then a rank-0 tensor */
+  if (onnx_is_scalar(c, k, kind) && isfinite(f[0])) return k->tensor = onnx_scalar(c, f[0]);
   int t = ir_graph_add_tensor(c->g, onnx_kiln_name(c, k->onnx_name), kind, c->loc);
   ir_tensor *x = ir_tensor_at(c->g, t);
   x->shape = k->shape, x->shape_known = x->declared = true;

@@ -23,6 +23,7 @@ onnx.helper (no torch needed, a few seconds):
 Exit status: 0 passed, 1 a failure, 77 (skipped, with the reason) without python3-onnx.
 """
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -146,6 +147,22 @@ lo = numpy_helper.from_array(np.array(-np.inf, np.float32), "lo")
 clip = helper.make_node("Clip", ["x", "lo"], ["y"], name="the_clip")
 expect_error("clip_inf", save(model([clip], [X], [vi("y", [1, 2, 4, 4])], [lo]), "clip_inf"),
              "node 'the_clip' (Clip)", "'a_min' would be -inf")
+# an infinite scalar initializer read as a tensor (found by tests/fuzz/fuzz_onnx: it was
+# written inline as "-inf", which .kiln text cannot read back): a rank-0 const instead, its
+# value in the weights, and the model computes what numpy does
+ninf = numpy_helper.from_array(np.array(-np.inf, np.float32), "ninf")
+mx = helper.make_node("Max", ["x", "ninf"], ["y"], name="the_max")
+path = save(model([mx], [X], [vi("y", [1, 2, 4, 4])], [ninf]), "inf_scalar")
+r = subprocess.run([KILN, "import", path, "-o", os.path.join(tmp, "inf_scalar.kiln")], capture_output=True, text=True)
+text = open(os.path.join(tmp, "inf_scalar.kiln")).read() if r.returncode == 0 else ""
+xv = np.random.default_rng(5).standard_normal((1, 2, 4, 4)).astype(np.float32)
+got = run(path, xv) if r.returncode == 0 else None
+if r.returncode != 0 or "const ninf : f32[]" not in text or re.search(r"\binf\b", text):
+    fail("inf_scalar: import exit %d; expected a rank-0 const and no inline inf:\n%s%s" % (r.returncode, r.stderr, text))
+elif got is None or not np.array_equal(got, np.maximum(xv, -np.inf)):
+    fail("inf_scalar: kiln run differs from numpy")
+else:
+    print("ok %-20s a rank-0 const, computed as numpy does" % "inf_scalar")
 # INT64_MAX through folded shape arithmetic stays exact (found by tests/fuzz/fuzz_onnx: it
 # went through a double and back, undefined behaviour that the ASan+UBSan build reports)
 big = numpy_helper.from_array(np.array([np.iinfo(np.int64).max], np.int64), "big")
