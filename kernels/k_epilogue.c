@@ -58,18 +58,17 @@ int k_epi_valid(const k_epilogue *e, int nin, int nout) {
   return nout == 1 + k_epi_has_stats(e);
 }
 
-int k_epi_has_stats(const k_epilogue *e) { return e && e->nsteps > 0 && e->step[e->nsteps - 1].kind == K_EPI_STATS; }
-
-static int64_t k_epi_numel(const k_shape *s) {
-  int64_t n = 1;
-  for (int i = 0; i < s->rank; i++) n *= s->d[i];
-  return n;
+/* e's STATS step (its last), or NULL. */
+static const k_epi_step *k_epi_stats_step(const k_epilogue *e) {
+  return e && e->nsteps > 0 && e->step[e->nsteps - 1].kind == K_EPI_STATS ? &e->step[e->nsteps - 1] : NULL;
 }
 
+int k_epi_has_stats(const k_epilogue *e) { return k_epi_stats_step(e) != NULL; }
+
 int k_epi_stats_fit(const k_epilogue *e, const k_shape *y, const k_shape *st) {
-  if (!k_epi_has_stats(e)) return 1;
-  int64_t inner = e->step[e->nsteps - 1].inner, n = k_epi_numel(y);
-  return inner > 0 && n % inner == 0 && k_epi_numel(st) == n / inner * K_BN_STATS_FLOATS;
+  const k_epi_step *s = k_epi_stats_step(e);
+  int64_t n = k_shape_numel(y);
+  return !s || (s->inner > 0 && n % s->inner == 0 && k_shape_numel(st) == n / s->inner * K_BN_STATS_FLOATS);
 }
 
 /* y[lo, hi) = y * a + b per channel run, as k_norm.c's predict path writes it. */
@@ -179,9 +178,8 @@ static void k_epi_run(const k_call *c, float *y, int64_t lo, int64_t hi, int64_t
 }
 
 void k_epi_stats(const k_call *c, int64_t plo, int64_t phi) {
-  if (!k_epi_has_stats(c->epi)) return;
-  const k_epi_step *s = &c->epi->step[c->epi->nsteps - 1];
-  if (c->req[s->slot] == kNullOp || !c->out[s->slot].data) return;
+  const k_epi_step *s = k_epi_stats_step(c->epi);
+  if (!s || c->req[s->slot] == kNullOp || !c->out[s->slot].data) return;
   const float *y = c->out[0].data;
   float *st = c->out[s->slot].data;
   for (int64_t p = plo; p < phi; p++) {
@@ -197,9 +195,8 @@ void k_epi_apply_rows(const k_call *c, int64_t lo, int64_t hi) {
 
 void k_epi_apply(const k_call *c, int64_t lo, int64_t hi) {
   k_epi_apply_rows(c, lo, hi);
-  if (!k_epi_has_stats(c->epi)) return;
-  int64_t inner = c->epi->step[c->epi->nsteps - 1].inner;
-  k_epi_stats(c, (lo + inner - 1) / inner, hi / inner);   /* the planes whole in [lo, hi) */
+  const k_epi_step *s = k_epi_stats_step(c->epi);
+  if (s) k_epi_stats(c, (lo + s->inner - 1) / s->inner, hi / s->inner);   /* the planes whole in [lo, hi) */
 }
 
 int k_epi_store_of(const k_epilogue *e, k_epi_store *t) {

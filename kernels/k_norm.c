@@ -81,7 +81,19 @@ static inline void k_bn_acc_row(k_bn_acc *a, const float *r, int64_t n) {
   for (int64_t i = body; i < n; i++) a->s[i - body] += r[i], a->q[i - body] += (double)r[i] * r[i];
 }
 
+/* A row shorter than the lanes puts element i in lane i and zeros after it, so the fold is
+ * the plain sum in element order (never -0, since it starts from +0): the same bits as
+ * k_bn_row_sums without the lanes. batch_norm's channel loop takes this inline for the rows of
+ * a 2-D input (one element each), where a call and a cleared lane set per row cost more than
+ * the sums. */
+static inline void k_bn_short_row_sums(const float *r, int64_t n, double sq[2]) {
+  double s = 0, q = 0;
+  for (int64_t i = 0; i < n; i++) s += r[i], q += (double)r[i] * r[i];
+  sq[0] = s, sq[1] = q;
+}
+
 K_VEC_TARGETS void k_bn_row_sums(const float *r, int64_t n, double sq[2]) {
+  if (n < K_BN_LANES) return k_bn_short_row_sums(r, n, sq);
   k_bn_acc a;
   memset(&a, 0, sizeof a);
   k_bn_acc_row(&a, r, n);
@@ -97,6 +109,7 @@ static inline void k_bn_sums_range(const k_bn_job *j, const float *x, int64_t lo
     for (int64_t ch = lo; ch < hi; ch++) {
       double r[2], *t = sq + 2 * (ch - lo);
       if (j->given) memcpy(r, j->given + (o * j->C + ch) * K_BN_STATS_FLOATS, sizeof r);
+      else if (j->inner < K_BN_LANES) k_bn_short_row_sums(x + (o * j->C + ch) * j->inner, j->inner, r);
       else k_bn_row_sums(x + (o * j->C + ch) * j->inner, j->inner, r);
       t[0] += r[0], t[1] += r[1];
     }
@@ -183,8 +196,7 @@ static int64_t k_bn_grain(const k_bn_job *j) {
 static int k_bn_given(const k_call *c, k_bn_job *j) {
   if (c->nin <= K_BN_STATS_SLOT || !c->in[K_BN_STATS_SLOT].data) return 0;
   const k_tensor *t = &c->in[K_BN_STATS_SLOT];
-  int64_t n = 1;
-  for (int i = 0; i < t->shape.rank; i++) n *= t->shape.d[i];
+  int64_t n = k_shape_numel(&t->shape);
   if (!c->is_train || t->dtype != K_F32 || n != j->outer * j->C * K_BN_STATS_FLOATS)
     return snprintf(c->err, c->err_len, "batch_norm: gathered statistics of %lld floats, not [%lld, %lld, %d] in training",
                     (long long)n, (long long)j->outer, (long long)j->C, K_BN_STATS_FLOATS), 1;

@@ -197,10 +197,11 @@ static void pass_epi_grow(pass_epi *pe, int h, pass_echain *ch) {
  * when none does. */
 static int pass_epi_bn_reader(const pass_epi *pe, int t, int from) {
   const ir_tensor *v = ir_tensor_at(pe->g, t);
+  if (v->shape.rank < 3 || v->dtype != K_F32) return -1;
   for (int i = pass_epi_next_reader(pe, t, from); i >= 0; i = pass_epi_next_reader(pe, t, i)) {
     const ir_node *b = ir_node_at(pe->g, i);
     if (b->kind == IR_N_OP && b->op == IR_OP_batch_norm && b->nin == K_BN_STATS_SLOT && b->in[0] == t &&
-        ((const k_batch_norm_param *)b->param)->axis == 1 && v->shape.rank >= 3 && v->dtype == K_F32)
+        ((const k_batch_norm_param *)b->param)->axis == 1)
       return i;
   }
   return -1;
@@ -223,7 +224,7 @@ static void pass_epi_stats(pass_epi *pe, pass_echain *ch) {
                         ir_node_kind_name(h), ir_node_at(g, b)->name);
   const ir_tensor *v = ir_tensor_at(g, ch->value);
   k_epi_step *s = &ch->epi.step[ch->epi.nsteps++];
-  *s = (k_epi_step){.kind = K_EPI_STATS, .slot = 1, .channels = v->shape.d[1], .inner = 1};
+  *s = (k_epi_step){.kind = K_EPI_STATS, .slot = 1, .inner = 1};
   for (int d = 2; d < v->shape.rank; d++) s->inner *= v->shape.d[d];
   ch->stats_reader = b;
 }

@@ -37,10 +37,6 @@ static int rt_step_valid(const rt_model_desc *d, const rt_step *s, int i) {
   if (s->nin < 0 || s->nout < 0 || s->ndeps < 0 || (s->nin && !s->in) || (s->nout && !s->out)) return 0;
   if ((s->nout && !s->req) || (s->ndeps && !s->deps) || !s->name) return 0;
   if (s->epi && (s->kind != RT_STEP_FORWARD || !k_epi_valid(s->epi, s->nin, s->nout))) return 0;
-  if (s->epi && k_epi_has_stats(s->epi) &&   /* the statistics' tensor holds every plane's */
-      (s->out[0] < 0 || s->out[0] >= d->ntensors || s->out[1] < 0 || s->out[1] >= d->ntensors ||
-       !k_epi_stats_fit(s->epi, &d->tensors[s->out[0]].shape, &d->tensors[s->out[1]].shape)))
-    return 0;
   if (s->kind == RT_STEP_BACKWARD && s->nin < s->nout) return 0;   /* in_grads pair with in_data inputs */
   for (int j = 0; j < s->nin; j++)
     if (s->in[j] < -1 || s->in[j] >= d->ntensors) return 0;
@@ -48,6 +44,10 @@ static int rt_step_valid(const rt_model_desc *d, const rt_step *s, int i) {
     if (s->out[j] < -1 || s->out[j] >= d->ntensors) return 0;
   for (int k = 0; k < s->ndeps; k++)
     if (s->deps[k] < 0 || s->deps[k] >= i) return 0;
+  /* a statistics epilogue (then nout is 2, k_epi_valid) writes one entry per plane */
+  if (k_epi_has_stats(s->epi) && (s->out[0] < 0 || s->out[1] < 0 ||
+                                  !k_epi_stats_fit(s->epi, &d->tensors[s->out[0]].shape, &d->tensors[s->out[1]].shape)))
+    return 0;
   return 1;
 }
 

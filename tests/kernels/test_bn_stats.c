@@ -46,12 +46,6 @@ static k_conv_param bs_conv_param(const bs_spec *s) {
   return p;
 }
 
-static int64_t bs_numel(const k_shape *s) {
-  int64_t n = 1;
-  for (int i = 0; i < s->rank; i++) n *= s->d[i];
-  return n;
-}
-
 /* The convolution of case s, with epilogue e (NULL: none) and its statistics into st. */
 static int bs_conv(const bs_spec *s, const k_tensor *x, const k_tensor *w, const k_epilogue *e, k_tensor *y,
                    k_tensor *st) {
@@ -102,7 +96,7 @@ static void bs_case(const bs_spec *s) {
   char path = nchw ? 'n' : direct ? 'd' : grouped ? 'g' : 'i';
   KT_CHECK(path == s->path, "%s: runs on path '%c', not the '%c' it is meant to test", s->name, path, s->path);
   k_tensor x = kt_tensor_f32(xs, -1, 1, 1), w = kt_tensor_f32(ws, -0.5f, 0.5f, 2);
-  int64_t ny = bs_numel(&ys), inner = ny / (s->N * s->F), nst = (int64_t)s->N * s->F * K_BN_STATS_FLOATS;
+  int64_t ny = k_shape_numel(&ys), inner = ny / (s->N * s->F), nst = (int64_t)s->N * s->F * K_BN_STATS_FLOATS;
   k_tensor y0 = {calloc((size_t)ny, sizeof(float)), ys, K_F32}, y1 = {calloc((size_t)ny, sizeof(float)), ys, K_F32};
   k_tensor st = {aligned_alloc(64, (size_t)(nst * 4 + 63) / 64 * 64), kt_shape(3, s->N, s->F, K_BN_STATS_FLOATS), K_F32};
   k_epilogue plain = {0}, with = {0};
@@ -110,7 +104,7 @@ static void bs_case(const bs_spec *s) {
     plain.step[plain.nsteps++] = (k_epi_step){.kind = K_EPI_UNARY, .fn = k_epi_fn_lookup("relu")};
     with = plain;
   }
-  with.step[with.nsteps++] = (k_epi_step){.kind = K_EPI_STATS, .slot = 1, .channels = s->F, .inner = inner};
+  with.step[with.nsteps++] = (k_epi_step){.kind = K_EPI_STATS, .slot = 1, .inner = inner};
   KT_CHECK(k_epi_valid(&with, 3, 2) && !k_epi_valid(&with, 3, 1), "%s: the STATS epilogue's validity", s->name);
   memset(st.data, 0xff, (size_t)nst * 4);   /* NaN: a plane left unwritten shows */
   if (bs_conv(s, &x, &w, plain.nsteps ? &plain : NULL, &y0, NULL) || bs_conv(s, &x, &w, &with, &y1, &st)) return;
