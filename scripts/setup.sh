@@ -11,6 +11,8 @@ pkgs=(cmake make gcc g++ flex bison libopenblas-dev llvm-dev clang libclang-rt-1
 # libedit-dev: kiln repl's line editing and history; pkg-config: tests/api/install.sh builds
 # the C API's example with `pkg-config --cflags --libs kiln`.
 pkgs+=(libedit-dev pkg-config)
+# valgrind: tests/codegen/parallel_compile.sh runs the parallel compile under memcheck.
+pkgs+=(valgrind)
 # libprotobuf-c-dev, protobuf-c-compiler, libonnx-dev: the ONNX reader (frontend/onnx: protoc-c
 # generates its decoder from the onnx.proto libonnx-dev installs); python3-onnx and
 # python3-torchvision: the ONNX tests export torchvision models (tests/onnx).

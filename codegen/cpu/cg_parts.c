@@ -43,7 +43,21 @@ static int cg_parts_prepare(cg_llvm *m, char *err, size_t n) {
   return cg_run_passes(m->mod, m->tm, "globaldce", false, err, n);   /* the aliases, now unused */
 }
 
+/* Turns f into a declaration. A block cannot simply be deleted while a later block still uses
+ * its values or branches to it: the freed value keeps those uses on its list, and deleting
+ * the later block then unlinks them from freed memory (the heap corruption that crashed
+ * --jobs at random). The C API has no Function::deleteBody, so its steps are done by hand:
+ * every value an instruction makes is replaced by undef, every terminator (the only users
+ * of a block; this code takes no block's address) is erased, and only then are the blocks,
+ * now unused, deleted. */
 static void cg_part_drop_body(LLVMValueRef f) {
+  for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(f); b; b = LLVMGetNextBasicBlock(b))
+    for (LLVMValueRef i = LLVMGetFirstInstruction(b); i; i = LLVMGetNextInstruction(i))
+      if (LLVMGetTypeKind(LLVMTypeOf(i)) != LLVMVoidTypeKind) LLVMReplaceAllUsesWith(i, LLVMGetUndef(LLVMTypeOf(i)));
+  for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(f); b; b = LLVMGetNextBasicBlock(b)) {
+    LLVMValueRef t = LLVMGetBasicBlockTerminator(b);
+    if (t) LLVMInstructionEraseFromParent(t);
+  }
   for (LLVMBasicBlockRef b; (b = LLVMGetFirstBasicBlock(f));) LLVMDeleteBasicBlock(b);
   LLVMSetLinkage(f, LLVMExternalLinkage);
 }

@@ -11,3 +11,7 @@ set_tests_properties(codegen.aot_differential codegen.aot_cli PROPERTIES LABELS 
 if(KILN_SANITIZE)
   set_tests_properties(codegen.aot_cli PROPERTIES ENVIRONMENT "KILN_SANITIZER_LIBS=^(libasan|libubsan)")
 endif()
+# kiln compile --jobs 3 under memcheck and in a loop (issue 28's crash); the TSan build runs
+# the loop with the part threads instrumented.
+add_test(NAME codegen.parallel_compile COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/parallel_compile.sh $<TARGET_FILE:kiln> ${PROJECT_SOURCE_DIR})
+set_tests_properties(codegen.parallel_compile PROPERTIES LABELS "codegen;tsan" TIMEOUT 600)
