@@ -19,7 +19,7 @@ typedef struct {
   int64_t M, N, K;
   int64_t lda, ldb, ldc;
   int ta, tb;
-  int swapped;                   /* an operand or the output is stored swapped */
+  int swapped;                   /* an operand or the output is stored swapped (elements moved) */
 } k_mm_geom;
 
 /* Whether a tensor of this rank stored with swap set is stored swapped (it needs a batch axis). */
@@ -35,15 +35,24 @@ static inline k_shape k_mm_logical(const k_shape *t, int swap) {
   return l;
 }
 
+/* Whether the swap moves any element: exchanging two axes one of which has extent 1 leaves
+ * every element where it was (a sequence-first attention at batch 1: the projection's output
+ * [S, 1, 3E] stored as [1, S, 3E]). Such an operand is read as its logical shape, so the
+ * product still folds into one GEMM (k_mm_foldable) instead of S matrix-vector products. */
+static inline int k_mm_swaps_memory(const k_shape *t, int swap) {
+  return k_mm_swaps(t, swap) && t->d[t->rank - 3] != 1 && t->d[t->rank - 2] != 1;
+}
+
 /* Operand (or output) t, given by its stored shape, aligned to the output's nb batch dims: s[i]
  * its element stride for output batch dim i, 0 where it broadcasts (or lacks the dim); returns
  * the element distance between its matrix's rows. */
 static inline int64_t k_mm_operand(const k_shape *t, int swap, int nb, const int64_t *bd, int64_t *s) {
   int r = t->rank, tnb = r - 2;
-  int64_t st[K_MAX_RANK], stride = 1;
-  for (int i = r - 1; i >= 0; i--) st[i] = stride, stride *= t->d[i];
+  int64_t st[K_MAX_RANK] = {0}, stride = 1;
   k_shape l = k_mm_logical(t, swap);
-  if (k_mm_swaps(t, swap)) {   /* logical axis r-3 is stored axis r-2 and the other way round */
+  const k_shape *mem = k_mm_swaps_memory(t, swap) ? t : &l;   /* the shape its memory is row-major in */
+  for (int i = r - 1; i >= 0; i--) st[i] = stride, stride *= mem->d[i];
+  if (k_mm_swaps_memory(t, swap)) {   /* logical axis r-3 is stored axis r-2 and the other way round */
     int64_t x = st[r - 3];
     st[r - 3] = st[r - 2], st[r - 2] = x;
   }
@@ -70,7 +79,7 @@ static inline k_mm_geom k_mm_geometry(const k_shape *a, const k_shape *b, const 
   g.lda = k_mm_operand(a, wa, g.nb, g.bd, g.sa);
   g.ldb = k_mm_operand(b, wb, g.nb, g.bd, g.sb);
   g.ldc = k_mm_operand(o, wc, g.nb, g.bd, g.sc);
-  g.swapped = k_mm_swaps(a, wa) || k_mm_swaps(b, wb) || k_mm_swaps(o, wc);
+  g.swapped = k_mm_swaps_memory(a, wa) || k_mm_swaps_memory(b, wb) || k_mm_swaps_memory(o, wc);
   return g;
 }
 

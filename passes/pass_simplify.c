@@ -1,5 +1,5 @@
 /* pass_simplify.c — rewrites of the graph that do less work for the same values
- * (docs/passes.md, "Simplify"). Two so far.
+ * (docs/passes.md, "Simplify"). Three so far.
  *
  * A monotone activation that only a max pooling reads runs after the pooling instead of
  * before it, on a quarter of the values for a 2x2 window (LeNet's tanh(conv) -> max pooling).
@@ -20,12 +20,16 @@
  * output: k_matmul_param.swap_a, swap_b, swap_c, a leading dimension for the GEMM instead of
  * a copy (kernels/k_mm_geom.h).
  *
+ * x * sigmoid(x) and x * hard_sigmoid(x) (torch's hardsigmoid constants) become silu(x) and
+ * hard_swish(x), one activation that a convolution's epilogue can run (see below).
+ *
  * The first is for predict only: in train_step it would send the gradient to the first
  * maximum of x where torch sends it to the first maximum of f(x), a different element wherever
- * f maps two values of a window to one float (tanh near +-1). The second runs for both: the
+ * f maps two values of a window to one float (tanh near +-1). The other two run for both: the
  * backward pass derives the matmul's backward node from the rewritten one, whose kernels store
- * each gradient as its operand is stored. It adds no tensor, so the graphs of predict and
- * train_step still share every index of the lowered graph. */
+ * each gradient as its operand is stored, and the swish's gradient is the fused activation's
+ * (torch's own for F.silu and F.hardswish). Neither adds a tensor (the gate's stays, unwritten),
+ * so the graphs of predict and train_step still share every index of the lowered graph. */
 #include "passes.h"
 
 #include <stdlib.h>
@@ -56,6 +60,14 @@ static int *pass_simp_single_readers(const ir_graph *g) {
     if (count[t] != 1) reader[t] = -1;   /* unread (and never written above), or not single */
   free(count);
   return reader;
+}
+
+/* The graph without the nodes marked dead (producers recomputed). */
+static void pass_simp_drop_dead(ir_graph *g, const bool *dead) {
+  ir_vec kept = {.elem = sizeof(ir_node)};
+  for (int i = 0; i < ir_nnodes(g); i++)
+    if (!dead[i]) *(ir_node *)ir_vec_push(&kept) = *ir_node_at(g, i);
+  ir_graph_set_nodes(g, &kept);
 }
 
 /* Activation node a (y = f(c)) and pooling node p (z = max_pool(y)) become m = max_pool(c) at
@@ -144,12 +156,59 @@ static void pass_simp_matmuls(ir_graph *g, pass_ctx *cx) {
   for (int i = 0; i < ir_nnodes(g); i++)
     if (ir_node_at(g, i)->kind == IR_N_OP && ir_node_at(g, i)->op == IR_OP_matmul && ir_node_at(g, i)->nout == 1)
       folds += pass_simp_fold_matmul(g, cx, i, reader, dead);
-  if (folds) {
-    ir_vec kept = {.elem = sizeof(ir_node)};
-    for (int i = 0; i < ir_nnodes(g); i++)
-      if (!dead[i]) *(ir_node *)ir_vec_push(&kept) = *ir_node_at(g, i);
-    ir_graph_set_nodes(g, &kept);
+  if (folds) pass_simp_drop_dead(g, dead);
+  free(reader);
+  free(dead);
+}
+
+/* ---- x * sigmoid(x) and x * hard_sigmoid(x) as one activation ---- */
+
+/* The activation that mul(x, g(x)) is, where node h computes g: silu for a sigmoid, and
+ * hard_swish for F.hardsigmoid's own constants (torch exports F.hardswish below opset 14 as
+ * HardSigmoid(alpha 1/6, beta 1/2) then Mul); else -1. */
+static int pass_simp_swish_op(const ir_node *h) {
+  if (h->kind != IR_N_OP || h->nin != 1 || h->nout != 1) return -1;
+  if (h->op == IR_OP_sigmoid) return IR_OP_silu;
+  if (h->op != IR_OP_hard_sigmoid) return -1;
+  const k_hard_sigmoid_param *q = h->param;
+  return q->alpha == 1.0f / 6.0f && q->beta == 0.5f ? IR_OP_hard_swish : -1;
+}
+
+/* Mul node i as silu(x) or hard_swish(x) when it multiplies x by g(x) of the same shape and
+ * nothing else reads g(x): the gate's node is marked dead. x is then read by one node, not
+ * two, so the convolution that writes it can run the activation in its epilogue instead of
+ * storing x for a separate pass (MobileNetV3's hard-swish, EfficientNet's SiLU). silu is
+ * x * sigmoid(x) in the same order, the same bits; hard_swish is torch's x * clamp(x + 3, 0,
+ * 6) / 6, within an ulp or two of x * clamp(x / 6 + 1/2, 0, 1) and what F.hardswish gives.
+ * Returns 1 when it rewrote. */
+static int pass_simp_fold_swish(ir_graph *g, pass_ctx *cx, int i, const int *reader, bool *dead) {
+  ir_node *m = ir_node_at(g, i);
+  for (int j = 0; j < 2; j++) {
+    int gate = m->in[j], x = m->in[1 - j], h = gate >= 0 ? ir_tensor_at(g, gate)->producer : -1;
+    if (h < 0 || dead[h] || reader[gate] != i || ir_node_at(g, h)->in[0] != x) continue;
+    int op = pass_simp_swish_op(ir_node_at(g, h));
+    if (op < 0 || !ir_shape_eq(&ir_tensor_at(g, x)->shape, &ir_tensor_at(g, m->out[0])->shape)) continue;
+    pass_explain(cx, "%s (mul) multiplies %s by its own %s: one %s", m->name, ir_tensor_at(g, x)->name,
+                 ir_ops[ir_node_at(g, h)->op].name, ir_ops[op].name);
+    m->op = op, m->nin = 1, m->in[0] = x, m->param = NULL;
+    dead[h] = true;
+    if (ir_infer_one(g, cx->diag, i)) KILN_ICE("simplify: '%s' does not infer as %s", m->name, ir_ops[op].name);
+    return 1;
   }
+  return 0;
+}
+
+/* Every such mul; the dead gates leave the graph. */
+static void pass_simp_swishes(ir_graph *g, pass_ctx *cx) {
+  int *reader = pass_simp_single_readers(g), folds = 0;
+  bool *dead = calloc((size_t)ir_nnodes(g) + 1, sizeof *dead);
+  if (!dead) KILN_ICE("out of memory");
+  for (int i = 0; i < ir_nnodes(g); i++) {
+    const ir_node *n = ir_node_at(g, i);
+    if (n->kind == IR_N_OP && n->op == IR_OP_mul && n->nin == 2 && n->nout == 1 && !dead[i])
+      folds += pass_simp_fold_swish(g, cx, i, reader, dead);
+  }
+  if (folds) pass_simp_drop_dead(g, dead);
   free(reader);
   free(dead);
 }
@@ -173,6 +232,7 @@ static void pass_simp_pools(ir_graph *g, pass_ctx *cx) {
 
 int pass_simplify(ir_graph *g, pass_ctx *cx) {
   if (cx->mode != IR_MODE_TRAIN) pass_simp_pools(g, cx);
+  pass_simp_swishes(g, cx);
   pass_simp_matmuls(g, cx);
   return 0;
 }

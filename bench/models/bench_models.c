@@ -9,7 +9,9 @@
  * Prints TSV: model, mode, batch, samples/s, iterations per run, then the CPU milliseconds per
  * call of the whole process and of the calling thread (least over the runs: on a loaded machine
  * they still say what the work costs and how much of it stayed on the calling thread), then a
- * comment line with the peak RSS. Threads come from the environment (KILN_NUM_THREADS, OPENBLAS_NUM_THREADS).
+ * comment line with the peak RSS and, when the first call is a predict, one with the
+ * milliseconds from dlopen to the end of that first call (# create_ms). Threads come from
+ * the environment (KILN_NUM_THREADS, OPENBLAS_NUM_THREADS).
  * A CUDA .so is timed the same way (bench/gpu/run.sh): its calls copy host buffers in and out
  * and return with the results on the host. When its create fails (no driver or no GPU) this
  * prints "SKIP: <why>" and exits 77.
@@ -108,7 +110,10 @@ static double bm_time(bm_ctx *c, double secs, int *iters_out, bm_cpu *cpu) {
   return best / iters;
 }
 
-static int bm_run(const rt_model_api *api, double secs, const char *only) {
+/* t0: before the .so was opened. The first call's end is printed as a "# create_ms" line
+ * (milliseconds from dlopen through create to the end of the first call): what a user waits
+ * for before the first result, beside ONNX Runtime's session creation and first run. */
+static int bm_run(const rt_model_api *api, double secs, const char *only, double t0) {
   const rt_model_desc *d = api->desc;
   if ((d->has_train && d->train.ninputs > BM_MAX_IO) || d->predict.ninputs > BM_MAX_IO || d->predict.noutputs > BM_MAX_IO)
     return fprintf(stderr, "kiln_bench_models: '%s' has too many inputs or outputs\n", d->name), 1;
@@ -127,6 +132,11 @@ static int bm_run(const rt_model_api *api, double secs, const char *only) {
     if (only && strcmp(only, c.train ? "train" : "predict") != 0) continue;
     for (int i = 0; i < p->ninputs; i++) c.in[i] = bm_fill(d, p->inputs[i]);
     for (int i = 0; !c.train && i < p->noutputs; i++) c.out[i] = bm_fill(d, p->outputs[i]);
+    if (t0 > 0) {
+      bm_call(&c, 1);
+      printf("# create_ms\t%s\t%lld\t%.1f\n", d->name, (long long)batch, 1e3 * (bm_now() - t0));
+      t0 = 0;
+    }
     int iters;
     bm_cpu cpu;
     double per = bm_time(&c, secs, &iters, &cpu);
@@ -143,6 +153,7 @@ static int bm_run(const rt_model_api *api, double secs, const char *only) {
 int main(int argc, char **argv) {
   if (argc < 2) return fprintf(stderr, "usage: %s LIB.so [seconds [train|predict]]\n", argv[0]), 2;
   double secs = argc > 2 ? atof(argv[2]) : 0.5;
+  double t0 = bm_now();
   char path[4096];   /* dlopen searches the library path for a bare name */
   snprintf(path, sizeof path, "%s%s", strchr(argv[1], '/') ? "" : "./", argv[1]);
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -150,7 +161,7 @@ int main(int argc, char **argv) {
   const rt_model_api *api = dlsym(h, "kiln_model");
   if (!api || !api->abi || strcmp(api->abi, RT_MODEL_ABI) != 0)
     return fprintf(stderr, "kiln_bench_models: %s: no kiln_model of ABI %s\n", argv[1], RT_MODEL_ABI), 1;
-  int rc = bm_run(api, secs > 0 ? secs : 0.5, argc > 3 ? argv[3] : NULL);
+  int rc = bm_run(api, secs > 0 ? secs : 0.5, argc > 3 ? argv[3] : NULL, t0);
   dlclose(h);
   return rc;
 }

@@ -1,24 +1,29 @@
-"""torch_onnx.py — the PyTorch side of bench/onnx/run.sh: torchvision models built with seed 0
-(the weights Kiln compiles from the export are the same), eval mode.
+"""torch_onnx.py — the PyTorch side of bench/onnx/run.sh: the bench models built with seed 0 (the
+weights Kiln and ONNX Runtime read from the export are the same), their batch_norm running
+statistics calibrated, eval mode (tests/support/onnx_models.py builds them).
 
 Usage: torch_onnx.py export MODEL BATCH OUT.onnx     (opset 13, input "input", output "output")
        torch_onnx.py time THREADS SECS MODEL BATCH   (eager predict under torch.no_grad())
+       torch_onnx.py models                          (the default model list, one line)
+MODEL is one of tests/support/onnx_models.py's: a torchvision classifier's name, or "bert".
 `time` prints a TSV line in kiln_bench_models' format: model, predict, batch, samples/s,
 iterations per run (the best of 5 runs of at least SECS seconds).
 """
+import os
 import sys
 import time
 import warnings
 
 import torch
-import torchvision
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "support"))
+import onnx_models  # noqa: E402
 
 warnings.filterwarnings("ignore")
 
 
 def build(name, batch):
-    torch.manual_seed(0)
-    return getattr(torchvision.models, name)().eval(), torch.randn(int(batch), 3, 224, 224)
+    return onnx_models.build(name), onnx_models.example(name, batch)
 
 
 def export(name, batch, out):
@@ -47,5 +52,7 @@ def timed(threads, secs, name, batch):
 
 if sys.argv[1] == "export":
     export(*sys.argv[2:5])
+elif sys.argv[1] == "models":
+    print(" ".join(onnx_models.BENCH))
 else:
     timed(*sys.argv[2:6])

@@ -2,12 +2,17 @@
 """models.py -- torchvision models exported to ONNX by torch, compiled by kiln, compared with
 torch (issue 11, "Real models").
 
-    models.py KILN [--batch N] [MODEL...]        (default: batch 1, resnet18 mobilenet_v2)
+    models.py KILN [--batch N] [MODEL...]
+        (default: batch 1, resnet18 mobilenet_v2 mobilenet_v3_large bert; any model of
+        tests/support/onnx_models.py)
 
-Each model is built with a fixed seed, its BatchNorm statistics and affine parameters drawn at
-random too (freshly initialised ones are 0/1, which would make the folded convolution biases
-all zero and hide any mistake in how they are read), put in eval mode and exported with opset
-13 at batch 1. Then:
+Each model is built by tests/support/onnx_models.py: a fixed seed, its BatchNorm statistics
+calibrated on random batches (freshly initialised ones are 0/1, which would shrink a deep
+network's outputs to nothing and make the folded convolution biases all zero, hiding any
+mistake in how they are read), here also its BatchNorm affine parameters drawn at random; then
+eval mode and an export with opset 13 at batch 1. mobilenet_v3_large has hard-swish (x *
+hard_sigmoid(x), folded by the simplify pass) and squeeze-and-excitation blocks; bert has a
+sequence-first attention whose projection is stored swapped at batch 1. Then:
   * kiln compile MODEL.onnx -o libMODEL.so, and kiln run libMODEL.so --input input=x.npy with
     no other file: the .so carries the ONNX weights;
   * the same outputs must match torch's to 1e-4 relative (|kiln - torch| <= 1e-4 * max|torch|
@@ -28,6 +33,8 @@ try:
     import torch
     import torchvision
     import onnx  # noqa: F401  (torch.onnx.export needs it)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+    import onnx_models
 except ImportError as e:
     print("onnx models: skipped: %s (apt-get install python3-torchvision python3-onnx)" % e)
     sys.exit(77)
@@ -38,7 +45,7 @@ ARGS = sys.argv[2:]
 BATCH = 1
 if ARGS[:1] == ["--batch"]:
     BATCH, ARGS = int(ARGS[1]), ARGS[2:]
-NAMES = ARGS or ["resnet18", "mobilenet_v2"]
+NAMES = ARGS or ["resnet18", "mobilenet_v2", "mobilenet_v3_large", "bert"]
 failed = 0
 
 
@@ -55,18 +62,19 @@ def kiln(*args):
     return r.returncode == 0
 
 
-def build(name):
-    torch.manual_seed(0)
-    m = getattr(torchvision.models, name)()
+def random_affine(m):
+    """Every BatchNorm2d's gamma and beta drawn at random, so a mistake in how the folded
+    convolution reads them cannot hide behind 1 and 0."""
     g = torch.Generator().manual_seed(1)
     for mod in m.modules():
         if isinstance(mod, torch.nn.BatchNorm2d):
             c = mod.num_features
             mod.weight.data = torch.rand(c, generator=g) + 0.5
             mod.bias.data = torch.randn(c, generator=g) * 0.1
-            mod.running_mean = torch.randn(c, generator=g) * 0.1
-            mod.running_var = torch.rand(c, generator=g) + 0.5
-    return m.eval()
+
+
+def build(name):
+    return onnx_models.build(name, prepare=random_affine)
 
 
 def compare(name, got, ref, what):
@@ -82,7 +90,7 @@ def compare(name, got, ref, what):
 
 def run_model(tmp, name, first):
     m = build(name)
-    x = torch.randn(BATCH, 3, 224, 224, generator=torch.Generator().manual_seed(2))
+    x = onnx_models.example(name, BATCH)
     path = os.path.join(tmp, name + ".onnx")
     torch.onnx.export(m, x, path, opset_version=13, input_names=["input"], output_names=["output"])
     with torch.no_grad():
@@ -111,7 +119,7 @@ def check_import(tmp, m, x, name, so, xin, y):
             print("%-14s %-28s same bits as the .so" % (name, "kiln import + run .kiln"))
     # A symbolic batch dimension, bound with -D at compile time.
     dyn = os.path.join(tmp, name + "_dyn.onnx")
-    x2 = torch.randn(2, 3, 224, 224, generator=torch.Generator().manual_seed(3))
+    x2 = onnx_models.example(name, 2, seed=3)
     torch.onnx.export(m, x2, dyn, opset_version=13, input_names=["input"], output_names=["output"],
                       dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
     with torch.no_grad():
