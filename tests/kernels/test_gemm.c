@@ -213,6 +213,12 @@ static void test_matmul_swapped(void) {
                            tb ? kt_shape(3, 3, 2, 7) : kt_shape(3, 3, 7, 2), kt_shape(3, 3, 5, 2), ta, tb, sw);
       check_matmul_swapped(ta ? kt_shape(4, 1, 3, 4, 5) : kt_shape(4, 1, 3, 5, 4),
                            tb ? kt_shape(4, 2, 3, 6, 4) : kt_shape(4, 2, 3, 4, 6), kt_shape(4, 2, 3, 5, 6), ta, tb, sw);
+      /* swaps of an axis of extent 1, which move no element (k_mm_swaps_memory): a
+       * sequence-first projection at batch 1 (rows of one, b shared), and one head */
+      check_matmul_swapped(ta ? kt_shape(3, 7, 5, 1) : kt_shape(3, 7, 1, 5),
+                           tb ? kt_shape(3, 1, 6, 5) : kt_shape(3, 1, 5, 6), kt_shape(3, 7, 1, 6), ta, tb, sw);
+      check_matmul_swapped(ta ? kt_shape(4, 2, 1, 4, 5) : kt_shape(4, 2, 1, 5, 4),
+                           tb ? kt_shape(4, 2, 1, 6, 4) : kt_shape(4, 2, 1, 4, 6), kt_shape(4, 2, 1, 5, 6), ta, tb, sw);
     }
 }
 
