@@ -328,6 +328,15 @@ static void k_cd_unpack_block(const k_cd_isa *isa, const float *src, int64_t nch
                    req == kAddTo);
 }
 
+/* Rows [r0, r1) of an unpadded block (H x W positions) into the NCHW dst: the positions run on
+ * across rows, so the rows are one run of (r1 - r0) W of them. */
+static void k_cd_unpack_rows_of(const k_cd_isa *isa, const float *src, int64_t nch, int64_t H, int64_t W,
+                                int64_t cb, int64_t r0, int64_t r1, k_req req, float *dst) {
+  int64_t V = isa->V, cn = nch - cb * V < V ? nch - cb * V : V;
+  isa->unpack_rows(src + r0 * W * V, W, W * V, cn, (r1 - r0) * W, dst + cb * V * H * W + r0 * W, H * W,
+                   req == kAddTo);
+}
+
 /* W [F][C][kh][kw] -> wf [Fb][Cb][kh][kw][V c][V f] (fwd) or wd [Cb][Fb][kh][kw][V f][V c],
  * zero past F and C. */
 static void k_cd_pack_weights_scaled(const k_cd_geom *g, const float *W, const float *scale, int for_data,
@@ -436,6 +445,7 @@ typedef struct {
   int store_tail;        /* forward, blocked epilogue: it is all a k_epi_store, run in the store */
   k_epi_store store;
   const k_cd_geom *dg;   /* backward with wino: the data gradient's forward (k_cd_data_geometry) */
+  int64_t row_parts;     /* forward: parts each task's rows are cut into (k_cd_row_parts) */
 } k_cd_ctx;
 
 /* A pack task copies one channel block of one sample, a few KiB at batch 1: tasks are grouped
@@ -476,13 +486,55 @@ static void k_cd_task_pack_dy(void *p, int64_t lo, int64_t hi) {
   }
 }
 
-/* Task i = (sample, pair of output blocks): computes them and writes them to Y. */
+/* How many parts each (sample, pair of output blocks) task's rows are cut into. A chunk with
+ * fewer tasks than K_CD_TASKS_PER_THREAD per thread — batch 1, a layer with few output
+ * channels: MobileNetV2's 24-channel projection is one pair, one task, one busy thread — has
+ * its rows cut until it has that many, each part at least K_CD_PART_MACS multiply-adds (waking
+ * the pool costs more than a smaller part). Each row is computed alone, so the cut changes no
+ * bit. Not on the Winograd path (its tiles are grouped across rows), nor with an epilogue that
+ * gathers batch statistics (whole planes). */
+#define K_CD_TASKS_PER_THREAD 4
+#define K_CD_PART_MACS (256 * 1024)
+static int64_t k_cd_row_parts(const k_cd_ctx *t) {
+  const k_cd_geom *g = t->g;
+  int64_t tasks = t->ns * ((g->Fb + 1) / 2), threads = k_parallel_threads();
+  if (threads < 2 || t->wino || k_epi_has_stats(t->c->epi) || tasks >= K_CD_TASKS_PER_THREAD * threads) return 1;
+  int64_t want = (K_CD_TASKS_PER_THREAD * threads + tasks - 1) / tasks;
+  int64_t row_macs = g->OW * 2 * g->V * g->C * g->kh * g->kw, most = g->OH * row_macs / K_CD_PART_MACS;
+  if (want > most) want = most;
+  if (want > g->OH) want = g->OH;
+  return want > 1 ? want : 1;
+}
+
+/* Rows [r0, r1) of output blocks [fb, fb + nf) of sample n of the chunk: the blocked epilogue
+ * (when not in the store), then the NCHW copy and the epilogue of the channels just written. */
+static void k_cd_fwd_finish(const k_cd_ctx *t, int64_t n, int64_t fb, int nf, int64_t r0, int64_t r1) {
+  const k_cd_geom *g = t->g;
+  int64_t ysz = g->OH * g->OW, V = g->V;
+  for (int64_t j = fb; j < fb + nf && t->epi_block && !t->store_tail; j++) {
+    int64_t at = ((t->n0 + n) * g->Fb + j) * ysz * V;
+    k_epi_apply_blocked(t->c, t->b.yb + ((n * g->Fb + j) * ysz + r0 * g->OW) * V, at + r0 * g->OW * V,
+                        at + r1 * g->OW * V, V);
+  }
+  if (t->out_block) return;
+  float *y = (float *)t->c->out[0].data + (t->n0 + n) * g->F * ysz;
+  for (int64_t j = fb; j < fb + nf; j++)
+    k_cd_unpack_rows_of(t->isa, t->b.yb + (n * g->Fb + j) * ysz * V, g->F, g->OH, g->OW, j, r0, r1, t->c->req[0], y);
+  int64_t f1 = (fb + nf) * V < g->F ? (fb + nf) * V : g->F, c0 = (t->n0 + n) * g->F;
+  if (t->epi_block) return;
+  if (r0 == 0 && r1 == g->OH) k_epi_apply(t->c, (c0 + fb * V) * ysz, (c0 + f1) * ysz);   /* whole planes */
+  else
+    for (int64_t ch = c0 + fb * V; ch < c0 + f1; ch++) k_epi_apply(t->c, ch * ysz + r0 * g->OW, ch * ysz + r1 * g->OW);
+}
+
+/* Task i = (sample, pair of output blocks, part of the rows): computes them and writes them to Y. */
 static void k_cd_task_fwd(void *p, int64_t lo, int64_t hi) {
   k_cd_ctx *t = p;
   const k_cd_geom *g = t->g;
-  int64_t pairs = (g->Fb + 1) / 2, ysz = g->OH * g->OW;
+  int64_t pairs = (g->Fb + 1) / 2, ysz = g->OH * g->OW, parts = t->row_parts;
   for (int64_t i = lo; i < hi; i++) {
-    int64_t n = i / pairs, fb = i % pairs * 2;
+    int64_t n = i / (pairs * parts), fb = i / parts % pairs * 2, part = i % parts;
+    int64_t r0 = part * g->OH / parts, r1 = (part + 1) * g->OH / parts;
     int nf = fb + 1 < g->Fb ? 2 : 1;
     /* the blocked epilogue runs on yb (the output tensor itself when out_block), before any
      * unpacking: in the store when it is a k_epi_store, else as a pass over the block */
@@ -490,15 +542,8 @@ static void k_cd_task_fwd(void *p, int64_t lo, int64_t hi) {
     k_cd_store st = {t->store.add_slot >= 0 ? (const float *)t->c->in[t->store.add_slot].data + at : NULL,
                      t->store.add_swap, t->store.relu};
     (t->wino ? t->isa->fwd_wino_block : t->isa->fwd_block)(g, t->b.xb, t->b.w, t->bias, t->b.yb, n, fb,
-                                                            nf, t->store_tail ? &st : NULL);
-    if (t->epi_block && !t->store_tail)
-      k_epi_apply_blocked(t->c, t->b.yb + (n * g->Fb + fb) * ysz * g->V, at, at + nf * ysz * g->V, g->V);
-    if (t->out_block) continue;
-    for (int64_t j = fb; j < fb + nf; j++)
-      k_cd_unpack_block(t->isa, t->b.yb + (n * g->Fb + j) * ysz * g->V, g->F, g->OH, g->OW, k_cd_no_margin, j,
-                        t->c->req[0], (float *)t->c->out[0].data + (t->n0 + n) * g->F * ysz);
-    int64_t f1 = (fb + nf) * g->V < g->F ? (fb + nf) * g->V : g->F, c0 = (t->n0 + n) * g->F;
-    if (!t->epi_block) k_epi_apply(t->c, (c0 + fb * g->V) * ysz, (c0 + f1) * ysz);   /* the channels just written */
+                                                            nf, t->store_tail ? &st : NULL, r0, r1);
+    k_cd_fwd_finish(t, n, fb, nf, r0, r1);
   }
 }
 
@@ -563,7 +608,7 @@ static void k_cd_task_dx(void *p, int64_t lo, int64_t hi) {
     int64_t n = i / pairs, cb = i % pairs * 2;
     int nc = cb + 1 < g->Cb ? 2 : 1;
     if (t->wino) {   /* a forward on the data geometry, into an unpadded [S][Cb][H][W][V] in xb */
-      t->isa->fwd_wino_block(t->dg, t->b.yb, t->b.w, NULL, t->b.xb, n, cb, nc, NULL);
+      t->isa->fwd_wino_block(t->dg, t->b.yb, t->b.w, NULL, t->b.xb, n, cb, nc, NULL, 0, t->dg->OH);
       for (int64_t j = cb; j < cb + nc; j++)
         k_cd_unpack_block(t->isa, t->b.xb + (n * g->Cb + j) * g->H * g->W * g->V, g->C, g->H, g->W, k_cd_no_margin, j,
                           t->c->req[0], (float *)t->c->out[0].data + (t->n0 + n) * g->C * g->H * g->W);
@@ -699,7 +744,7 @@ int k_conv_direct_forward(const k_call *c) {
   if (direct_in && wino) g.vph = g.ph, g.vpw = g.pw, g.vphe = g.phe, g.vpwe = g.pwe;
   if (!direct_in && !nchw) k_cd_skip_rows(&g);   /* fwd_nchw_rows picks its rows itself */
   k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), c->in[0].data, 0, 0, p->in_block, p->out_block,
-                 p->epi_block, NULL, wino, 0, 0, {-1, 0, 0}, NULL};
+                 p->epi_block, NULL, wino, 0, 0, {-1, 0, 0}, NULL, 1};
   float *xb = t.b.xb, *yb = t.b.yb;
   k_call folded;       /* the call with the folded step taken off its epilogue */
   k_epilogue tail;
@@ -727,7 +772,8 @@ int k_conv_direct_forward(const k_call *c) {
     t.b.yb = p->out_block ? (float *)c->out[0].data + t.n0 * g.Fb * g.OH * g.OW * g.V : yb;
     if (!direct_in)
       k_parallel_for(t.ns * g.Cb, k_cd_pack_grain(g.Hp * g.Wp * g.V), p->in_block ? k_cd_task_pack_xb : k_cd_task_pack_x, &t);
-    k_parallel_for(t.ns * ((g.Fb + 1) / 2), 1, k_cd_task_fwd, &t);
+    t.row_parts = k_cd_row_parts(&t);
+    k_parallel_for(t.ns * ((g.Fb + 1) / 2) * t.row_parts, 1, k_cd_task_fwd, &t);
   }
   return 0;
 }
@@ -754,7 +800,7 @@ int k_conv_direct_backward(const k_call *c) {
   k_cd_geom g = k_cd_geometry(&c->in[1].shape, &c->in[2].shape, p, isa->V);
   int allowed = k_cd_wino_allowed(), wino = allowed && k_cd_wino_data_shape(&g);
   k_cd_geom dg = k_cd_data_geometry(&g);
-  k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), NULL, 0, 0, 0, 0, 0, NULL, wino, 0, 0, {-1, 0, 0}, &dg};
+  k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), NULL, 0, 0, 0, 0, 0, NULL, wino, 0, 0, {-1, 0, 0}, &dg, 1};
   t.wino_w = allowed && k_cd_wino_tiles(&g);
   if (c->req[0] != kNullOp) {
     if (wino) k_cd_pack_weights_wino(&g, c->in[2].data, NULL, 1, t.b.w);

@@ -62,13 +62,14 @@ typedef struct {
                     float *dst);
   void (*unpack_rows)(const float *src, int64_t W, int64_t srs, int64_t cn, int64_t len, float *dst,
                       int64_t ld, int add);
-  /* yb[n][fb .. fb+nf), nf = 1 or 2, plus bias (F floats, or NULL), stored through st (NULL:
-   * as computed). */
+  /* Rows [oh0, oh1) of yb[n][fb .. fb+nf), nf = 1 or 2, plus bias (F floats, or NULL), stored
+   * through st (NULL: as computed). */
   void (*fwd_block)(const k_cd_geom *g, const float *xb, const float *wf, const float *bias,
-                    float *yb, int64_t n, int64_t fb, int nf, const k_cd_store *st);
-  /* The same on the Winograd path (k_cd_wino), wf holding the transformed weights. */
+                    float *yb, int64_t n, int64_t fb, int nf, const k_cd_store *st, int64_t oh0, int64_t oh1);
+  /* The same on the Winograd path (k_cd_wino), wf holding the transformed weights: all rows
+   * only (oh0 = 0, oh1 = OH). */
   void (*fwd_wino_block)(const k_cd_geom *g, const float *xb, const float *wf, const float *bias,
-                         float *yb, int64_t n, int64_t fb, int nf, const k_cd_store *st);
+                         float *yb, int64_t n, int64_t fb, int nf, const k_cd_store *st, int64_t oh0, int64_t oh1);
   /* Rows [oh0, oh1) of one sample's NCHW output from its input padded but not blocked,
    * xp [C][Hp][Wp + V] (k_cd_nchw: stride 1 along the row, one input block), wf and bias as
    * fwd_block's; added to y when add is set. */

@@ -211,8 +211,8 @@ KCD_INLINE void KCD(fwd_row)(const k_cd_geom *g, const float *xn, const float *w
 }
 
 static void KCD(fwd_rows)(const k_cd_geom *g, const float *xn, const float *wf, VEC b0, VEC b1,
-                          float *y, const k_cd_store *st, int NF) {
-  for (int64_t oh = 0; oh < g->OH; oh++) {
+                          float *y, const k_cd_store *st, int NF, int64_t oh0, int64_t oh1) {
+  for (int64_t oh = oh0; oh < oh1; oh++) {
     if (NF > 1) {
       if (g->sw == 1) KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 2, 1);
       else if (g->sw == 2) KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 2, 2);
@@ -225,10 +225,11 @@ static void KCD(fwd_rows)(const k_cd_geom *g, const float *xn, const float *wf, 
   }
 }
 
-/* yb[n][fb .. fb+nf) for nf = 1 or 2, from xb and wf; bias (F floats) may be NULL; st (NULL:
- * none) with its res at this block's first element. */
+/* Rows [oh0, oh1) of yb[n][fb .. fb+nf) for nf = 1 or 2, from xb and wf; bias (F floats) may
+ * be NULL; st (NULL: none) with its res at this block's first element. Each row is computed
+ * alone, so how the rows are split changes no bit. */
 static void KCD(fwd_block)(const k_cd_geom *g, const float *xb, const float *wf, const float *bias,
-                           float *yb, int64_t n, int64_t fb, int nf, const k_cd_store *st) {
+                           float *yb, int64_t n, int64_t fb, int nf, const k_cd_store *st, int64_t oh0, int64_t oh1) {
   VEC b0 = {0}, b1 = {0};
   if (bias) {
     b0 = KCD(ld_part)(bias + fb * K_CD_V, g->F - fb * K_CD_V);
@@ -237,7 +238,7 @@ static void KCD(fwd_block)(const k_cd_geom *g, const float *xb, const float *wf,
   const float *xn = xb + n * g->Cb * g->Hp * g->Wp * K_CD_V;
   const float *w = wf + fb * g->Cb * g->kh * g->kw * K_CD_V * K_CD_V;
   float *y = yb + (n * g->Fb + fb) * g->OH * g->OW * K_CD_V;
-  KCD(fwd_rows)(g, xn, w, b0, b1, y, st, nf);
+  KCD(fwd_rows)(g, xn, w, b0, b1, y, st, nf, oh0, oh1);
 }
 
 /* ---- forward, NCHW in and out, few input channels ------------------------------------------ */
@@ -440,9 +441,11 @@ KCD_INLINE void KCD(wino_tiles)(const k_cd_geom *g, const float *xn, const float
 }
 
 /* fwd_block's contract on the Winograd path (k_cd_wino in k_conv_direct.c says when it runs):
- * wf is the transformed weights. */
+ * wf is the transformed weights; the rows are always all of them (k_cd_row_parts). */
 static void KCD(fwd_wino_block)(const k_cd_geom *g, const float *xb, const float *wf, const float *bias,
-                                float *yb, int64_t n, int64_t fb, int nf, const k_cd_store *st) {
+                                float *yb, int64_t n, int64_t fb, int nf, const k_cd_store *st, int64_t oh0,
+                                int64_t oh1) {
+  (void)oh0, (void)oh1;
   VEC b0 = {0}, b1 = {0};
   if (bias) {
     b0 = KCD(ld_part)(bias + fb * K_CD_V, g->F - fb * K_CD_V);

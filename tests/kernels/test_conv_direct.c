@@ -17,6 +17,7 @@
 #include "kt_harness.h"
 #include "k_conv_direct.h"
 #include "k_epilogue.h"
+#include "k_parallel.h"
 #include "k_scalar.h"
 
 #include <float.h>
@@ -79,6 +80,11 @@ static const cd_spec specs[] = {
   {"NCHW path, RGB stem",       1, 2, 3, 10, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
   {"NCHW path, (2,1), dilated", 1, 2, 2,  9, 32, 32, 3, 3, 2, 1, 1, 2, 2, 2, 1, 0, 0, 0},
   {"NCHW path, 1-D",            0, 2, 4,  1, 48, 16, 1, 5, 1, 1, 0, 2, 1, 1, 0, 0, 0, 0},
+  /* batch 1 with one or two output blocks: with 2 threads or more each task's rows are cut
+     into parts (k_cd_row_parts), which must change no bit (cd_row_parts) */
+  /* name                      2d N  C   H   W   F  kh kw sh sw ph pw dh dw nb */
+  {"batch 1, rows cut, 1x1",    1, 1, 64, 28, 28, 24, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0},
+  {"batch 1, rows cut, 5x5 s2", 1, 1, 24, 29, 29, 20, 5, 5, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0},
 };
 
 static int end_h(const cd_spec *s) { return s->asym ? s->phe : s->ph; }
@@ -405,6 +411,43 @@ static void cd_store_tail(const cd_spec *s, int64_t V, const char *mode) {
   cd_free(&d);
 }
 
+/* ---- the rows of a task cut into parts at batch 1 ---- */
+
+/* The forward of a batch-1 layer with few output blocks, whose rows k_cd_row_parts cuts into
+ * parts when there are threads to share them, gives the same bits with 1, 2 and 4 threads:
+ * NCHW out (written and accumulated, the epilogue-free unpack of each part's rows), blocked
+ * in with NCHW out, and blocked out with an epilogue in the store and one as a pass. */
+static void cd_row_parts(const cd_spec *s, const char *mode, int64_t V) {
+  static const int threads[] = {1, 2, 4};
+  cd_data d = cd_make(s);
+  int64_t n = k_shape_numel(&d.y.shape);
+  k_tensor r = kt_tensor_f32(d.y.shape, -1, 1, 43);
+  int slot = s->no_bias ? 2 : 3;
+  k_epi_step add = {.kind = K_EPI_BINARY, .fn = K_EPI_FN_add, .slot = slot};
+  k_epi_step relu = {.kind = K_EPI_UNARY, .fn = K_EPI_FN_relu}, tanh_s = {.kind = K_EPI_UNARY, .fn = K_EPI_FN_tanh};
+  k_epilogue store = {2, {add, relu}}, pass = {2, {tanh_s, add}};
+  k_conv_param p = cd_param(s);
+  float *init = kt_data_copy(&d.y), *ref[6], *got = malloc((size_t)n * 4);
+  char err[160] = "";
+  for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++) {
+    k_parallel_set_threads(threads[t]);
+    for (int k = 0; k < 6; k++) {
+      float *out = t == 0 ? (ref[k] = malloc((size_t)n * 4)) : got;
+      if (k < 2) cd_forward(s, &p, &d, mode, k ? kAddTo : kWriteTo, init, out);
+      else if (k == 2) KT_CHECK(cd_forward_blocked(s, &d, V, 1, 0, mode, 0, out, err, sizeof err) == 0, "%s: %s", s->name, err);
+      else if (k == 3) KT_CHECK(cd_forward_blocked(s, &d, V, 0, 1, mode, 0, out, err, sizeof err) == 0, "%s: %s", s->name, err);
+      else KT_CHECK(cd_forward_blocked_epi(s, &d, V, 1, 1, mode, 0, out, err, sizeof err, k == 4 ? &store : &pass, r.data) == 0,
+                    "%s: %s", s->name, err);
+      if (t) KT_CHECK(memcmp(got, ref[k], (size_t)n * 4) == 0, "%s %s case %d: %d threads differ from 1", s->name, mode, k, threads[t]);
+    }
+  }
+  k_parallel_set_threads(0);
+  for (int k = 0; k < 6; k++) free(ref[k]);
+  free(init), free(got);
+  kt_tensor_free(&r);
+  cd_free(&d);
+}
+
 /* ---- batch_norm folded into the cached weights ---- */
 
 /* y = conv(x) * a + b per channel, a and b as the epilogue computes them: the unfolded result. */
@@ -684,6 +727,11 @@ int main(void) {
   cd_fold_batch_norm(&specs[8]);    /* 1x1 stride 2, no bias */
   cd_fold_batch_norm(&specs[18]);   /* Winograd, the fold in the transformed weights */
   cd_nchw_path();
+  for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
+    if (strncmp(specs[i].name, "batch 1, rows cut", 17) == 0) {
+      cd_row_parts(&specs[i], "direct", 16);
+      cd_row_parts(&specs[i], "direct-avx2", 8);
+    }
   unsetenv("KILN_CONV");
   return kt_finish("test_conv_direct");
 }
