@@ -285,8 +285,12 @@ static void k_conv_forward_parts(void *ctx, int64_t lo, int64_t hi) {
 
 int k_convolution_forward(const k_call *c) {
   if (c->req[0] == kNullOp) return 0;
+  const k_conv_param *p = c->param;
   if (k_conv_direct_runs(c, &c->in[0].shape, &c->in[1].shape, 0)) return k_conv_direct_forward(c);
-  if (k_conv_dw_runs(c, &c->in[0].shape, &c->in[1].shape)) return k_conv_dw_forward(c);
+  /* a grouped layer compiled blocked runs there, whatever KILN_CONV says now (it refuses what
+   * it cannot honour): its neighbours read or wrote that layout */
+  if (k_conv_dw_runs(c, &c->in[0].shape, &c->in[1].shape) || p->in_block || p->out_block || p->epi_block)
+    return k_conv_dw_forward(c);
   k_conv_geom g = k_conv_geometry(&c->in[0].shape, &c->in[1].shape, c->param);
   if (k_conv_check_temp(c, &g)) return 1;
   k_conv_job j = {c, &g, 0};

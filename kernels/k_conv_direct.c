@@ -39,6 +39,7 @@
  * at run time, not from the model's --cpu/--features; a compiled blocked layout fixes only the
  * width (the compiling machine's, k_conv_block_width). */
 #include "k_conv_direct_impl.h"
+#include "k_conv_dw.h"
 #include "k_vec.h"
 
 #include <stdio.h>
@@ -251,7 +252,7 @@ int k_conv_direct_nchw(const k_shape *data, const k_shape *weight, const k_conv_
 }
 
 int k_conv_block_width(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
-  if (data->rank != 4 || !k_conv_direct_wanted(data, weight, p, 0)) return 0;
+  if (data->rank != 4 || !(k_conv_direct_wanted(data, weight, p, 0) || k_conv_dw_blocks(data, weight, p))) return 0;
   return (int)k_cd_pick()->V;
 }
 
@@ -266,7 +267,8 @@ size_t k_conv_direct_temp_bytes(const k_shape *data, const k_shape *weight, cons
 /* Wanted for this direction, and the planned workspace holds the direct path's (sized the
  * same for both directions whenever either wants it, so that asking is enough). */
 int k_conv_direct_runs(const k_call *c, const k_shape *data, const k_shape *weight, int backward) {
-  if (!backward && k_cd_blocked(c->param)) return 1;   /* k_conv_direct_forward checks the rest */
+  /* k_conv_direct_forward checks the rest; a blocked grouped layer is k_conv_dw.c's */
+  if (!backward && k_cd_blocked(c->param)) return ((const k_conv_param *)c->param)->num_group <= 1;
   return k_conv_direct_wanted(data, weight, c->param, backward) && c->temp &&
          c->temp_bytes >= k_conv_direct_temp_bytes(data, weight, c->param);
 }
@@ -492,13 +494,17 @@ static void k_cd_task_pack_dy(void *p, int64_t lo, int64_t hi) {
  * its rows cut until it has that many, each part at least K_CD_PART_MACS multiply-adds (waking
  * the pool costs more than a smaller part). Each row is computed alone, so the cut changes no
  * bit. Not on the Winograd path (its tiles are grouped across rows), nor with an epilogue that
- * gathers batch statistics (whole planes). */
+ * gathers batch statistics (whole planes). KILN_CONV_ROWS=0 turns it off (benchmarks time
+ * both). */
 #define K_CD_TASKS_PER_THREAD 4
 #define K_CD_PART_MACS (256 * 1024)
 static int64_t k_cd_row_parts(const k_cd_ctx *t) {
   const k_cd_geom *g = t->g;
   int64_t tasks = t->ns * ((g->Fb + 1) / 2), threads = k_parallel_threads();
-  if (threads < 2 || t->wino || k_epi_has_stats(t->c->epi) || tasks >= K_CD_TASKS_PER_THREAD * threads) return 1;
+  const char *env = getenv("KILN_CONV_ROWS");
+  if (threads < 2 || t->wino || k_epi_has_stats(t->c->epi) || tasks >= K_CD_TASKS_PER_THREAD * threads ||
+      (env && !strcmp(env, "0")))
+    return 1;
   int64_t want = (K_CD_TASKS_PER_THREAD * threads + tasks - 1) / tasks;
   int64_t row_macs = g->OW * 2 * g->V * g->C * g->kh * g->kw, most = g->OH * row_macs / K_CD_PART_MACS;
   if (want > most) want = most;

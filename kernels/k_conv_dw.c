@@ -34,6 +34,7 @@
 #include "k_epilogue.h"
 #include "k_parallel.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,6 +68,14 @@ typedef void (*k_dw_rows_fn)(const float *s, int64_t ss, float *d, int64_t ds, i
 typedef void (*k_dw_split_fn)(const float *s, int64_t ss, float *e, float *o, int64_t ds, int64_t nr, int64_t nc);
 typedef void (*k_dw_merge_fn)(const float *e, const float *o, int64_t ss, float *d, int64_t ds, int64_t nr,
                               int64_t nc, int add);
+/* The blocked forward's geometry (k_conv_dw_blocked.h): a depthwise layer's sizes, pads at
+ * the start, strides and dilations. */
+typedef struct {
+  int64_t H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw;
+} k_dw_bgeom;
+/* Rows [oh0, oh1) of one channel block of a blocked depthwise forward (k_conv_dw_blocked.h). */
+typedef void (*k_dw_brows_fn)(const k_dw_bgeom *g, const float *x, const float *wv, const float *bias, float *y,
+                              int64_t oh0, int64_t oh1);
 /* One instruction set's loops (k_conv_dw_isa.h says what each does). */
 typedef struct {
   const char *name;
@@ -75,6 +84,7 @@ typedef struct {
   k_dw_rows_fn rows;
   k_dw_split_fn split;
   k_dw_merge_fn merge;
+  k_dw_brows_fn brows[2];   /* the blocked forward for block widths 8 and 16 */
 } k_dw_isa;
 
 /* Portable: 4-float (SSE) vectors. */
@@ -416,8 +426,97 @@ static void k_dw_fwd_tasks(void *ctx, int64_t lo, int64_t hi) {
   }
 }
 
+/* ---- forward on channel-blocked tensors ---------------------------------------------------- */
+
+/* A depthwise layer the blocked forward takes: 2-D, one filter per channel (F = C = G), the
+ * direct grouped path wanted for it. */
+int k_conv_dw_blocks(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
+  if (data->rank != 4 || p->kernel.n != 2 || !k_conv_dw_wanted(data, weight, p)) return 0;
+  k_dw_geom g = k_dw_geometry(data, weight, p);
+  return g.Cg == 1 && g.M == 1;
+}
+
+/* Tasks i = (sample, channel block, part of the rows), as k_conv_direct.c cuts a batch-1
+ * layer's rows: each row is computed alone, so the cut changes no bit. */
+#define K_DWB_TASKS_PER_THREAD 4
+#define K_DWB_PART_MACS (64 * 1024)
+typedef struct {
+  const k_call *c;
+  const k_dw_isa *isa;
+  k_dw_bgeom g;
+  int64_t V, C, Cb, parts;
+} k_dwb_job;
+
+/* Channel block cb's tap weights wv [kh*kw][V] and bias bv [V] from W [C][1][kh][kw], 0 past C. */
+static void k_dwb_pack(const k_dwb_job *j, int64_t cb, float *wv, float *bv) {
+  const k_conv_param *p = j->c->param;
+  const float *W = j->c->in[1].data, *bias = p->no_bias ? NULL : j->c->in[2].data;
+  int64_t taps = j->g.kh * j->g.kw;
+  for (int64_t l = 0; l < j->V; l++) {
+    int64_t ch = cb * j->V + l;
+    for (int64_t t = 0; t < taps; t++) wv[t * j->V + l] = ch < j->C ? W[ch * taps + t] : 0.0f;
+    bv[l] = ch < j->C && bias ? bias[ch] : 0.0f;
+  }
+}
+
+static void k_dwb_tasks(void *ctx, int64_t lo, int64_t hi) {
+  const k_dwb_job *j = ctx;
+  const k_dw_bgeom *g = &j->g;
+  int64_t V = j->V, plane = g->OH * g->OW * V, rows = K_DW_EPI_FLOATS / (g->OW * V);
+  float wv[K_DW_MAX_TAPS * 16], bv[16];
+  if (rows < 1) rows = 1;
+  for (int64_t i = lo; i < hi; i++) {
+    int64_t n = i / (j->Cb * j->parts), cb = i / j->parts % j->Cb, part = i % j->parts;
+    int64_t r0 = part * g->OH / j->parts, r1 = (part + 1) * g->OH / j->parts, blk = n * j->Cb + cb;
+    const float *x = (const float *)j->c->in[0].data + blk * g->H * g->W * V;
+    float *y = (float *)j->c->out[0].data + blk * plane;
+    k_dwb_pack(j, cb, wv, bv);
+    for (int64_t r = r0; r < r1; r += rows) {   /* the epilogue on each run of rows, still in cache */
+      int64_t e = r + rows < r1 ? r + rows : r1;
+      j->isa->brows[V == 16](g, x, wv, bv, y, r, e);
+      k_epi_apply_blocked(j->c, y + r * g->OW * V, blk * plane + r * g->OW * V, blk * plane + e * g->OW * V, V);
+    }
+  }
+}
+
+/* A compiled blocked layout this call cannot honour is refused with a message, never guessed
+ * at: the same width in and out, 8 or 16, a depthwise 2-D layer, written (not accumulated). */
+static int k_dwb_check(const k_call *c) {
+  const k_conv_param *p = c->param;
+  const char *why = NULL;
+  if ((p->in_block != 8 && p->in_block != 16) || p->out_block != p->in_block || p->epi_block != p->in_block)
+    why = "input, output and epilogue must be blocked alike, 8 or 16 wide";
+  else if (!k_conv_dw_blocks(&c->in[0].shape, &c->in[1].shape, p)) why = "only a 2-D depthwise layer runs blocked";
+  else if (c->req[0] != kWriteTo && c->req[0] != kWriteInplace) why = "a blocked output cannot be accumulated";
+  else if (k_epi_has_stats(c->epi)) why = "batch statistics are gathered on NCHW output only";
+  if (!why) return 0;
+  snprintf(c->err, c->err_len, "convolution (depthwise): compiled blocked layout (in %d, out %d, epilogue %d): %s",
+           p->in_block, p->out_block, p->epi_block, why);
+  return 1;
+}
+
+static int k_conv_dw_forward_blocked(const k_call *c) {
+  if (k_dwb_check(c)) return 1;
+  const k_conv_param *p = c->param;
+  k_dw_geom dg = k_dw_geometry(&c->in[0].shape, &c->in[1].shape, p);
+  k_dwb_job j = {c, k_dw_pick(), {dg.H, dg.W, dg.OH, dg.OW, dg.kh, dg.kw, dg.sh, dg.sw, dg.ph, dg.pw, dg.dh, dg.dw},
+                 p->in_block, dg.C, (dg.C + p->in_block - 1) / p->in_block, 1};
+  int64_t tasks = dg.N * j.Cb, threads = k_parallel_threads();
+  if (threads > 1 && tasks < K_DWB_TASKS_PER_THREAD * threads) {
+    int64_t want = (K_DWB_TASKS_PER_THREAD * threads + tasks - 1) / tasks;
+    int64_t most = dg.OH * dg.OW * j.V * dg.taps / K_DWB_PART_MACS;
+    j.parts = want < most ? want : most;
+    if (j.parts > dg.OH) j.parts = dg.OH;
+    if (j.parts < 1) j.parts = 1;
+  }
+  k_parallel_for(tasks * j.parts, 1, k_dwb_tasks, &j);
+  return 0;
+}
+
 int k_conv_dw_forward(const k_call *c) {
   if (c->req[0] == kNullOp) return 0;
+  const k_conv_param *p = c->param;
+  if (p->in_block || p->out_block || p->epi_block) return k_conv_dw_forward_blocked(c);
   k_dw_geom g = k_dw_geometry(&c->in[0].shape, &c->in[1].shape, c->param);
   k_dw_job j;
   k_dw_job_init(&j, c, &g, g.N * g.G);

@@ -21,9 +21,14 @@ size_t k_conv_dw_temp_bytes(const k_shape *data, const k_shape *weight, const k_
  * KILN_CONV falls back to im2col instead of failing). */
 int k_conv_dw_runs(const k_call *c, const k_shape *data, const k_shape *weight);
 
+/* 1 when a forward of this shape can run on channel-blocked tensors (k_conv_param.in_block,
+ * out_block, epi_block, all the same width): a 2-D depthwise layer, one filter per channel,
+ * the path wanted for it. passes/pass_layout.c asks (through k_conv_block_width). */
+int k_conv_dw_blocks(const k_shape *data, const k_shape *weight, const k_conv_param *p);
+
 /* The k_convolution_forward / _backward contracts for calls k_conv_dw_runs accepts, except the
  * bias gradient, which k_convolution_backward computes for every path. */
-int k_conv_dw_forward(const k_call *c);
+int k_conv_dw_forward(const k_call *c);   /* blocked as the param says, or NCHW */
 int k_conv_dw_backward(const k_call *c);
 
 #endif

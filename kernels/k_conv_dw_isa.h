@@ -8,7 +8,8 @@
  *   K_DW_B     the dot products' taps per pass (both sized to the target's registers), and
  *   K_DW_ROW_COPY, K_DW_ROW_SPLIT, K_DW_ROW_MERGE  the row copies to use (the ones defined
  *              here, kdw_copy_row_<sfx> ..., or the file's own masked ones),
- * and it defines k_dw_isa_<sfx>, then undefines its parameters. */
+ * and it defines k_dw_isa_<sfx> (with the blocked forward of k_conv_dw_blocked.h for block
+ * widths 8 and 16), then undefines its parameters. */
 
 #define KDW_CAT2(a, b) a##_##b
 #define KDW_CAT(a, b) KDW_CAT2(a, b)
@@ -158,8 +159,14 @@ K_DW_ATTR static void KDW(k_dw_merge)(const float *e, const float *o, int64_t ss
   for (int64_t r = 0; r < nr; r++) K_DW_ROW_MERGE(e + r * ss, o + r * ss, nc, d + r * ds, add);
 }
 
+#define KDWB_V 8
+#include "k_conv_dw_blocked.h"
+#define KDWB_V 16
+#include "k_conv_dw_blocked.h"
+
 static const k_dw_isa KDW(k_dw_isa) = {K_DW_NAME, KDW(k_dw_sum), KDW(k_dw_dots), KDW(k_dw_rows),
-                                       KDW(k_dw_split), KDW(k_dw_merge)};
+                                       KDW(k_dw_split), KDW(k_dw_merge),
+                                       {KDW_CAT(k_dw_brows_8, K_DW_SFX), KDW_CAT(k_dw_brows_16, K_DW_SFX)}};
 
 #undef KDW_VEC
 #undef KDW_EVEN

@@ -58,12 +58,15 @@ size_t k_logsumexp_temp_bytes(const k_shape *args, const void *param);
  * parallel, each with a column buffer lent for its run and its own weight-gradient partial,
  * the partials summed in part order. A forward whose param carries a blocked layout
  * (k_conv_param.in_block / out_block / epi_block, set by passes/pass_layout.c) reads / writes
- * those tensors channel-blocked and always runs direct (k_conv_block_width below). */
+ * those tensors channel-blocked and always runs direct (k_conv_block_width below): a dense
+ * layer in k_conv_direct.c, a depthwise one in k_conv_dw.c (input, output and epilogue blocked
+ * alike there). */
 size_t k_conv_temp_bytes(const k_shape *data, const k_shape *weight, const k_conv_param *p);
 size_t k_convolution_temp_bytes(const k_shape *args, const void *param);   /* the op row's k_temp_fn */
 /* For passes/pass_layout.c: the block width V (8 or 16) a 2-D forward of this shape computes
- * in on the direct path here (this CPU; KILN_CONV honoured, as the plan's workspace does), or
- * 0 when it would run im2col. A forward with k_conv_param.in_block / out_block set runs direct
+ * in on the direct path here (this CPU; KILN_CONV honoured, as the plan's workspace does) —
+ * a dense layer, or a depthwise one (k_conv_dw_blocks: then only with its input and output
+ * both blocked) — or 0 when it would run im2col or the NCHW grouped loops. A forward with k_conv_param.in_block / out_block set runs direct
  * at that width whatever KILN_CONV or the CPU say at run time (a portable loop without
  * AVX-512 / AVX2), and refuses with a message what it cannot honour. */
 int k_conv_block_width(const k_shape *data, const k_shape *weight, const k_conv_param *p);

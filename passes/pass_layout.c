@@ -2,7 +2,9 @@
  * convolutions: a value written by one (with its epilogue) and read only by others, as their
  * data or as an epilogue's same-shaped operand (a residual add), is stored as the direct
  * convolution computes it ([N][ceil(C / V)][H][W][V], kernels/k_conv_direct_isa.h), so neither
- * side converts it to NCHW and back. A forward pooling reads a blocked value as it is and
+ * side converts it to NCHW and back. A depthwise convolution (k_conv_dw_blocked.h) takes part
+ * with its input and output blocked together or not at all, so a MobileNet block's expansion,
+ * depthwise and projection layers stay blocked end to end. A forward pooling reads a blocked value as it is and
  * passes the layout on, or converts its (smaller) output to NCHW when that is read otherwise.
  * Conversions stay at the boundaries: inputs, outputs, and values any other node reads. The
  * decisions go to the kernels as k_conv_param.in_block, out_block and epi_block and
@@ -138,6 +140,24 @@ static bool pass_layout_agree(const ir_graph *g, const int *width, int *blk) {
   return changed;
 }
 
+/* Whether n is a depthwise convolution on the blocked path (k_conv_dw_blocks): it reads and
+ * writes blocked only together, never converting one side as a dense one does. */
+static bool pass_layout_depthwise(const ir_node *n, int width) {
+  return width && ((const k_conv_param *)n->param)->num_group > 1;
+}
+
+/* One round: a depthwise convolution whose input and output disagree unblocks both. Returns
+ * whether anything changed. */
+static bool pass_layout_dw_agree(const ir_graph *g, const int *width, int *blk) {
+  bool changed = false;
+  for (int i = 0; i < ir_nnodes(g); i++) {
+    const ir_node *n = ir_node_at(g, i);
+    if (!pass_layout_depthwise(n, width[i]) || !blk[n->in[0]] == !blk[n->out[0]]) continue;
+    blk[n->in[0]] = blk[n->out[0]] = 0, changed = true;
+  }
+  return changed;
+}
+
 /* The epilogue's same-shaped operands' width: the output's when blocked, else theirs (0 when
  * it has none or they are NCHW). */
 static int pass_layout_epi_width(const ir_graph *g, const ir_node *n, const int *blk) {
@@ -187,8 +207,11 @@ static void pass_layout_explain(const ir_graph *g, pass_ctx *cx, const int *widt
       if (r->in[j] == t && !(j == 0 && pass_layout_pool(g, r)) && (!width[k] || !pass_layout_slot_ok(g, r, j)))
         return pass_explain(cx, "%s (convolution): %s is read by %s%s (%s%s), so it is stored NCHW", who, name,
                             pass_layout_name(r), j && r->epi ? "'s epilogue" : "", op ? ir_ops[r->op].name : ir_node_kind_name(r),
-                            !width[k] && op && r->op == IR_OP_convolution ? " on the im2col path" : "");
+                            !width[k] && op && r->op == IR_OP_convolution ? " on an NCHW path" : "");
   }
+  if (pass_layout_depthwise(n, width[i]))
+    return pass_explain(cx, "%s (convolution, depthwise): it reads and writes blocked only together, and %s or its "
+                        "input meets an NCHW tensor, so %s is stored NCHW", who, name, name);
   pass_explain(cx, "%s (convolution): %s or an operand of its epilogue meets an NCHW tensor, so it is stored NCHW", who, name);
 }
 
@@ -201,6 +224,7 @@ int pass_layout(ir_graph *g, pass_ctx *cx) {
   for (bool changed = true; changed;) {   /* both rules only unblock: a fixed point comes */
     changed = pass_layout_readers(g, width, blk);
     changed = pass_layout_agree(g, width, blk) || changed;
+    changed = pass_layout_dw_agree(g, width, blk) || changed;
   }
   int count = 0;
   for (int t = 0; t < nt; t++)

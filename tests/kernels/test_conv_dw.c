@@ -9,7 +9,8 @@
  * (KILN_CONV picks them; groups wider than the dispatch rule takes run under grouped-direct). The
  * workspace is filled with NaN first, so a read of a byte the kernel did not write shows.
  * Then finite-difference gradient checks of the path itself, 1- vs 2-thread bit identity,
- * the epilogue applied once to every output element, and the dispatch contract. */
+ * the epilogue applied once to every output element, and the dispatch contract; and the
+ * forward on channel-blocked tensors, which must give the NCHW path's bits. */
 #include "kt_harness.h"
 #include "k_conv_dw.h"
 #include "k_epilogue.h"
@@ -97,6 +98,8 @@ static k_conv_param dw_param(const dw_spec *s) {
 }
 
 typedef struct { k_tensor x, w, b, y, dy; } dw_data;
+
+static const dw_spec *spec(const char *name);
 
 static dw_data dw_make(const dw_spec *s) {
   int F = s->C / s->cg * s->M;
@@ -315,6 +318,108 @@ static void dw_epilogue(const dw_spec *s) {
   dw_free(&d);
 }
 
+/* ---- the forward on channel-blocked tensors (k_conv_dw_blocked.h) ---- */
+
+/* x [N][C][S] (S positions a plane) -> [N][ceil(C / V)][S][V]; lanes past C get NaN, which
+ * must not reach a real lane. */
+static float *dw_to_blocked(const float *x, int64_t N, int64_t C, int64_t S, int64_t V) {
+  int64_t Cb = (C + V - 1) / V;
+  float *b = malloc((size_t)(N * Cb * S * V) * sizeof(float));
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t c = 0; c < Cb * V; c++)
+      for (int64_t q = 0; q < S; q++)
+        b[((n * Cb + c / V) * S + q) * V + c % V] = c < C ? x[(n * C + c) * S + q] : NAN;
+  return b;
+}
+
+static void dw_from_blocked(const float *b, int64_t N, int64_t C, int64_t S, int64_t V, float *x) {
+  int64_t Cb = (C + V - 1) / V;
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t q = 0; q < S; q++) x[(n * C + c) * S + q] = b[((n * Cb + c / V) * S + q) * V + c % V];
+}
+
+/* One blocked forward at width V (in, out and epilogue blocked alike unless `out_v` differs),
+ * its output unpacked into got; returns the kernel's return code, its message in err. */
+static int dw_forward_blocked(const dw_spec *s, dw_data *d, int64_t V, int64_t out_v, const char *mode,
+                              const k_epilogue *epi, const k_tensor *extra, int nextra, float *got, char *err) {
+  if (mode) setenv("KILN_CONV", mode, 1); else unsetenv("KILN_CONV");
+  k_conv_param p = dw_param(s);
+  p.in_block = (int32_t)V, p.out_block = p.epi_block = (int32_t)out_v;
+  int64_t F = s->C / s->cg * s->M, HW = (int64_t)s->H * s->W, OHW = (int64_t)out_h(s) * out_w(s);
+  float *xb = dw_to_blocked(d->x.data, s->N, s->C, HW, V);
+  float *yb = malloc((size_t)(s->N * ((F + V - 1) / V) * OHW * V) * sizeof(float));
+  k_tensor in[8] = {d->x, d->w, d->b}, o = d->y;
+  for (int i = 0; i < nextra; i++) in[3 + i] = extra[i];
+  in[0].data = xb, o.data = yb;
+  size_t tb = k_conv_temp_bytes(&d->x.shape, &d->w.shape, &p);
+  void *temp = dw_temp(tb);
+  k_req req = kWriteTo;
+  k_call c = {in, 3 + nextra, &o, 1, &req, &p, temp, tb, 0, 0, 0, err, 160, NULL, epi};
+  err[0] = 0;
+  int rc = k_convolution_forward(&c);
+  if (!rc) dw_from_blocked(yb, s->N, F, OHW, V, got);
+  free(temp), free(xb), free(yb);
+  return rc;
+}
+
+/* The blocked forward gives the NCHW path's bits, on the same instruction set, at widths 8 and
+ * 16, with the planes' padding lanes NaN, with 1, 2 and 4 threads (batch-1 rows cut into
+ * parts), and with batch_norm + clip (MobileNet's tail) run blocked on each run of rows. */
+static void dw_blocked(const dw_spec *s) {
+  static const int threads[] = {1, 2, 4};
+  dw_data d = dw_make(s);
+  int64_t ny = k_shape_numel(&d.y.shape);
+  k_conv_param p = dw_param(s);
+  float *init = kt_data_copy(&d.y), *want = malloc((size_t)ny * 4), *got = malloc((size_t)ny * 4);
+  char err[160];
+  for (int64_t V = 8; V <= 16; V += 8)
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+      dw_forward(s, &p, &d, modes[m], kWriteTo, init, want, NULL, NULL, 0);
+      for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++) {
+        k_parallel_set_threads(threads[t]);
+        KT_CHECK(dw_forward_blocked(s, &d, V, V, modes[m], NULL, NULL, 0, got, err) == 0, "%s blocked: %s", s->name, err);
+        KT_CHECK(!memcmp(got, want, (size_t)ny * 4), "%s blocked V=%d %s, %d threads: not the NCHW path's bits", s->name,
+                 (int)V, modes[m] ? modes[m] : "default", threads[t]);
+      }
+      k_parallel_set_threads(0);
+    }
+  /* the epilogue: batch_norm over the channels, then clip */
+  int64_t F = s->C / s->cg * s->M;
+  k_tensor bn[4];
+  for (int i = 0; i < 4; i++) bn[i] = kt_tensor_f32(kt_shape(1, F), i == 3 ? 0.5f : -1.0f, 1.5f, 50 + i);
+  k_epilogue e = {0};
+  e.nsteps = 2;
+  e.step[0] = (k_epi_step){.kind = K_EPI_AFFINE, .slot = 3, .eps = 1e-5f, .channels = F, .inner = ny / (s->N * F)};
+  e.step[1] = (k_epi_step){.kind = K_EPI_UNARY, .fn = k_epi_fn_lookup("clip"), .has_param = 1};
+  k_clip_param clip = {0.0f, 6.0f};
+  memcpy(e.step[1].param, &clip, sizeof clip);
+  dw_forward(s, &p, &d, NULL, kWriteTo, init, want, &e, bn, 4);
+  KT_CHECK(dw_forward_blocked(s, &d, 16, 16, NULL, &e, bn, 4, got, err) == 0, "%s blocked epilogue: %s", s->name, err);
+  KT_CHECK(!memcmp(got, want, (size_t)ny * 4), "%s blocked epilogue: not the NCHW path's bits", s->name);
+  for (int i = 0; i < 4; i++) kt_tensor_free(&bn[i]);
+  free(init), free(want), free(got);
+  dw_free(&d);
+}
+
+/* What the blocked forward cannot honour it refuses with a message: an NCHW output beside a
+ * blocked input, and a group of more than one channel. */
+static void dw_blocked_refused(void) {
+  char err[160];
+  dw_data d = dw_make(spec("3x3 s1 pad 1"));
+  float *got = malloc((size_t)k_shape_numel(&d.y.shape) * 4);
+  KT_CHECK(dw_forward_blocked(spec("3x3 s1 pad 1"), &d, 16, 0, NULL, NULL, NULL, 0, got, err) != 0 && strstr(err, "alike"),
+           "a blocked input with an NCHW output accepted (%s)", err);
+  free(got);
+  dw_free(&d);
+  d = dw_make(spec("groups of 2"));
+  got = malloc((size_t)k_shape_numel(&d.y.shape) * 4);
+  KT_CHECK(dw_forward_blocked(spec("groups of 2"), &d, 16, 16, NULL, NULL, NULL, 0, got, err) != 0 && strstr(err, "depthwise"),
+           "a grouped layer of 2 channels a group accepted blocked (%s)", err);
+  free(got);
+  dw_free(&d);
+}
+
 /* KILN_CONV=im2col and grouped-im2col turn the path off; too little temp space falls back to
  * im2col; wide groups take it only under grouped-direct, and never past K_DW_MAX_TAPS terms. */
 static void dw_dispatch_contract(void) {
@@ -405,6 +510,9 @@ int main(void) {
   dw_epilogue(spec("multiplier 2"));
   dw_epilogue(spec("7x7 plane (mobilenet end)"));
   dw_dispatch_contract();
+  for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)   /* 2-D, one filter per channel */
+    if (specs[i].two_d && specs[i].cg == 1 && specs[i].M == 1) dw_blocked(&specs[i]);
+  dw_blocked_refused();
   unsetenv("KILN_CONV");
   return kt_finish("test_conv_dw");
 }

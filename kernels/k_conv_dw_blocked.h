@@ -1,0 +1,95 @@
+/* k_conv_dw_blocked.h — the depthwise forward on channel-blocked tensors for one block width
+ * and one instruction set. Not a normal header: k_conv_dw_isa.h includes it twice per
+ * instruction set, inside that set's K_DW_ATTR and K_DW_SFX, after defining
+ *   KDWB_V  the block width (8 or 16: passes/pass_layout.c's [N][ceil(C / V)][H][W][V]),
+ * and it defines k_dw_brows_<V>_<sfx>, then undefines KDWB_V.
+ *
+ * A block's V channels are a vector's lanes, so every tap is one vector multiply-add per
+ * output position, whatever the stride, padding and plane size (MobileNet's 7x7 planes too),
+ * with no phase planes and no conversion to NCHW and back around the layer. */
+
+#define KDWB_CAT3(a, b, c) a##_##b##_##c
+#define KDWB_CAT(a, b, c) KDWB_CAT3(a, b, c)
+#define KDWB(name) KDWB_CAT(name, KDWB_V, K_DW_SFX)
+#define KDWB_T 8   /* output positions a tile holds in registers */
+
+typedef float KDWB(kdwb_vec) __attribute__((vector_size(KDWB_V * sizeof(float))));
+#define KDWB_VEC KDWB(kdwb_vec)
+
+K_DW_ATTR K_DW_INLINE KDWB_VEC KDWB(kdwb_ld)(const float *p) {
+  KDWB_VEC v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+
+/* T neighbouring output positions [ow, ow + T) of row oh, every tap inside the row's columns
+ * (the caller checks): T accumulators, each weight vector loaded once for all of them. A row
+ * of taps outside the input adds w * 0 to each, as the zero-padded phase planes of the NCHW
+ * path do. */
+K_DW_ATTR K_DW_INLINE void KDWB(kdwb_tile)(const k_dw_bgeom *g, const float *x, const float *wv, KDWB_VEC b,
+                                           float *y, int64_t oh, int64_t ow, const int T) {
+  KDWB_VEC acc[KDWB_T];
+  for (int t = 0; t < T; t++) acc[t] = b;
+  for (int64_t ki = 0; ki < g->kh; ki++) {
+    int64_t ih = oh * g->sh - g->ph + ki * g->dh;
+    const float *xr = x + (ih * g->W + ow * g->sw - g->pw) * KDWB_V;
+    int inside = ih >= 0 && ih < g->H;
+    for (int64_t kj = 0; kj < g->kw; kj++) {
+      KDWB_VEC w = KDWB(kdwb_ld)(wv + (ki * g->kw + kj) * KDWB_V);
+      const float *xp = xr + kj * g->dw * KDWB_V;
+      for (int t = 0; t < T; t++) acc[t] += w * (inside ? KDWB(kdwb_ld)(xp + t * g->sw * KDWB_V) : (KDWB_VEC){0});
+    }
+  }
+  for (int t = 0; t < T; t++) memcpy(y + (oh * g->OW + ow + t) * KDWB_V, &acc[t], sizeof acc[t]);
+}
+
+/* One output position whose taps may fall outside the input in either axis. */
+K_DW_ATTR static void KDWB(kdwb_edge)(const k_dw_bgeom *g, const float *x, const float *wv, KDWB_VEC b,
+                                      float *y, int64_t oh, int64_t ow) {
+  KDWB_VEC acc = b;
+  for (int64_t ki = 0; ki < g->kh; ki++) {
+    int64_t ih = oh * g->sh - g->ph + ki * g->dh;
+    for (int64_t kj = 0; kj < g->kw; kj++) {
+      int64_t iw = ow * g->sw - g->pw + kj * g->dw;
+      KDWB_VEC xv = ih >= 0 && ih < g->H && iw >= 0 && iw < g->W ? KDWB(kdwb_ld)(x + (ih * g->W + iw) * KDWB_V)
+                                                                 : (KDWB_VEC){0};
+      acc += KDWB(kdwb_ld)(wv + (ki * g->kw + kj) * KDWB_V) * xv;
+    }
+  }
+  memcpy(y + (oh * g->OW + ow) * KDWB_V, &acc, sizeof acc);
+}
+
+#define KDWB_CASE(T) case T: KDWB(kdwb_tile)(g, x, wv, b, y, oh, ow, T); break;
+
+/* Rows [oh0, oh1) of one channel block's output y [OH][OW][V] from its input x [H][W][V], the
+ * taps' weights wv [kh*kw][V] and the bias bias [V]. Each output vector is 0 + bias, then
+ * + w_t * x_t over the taps t in the weights' order, one multiply-add each (contracted into an
+ * FMA where K_DW_ATTR allows it, as k_dw_sum's are): k_dw_sum's sum term for term, so the same
+ * bits as the NCHW path. The columns whose every tap lies inside the row run in tiles of up
+ * to KDWB_T positions; the others, at the edges, one at a time. */
+K_DW_ATTR static void KDWB(k_dw_brows)(const k_dw_bgeom *g, const float *x, const float *wv, const float *bias,
+                                       float *y, int64_t oh0, int64_t oh1) {
+  KDWB_VEC b = (KDWB_VEC){0} + KDWB(kdwb_ld)(bias);
+  int64_t lo = (g->pw + g->sw - 1) / g->sw, reach = g->W - 1 + g->pw - (g->kw - 1) * g->dw;
+  int64_t hi = reach < 0 ? 0 : reach / g->sw + 1;
+  if (lo > g->OW) lo = g->OW;
+  if (hi > g->OW) hi = g->OW;
+  if (hi < lo) hi = lo;
+  for (int64_t oh = oh0; oh < oh1; oh++) {
+    for (int64_t ow = 0; ow < lo; ow++) KDWB(kdwb_edge)(g, x, wv, b, y, oh, ow);
+    for (int64_t ow = lo; ow < hi;) {
+      int64_t T = hi - ow < KDWB_T ? hi - ow : KDWB_T;
+      switch (T) { KDWB_CASE(1) KDWB_CASE(2) KDWB_CASE(3) KDWB_CASE(4) KDWB_CASE(5) KDWB_CASE(6) KDWB_CASE(7) KDWB_CASE(8) }
+      ow += T;
+    }
+    for (int64_t ow = hi; ow < g->OW; ow++) KDWB(kdwb_edge)(g, x, wv, b, y, oh, ow);
+  }
+}
+
+#undef KDWB_CASE
+#undef KDWB_VEC
+#undef KDWB_T
+#undef KDWB
+#undef KDWB_CAT
+#undef KDWB_CAT3
+#undef KDWB_V
