@@ -80,10 +80,7 @@ int onnx_fold_shape(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
 }
 
 /* Gather of a constant along axis: out = data[:axis] + indices + data[axis+1:]. */
-int onnx_fold_gather(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
-  onnx_const *data = onnx_input_const(c, n, 0, "Kiln gathers only from constants (shape arithmetic); data");
-  onnx_const *idx = data ? onnx_input_const(c, n, 1, "indices") : NULL;
-  if (!idx) return 1;
+int onnx_fold_gather(onnx_ctx *c, const Onnx__NodeProto *n, onnx_const *data, onnx_const *idx) {
   const k_shape *ds = &data->shape;
   int64_t axis = onnx_attr_int(n, "axis", 0);
   if (axis < 0) axis += ds->rank;
@@ -247,5 +244,58 @@ int onnx_fold_binary(onnx_ctx *c, const Onnx__NodeProto *n, int kop, const onnx_
   onnx_const *k = onnx_fold_new(c, n, a->is_int, &s);
   for (int64_t o = 0; k && o < k->n; o++)
     onnx_set(k, o, onnx_apply(kop, onnx_get(a, onnx_bcast_index(&s, &a->shape, o)), onnx_get(b, onnx_bcast_index(&s, &b->shape, o)), a->is_int));
+  return onnx_fold_done(c, n, k);
+}
+
+/* ---- comparisons and Where on constants (torch's export of expand(-1, ...): the target
+ * shape where the -1 entries were, Where(Equal(shape, -1), ones, shape)) ---- */
+
+/* Equal, Less, Greater of two constants: a bool tensor, held widened as integers 0 and 1. A
+ * comparison of computed tensors is refused (Kiln has no bool tensors). */
+int onnx_fold_compare(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  (void)kop;
+  onnx_value *av = onnx_input(c, n, 0), *bv = onnx_input(c, n, 1);
+  if (!av || !bv || !n->n_output) return onnx_fail(c, "the node needs 2 inputs and an output");
+  if (!av->k || !bv->k)
+    return onnx_fail(c, "%s of computed tensors is not supported (only of constants, shape arithmetic: Kiln has no bool tensors)", n->op_type);
+  const onnx_const *a = av->k, *b = bv->k;
+  k_shape s;
+  if (!ir_shape_broadcast(&a->shape, &b->shape, &s)) return onnx_fail(c, "the constants' shapes do not broadcast");
+  int op = n->op_type[0];   /* 'E'qual, 'L'ess, 'G'reater: the table's three rows */
+  onnx_const *k = onnx_fold_new(c, n, true, &s);
+  for (int64_t o = 0; k && o < k->n; o++) {
+    double x = onnx_get(a, onnx_bcast_index(&s, &a->shape, o)), y = onnx_get(b, onnx_bcast_index(&s, &b->shape, o));
+    bool r = op == 'E' ? (a->is_int && b->is_int ? a->i[onnx_bcast_index(&s, &a->shape, o)] == b->i[onnx_bcast_index(&s, &b->shape, o)] : x == y)
+             : op == 'L' ? x < y : x > y;
+    k->i[o] = r;
+  }
+  return onnx_fold_done(c, n, k);
+}
+
+/* Where(cond, x, y) of constants, the three broadcast together: x where cond is nonzero. */
+int onnx_fold_where(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  (void)kop;
+  onnx_value *v[3];
+  for (int i = 0; i < 3; i++) v[i] = onnx_input(c, n, i);
+  if (!v[0] || !v[1] || !v[2] || !n->n_output) return onnx_fail(c, "Where needs 3 inputs and an output");
+  if (!v[0]->k || !v[1]->k || !v[2]->k) return onnx_fail(c, "Where of computed tensors is not supported (only of constants, shape arithmetic)");
+  const onnx_const *cond = v[0]->k, *x = v[1]->k, *y = v[2]->k;
+  k_shape s, t;
+  if (x->is_int != y->is_int) return onnx_fail(c, "Where's two values must have one type");
+  if (!ir_shape_broadcast(&cond->shape, &x->shape, &t) || !ir_shape_broadcast(&t, &y->shape, &s))
+    return onnx_fail(c, "the constants' shapes do not broadcast");
+  onnx_const *k = onnx_fold_new(c, n, x->is_int, &s);
+  for (int64_t o = 0; k && o < k->n; o++) {
+    bool pick = onnx_get(cond, onnx_bcast_index(&s, &cond->shape, o)) != 0;
+    const onnx_const *src = pick ? x : y;
+    onnx_copy(k, o, src, onnx_bcast_index(&s, &src->shape, o));
+  }
+  return onnx_fold_done(c, n, k);
+}
+
+/* Expand of a constant to shape s (already the broadcast of its shape and the target). */
+int onnx_fold_expand(onnx_ctx *c, const Onnx__NodeProto *n, const onnx_const *x, const k_shape *s) {
+  onnx_const *k = onnx_fold_new(c, n, x->is_int, s);
+  for (int64_t o = 0; k && o < k->n; o++) onnx_copy(k, o, x, onnx_bcast_index(s, &x->shape, o));
   return onnx_fold_done(c, n, k);
 }

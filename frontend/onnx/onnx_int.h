@@ -144,6 +144,10 @@ int onnx_fold_concat(onnx_ctx *c, const Onnx__NodeProto *n, int axis);   /* ever
 int onnx_fold_transpose(onnx_ctx *c, const Onnx__NodeProto *n, const onnx_const *x, const int64_t *perm, int np);
 /* An elementwise binary op (the row's Kiln op) of two constants, NumPy broadcasting. */
 int onnx_fold_binary(onnx_ctx *c, const Onnx__NodeProto *n, int kop, const onnx_const *a, const onnx_const *b);
+/* Gather of a constant data tensor at constant indices (shape arithmetic). */
+int onnx_fold_gather(onnx_ctx *c, const Onnx__NodeProto *n, onnx_const *data, onnx_const *idx);
+/* Expand of a constant to s, the broadcast of its shape and Expand's target. */
+int onnx_fold_expand(onnx_ctx *c, const Onnx__NodeProto *n, const onnx_const *x, const k_shape *s);
 /* Slice of a constant, bound to the node's output `out`: for each of the axes, ONNX's
  * [begin, end) with step (normalised, in range). */
 int onnx_fold_slice(onnx_ctx *c, const Onnx__NodeProto *n, const char *out, const onnx_const *x, int na,

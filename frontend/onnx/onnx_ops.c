@@ -627,6 +627,31 @@ int onnx_reshape(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   return onnx_reshape_to(c, n, xv, &s);
 }
 
+/* Expand: NumPy broadcasting of the input and the target shape (either may be larger along an
+ * axis); a constant folds, a computed tensor becomes a broadcast_to of the result's shape. */
+int onnx_expand(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  onnx_value *xv = onnx_input(c, n, 0);
+  onnx_const *sh = onnx_input_const(c, n, 1, "the shape");
+  k_shape xs, want = {0, {0}}, s;
+  if (!xv || !sh) return 1;
+  if (!n->n_output) return onnx_fail(c, "the node has no output");
+  if (!sh->is_int || sh->shape.rank != 1 || sh->n > K_MAX_RANK) return onnx_fail(c, "the shape must be at most %d integers", K_MAX_RANK);
+  want.rank = (int)sh->n;
+  for (int i = 0; i < want.rank; i++) {
+    if (sh->i[i] < 0 || sh->i[i] > ONNX_MAX_DIM) return onnx_fail(c, "the shape has a bad entry %lld", (long long)sh->i[i]);
+    want.d[i] = sh->i[i];
+  }
+  onnx_shape_of(c, xv, &xs);
+  if (!ir_shape_broadcast(&xs, &want, &s)) return onnx_fail(c, "the input's shape does not broadcast to the target");
+  if (xv->k) return onnx_fold_expand(c, n, xv->k, &s);
+  int x = onnx_tensor(c, xv, IR_T_PARAM);
+  if (ir_shape_eq(&xs, &s)) return onnx_bind(c, n->output[0], x, NULL), 0;   /* nothing to broadcast */
+  int k = onnx_emit(c, n, kop, &x, 1);
+  if (k < 0) return 1;
+  onnx_set_ints(&((k_broadcast_to_param *)onnx_param(c, k))->shape, s.d, s.rank);
+  return 0;
+}
+
 /* Squeeze and Unsqueeze: axes from the attribute (opset < 13) or input 2. */
 static int onnx_axes(onnx_ctx *c, const Onnx__NodeProto *n, int64_t *axes, int *na) {
   *na = onnx_attr_ints(n, "axes", axes, K_MAX_RANK);
@@ -750,6 +775,39 @@ int onnx_slice(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   }
   if (nb == 0) onnx_bind(c, n->output[0], cur, NULL);
   return cur < 0;
+}
+
+/* Gather: of a constant, folded (shape arithmetic); of a computed tensor at one constant index
+ * (ViT's class token, x[:, 0]), a slice of that index, reshaped to drop the axis when the
+ * index is a scalar. Several indices of a computed tensor are refused. */
+int onnx_gather(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  onnx_value *xv = onnx_input(c, n, 0);
+  onnx_const *idx = xv ? onnx_input_const(c, n, 1, "indices") : NULL;
+  if (!idx) return 1;
+  if (!n->n_output) return onnx_fail(c, "the node has no output");
+  if (xv->k) return onnx_fold_gather(c, n, xv->k, idx);
+  k_shape xs, s = {0, {0}};
+  onnx_shape_of(c, xv, &xs);
+  int64_t axis = onnx_attr_int(n, "axis", 0);
+  if (axis < 0) axis += xs.rank;
+  if (!idx->is_int || axis < 0 || axis >= xs.rank) return onnx_fail(c, "indices must be integers and axis within the data's rank %d", xs.rank);
+  if (idx->n != 1 || idx->shape.rank > 1)
+    return onnx_fail(c, "more than one index of a computed tensor is not supported (Kiln gathers one, a slice); this Gather takes %lld",
+                     (long long)idx->n);
+  int64_t at = idx->i[0] < 0 ? idx->i[0] + xs.d[axis] : idx->i[0];
+  if (at < 0 || at >= xs.d[axis]) return onnx_fail(c, "index %lld is out of range for a dimension of %lld", (long long)idx->i[0], (long long)xs.d[axis]);
+  bool squeeze = idx->shape.rank == 0;
+  int cur = onnx_tensor(c, xv, IR_T_PARAM), k = onnx_step(c, n, !squeeze, kop, &cur, 1);
+  if (k < 0) return 1;
+  *(k_slice_param *)onnx_param(c, k) = (k_slice_param){(int32_t)axis, at, at + 1, 1};
+  cur = onnx_step_done(c, k);
+  if (!squeeze || cur < 0) return cur < 0;
+  for (int i = 0; i < xs.rank; i++)
+    if (i != axis) s.d[s.rank++] = xs.d[i];
+  k = onnx_step(c, n, true, IR_OP_reshape, &cur, 1);
+  if (k < 0) return 1;
+  onnx_set_ints(&((k_reshape_param *)onnx_param(c, k))->shape, s.d, s.rank);
+  return onnx_step_done(c, k) < 0;
 }
 
 /* ---- Split: one slice per output. Each output is one copy of its part whichever way it is

@@ -4,7 +4,8 @@ classifiers by name (inception_v3 at 299x299, every other at 224x224) and "bert"
 encoder (nn.TransformerEncoder: 6 layers, d_model 512, 8 heads, feed-forward 2048, sequence
 128, batch first).
 
-Weights come from seed 0. A freshly initialised BatchNorm keeps mean 0 and variance 1, a deep
+Weights come from seed 0 (a Linear initialised to all zeros, ViT's head, is drawn at random
+instead, or the output would be all zeros). A freshly initialised BatchNorm keeps mean 0 and variance 1, a deep
 network's activations are then far from that, and its outputs shrink to around 1e-14:
 comparing two engines on such outputs proves nothing. So build() calibrates every batch_norm's
 running statistics on a few random batches (train mode with momentum None: their cumulative
@@ -52,6 +53,10 @@ def build(name, prepare=None):
         m = torchvision.models.inception_v3(aux_logits=False, init_weights=True)
     else:
         m = getattr(torchvision.models, name)()
+    g = torch.Generator().manual_seed(3)
+    for mod in m.modules():   # ViT's head starts at zero: an all-zero output compares nothing
+        if isinstance(mod, torch.nn.Linear) and not mod.weight.detach().any():
+            mod.weight.data = torch.randn(mod.weight.shape, generator=g) * 0.02
     if prepare:
         prepare(m)
     return calibrate_batch_norm(m, lambda i: example(name, 2, seed=100 + i))
