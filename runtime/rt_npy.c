@@ -1,10 +1,15 @@
 /* rt_npy.c — NumPy .npy files (format 1.0 and 2.0) for `kiln run --input/--output`.
  * The header is a Python dict literal, read by a small tokenizer that accepts exactly the
- * keys 'descr', 'fortran_order' and 'shape'; only little-endian float32/int32 in C order
- * are accepted, and the data must be exactly the size the header promises. */
+ * keys 'descr', 'fortran_order' and 'shape'; the data must be exactly the size the header
+ * promises. Kiln's tensors are little-endian float32 and int32 in C order; NumPy's defaults
+ * (float64, int64) and Fortran order are converted as they are read, within the kind (NumPy's
+ * same_kind rule), when nothing is lost but float rounding: a float64 beyond float32's range,
+ * or an int64 beyond int32's, is refused with a hint. rt_npy.note says what was converted. */
 #include "runtime.h"
 
+#include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +21,7 @@ typedef struct {
   const char *label;
   char *err;
   size_t err_len;
+  int wide;              /* the data is 8-byte ('<f8', '<i8'), converted to the 4-byte dtype */
 } npy_parser;
 
 static int npy_fail(npy_parser *P, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -99,10 +105,13 @@ static int npy_shape(npy_parser *P, k_shape *s) {
 }
 
 static int npy_descr(npy_parser *P, const char *d, k_dtype *t) {
-  if (strcmp(d, "<f4") == 0) *t = K_F32;
-  else if (strcmp(d, "<i4") == 0) *t = K_I32;
+  if (strcmp(d, "<f4") == 0 || strcmp(d, "<f8") == 0) *t = K_F32;
+  else if (strcmp(d, "<i4") == 0 || strcmp(d, "<i8") == 0) *t = K_I32;
   else if (d[0] == '>') return npy_fail(P, "big-endian data ('%s') is not supported", d);
-  else return npy_fail(P, "dtype '%s' is not supported (only '<f4' and '<i4')", d);
+  else
+    return npy_fail(P, "dtype '%s' is not supported (float32 and int32 are; float64 and int64 are converted): "
+                       "save it with .astype(numpy.float32) or .astype(numpy.int32)", d);
+  P->wide = d[2] == '8';
   return 0;
 }
 
@@ -119,7 +128,7 @@ static int npy_item(npy_parser *P, int seen[3], rt_npy *out, int *fortran) {
   return npy_shape(P, &out->shape);
 }
 
-static int npy_dict(npy_parser *P, rt_npy *out) {
+static int npy_dict(npy_parser *P, rt_npy *out, int *fortran_out) {
   int seen[3] = {0}, fortran = 0;
   if (!npy_eat(P, '{')) return npy_fail(P, "header: not a dict");
   while (!npy_eat(P, '}')) {
@@ -134,7 +143,47 @@ static int npy_dict(npy_parser *P, rt_npy *out) {
   const char *names[3] = {"descr", "fortran_order", "shape"};
   for (int k = 0; k < 3; k++)
     if (!seen[k]) return npy_fail(P, "header: missing key '%s'", names[k]);
-  if (fortran) return npy_fail(P, "fortran_order True (column-major) arrays are not supported");
+  *fortran_out = fortran;
+  return 0;
+}
+
+/* Element i of the file's data (n elements, wide or not) as the 4-byte dtype t into dst[j];
+ * a value the conversion would lose is refused. */
+static int npy_convert_one(npy_parser *P, const unsigned char *src, int64_t i, k_dtype t, void *dst, int64_t j) {
+  if (!P->wide) return memcpy((char *)dst + 4 * j, src + 4 * i, 4), 0;
+  if (t == K_F32) {
+    double v;
+    memcpy(&v, src + 8 * i, 8);
+    float f = (float)v;
+    if (isfinite(v) && isinf(f))   /* finite, yet beyond float32 */
+      return npy_fail(P, "float64 value %g at element %lld is beyond float32's range", v, (long long)i);
+    memcpy((char *)dst + 4 * j, &f, 4);
+    return 0;
+  }
+  int64_t v;
+  memcpy(&v, src + 8 * i, 8);
+  if (v < INT32_MIN || v > INT32_MAX)
+    return npy_fail(P, "int64 value %lld at element %lld is beyond int32's range", (long long)v, (long long)i);
+  int32_t w = (int32_t)v;
+  memcpy((char *)dst + 4 * j, &w, 4);
+  return 0;
+}
+
+/* The data (n elements) into dst in C order as the 4-byte dtype: element o of C order is, in
+ * Fortran order, at the offset whose index strides run the other way. */
+static int npy_convert(npy_parser *P, const unsigned char *src, const k_shape *s, k_dtype t, int fortran, void *dst) {
+  int64_t n = 1;
+  for (int d = 0; d < s->rank; d++) n *= s->d[d];
+  for (int64_t o = 0; o < n; o++) {
+    int64_t at = o;
+    if (fortran) {   /* o's index, last axis fastest; then its offset, first axis fastest */
+      int64_t idx[K_MAX_RANK], rest = o, stride = 1;
+      for (int d = s->rank - 1; d >= 0; d--) idx[d] = rest % s->d[d], rest /= s->d[d];
+      at = 0;
+      for (int d = 0; d < s->rank; d++) at += idx[d] * stride, stride *= s->d[d];
+    }
+    if (npy_convert_one(P, src, at, t, dst, o)) return -1;
+  }
   return 0;
 }
 
@@ -157,21 +206,27 @@ static int npy_preamble(npy_parser *P, const unsigned char *b, size_t len, size_
 
 int rt_npy_parse(const void *buf, size_t len, const char *label, rt_npy *out, char *err, size_t err_len) {
   memset(out, 0, sizeof *out);
-  npy_parser P = {NULL, NULL, label, err, err_len};
+  npy_parser P = {NULL, NULL, label, err, err_len, 0};
   size_t hdr = 0, hlen = 0, bytes = 0;   /* set on success; gcc -O2 cannot see that */
   if (npy_preamble(&P, buf, len, &hdr, &hlen)) return -1;
   P.p = (const char *)buf + hdr;
   P.end = P.p + hlen;
-  if (npy_dict(&P, out)) return -1;
-  if (nd_shape_bytes(&out->shape, out->dtype, &bytes) != 0)
+  int fortran = 0;
+  if (npy_dict(&P, out, &fortran)) return -1;
+  if (nd_shape_bytes(&out->shape, out->dtype, &bytes) != 0 || (P.wide && bytes > SIZE_MAX / 2))
     return npy_fail(&P, "the size of the shape overflows");
-  size_t have = len - hdr - hlen;
-  if (have != bytes) return npy_fail(&P, "data is %zu bytes, the header promises %zu", have, bytes);
+  size_t have = len - hdr - hlen, want = P.wide ? 2 * bytes : bytes;
+  if (have != want) return npy_fail(&P, "data is %zu bytes, the header promises %zu", have, want);
   size_t cap = bytes ? (bytes + RT_STORAGE_ALIGN - 1) & ~(size_t)(RT_STORAGE_ALIGN - 1) : RT_STORAGE_ALIGN;
   out->data = aligned_alloc(RT_STORAGE_ALIGN, cap);  /* aligned_alloc wants a multiple */
   if (!out->data) return npy_fail(&P, "out of memory for %zu bytes", bytes);
-  memcpy(out->data, (const char *)buf + hdr + hlen, bytes);
+  const unsigned char *src = (const unsigned char *)buf + hdr + hlen;
+  if (!P.wide && !fortran) memcpy(out->data, src, bytes);
+  else if (npy_convert(&P, src, &out->shape, out->dtype, fortran && out->shape.rank > 1, out->data))
+    return rt_npy_free(out), -1;
   out->nbytes = bytes;
+  snprintf(out->note, sizeof out->note, "%s%s%s", P.wide ? (out->dtype == K_F32 ? "float64 read as float32" : "int64 read as int32") : "",
+           P.wide && fortran ? ", " : "", fortran ? "Fortran order read as C order" : "");
   return 0;
 }
 

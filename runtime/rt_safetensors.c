@@ -194,6 +194,14 @@ static int parse_header(st_ctx *C, const rt_json *root, rt_st_file *f) {
   return check_names(C, f) || check_tiling(C, f);
 }
 
+/* What a file that is not safetensors looks like, from its first bytes, or "". */
+static const char *st_looks_like(const unsigned char *p, size_t len) {
+  if (len >= 4 && memcmp(p, "PK\x03\x04", 4) == 0) return ": it is a zip archive (a PyTorch .pt or .pth file?)";
+  if (len >= 6 && memcmp(p, "\x93NUMPY", 6) == 0) return ": it is a NumPy .npy file";
+  if (len >= 2 && p[0] == 0x80 && p[1] <= 5) return ": it is a Python pickle";
+  return "";
+}
+
 int rt_st_parse(void *image, size_t len, const char *label, rt_st_file *f, char *err,
                 size_t err_len) {
   memset(f, 0, sizeof *f);
@@ -203,6 +211,12 @@ int rt_st_parse(void *image, size_t len, const char *label, rt_st_file *f, char 
   const unsigned char *p = image;
   if (len < 8) goto fail_short;
   uint64_t n = read_le64(p);
+  /* A safetensors file is an 8-byte header length, then its JSON header, which opens with '{'.
+   * One that is not says so, rather than quoting a header length read from other bytes. */
+  if ((n > RT_ST_MAX_HEADER || n > len - 8) && (len < 9 || p[8] != '{')) {
+    st_fail(&C, NULL, "not a safetensors file (no JSON header after the 8-byte length)%s", st_looks_like(p, len));
+    goto fail;
+  }
   if (n > RT_ST_MAX_HEADER) {
     st_fail(&C, NULL, "header length %llu exceeds the limit of %u bytes", (unsigned long long)n, RT_ST_MAX_HEADER);
     goto fail;

@@ -1,2 +1,6 @@
-/* rt_version.c — the runtime's version string; also keeps the archive non-empty. */
-const char *rt_version(void) { return "kiln-runtime 0.1"; }
+/* rt_version.c — Kiln's version (CMake's project version, KILN_VERSION); also keeps the
+ * archive non-empty. */
+#ifndef KILN_VERSION
+#define KILN_VERSION "unknown"
+#endif
+const char *rt_version(void) { return KILN_VERSION; }

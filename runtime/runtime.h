@@ -272,14 +272,17 @@ int rt_st_serialize(const rt_st_tensor *ts, int n, const rt_st_meta *meta, int n
 
 /* ---------------------------------------------------------------------------------------
  * rt_npy.c — NumPy .npy files, format versions 1.0 and 2.0, little-endian '<f4' / '<i4',
- * C order. The header dict must hold exactly 'descr', 'fortran_order' and 'shape'; the data
- * must be exactly shape-product * itemsize bytes (trailing bytes are rejected). Writing
- * uses version 1.0 (2.0 when the header needs it), pads to 64 bytes, and is atomic. */
+ * C order; '<f8' and '<i8' are read as float32 and int32 (refused past their range), and
+ * Fortran order as C order, with `note` saying so. The header dict must hold exactly 'descr',
+ * 'fortran_order' and 'shape'; the data must be exactly shape-product * itemsize bytes
+ * (trailing bytes are rejected). Writing uses version 1.0 (2.0 when the header needs it),
+ * pads to 64 bytes, and is atomic. */
 typedef struct {
   k_dtype dtype;
   k_shape shape;
   void *data;             /* RT_STORAGE_ALIGN-aligned, owned; free with rt_npy_free */
   size_t nbytes;
+  char note[64];          /* what reading converted ("float64 read as float32", ...), or "" */
 } rt_npy;
 
 int rt_npy_read(const char *path, rt_npy *out, char *err, size_t err_len);

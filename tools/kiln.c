@@ -158,8 +158,9 @@ enum { KILN_NCOMMANDS = sizeof kiln_commands / sizeof *kiln_commands };
 static void kiln_usage(FILE *out) {
   fprintf(out, "usage: kiln COMMAND [ARGS]\n\nKiln compiles neural-network models written in the .kiln language.\n\ncommands:\n");
   for (int i = 0; i < KILN_NCOMMANDS; i++) fprintf(out, "  %-8s %s\n", kiln_commands[i].name, kiln_commands[i].summary);
-  fprintf(out, "\n'kiln COMMAND --help' describes a command. The language, the operators and the\n"
-               "generated C ABI are documented in docs/ of the Kiln source tree.\n");
+  fprintf(out, "\n'kiln COMMAND --help' describes a command; 'kiln --version' prints the version. The\n"
+               "language, the operators and the generated C ABI are documented in docs/ of the Kiln\n"
+               "source tree.\n");
 }
 
 static const kiln_command *kiln_find_command(const char *name) {
@@ -539,10 +540,29 @@ int kiln_outs_commit(kiln_outs *s, ir_diag *d) {
   return 1;
 }
 
+/* The archives an installed kiln links models with: PREFIX/LIBDIR/kiln, reached from the
+ * executable's own folder (PREFIX/bin), so the prefix can be anywhere; NULL when they are not
+ * there (kiln run from the build tree: cg_link.c's compile-time paths). $KILN_LIB_DIR
+ * overrides both (cg_link.c). */
+static const char *kiln_lib_dir(char *buf, size_t n) {
+  char exe[4096], probe[8300];
+  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (len <= 0) return NULL;
+  exe[len] = 0;
+  char *slash = strrchr(exe, '/');
+  if (!slash) return NULL;
+  *slash = 0;
+  snprintf(probe, sizeof probe, "%s/%s", exe, KILN_TOOL_ARCHIVE_REL);
+  if (!realpath(probe, exe)) return NULL;   /* PREFIX/lib/kiln, not PREFIX/bin/../lib/kiln */
+  snprintf(buf, n, "%s", exe);
+  snprintf(probe, sizeof probe, "%s/libkiln_runtime.a", buf);
+  return access(probe, R_OK) == 0 ? buf : NULL;
+}
+
 /* The objects into temporary files next to nothing the user owns, then linked into so. */
 static int kiln_link(cg_build *b, const char *so, ir_diag *d) {
-  char err[8192];
-  int rc = cg_build_link(b, so, NULL, err, sizeof err);
+  char err[8192], dir[4200];
+  int rc = cg_build_link(b, so, kiln_lib_dir(dir, sizeof dir), err, sizeof err);
   if (rc) kiln_cg_error(d, err);
   return rc;
 }
@@ -648,8 +668,20 @@ static int kiln_read_input(const rt_model_desc *d, const char *spec, rt_npy *arr
   kiln_tensor_str(t, want, sizeof want);
   rt_tensor_info as = {.dtype = arr[k].dtype, .shape = arr[k].shape};
   kiln_tensor_str(&as, got, sizeof got);
-  if (arr[k].dtype != (k_dtype)t->dtype || !ir_shape_eq(&arr[k].shape, &t->shape))
-    return fprintf(stderr, "kiln run: input '%s' must be %s; %s holds %s\n", t->name, want, eq + 1, got), 1;
+  if (arr[k].dtype != (k_dtype)t->dtype)
+    return fprintf(stderr, "kiln run: input '%s' must be %s; %s holds %s (save it with .astype(numpy.%s))\n", t->name,
+                   want, eq + 1, got, t->dtype == K_F32 ? "float32" : "int32"), 1;
+  if (!ir_shape_eq(&arr[k].shape, &t->shape)) {
+    bool batch_only = arr[k].shape.rank == t->shape.rank && t->shape.rank > 0;   /* only axis 0 differs? */
+    for (int i = 1; batch_only && i < t->shape.rank; i++) batch_only = arr[k].shape.d[i] == t->shape.d[i];
+    fprintf(stderr, "kiln run: input '%s' must be %s; %s holds %s\n", t->name, want, eq + 1, got);
+    if (batch_only)
+      fprintf(stderr, "kiln run: the model is compiled for %lld along the first axis; compile it again with "
+                      "-D DIM=%lld (DIM the model's name for that dim, e.g. batch) for this size\n",
+              (long long)t->shape.d[0], (long long)arr[k].shape.d[0]);
+    return 1;
+  }
+  if (arr[k].note[0]) fprintf(stderr, "kiln run: %s: %s\n", eq + 1, arr[k].note);
   return 0;
 }
 
@@ -722,6 +754,13 @@ static int kiln_predict(const rt_model_api *api, rt_model *m, const kiln_opts *o
   return rc;
 }
 
+/* How many parameters start from their initializers (no weights of their own in the model). */
+static int kiln_drawn_params(const rt_model_desc *d) {
+  int n = 0;
+  for (int i = 0; i < d->ntensors; i++) n += d->tensors[i].role == RT_ROLE_PARAM && !d->tensors[i].data;
+  return n;
+}
+
 /* Creates the model from a descriptor and runs predict once on the --input files. */
 static int kiln_run_api(const rt_model_api *api, const kiln_opts *o) {
   const rt_model_desc *d = api->desc;
@@ -735,6 +774,10 @@ static int kiln_run_api(const rt_model_api *api, const kiln_opts *o) {
   if (!rc && !m) rc = kiln_run_error("out of memory creating model '%s'\n", d->name);
   if (!rc && o->weights && api->load(m, o->weights))
     rc = kiln_run_error("%s: %s\n", o->weights, api->error(m));
+  int drawn = kiln_drawn_params(d);
+  if (!rc && !o->weights && drawn)   /* easy to miss: the outputs then mean nothing trained */
+    fprintf(stderr, "kiln run: no --weights: %d parameter%s of '%s' start from %s initializers (seed %llu)\n", drawn,
+            drawn == 1 ? "" : "s", d->name, drawn == 1 ? "its" : "their", (unsigned long long)o->seed);
   if (!rc) rc = kiln_predict(api, m, o, ins);
   if (m) api->destroy(m);
   for (int k = 0; k < 64; k++)
@@ -802,6 +845,7 @@ static int kiln_run_main(int argc, char **argv) {
 int main(int argc, char **argv) {
   if (argc < 2) return kiln_usage(stderr), 2;
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) return kiln_usage(stdout), 0;
+  if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) return printf("kiln %s\n", rt_version()), 0;
   const kiln_command *c = kiln_find_command(argv[1]);
   if (!c) {
     const char *names[KILN_NCOMMANDS];

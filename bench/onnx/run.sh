@@ -15,7 +15,7 @@
 #   column says n/a).
 set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${1:-$ROOT/build-bench}
+BUILD=$(cd "${1:-$ROOT/build-bench}" && pwd)   # absolute: node resolves ORT_DIR from elsewhere
 PY=${PYTHON:-/usr/bin/python3}
 MODELS=${MODELS:-$("$PY" "$ROOT/bench/onnx/torch_onnx.py" models)}
 BATCH=${BATCH:-1 8}
@@ -42,7 +42,7 @@ fi
 command -v node >/dev/null || { echo "# ONNX Runtime: no node, its column is n/a"; ort=0; }
 
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC')  $(uname -m)  $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), cpu family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ') model $(grep -m1 '^model[[:space:]]' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')  nproc $(nproc)"
-echo "# main $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')  torch $("$PY" -c 'import torch; print(torch.__version__)')  onnxruntime-node $([ $ort = 1 ] && node -e "console.log(require('$ORT_DIR/node_modules/onnxruntime-node/package.json').version)" || echo n/a)  secs/run $SECS  rounds $ROUNDS  load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# main $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')  torch $("$PY" -c 'import torch; print(torch.__version__)')  onnxruntime-node $([ $ort = 1 ] && node -e "console.log(require(process.argv[1]).version)" "$ORT_DIR/node_modules/onnxruntime-node/package.json" || echo n/a)  secs/run $SECS  rounds $ROUNDS  load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for b in $BATCH; do
   mkdir -p "$TMP/b$b"      # the model's name (and so its rows) comes from the file's name
   for m in $MODELS; do

@@ -97,6 +97,31 @@ done
 "$KILN" run "$TMP/mlp/libmlp.so" --input nope 2>/dev/null; [ $? -eq 2 ] && ok || bad "--input without = should exit 2"
 "$KILN" run "$TMP/mlp/libmlp.so" 2>/dev/null; [ $? -eq 1 ] && ok || bad "kiln run without inputs should exit 1"
 "$KILN" run "$TMP/nonexistent.so" 2>/dev/null; [ $? -eq 1 ] && ok || bad "kiln run on a missing .so should exit 1"
+# NumPy's defaults as kiln run inputs: float64 read as float32 and Fortran order as C order,
+# each said on stderr; a batch the .so was not compiled for gets the -D hint; a --weights file
+# that is not safetensors says what it is; no --weights says the parameters are drawn.
+if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+  /usr/bin/python3 - "$TMP" <<'PY'
+import sys, numpy as np
+t = sys.argv[1]
+np.save(t + "/f64.npy", np.random.default_rng(0).standard_normal((4, 784)))         # float64
+np.save(t + "/fort.npy", np.asfortranarray(np.ones((4, 784), np.float32)))
+np.save(t + "/one.npy", np.ones((1, 784), np.float32))
+PY
+  "$KILN" run "$TMP/mlp/libmlp.so" --input image="$TMP/f64.npy" --output prob="$TMP/p.npy" >/dev/null 2>"$TMP/f64.err" &&
+    grep -q "float64 read as float32" "$TMP/f64.err" && ok || bad "kiln run of a float64 input: $(cat "$TMP/f64.err")"
+  "$KILN" run "$TMP/mlp/libmlp.so" --input image="$TMP/fort.npy" >/dev/null 2>"$TMP/fort.err" &&
+    grep -q "Fortran order read as C order" "$TMP/fort.err" && ok || bad "kiln run of a Fortran-order input: $(cat "$TMP/fort.err")"
+  "$KILN" run "$TMP/mlp/libmlp.so" --input image="$TMP/one.npy" >/dev/null 2>"$TMP/one.err"; rc=$?
+  [ $rc -eq 1 ] && grep -q "compile it again with -D DIM=1" "$TMP/one.err" && ok || bad "kiln run at another batch: exit $rc, $(cat "$TMP/one.err")"
+  "$KILN" run "$TMP/mlp/libmlp.so" --input image="$TMP/fort.npy" --weights "$TMP/one.npy" >/dev/null 2>"$TMP/w.err"; rc=$?
+  [ $rc -eq 1 ] && grep -q "not a safetensors file.*NumPy .npy file" "$TMP/w.err" && ok || bad "--weights of a .npy: exit $rc, $(cat "$TMP/w.err")"
+  "$KILN" run "$ROOT/examples/mlp.kiln" -D batch=4 --input image="$TMP/fort.npy" >/dev/null 2>"$TMP/jit.err" &&
+    grep -q "no --weights: 4 parameters of 'mlp' start from their initializers (seed 0)" "$TMP/jit.err" && ok ||
+    bad "kiln run FILE.kiln without --weights should say so: $(cat "$TMP/jit.err")"
+else
+  echo "SKIP kiln run of NumPy's default arrays: no numpy for /usr/bin/python3"
+fi
 printf 'model broken {\n  input x : f32[2]\n  y = relu(z)\n  output y\n}\n' > "$TMP/broken.kiln"
 "$KILN" compile "$TMP/broken.kiln" -o "$TMP/libbroken.so" 2>/dev/null; [ $? -eq 1 ] && [ ! -e "$TMP/libbroken.so" ] && ok || bad "a bad model should exit 1 and write nothing"
 printf 'model a {\n  input x : f32[2]\n  y = relu(x)\n  output y\n}\nmodel b {\n  input x : f32[2]\n  y = tanh(x)\n  output y\n}\n' > "$TMP/two.kiln"

@@ -194,6 +194,12 @@ static void test_rules(void) {
   CHECK(rt_st_parse(memcpy(malloc(10), hdr, 10), 10, "s", &f, err, sizeof err) != 0 && strstr(err, "exceeds the limit"), "%s", err);
   hdr[3] = 0, hdr[0] = 3;
   CHECK(rt_st_parse(memcpy(malloc(10), hdr, 10), 10, "s", &f, err, sizeof err) != 0 && strstr(err, "runs past the end"), "%s", err);
+  /* other formats say what they are, not a header length read from their first bytes */
+  static const unsigned char zip[] = "PK\x03\x04\x14\x00\x00\x00\x08\x00....", npy[] = "\x93NUMPY\x01\x00v\x00{'descr";
+  CHECK(rt_st_parse(memcpy(malloc(sizeof zip), zip, sizeof zip), sizeof zip, "s", &f, err, sizeof err) != 0 &&
+        strstr(err, "not a safetensors file") && strstr(err, "zip archive"), "%s", err);
+  CHECK(rt_st_parse(memcpy(malloc(sizeof npy), npy, sizeof npy), sizeof npy, "s", &f, err, sizeof err) != 0 &&
+        strstr(err, ".npy file"), "%s", err);
 }
 
 /* ---- corruption ----------------------------------------------------------------------------- */
