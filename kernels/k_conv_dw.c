@@ -428,12 +428,19 @@ static void k_dw_fwd_tasks(void *ctx, int64_t lo, int64_t hi) {
 
 /* ---- forward on channel-blocked tensors ---------------------------------------------------- */
 
-/* A depthwise layer the blocked forward takes: 2-D, one filter per channel (F = C = G), the
- * direct grouped path wanted for it. */
-int k_conv_dw_blocks(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
-  if (data->rank != 4 || p->kernel.n != 2 || !k_conv_dw_wanted(data, weight, p)) return 0;
+/* A shape the blocked forward computes: 2-D, one filter per channel (F = C = G), a non-empty
+ * output, at most K_DW_MAX_TAPS taps. Not KILN_CONV: a layer compiled blocked runs blocked
+ * whatever it says at run time (its neighbours read or write that layout). */
+static int k_dw_blocked_shape(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
+  if (data->rank != 4 || p->kernel.n != 2 || p->num_group <= 1) return 0;
   k_dw_geom g = k_dw_geometry(data, weight, p);
-  return g.Cg == 1 && g.M == 1;
+  return g.Cg == 1 && g.M == 1 && g.N > 0 && g.OH > 0 && g.OW > 0 && g.taps <= K_DW_MAX_TAPS;
+}
+
+/* A depthwise layer the layout pass may block: its shape, and the grouped path wanted for it
+ * (KILN_CONV at compile time honoured, as the plan's workspace honours it). */
+int k_conv_dw_blocks(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
+  return k_conv_dw_wanted(data, weight, p) && k_dw_blocked_shape(data, weight, p);
 }
 
 /* Tasks i = (sample, channel block, part of the rows), as k_conv_direct.c cuts a batch-1
@@ -486,7 +493,7 @@ static int k_dwb_check(const k_call *c) {
   const char *why = NULL;
   if ((p->in_block != 8 && p->in_block != 16) || p->out_block != p->in_block || p->epi_block != p->in_block)
     why = "input, output and epilogue must be blocked alike, 8 or 16 wide";
-  else if (!k_conv_dw_blocks(&c->in[0].shape, &c->in[1].shape, p)) why = "only a 2-D depthwise layer runs blocked";
+  else if (!k_dw_blocked_shape(&c->in[0].shape, &c->in[1].shape, p)) why = "only a 2-D depthwise layer runs blocked";
   else if (c->req[0] != kWriteTo && c->req[0] != kWriteInplace) why = "a blocked output cannot be accumulated";
   else if (k_epi_has_stats(c->epi)) why = "batch statistics are gathered on NCHW output only";
   if (!why) return 0;

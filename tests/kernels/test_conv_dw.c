@@ -403,9 +403,18 @@ static void dw_blocked(const dw_spec *s) {
 }
 
 /* What the blocked forward cannot honour it refuses with a message: an NCHW output beside a
- * blocked input, and a group of more than one channel. */
+ * blocked input, and a group of more than one channel. What it can, it runs whatever
+ * KILN_CONV says at run time. */
 static void dw_blocked_refused(void) {
   char err[160];
+  for (int m = 0; m < 2; m++) {
+    dw_data e = dw_make(spec("3x3 s2 pad 1"));
+    float *out = malloc((size_t)k_shape_numel(&e.y.shape) * 4);
+    KT_CHECK(dw_forward_blocked(spec("3x3 s2 pad 1"), &e, 16, 16, m ? "grouped-im2col" : "im2col", NULL, NULL, 0, out, err) == 0,
+             "a blocked layer under KILN_CONV=%s: %s", m ? "grouped-im2col" : "im2col", err);
+    free(out);
+    dw_free(&e);
+  }
   dw_data d = dw_make(spec("3x3 s1 pad 1"));
   float *got = malloc((size_t)k_shape_numel(&d.y.shape) * 4);
   KT_CHECK(dw_forward_blocked(spec("3x3 s1 pad 1"), &d, 16, 0, NULL, NULL, NULL, 0, got, err) != 0 && strstr(err, "alike"),
