@@ -23,6 +23,9 @@ compile() {  # compile MODEL OUT_DIR [WRAPPER...]
 }
 
 san=$(readelf -d "$kiln" 2>/dev/null | grep -oE 'lib(asan|tsan|ubsan)' | head -1)
+# The TSan build's archives are instrumented, and kiln links them with the sanitizer flags only
+# for ASan (cg_link.c): the .so needs the TSan runtime to link.
+[ "$san" = libtsan ] && export CC="${CC:-cc} -fsanitize=thread"
 if [ -n "$san" ]; then
   echo "SKIP memcheck: kiln is built with $san, which Valgrind cannot run"
 elif ! command -v valgrind >/dev/null; then
