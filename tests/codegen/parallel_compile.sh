@@ -6,12 +6,13 @@
 #    block by block left uses on freed values, and the heap corruption that followed crashed
 #    about one compile in twenty. ASan cannot see it (LLVM is not instrumented), so the
 #    normal build runs this part; a sanitizer build says it is skipped;
-#  - in a loop, each run's .so compared byte for byte with the first (the parts are
-#    deterministic), so a run that crashes or writes other code fails. The TSan build runs
+#  - in a loop (15 runs a model, 5 in a sanitizer build; KILN_PARALLEL_RUNS sets it), each
+#    run's .so compared byte for byte with the first (the parts are deterministic), so a run
+#    that crashes or writes other code fails. The TSan build runs
 #    the loop too (label tsan): the part threads' own code is instrumented there.
 set -u
 kiln=$1 root=$2
-runs=${KILN_PARALLEL_RUNS:-15}
+runs=${KILN_PARALLEL_RUNS:-}
 tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 models=(tests/passes/models/chains.kiln tests/passes/models/repeat.kiln tests/passes/models/epilogue.kiln)
@@ -26,6 +27,8 @@ san=$(readelf -d "$kiln" 2>/dev/null | grep -oE 'lib(asan|tsan|ubsan)' | head -1
 # The TSan build's archives are instrumented, and kiln links them with the sanitizer flags only
 # for ASan (cg_link.c): the .so needs the TSan runtime to link.
 [ "$san" = libtsan ] && export CC="${CC:-cc} -fsanitize=thread"
+# 15 runs a model in the normal build; 5 in a sanitizer build, whose compiles are slower
+runs=${runs:-$([ -n "$san" ] && echo 5 || echo 15)}
 if [ -n "$san" ]; then
   echo "SKIP memcheck: kiln is built with $san, which Valgrind cannot run"
 elif ! command -v valgrind >/dev/null; then
