@@ -4,8 +4,9 @@
  * convolution computes it ([N][ceil(C / V)][H][W][V], kernels/k_conv_direct_isa.h), so neither
  * side converts it to NCHW and back. A depthwise convolution (k_conv_dw_blocked.h) takes part
  * with its input and output blocked together or not at all, so a MobileNet block's expansion,
- * depthwise and projection layers stay blocked end to end. A forward pooling reads a blocked value as it is and
- * passes the layout on, or converts its (smaller) output to NCHW when that is read otherwise.
+ * depthwise and projection layers stay blocked end to end. A forward pooling reads a blocked
+ * value as it is and passes the layout on, or converts its (smaller) output to NCHW when that
+ * is read otherwise.
  * Conversions stay at the boundaries: inputs, outputs, and values any other node reads. The
  * decisions go to the kernels as k_conv_param.in_block, out_block and epi_block and
  * k_pool_param.in_block and out_block (in a copy of the node's param) and to the memory plan
