@@ -488,28 +488,18 @@ static void k_cd_task_pack_dy(void *p, int64_t lo, int64_t hi) {
   }
 }
 
-/* How many parts each (sample, pair of output blocks) task's rows are cut into. A chunk with
- * fewer tasks than K_CD_TASKS_PER_THREAD per thread — batch 1, a layer with few output
- * channels: MobileNetV2's 24-channel projection is one pair, one task, one busy thread — has
- * its rows cut until it has that many, each part at least K_CD_PART_MACS multiply-adds (waking
- * the pool costs more than a smaller part). Each row is computed alone, so the cut changes no
- * bit. Not on the Winograd path (its tiles are grouped across rows), nor with an epilogue that
- * gathers batch statistics (whole planes). KILN_CONV_ROWS=0 turns it off (benchmarks time
- * both). */
-#define K_CD_TASKS_PER_THREAD 4
+/* How many parts each (sample, pair of output blocks) task's rows are cut into
+ * (k_parallel_row_parts, each part at least K_CD_PART_MACS multiply-adds): MobileNetV2's
+ * 24-channel projection at batch 1 is one pair, one task, one busy thread otherwise. Each row
+ * is computed alone, so the cut changes no bit. Not on the Winograd path (its tiles are
+ * grouped across rows), nor with an epilogue that gathers batch statistics (whole planes).
+ * KILN_CONV_ROWS=0 turns it off (benchmarks time both). */
 #define K_CD_PART_MACS (256 * 1024)
 static int64_t k_cd_row_parts(const k_cd_ctx *t) {
   const k_cd_geom *g = t->g;
-  int64_t tasks = t->ns * ((g->Fb + 1) / 2), threads = k_parallel_threads();
   const char *env = getenv("KILN_CONV_ROWS");
-  if (threads < 2 || t->wino || k_epi_has_stats(t->c->epi) || tasks >= K_CD_TASKS_PER_THREAD * threads ||
-      (env && !strcmp(env, "0")))
-    return 1;
-  int64_t want = (K_CD_TASKS_PER_THREAD * threads + tasks - 1) / tasks;
-  int64_t row_macs = g->OW * 2 * g->V * g->C * g->kh * g->kw, most = g->OH * row_macs / K_CD_PART_MACS;
-  if (want > most) want = most;
-  if (want > g->OH) want = g->OH;
-  return want > 1 ? want : 1;
+  if (t->wino || k_epi_has_stats(t->c->epi) || (env && !strcmp(env, "0"))) return 1;
+  return k_parallel_row_parts(t->ns * ((g->Fb + 1) / 2), g->OH, g->OW * 2 * g->V * g->C * g->kh * g->kw, K_CD_PART_MACS);
 }
 
 /* Rows [r0, r1) of output blocks [fb, fb + nf) of sample n of the chunk: the blocked epilogue

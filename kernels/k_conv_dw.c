@@ -443,9 +443,9 @@ int k_conv_dw_blocks(const k_shape *data, const k_shape *weight, const k_conv_pa
   return k_conv_dw_wanted(data, weight, p) && k_dw_blocked_shape(data, weight, p);
 }
 
-/* Tasks i = (sample, channel block, part of the rows), as k_conv_direct.c cuts a batch-1
- * layer's rows: each row is computed alone, so the cut changes no bit. */
-#define K_DWB_TASKS_PER_THREAD 4
+/* Tasks i = (sample, channel block, part of the rows), a batch-1 layer's rows cut as
+ * k_parallel_row_parts says (each part at least K_DWB_PART_MACS multiply-adds): each row is
+ * computed alone, so the cut changes no bit. */
 #define K_DWB_PART_MACS (64 * 1024)
 typedef struct {
   const k_call *c;
@@ -508,14 +508,8 @@ static int k_conv_dw_forward_blocked(const k_call *c) {
   k_dw_geom dg = k_dw_geometry(&c->in[0].shape, &c->in[1].shape, p);
   k_dwb_job j = {c, k_dw_pick(), {dg.H, dg.W, dg.OH, dg.OW, dg.kh, dg.kw, dg.sh, dg.sw, dg.ph, dg.pw, dg.dh, dg.dw},
                  p->in_block, dg.C, (dg.C + p->in_block - 1) / p->in_block, 1};
-  int64_t tasks = dg.N * j.Cb, threads = k_parallel_threads();
-  if (threads > 1 && tasks < K_DWB_TASKS_PER_THREAD * threads) {
-    int64_t want = (K_DWB_TASKS_PER_THREAD * threads + tasks - 1) / tasks;
-    int64_t most = dg.OH * dg.OW * j.V * dg.taps / K_DWB_PART_MACS;
-    j.parts = want < most ? want : most;
-    if (j.parts > dg.OH) j.parts = dg.OH;
-    if (j.parts < 1) j.parts = 1;
-  }
+  int64_t tasks = dg.N * j.Cb;
+  j.parts = k_parallel_row_parts(tasks, dg.OH, dg.OW * j.V * dg.taps, K_DWB_PART_MACS);
   k_parallel_for(tasks * j.parts, 1, k_dwb_tasks, &j);
   return 0;
 }

@@ -49,6 +49,19 @@ int k_parallel_threads(void);
  * runtime sizes its engine with it too. */
 int k_parallel_env_threads(void);
 
+/* How many parts to cut each of `tasks` tasks of `rows` rows into when a loop has fewer than 4
+ * tasks a thread (batch 1: a layer with few channel blocks keeps one thread busy): enough for
+ * 4 a thread, each part at least min_work of row_work a row, at most one row a part; 1 with one
+ * thread. The caller's tasks must compute each row alone, so the cut changes no bit. */
+static inline int64_t k_parallel_row_parts(int64_t tasks, int64_t rows, int64_t row_work, int64_t min_work) {
+  int64_t threads = k_parallel_threads();
+  if (threads < 2 || tasks <= 0 || tasks >= 4 * threads) return 1;
+  int64_t want = (4 * threads + tasks - 1) / tasks, most = rows * row_work / min_work;
+  if (want > most) want = most;
+  if (want > rows) want = rows;
+  return want > 1 ? want : 1;
+}
+
 /* The CPUs this process may run on (sched_getaffinity), at least 1. */
 int k_parallel_cpu_count(void);
 
