@@ -264,10 +264,10 @@ int onnx_fold_compare(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   int op = n->op_type[0];   /* 'E'qual, 'L'ess, 'G'reater: the table's three rows */
   onnx_const *k = onnx_fold_new(c, n, true, &s);
   for (int64_t o = 0; k && o < k->n; o++) {
-    double x = onnx_get(a, onnx_bcast_index(&s, &a->shape, o)), y = onnx_get(b, onnx_bcast_index(&s, &b->shape, o));
-    bool r = op == 'E' ? (a->is_int && b->is_int ? a->i[onnx_bcast_index(&s, &a->shape, o)] == b->i[onnx_bcast_index(&s, &b->shape, o)] : x == y)
-             : op == 'L' ? x < y : x > y;
-    k->i[o] = r;
+    int64_t ia = onnx_bcast_index(&s, &a->shape, o), ib = onnx_bcast_index(&s, &b->shape, o);
+    double x = onnx_get(a, ia), y = onnx_get(b, ib);
+    bool both_int = a->is_int && b->is_int;   /* exact: int64 values past 2^53 do not survive a double */
+    k->i[o] = op == 'E' ? (both_int ? a->i[ia] == b->i[ib] : x == y) : op == 'L' ? x < y : x > y;
   }
   return onnx_fold_done(c, n, k);
 }
