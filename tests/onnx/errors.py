@@ -163,6 +163,29 @@ elif got is None or not np.array_equal(got, np.maximum(xv, -np.inf)):
     fail("inf_scalar: kiln run differs from numpy")
 else:
     print("ok %-20s a rank-0 const, computed as numpy does" % "inf_scalar")
+# torch's export of expand(-1, ...) and x[:, 0] (ViT's class token): the target shape computed
+# by ConstantOfShape, Mul, Equal and Where on constants (folded), an Expand of a computed tensor
+# (broadcast_to), and a Gather of one index of a computed tensor (a slice); against numpy.
+shp = numpy_helper.from_array(np.array([1, 2, 4, 4], np.int64), "shp")
+four = numpy_helper.from_array(np.array([4], np.int64), "four")
+neg = numpy_helper.from_array(np.array(-1, np.int64), "neg")
+g0 = numpy_helper.from_array(np.array(1, np.int64), "g0")
+nodes = [helper.make_node("ConstantOfShape", ["four"], ["ones"], value=numpy_helper.from_array(np.array([1], np.int64))),
+         helper.make_node("Mul", ["ones", "neg"], ["minus"]),
+         helper.make_node("Equal", ["shp", "minus"], ["eq"]),
+         helper.make_node("Where", ["eq", "ones", "shp"], ["target"]),
+         helper.make_node("ReduceMean", ["x"], ["m"], axes=[1], keepdims=1),
+         helper.make_node("Expand", ["m", "target"], ["e"]),
+         helper.make_node("Gather", ["e", "g0"], ["gx"], axis=2),
+         helper.make_node("Add", ["gx", "gx"], ["y"])]
+path = save(model(nodes, [X], [vi("y", [1, 2, 4])], [shp, four, neg, g0]), "expand_gather")
+xv = np.random.default_rng(6).standard_normal((1, 2, 4, 4)).astype(np.float32)
+got = run(path, xv)
+want = np.broadcast_to(xv.mean(axis=1, keepdims=True), (1, 2, 4, 4))[:, :, 1] * 2
+if got is None or got.shape != want.shape or not np.allclose(got, want, rtol=1e-6, atol=1e-6):
+    fail("expand_gather: kiln run differs from numpy")
+else:
+    print("ok %-20s Equal and Where folded, Expand and a one-index Gather as numpy" % "expand_gather")
 # INT64_MAX through folded shape arithmetic stays exact (found by tests/fuzz/fuzz_onnx: it
 # went through a double and back, undefined behaviour that the ASan+UBSan build reports)
 big = numpy_helper.from_array(np.array([np.iinfo(np.int64).max], np.int64), "big")
