@@ -40,6 +40,7 @@ typedef struct {
   const char *features;        /* NULL: the host's features */
   int target;                  /* RT_TARGET_CPU (0) or RT_TARGET_CUDA (codegen/cuda/) */
   const char *gpu_arch;        /* CUDA: the PTX's architecture, NULL for sm_80 */
+  bool gpu_source_only;        /* CUDA: the CUDA C only (kiln compile --emit cu), no NVRTC */
   int large;                   /* CPU: the large-graph mode, 0 for graphs of more than
                                   CG_LARGE_MEMBERS fused members, 1 always, -1 never */
   int jobs;                    /* CPU, a .so: threads writing its code (cpu/cg_parts.c), at

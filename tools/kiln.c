@@ -447,7 +447,7 @@ static int kiln_build_model(const ir_graph *lowered, const kiln_opts *o, bool ll
   char err[2048];
   int target = kiln_target(o);
   cg_options co = {.opt_level = o->opt_level, .cpu = o->cpu, .features = o->features, .target = target, .gpu_arch = o->gpu_arch,
-                   .jobs = o->jobs};
+                   .jobs = o->jobs, .gpu_source_only = o->emit && strcmp(o->emit, "cu") == 0};
   if (cg_build_graphs(lowered, o->disabled | cg_target_disabled(target), d, b)) return 1;
   if (cg_build_module(b, llvm ? &co : NULL, err, sizeof err)) return kiln_cg_error(d, err), 1;
   return 0;

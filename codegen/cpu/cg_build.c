@@ -40,12 +40,15 @@ int cg_build_graphs(const ir_graph *lowered, uint32_t disabled, ir_diag *d, cg_b
 
 /* The GPU program: every op checked, the CUDA C written and compiled by NVRTC, the
  * descriptor made a CUDA model's; the LLVM module then holds only the descriptor and the
- * wrappers (cg_emit_aot). */
+ * wrappers (cg_emit_aot). With gpu_source_only the CUDA C is the product: NVRTC, the
+ * slowest step, is not run. */
 static int cg_build_cuda(cg_build *b, const cg_options *o, char *err, size_t n) {
 #ifdef KILN_HAVE_CUDA
   if (cg_cuda_check(b->predict, err, n) || (b->train && cg_cuda_check(b->train, err, n)) ||
-      cg_cuda_source(b->predict, b->train, &b->gpu_src, err, n) || cg_cuda_ptx(b->gpu_src, o->gpu_arch, &b->gpu_ptx, err, n))
+      cg_cuda_source(b->predict, b->train, &b->gpu_src, err, n))
     return 1;
+  if (o->gpu_source_only) return 0;
+  if (cg_cuda_ptx(b->gpu_src, o->gpu_arch, &b->gpu_ptx, err, n)) return 1;
   cg_cuda_retarget(b->desc, b->predict, b->train, b->gpu_ptx);
   return !(b->llvm = cg_llvm_new(b->predict->name, o, err, n));
 #else
