@@ -144,10 +144,12 @@ K_SF_INLINE float k_vm_tanh(float x) {
   return x == 0.0f ? x : y;
 }
 
-/* 1 / (1 + e^-x), with e^-|x| so that nothing overflows: e / (1 + e) for x < 0. */
+/* 1 / (1 + e^-x), with e^-|x| so that nothing overflows: e / (1 + e) for x < 0, computed as
+ * e * (1 / (1 + e)): one division for both sides, where a vector loop computed both quotients
+ * and SiLU spent most of its time in the divider (1 ulp more rounding, inside the 3 ulp bound). */
 K_SF_INLINE float k_vm_sigmoid(float x) {
-  float e = k_vm_exp(-fabsf(x)), d = 1.0f + e;
-  return x >= 0.0f ? 1.0f / d : e / d;
+  float e = k_vm_exp(-fabsf(x)), r = 1.0f / (1.0f + e);
+  return x >= 0.0f ? r : e * r;
 }
 
 /* erf: x + x Q(x^2) below 0.9; 1 - erfc(|x|) above, erfc = exp(P(|x| - 0.9)) (ln erfc is

@@ -120,6 +120,10 @@ static const pool_spec specs[] = {
   {"max2d global",         1, 2, 3, 4, 5, 4, 5, 1, 1, 0, 0, K_POOL_MAX, 1, 0, 0, 0, 0, 0},
   {"avg2d global",         1, 2, 3, 4, 5, 4, 5, 1, 1, 0, 0, K_POOL_AVG, 1, 0, 0, 0, 0, 0},
   {"avg1d global",         0, 2, 3, 1, 6, 1, 6, 1, 1, 0, 0, K_POOL_AVG, 1, 0, 0, 0, 0, 0},
+  /* the whole-plane mean's interleaved sums: three full rounds and a tail (7x7), a plane of 1 */
+  {"avg2d global 7x7",     1, 1, 5, 7, 7, 7, 7, 1, 1, 0, 0, K_POOL_AVG, 1, 0, 0, 0, 0, 0},
+  {"avg2d global 1x1",     1, 2, 3, 1, 1, 1, 1, 1, 1, 0, 0, K_POOL_AVG, 1, 0, 0, 0, 0, 0},
+  {"avg2d 7x7 window",     1, 1, 3, 7, 7, 7, 7, 1, 1, 0, 0, K_POOL_AVG, 0, 0, 0, 0, 0, 0},
   /* rows wider than the kernel's 256-column blocks */
   {"max1d wide 3 s1 pad1", 0, 1, 2, 1, 600, 1, 3, 1, 1, 0, 1, K_POOL_MAX, 0, 0, 0, 0, 0, 0},
   {"avg1d wide 4 s3 pad2", 0, 1, 2, 1, 800, 1, 4, 1, 3, 0, 2, K_POOL_AVG, 0, 0, 0, 0, 0, 0},
