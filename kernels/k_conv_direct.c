@@ -256,8 +256,11 @@ int k_conv_block_width(const k_shape *data, const k_shape *weight, const k_conv_
   return (int)k_cd_pick()->V;
 }
 
+/* A grouped layer never runs here, blocked or not (a blocked one is k_conv_dw.c's): sized as a
+ * dense one, MNASNet's blocked 5x5 depthwise layers on 1152 channels asked 266 MB each, and
+ * create spent a second clearing the arena. */
 size_t k_conv_direct_temp_bytes(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
-  if (!k_cd_blocked(p) && !k_conv_direct_wanted(data, weight, p, 0) && !k_conv_direct_wanted(data, weight, p, 1))
+  if (p->num_group > 1 || (!k_cd_blocked(p) && !k_conv_direct_wanted(data, weight, p, 0) && !k_conv_direct_wanted(data, weight, p, 1)))
     return 0;
   k_cd_geom g = k_cd_geometry(data, weight, p, K_CD_VMAX);
   int64_t sizes[4];

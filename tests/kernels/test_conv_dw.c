@@ -497,6 +497,17 @@ static const dw_spec *spec(const char *name) {
   exit(1);
 }
 
+/* The workspace a grouped layer asks is the same blocked or not: the blocked flags once made
+ * k_conv_temp_bytes size it as a dense layer too (MNASNet's 5x5 depthwise layers on 1152
+ * channels asked 266 MB each). Also no bigger than the depthwise path's own. */
+static void dw_temp_blocked(const dw_spec *s) {
+  k_shape x = {4, {s->N, s->C, s->H, s->W}}, w = {4, {s->C / s->cg * s->M, s->cg, s->kh, s->kw}};
+  k_conv_param p = dw_param(s), pb = p;
+  pb.in_block = pb.out_block = 16;
+  size_t plain = k_conv_temp_bytes(&x, &w, &p), blocked = k_conv_temp_bytes(&x, &w, &pb);
+  KT_CHECK(blocked == plain, "%s: a blocked grouped layer asks %zu workspace bytes, unblocked %zu", s->name, blocked, plain);
+}
+
 int main(void) {
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
     if (!dw_taken(&specs[i])) {   /* more channels per group than the rule takes: forced */
@@ -530,6 +541,8 @@ int main(void) {
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)   /* 2-D, one filter per channel */
     if (specs[i].two_d && specs[i].cg == 1 && specs[i].M == 1) dw_blocked(&specs[i]);
   dw_blocked_refused();
+  for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
+    if (specs[i].two_d) dw_temp_blocked(&specs[i]);
   unsetenv("KILN_CONV");
   return kt_finish("test_conv_dw");
 }
