@@ -122,6 +122,7 @@ static void cg_fold_slots(const ir_graph *g, const ir_node *nd, int32_t *in) {
  * keeps the shape the backward pass recorded; other absent slots read as scalars. */
 static const k_shape *cg_step_shapes(cg_box *b, const ir_graph *g, const ir_node *nd) {
   if (nd->kind == IR_N_FUSED && !nd->epi) return NULL;
+  if (nd->view_shape) return cg_dup(b, nd->view_shape, (size_t)nd->nin * sizeof *nd->view_shape);
   k_shape *sh = cg_alloc(b, (size_t)nd->nin * sizeof *sh);
   for (int j = 0; sh && j < nd->nin; j++)
     sh[j] = nd->in[j] >= 0 ? ir_tensor_at(g, nd->in[j])->shape
@@ -134,6 +135,7 @@ static void cg_step_slots(cg_box *b, const ir_graph *g, const ir_node *nd, rt_st
   cg_fold_slots(g, nd, (int32_t *)s->in);
   s->out = cg_dup(b, nd->out, (size_t)nd->nout * sizeof *nd->out);
   s->in_shape = cg_step_shapes(b, g, nd);
+  s->out_shape = nd->view_shape ? cg_dup(b, nd->view_shape + nd->nin, (size_t)nd->nout * sizeof *nd->view_shape) : NULL;
   k_req *req = cg_alloc(b, (size_t)nd->nout * sizeof *req);
   for (int j = 0; req && j < nd->nout; j++) req[j] = ir_node_req(nd, j);
   s->req = req;

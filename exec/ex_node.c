@@ -37,10 +37,14 @@ static void ex_bind_out(ex_run *r, const ir_node *nd, int j) {
   r->req[j] = r->tout[j].data ? ir_node_req(nd, j) : kNullOp;
 }
 
+/* A node the layout pass views otherwise (a channel scale on blocked values) sees its
+ * view_shape, as the code generators' steps do. */
 static int ex_forward(ex_run *r, const ir_node *nd, void *temp, size_t tb) {
   for (int j = 0; j < nd->nin; j++)
     if (ex_bind_in(r, nd, j, &r->tin[j])) return 1;
   for (int j = 0; j < nd->nout; j++) ex_bind_out(r, nd, j);
+  for (int j = 0; nd->view_shape && j < nd->nin + nd->nout; j++)
+    (j < nd->nin ? &r->tin[j] : &r->tout[j - nd->nin])->shape = nd->view_shape[j];
   return ex_call(r, nd, ir_ops[nd->op].forward, nd->nin, nd->nout, temp, tb);
 }
 

@@ -175,6 +175,9 @@ typedef struct ir_node {
   k_shape *slot_shape; /* BACKWARD: the shape of every in slot then every out slot, absent
                           ones included, recorded when the node is derived: kernels read the
                           shapes of slots that pruning later leaves out */
+  k_shape *view_shape; /* OP: the shapes its kernel sees, every in slot then every out slot,
+                          where they are not its tensors' (a channel scale on blocked values,
+                          passes/pass_layout.c); NULL: the tensors' shapes */
   struct ir_node *sub; /* FUSED: the member nodes, in execution order */
   int nsub;
   const struct k_epilogue *epi;  /* FUSED by the epilogue pass: sub[0] is a heavy op (op and param

@@ -127,6 +127,10 @@ static ir_node ir_node_copy(ir_arena *a, const ir_node *n) {
     size_t bytes = sizeof(k_shape) * (size_t)(n->nin + n->nout);
     c.slot_shape = memcpy(ir_alloc(a, bytes), n->slot_shape, bytes);
   }
+  if (n->view_shape) {
+    size_t bytes = sizeof(k_shape) * (size_t)(n->nin + n->nout);
+    c.view_shape = memcpy(ir_alloc(a, bytes), n->view_shape, bytes);
+  }
   if (n->epi) c.epi = memcpy(ir_alloc(a, sizeof *n->epi), n->epi, sizeof *n->epi);
   if (n->sub) {
     c.sub = ir_alloc(a, sizeof(ir_node) * (size_t)n->nsub);

@@ -62,9 +62,16 @@ static void ir_print_tensor_list(const ir_graph *g, const int *ts, int n, FILE *
 
 /* The layout pass's decision on a convolution: "blocked[16]: in x, out y" (or "epilogue
  * operands" when only those are blocked: the result is converted after the epilogue); on a
- * pooling, "blocked[16]: in x" and ", out y" when its output is blocked too. Returns whether
- * the comment has begun (any, or by this). */
+ * pooling, "blocked[16]: in x" and ", out y" when its output is blocked too; on a channel
+ * scale viewed blocked (view_shape), "blocked[16]: in x, out y". Returns whether the comment
+ * has begun (any, or by this). */
 static bool ir_print_layout(const ir_graph *g, const ir_node *n, bool any, FILE *out) {
+  if (n->view_shape && n->nin == 2 && n->nout == 1) {   /* the data slot is the one viewed whole */
+    int d = n->view_shape[0].d[2] == n->view_shape[2].d[2] && n->view_shape[0].d[3] == n->view_shape[2].d[3] ? 0 : 1;
+    fprintf(out, "%sblocked[%lld]: in %s, out %s", any ? "; " : "  # ", (long long)n->view_shape[2].d[4],
+            ir_tensor_at(g, n->in[d])->name, ir_tensor_at(g, n->out[0])->name);
+    return true;
+  }
   const k_pool_param *pp = n->op == IR_OP_pooling && n->kind == IR_N_OP ? n->param : NULL;
   if (pp && pp->in_block) {
     fprintf(out, "%sblocked[%d]: in %s", any ? "; " : "  # ", pp->in_block, ir_tensor_at(g, n->in[0])->name);

@@ -4,7 +4,8 @@
  * convolution computes it ([N][ceil(C / V)][H][W][V], kernels/k_conv_direct_isa.h), so neither
  * side converts it to NCHW and back. A depthwise convolution (k_conv_dw_blocked.h) takes part
  * with its input and output blocked together or not at all, so a MobileNet block's expansion,
- * depthwise and projection layers stay blocked end to end. A forward pooling reads a blocked
+ * depthwise and projection layers stay blocked end to end; so does a channel scale (the mul
+ * ending squeeze-and-excitation), viewed by its kernel as 5-D. A forward pooling reads a blocked
  * value as it is and passes the layout on, or converts its (smaller) output to NCHW when that
  * is read otherwise.
  * Conversions stay at the boundaries: inputs, outputs, and values any other node reads. The
@@ -51,6 +52,29 @@ static bool pass_layout_pool(const ir_graph *g, const ir_node *n) {
          !(n->inplace && n->inplace[0] >= 0);
 }
 
+/* The data slot (0 or 1) of a channel scale, squeeze-and-excitation's last step: a forward mul
+ * of a 4-D value by an [N, C, 1, 1] one, the output the value's shape, written or in place on
+ * the value; -1 for any other node. Its kernel (the broadcast mul) runs on blocked values as
+ * they are, viewed as [N][C/V][H][W][V] by [N][C/V][1][1][V]: the scale's plain [N][C] when C
+ * is a multiple of V (pass_layout_scale_fits), so the block before and after it stays blocked. */
+static int pass_layout_scale(const ir_graph *g, const ir_node *n) {
+  if (n->kind != IR_N_OP || n->op != IR_OP_mul || n->nin != 2 || n->nout != 1 || n->out[0] < 0 || n->in[0] < 0 ||
+      n->in[1] < 0 || ir_node_req(n, 0) == kAddTo)
+    return -1;
+  const k_shape *y = &ir_tensor_at(g, n->out[0])->shape;
+  for (int d = 0; d < 2; d++) {
+    const k_shape *x = &ir_tensor_at(g, n->in[d])->shape, *s = &ir_tensor_at(g, n->in[1 - d])->shape;
+    if (y->rank == 4 && ir_shape_eq(x, y) && s->rank == 4 && s->d[0] == y->d[0] && s->d[1] == y->d[1] && s->d[2] == 1 &&
+        s->d[3] == 1 && (!n->inplace || n->inplace[0] < 0 || n->inplace[0] == d))
+      return d;
+  }
+  return -1;
+}
+
+static bool pass_layout_scale_fits(const ir_graph *g, const ir_node *n, int V) {
+  return ir_tensor_at(g, n->out[0])->shape.d[1] % V == 0;
+}
+
 /* Whether input slot j of node n (width V) reads its tensor as the direct kernel can in blocked
  * form: the data slot, or a binary step's operand of the output's shape (not one value). */
 static bool pass_layout_slot_ok(const ir_graph *g, const ir_node *n, int j) {
@@ -77,7 +101,8 @@ static bool pass_layout_affine_ok(const ir_graph *g, const ir_node *n) {
 
 /* Candidates: the output of each direct convolution that writes it (not accumulating, not in
  * place) and is a value, not a result; then, in graph order, the output of each pooling whose
- * input is a candidate. width[n] is node n's direct-path width. */
+ * input is a candidate, and of each channel scale whose data is. width[n] is node n's
+ * direct-path width. */
 static void pass_layout_candidates(const ir_graph *g, const int *width, int *blk) {
   for (int i = 0; i < ir_nnodes(g); i++) {
     const ir_node *n = ir_node_at(g, i);
@@ -88,14 +113,18 @@ static void pass_layout_candidates(const ir_graph *g, const int *width, int *blk
   for (int i = 0; i < ir_nnodes(g); i++) {
     const ir_node *n = ir_node_at(g, i);
     if (pass_layout_pool(g, n) && blk[n->in[0]] && pass_layout_value_ok(g, n->out[0])) blk[n->out[0]] = blk[n->in[0]];
+    int d = pass_layout_scale(g, n);
+    if (d >= 0 && blk[n->in[d]] && pass_layout_scale_fits(g, n, blk[n->in[d]]) && pass_layout_value_ok(g, n->out[0]))
+      blk[n->out[0]] = blk[n->in[d]];
   }
 }
 
 /* Whether node i reads input slot j blocked at width V: a direct convolution of that width in
- * a slot its kernel takes blocked, or a pooling's data. */
+ * a slot its kernel takes blocked, a pooling's data, or a channel scale's. */
 static bool pass_layout_reads_blocked(const ir_graph *g, const int *width, int i, int j, int V) {
   const ir_node *n = ir_node_at(g, i);
-  return (width[i] == V && pass_layout_slot_ok(g, n, j)) || (j == 0 && pass_layout_pool(g, n));
+  return (width[i] == V && pass_layout_slot_ok(g, n, j)) || (j == 0 && pass_layout_pool(g, n)) ||
+         (j == pass_layout_scale(g, n) && pass_layout_scale_fits(g, n, V));
 }
 
 /* One round of the readers' rule: a candidate any node reads in a slot it cannot take blocked
@@ -159,6 +188,19 @@ static bool pass_layout_dw_agree(const ir_graph *g, const int *width, int *blk) 
   return changed;
 }
 
+/* One round: a channel scale whose data and output disagree unblocks both (its kernel sees
+ * one layout). Returns whether anything changed. */
+static bool pass_layout_scale_agree(const ir_graph *g, int *blk) {
+  bool changed = false;
+  for (int i = 0; i < ir_nnodes(g); i++) {
+    const ir_node *n = ir_node_at(g, i);
+    int d = pass_layout_scale(g, n);
+    if (d < 0 || blk[n->in[d]] == blk[n->out[0]]) continue;
+    blk[n->in[d]] = blk[n->out[0]] = 0, changed = true;
+  }
+  return changed;
+}
+
 /* The epilogue's same-shaped operands' width: the output's when blocked, else theirs (0 when
  * it has none or they are NCHW). */
 static int pass_layout_epi_width(const ir_graph *g, const ir_node *n, const int *blk) {
@@ -188,6 +230,15 @@ static void pass_layout_mark(ir_graph *g, ir_node *n, const int *blk) {
   if (n->epi) n->sub[0].param = p;
 }
 
+/* A blocked channel scale's view of its slots (pass_layout_scale): data and output
+ * [N][C/V][H][W][V], the scale [N][C/V][1][1][V]. */
+static void pass_layout_mark_scale(ir_graph *g, ir_node *n, int d, int V) {
+  k_shape y = ir_tensor_at(g, n->out[0])->shape, *v = ir_alloc(&g->arena, 3 * sizeof *v);
+  k_shape x = {5, {y.d[0], y.d[1] / V, y.d[2], y.d[3], V}}, s = {5, {y.d[0], y.d[1] / V, 1, 1, V}};
+  v[d] = x, v[1 - d] = s, v[2] = x;
+  n->view_shape = v;
+}
+
 /* A node as the explain lines name it: an epilogue by its heavy node. */
 static const char *pass_layout_name(const ir_node *n) { return n->epi ? n->sub[0].name : n->name; }
 
@@ -204,11 +255,16 @@ static void pass_layout_explain(const ir_graph *g, pass_ctx *cx, const int *widt
   for (int k = 0; k < ir_nnodes(g); k++) {
     const ir_node *r = ir_node_at(g, k);
     bool op = r->kind == IR_N_OP || r->epi;
-    for (int j = 0; j < r->nin; j++)
-      if (r->in[j] == t && !(j == 0 && pass_layout_pool(g, r)) && (!width[k] || !pass_layout_slot_ok(g, r, j)))
-        return pass_explain(cx, "%s (convolution): %s is read by %s%s (%s%s), so it is stored NCHW", who, name,
-                            pass_layout_name(r), j && r->epi ? "'s epilogue" : "", op ? ir_ops[r->op].name : ir_node_kind_name(r),
-                            !width[k] && op && r->op == IR_OP_convolution ? " on an NCHW path" : "");
+    for (int j = 0; j < r->nin; j++) {
+      if (r->in[j] != t || pass_layout_reads_blocked(g, width, k, j, width[i])) continue;
+      if (j == pass_layout_scale(g, r))
+        return pass_explain(cx, "%s (convolution): %s is read by %s (mul), a channel scale over %lld channels, not a "
+                            "multiple of the block width %d, so it is stored NCHW", who, name, pass_layout_name(r),
+                            (long long)ir_tensor_at(g, t)->shape.d[1], width[i]);
+      return pass_explain(cx, "%s (convolution): %s is read by %s%s (%s%s), so it is stored NCHW", who, name,
+                          pass_layout_name(r), j && r->epi ? "'s epilogue" : "", op ? ir_ops[r->op].name : ir_node_kind_name(r),
+                          !width[k] && op && r->op == IR_OP_convolution ? " on an NCHW path" : "");
+    }
   }
   if (pass_layout_depthwise(n, width[i]))
     return pass_explain(cx, "%s (convolution, depthwise): it reads and writes blocked only together, and %s or its "
@@ -226,6 +282,7 @@ int pass_layout(ir_graph *g, pass_ctx *cx) {
     changed = pass_layout_readers(g, width, blk);
     changed = pass_layout_agree(g, width, blk) || changed;
     changed = pass_layout_dw_agree(g, width, blk) || changed;
+    changed = pass_layout_scale_agree(g, blk) || changed;
   }
   int count = 0;
   for (int t = 0; t < nt; t++)
@@ -233,6 +290,8 @@ int pass_layout(ir_graph *g, pass_ctx *cx) {
   for (int i = 0; i < nn; i++) {
     ir_node *n = ir_node_at(g, i);
     if (pass_layout_pool(g, n) && blk[n->in[0]]) pass_layout_mark_pool(g, n, blk);
+    int d = pass_layout_scale(g, n);
+    if (d >= 0 && blk[n->out[0]]) pass_layout_mark_scale(g, n, d, blk[n->out[0]]);
     if (k_epi_has_stats(n->epi))
       pass_explain(cx, "%s (convolution): its epilogue gathers batch_norm statistics, so %s is stored NCHW",
                    pass_layout_name(n), ir_tensor_at(g, n->out[0])->name);

@@ -60,6 +60,9 @@ typedef struct {
   const int32_t *in, *out;      /* tensor indices, -1 for an absent slot (pruned, no gradient) */
   const k_shape *in_shape;      /* one per in slot, absent ones included: kernels read shapes;
                                    NULL for FUSED, whose code has them built in */
+  const k_shape *out_shape;     /* one per out slot where the kernel sees other shapes than the
+                                   tensors' (a channel scale viewing blocked values as
+                                   [N][C/V][H][W][V]); NULL: the tensors' */
   const k_req *req;             /* one per out */
   int64_t temp_offset, temp_bytes;   /* workspace in the arena */
   int32_t random;               /* 1 when the kernel draws random numbers */

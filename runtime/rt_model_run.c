@@ -18,6 +18,7 @@ static const k_shape rt_scalar = {0, {0}};
 
 /* The shape of an absent output: a backward node's in_grad slot takes its in_data partner's. */
 k_shape rt_step_out_shape(const rt_model_desc *d, const rt_step *s, int j) {
+  if (s->out_shape) return s->out_shape[j];
   if (s->out[j] >= 0) return d->tensors[s->out[j]].shape;
   int nof = (s->nin - s->nout) / 2;     /* a step with fewer inputs than outputs has no partner */
   if (s->kind == RT_STEP_BACKWARD && s->in_shape && nof >= 0 && s->nin == 2 * nof + s->nout) return s->in_shape[nof + j];

@@ -48,6 +48,14 @@ static const b_layer layers[] = {
   {"mobilenet_v2", "dw 576 14x14 s1", B_CONV, {8, 576, 14, 14, 576, 3, 1, 1, 576}},
   {"mobilenet_v2", "dw 576 14x14 s2", B_CONV, {8, 576, 14, 14, 576, 3, 2, 1, 576}},
   {"mobilenet_v2", "dw 960 7x7 s1", B_CONV, {8, 960, 7, 7, 960, 3, 1, 1, 960}},
+  /* ONNX mobilenet_v3_large's and efficientnet_b1's pointwise (1x1) layers at batch 1, the
+   * share of their time fwd_rows takes (bench/README.md, "Where the time goes") */
+  {"mobilenet_v3", "pw 160-960 7x7", B_CONV, {1, 160, 7, 7, 960, 1, 1, 0}},
+  {"mobilenet_v3", "pw 960-160 7x7", B_CONV, {1, 960, 7, 7, 160, 1, 1, 0}},
+  {"mobilenet_v3", "pw 112-672 14x14", B_CONV, {1, 112, 14, 14, 672, 1, 1, 0}},
+  {"mobilenet_v3", "pw 480-80 14x14", B_CONV, {1, 480, 14, 14, 80, 1, 1, 0}},
+  {"mobilenet_v3", "pw 40-120 28x28", B_CONV, {1, 40, 28, 28, 120, 1, 1, 0}},
+  {"mobilenet_v3", "pw 24-72 56x56", B_CONV, {1, 24, 56, 56, 72, 1, 1, 0}},
   {"transformer", "qkv 128-384", B_FC, {512, 128, 384}},
   {"transformer", "scores QK^T", B_MM, {32, 64, 64, 32, 1}},
   {"transformer", "attn x V", B_MM, {32, 64, 32, 64}},
@@ -208,7 +216,10 @@ static void b_conv(const b_layer *l, int backward) {
   void *temp = b_buf((int64_t)(tb / sizeof(float)) + 1);
   k_req req[3] = {kWriteTo, kWriteTo, kWriteTo};
   char err[128];
-  b_kernel k = {k_convolution_forward, {fin, 3, &yt, 1, req, &p, temp, tb, 0, 0, 1, err, sizeof err, NULL, NULL}};
+  /* The forward keeps its packed weights between calls, as a model's predict step does (the
+   * weights and bias stable); backward repacks them each call, as a train step does. */
+  k_cache cache = {.stable = 6u};
+  b_kernel k = {k_convolution_forward, {fin, 3, &yt, 1, req, &p, temp, tb, 0, 0, 1, err, sizeof err, backward ? NULL : &cache, NULL}};
   b_gemms g = {0};
   int cols = N * OH * OW;
   if (backward) {
@@ -224,7 +235,7 @@ static void b_conv(const b_layer *l, int backward) {
   b_report(l, backward ? "bwd" : "fwd", flops, b_time(b_run_kernel, &k), t_ref);
   b_gemms_free(&g);
   for (int i = 0; i < 3; i++) { free(fin[i].data); free(bout[i].data); }
-  free(yt.data); free(temp);
+  free(yt.data); free(temp); free(cache.data);
 }
 
 /* ---- matmul (attention) ---------------------------------------------------------------- */

@@ -35,7 +35,7 @@ static const cg_field cg_step_fields[] = {
   CG_FIELD(CG_F_I32, rt_step, kind), CG_FIELD(CG_F_I32, rt_step, op), CG_FIELD(CG_F_PTR, rt_step, kernel),
   CG_FIELD(CG_F_PTR, rt_step, fused), CG_FIELD(CG_F_PTR, rt_step, param), CG_FIELD(CG_F_I32, rt_step, nin),
   CG_FIELD(CG_F_I32, rt_step, nout), CG_FIELD(CG_F_PTR, rt_step, in), CG_FIELD(CG_F_PTR, rt_step, out),
-  CG_FIELD(CG_F_PTR, rt_step, in_shape), CG_FIELD(CG_F_PTR, rt_step, req),
+  CG_FIELD(CG_F_PTR, rt_step, in_shape), CG_FIELD(CG_F_PTR, rt_step, out_shape), CG_FIELD(CG_F_PTR, rt_step, req),
   CG_FIELD(CG_F_I64, rt_step, temp_offset), CG_FIELD(CG_F_I64, rt_step, temp_bytes),
   CG_FIELD(CG_F_I32, rt_step, random), CG_FIELD(CG_F_I32, rt_step, name_hash),
   CG_FIELD(CG_F_PTR, rt_step, name), CG_FIELD(CG_F_I32, rt_step, ndeps), CG_FIELD(CG_F_PTR, rt_step, deps),
@@ -293,7 +293,8 @@ static int cg_step_val(cg_aot *a, const rt_step *s, bool train, int i, LLVMValue
   LLVMValueRef epi = s->epi ? cg_bytes(a, s->epi, sizeof *s->epi) : cg_null(a);
   LLVMValueRef f[] = {cg_i32c(a, s->kind), cg_i32c(a, s->op), kernel, fused, param, cg_i32c(a, s->nin),
                       cg_i32c(a, s->nout), cg_i32_array(a, s->in, s->nin, "in"), cg_i32_array(a, s->out, s->nout, "out"),
-                      cg_shape_array(a, s->in_shape, s->nin), cg_i32_array(a, (const int32_t *)s->req, s->nout, "req"),
+                      cg_shape_array(a, s->in_shape, s->nin), cg_shape_array(a, s->out_shape, s->nout),
+                      cg_i32_array(a, (const int32_t *)s->req, s->nout, "req"),
                       cg_i64c(a, s->temp_offset), cg_i64c(a, s->temp_bytes), cg_i32c(a, s->random),
                       cg_i32c(a, (int32_t)s->name_hash), cg_str(a, s->name), cg_i32c(a, s->ndeps),
                       cg_i32_array(a, s->deps, s->ndeps, "deps"), epi};
