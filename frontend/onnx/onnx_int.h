@@ -125,6 +125,37 @@ int onnx_attr_ints(const Onnx__NodeProto *n, const char *name, int64_t *v, int m
 /* An attribute the importer does not implement, set to a value other than its default. */
 int onnx_unsupported_attr(onnx_ctx *c, const char *name, const char *why);
 
+/* ---- onnx_build.c: the steps of an ONNX op built from several Kiln nodes ---- */
+/* Input i as a Kiln tensor (a constant becomes a tensor of `kind`); -1 after an error. */
+int onnx_in(onnx_ctx *c, const Onnx__NodeProto *n, int i, ir_tensor_kind kind);
+void *onnx_param(onnx_ctx *c, int node);
+void onnx_set_ints(k_ints *dst, const int64_t *v, int n);
+/* A step of kop reading in: bound to and named after the ONNX output `bind`, or (NULL) named
+ * after the node's first named output and numbered; the node's index, or -1. onnx_step binds
+ * the node's first output when `last`. */
+int onnx_step_to(onnx_ctx *c, const Onnx__NodeProto *n, const char *bind, int kop, const int *in, int nin);
+int onnx_step(onnx_ctx *c, const Onnx__NodeProto *n, bool last, int kop, const int *in, int nin);
+/* The step's output tensor once its shapes are inferred (the next step reads them), or -1. */
+int onnx_step_done(onnx_ctx *c, int k);
+const k_shape *onnx_tshape(onnx_ctx *c, int t);
+/* Whether the graph reads output i of n. */
+bool onnx_out_read(onnx_ctx *c, const Onnx__NodeProto *n, int i);
+/* Builders: one step each (none where it would change nothing: a reshape to the same shape,
+ * an identity transpose, a whole slice, a concat of one), its output tensor or -1. The input
+ * tensors may be -1 (an earlier error): the builder then returns -1. */
+int onnx_b_op(onnx_ctx *c, const Onnx__NodeProto *n, const char *bind, int kop, int a, int b);  /* b < 0: unary */
+int onnx_b_reshape(onnx_ctx *c, const Onnx__NodeProto *n, const char *bind, int x, const k_shape *s);
+int onnx_b_transpose(onnx_ctx *c, const Onnx__NodeProto *n, const char *bind, int x, const int64_t *perm);
+int onnx_b_slice(onnx_ctx *c, const Onnx__NodeProto *n, const char *bind, int x, int axis, int64_t begin, int64_t end);
+int onnx_b_matmul(onnx_ctx *c, const Onnx__NodeProto *n, const char *bind, int a, int b, bool ta, bool tb);
+/* fully_connected on the last axis (flatten = 0); bias -1 for none. */
+int onnx_b_fc(onnx_ctx *c, const Onnx__NodeProto *n, const char *bind, int x, int w, int bias);
+int onnx_b_concat(onnx_ctx *c, const Onnx__NodeProto *n, const char *bind, const int *in, int nin, int axis);
+int onnx_b_reduce(onnx_ctx *c, const Onnx__NodeProto *n, const char *bind, int kop, int x, const int64_t *axes, int na,
+                  bool keepdims);
+/* A constant made at import (NULL: too large, an error) as a tensor. */
+int onnx_b_const(onnx_ctx *c, onnx_const *k);
+
 /* ---- onnx_weights.c ---- */
 /* Whether the options' last --trainable/--freeze rule that matches one of the names says
  * trainable (*trainable); false when none matches. names: NULL-terminated. */

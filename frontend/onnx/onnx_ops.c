@@ -7,26 +7,6 @@
 #include <float.h>
 #include <string.h>
 
-/* Input i as a Kiln tensor (a constant becomes a parameter of `kind`); -1 after an error. */
-static int onnx_in(onnx_ctx *c, const Onnx__NodeProto *n, int i, ir_tensor_kind kind) {
-  onnx_value *v = onnx_input(c, n, i);
-  if (!v) return onnx_fail(c, "input %d is required", i + 1), -1;
-  return onnx_tensor(c, v, kind);
-}
-
-static void *onnx_param(onnx_ctx *c, int node) { return ir_node_at(c->g, node)->param; }
-
-/* One step of an ONNX op built from several Kiln nodes: the last takes the output's name. */
-static int onnx_step(onnx_ctx *c, const Onnx__NodeProto *n, bool last, int kop, const int *in, int nin) {
-  const char *nm = last ? n->output[0] : ir_strfmt(&c->g->arena, "%s_%d", n->output[0], ir_nnodes(c->g));
-  return onnx_emit_as(c, nm, last ? n->output[0] : NULL, kop, in, nin);
-}
-
-/* The step's output tensor once its shapes are inferred (the next step reads them), or -1. */
-static int onnx_step_done(onnx_ctx *c, int k) {
-  return k < 0 || ir_infer_one(c->g, c->d, k) ? -1 : ir_node_at(c->g, k)->out[0];
-}
-
 /* Only output 0 is imported: another output that the graph reads is refused (a training-mode
  * BatchNormalization lists its running statistics as outputs nothing reads). */
 static int onnx_one_output(onnx_ctx *c, const Onnx__NodeProto *n, const char *what) {
@@ -375,11 +355,6 @@ static int onnx_window_input(onnx_ctx *c, const Onnx__NodeProto *n, onnx_value *
   return onnx_step_done(c, k);
 }
 
-static void onnx_set_ints(k_ints *dst, const int64_t *v, int n) {
-  dst->n = n;
-  memcpy(dst->v, v, (size_t)n * sizeof *v);
-}
-
 /* A convolution's or pool's pad attribute: one per axis, or with direct asymmetric pads every
  * start then every end (k_params.h). */
 static void onnx_window_pad_attr(k_ints *dst, const onnx_window *w, bool direct) {
@@ -504,6 +479,72 @@ int onnx_batch_norm(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
   k_batch_norm_param *p = onnx_param(c, k);
   p->eps = onnx_attr_float(n, "epsilon", 1e-5f), p->momentum = onnx_attr_float(n, "momentum", 0.9f), p->axis = 1;
   return 0;
+}
+
+/* LayerNormalization's Scale or B read flat as [D] (layer_norm's gamma and beta): its dims,
+ * right-aligned against the normalised ones xs[axis..], must be theirs (leading 1s aside); a
+ * constant keeps its values and origin, a computed one gets a reshape. -1 after an error. */
+static int onnx_ln_param(onnx_ctx *c, const Onnx__NodeProto *n, int i, const k_shape *xs, int axis, int64_t d) {
+  onnx_value *v = onnx_input(c, n, i);
+  k_shape s, flat = {1, {d}};
+  onnx_shape_of(c, v, &s);
+  bool ok = k_shape_numel(&s) == d;
+  for (int j = 0; ok && j < s.rank; j++) {
+    int xa = xs->rank - s.rank + j;
+    ok = xa >= axis ? s.d[j] == xs->d[xa] : s.d[j] == 1;
+  }
+  if (!ok)
+    return onnx_fail(c, "input %d must have the normalised shape (%lld elements); broadcasting it over the normalised axes is not "
+                     "supported", i + 1, (long long)d), -1;
+  if (!v->k) return onnx_b_reshape(c, n, NULL, onnx_tensor(c, v, IR_T_PARAM), &flat);
+  onnx_const *k = ir_alloc(&c->g->arena, sizeof *k);
+  *k = *v->k;
+  k->shape = flat, k->tensor = -1;
+  onnx_value fv = {.tensor = -1, .k = k};
+  return onnx_tensor(c, &fv, IR_T_PARAM);
+}
+
+/* Mean and InvStdDev (outputs 2 and 3) where the graph reads them, which layer_norm keeps
+ * hidden: a mean over the normalised axes, kept as ONNX's 1s, and rsqrt(mean((x - mean)^2) +
+ * epsilon), the two passes layer_norm's kernel makes. */
+static int onnx_ln_stats(onnx_ctx *c, const Onnx__NodeProto *n, int x, int axis, float eps) {
+  int64_t axes[K_MAX_RANK];
+  int r = onnx_tshape(c, x)->rank, na = 0;
+  bool inv = onnx_out_read(c, n, 2);
+  for (int a = axis; a < r; a++) axes[na++] = a;
+  int m = onnx_b_reduce(c, n, onnx_out_read(c, n, 1) ? n->output[1] : NULL, IR_OP_mean, x, axes, na, true);
+  if (!inv || m < 0) return m < 0;
+  int sq = onnx_b_op(c, n, NULL, IR_OP_square, onnx_b_op(c, n, NULL, IR_OP_sub, x, m), -1);
+  int var = onnx_b_reduce(c, n, NULL, IR_OP_mean, sq, axes, na, true);
+  return onnx_b_op(c, n, n->output[2], IR_OP_rsqrt, onnx_b_op(c, n, NULL, IR_OP_add, var, onnx_scalar(c, eps)), -1) < 0;
+}
+
+/* LayerNormalization (opset 17) normalises every axis from `axis` on; layer_norm normalises
+ * the last, so x is reshaped to [rows, D] around it where axis is not the last (the same
+ * elements in the same order). B absent is zeros. stash_type only says the statistics are
+ * f32, which Kiln's are. */
+int onnx_layer_norm(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {
+  onnx_value *xv = onnx_input(c, n, 0);
+  k_shape xs;
+  if (!xv || !onnx_input(c, n, 1)) return onnx_fail(c, "X and Scale are required");
+  onnx_shape_of(c, xv, &xs);
+  int64_t axis = onnx_attr_int(n, "axis", -1), d = 1, rows = 1;
+  float eps = onnx_attr_float(n, "epsilon", 1e-5f);
+  if (axis < 0) axis += xs.rank;
+  if (axis < 0 || axis >= xs.rank) return onnx_fail(c, "axis %lld is out of range for rank %d", (long long)onnx_attr_int(n, "axis", -1), xs.rank);
+  if (onnx_attr_int(n, "stash_type", 1) != 1) return onnx_unsupported_attr(c, "stash_type", "other than 1 (float)");
+  for (int a = 0; a < xs.rank; a++) *(a < axis ? &rows : &d) *= xs.d[a];
+  int x = onnx_tensor(c, xv, IR_T_PARAM), gamma = onnx_ln_param(c, n, 1, &xs, (int)axis, d);
+  int beta = onnx_input(c, n, 2) ? onnx_ln_param(c, n, 2, &xs, (int)axis, d) : onnx_b_const(c, onnx_const_new(c, false, &(k_shape){1, {d}}));
+  bool last = axis == xs.rank - 1;
+  int in[3] = {last ? x : onnx_b_reshape(c, n, NULL, x, &(k_shape){2, {rows, d}}), gamma, beta};
+  int k = onnx_step(c, n, last, kop, in, 3);
+  if (k < 0) return 1;
+  ((k_layer_norm_param *)onnx_param(c, k))->eps = eps;
+  int y = onnx_step_done(c, k);
+  if (!last) y = onnx_b_reshape(c, n, n->output[0], y, &xs);
+  if (y < 0) return 1;
+  return onnx_out_read(c, n, 1) || onnx_out_read(c, n, 2) ? onnx_ln_stats(c, n, x, (int)axis, eps) : 0;
 }
 
 int onnx_dropout(onnx_ctx *c, const Onnx__NodeProto *n, int kop) {

@@ -9,9 +9,9 @@ temporary folder. Every node test whose nodes are all ops the importer claims --
 frontend/onnx/onnx_ops.def, read from SRC_ROOT so the list is kept in one place -- is run: its
 model.onnx with each test_data_set's inputs through `kiln run`, outputs compared at the
 backend runner's tolerance (rtol 1e-3, atol 1e-7). Integer and bool inputs (a Reshape's shape,
-Slice's starts) are made initializers first: Kiln compiles static shapes, as TVM's importer
-freezes them. A test stamped with an opset below 9 (Kiln reads 9 to 17) whose ops are defined
-the same at opset 9 is run at opset 9 (raise_old_opset).
+Slice's starts), and a Resize's roi and scales, are made initializers first: Kiln compiles
+static shapes, as TVM's importer freezes them. A test stamped with an opset below 9 (Kiln
+reads 9 to 17) whose ops are defined the same at opset 9 is run at opset 9 (raise_old_opset).
 
 Each test ends as:
   passed   every output within tolerance;
@@ -68,12 +68,19 @@ def read_pb(path):
     return numpy_helper.to_array(t)
 
 
+# Float inputs that fix an output's shape, frozen as integer ones are: Resize's roi and scales,
+# Upsample's scales (op type -> input positions).
+SHAPE_INPUTS = {"Resize": (1, 2), "Upsample": (1,)}
+
+
 def freeze_int_inputs(model, inputs):
-    """Integer and bool graph inputs become initializers holding the test's values."""
+    """Integer and bool graph inputs become initializers holding the test's values, and so do
+    the float inputs SHAPE_INPUTS names."""
     g = model.graph
     keep = []
+    shape_in = {n.input[i] for n in g.node for i in SHAPE_INPUTS.get(n.op_type, ()) if i < len(n.input)}
     for vi, arr in zip(list(g.input), inputs):
-        if arr.dtype.kind in "iub":
+        if arr.dtype.kind in "iub" or vi.name in shape_in:
             g.initializer.append(numpy_helper.from_array(arr, vi.name))
         else:
             keep.append((vi, arr))
