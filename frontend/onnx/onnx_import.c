@@ -482,14 +482,21 @@ static int onnx_finite_attrs(onnx_ctx *c, const ir_node *k) {
   return 0;
 }
 
+static bool onnx_has_output(const Onnx__NodeProto *nd, bool any) {
+  for (size_t i = 0; i < (any ? nd->n_output : nd->n_output ? 1 : 0); i++)
+    if (nd->output[i] && *nd->output[i]) return true;
+  return false;
+}
+
 static int onnx_nodes(onnx_ctx *c, const Onnx__NodeProto **order, size_t n) {
   for (size_t i = 0; i < n; i++) {
     const Onnx__NodeProto *nd = order[i];
     onnx_node_loc(c, nd);
     int before = ir_nnodes(c->g);
     const onnx_opdef *op = onnx_op_lookup(nd->op_type);
-    /* every op Kiln reads has an output, and the handlers name their result after it */
-    if (nd->n_output == 0 || !nd->output[0] || !*nd->output[0]) return onnx_fail(c, "the node has no output");
+    /* every op Kiln reads has an output, and the handlers name their result after it; the
+     * recurrent ops may leave Y, their first, unnamed (they name their steps after a later one) */
+    if (!onnx_has_output(nd, op->fn == onnx_rnn_op)) return onnx_fail(c, "the node has no output");
     if (op->fn(c, nd, op->kop)) return 1;
     for (int k = before; k < ir_nnodes(c->g); k++)
       if (onnx_finite_attrs(c, ir_node_at(c->g, k)) || ir_infer_one(c->g, c->d, k)) return 1;
