@@ -18,6 +18,18 @@ static bool pass_ip_read_elsewhere(const ir_node *n, int slot, int t) {
   return false;
 }
 
+/* Whether a broadcasting binary op's backward also writes a gradient of another shape than
+ * input k's: a broadcast operand's, each element a sum over many positions of the out_grad. A gradient written over
+ * that out_grad would race with those sums on the GPU, where both run in one kernel with no
+ * barrier between them (the emulation saw d * s's scale gradient halved: summed over og * s
+ * instead of og). */
+static bool pass_ip_reduces(const ir_graph *g, const ir_node *n, int k) {
+  if (n->kind != IR_N_BACKWARD || ir_ops[n->op].fusion != IR_FUSE_BROADCAST) return false;
+  for (int j = 1; j < n->nout; j++)
+    if (n->out[j] >= 0 && !ir_shape_eq(&ir_tensor_at(g, n->out[j])->shape, &ir_tensor_at(g, n->in[k])->shape)) return true;
+  return false;
+}
+
 /* Output 0 of node i (at position i) may take input slot k's buffer. */
 static bool pass_ip_legal(const pass_ip *s, int i, int k) {
   const ir_node *n = ir_node_at(s->g, i);
@@ -30,7 +42,7 @@ static bool pass_ip_legal(const pass_ip *s, int i, int k) {
    * fusion class), the same element count: the bytes are the same, so the copy vanishes. */
   bool same = ir_shape_eq(&x->shape, &o->shape) ||
               (ir_ops[n->op].fusion == IR_FUSE_NONE && ir_tensor_numel(x) == ir_tensor_numel(o));
-  if (x->dtype != o->dtype || !same) return false;
+  if (x->dtype != o->dtype || !same || pass_ip_reduces(s->g, n, k)) return false;
   /* An elementwise kernel reads each element before it writes it, whatever slot aliases it;
    * other kernels are only promised that slot k aliases the output. */
   return ir_ops[n->op].fusion != IR_FUSE_NONE || !pass_ip_read_elsewhere(n, k, t);
