@@ -127,6 +127,41 @@ static void k_binary_forward_range(void *ctx, int64_t lo, int64_t hi) {
   int in = v->rank - 1;
   int64_t n = v->d[in], sa = v->st[1][in], sb = v->st[2][in], off[3];
   float t[K_BLOCK];
+  if (j->nb == 1 && in >= 1) {
+    /* Runs of at most a block (a channel scale on blocked values: 16 floats), one operand
+     * contiguous across the next axis out and the other repeating along it: the repeated run
+     * is tiled into a block once, and the contiguous span goes through in whole blocks. Other
+     * short runs step their offsets along that axis instead of rebuilding them for every run.
+     * Each element gets the same operands and op either way, so the same bits. */
+    int ax = in - 1;
+    int rep = v->st[0][ax] == n && sa == 1 && sb == 1 && K_BLOCK % n == 0
+                  ? (v->st[1][ax] == n && v->st[2][ax] == 0 ? 2 : v->st[2][ax] == n && v->st[1][ax] == 0 ? 1 : 0)
+                  : 0;
+    float tile[K_BLOCK];
+    for (int64_t u = lo; u < hi;) {
+      int64_t end = u + (v->d[ax] - u % v->d[ax]);
+      end = end < hi ? end : hi;
+      k_bview_at(v, (1u << in) - 1, u, off);
+      if (rep) {   /* operand rep repeats: its run tiled, the other read straight through */
+        const float *r = (rep == 1 ? j->a : j->b) + off[rep];
+        for (int64_t k = 0; k < K_BLOCK; k++) tile[k] = r[k % n];
+        int64_t span = (end - u) * n;
+        for (int64_t e = 0; e < span; e += K_BLOCK) {
+          int64_t len = span - e < K_BLOCK ? span - e : K_BLOCK;
+          j->blk(t, rep == 1 ? tile : j->a + off[1] + e, rep == 2 ? tile : j->b + off[2] + e, len, 1, 1);
+          k_store_block(j->y + off[0] + e, t, len, j->req);
+        }
+        u = end;
+        continue;
+      }
+      for (; u < end; u++) {
+        j->blk(t, j->a + off[1], j->b + off[2], n, sa, sb);
+        k_store_block(j->y + off[0], t, n, j->req);
+        off[0] += v->st[0][ax], off[1] += v->st[1][ax], off[2] += v->st[2][ax];
+      }
+    }
+    return;
+  }
   for (int64_t u = lo; u < hi; u++) {
     int64_t k0 = u % j->nb * K_BLOCK, len = n - k0 < K_BLOCK ? n - k0 : K_BLOCK;
     k_bview_at(v, (1u << in) - 1, u / j->nb, off);

@@ -342,11 +342,13 @@ static int check_vs_reference(size_t op, k_shape sa, k_shape sb) {
 }
 
 /* Every keep/broadcast pattern of both operands on outputs with odd runs, runs longer than a
- * block (K_BLOCK = 256), size-1 axes, and an empty axis. */
+ * block (K_BLOCK = 256), size-1 axes, and an empty axis; and short runs that divide a block
+ * (16, 8: a channel scale on blocked values, one operand tiled) over spans longer and shorter
+ * than a block. */
 static void test_binary_vs_reference(void) {
   k_shape outs[] = {kt_shape(3, 2, 3, 5), kt_shape(3, 3, 17, 33), kt_shape(3, 2, 1, 300),
                     kt_shape(4, 2, 3, 1, 7), kt_shape(1, 600), kt_shape(2, 4, 0),
-                    kt_shape(4, 3, 1, 2, 19)};
+                    kt_shape(4, 3, 1, 2, 19), kt_shape(4, 2, 3, 40, 16), kt_shape(3, 3, 5, 8)};
   for (size_t k = 0; k < sizeof outs / sizeof outs[0]; k++) {
     unsigned masks = 1u << outs[k].rank;
     for (size_t op = 0; op < sizeof binary / sizeof binary[0]; op++)
