@@ -55,8 +55,9 @@ static bool pass_layout_pool(const ir_graph *g, const ir_node *n) {
 /* The data slot (0 or 1) of a channel scale, squeeze-and-excitation's last step: a forward mul
  * of a 4-D value by an [N, C, 1, 1] one, the output the value's shape, written or in place on
  * the value; -1 for any other node. Its kernel (the broadcast mul) runs on blocked values as
- * they are, viewed as [N][C/V][H][W][V] by [N][C/V][1][1][V]: the scale's plain [N][C] when C
- * is a multiple of V (pass_layout_scale_fits), so the block before and after it stays blocked. */
+ * they are, viewed as [N][C/V][H][W][V] by [N][C/V][1][1][V]: the scale blocked too, or its
+ * plain [N][C] when C is a multiple of V (pass_layout_scale_agree), so the block before and
+ * after it stays blocked. */
 static int pass_layout_scale(const ir_graph *g, const ir_node *n) {
   if (n->kind != IR_N_OP || n->op != IR_OP_mul || n->nin != 2 || n->nout != 1 || n->out[0] < 0 || n->in[0] < 0 ||
       n->in[1] < 0 || ir_node_req(n, 0) == kAddTo)
@@ -71,9 +72,7 @@ static int pass_layout_scale(const ir_graph *g, const ir_node *n) {
   return -1;
 }
 
-static bool pass_layout_scale_fits(const ir_graph *g, const ir_node *n, int V) {
-  return ir_tensor_at(g, n->out[0])->shape.d[1] % V == 0;
-}
+static int64_t pass_layout_channels(const ir_graph *g, const ir_node *n) { return ir_tensor_at(g, n->out[0])->shape.d[1]; }
 
 /* Whether input slot j of node n (width V) reads its tensor as the direct kernel can in blocked
  * form: the data slot, or a binary step's operand of the output's shape (not one value). */
@@ -114,17 +113,17 @@ static void pass_layout_candidates(const ir_graph *g, const int *width, int *blk
     const ir_node *n = ir_node_at(g, i);
     if (pass_layout_pool(g, n) && blk[n->in[0]] && pass_layout_value_ok(g, n->out[0])) blk[n->out[0]] = blk[n->in[0]];
     int d = pass_layout_scale(g, n);
-    if (d >= 0 && blk[n->in[d]] && pass_layout_scale_fits(g, n, blk[n->in[d]]) && pass_layout_value_ok(g, n->out[0]))
-      blk[n->out[0]] = blk[n->in[d]];
+    if (d >= 0 && blk[n->in[d]] && pass_layout_value_ok(g, n->out[0])) blk[n->out[0]] = blk[n->in[d]];
   }
 }
 
 /* Whether node i reads input slot j blocked at width V: a direct convolution of that width in
- * a slot its kernel takes blocked, a pooling's data, or a channel scale's. */
+ * a slot its kernel takes blocked, a pooling's data, or either operand of a channel scale
+ * (pass_layout_scale_agree says which layouts go together). */
 static bool pass_layout_reads_blocked(const ir_graph *g, const int *width, int i, int j, int V) {
   const ir_node *n = ir_node_at(g, i);
   return (width[i] == V && pass_layout_slot_ok(g, n, j)) || (j == 0 && pass_layout_pool(g, n)) ||
-         (j == pass_layout_scale(g, n) && pass_layout_scale_fits(g, n, V));
+         (j < 2 && pass_layout_scale(g, n) >= 0);
 }
 
 /* One round of the readers' rule: a candidate any node reads in a slot it cannot take blocked
@@ -188,15 +187,19 @@ static bool pass_layout_dw_agree(const ir_graph *g, const int *width, int *blk) 
   return changed;
 }
 
-/* One round: a channel scale whose data and output disagree unblocks both (its kernel sees
- * one layout). Returns whether anything changed. */
+/* One round: a channel scale runs blocked when its data and output are blocked at one width V
+ * and its scale is too, or is plain with C a multiple of V (then [N][C] is [N][C/V][V]);
+ * otherwise all three are NCHW (its kernel sees one layout). Returns whether anything changed. */
 static bool pass_layout_scale_agree(const ir_graph *g, int *blk) {
   bool changed = false;
   for (int i = 0; i < ir_nnodes(g); i++) {
     const ir_node *n = ir_node_at(g, i);
     int d = pass_layout_scale(g, n);
-    if (d < 0 || blk[n->in[d]] == blk[n->out[0]]) continue;
-    blk[n->in[d]] = blk[n->out[0]] = 0, changed = true;
+    if (d < 0) continue;
+    int x = n->in[d], s = n->in[1 - d], y = n->out[0], V = blk[y];
+    bool ok = V && blk[x] == V && (blk[s] == V || (!blk[s] && pass_layout_channels(g, n) % V == 0));
+    if (ok || (!blk[x] && !blk[s] && !blk[y])) continue;
+    blk[x] = blk[s] = blk[y] = 0, changed = true;
   }
   return changed;
 }
@@ -231,10 +234,11 @@ static void pass_layout_mark(ir_graph *g, ir_node *n, const int *blk) {
 }
 
 /* A blocked channel scale's view of its slots (pass_layout_scale): data and output
- * [N][C/V][H][W][V], the scale [N][C/V][1][1][V]. */
+ * [N][ceil(C/V)][H][W][V], the scale [N][ceil(C/V)][1][1][V]. */
 static void pass_layout_mark_scale(ir_graph *g, ir_node *n, int d, int V) {
   k_shape y = ir_tensor_at(g, n->out[0])->shape, *v = ir_alloc(&g->arena, 3 * sizeof *v);
-  k_shape x = {5, {y.d[0], y.d[1] / V, y.d[2], y.d[3], V}}, s = {5, {y.d[0], y.d[1] / V, 1, 1, V}};
+  int64_t cb = (y.d[1] + V - 1) / V;
+  k_shape x = {5, {y.d[0], cb, y.d[2], y.d[3], V}}, s = {5, {y.d[0], cb, 1, 1, V}};
   v[d] = x, v[1 - d] = s, v[2] = x;
   n->view_shape = v;
 }
@@ -257,14 +261,18 @@ static void pass_layout_explain(const ir_graph *g, pass_ctx *cx, const int *widt
     bool op = r->kind == IR_N_OP || r->epi;
     for (int j = 0; j < r->nin; j++) {
       if (r->in[j] != t || pass_layout_reads_blocked(g, width, k, j, width[i])) continue;
-      if (j == pass_layout_scale(g, r))
-        return pass_explain(cx, "%s (convolution): %s is read by %s (mul), a channel scale over %lld channels, not a "
-                            "multiple of the block width %d, so it is stored NCHW", who, name, pass_layout_name(r),
-                            (long long)ir_tensor_at(g, t)->shape.d[1], width[i]);
       return pass_explain(cx, "%s (convolution): %s is read by %s%s (%s%s), so it is stored NCHW", who, name,
                           pass_layout_name(r), j && r->epi ? "'s epilogue" : "", op ? ir_ops[r->op].name : ir_node_kind_name(r),
                           !width[k] && op && r->op == IR_OP_convolution ? " on an NCHW path" : "");
     }
+  }
+  for (int k = 0; k < ir_nnodes(g); k++) {   /* the data of a channel scale that cannot run blocked */
+    const ir_node *r = ir_node_at(g, k);
+    int d = pass_layout_scale(g, r);
+    if (d >= 0 && r->in[d] == t && pass_layout_channels(g, r) % width[i] != 0 && !ir_tensor_at(g, r->in[1 - d])->block)
+      return pass_explain(cx, "%s (convolution): %s is scaled by %s (mul) by the plain %s over %lld channels, not a multiple "
+                          "of the block width %d, so it is stored NCHW", who, name, r->name,
+                          ir_tensor_at(g, r->in[1 - d])->name, (long long)pass_layout_channels(g, r), width[i]);
   }
   if (pass_layout_depthwise(n, width[i]))
     return pass_explain(cx, "%s (convolution, depthwise): it reads and writes blocked only together, and %s or its "
