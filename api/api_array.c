@@ -238,7 +238,11 @@ static int api_op_infer(const char *op, int nin, kiln_array *const *in, const ch
 
 static int api_op_check(kiln_session *s, const char *op, int nin, kiln_array *const *inputs) {
   if (!s) return api_fail("kiln_array_op: session is NULL");
-  if (!op || ir_op_lookup(op) < 0) return api_fail("kiln_array_op: '%s' is not an op", op ? op : "(null)");
+  if (!op || ir_op_lookup(op) < 0) {
+    const char *sug = ir_op_suggest(op);
+    return api_fail("kiln_array_op: '%s' is not an op%s%s%s", op ? op : "(null)", sug ? "; did you mean '" : "", sug ? sug : "",
+                    sug ? "'?" : "");
+  }
   if (nin < 0 || nin > 64 || (nin && !inputs)) return api_fail("kiln_array_op: %s: %d inputs (0 to 64, inputs not NULL)", op, nin);
   for (int i = 0; i < nin; i++) {
     if (!inputs[i]) return api_fail("kiln_array_op: %s: input %d is NULL", op, i);

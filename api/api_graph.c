@@ -165,7 +165,11 @@ KILN_API int kiln_graph_op(kiln_graph *g, const char *target, const char *op, in
                            const char *const *inputs, const kiln_attrs *attrs) {
   API_LOCK(g, "kiln_graph_op");
   if (!api_is_name(target, false)) API_UNLOCK_RETURN(g, api_fail("kiln_graph_op: target '%s' is not a name", target ? target : "(null)"));
-  if (!op || ir_op_lookup(op) < 0) API_UNLOCK_RETURN(g, api_fail("kiln_graph_op: '%s' is not an op", op ? op : "(null)"));
+  if (!op || ir_op_lookup(op) < 0) {
+    const char *sug = ir_op_suggest(op);
+    API_UNLOCK_RETURN(g, api_fail("kiln_graph_op: '%s' is not an op%s%s%s", op ? op : "(null)", sug ? "; did you mean '" : "",
+                                  sug ? sug : "", sug ? "'?" : ""));
+  }
   if (nin < 0 || nin > 64 || (nin && !inputs)) API_UNLOCK_RETURN(g, api_fail("kiln_graph_op: %s: %d inputs (0 to 64, inputs not NULL)", op, nin));
   api_buf s = {0};
   api_buf_printf(&s, "%s = %s(", target, op);

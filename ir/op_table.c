@@ -49,6 +49,12 @@ int ir_op_lookup(const char *name) {
   return -1;
 }
 
+const char *ir_op_suggest(const char *name) {
+  const char *names[IR_OP_COUNT];
+  for (int i = 0; i < IR_OP_COUNT; i++) names[i] = ir_ops[i].name;
+  return name ? ir_suggest(name, names, IR_OP_COUNT) : NULL;
+}
+
 static int ir_count_names(const char *const *names) {
   int n = 0;
   while (names && names[n]) n++;

@@ -102,6 +102,7 @@ typedef enum {
 
 extern const ir_opdef ir_ops[IR_OP_COUNT];
 int ir_op_lookup(const char *name);                   /* -1 if not an op */
+const char *ir_op_suggest(const char *name);          /* the op a misspelt name is closest to, or NULL */
 int ir_op_nargs(const ir_opdef *op);
 int ir_op_naux(const ir_opdef *op);
 int ir_op_nouts(const ir_opdef *op);

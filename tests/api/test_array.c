@@ -147,7 +147,8 @@ static void test_refusals(void) {
         "shapes that do not broadcast: %s", kiln_last_error());
   CHECK(kiln_array_op(s, "add", 2, (kiln_array *[]){x, NULL}, NULL, &r) && has(kiln_last_error(), "input 1 is NULL"), "NULL input");
   CHECK(kiln_array_op(s, "add", 2, (kiln_array *[]){x, other}, NULL, &r) && has(kiln_last_error(), "another session"), "sessions mixed");
-  CHECK(kiln_array_op(s, "rleu", 1, &x, NULL, &r) && has(kiln_last_error(), "not an op"), "unknown op");
+  CHECK(kiln_array_op(s, "rleu", 1, &x, NULL, &r) && has(kiln_last_error(), "'rleu' is not an op; did you mean 'relu'?"),
+        "unknown op");
   CHECK(kiln_array_op(s, "relu", 1, &x, NULL, NULL) && has(kiln_last_error(), "out is NULL"), "NULL out");
   kiln_attrs *a = NULL;
   kiln_attrs_new(&a), kiln_attrs_int(a, "num_hidden", 4);

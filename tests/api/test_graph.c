@@ -124,7 +124,7 @@ static void test_refusals(void) {
   CHECK(kiln_graph_input(g, "x", KILN_F32, 2, NULL, (const char *[]){"nodim", NULL}) && has(kiln_last_error(), "dim 1"), "no size");
   CHECK(kiln_graph_input(g, "x", KILN_F32, 2, NULL, (const char *[]){"nodim", "nodim"}) && has(kiln_last_error(), "nodim"), "unknown dim");
   CHECK(!kiln_graph_input(g, "x", KILN_F32, 2, shape, NULL), "input: %s", kiln_last_error());
-  CHECK(kiln_graph_op(g, "y", "relux", 1, x, NULL) && has(kiln_last_error(), "'relux' is not an op"), "unknown op");
+  CHECK(kiln_graph_op(g, "y", "relux", 1, x, NULL) && has(kiln_last_error(), "'relux' is not an op; did you mean 'relu'?"), "unknown op");
   CHECK(kiln_graph_op(g, "y", "relu", 1, bad, NULL) && has(kiln_last_error(), "is not a tensor name"), "injection");
   CHECK(kiln_graph_op(g, "y", "relu", 1, (const char *[]){"z"}, NULL) && has(kiln_last_error(), "<graph>:") &&
         has(kiln_last_error(), "^"), "unknown tensor: a diagnostic with a caret: %s", kiln_last_error());
