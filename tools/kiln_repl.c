@@ -286,6 +286,17 @@ static int repl_new_name(repl *r, const char *name) {
   return KILN_OK;
 }
 
+/* A seed: decimal digits only, below 2^64 (strtoull alone takes "-1" as 2^64 - 1). */
+static bool repl_parse_seed(const char *s, uint64_t *seed) {
+  char *end = NULL;
+  errno = 0;
+  if (!(s[0] >= '0' && s[0] <= '9')) return false;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || !end || *end) return false;
+  *seed = (uint64_t)v;
+  return true;
+}
+
 static int repl_cmd_rand(repl *r, char **arg, int n, bool zeros) {
   k_dtype t = K_F32;
   int rank = 0;
@@ -296,7 +307,9 @@ static int repl_cmd_rand(repl *r, char **arg, int n, bool zeros) {
   if (repl_new_name(r, arg[1]) || repl_parse_type(arg[2], &t, &rank, dims)) return KILN_ERR;
   for (int i = 3; i < n && !zeros; i++) {
     if (strcmp(arg[i], "uniform") == 0 || strcmp(arg[i], "normal") == 0) uniform = arg[i][0] == 'u';
-    else if (strncmp(arg[i], "seed=", 5) == 0) seed = strtoull(arg[i] + 5, NULL, 10);
+    else if (strncmp(arg[i], "seed=", 5) == 0) {
+      if (!repl_parse_seed(arg[i] + 5, &seed)) return api_fail("%s: seed= takes a whole number from 0 to 2^64 - 1, not '%s'", arg[0], arg[i] + 5);
+    }
     else return api_fail("%s: unknown option '%s'", arg[0], arg[i]);
   }
   if (!zeros && t != K_F32) return api_fail(":rand makes f32 arrays");
@@ -362,10 +375,9 @@ static int repl_cmd_grad(repl *r, char **arg, int n) {
 
 /* :seed N: the session's seed (kiln_session_seed); the next :grad draws step 1's masks. */
 static int repl_cmd_seed(repl *r, char **arg, int n) {
-  char *end = NULL;
-  unsigned long long seed = n == 2 && arg[1][0] >= '0' && arg[1][0] <= '9' ? strtoull(arg[1], &end, 10) : 0;
-  if (n != 2 || !end || *end) return api_fail("usage: :seed N (a number)");
-  return kiln_session_seed(r->s, (uint64_t)seed);
+  uint64_t seed = 0;
+  if (n != 2 || !repl_parse_seed(arg[1], &seed)) return api_fail("usage: :seed N (a whole number from 0 to 2^64 - 1)");
+  return kiln_session_seed(r->s, seed);
 }
 
 /* The REPL's own names for the arrays an export reads. */

@@ -61,6 +61,20 @@ static int repl_model_dims(char **arg, int n, const char **names, int64_t *value
   return KILN_OK;
 }
 
+/* "2 inputs (image, label)": entry point train's (1) or predict's (0) inputs, by name. */
+static void repl_model_inputs(kiln_model *m, int train, int nin, char *buf, size_t size) {
+  size_t at = (size_t)snprintf(buf, size, "%d input%s (", nin, nin == 1 ? "" : "s");
+  for (int i = 0; i < nin && at < size; i++) {
+    const char *name = "?";
+    kiln_dtype t;
+    int rank;
+    int64_t d[KILN_MAX_RANK];
+    kiln_model_tensor(m, train, 0, i, &name, &t, &rank, d);
+    at += (size_t)snprintf(buf + at, size - at, "%s%s", i ? ", " : "", name);
+  }
+  if (at < size) snprintf(buf + at, size - at, ")");
+}
+
 int repl_cmd_model(repl *r, char **arg, int n) {
   if (n < 2) return api_fail("usage: :model FILE.kiln [DIM=N]...");
   const char *names[8];
@@ -78,10 +92,14 @@ int repl_cmd_model(repl *r, char **arg, int n) {
   int rc = repl_model_refresh(r);
   if (!rc) {
     int nin = 0, nout = 0, tin = 0, tout;
+    char pin[512], tins[512] = "";
     kiln_model_count(m->m, 0, &nin, &nout);
-    bool trains = kiln_model_count(m->m, 1, &tin, &tout) == KILN_OK;
-    printf("model %s: predict takes %d input%s%s; its weights are arrays now (:vars)\n", arg[1], nin,
-           nin == 1 ? "" : "s", trains ? ", train_step too" : "");
+    repl_model_inputs(m->m, 0, nin, pin, sizeof pin);
+    if (kiln_model_count(m->m, 1, &tin, &tout) == KILN_OK) {
+      memcpy(tins, ", train_step ", 13);
+      repl_model_inputs(m->m, 1, tin, tins + 13, sizeof tins - 13);
+    }
+    printf("model %s: predict takes %s%s; its weights are arrays now (:vars)\n", arg[1], pin, tins);
   }
   return rc;
 }
