@@ -91,12 +91,27 @@ static void cg_header_device(const rt_model_desc *d, FILE *out) {
   }
 }
 
+/* Where create's weights come from: the values compiled in (a model from ONNX embeds its
+ * file's), the declared initializers (seeded), or both. */
+static const char *cg_header_weights(const rt_model_desc *d) {
+  int embedded = 0, drawn = 0;
+  for (int i = 0; i < d->ntensors; i++) {
+    const rt_tensor_info *t = &d->tensors[i];
+    if (t->role != RT_ROLE_PARAM && t->role != RT_ROLE_AUX) continue;
+    if (t->data) embedded++;
+    else drawn++;
+  }
+  return embedded && drawn ? "weights compiled in (the ONNX file's) or from the declared initializers"
+         : embedded        ? "weights compiled in (the ONNX file's)"
+                           : "weights from the declared initializers";
+}
+
 static void cg_header_prototypes(const rt_model_desc *d, FILE *out) {
   const char *N = d->name;
   fprintf(out, "typedef struct %s %s;   /* weights, optimizer state, the planned arena */\n\n", N, N);
   if (d->target == RT_TARGET_CUDA)
-    fprintf(out, "%s *%s_create(uint64_t seed);   /* on GPU 0; NULL on failure (no driver, no GPU, no memory): %s_error(NULL) says why */\n", N, N, N);
-  else fprintf(out, "%s *%s_create(uint64_t seed);   /* weights from the declared initializers; NULL without memory */\n", N, N);
+    fprintf(out, "%s *%s_create(uint64_t seed);   /* on GPU 0, %s; NULL on failure (no driver, no GPU, no memory): %s_error(NULL) says why */\n", N, N, cg_header_weights(d), N);
+  else fprintf(out, "%s *%s_create(uint64_t seed);   /* %s; NULL without memory */\n", N, N, cg_header_weights(d));
   fprintf(out, "void %s_destroy(%s *m);\n", N, N);
   fprintf(out, "int %s_load(%s *m, const char *path);   /* safetensors; 0 on success */\n", N, N);
   fprintf(out, "int %s_save(const %s *m, const char *path);\n\n", N, N);

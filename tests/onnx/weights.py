@@ -159,6 +159,17 @@ for case, flags in (("no_match", ["--freeze", "nope"]), ("constant_only", ["--tr
     else:
         print("ok %-22s %s" % (case, r.stderr.splitlines()[0]))
 
+# The header of a .so compiled from the .onnx says create starts from the file's weights.
+so = os.path.join(tmp, "libw.so")
+r = subprocess.run([KILN, "compile", path, "-o", so], capture_output=True, text=True)
+hdr = os.path.join(tmp, os.path.splitext(os.path.basename(path))[0] + ".h")
+text = open(hdr).read() if r.returncode == 0 and os.path.exists(hdr) else ""
+create = [l for l in text.splitlines() if "_create(uint64_t seed)" in l]
+if not create or "weights compiled in (the ONNX file's)" not in create[0]:
+    fail("header: create should say its weights are the ONNX file's: exit %d %s\n%s" % (r.returncode, r.stderr, create))
+else:
+    print("ok %-22s %s" % ("header", create[0].split("/*")[1].split(";")[0].strip()))
+
 shutil.rmtree(tmp)
 print("onnx weights: %s" % ("all passed" if not failed else "%d failure(s)" % failed))
 sys.exit(1 if failed else 0)
