@@ -638,11 +638,17 @@ static int kiln_run_error(const char *fmt, ...) {
   return 1;
 }
 
-/* The tensor of a program's input or output list named `name`: its position, or -1. */
+/* The tensor of a program's input or output list named `name`: its position, or -1. A .kiln
+ * keyword, which no tensor can be named, means the tensor named it plus '_': ONNX's `input`
+ * and `output` are `input_` and `output_` in a model from ONNX (frontend/onnx/onnx_names.c),
+ * and either name reaches them. */
 static int kiln_find_slot(const rt_model_desc *d, const int32_t *list, int n, const char *name, size_t len) {
+  char word[64];
+  bool keyword = len < sizeof word - 1 && (memcpy(word, name, len), word[len] = 0, fe_is_keyword(word));
   for (int k = 0; k < n; k++) {
     const char *t = d->tensors[list[k]].name;
     if (strlen(t) == len && strncmp(t, name, len) == 0) return k;
+    if (keyword && strlen(t) == len + 1 && strncmp(t, name, len) == 0 && t[len] == '_') return k;
   }
   return -1;
 }
@@ -724,15 +730,14 @@ static void kiln_print_output(const rt_tensor_info *t, const void *data) {
 /* Writes the outputs --output names, or prints them all without --output. */
 static int kiln_emit_outputs(const rt_model_desc *d, const kiln_opts *o, void *const *outs) {
   char err[1024];
-  for (int k = 0; k < d->predict.noutputs; k++) {
+  for (int k = 0; o->noutputs == 0 && k < d->predict.noutputs; k++)
+    kiln_print_output(&d->tensors[d->predict.outputs[k]], outs[k]);
+  for (int i = 0; i < o->noutputs; i++) {   /* each named, kiln_check_outputs made sure */
+    const char *spec = o->outputs[i], *eq = strchr(spec, '=');
+    int k = kiln_find_slot(d, d->predict.outputs, d->predict.noutputs, spec, (size_t)(eq - spec));
     const rt_tensor_info *t = &d->tensors[d->predict.outputs[k]];
-    if (o->noutputs == 0) kiln_print_output(t, outs[k]);
-    for (int i = 0; i < o->noutputs; i++) {
-      const char *spec = o->outputs[i], *eq = strchr(spec, '=');
-      if ((size_t)(eq - spec) != strlen(t->name) || strncmp(spec, t->name, strlen(t->name)) != 0) continue;
-      if (rt_npy_write(eq + 1, (k_dtype)t->dtype, &t->shape, outs[k], err, sizeof err))
-        return fprintf(stderr, "kiln run: %s\n", err), 1;
-    }
+    if (rt_npy_write(eq + 1, (k_dtype)t->dtype, &t->shape, outs[k], err, sizeof err))
+      return fprintf(stderr, "kiln run: %s\n", err), 1;
   }
   return 0;
 }

@@ -146,7 +146,7 @@ int kiln_import_main(int argc, char **argv) {
   ir_diag d;
   ir_diag_init(&d, stderr);
   ir_vec map = {.elem = sizeof(onnx_name_pair)};
-  onnx_options oo = {.defs = o.defs, .ndefs = o.ndefs, .text_names = true, .train = o.train, .rules = o.weight_rules,
+  onnx_options oo = {.defs = o.defs, .ndefs = o.ndefs, .train = o.train, .rules = o.weight_rules,
                      .nrules = o.nweight_rules};
   ir_graph *g = onnx_import(o.file, &oo, &d, &map);
   if (g && o.map) kiln_print_map(&map);

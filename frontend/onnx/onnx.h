@@ -23,8 +23,6 @@ typedef struct { const char *pattern; bool trainable; } onnx_weight_rule;
 typedef struct {
   const fe_define *defs;       /* -D NAME=N: a symbolic dimension (dim_param) of the inputs */
   int ndefs;
-  bool text_names;             /* also rename names that are .kiln keywords (input, model...):
-                                  kiln import writes text that must parse back */
   const char *train;           /* "LOSS OPTIMIZER(...)": add an i32 input `label`, the loss of
                                   the first output and label, and a train statement; or NULL */
   const onnx_weight_rule *rules;  /* which initializers are trained, beyond the importer's rule */

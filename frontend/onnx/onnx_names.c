@@ -1,6 +1,7 @@
 /* onnx_names.c — ONNX names ("/layer1/layer1.0/conv1/Conv_output_0", "onnx::Conv_193",
- * "input.1") made .kiln names: valid under the lexer's NAME rule, unique in the graph, and
- * with kiln import's text_names not a keyword. Every renaming is recorded for --map. */
+ * "input.1") made .kiln names: valid under the lexer's NAME rule, unique in the graph, and not
+ * a keyword (input -> input_): kiln import's text must parse back, and a .so compiled from the
+ * .onnx names its tensors as the imported text does. Every renaming is recorded for --map. */
 #include "onnx_int.h"
 
 #include <ctype.h>
@@ -56,7 +57,7 @@ static bool onnx_name_taken(onnx_ctx *c, const char *s) { return fe_map_get(&c->
 
 const char *onnx_clean_name(onnx_ctx *c, const char *onnx_name) {
   const char *base = onnx_clean(&c->g->arena, onnx_name ? onnx_name : "");
-  if (c->o->text_names && fe_is_keyword(base)) base = ir_strfmt(&c->g->arena, "%s_", base);   /* input -> input_ */
+  if (fe_is_keyword(base)) base = ir_strfmt(&c->g->arena, "%s_", base);   /* input -> input_ */
   return base;
 }
 

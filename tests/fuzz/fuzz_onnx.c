@@ -33,7 +33,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
   if (fuzz_write(path, data, size)) abort();   /* the harness's own failure, not the reader's */
   ir_diag d;
   ir_diag_init(&d, fuzz_sink());
-  onnx_options o = {.text_names = true};
+  onnx_options o = {0};
   ir_graph *g = onnx_import(path, &o, &d, NULL);
   if (g) fuzz_roundtrip(g);
   ir_graph_free(g);

@@ -13,7 +13,7 @@ mistake in how they are read), here also its BatchNorm affine parameters drawn a
 eval mode and an export with opset 13 at batch 1. mobilenet_v3_large has hard-swish (x *
 hard_sigmoid(x), folded by the simplify pass) and squeeze-and-excitation blocks; bert has a
 sequence-first attention whose projection is stored swapped at batch 1. Then:
-  * kiln compile MODEL.onnx -o libMODEL.so, and kiln run libMODEL.so --input input=x.npy with
+  * kiln compile MODEL.onnx -o libMODEL.so, and kiln run libMODEL.so --input input_=x.npy with
     no other file: the .so carries the ONNX weights;
   * the same outputs must match torch's to 1e-4 relative (|kiln - torch| <= 1e-4 * max|torch|
     + 1e-4 * |torch|: the sums of a convolution differ in order, so the slack follows the
@@ -100,7 +100,7 @@ def run_model(tmp, name, first):
     if not kiln("compile", path, "-o", so):
         return
     os.remove(path)                       # the .so alone must reproduce the model
-    if kiln("run", so, "--input", "input=" + xin, "--output", "output=" + y):
+    if kiln("run", so, "--input", "input_=" + xin, "--output", "output_=" + y):
         compare(name, np.load(y), ref, "compiled .so, batch %d" % BATCH)
     if first:
         check_import(tmp, m, x, name, so, xin, y)
