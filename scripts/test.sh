@@ -22,10 +22,10 @@ run() {  # run NAME BUILD_DIR CTEST_ARGS... -- CMAKE_ARGS...
 run normal "$root/build" --
 run "asan+ubsan" "$root/build-asan" -- -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON
 run tsan "$root/build-tsan" -L 'runtime|tsan' -- -DCMAKE_BUILD_TYPE=Debug -DKILN_TSAN=ON
-# A short smoke run of every libFuzzer harness (KILN_FUZZ_SECS each, default 30): a finding
+# A short smoke run of every libFuzzer harness (KILN_FUZZ_SECS each, default 15): a finding
 # fails the suite with the reproducer's path.
 echo "== fuzz smoke runs"
 for h in "$root"/tests/fuzz/fuzz_*.c; do
-  "$root/scripts/fuzz.sh" "$(basename "$h" .c)" "${KILN_FUZZ_SECS:-30}"
+  "$root/scripts/fuzz.sh" "$(basename "$h" .c)" "${KILN_FUZZ_SECS:-15}"
 done
 echo "== all test builds passed"

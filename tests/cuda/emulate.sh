@@ -12,12 +12,12 @@
 set -u
 kiln=$1 compare=$2 fake=$3 root=$4 cxx=${5:-c++} cxxflags=${6:-}   # the sanitizer build's flags, so kernels are checked too
 tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
-pass=0 failed=0
+pass=0 failed=0 left=()
 for f in "$root"/examples/*.kiln "$root"/tests/passes/models/*.kiln; do
   base=$(basename "$f" .kiln)
   for m in $(sed -n 's/^model \([A-Za-z_0-9]*\).*/\1/p' "$f"); do
-    [[ "$m" =~ ${EMULATE_MODELS:-.} ]] || continue
-    [[ -n "${EMULATE_SKIP:-}" && "$m" =~ $EMULATE_SKIP ]] && continue
+    [[ "$m" =~ ${EMULATE_MODELS:-.} ]] || { left+=("$m"); continue; }
+    [[ -n "${EMULATE_SKIP:-}" && "$m" =~ $EMULATE_SKIP ]] && { left+=("$m"); continue; }
     d=$tmp/$m && mkdir -p "$d"
     # The examples at batch 4: the emulation checks semantics, which the batch does not change,
     # and runs every GPU thread's work on one host thread.
@@ -62,5 +62,6 @@ if "$kiln" compile "$mlp" -D batch=1 --target cuda -o "$d/libmlp.cuda.so" >"$d/l
 else
   failed=$((failed + 1)); echo "FAIL kiln run on a CUDA .so: $(tail -5 "$d/log")"
 fi
+[ ${#left[@]} -gt 0 ] && echo "note: EMULATE_MODELS/EMULATE_SKIP left out ${#left[@]} models: ${left[*]}"
 echo "cuda emulation: $pass passed, $failed failed"
 [ "$failed" -eq 0 ] && [ "$pass" -gt 0 ]
