@@ -20,7 +20,6 @@ The .so of the train step is driven through its C ABI with ctypes in a child pro
 not import torch (`rnn.py --step ...`), as tests/onnx/training.py does.
 Exit status: 0 passed, 1 a failure, 77 (skipped, with the reason) without python3-onnx or torch.
 """
-import ctypes
 import os
 import shutil
 import subprocess
@@ -35,26 +34,8 @@ except ImportError as e:
     sys.exit(77)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 
-
-def step(so, xin, lin, weights, after):
-    """The child: one train_step of the .so, from weights, saved to after; prints the loss."""
-    lib = ctypes.CDLL(so)
-    lib.net_create.restype = ctypes.c_void_p
-    lib.net_create.argtypes = [ctypes.c_uint64]
-    for f in ("net_load", "net_save"):
-        getattr(lib, f).argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-    lib.net_train_step.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_float)]
-    lib.net_destroy.argtypes = [ctypes.c_void_p]
-    xs, ls = np.ascontiguousarray(np.load(xin)), np.ascontiguousarray(np.load(lin))
-    m, loss = lib.net_create(0), ctypes.c_float()
-    rc = lib.net_load(m, weights.encode()) or lib.net_train_step(m, xs.ctypes.data, ls.ctypes.data, ctypes.byref(loss)) \
-        or lib.net_save(m, after.encode())
-    lib.net_destroy(m)
-    print(repr(loss.value))
-    return rc
-
-
 if sys.argv[1:2] == ["--step"]:
+    from so_step import step  # noqa: E402
     sys.exit(step(*sys.argv[2:7]))
 
 try:
