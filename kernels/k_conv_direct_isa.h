@@ -210,8 +210,36 @@ KCD_INLINE void KCD(fwd_row)(const k_cd_geom *g, const float *xn, const float *w
   }
 }
 
+/* Positions [p0, p1) of an unpadded 1x1 stride-1 layer, whose input and output positions are
+ * one contiguous run across rows: f is g with each plane seen as one row, so a tile may span
+ * rows. Tiles of near-equal width up to the widest a tile holds. A 7x7 plane went in rows of 7
+ * (14 of the 24 accumulators with two filter blocks, the weights streamed once per row); each
+ * output is still bias + the channels in order, so the same bits. */
+KCD_INLINE void KCD(fwd_flat)(const k_cd_geom *f, const float *xn, const float *wf, VEC b0, VEC b1, float *y,
+                          const k_cd_store *st, int NF, int64_t p0, int64_t p1) {
+  int64_t tmax = NF > 1 ? K_CD_FT : K_CD_F1, tiles = (p1 - p0 + tmax - 1) / tmax;
+  const k_cd_geom *g = f;
+  for (int64_t i = 0, ow = p0; i < tiles; i++) {
+    int64_t T = (p1 - ow) / (tiles - i);
+    const int64_t oh = 0;
+    const int SW = 1;
+    if (NF > 1) switch (T) { K_CD_CASES_FT(KCD_FWD_CASE) }
+    else switch (T) { K_CD_CASES_F1(KCD_FWD_CASE) }
+    ow += T;
+  }
+}
+
 static void KCD(fwd_rows)(const k_cd_geom *g, const float *xn, const float *wf, VEC b0, VEC b1,
                           float *y, const k_cd_store *st, int NF, int64_t oh0, int64_t oh1) {
+  if (g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->Hp == g->OH && g->Wp == g->OW && g->OH > 1 &&
+      g->OW < 2 * (NF > 1 ? K_CD_FT : K_CD_F1)) {
+    k_cd_geom f = *g;
+    f.OW = f.Wp = f.W = g->OH * g->OW;
+    f.OH = f.Hp = f.H = 1;
+    if (NF > 1) KCD(fwd_flat)(&f, xn, wf, b0, b1, y, st, 2, oh0 * g->OW, oh1 * g->OW);
+    else KCD(fwd_flat)(&f, xn, wf, b0, b1, y, st, 1, oh0 * g->OW, oh1 * g->OW);
+    return;
+  }
   for (int64_t oh = oh0; oh < oh1; oh++) {
     if (NF > 1) {
       if (g->sw == 1) KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 2, 1);
