@@ -66,8 +66,8 @@ static void ir_print_tensor_list(const ir_graph *g, const int *ts, int n, FILE *
  * scale viewed blocked (view_shape), "blocked[16]: in x, out y". Returns whether the comment
  * has begun (any, or by this). */
 static bool ir_print_layout(const ir_graph *g, const ir_node *n, bool any, FILE *out) {
-  if (n->view_shape && n->nin == 2 && n->nout == 1) {   /* the data slot is the one viewed whole */
-    int d = n->view_shape[0].d[2] == n->view_shape[2].d[2] && n->view_shape[0].d[3] == n->view_shape[2].d[3] ? 0 : 1;
+  if (n->view_shape && n->nin == 2 && n->nout == 1) {   /* the data slot is viewed as the output is */
+    int d = ir_shape_eq(&n->view_shape[0], &n->view_shape[2]) ? 0 : 1;
     fprintf(out, "%sblocked[%lld]: in %s, out %s", any ? "; " : "  # ", (long long)n->view_shape[2].d[4],
             ir_tensor_at(g, n->in[d])->name, ir_tensor_at(g, n->out[0])->name);
     return true;

@@ -195,34 +195,16 @@ KCD_INLINE void KCD(fwd_tile)(const k_cd_geom *g, const float *xn, const float *
   }
 }
 
-/* One row of output, cut into tiles of near-equal width (no more than K_CD_FT positions with
- * two vectors, K_CD_F1 with one), each tile width a compile-time constant. */
+/* Output positions [ow0, ow1) of row oh, cut into tiles of near-equal width (no more than
+ * K_CD_FT positions with two vectors, K_CD_F1 with one), each tile width a compile-time
+ * constant. */
 #define KCD_FWD_CASE(T) case T: KCD(fwd_tile)(g, xn, wf, b0, b1, y, st, oh, ow, T, NF, SW); break;
 KCD_INLINE void KCD(fwd_row)(const k_cd_geom *g, const float *xn, const float *wf, VEC b0, VEC b1,
-                             float *y, const k_cd_store *st, int64_t oh, int NF, int SW) {
+                             float *y, const k_cd_store *st, int64_t oh, int64_t ow0, int64_t ow1, int NF, int SW) {
   int64_t tmax = NF > 1 ? K_CD_FT : K_CD_F1;
-  int64_t tiles = (g->OW + tmax - 1) / tmax;
-  for (int64_t i = 0, ow = 0; i < tiles; i++) {
-    int64_t T = (g->OW - ow) / (tiles - i);
-    if (NF > 1) switch (T) { K_CD_CASES_FT(KCD_FWD_CASE) }
-    else switch (T) { K_CD_CASES_F1(KCD_FWD_CASE) }
-    ow += T;
-  }
-}
-
-/* Positions [p0, p1) of an unpadded 1x1 stride-1 layer, whose input and output positions are
- * one contiguous run across rows: f is g with each plane seen as one row, so a tile may span
- * rows. Tiles of near-equal width up to the widest a tile holds. A 7x7 plane went in rows of 7
- * (14 of the 24 accumulators with two filter blocks, the weights streamed once per row); each
- * output is still bias + the channels in order, so the same bits. */
-KCD_INLINE void KCD(fwd_flat)(const k_cd_geom *f, const float *xn, const float *wf, VEC b0, VEC b1, float *y,
-                          const k_cd_store *st, int NF, int64_t p0, int64_t p1) {
-  int64_t tmax = NF > 1 ? K_CD_FT : K_CD_F1, tiles = (p1 - p0 + tmax - 1) / tmax;
-  const k_cd_geom *g = f;
-  for (int64_t i = 0, ow = p0; i < tiles; i++) {
-    int64_t T = (p1 - ow) / (tiles - i);
-    const int64_t oh = 0;
-    const int SW = 1;
+  int64_t tiles = (ow1 - ow0 + tmax - 1) / tmax;
+  for (int64_t i = 0, ow = ow0; i < tiles; i++) {
+    int64_t T = (ow1 - ow) / (tiles - i);
     if (NF > 1) switch (T) { K_CD_CASES_FT(KCD_FWD_CASE) }
     else switch (T) { K_CD_CASES_F1(KCD_FWD_CASE) }
     ow += T;
@@ -231,24 +213,29 @@ KCD_INLINE void KCD(fwd_flat)(const k_cd_geom *f, const float *xn, const float *
 
 static void KCD(fwd_rows)(const k_cd_geom *g, const float *xn, const float *wf, VEC b0, VEC b1,
                           float *y, const k_cd_store *st, int NF, int64_t oh0, int64_t oh1) {
+  /* An unpadded 1x1 stride-1 layer on a plane narrower than two tiles: its input and output
+   * positions are one run across rows, so the plane is seen as one row and rows [oh0, oh1) as
+   * its positions [oh0 * OW, oh1 * OW), and a tile may span rows. A 7x7 plane went in rows of
+   * 7 (14 of the 24 accumulators with two filter blocks, the weights streamed once a row);
+   * each output is still bias + the channels in order, so the same bits. */
   if (g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->Hp == g->OH && g->Wp == g->OW && g->OH > 1 &&
       g->OW < 2 * (NF > 1 ? K_CD_FT : K_CD_F1)) {
     k_cd_geom f = *g;
     f.OW = f.Wp = f.W = g->OH * g->OW;
     f.OH = f.Hp = f.H = 1;
-    if (NF > 1) KCD(fwd_flat)(&f, xn, wf, b0, b1, y, st, 2, oh0 * g->OW, oh1 * g->OW);
-    else KCD(fwd_flat)(&f, xn, wf, b0, b1, y, st, 1, oh0 * g->OW, oh1 * g->OW);
+    if (NF > 1) KCD(fwd_row)(&f, xn, wf, b0, b1, y, st, 0, oh0 * g->OW, oh1 * g->OW, 2, 1);
+    else KCD(fwd_row)(&f, xn, wf, b0, b1, y, st, 0, oh0 * g->OW, oh1 * g->OW, 1, 1);
     return;
   }
   for (int64_t oh = oh0; oh < oh1; oh++) {
     if (NF > 1) {
-      if (g->sw == 1) KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 2, 1);
-      else if (g->sw == 2) KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 2, 2);
-      else KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 2, 0);
+      if (g->sw == 1) KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 0, g->OW, 2, 1);
+      else if (g->sw == 2) KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 0, g->OW, 2, 2);
+      else KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 0, g->OW, 2, 0);
     } else {
-      if (g->sw == 1) KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 1, 1);
-      else if (g->sw == 2) KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 1, 2);
-      else KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 1, 0);
+      if (g->sw == 1) KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 0, g->OW, 1, 1);
+      else if (g->sw == 2) KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 0, g->OW, 1, 2);
+      else KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 0, g->OW, 1, 0);
     }
   }
 }

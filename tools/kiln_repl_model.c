@@ -92,14 +92,13 @@ int repl_cmd_model(repl *r, char **arg, int n) {
   int rc = repl_model_refresh(r);
   if (!rc) {
     int nin = 0, nout = 0, tin = 0, tout;
-    char pin[512], tins[512] = "";
+    char pin[512], tins[512];
     kiln_model_count(m->m, 0, &nin, &nout);
     repl_model_inputs(m->m, 0, nin, pin, sizeof pin);
-    if (kiln_model_count(m->m, 1, &tin, &tout) == KILN_OK) {
-      memcpy(tins, ", train_step ", 13);
-      repl_model_inputs(m->m, 1, tin, tins + 13, sizeof tins - 13);
-    }
-    printf("model %s: predict takes %s%s; its weights are arrays now (:vars)\n", arg[1], pin, tins);
+    bool trains = kiln_model_count(m->m, 1, &tin, &tout) == KILN_OK;
+    if (trains) repl_model_inputs(m->m, 1, tin, tins, sizeof tins);
+    printf("model %s: predict takes %s%s%s; its weights are arrays now (:vars)\n", arg[1], pin,
+           trains ? ", train_step " : "", trains ? tins : "");
   }
   return rc;
 }

@@ -86,7 +86,7 @@ static const cd_spec specs[] = {
   {"batch 1, rows cut, 1x1",    1, 1, 64, 28, 28, 24, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0},
   {"batch 1, rows cut, 5x5 s2", 1, 1, 24, 29, 29, 20, 5, 5, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0},
   /* (appended: cases above are referred to by index) 1x1 on small planes, whose tiles run across
-     rows (fwd_flat): batch 1 without bias cut into row parts, a 3x14 with bias; filter blocks 2 then 1 */
+     rows (fwd_rows): batch 1 without bias cut into row parts, a 3x14 with bias; filter blocks 2 then 1 */
   {"batch 1, rows cut, 1x1 7x7", 1, 1, 40, 7,  7, 40, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0},
   {"1x1 3x14, bias",            1, 2, 20, 3, 14, 36, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0},
 };
