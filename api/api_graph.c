@@ -307,7 +307,7 @@ static int api_graph_defines(int n, const char *const *names, const int64_t *val
     if (!names[i] || !api_is_name(names[i], false)) return api_fail("kiln_graph_load_dims: dim_names[%d] is not a name", i);
     if (values[i] < 1 || values[i] > IR_MAX_DIM)
       return api_fail("kiln_graph_load_dims: dim %s = %lld: a dim is 1..2^40", names[i], (long long)values[i]);
-    defs[i] = (fe_define){names[i], values[i]};
+    defs[i] = (fe_define){names[i], values[i], 0};
   }
   return KILN_OK;
 }

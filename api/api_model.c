@@ -177,6 +177,32 @@ KILN_API int kiln_model_train_step(kiln_model *m, const void *const *inputs, flo
   return api_model_rc(m, rt_model_train_step(m->m, inputs, loss));
 }
 
+KILN_API int kiln_model_predict_at(kiln_model *m, const int64_t *extents, const void *const *inputs, void *const *outputs) {
+  if (!m) return api_fail("kiln_model_predict_at: model is NULL");
+  return api_model_rc(m, rt_model_predict_at(m->m, extents, inputs, outputs));
+}
+
+KILN_API int kiln_model_train_step_at(kiln_model *m, const int64_t *extents, const void *const *inputs, float *loss) {
+  if (!m) return api_fail("kiln_model_train_step_at: model is NULL");
+  return api_model_rc(m, rt_model_train_step_at(m->m, extents, inputs, loss));
+}
+
+KILN_API int kiln_model_dims(kiln_model *m, int *ndims) {
+  if (!m || !ndims) return api_fail("kiln_model_dims: model or ndims is NULL");
+  *ndims = m->b.desc->ndims;
+  return api_ok();
+}
+
+KILN_API int kiln_model_dim(kiln_model *m, int index, const char **name, int64_t *lo, int64_t *hi) {
+  if (!m) return api_fail("kiln_model_dim: model is NULL");
+  const rt_model_desc *d = m->b.desc;
+  if (index < 0 || index >= d->ndims) return api_fail("kiln_model_dim: dim %d of %d", index, d->ndims);
+  if (name) *name = d->dims[index].name;
+  if (lo) *lo = d->dims[index].lo;
+  if (hi) *hi = d->dims[index].hi;
+  return api_ok();
+}
+
 KILN_API int kiln_model_set_lr(kiln_model *m, float lr) {
   if (!m) return api_fail("kiln_model_set_lr: model is NULL");
   return api_model_rc(m, rt_model_set_lr(m->m, lr));

@@ -69,6 +69,27 @@ uint32_t cg_target_disabled(int target);
  * NULL until cg_jit fills them. NULL with a message in err on failure. */
 rt_model_desc *cg_desc_build(const ir_graph *predict, const ir_graph *train, char *err, size_t n);
 void cg_desc_free(rt_model_desc *d);
+/* n zeroed bytes the descriptor owns (freed with it); NULL without memory. */
+void *cg_desc_alloc(rt_model_desc *d, size_t n);
+
+/* ---- cg_dims.c: bounded dims (kernels/k_dims.h) ----
+ * The lowered graph's probe graphs (ir_graph.probes) compiled by the same passes. A size of
+ * the compiled model that differs between the bound and the probes follows the dims: it is
+ * fitted (ir_dims_fit) and the descriptor lists it as a patch, which the runtime evaluates
+ * at each call's extents; a fused loop's trip counts and strides the same way (cg_fexpr). */
+typedef struct {
+  const ir_graph *lowered;     /* the bound's: its bdims name the dims; NULL without any */
+  int n;                       /* ir_dims_nprobes(lowered->nbdims) */
+  ir_graph *predict[K_MAX_BDIMS + 1], *train[K_MAX_BDIMS + 1];
+  rt_model_desc *desc[K_MAX_BDIMS + 1];
+} cg_probes;
+/* The probes' passes (errors reported to d, with the extents named); 0 or 1. */
+int cg_probes_compile(cg_probes *pr, const ir_graph *lowered, uint32_t disabled, ir_diag *d);
+void cg_probes_free(cg_probes *pr);
+/* The dims, patches and dims_used of d from the probes' descriptors (built here), after
+ * checking that every probe compiled to the same program with other sizes, and that every
+ * step's workspace at every extent fits the one planned at the bound. 0, or 1 with a message. */
+int cg_desc_dims(rt_model_desc *d, cg_probes *pr, char *err, size_t n);
 /* ---- cg_common.c ---- */
 /* "kiln_fused_p<step>" or "kiln_fused_t<step>": the symbol of a fused step's loop. */
 void cg_fused_name(char *buf, size_t n, bool train, int step);
@@ -126,6 +147,7 @@ int cg_jit(cg_llvm *m, rt_model_desc *d, char *err, size_t n);
 /* ---- cpu/cg_build.c: the pipeline the tools and the C API share ---- */
 typedef struct {
   ir_graph *predict, *train;   /* compiled by the passes, with their plans */
+  cg_probes probes;            /* bounded dims: the probe graphs compiled alike */
   rt_model_desc *desc;
   cg_llvm *llvm;
   char *gpu_src, *gpu_ptx;     /* CUDA: the program's CUDA C and its PTX (desc->gpu_module) */

@@ -35,6 +35,8 @@ static void *cg_dup(cg_box *b, const void *p, size_t n) {
 
 static const char *cg_strdup(cg_box *b, const char *s) { return s ? cg_dup(b, s, strlen(s) + 1) : NULL; }
 
+void *cg_desc_alloc(rt_model_desc *d, size_t n) { return cg_alloc((cg_box *)d, n); }
+
 void cg_desc_free(rt_model_desc *d) {
   if (!d) return;
   cg_box *b = (cg_box *)d;
@@ -151,6 +153,7 @@ static void cg_step(cg_box *b, const ir_graph *g, int i, rt_step *s) {
   s->epi = nd->epi ? cg_dup(b, nd->epi, sizeof *nd->epi) : NULL;
   s->kernel = !op ? NULL : nd->kind != IR_N_BACKWARD ? op->forward : op->backward;
   s->param = op && nd->param && op->param_size ? cg_dup(b, nd->param, op->param_size) : NULL;
+  s->param_bytes = s->param ? (int32_t)op->param_size : 0;
   s->nin = nd->nin, s->nout = nd->nout;
   cg_step_slots(b, g, nd, s);
   s->temp_offset = g->plan->temp_offset[i], s->temp_bytes = g->plan->temp_bytes[i];

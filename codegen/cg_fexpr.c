@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cg.h"
 #include "ops.h"
 
 typedef struct {
@@ -246,8 +247,37 @@ int cg_fexpr_build(const ir_graph *g, const ir_node *fn, cg_fexpr *fx, char *err
   return bad;
 }
 
+/* One size: v0 at the bound, the probes' at vp; mask 0 where it does not move. */
+static int cg_fexpr_fit(const ir_graph *g, int64_t v0, const int64_t *vp, k_dimval *out, bool *dynamic) {
+  if (ir_dims_fit(g, v0, vp, out)) return 1;
+  *dynamic |= out->mask != 0;
+  return 0;
+}
+
+int cg_fexpr_dims(cg_fexpr *fx, const ir_graph *lowered, const cg_fexpr *probe, char *err, size_t n) {
+  int np = ir_dims_nprobes(lowered->nbdims);
+  int64_t vp[K_MAX_BDIMS + 1];
+  for (int p = 0; p < np; p++)
+    if (probe[p].rank != fx->rank || probe[p].nin != fx->nin || probe[p].nx != fx->nx || probe[p].parallel != fx->parallel)
+      return rt_errf(err, n, "bounded dims: its loops take another form at other extents than at the bound; compile with fixed dims");
+  if (!(fx->vist = calloc((size_t)fx->nin + 1, sizeof *fx->vist))) return rt_errf(err, n, "out of memory");
+  int bad = 0;
+  for (int d = 0; d < fx->rank && !bad; d++) {
+    for (int p = 0; p < np; p++) vp[p] = probe[p].dim[d];
+    bad |= cg_fexpr_fit(lowered, fx->dim[d], vp, &fx->vdim[d], &fx->dynamic);
+    for (int p = 0; p < np; p++) vp[p] = probe[p].ost[d];
+    bad |= cg_fexpr_fit(lowered, fx->ost[d], vp, &fx->vost[d], &fx->dynamic);
+    for (int s = 0; s < fx->nin && !bad; s++) {
+      for (int p = 0; p < np; p++) vp[p] = probe[p].ist[s][d];
+      bad |= cg_fexpr_fit(lowered, fx->ist[s][d], vp, &fx->vist[s][d], &fx->dynamic);
+    }
+  }
+  if (bad) return rt_errf(err, n, "bounded dims: a trip count or stride of its loops follows no form a * dim + b; compile with fixed dims");
+  return 0;
+}
+
 void cg_fexpr_free(cg_fexpr *fx) {
-  free(fx->x), free(fx->ist), free(fx->store), free(fx->alias);
+  free(fx->x), free(fx->ist), free(fx->store), free(fx->alias), free(fx->vist);
   memset(fx, 0, sizeof *fx);
 }
 
@@ -275,6 +305,7 @@ static void cg_kput(cg_kbuf *k, const void *v, size_t n) {
 }
 
 static void cg_kint(cg_kbuf *k, int64_t v) { cg_kput(k, &v, sizeof v); }
+static void cg_kdim(cg_kbuf *k, k_dimval v) { cg_kint(k, v.mask), cg_kint(k, v.a), cg_kint(k, v.b); }
 
 /* Field by field (never whole structs: padding and unused fields are not part of a node). */
 static void cg_key_node(cg_kbuf *k, const cg_fx *x) {
@@ -301,6 +332,11 @@ unsigned char *cg_fexpr_key(const cg_fexpr *fx, size_t *len) {
   for (int i = 0; i < fx->nx; i++) cg_key_node(&k, &fx->x[i]);
   for (int j = 0; j < fx->nout; j++) cg_kint(&k, fx->store[j]), cg_kint(&k, fx->alias[j]);
   cg_kint(&k, fx->parallel);
+  cg_kint(&k, fx->dynamic);   /* a dynamic group's sizes are its dimvals: equal values at the bound are not enough */
+  for (int d = 0; fx->dynamic && d < fx->rank; d++) {
+    cg_kdim(&k, fx->vdim[d]), cg_kdim(&k, fx->vost[d]);
+    for (int s = 0; s < fx->nin; s++) cg_kdim(&k, fx->vist[s][d]);
+  }
   if (k.oom) { free(k.p); return NULL; }
   *len = k.len;
   return k.p;

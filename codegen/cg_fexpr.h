@@ -44,6 +44,12 @@ typedef struct {
   int *alias;                  /* per output: the input it may share in place (same strides), or -1 */
   bool parallel;               /* no output shares an input's buffer but at the same strides, so
                                   no element written by one index is touched by another */
+  /* Bounded dims (cg_fexpr_dims): each extent and stride above as it follows the dims; the
+   * values above are the bound's. A back end reads the run's extents from the pointer after
+   * the tensors' (rt_model.h) and evaluates these where `dynamic` is set. */
+  bool dynamic;
+  k_dimval vdim[K_MAX_RANK], vost[K_MAX_RANK];
+  k_dimval (*vist)[K_MAX_RANK];
 } cg_fexpr;
 
 /* Element strides of shape s read at the index space of shape out (NumPy broadcasting: 0 on
@@ -59,6 +65,11 @@ static inline bool cg_fexpr_folds(const ir_tensor *x) { return x->kind == IR_T_C
 
 /* The expression of fused node fn of graph g; 0, or 1 with a message naming the group. */
 int cg_fexpr_build(const ir_graph *g, const ir_node *fn, cg_fexpr *fx, char *err, size_t n);
+/* Bounded dims: fx is the bound's expression of a group, probe[p] the same group's in probe
+ * graph p (ir_dims.c) of the lowered graph `lowered`. Fits every extent and stride (vdim,
+ * vist, vost) and sets `dynamic` when one follows the dims; 0, or 1 with a message when the
+ * probes' loop structure differs or a size fits no form. */
+int cg_fexpr_dims(cg_fexpr *fx, const ir_graph *lowered, const cg_fexpr *probe, char *err, size_t n);
 void cg_fexpr_free(cg_fexpr *fx);
 /* The level at which input slot s varies: 1 + its innermost dimension with a nonzero stride,
  * 0 when it is one value for the whole group (a scalar constant). Loads are placed there. */

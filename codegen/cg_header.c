@@ -38,10 +38,20 @@ static void cg_ident(char *buf, size_t n, const char *name, bool upper) {
 
 static const char *cg_ctype(int32_t dtype) { return dtype == K_I32 ? "int32_t" : "float"; }
 
-static void cg_shape_comment(const rt_tensor_info *t, FILE *out) {
-  fprintf(out, "%s[", t->dtype == K_I32 ? "i32" : "f32");
-  for (int i = 0; i < t->shape.rank; i++) fprintf(out, "%s%lld", i ? "," : "", (long long)t->shape.d[i]);
-  fputc(']', out);
+static void cg_shape_comment(const rt_model_desc *d, int t, FILE *out) {
+  char type[512];
+  rt_tensor_type_text(d, t, type, sizeof type);
+  fputs(type, out);
+}
+
+/* ", int64_t batch" for each bounded dim the entry point takes (rt_program.dims_used). */
+static void cg_dim_params(const rt_model_desc *d, const rt_program *p, FILE *out) {
+  char id[256];
+  for (int k = 0; k < d->ndims; k++) {
+    if (!(p->dims_used >> k & 1)) continue;
+    cg_ident(id, sizeof id, d->dims[k].name, false);
+    fprintf(out, ", int64_t %s", id);
+  }
 }
 
 /* ", const float *data, const int32_t *label" for a program's inputs. */
@@ -67,9 +77,9 @@ static void cg_output_params(const rt_model_desc *d, const rt_program *p, FILE *
 static void cg_doc_tensors(const rt_model_desc *d, const rt_program *p, bool outputs, FILE *out) {
   int n = outputs ? p->noutputs : p->ninputs;
   for (int i = 0; i < n; i++) {
-    const rt_tensor_info *t = &d->tensors[outputs ? p->outputs[i] : p->inputs[i]];
-    fprintf(out, " *   %s %s: ", outputs ? "out" : "in ", t->name);
-    cg_shape_comment(t, out);
+    int t = outputs ? p->outputs[i] : p->inputs[i];
+    fprintf(out, " *   %s %s: ", outputs ? "out" : "in ", d->tensors[t].name);
+    cg_shape_comment(d, t, out);
     fputc('\n', out);
   }
 }
@@ -115,10 +125,19 @@ static void cg_header_prototypes(const rt_model_desc *d, FILE *out) {
   fprintf(out, "void %s_destroy(%s *m);\n", N, N);
   fprintf(out, "int %s_load(%s *m, const char *path);   /* safetensors; 0 on success */\n", N, N);
   fprintf(out, "int %s_save(const %s *m, const char *path);\n\n", N, N);
+  if (d->ndims) {
+    fprintf(out, "/* Bounded dims: predict and train_step take the extent of each one their tensors follow,\n"
+                 " * right after the model, and run on buffers of that many rows (an extent outside the\n"
+                 " * bounds is refused). The SIZE constants below are the element counts at the bounds.\n");
+    for (int k = 0; k < d->ndims; k++)
+      fprintf(out, " *   %s = %lld..%lld\n", d->dims[k].name, (long long)d->dims[k].lo, (long long)d->dims[k].hi);
+    fprintf(out, " */\n");
+  }
   fprintf(out, "/* predict\n");
   cg_doc_tensors(d, &d->predict, false, out);
   cg_doc_tensors(d, &d->predict, true, out);
   fprintf(out, " */\nint %s_predict(%s *m", N, N);
+  cg_dim_params(d, &d->predict, out);
   cg_input_params(d, &d->predict, out);
   cg_output_params(d, &d->predict, out);
   fprintf(out, ");\n");
@@ -126,6 +145,7 @@ static void cg_header_prototypes(const rt_model_desc *d, FILE *out) {
     fprintf(out, "/* train_step: one optimizer step; the loss before the update into *loss\n");
     cg_doc_tensors(d, &d->train, false, out);
     fprintf(out, " */\nint %s_train_step(%s *m", N, N);
+    cg_dim_params(d, &d->train, out);
     cg_input_params(d, &d->train, out);
     fprintf(out, ", float *loss);\n");
   }

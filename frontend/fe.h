@@ -2,7 +2,8 @@
  * from AST to the graph IR (defs inlined, parameters created and named, dims bound).
  *   fe_parse.c + lexer.l + parser.y : text -> fe_file (errors through ir_diag)
  *   fe_lower.c                      : fe_file -> ir_graph per model
- *   fe_eval.c                       : attribute and dim arithmetic (compile-time values) */
+ *   fe_eval.c                       : attribute and dim arithmetic (compile-time values)
+ *   fe_bound.c                      : bounded dims: probe graphs and the check of the range */
 #ifndef KILN_FE_H
 #define KILN_FE_H
 
@@ -66,7 +67,8 @@ typedef struct fe_def {
   struct fe_def *next;
 } fe_def;
 
-typedef struct fe_dim { const char *name; int64_t value; ir_loc loc; struct fe_dim *next; } fe_dim;
+/* `dim batch = 64`, or bounded, `dim batch = 1..64`: lo..value (lo == value when fixed). */
+typedef struct fe_dim { const char *name; int64_t lo, value; ir_loc loc; struct fe_dim *next; } fe_dim;
 
 typedef struct fe_model { const char *name; fe_stmt *items; ir_loc loc; struct fe_model *next; } fe_model;
 
@@ -102,8 +104,13 @@ void fe_file_free(fe_file *f);
 bool fe_is_keyword(const char *s);
 
 /* ---- fe_lower.c ---- */
-typedef struct { const char *name; int64_t value; } fe_define;   /* -D name=N */
-/* Lowers one model to a graph with shapes inferred; NULL if any error was reported. */
+/* -D name=N (lo 0: fixed at value), or -D name=LO..N (lo > 0: bounded to [lo, value]). A
+ * fixed value fixes a dim the file declares bounded; a range bounds a dim declared fixed. */
+typedef struct { const char *name; int64_t value, lo; } fe_define;
+/* Lowers one model to a graph with shapes inferred; NULL if any error was reported. When the
+ * model reads bounded dims, the graph is lowered at their bounds and carries them (nbdims,
+ * bdims, probes: ir.h), and every extent of their ranges has been checked to lower to the
+ * sizes the bound and the probes predict (fe_bound.c). */
 ir_graph *fe_lower_model(fe_file *f, fe_model *m, const fe_define *defs, int ndefs, ir_diag *d);
 /* File-level checks before lowering: duplicate dims, defs and models; defs that hide an op;
  * def parameter types; every -D naming a dim. Reports and returns the error count. */

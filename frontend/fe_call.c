@@ -248,7 +248,7 @@ static void fe_ret_rename(fe_lower *L, int t, int first, const char *name) {
     if (n->out[j] < 0) continue;
     ir_tensor *o = ir_tensor_at(L->g, n->out[j]);
     o->name = j == 0 ? n->name : ir_strfmt(&L->g->arena, "%s.%s", name, ir_ops[n->op].outs[j]);
-    fe_map_put(&L->tensors, &L->file->arena, o->name, (void *)(intptr_t)(n->out[j] + 1));   /* taken now */
+    fe_map_put(&L->tensors, L->x.arena, o->name, (void *)(intptr_t)(n->out[j] + 1));   /* taken now */
   }
 }
 
@@ -279,7 +279,7 @@ int fe_call_def(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, con
   if (fe_def_recursion(L, s, def, e->loc) || fe_too_big(L, s, def, e->loc)) return -1;
   if (s->depth >= 64) return ir_error(L->d, e->loc, "defs are nested more than 64 calls deep"), -1;
   L->ncalls++;
-  ir_expansion *x = ir_alloc(&L->file->arena, sizeof *x);
+  ir_expansion *x = ir_alloc(L->x.arena, sizeof *x);
   *x = (ir_expansion){def->name, e->loc, s->expansion};
   fe_scope callee = {.prefix = callsite, .def = def, .expansion = x, .caller = s, .depth = s->depth + 1};
   int before = fe_count_params(L), failed = L->d->failed, first = ir_ntensors(L->g);

@@ -17,6 +17,9 @@ static void fe_check_dims(fe_lower *L) {
   for (const fe_dim *a = L->file->dims; a; a = a->next) {
     if (fe_seen(L, &seen, a->name)) ir_error(L->d, a->loc, "dim '%s' is declared twice", a->name);
     if (a->value <= 0) ir_error(L->d, a->loc, "dim '%s' must be positive", a->name);
+    else if (a->lo < 1) ir_error(L->d, a->loc, "dim '%s' = %lld..%lld: the lower bound must be at least 1", a->name, (long long)a->lo, (long long)a->value);
+    else if (a->lo > a->value)
+      ir_error(L->d, a->loc, "dim '%s' = %lld..%lld: the lower bound is above the upper one", a->name, (long long)a->lo, (long long)a->value);
   }
 }
 
@@ -37,6 +40,14 @@ static void fe_check_models(fe_lower *L) {
     if (fe_seen(L, &seen, m->name)) ir_error(L->d, m->loc, "model '%s' is defined twice", m->name);
 }
 
+/* A -D value, or range (fe.h: lo 0 means fixed). */
+static void fe_check_define(fe_lower *L, const fe_define *x) {
+  if (x->value <= 0 && !x->lo) ir_error(L->d, (ir_loc){0}, "-D %s=%lld: a dim must be positive", x->name, (long long)x->value);
+  else if (x->lo < 0 || (x->lo && x->lo > x->value))
+    ir_error(L->d, (ir_loc){0}, "-D %s=%lld..%lld: %s", x->name, (long long)x->lo, (long long)x->value,
+             x->lo < 0 ? "the lower bound must be at least 1" : "the lower bound is above the upper one");
+}
+
 static void fe_check_defines_known(fe_lower *L) {
   const char *names[256];
   int n = 0;
@@ -44,8 +55,7 @@ static void fe_check_defines_known(fe_lower *L) {
   for (int i = 0; i < L->ndefines; i++) {
     bool found = false;
     for (const fe_dim *d = L->file->dims; d; d = d->next) found |= strcmp(d->name, L->defines[i].name) == 0;
-    if (found && L->defines[i].value <= 0)
-      ir_error(L->d, (ir_loc){0}, "-D %s=%lld: a dim must be positive", L->defines[i].name, (long long)L->defines[i].value);
+    if (found) fe_check_define(L, &L->defines[i]);
     if (found) continue;
     const char *sug = ir_suggest(L->defines[i].name, names, n);
     ir_error(L->d, (ir_loc){0}, "-D %s: %s has no dim named '%s'%s%s%s", L->defines[i].name, L->file->path,

@@ -16,12 +16,26 @@ static fe_file_index *fe_index(fe_file *f) {
   return f->index = x;
 }
 
-bool fe_dim_value(const fe_lower *L, const char *name, int64_t *out) {
+/* A dim's value where it is not bounded: -D's, else its declaration's. */
+static bool fe_dim_fixed(const fe_lower *L, const char *name, int64_t *out) {
   for (int i = 0; i < L->ndefines; i++)
     if (strcmp(L->defines[i].name, name) == 0) return *out = L->defines[i].value, true;
   const fe_dim *d = fe_map_get(&fe_index(L->file)->dims, name);
   if (d) *out = d->value;
   return d != NULL;
+}
+
+bool fe_dim_value(fe_lower *L, const char *name, int64_t *out) {
+  intptr_t slot = L->bounds ? (intptr_t)fe_map_get(&L->bounds->slot, name) : 0;
+  if (!slot--) return fe_dim_fixed(L, name, out);
+  if (L->x.used) L->x.used[slot] = true;
+  *out = L->x.at ? L->x.at[slot] : L->bounds->b[slot].hi;
+  return true;
+}
+
+bool fe_is_dim(const fe_lower *L, const char *name) {
+  int64_t v;
+  return fe_dim_fixed(L, name, &v);
 }
 
 const fe_def *fe_find_def(fe_file *f, const char *name) {
@@ -53,7 +67,7 @@ static int fe_eval_tuple(fe_lower *L, const fe_scope *s, const fe_expr *e, ir_av
   int n = 0, err = 0;
   for (const fe_arg *a = e->args; a; a = a->next) n++;
   *out = (ir_aval){.kind = IR_AV_TUPLE, .n = n, .loc = e->loc};
-  out->items = ir_alloc(&L->file->arena, sizeof(ir_aval) * (size_t)(n + 1));
+  out->items = ir_alloc(L->x.arena, sizeof(ir_aval) * (size_t)(n + 1));
   int i = 0;
   for (const fe_arg *a = e->args; a; a = a->next) err |= fe_eval_attr(L, s, a->value, &out->items[i++]);
   return err;

@@ -13,24 +13,23 @@ fe_binding *fe_lookup(const fe_scope *s, const char *name) {
 
 int fe_find_tensor(fe_lower *L, const char *name) {
   for (; L->indexed < ir_ntensors(L->g); L->indexed++)
-    fe_map_put(&L->tensors, &L->file->arena, ir_tensor_at(L->g, L->indexed)->name, (void *)(intptr_t)(L->indexed + 1));
+    fe_map_put(&L->tensors, L->x.arena, ir_tensor_at(L->g, L->indexed)->name, (void *)(intptr_t)(L->indexed + 1));
   return (int)(intptr_t)fe_map_get(&L->tensors, name) - 1;
 }
 
 bool fe_bind(fe_lower *L, fe_scope *s, const char *name, fe_bkind kind, int tensor, const ir_aval *v, ir_loc loc) {
   const fe_binding *old = fe_lookup(s, name);
-  int64_t dim;
   if (old) {
     ir_error(L->d, loc, "'%s' is already defined (names are assigned once)", name);
     ir_note(L->d, old->loc, "'%s' was defined here", name);
     return false;
   }
-  if (fe_dim_value(L, name, &dim)) return ir_error(L->d, loc, "'%s' would shadow the dim of that name", name), false;
-  fe_binding *b = ir_alloc(&L->file->arena, sizeof *b);
+  if (fe_is_dim(L, name)) return ir_error(L->d, loc, "'%s' would shadow the dim of that name", name), false;
+  fe_binding *b = ir_alloc(L->x.arena, sizeof *b);
   *b = (fe_binding){.name = name, .kind = kind, .tensor = tensor, .loc = loc, .next = s->vars};
   if (v) b->val = *v;
   s->vars = b;
-  fe_map_put(&s->index, &L->file->arena, name, b);
+  fe_map_put(&s->index, L->x.arena, name, b);
   return true;
 }
 
@@ -54,7 +53,7 @@ const char *fe_unique(fe_lower *L, const char *base) {
   for (intptr_t i = (intptr_t)fe_map_get(&L->suffix, base) + 1;; i++) {
     const char *n = ir_strfmt(&L->g->arena, "%s_%ld", base, (long)i);
     if (fe_find_tensor(L, n) >= 0) continue;
-    fe_map_set(&L->suffix, &L->file->arena, ir_strdup(&L->file->arena, base), (void *)i);
+    fe_map_set(&L->suffix, L->x.arena, ir_strdup(L->x.arena, base), (void *)i);
     return n;
   }
 }
@@ -367,7 +366,7 @@ static void fe_decl_output(fe_lower *L, fe_scope *s, const fe_stmt *a) {
       ir_error(L->d, n->loc, "'%s' is already an output", n->name);
       continue;
     }
-    fe_map_put(&L->outputs, &L->file->arena, tn, (void *)tn);
+    fe_map_put(&L->outputs, L->x.arena, tn, (void *)tn);
     *(int *)ir_vec_push(&L->g->outputs) = t;
   }
 }
@@ -424,16 +423,18 @@ static bool fe_reaches_param(const ir_graph *g, int t) {
   return found;
 }
 
-ir_graph *fe_lower_model(fe_file *f, fe_model *m, const fe_define *defs, int ndefs, ir_diag *d) {
+ir_graph *fe_lower_at(const fe_job *j, fe_at x, ir_diag *d) {
   int before = d->failed;
-  fe_lower L = {.file = f, .g = ir_graph_new(m->name), .d = d, .defines = defs, .ndefines = ndefs};
+  fe_model *m = j->model;
+  fe_lower L = {.file = j->file, .g = ir_graph_new(m->name), .d = d, .defines = j->defines, .ndefines = j->ndefines,
+                .bounds = &j->bounds, .x = x};
   fe_scope s = {.prefix = ""};
   for (const fe_stmt *a = m->items; a && !fe_gave_up(&L); a = a->next) fe_model_item(&L, &s, a);
   fe_too_big(&L, &s, NULL, m->loc);       /* the last statement may have crossed a budget */
   if (L.g->outputs.len == 0 && !L.g->has_train && d->failed == before)
     ir_error(d, m->loc, "model '%s' has no output and no train statement", m->name);
   if (d->failed == before) ir_infer_shapes(L.g, d);
-  if (d->failed == before && L.g->has_train && L.g->loss >= 0 && !fe_reaches_param(L.g, L.g->loss))
+  if (d->failed == before && !x.quiet && L.g->has_train && L.g->loss >= 0 && !fe_reaches_param(L.g, L.g->loss))
     ir_warning(d, L.g->train_loc, "no parameter reaches the loss '%s': train_step will change no weight",
                ir_tensor_at(L.g, L.g->loss)->name);
 #ifdef KILN_DEBUG
@@ -442,4 +443,12 @@ ir_graph *fe_lower_model(fe_file *f, fe_model *m, const fe_define *defs, int nde
   if (d->failed == before) return L.g;
   ir_graph_free(L.g);
   return NULL;
+}
+
+ir_graph *fe_lower_model(fe_file *f, fe_model *m, const fe_define *defs, int ndefs, ir_diag *d) {
+  fe_job j = {.file = f, .model = m, .defines = defs, .ndefines = ndefs};
+  fe_bounds_init(&j);
+  bool *used = ir_alloc(&f->arena, (size_t)j.bounds.n + 1);
+  ir_graph *g = fe_lower_at(&j, (fe_at){.used = used, .arena = &f->arena}, d);
+  return g ? fe_bound_graph(&j, g, used, d) : NULL;
 }

@@ -15,6 +15,40 @@ void fe_map_set(fe_map *m, ir_arena *a, const char *key, void *val);  /* replace
  * reports the others). */
 typedef struct fe_file_index { fe_map dims, defs; } fe_file_index;
 
+/* The file's bounded dims in one fe_lower_model call (its declarations with the -D given):
+ * every dim whose range holds more than one extent, in declaration order (fe_bound.c). */
+typedef struct {
+  const fe_dim *dim;
+  int64_t lo, hi;
+  bool by_define;              /* the range is -D's, not the declaration's */
+} fe_bound;
+typedef struct {
+  int n;
+  fe_bound *b;
+  fe_map slot;                 /* name -> index in b + 1 */
+} fe_bounds;
+
+/* What fe_lower_model was asked; each lowering it makes (the bound's, the probes', the
+ * checks') starts from it. */
+typedef struct {
+  fe_file *file;
+  fe_model *model;
+  const fe_define *defines;
+  int ndefines;
+  fe_bounds bounds;
+} fe_job;
+
+/* How one lowering of a fe_job differs from the bound's (fe_bound.c lowers the model at
+ * other extents too). */
+typedef struct {
+  const int64_t *at;           /* the extent of each bounded dim (one per fe_bounds entry); NULL: the bounds */
+  bool *used;                  /* NULL, or set for each bounded dim the lowering reads */
+  bool quiet;                  /* a probe or check lowering: no warnings */
+  ir_arena *arena;             /* what the lowering builds besides its graph (scopes, maps, def
+                                  expansions, which the graph's nodes point at): the file's, or
+                                  one freed with a graph checked and dropped at once */
+} fe_at;
+
 typedef enum { FE_B_TENSOR, FE_B_ATTR } fe_bkind;
 typedef struct fe_binding {
   const char *name;
@@ -50,6 +84,8 @@ typedef struct {
   ir_diag *d;
   const fe_define *defines;
   int ndefines;
+  const fe_bounds *bounds;     /* NULL: no dim is bounded (fe_check.c) */
+  fe_at x;                     /* the extents it lowers at, and where its memory comes from */
   int nconst;
   int depth;                   /* fe_tensor recursion, bounded */
   fe_map tensors;              /* tensor name -> index + 1, for the first `indexed` tensors */
@@ -62,7 +98,10 @@ typedef struct {
 } fe_lower;
 
 /* fe_eval.c — compile-time values: dims, attribute arithmetic, type checks of def params */
-bool fe_dim_value(const fe_lower *L, const char *name, int64_t *out);
+/* The value of dim `name` in this lowering (a bounded dim's at L->x.at, which counts as read);
+ * false when no dim has that name. fe_is_dim only says whether one has. */
+bool fe_dim_value(fe_lower *L, const char *name, int64_t *out);
+bool fe_is_dim(const fe_lower *L, const char *name);
 int fe_eval_attr(fe_lower *L, const fe_scope *s, const fe_expr *e, ir_aval *out);
 int fe_check_atype(fe_lower *L, const char *atype, const ir_aval *v, const char *what, ir_loc loc);
 int fe_check_atype_name(fe_lower *L, const char *atype, ir_loc loc);
@@ -88,6 +127,16 @@ const char *fe_unique(fe_lower *L, const char *base);
  * name). Returns a tensor index or -1 after reporting. */
 int fe_tensor(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, const char *node_name);
 void fe_lower_stmts(fe_lower *L, fe_scope *s, const fe_stmt *body);
+/* One lowering of j's model, as x says; NULL after reporting errors to d. */
+ir_graph *fe_lower_at(const fe_job *j, fe_at x, ir_diag *d);
+
+/* fe_bound.c — bounded dims */
+/* The dims j's file and defines bound, into j->bounds. */
+void fe_bounds_init(fe_job *j);
+/* g, lowered at the bounds, with the bounded dims it read (used) recorded, its probes lowered
+ * and every extent of the ranges checked; g unchanged when it read none. NULL (g freed) after
+ * reporting an error. */
+ir_graph *fe_bound_graph(fe_job *j, ir_graph *g, const bool *used, ir_diag *d);
 
 /* fe_call.c — op calls (parameters auto-created) and def inlining */
 int fe_call_op(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, int op, const char *node_name);

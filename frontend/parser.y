@@ -96,6 +96,11 @@ static fe_stmt *fe_stmt_new(fe_parser *p, fe_stmt_kind k, FE_YYLTYPE l) {
   s->kind = k, s->loc = L(p, l);
   return s;
 }
+static void fe_dim_new(fe_parser *p, const char *name, FE_YYLTYPE l, double lo, double hi) {
+  fe_dim *d = fe_new(p, sizeof *d);
+  d->name = name, d->lo = (int64_t)lo, d->value = (int64_t)hi, d->loc = L(p, l), d->next = p->file->dims;
+  p->file->dims = d;
+}
 /* Lists are built backwards (O(1) per item) and turned around once complete. */
 #define FE_REVERSE(T, fn) static T *fn(T *h) { T *r = NULL; while (h) { T *n = h->next; h->next = r; r = h; h = n; } return r; }
 FE_REVERSE(fe_arg, fe_rev_args)
@@ -132,7 +137,7 @@ FE_REVERSE(fe_dim, fe_rev_dims)
 
 %token T_DIM "'dim'" T_DEF "'def'" T_RETURN "'return'" T_MODEL "'model'" T_INPUT "'input'"
 %token T_PARAM "'param'" T_CONST "'const'" T_OUTPUT "'output'" T_TRAIN "'train'" T_WITH "'with'"
-%token T_TRUE "'true'" T_FALSE "'false'" T_POW "'**'"
+%token T_TRUE "'true'" T_FALSE "'false'" T_POW "'**'" T_DOTDOT "'..'"
 %token <str> T_NAME "name" T_STRING "string"
 %token <num> T_INT "integer" T_FLOAT "number"
 
@@ -160,16 +165,17 @@ top: dim_decl
    | error                           { FE_RECOVER(); }
    ;
 
-dim_decl: T_DIM T_NAME '=' T_INT {
-      fe_dim *d = fe_new(p, sizeof *d);
-      d->name = $2, d->value = (int64_t)$4, d->loc = L(p, @2), d->next = p->file->dims;
-      p->file->dims = d;
-    }
-    | T_DIM T_NAME '=' '-' T_INT {   /* said as what it is, not as a syntax error; a literal too
+dim_decl: T_DIM T_NAME '=' T_INT       { fe_dim_new(p, $2, @2, $4, $4); }
+    | T_DIM T_NAME '=' T_INT T_DOTDOT T_INT { fe_dim_new(p, $2, @2, $4, $6); }   /* bounded: fe_check.c checks the range */
+    | T_DIM T_NAME '=' '-' T_INT dim_hi {   /* said as what it is, not as a syntax error; a literal too
                                         large to read is the lexer's error alone */
       if (p->big_int_line != @5.first_line || p->big_int_col != @5.first_column)
         ir_error(p->diag, L(p, @2), "dim '%s' must be positive (got -%.0f)", $2, $5);
     }
+    ;
+
+dim_hi: %empty
+    | T_DOTDOT T_INT
     ;
 
 def: T_DEF T_NAME '(' dparams_opt ')' def_open body '}' {

@@ -105,6 +105,14 @@ KILN_API int kiln_model_save(kiln_model *m, const char *safetensors_path);
 KILN_API int kiln_model_count(kiln_model *m, int train, int *ninputs, int *noutputs);
 KILN_API int kiln_model_tensor(kiln_model *m, int train, int output, int index, const char **name,
                                kiln_dtype *dtype, int *rank, int64_t *dims);
+/* Bounded dims (`dim batch = 1..64`): how many the model has, and dim `index`'s name and
+ * bounds. kiln_model_tensor gives the shapes at the bounds. */
+KILN_API int kiln_model_dims(kiln_model *m, int *ndims);
+KILN_API int kiln_model_dim(kiln_model *m, int index, const char **name, int64_t *lo, int64_t *hi);
+/* predict and train_step at the given extents, one per bounded dim in declaration order
+ * (NULL: every dim at its bound); an extent outside its bounds fails and changes nothing. */
+KILN_API int kiln_model_predict_at(kiln_model *m, const int64_t *extents, const void *const *inputs, void *const *outputs);
+KILN_API int kiln_model_train_step_at(kiln_model *m, const int64_t *extents, const void *const *inputs, float *loss);
 
 /* ---- imperative arrays with deferred compute ---- */
 typedef struct kiln_session kiln_session;

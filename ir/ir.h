@@ -13,6 +13,7 @@
 
 #include "k_base.h"
 #include "k_params.h"
+#include "k_dims.h"
 
 /* ---- ir_arena.c: bump allocation for everything a compile creates ---- */
 typedef struct ir_arena_chunk ir_arena_chunk;
@@ -217,7 +218,13 @@ typedef struct {
 
 typedef enum { IR_MODE_NONE, IR_MODE_PREDICT, IR_MODE_TRAIN } ir_mode;
 
-typedef struct {
+/* A bounded dim (`dim batch = 1..64`, `-D batch=1..64`): the graph is lowered at hi, and
+ * every extent in [lo, hi] is served by the same compiled code (kernels/k_dims.h). probe is
+ * the extent of the dim in the probe graphs (ir_dims.c): hi - 1, or hi + 1 where that is
+ * below 2 or lo. */
+typedef struct { const char *name; int64_t lo, hi, probe; } ir_bdim;
+
+typedef struct ir_graph {
   ir_arena arena;
   const char *name;
   ir_mode mode;        /* set by the pipeline: forward nodes run in training mode in TRAIN */
@@ -232,7 +239,25 @@ typedef struct {
   bool has_train;
   ir_optimizer optim;
   ir_loc train_loc;
+  int nbdims;          /* the bounded dims, in declaration order (K_MAX_BDIMS at most) */
+  ir_bdim bdims[K_MAX_BDIMS];
+  struct ir_graph **probes;  /* set by the front end when nbdims > 0: ir_dims_nprobes graphs
+                          lowered like this one at other extents (ir_dims.c says which), from
+                          which the sizes that follow the dims are fitted. Owned; a copy
+                          (ir_graph_clone) has none */
 } ir_graph;
+
+/* ---- ir_dims.c: bounded dims ---- */
+/* Probe graph p (0 <= p < ir_dims_nprobes) holds dim p at its probe extent and the others at
+ * their bound; with two dims or more, one more holds every dim at its probe. */
+static inline int ir_dims_nprobes(int nbdims) { return nbdims + (nbdims >= 2); }
+/* The extents of every bounded dim in probe p (p == -1: the bound). */
+void ir_dims_probe_extents(const ir_graph *g, int p, int64_t *extent);
+/* Fits a size that is v0 at the bound and vp[p] in each probe graph as a k_dimval
+ * (kernels/k_dims.h). 0, or 1 when no a * prod(dims) + b takes those values. */
+int ir_dims_fit(const ir_graph *g, int64_t v0, const int64_t *vp, k_dimval *out);
+/* "batch=3" or "batch=3, seq=17" for messages. */
+void ir_dims_str(const ir_graph *g, const int64_t *extent, char *buf, size_t n);
 
 /* ---- ir_graph.c ---- */
 ir_graph *ir_graph_new(const char *name);

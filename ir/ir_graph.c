@@ -30,6 +30,8 @@ void ir_plan_free(ir_plan *p) {
 
 void ir_graph_free(ir_graph *g) {
   if (!g) return;
+  for (int p = 0; g->probes && p < ir_dims_nprobes(g->nbdims); p++) ir_graph_free(g->probes[p]);
+  free(g->probes);
   ir_plan_free(g->plan);
   ir_vec_free(&g->tensors);
   ir_vec_free(&g->nodes);
@@ -150,6 +152,9 @@ ir_graph *ir_graph_clone(const ir_graph *g) {
   for (int i = 0; i < g->outputs.len; i++) *(int *)ir_vec_push(&c->outputs) = IR_VEC_AT(g->outputs, int, i);
   c->loss = g->loss, c->has_train = g->has_train, c->optim = g->optim, c->train_loc = g->train_loc, c->mode = g->mode;
   c->shared_tensors = ir_ntensors(g);
+  c->nbdims = g->nbdims;
+  for (int d = 0; d < g->nbdims; d++)
+    c->bdims[d] = g->bdims[d], c->bdims[d].name = ir_strdup(&c->arena, g->bdims[d].name);
   return c;
 }
 

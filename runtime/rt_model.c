@@ -96,14 +96,17 @@ static int rt_tensors_valid(const rt_model_desc *d) {
 }
 
 rt_model *rt_model_new(const rt_model_desc *d, uint64_t seed, int run_on_cpu) {
-  if (!d || !d->abi || strcmp(d->abi, RT_MODEL_ABI) != 0 || !rt_tensors_valid(d)) return NULL;
+  if (!d || !d->abi || strcmp(d->abi, RT_MODEL_ABI) != 0 || !rt_tensors_valid(d) || !rt_dims_valid(d)) return NULL;
   rt_model *m = calloc(1, sizeof *m);
   if (!m) return NULL;
   m->d = d, m->seed = seed, m->lr = d->lr;
   pthread_mutex_init(&m->mu, NULL);
   size_t nt = (size_t)d->ntensors + 1;
   m->tptr = calloc(nt, sizeof *m->tptr), m->ptr = calloc(nt, sizeof *m->ptr);
-  int bad = !m->tptr || !m->ptr || rt_model_storage(m);
+  m->tshape = malloc(nt * sizeof *m->tshape);
+  int bad = !m->tptr || !m->ptr || !m->tshape || rt_model_storage(m);
+  for (int i = 0; !bad && i < d->ntensors; i++) m->tshape[i] = d->tensors[i].shape;
+  for (int k = 0; k < d->ndims; k++) m->extent[k] = d->dims[k].hi;   /* the descriptor's sizes */
   if (!bad && run_on_cpu) {
     m->engine = rt_engine_create_from_env();
     bad = !m->engine || rt_model_arena(m) || rt_prog_state_init(&m->ps[0], m, &d->predict) ||
@@ -123,7 +126,7 @@ void rt_model_destroy(rt_model *m) {
   if (!m) return;
   if (m->engine) rt_engine_destroy(m->engine);   /* first: it may still be deleting variables */
   rt_prog_state_free(&m->ps[0]), rt_prog_state_free(&m->ps[1]);
-  free(m->tptr), free(m->ptr);
+  free(m->tptr), free(m->ptr), free(m->tshape);
   free(m->store), free(m->arena), free(m->aux_backup);
   pthread_mutex_destroy(&m->mu);
   free(m);

@@ -16,10 +16,11 @@
 #define KILN_RT_MODEL_H
 
 #include "k_base.h"
+#include "k_dims.h"
 #include "k_params.h"
 
-#define RT_MODEL_ABI "kiln-model-4"   /* -2: rt_step gained epi, rt_tensor_info data; -3: target, gpu_module;
-                                         -4: rt_tensor_info ctr */
+#define RT_MODEL_ABI "kiln-model-5"   /* -2: rt_step gained epi, rt_tensor_info data; -3: target, gpu_module;
+                                         -4: rt_tensor_info ctr; -5: bounded dims (rt_dim, rt_dimpatch) */
 #define RT_CTR_INIT(i) ((uint64_t)(uint32_t)(i))
 #define RT_CTR_OP(step, hash) ((UINT64_C(1) << 63) | ((uint64_t)(step) & 0x7fffffffu) << 32 | (uint64_t)(hash))
 uint32_t rt_fnv1a32(const char *s);            /* FNV-1a over the bytes of s */
@@ -56,6 +57,7 @@ typedef struct {
   k_fn kernel;                  /* FORWARD, BACKWARD */
   void (*fused)(void *const *ptrs);  /* FUSED: pointers to the tensors of in[], then out[] */
   const void *param;            /* the op's k_*_param, or NULL */
+  int32_t param_bytes;          /* its size (a run at other extents copies it to rewrite it) */
   int32_t nin, nout;
   const int32_t *in, *out;      /* tensor indices, -1 for an absent slot (pruned, no gradient) */
   const k_shape *in_shape;      /* one per in slot, absent ones included: kernels read shapes;
@@ -74,6 +76,21 @@ typedef struct {
                                    elementwise tail its kernel runs per output block, or NULL */
 } rt_step;
 
+/* A bounded dim (`dim batch = 1..64`, kernels/k_dims.h): the descriptor holds every size at
+ * the bound hi, where it was planned; a run at other extents rewrites the sizes that follow
+ * the dims, each listed as an rt_dimpatch, in its instance's copy of the program's shapes
+ * and params (rt_model_run.c), and a fused step's loop reads the extents from the pointer
+ * after its tensors'. */
+typedef struct { const char *name; int64_t lo, hi; } rt_dim;
+enum { RT_DV_TENSOR, RT_DV_IN_SHAPE, RT_DV_OUT_SHAPE, RT_DV_PARAM_I64, RT_DV_PARAM_I32 };
+typedef struct {
+  int32_t kind;                 /* RT_DV_* */
+  int32_t index;                /* TENSOR: the tensor; the others: the step */
+  int32_t slot;                 /* IN/OUT_SHAPE: the slot; PARAM_*: the field's byte offset */
+  int32_t axis;                 /* TENSOR, IN/OUT_SHAPE: the axis */
+  k_dimval v;                   /* the size at the run's extents */
+} rt_dimpatch;
+
 typedef struct {
   int32_t nsteps;
   const rt_step *steps;
@@ -84,6 +101,10 @@ typedef struct {
   int32_t noutputs;
   const int32_t *outputs;       /* predict: the outputs in `output` order; train: the loss */
   int32_t is_train;
+  int32_t npatches;             /* bounded dims: the steps' sizes that follow them */
+  const rt_dimpatch *patches;   /* kinds IN_SHAPE, OUT_SHAPE, PARAM_* */
+  uint32_t dims_used;           /* bit d: an input or output of the entry point follows bounded
+                                   dim d, so the generated entry point takes its extent */
 } rt_program;
 
 typedef struct {
@@ -100,6 +121,10 @@ typedef struct {
   k_adam_param adam;
   int32_t target;               /* RT_TARGET_* */
   const char *gpu_module;       /* CUDA: the PTX of every kernel the steps launch (text) */
+  int32_t ndims;                /* bounded dims, in declaration order (K_MAX_BDIMS at most) */
+  const rt_dim *dims;
+  int32_t ntensor_patches;      /* the tensors' sizes that follow them (kind TENSOR) */
+  const rt_dimpatch *tensor_patches;
 } rt_model_desc;
 
 /* For tools that make data for a model (benchmarks, comparisons): the exclusive upper bound
@@ -134,6 +159,22 @@ int rt_model_load(rt_model *m, const char *path);            /* safetensors: eve
 int rt_model_save(const rt_model *m, const char *path);      /* atomic: a temporary file, then rename */
 int rt_model_predict(rt_model *m, const void *const *inputs, void *const *outputs);
 int rt_model_train_step(rt_model *m, const void *const *inputs, float *loss);
+/* The same at the given extents of the bounded dims (d->ndims of them, in declaration order;
+ * NULL: every dim at its bound): each must lie in its dim's [lo, hi], else the call fails
+ * with a message and changes nothing. rt_model_predict and rt_model_train_step run at the
+ * bound. */
+int rt_model_predict_at(rt_model *m, const int64_t *extents, const void *const *inputs, void *const *outputs);
+int rt_model_train_step_at(rt_model *m, const int64_t *extents, const void *const *inputs, float *loss);
+/* The shape of tensor t at the given extents (NULL: the bound). */
+k_shape rt_tensor_shape_at(const rt_model_desc *d, int32_t t, const int64_t *extents);
+/* "f32[batch, 784]": tensor t's type with the sizes that follow bounded dims written as
+ * they do ("2*seq+1"); "batch = 1..64, seq = 1..256": the bounded dims. */
+void rt_tensor_type_text(const rt_model_desc *d, int32_t t, char *buf, size_t n);
+void rt_dims_text(const rt_model_desc *d, char *buf, size_t n);
+/* The extents that give program p's inputs the shapes `shapes` (one per input; for tools
+ * that read arrays, such as kiln run): 0, or 1 with a message in err when no extents do. */
+int rt_extents_from_inputs(const rt_model_desc *d, const rt_program *p, const k_shape *shapes, int64_t *extents,
+                           char *err, size_t n);
 int rt_model_set_lr(rt_model *m, float lr);
 /* The Philox seed and the train steps taken, which the random ops of the next run read (a
  * RANDOM op in a program with is_train draws as train_step's step `step` does in a model
@@ -163,6 +204,9 @@ typedef struct {
    * a CUstream); NULL for a CPU model. */
   int (*predict_device)(rt_model *m, const void *const *inputs, void *const *outputs, void *stream);
   int (*train_step_device)(rt_model *m, const void *const *inputs, float *loss, void *stream);
+  /* At the extents of the bounded dims (rt_model_predict_at); for a CUDA model NULL. */
+  int (*predict_at)(rt_model *m, const int64_t *extents, const void *const *inputs, void *const *outputs);
+  int (*train_step_at)(rt_model *m, const int64_t *extents, const void *const *inputs, float *loss);
 } rt_model_api;
 
 #endif

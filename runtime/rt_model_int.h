@@ -20,8 +20,12 @@ typedef struct {
   const rt_step *s;
   k_tensor *in, *out;           /* nin / nout entries in the program's pools */
   k_req *req;
-  void **ptrs;                  /* FUSED: in[] then out[] */
+  void **ptrs;                  /* FUSED: in[] then out[], then the run's extents (k_dims.h) */
   k_cache *cache;               /* the kernel's memory across calls (predict only), or NULL */
+  const void *param;            /* the step's param: the descriptor's, or the instance's copy
+                                   when bounded dims rewrite it */
+  k_shape *in_shape, *out_shape; /* bounded dims: the instance's copies of the step's arrays
+                                   (rt_model_dims.c), else NULL: the descriptor's */
 } rt_step_run;
 
 typedef struct {
@@ -34,6 +38,9 @@ typedef struct {
   rt_var **vars;                /* one engine variable per step (threaded engine), made on
                                    the first run and kept */
   rt_var **dvars;               /* the variables of one step's dependencies, for a push */
+  k_shape *in_shape;            /* bounded dims: the steps' in_shape arrays, copied to rewrite */
+  k_shape *out_shape;           /* the same for the steps that have out_shape */
+  void **params;                /* per step: its param copy when a patch rewrites it, else NULL */
 } rt_prog_state;
 
 struct rt_model {
@@ -54,6 +61,8 @@ struct rt_model {
   int64_t aux_elems;
   void **ptr;                   /* per tensor: the pointer bound for the current run */
   rt_prog_state ps[2];          /* predict, train */
+  int64_t extent[K_MAX_BDIMS];  /* the bounded dims' extents the programs are set up for */
+  k_shape *tshape;              /* per tensor: its shape at those extents */
 };
 
 /* rt_model.c */
@@ -77,6 +86,15 @@ int rt_update_nin(const rt_model_desc *d, const rt_step *s);
  * step before it succeeded. */
 int rt_first_update(const rt_program *p);
 int rt_prog_state_init(rt_prog_state *ps, rt_model *m, const rt_program *p);
+/* Bounded dims: the descriptor's dims and patches are in range (rt_model_new checks it). */
+int rt_dims_valid(const rt_model_desc *d);
+/* Sets the programs up for the extents (NULL: the bounds): the tensors' shapes, the steps'
+ * shapes and params. 0, or 1 with the model's message when an extent is out of its range. */
+int rt_model_set_extents(rt_model *m, const int64_t *extents, const char *what);
+int rt_dims_state_init(rt_prog_state *ps);    /* the copies; 1 without memory */
+void rt_dims_state_free(rt_prog_state *ps);
+/* Step r's kernel arguments' shapes and dtypes, from its shape arrays and m->tshape. */
+void rt_step_args(rt_step_run *r, const rt_model *m);
 void rt_prog_state_free(rt_prog_state *ps);
 /* Every function that may change a weight (PARAM, AUX) calls this once it has (or may have):
  * it clears the predict steps' kernel caches, which hold data derived from the weights. */

@@ -27,10 +27,22 @@ k_shape rt_step_out_shape(const rt_model_desc *d, const rt_step *s, int j) {
 
 static k_dtype rt_dtype_of(const rt_model_desc *d, int t) { return t >= 0 ? (k_dtype)d->tensors[t].dtype : K_F32; }
 
-static void rt_step_args(rt_step_run *r, const rt_model_desc *d) {
+/* rt_step_out_shape on the run's arrays: the instance's copies and tensor shapes. */
+static k_shape rt_run_out_shape(const rt_step_run *r, const rt_model *m, int j) {
   const rt_step *s = r->s;
-  for (int j = 0; j < s->nin; j++) r->in[j] = (k_tensor){NULL, s->in_shape ? s->in_shape[j] : rt_scalar, rt_dtype_of(d, s->in[j])};
-  for (int j = 0; j < s->nout; j++) r->out[j] = (k_tensor){NULL, rt_step_out_shape(d, s, j), rt_dtype_of(d, s->out[j])};
+  const k_shape *in = r->in_shape ? r->in_shape : s->in_shape;
+  if (r->out_shape || s->out_shape) return (r->out_shape ? r->out_shape : s->out_shape)[j];
+  if (s->out[j] >= 0) return m->tshape[s->out[j]];
+  int nof = (s->nin - s->nout) / 2;
+  if (s->kind == RT_STEP_BACKWARD && in && nof >= 0 && s->nin == 2 * nof + s->nout) return in[nof + j];
+  return rt_scalar;
+}
+
+void rt_step_args(rt_step_run *r, const rt_model *m) {
+  const rt_step *s = r->s;
+  const k_shape *in = r->in_shape ? r->in_shape : s->in_shape;
+  for (int j = 0; j < s->nin; j++) r->in[j] = (k_tensor){NULL, in ? in[j] : rt_scalar, rt_dtype_of(m->d, s->in[j])};
+  for (int j = 0; j < s->nout; j++) r->out[j] = (k_tensor){NULL, rt_run_out_shape(r, m, j), rt_dtype_of(m->d, s->out[j])};
 }
 
 /* Tensor indices in range and dependencies on earlier steps only. */
@@ -119,22 +131,25 @@ int rt_prog_state_init(rt_prog_state *ps, rt_model *m, const rt_program *p) {
   ps->sr = calloc(n + 1, sizeof *ps->sr), ps->vars = calloc(n + 1, sizeof *ps->vars);
   ps->dvars = calloc(ndeps + 1, sizeof *ps->dvars);
   ps->tpool = calloc(nin + nout + 1, sizeof *ps->tpool), ps->rpool = calloc(nout + 1, sizeof *ps->rpool);
-  ps->fpool = calloc(nin + nout + 1, sizeof *ps->fpool);
+  ps->fpool = calloc(nin + nout + n + 1, sizeof *ps->fpool);   /* a fused step's pointers and the extents */
   if (!ps->sr || !ps->vars || !ps->dvars || !ps->tpool || !ps->rpool || !ps->fpool) return 1;
-  size_t at = 0, ro = 0;
+  size_t at = 0, ro = 0, fo = 0;
   for (int i = 0; i < p->nsteps; i++) {
     rt_step_run *r = &ps->sr[i];
     const rt_step *s = &p->steps[i];
-    *r = (rt_step_run){m, p, s, ps->tpool + at, ps->tpool + at + s->nin, ps->rpool + ro, ps->fpool + at, NULL};
-    at += (size_t)(s->nin + s->nout), ro += (size_t)s->nout;
-    rt_step_args(r, m->d);
+    *r = (rt_step_run){m, p, s, ps->tpool + at, ps->tpool + at + s->nin, ps->rpool + ro, ps->fpool + fo, NULL, s->param, NULL, NULL};
+    r->ptrs[s->nin + s->nout] = m->extent;
+    at += (size_t)(s->nin + s->nout), ro += (size_t)s->nout, fo += (size_t)(s->nin + s->nout + 1);
   }
+  if (m->d->ndims && rt_dims_state_init(ps)) return 1;
+  for (int i = 0; i < p->nsteps; i++) rt_step_args(&ps->sr[i], m);
   return rt_caches_init(ps, m, p);
 }
 
 void rt_prog_state_free(rt_prog_state *ps) {
   for (int i = 0; ps->caches && i < ps->p->nsteps; i++) free(ps->caches[i].data);
   free(ps->caches);
+  rt_dims_state_free(ps);
   free(ps->sr), free(ps->vars), free(ps->dvars), free(ps->tpool), free(ps->rpool), free(ps->fpool);
   memset(ps, 0, sizeof *ps);
 }
@@ -164,13 +179,17 @@ int rt_update_nin(const rt_model_desc *d, const rt_step *s) {
   return 2 + (s->op == K_OPT_ADAM ? 2 : d->sgd.momentum != 0.0f);
 }
 
+/* An update runs over the elements in use: with bounded dims, a weight that follows them
+ * (a position table of `seq` rows) is stored at the bound and its first rows are in use. */
+static int64_t rt_update_numel(const rt_model *m, int t) { return k_shape_numel(&m->tshape[t]); }
+
 static int rt_check_update(rt_model *m, const rt_step *s) {
   const rt_model_desc *d = m->d;
-  int64_t n = s->nin > 0 && s->in[0] >= 0 ? rt_tensor_numel(&d->tensors[s->in[0]]) : -1;
+  int64_t n = s->nin > 0 && s->in[0] >= 0 ? rt_update_numel(m, s->in[0]) : -1;
   int need = rt_update_nin(d, s);
   if (s->op != K_OPT_SGD && s->op != K_OPT_ADAM) return rt_model_fail(m, "%s: unknown optimizer %d", s->name, s->op);
   for (int j = 0; j < need; j++)
-    if (j >= s->nin || s->in[j] < 0 || !m->ptr[s->in[j]] || rt_tensor_numel(&d->tensors[s->in[j]]) != n)
+    if (j >= s->nin || s->in[j] < 0 || !m->ptr[s->in[j]] || rt_update_numel(m, s->in[j]) != n)
       return rt_model_fail(m, "%s: update without its parameter, gradient or state", s->name);
   return 0;
 }
@@ -206,7 +225,7 @@ static int rt_run_kernel(const rt_step_run *r, k_fn fn, rt_run_ctx *rc) {
   char msg[RT_ERR_LEN];
   msg[0] = 0;     /* not `= ""`: that clears all RT_ERR_LEN bytes on every step */
   void *temp = s->temp_bytes ? (char *)m->arena + s->temp_offset : NULL;
-  k_call c = {r->in, s->nin, r->out, s->nout, r->req, s->param, temp, (size_t)s->temp_bytes, m->seed,
+  k_call c = {r->in, s->nin, r->out, s->nout, r->req, r->param, temp, (size_t)s->temp_bytes, m->seed,
               RT_CTR_OP(m->step, s->name_hash), r->p->is_train, msg, sizeof msg, r->cache, s->epi};
   if (fn(&c) == 0) return 0;
   rt_errf(rc->err, rc->err_len, "%s: %s", s->name, msg[0] ? msg : "kernel failed");
@@ -216,7 +235,7 @@ static int rt_run_kernel(const rt_step_run *r, k_fn fn, rt_run_ctx *rc) {
 static void rt_run_update(const rt_step_run *r) {
   const rt_model *m = r->m;
   const rt_step *s = r->s;
-  int64_t n = rt_tensor_numel(&m->d->tensors[s->in[0]]);
+  int64_t n = rt_update_numel(m, s->in[0]);
   float *w = r->in[0].data, *s0 = s->nin > 2 ? r->in[2].data : NULL, *s1 = s->nin > 3 ? r->in[3].data : NULL;
   if (s->op == K_OPT_SGD) k_sgd_update(w, r->in[1].data, s0, n, m->lr, &m->d->sgd);
   else k_adam_update(w, r->in[1].data, s0, s1, n, m->lr, &m->d->adam, m->step);
@@ -291,9 +310,9 @@ static int rt_check_inputs(rt_model *m, const rt_program *p, const void *const *
   return 0;
 }
 
-static int rt_predict_locked(rt_model *m, const void *const *inputs, void *const *outputs) {
+static int rt_predict_locked(rt_model *m, const int64_t *extents, const void *const *inputs, void *const *outputs) {
   const rt_program *p = &m->d->predict;
-  if (rt_check_inputs(m, p, inputs, "predict")) return 1;
+  if (rt_check_inputs(m, p, inputs, "predict") || rt_model_set_extents(m, extents, "predict")) return 1;
   if (p->noutputs && !outputs) return rt_model_fail(m, "predict: outputs is NULL");
   for (int k = 0; k < p->noutputs; k++)
     if (!outputs[k]) return rt_model_fail(m, "predict: output '%s' is NULL", m->d->tensors[p->outputs[k]].name);
@@ -301,15 +320,19 @@ static int rt_predict_locked(rt_model *m, const void *const *inputs, void *const
   for (int k = 0; k < p->noutputs; k++) {
     const rt_tensor_info *t = &m->d->tensors[p->outputs[k]];
     if (!m->ptr[p->outputs[k]]) return rt_model_fail(m, "predict: output '%s' has no buffer", t->name);
-    memcpy(outputs[k], m->ptr[p->outputs[k]], (size_t)rt_tensor_numel(t) * 4);
+    memcpy(outputs[k], m->ptr[p->outputs[k]], (size_t)k_shape_numel(&m->tshape[p->outputs[k]]) * 4);
   }
   return 0;
 }
 
 int rt_model_predict(rt_model *m, const void *const *inputs, void *const *outputs) {
+  return rt_model_predict_at(m, NULL, inputs, outputs);
+}
+
+int rt_model_predict_at(rt_model *m, const int64_t *extents, const void *const *inputs, void *const *outputs) {
   if (!m) return 1;
   pthread_mutex_lock(&m->mu);
-  int rc = rt_predict_locked(m, inputs, outputs);
+  int rc = rt_predict_locked(m, extents, inputs, outputs);
   if (!rc) m->err[0] = 0;
   pthread_mutex_unlock(&m->mu);
   return rc;
@@ -334,10 +357,10 @@ int rt_first_update(const rt_program *p) {
   return p->nsteps;
 }
 
-static int rt_train_locked(rt_model *m, const void *const *inputs, float *loss) {
+static int rt_train_locked(rt_model *m, const int64_t *extents, const void *const *inputs, float *loss) {
   const rt_program *p = &m->d->train;
   if (!m->d->has_train) return rt_model_fail(m, "train_step: the model has no train statement");
-  if (rt_check_inputs(m, p, inputs, "train_step")) return 1;
+  if (rt_check_inputs(m, p, inputs, "train_step") || rt_model_set_extents(m, extents, "train_step")) return 1;
   if (!loss) return rt_model_fail(m, "train_step: loss is NULL");
   if (p->noutputs != 1) return rt_model_fail(m, "train_step: the program has %d losses, not 1", p->noutputs);
   rt_aux_copy(m, 0);
@@ -352,15 +375,19 @@ static int rt_train_locked(rt_model *m, const void *const *inputs, float *loss) 
     return 1;
   }
   double sum = 0;
-  for (int64_t i = 0; i < rt_tensor_numel(&m->d->tensors[p->outputs[0]]); i++) sum += x[i];
+  for (int64_t i = 0; i < k_shape_numel(&m->tshape[p->outputs[0]]); i++) sum += x[i];
   *loss = (float)sum;
   return 0;
 }
 
 int rt_model_train_step(rt_model *m, const void *const *inputs, float *loss) {
+  return rt_model_train_step_at(m, NULL, inputs, loss);
+}
+
+int rt_model_train_step_at(rt_model *m, const int64_t *extents, const void *const *inputs, float *loss) {
   if (!m) return 1;
   pthread_mutex_lock(&m->mu);
-  int rc = rt_train_locked(m, inputs, loss);
+  int rc = rt_train_locked(m, extents, inputs, loss);
   if (!rc) m->err[0] = 0;
   pthread_mutex_unlock(&m->mu);
   return rc;

@@ -32,20 +32,21 @@ static int kiln_run_main(int argc, char **argv);
 
 static const kiln_command kiln_commands[] = {
   {"check", "parse a model, infer shapes, print each node's op, shapes, parameters and FLOPs",
-   "usage: kiln check FILE [-D dim=N]... [--model NAME] [--print]\n"
+   "usage: kiln check FILE [-D dim=N|dim=LO..HI]... [--model NAME] [--print]\n"
    "\n"
    "Parses FILE, lowers every model in it (or only --model NAME) to the graph IR, infers all\n"
    "shapes, parameters included, and prints a table: node, op, output shape, the parameters\n"
    "it introduces with their sizes, and its FLOPs, then totals. Exits 1 on any error.\n"
    "\n"
-   "  -D dim=N       rebind a dim declared in FILE (repeatable), e.g. -D batch=1\n"
+   "  -D dim=N       rebind a dim declared in FILE (repeatable), e.g. -D batch=1; or bound it,\n"
+   "                 -D batch=1..64: one model for every extent up to 64, planned at 64\n"
    "  --model NAME   check only this model\n"
    "  --print        print the lowered graph as .kiln text instead of the table\n"
    "                 (every parameter declared, every attribute explicit; it parses back\n"
    "                 to the same graph)\n",
    kiln_check_main},
   {"passes", "run the optimisation passes; print the graph after any pass, stats, DOT, fusion decisions",
-   "usage: kiln passes FILE [-D dim=N]... [--model NAME] [--mode predict|train]\n"
+   "usage: kiln passes FILE [-D dim=N|dim=LO..HI]... [--model NAME] [--mode predict|train]\n"
    "                   [--print-after PASS|all] [--dot|--dot-full OUT.dot] [--stats] [--explain]\n"
    "                   [--disable PASS]...\n"
    "\n"
@@ -66,7 +67,7 @@ static const kiln_command kiln_commands[] = {
    "passes, in order: infer select simplify backward prune optimizer inplace epilogue fusion layout plan\n",
    kiln_passes_main},
   {"compile", "build a model into a self-contained shared object and its C header",
-   "usage: kiln compile FILE [-o LIB.so] [-D dim=N]... [--model NAME] [-O0|-O1|-O2|-O3]\n"
+   "usage: kiln compile FILE [-o LIB.so] [-D dim=N|dim=LO..HI]... [--model NAME] [-O0|-O1|-O2|-O3]\n"
    "                    [--emit ll|obj|c-header|ptx|cu] [--cpu CPU] [--features F]\n"
    "                    [--target cpu|cuda] [--gpu-arch sm_XX] [--disable PASS]... [--jobs N]\n"
    "\n"
@@ -77,7 +78,8 @@ static const kiln_command kiln_commands[] = {
    "set_lr/error and a NAME_<TENSOR>_SIZE constant per input and output.\n"
    "\n"
    "  -o PATH          the output file (with --emit: the .ll, .o, .h, .ptx or .cu itself)\n"
-   "  -D dim=N         rebind a dim declared in FILE (repeatable), e.g. -D batch=1\n"
+   "  -D dim=N         rebind a dim declared in FILE (repeatable), e.g. -D batch=1; or bound it,\n"
+   "                   -D batch=1..64: one model for every extent up to 64, planned at 64\n"
    "  --model NAME     the model to compile (needed when FILE holds several)\n"
    "  -O0..-O3         LLVM optimisation level (default -O2)\n"
    "  --emit KIND      ll: LLVM IR text; obj: the object file (with the weights of an ONNX\n"
@@ -120,10 +122,11 @@ static const kiln_command kiln_commands[] = {
    "                  [--limit N] [-D dim=N]... [--model NAME]\n"
    "\n"
    "JIT-compiles the model (as kiln run FILE.kiln does), creates it with --seed, and trains it\n"
-   "for N epochs on the images of DIR in shuffled full batches (the last partial batch of each\n"
-   "epoch is dropped), with a progress bar on stderr. After each epoch it prints the training\n"
-   "loss and the accuracy on the test images (all of them: the last batch is padded and the\n"
-   "padding ignored).\n"
+   "for N epochs on the images of DIR in shuffled batches, with a progress bar on stderr: the\n"
+   "last partial batch of each epoch is dropped, unless the batch is a bounded dim (-D\n"
+   "batch=1..64 or `dim batch = 1..64`), which runs it at its own size. After each epoch it\n"
+   "prints the training loss and the accuracy on the test images (all of them: the last batch\n"
+   "runs at its own size with a bounded batch, else it is padded and the padding ignored).\n"
    "\n"
    "DIR holds IDX files in the MNIST layout, plain or gzipped (.gz):\n"
    "  train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte\n"
@@ -183,23 +186,33 @@ static bool kiln_wants_help(int argc, char **argv) {
   return false;
 }
 
-/* "-D batch=1" or "-Dbatch=1" into defs; false (with a message) when malformed. */
+/* An integer that ends at `stop` (a NUL, or the ".." of a range). */
+static bool kiln_parse_int(const char *s, const char *stop, long long *v) {
+  char *end = NULL;
+  *v = strtoll(s, &end, 10);
+  return s != stop && end == stop;
+}
+
+/* "-D batch=1" or "-Dbatch=1", or a range "-D batch=1..64", into defs (fe.h: lo 0 is a
+ * fixed value); false (with a message) when malformed. */
 static bool kiln_parse_define(const char *arg, fe_define *out) {
   const char *eq = strchr(arg, '=');
-  char *end = NULL;
-  if (!eq || eq == arg) return fprintf(stderr, "kiln: -D expects NAME=N, got '%s'\n", arg), false;
-  long long v = strtoll(eq + 1, &end, 10);
-  if (!*(eq + 1) || *end) return fprintf(stderr, "kiln: -D %s: '%s' is not an integer\n", arg, eq + 1), false;
+  if (!eq || eq == arg) return fprintf(stderr, "kiln: -D expects NAME=N or NAME=LO..HI, got '%s'\n", arg), false;
+  const char *dots = strstr(eq + 1, ".."), *hi = dots ? dots + 2 : eq + 1;
+  long long lo = 0, v;
+  if ((dots && !kiln_parse_int(eq + 1, dots, &lo)) || !kiln_parse_int(hi, hi + strlen(hi), &v))
+    return fprintf(stderr, "kiln: -D %s: '%s' is not an integer or a range LO..HI\n", arg, eq + 1), false;
+  if (dots && lo < 1) return fprintf(stderr, "kiln: -D %s: the lower bound must be at least 1\n", arg), false;
   char *name = malloc((size_t)(eq - arg) + 1);
   if (!name) return false;
   memcpy(name, arg, (size_t)(eq - arg));
   name[eq - arg] = 0;
-  *out = (fe_define){name, v};
+  *out = (fe_define){name, v, lo};
   return true;
 }
 
 static int kiln_opt_define(kiln_opts *o, const char *v) {
-  if (!v) return fprintf(stderr, "kiln %s: -D needs NAME=N\n", o->cmd), 2;
+  if (!v) return fprintf(stderr, "kiln %s: -D needs NAME=N or NAME=LO..HI\n", o->cmd), 2;
   if (o->ndefs == 64 || !kiln_parse_define(v, &o->defs[o->ndefs])) return 2;
   o->ndefs++;
   return 0;
@@ -343,10 +356,19 @@ int kiln_args(int argc, char **argv, kiln_opts *o) {
   return 0;
 }
 
+/* "bounded dims: batch = 1..64 (planned at 64), seq = 1..256 (planned at 256)" after the
+ * table of kiln check and the statistics of kiln passes; nothing for a model without any. */
+static void kiln_print_bdims(const ir_graph *g, const char *before, FILE *out) {
+  for (int d = 0; d < g->nbdims; d++)
+    fprintf(out, "%s%s = %lld..%lld (planned at %lld)", d ? ", " : before, g->bdims[d].name,
+            (long long)g->bdims[d].lo, (long long)g->bdims[d].hi, (long long)g->bdims[d].hi);
+  if (g->nbdims) fputc('\n', out);
+}
+
 static void kiln_check_graph(ir_graph *g, const kiln_opts *o, ir_diag *d) {
   (void)d;
   if (o->print) ir_print(g, stdout);
-  else ir_print_summary(g, stdout);
+  else ir_print_summary(g, stdout), kiln_print_bdims(g, "bounded dims: ", stdout);
 }
 
 static int kiln_write_dot(const ir_graph *g, const kiln_opts *o, ir_diag *d) {
@@ -366,7 +388,7 @@ static void kiln_passes_graph(ir_graph *lowered, const kiln_opts *o, ir_diag *d)
   cx.print_after = o->print_after;
   cx.print_out = stdout;
   ir_graph *g = pass_compile(lowered, &cx);
-  if (g && o->stats) pass_print_stats(g, &cx, stdout);
+  if (g && o->stats) pass_print_stats(g, &cx, stdout), kiln_print_bdims(lowered, "\nbounded dims: ", stdout);
   for (int i = 0; g && o->explain && i < cx.explain.len; i++) printf("%s\n", IR_VEC_AT(cx.explain, char *, i));
   if (g && o->dot) kiln_write_dot(g, o, d);
   if (g && o->print_after < 0 && !o->stats && !o->explain && !o->dot) ir_print(g, stdout);
@@ -677,6 +699,7 @@ static int kiln_read_input(const rt_model_desc *d, const char *spec, rt_npy *arr
   if (arr[k].dtype != (k_dtype)t->dtype)
     return fprintf(stderr, "kiln run: input '%s' must be %s; %s holds %s (save it with .astype(numpy.%s))\n", t->name,
                    want, eq + 1, got, t->dtype == K_F32 ? "float32" : "int32"), 1;
+  if (d->ndims && arr[k].shape.rank == t->shape.rank) return 0;   /* bounded dims: kiln_read_inputs checks the extents */
   if (!ir_shape_eq(&arr[k].shape, &t->shape)) {
     bool batch_only = arr[k].shape.rank == t->shape.rank && t->shape.rank > 0;   /* only axis 0 differs? */
     for (int i = 1; batch_only && i < t->shape.rank; i++) batch_only = arr[k].shape.d[i] == t->shape.d[i];
@@ -703,6 +726,15 @@ static int kiln_read_inputs(const rt_model_desc *d, const kiln_opts *o, rt_npy *
   return 0;
 }
 
+/* Bounded dims: the extents the inputs' shapes give (every dim at its bound without any). */
+static int kiln_input_extents(const rt_model_desc *d, const rt_npy *arr, int64_t *ext) {
+  k_shape shapes[64];
+  char err[1024];
+  for (int k = 0; k < d->predict.ninputs && k < 64; k++) shapes[k] = arr[k].shape;
+  if (!rt_extents_from_inputs(d, &d->predict, shapes, ext, err, sizeof err)) return 0;
+  return fprintf(stderr, "kiln run: %s\n", err), 1;
+}
+
 /* Each --output names an output of predict. */
 static int kiln_check_outputs(const rt_model_desc *d, const kiln_opts *o) {
   for (int i = 0; i < o->noutputs; i++) {
@@ -717,7 +749,7 @@ static int kiln_check_outputs(const rt_model_desc *d, const kiln_opts *o) {
 
 static void kiln_print_output(const rt_tensor_info *t, const void *data) {
   char desc[300];
-  int64_t n = k_shape_numel(&t->shape);
+  int64_t n = k_shape_numel(&t->shape);   /* t's shape is the run's (kiln_emit_outputs) */
   kiln_tensor_str(t, desc, sizeof desc);
   printf("%s: %s =", t->name, desc);
   for (int64_t i = 0; i < n && i < 8; i++) {
@@ -728,14 +760,19 @@ static void kiln_print_output(const rt_tensor_info *t, const void *data) {
 }
 
 /* Writes the outputs --output names, or prints them all without --output. */
-static int kiln_emit_outputs(const rt_model_desc *d, const kiln_opts *o, void *const *outs) {
+static int kiln_emit_outputs(const rt_model_desc *d, const kiln_opts *o, void *const *outs, const int64_t *ext) {
   char err[1024];
-  for (int k = 0; o->noutputs == 0 && k < d->predict.noutputs; k++)
-    kiln_print_output(&d->tensors[d->predict.outputs[k]], outs[k]);
+  for (int k = 0; o->noutputs == 0 && k < d->predict.noutputs; k++) {
+    rt_tensor_info t = d->tensors[d->predict.outputs[k]];
+    t.shape = rt_tensor_shape_at(d, d->predict.outputs[k], ext);
+    kiln_print_output(&t, outs[k]);
+  }
   for (int i = 0; i < o->noutputs; i++) {   /* each named, kiln_check_outputs made sure */
     const char *spec = o->outputs[i], *eq = strchr(spec, '=');
     int k = kiln_find_slot(d, d->predict.outputs, d->predict.noutputs, spec, (size_t)(eq - spec));
-    const rt_tensor_info *t = &d->tensors[d->predict.outputs[k]];
+    rt_tensor_info at = d->tensors[d->predict.outputs[k]];
+    at.shape = rt_tensor_shape_at(d, d->predict.outputs[k], ext);
+    const rt_tensor_info *t = &at;
     if (rt_npy_write(eq + 1, (k_dtype)t->dtype, &t->shape, outs[k], err, sizeof err))
       return fprintf(stderr, "kiln run: %s\n", err), 1;
   }
@@ -747,14 +784,18 @@ static int kiln_predict(const rt_model_api *api, rt_model *m, const kiln_opts *o
   const rt_model_desc *d = api->desc;
   const void *in_ptrs[64];
   void *outs[64] = {0};
-  int rc = 0;
+  int64_t ext[K_MAX_BDIMS] = {0};
+  int rc = kiln_input_extents(d, ins, ext);
   for (int k = 0; k < d->predict.ninputs; k++) in_ptrs[k] = ins[k].data;
   for (int k = 0; k < d->predict.noutputs && !rc; k++) {
-    int64_t n = k_shape_numel(&d->tensors[d->predict.outputs[k]].shape);
+    k_shape sh = rt_tensor_shape_at(d, d->predict.outputs[k], ext);
+    int64_t n = k_shape_numel(&sh);
     if (!(outs[k] = calloc((size_t)(n ? n : 1), 4))) rc = kiln_run_error("out of memory\n");
   }
-  if (!rc && api->predict(m, in_ptrs, outs)) rc = kiln_run_error("predict failed: %s\n", api->error(m));
-  if (!rc) rc = kiln_emit_outputs(d, o, outs);
+  if (!rc && d->ndims && !api->predict_at) rc = kiln_run_error("model '%s' has bounded dims, which its target does not run\n", d->name);
+  if (!rc && (d->ndims ? api->predict_at(m, ext, in_ptrs, outs) : api->predict(m, in_ptrs, outs)))
+    rc = kiln_run_error("predict failed: %s\n", api->error(m));
+  if (!rc) rc = kiln_emit_outputs(d, o, outs, ext);
   for (int k = 0; k < d->predict.noutputs; k++) free(outs[k]);
   return rc;
 }
@@ -800,7 +841,8 @@ void kiln_jit_graph(ir_graph *lowered, const kiln_opts *o, ir_diag *d,
     if (cg_build_jit(&b, err, sizeof err)) kiln_cg_error(d, err);
     else {
       rt_model_api api = {RT_MODEL_ABI, b.desc, rt_model_create, rt_model_destroy, rt_model_load, rt_model_save,
-                          rt_model_predict, rt_model_train_step, rt_model_set_lr, rt_model_error, NULL, NULL};
+                          rt_model_predict, rt_model_train_step, rt_model_set_lr, rt_model_error, NULL, NULL,
+                          rt_model_predict_at, rt_model_train_step_at};
       if (use(&api, o)) d->errors++;   /* already reported */
     }
   }

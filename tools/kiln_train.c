@@ -1,6 +1,7 @@
 /* kiln_train.c — `kiln train`: JIT-compiles a model (the path of `kiln run FILE.kiln`), reads
- * an MNIST-layout data set of IDX files (plain or gzipped), trains in shuffled full batches
- * with a progress bar on stderr, and prints the held-out accuracy after every epoch. */
+ * an MNIST-layout data set of IDX files (plain or gzipped), trains in shuffled batches (the
+ * last short one too when the batch is a bounded dim) with a progress bar on stderr, and
+ * prints the held-out accuracy after every epoch. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -28,6 +29,9 @@ typedef struct {
 typedef struct {
   int batch, size, classes;     /* size: values per image */
   int image, label;             /* their positions in train_step's inputs */
+  int bdim;                     /* the bounded dim the batch is (-1: a fixed batch): a short
+                                   batch then runs at its own size, nothing dropped or padded */
+  int64_t lo;                   /* its lower bound */
 } kiln_fit;
 
 typedef struct {
@@ -204,6 +208,24 @@ static const rt_tensor_info *kiln_input(const rt_model_desc *d, const rt_program
   return &d->tensors[p->inputs[k]];
 }
 
+/* Whether the image's first axis is a bounded dim, and only it follows one (batch = 1..64). */
+static void kiln_fit_bounded(const rt_model_desc *d, int image, kiln_fit *f) {
+  f->bdim = -1;
+  for (int i = 0; i < d->ntensor_patches; i++) {
+    const rt_dimpatch *x = &d->tensor_patches[i];
+    if (x->index != image) continue;
+    if (x->axis != 0 || __builtin_popcount(x->v.mask) != 1 || x->v.a != 1 || x->v.b != 0) return (void)(f->bdim = -1);
+    f->bdim = __builtin_ctz(x->v.mask), f->lo = d->dims[f->bdim].lo;
+  }
+}
+
+/* The extents of a batch of `rows`: the batch dim at rows, every other bounded dim at its bound. */
+static const int64_t *kiln_fit_extents(const rt_model_desc *d, const kiln_fit *f, long rows, int64_t *ext) {
+  if (!d->ndims) return NULL;
+  for (int k = 0; k < d->ndims; k++) ext[k] = k == f->bdim ? rows : d->dims[k].hi;
+  return ext;
+}
+
 /* train_step: exactly one f32 image tensor [batch, ...] and one i32 label tensor [batch]. */
 static int kiln_fit_train(const rt_model_desc *d, kiln_fit *f) {
   const rt_program *p = &d->train;
@@ -218,6 +240,7 @@ static int kiln_fit_train(const rt_model_desc *d, kiln_fit *f) {
   if (x && f->label >= 0 && kiln_input(d, p, f->label)->shape.d[0] == x->d[0] && x->d[0] > 0) {
     f->batch = (int)x->d[0];
     f->size = (int)(k_shape_numel(x) / x->d[0]);
+    kiln_fit_bounded(d, p->inputs[f->image], f);
     return 0;
   }
   kiln_tensor_list(d, p->inputs, p->ninputs, have, sizeof have);
@@ -320,30 +343,43 @@ static void kiln_shuffle(long *order, long n, uint64_t *rng) {
   }
 }
 
-static int kiln_train_batch(kiln_trainer *t, long b, float *loss) {
+/* Batch b of the shuffled order, `rows` images (the batch size, or fewer for the last one of
+ * a bounded batch). */
+static int kiln_train_batch(kiln_trainer *t, long b, long rows, float *loss) {
   const kiln_fit *f = t->fit;
   const void *in[2];
-  for (int k = 0; k < f->batch; k++) {
+  int64_t ext[K_MAX_BDIMS];
+  for (long k = 0; k < rows; k++) {
     long i = t->order[b * f->batch + k];
     memcpy(t->x + (size_t)k * f->size, t->ds->train.x + (size_t)i * f->size, sizeof(float) * (size_t)f->size);
     t->y[k] = t->ds->train.y[i];
   }
   in[f->image] = t->x, in[f->label] = t->y;
-  if (t->api->train_step(t->m, in, loss)) return fputc('\n', stderr), kiln_train_error("train_step failed: %s", t->api->error(t->m));
+  const int64_t *e = kiln_fit_extents(t->api->desc, f, rows, ext);
+  if (e ? t->api->train_step_at(t->m, e, in, loss) : t->api->train_step(t->m, in, loss))
+    return fputc('\n', stderr), kiln_train_error("train_step failed: %s", t->api->error(t->m));
   return 0;
 }
 
-/* One pass over the training images in full batches; the mean loss into *loss. */
+/* How many images an epoch trains on: every one with a bounded batch (the last batch short,
+ * when it is not below the bound's lo), else the full batches. */
+static long kiln_epoch_images(const kiln_fit *f, long n) {
+  long full = n / f->batch * f->batch;
+  return f->bdim >= 0 && n - full >= f->lo ? n : full;
+}
+
+/* One pass over the training images; the mean of the batches' losses into *loss. */
 static int kiln_train_epoch(kiln_trainer *t, int epoch, int epochs, double *loss) {
-  long nb = t->ds->train.n / t->fit->batch;
-  kiln_progress p = {epoch, epochs, nb * t->fit->batch, kiln_now(), 0, 0, isatty(STDERR_FILENO) == 1};
+  long total = kiln_epoch_images(t->fit, t->ds->train.n), nb = 0;
+  kiln_progress p = {epoch, epochs, total, kiln_now(), 0, 0, isatty(STDERR_FILENO) == 1};
   double sum = 0;
   kiln_shuffle(t->order, t->ds->train.n, &t->rng);
-  for (long b = 0; b < nb; b++) {
+  for (long at = 0; at < total; at += t->fit->batch, nb++) {
     float l;
-    if (kiln_train_batch(t, b, &l)) return 1;
+    long rows = total - at < t->fit->batch ? total - at : t->fit->batch;
+    if (kiln_train_batch(t, nb, rows, &l)) return 1;
     sum += l;
-    kiln_progress_show(&p, (b + 1) * t->fit->batch, sum / (double)(b + 1));
+    kiln_progress_show(&p, at + rows, sum / (double)(nb + 1));
   }
   *loss = sum / (double)nb;
   return 0;
@@ -355,16 +391,19 @@ static int kiln_argmax(const float *row, int n) {
   return best;
 }
 
-/* Correct predictions over every test image: the last batch is padded, its padding ignored. */
+/* Correct predictions over every test image: the last batch runs at its own size with a
+ * bounded batch, else padded, its padding ignored. */
 static int kiln_evaluate(kiln_trainer *t, long *correct) {
   const kiln_fit *f = t->fit;
   const kiln_split *s = &t->ds->test;
+  int64_t ext[K_MAX_BDIMS];
   *correct = 0;
   for (long at = 0; at < s->n; at += f->batch) {
     long k = s->n - at < f->batch ? s->n - at : f->batch;
     memset(t->x, 0, sizeof(float) * (size_t)f->batch * (size_t)f->size);
     memcpy(t->x, s->x + (size_t)at * f->size, sizeof(float) * (size_t)k * (size_t)f->size);
-    if (t->api->predict(t->m, (const void *const[]){t->x}, t->outs))
+    const int64_t *e = kiln_fit_extents(t->api->desc, f, f->bdim >= 0 && k >= f->lo ? k : f->batch, ext);
+    if (e ? t->api->predict_at(t->m, e, (const void *const[]){t->x}, t->outs) : t->api->predict(t->m, (const void *const[]){t->x}, t->outs))
       return kiln_train_error("predict failed: %s", t->api->error(t->m));
     for (long i = 0; i < k; i++) *correct += kiln_argmax((const float *)t->outs[0] + i * f->classes, f->classes) == s->y[at + i];
   }
@@ -420,7 +459,8 @@ static int kiln_train_api(const rt_model_api *api, const kiln_opts *o) {
   int rc = kiln_fit_model(d, &fit) || kiln_load_dataset(o, &ds) || kiln_fit_data(d, &fit, &ds, o->data);
   if (!rc) {
     printf("%s: %ld training images, %ld test images (%dx%d); batch %d, %d classes, %ld batches an epoch\n", d->name,
-           ds.train.n, ds.test.n, ds.rows, ds.cols, fit.batch, fit.classes, ds.train.n / fit.batch);
+           ds.train.n, ds.test.n, ds.rows, ds.cols, fit.batch, fit.classes,
+           (kiln_epoch_images(&fit, ds.train.n) + fit.batch - 1) / fit.batch);
     fflush(stdout);
     kiln_trainer t = {.api = api, .fit = &fit, .ds = &ds};
     rc = kiln_trainer_init(&t, o) || kiln_train_loop(&t, o);

@@ -2,10 +2,12 @@
  * samples per second. It loads the .so through its name-free `kiln_model` descriptor, so one
  * binary times every model; torch_models.py is its PyTorch twin and run.sh runs both.
  *
- * Usage: kiln_bench_models LIB.so [seconds [train|predict]]
+ * Usage: kiln_bench_models LIB.so [seconds [train|predict|both [EXTENT,...]]]
  *   seconds  minimum length of one timed run (default 0.5)
  *   train|predict  time only that entry point (for profiling under perf); default both, or
  *                  predict alone for a model without train_step (one compiled from ONNX)
+ *   EXTENT,...  a model with bounded dims runs at these extents, one per dim in declaration
+ *               order (default: the bounds); the batch column is then the first input's first axis there
  * Prints TSV: model, mode, batch, samples/s, iterations per run, then the CPU milliseconds per
  * call of the whole process and of the calling thread (least over the runs: on a loaded machine
  * they still say what the work costs and how much of it stayed on the calling thread), then a
@@ -76,12 +78,14 @@ typedef struct {
   const void *in[BM_MAX_IO];
   void *out[BM_MAX_IO];
   int train;
+  const int64_t *ext;           /* bounded dims: the extents (the buffers are sized at the bounds) */
 } bm_ctx;
 
 static void bm_call(bm_ctx *c, int iters) {
   for (int i = 0; i < iters; i++) {
     float loss;
-    int rc = c->train ? c->api->train_step(c->m, c->in, &loss) : c->api->predict(c->m, c->in, c->out);
+    int rc = c->ext ? (c->train ? c->api->train_step_at(c->m, c->ext, c->in, &loss) : c->api->predict_at(c->m, c->ext, c->in, c->out))
+             : c->train ? c->api->train_step(c->m, c->in, &loss) : c->api->predict(c->m, c->in, c->out);
     if (rc) fprintf(stderr, "kiln_bench_models: %s\n", c->api->error(c->m)), exit(1);
   }
 }
@@ -113,7 +117,7 @@ static double bm_time(bm_ctx *c, double secs, int *iters_out, bm_cpu *cpu) {
 /* t0: before the .so was opened. The first call's end is printed as a "# create_ms" line
  * (milliseconds from dlopen through create to the end of the first call): what a user waits
  * for before the first result, beside ONNX Runtime's session creation and first run. */
-static int bm_run(const rt_model_api *api, double secs, const char *only, double t0) {
+static int bm_run(const rt_model_api *api, double secs, const char *only, const int64_t *ext, double t0) {
   const rt_model_desc *d = api->desc;
   if ((d->has_train && d->train.ninputs > BM_MAX_IO) || d->predict.ninputs > BM_MAX_IO || d->predict.noutputs > BM_MAX_IO)
     return fprintf(stderr, "kiln_bench_models: '%s' has too many inputs or outputs\n", d->name), 1;
@@ -126,10 +130,17 @@ static int bm_run(const rt_model_api *api, double secs, const char *only, double
   }
   if (!c.m) return fprintf(stderr, "kiln_bench_models: out of memory\n"), 1;
   int64_t batch = d->tensors[d->predict.inputs[0]].shape.d[0];
+  if (d->ndims && !api->predict_at) return fprintf(stderr, "kiln_bench_models: '%s' has bounded dims its target does not run\n", d->name), 1;
+  if (d->ndims) {   /* the first input's first axis at the extents (tensor patches, rt_model.h) */
+    c.ext = ext;
+    for (int i = 0; i < d->ntensor_patches; i++)
+      if (d->tensor_patches[i].index == d->predict.inputs[0] && d->tensor_patches[i].axis == 0)
+        batch = k_dimval_eval(d->tensor_patches[i].v, ext);
+  }
   for (int pass = d->has_train ? 0 : 1; pass < 2; pass++) {   /* no train_step (ONNX): predict only */
     const rt_program *p = pass == 0 ? &d->train : &d->predict;
     c.train = pass == 0;
-    if (only && strcmp(only, c.train ? "train" : "predict") != 0) continue;
+    if (only && strcmp(only, "both") != 0 && strcmp(only, c.train ? "train" : "predict") != 0) continue;
     for (int i = 0; i < p->ninputs; i++) c.in[i] = bm_fill(d, p->inputs[i]);
     for (int i = 0; !c.train && i < p->noutputs; i++) c.out[i] = bm_fill(d, p->outputs[i]);
     if (t0 > 0) {
@@ -151,7 +162,7 @@ static int bm_run(const rt_model_api *api, double secs, const char *only, double
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) return fprintf(stderr, "usage: %s LIB.so [seconds [train|predict]]\n", argv[0]), 2;
+  if (argc < 2) return fprintf(stderr, "usage: %s LIB.so [seconds [train|predict|both [EXTENT,...]]]\n", argv[0]), 2;
   double secs = argc > 2 ? atof(argv[2]) : 0.5;
   double t0 = bm_now();
   char path[4096];   /* dlopen searches the library path for a bare name */
@@ -161,7 +172,15 @@ int main(int argc, char **argv) {
   const rt_model_api *api = dlsym(h, "kiln_model");
   if (!api || !api->abi || strcmp(api->abi, RT_MODEL_ABI) != 0)
     return fprintf(stderr, "kiln_bench_models: %s: no kiln_model of ABI %s\n", argv[1], RT_MODEL_ABI), 1;
-  int rc = bm_run(api, secs > 0 ? secs : 0.5, argc > 3 ? argv[3] : NULL, t0);
+  int64_t ext[K_MAX_BDIMS];
+  const rt_model_desc *d = api->desc;
+  const char *e = argc > 4 ? argv[4] : "";
+  for (int k = 0; k < d->ndims && k < K_MAX_BDIMS; k++) {
+    char *end = NULL;
+    ext[k] = *e ? strtoll(e, &end, 10) : d->dims[k].hi;
+    if (*e) e = *end == ',' ? end + 1 : end;
+  }
+  int rc = bm_run(api, secs > 0 ? secs : 0.5, argc > 3 ? argv[3] : NULL, ext, t0);
   dlclose(h);
   return rc;
 }

@@ -16,7 +16,7 @@
 
 _Static_assert(sizeof(k_req) == 4, "k_req is emitted as i32");
 
-typedef enum { CG_F_I32, CG_F_I64, CG_F_F32, CG_F_PTR, CG_F_DIMS, CG_F_SHAPE, CG_F_PROGRAM, CG_F_SGD, CG_F_ADAM } cg_fkind;
+typedef enum { CG_F_I32, CG_F_I64, CG_F_F32, CG_F_PTR, CG_F_DIMS, CG_F_SHAPE, CG_F_PROGRAM, CG_F_SGD, CG_F_ADAM, CG_F_DIMVAL } cg_fkind;
 typedef struct {
   cg_fkind kind;
   size_t offset;
@@ -33,7 +33,8 @@ static const cg_field cg_tensor_fields[] = {
   CG_FIELD(CG_F_I32, rt_tensor_info, ctr)};
 static const cg_field cg_step_fields[] = {
   CG_FIELD(CG_F_I32, rt_step, kind), CG_FIELD(CG_F_I32, rt_step, op), CG_FIELD(CG_F_PTR, rt_step, kernel),
-  CG_FIELD(CG_F_PTR, rt_step, fused), CG_FIELD(CG_F_PTR, rt_step, param), CG_FIELD(CG_F_I32, rt_step, nin),
+  CG_FIELD(CG_F_PTR, rt_step, fused), CG_FIELD(CG_F_PTR, rt_step, param), CG_FIELD(CG_F_I32, rt_step, param_bytes),
+  CG_FIELD(CG_F_I32, rt_step, nin),
   CG_FIELD(CG_F_I32, rt_step, nout), CG_FIELD(CG_F_PTR, rt_step, in), CG_FIELD(CG_F_PTR, rt_step, out),
   CG_FIELD(CG_F_PTR, rt_step, in_shape), CG_FIELD(CG_F_PTR, rt_step, out_shape), CG_FIELD(CG_F_PTR, rt_step, req),
   CG_FIELD(CG_F_I64, rt_step, temp_offset), CG_FIELD(CG_F_I64, rt_step, temp_bytes),
@@ -45,7 +46,13 @@ static const cg_field cg_program_fields[] = {
   CG_FIELD(CG_F_I64, rt_program, arena_bytes), CG_FIELD(CG_F_PTR, rt_program, offset),
   CG_FIELD(CG_F_I32, rt_program, ninputs), CG_FIELD(CG_F_PTR, rt_program, inputs),
   CG_FIELD(CG_F_I32, rt_program, noutputs), CG_FIELD(CG_F_PTR, rt_program, outputs),
-  CG_FIELD(CG_F_I32, rt_program, is_train)};
+  CG_FIELD(CG_F_I32, rt_program, is_train), CG_FIELD(CG_F_I32, rt_program, npatches),
+  CG_FIELD(CG_F_PTR, rt_program, patches), CG_FIELD(CG_F_I32, rt_program, dims_used)};
+static const cg_field cg_dim_fields[] = {CG_FIELD(CG_F_PTR, rt_dim, name), CG_FIELD(CG_F_I64, rt_dim, lo), CG_FIELD(CG_F_I64, rt_dim, hi)};
+static const cg_field cg_dimval_fields[] = {CG_FIELD(CG_F_I32, k_dimval, mask), CG_FIELD(CG_F_I64, k_dimval, a), CG_FIELD(CG_F_I64, k_dimval, b)};
+static const cg_field cg_patch_fields[] = {
+  CG_FIELD(CG_F_I32, rt_dimpatch, kind), CG_FIELD(CG_F_I32, rt_dimpatch, index), CG_FIELD(CG_F_I32, rt_dimpatch, slot),
+  CG_FIELD(CG_F_I32, rt_dimpatch, axis), CG_FIELD(CG_F_DIMVAL, rt_dimpatch, v)};
 static const cg_field cg_sgd_fields[] = {CG_FIELD(CG_F_F32, k_sgd_param, momentum), CG_FIELD(CG_F_F32, k_sgd_param, wd)};
 static const cg_field cg_adam_fields[] = {
   CG_FIELD(CG_F_F32, k_adam_param, beta1), CG_FIELD(CG_F_F32, k_adam_param, beta2),
@@ -57,14 +64,17 @@ static const cg_field cg_desc_fields[] = {
   CG_FIELD(CG_F_PROGRAM, rt_model_desc, train), CG_FIELD(CG_F_I32, rt_model_desc, optim),
   CG_FIELD(CG_F_F32, rt_model_desc, lr), CG_FIELD(CG_F_SGD, rt_model_desc, sgd),
   CG_FIELD(CG_F_ADAM, rt_model_desc, adam), CG_FIELD(CG_F_I32, rt_model_desc, target),
-  CG_FIELD(CG_F_PTR, rt_model_desc, gpu_module)};
+  CG_FIELD(CG_F_PTR, rt_model_desc, gpu_module), CG_FIELD(CG_F_I32, rt_model_desc, ndims),
+  CG_FIELD(CG_F_PTR, rt_model_desc, dims), CG_FIELD(CG_F_I32, rt_model_desc, ntensor_patches),
+  CG_FIELD(CG_F_PTR, rt_model_desc, tensor_patches)};
 static const cg_field cg_api_fields[] = {
   CG_FIELD(CG_F_PTR, rt_model_api, abi), CG_FIELD(CG_F_PTR, rt_model_api, desc),
   CG_FIELD(CG_F_PTR, rt_model_api, create), CG_FIELD(CG_F_PTR, rt_model_api, destroy),
   CG_FIELD(CG_F_PTR, rt_model_api, load), CG_FIELD(CG_F_PTR, rt_model_api, save),
   CG_FIELD(CG_F_PTR, rt_model_api, predict), CG_FIELD(CG_F_PTR, rt_model_api, train_step),
   CG_FIELD(CG_F_PTR, rt_model_api, set_lr), CG_FIELD(CG_F_PTR, rt_model_api, error),
-  CG_FIELD(CG_F_PTR, rt_model_api, predict_device), CG_FIELD(CG_F_PTR, rt_model_api, train_step_device)};
+  CG_FIELD(CG_F_PTR, rt_model_api, predict_device), CG_FIELD(CG_F_PTR, rt_model_api, train_step_device),
+  CG_FIELD(CG_F_PTR, rt_model_api, predict_at), CG_FIELD(CG_F_PTR, rt_model_api, train_step_at)};
 #define CG_N(a) (int)(sizeof a / sizeof *a)
 
 /* The emitter's state: m's handles, the types, the descriptor global. */
@@ -72,7 +82,7 @@ typedef struct {
   cg_llvm *m;
   const rt_model_desc *d;
   LLVMTypeRef i8, i32, i64, f32, ptr, vd;
-  LLVMTypeRef shape, tensor, step, program, sgd, adam, desc, api;
+  LLVMTypeRef shape, tensor, step, program, sgd, adam, desc, api, dim, dimval, patch;
   LLVMValueRef desc_ptr;        /* the descriptor global as i8* */
   LLVMValueRef weights;         /* CG_WEIGHTS_SYMBOL, declared when a tensor has data */
   int64_t *woff;                /* cg_weights_layout's offsets, one per tensor */
@@ -94,6 +104,7 @@ static LLVMTypeRef cg_field_type(cg_aot *a, cg_fkind k) {
   case CG_F_PROGRAM: return a->program;
   case CG_F_SGD: return a->sgd;
   case CG_F_ADAM: return a->adam;
+  case CG_F_DIMVAL: return a->dimval;
   }
   return NULL;
 }
@@ -121,6 +132,9 @@ static int cg_types(cg_aot *a) {
   a->i8 = LLVMInt8TypeInContext(c), a->i32 = LLVMInt32TypeInContext(c), a->i64 = LLVMInt64TypeInContext(c);
   a->f32 = LLVMFloatTypeInContext(c), a->ptr = LLVMPointerType(a->i8, 0), a->vd = LLVMVoidTypeInContext(c);
   return cg_struct(a, "k_shape", cg_shape_fields, CG_N(cg_shape_fields), sizeof(k_shape), &a->shape) ||
+         cg_struct(a, "rt_dim", cg_dim_fields, CG_N(cg_dim_fields), sizeof(rt_dim), &a->dim) ||
+         cg_struct(a, "k_dimval", cg_dimval_fields, CG_N(cg_dimval_fields), sizeof(k_dimval), &a->dimval) ||
+         cg_struct(a, "rt_dimpatch", cg_patch_fields, CG_N(cg_patch_fields), sizeof(rt_dimpatch), &a->patch) ||
          cg_struct(a, "rt_tensor_info", cg_tensor_fields, CG_N(cg_tensor_fields), sizeof(rt_tensor_info), &a->tensor) ||
          cg_struct(a, "rt_step", cg_step_fields, CG_N(cg_step_fields), sizeof(rt_step), &a->step) ||
          cg_struct(a, "rt_program", cg_program_fields, CG_N(cg_program_fields), sizeof(rt_program), &a->program) ||
@@ -291,7 +305,7 @@ static int cg_step_val(cg_aot *a, const rt_step *s, bool train, int i, LLVMValue
   LLVMValueRef kernel, fused, param;
   if (cg_step_kernel(a, s, &kernel) || cg_step_fused(a, s, train, i, &fused) || cg_step_param(a, s, &param)) return 1;
   LLVMValueRef epi = s->epi ? cg_bytes(a, s->epi, sizeof *s->epi) : cg_null(a);
-  LLVMValueRef f[] = {cg_i32c(a, s->kind), cg_i32c(a, s->op), kernel, fused, param, cg_i32c(a, s->nin),
+  LLVMValueRef f[] = {cg_i32c(a, s->kind), cg_i32c(a, s->op), kernel, fused, param, cg_i32c(a, s->param_bytes), cg_i32c(a, s->nin),
                       cg_i32c(a, s->nout), cg_i32_array(a, s->in, s->nin, "in"), cg_i32_array(a, s->out, s->nout, "out"),
                       cg_shape_array(a, s->in_shape, s->nin), cg_shape_array(a, s->out_shape, s->nout),
                       cg_i32_array(a, (const int32_t *)s->req, s->nout, "req"),
@@ -300,6 +314,34 @@ static int cg_step_val(cg_aot *a, const rt_step *s, bool train, int i, LLVMValue
                       cg_i32_array(a, s->deps, s->ndeps, "deps"), epi};
   *out = cg_struct_val(a, f, CG_N(f));
   return 0;
+}
+
+/* ---- bounded dims ---- */
+
+static LLVMValueRef cg_patches(cg_aot *a, const rt_dimpatch *x, int n) {
+  if (!x || n <= 0) return cg_null(a);
+  LLVMValueRef *tmp = malloc(sizeof *tmp * (size_t)n);
+  if (!tmp) return NULL;
+  for (int i = 0; i < n; i++) {
+    LLVMValueRef v[] = {cg_i32c(a, x[i].v.mask), cg_i64c(a, x[i].v.a), cg_i64c(a, x[i].v.b)};
+    LLVMValueRef f[] = {cg_i32c(a, x[i].kind), cg_i32c(a, x[i].index), cg_i32c(a, x[i].slot), cg_i32c(a, x[i].axis),
+                        cg_struct_val(a, v, 3)};
+    tmp[i] = cg_struct_val(a, f, CG_N(f));
+  }
+  LLVMValueRef g = cg_array(a, a->patch, tmp, n, "patches");
+  free(tmp);
+  return g;
+}
+
+static LLVMValueRef cg_dims(cg_aot *a) {
+  const rt_model_desc *d = a->d;
+  if (d->ndims <= 0) return cg_null(a);
+  LLVMValueRef tmp[K_MAX_BDIMS];
+  for (int k = 0; k < d->ndims && k < K_MAX_BDIMS; k++) {
+    LLVMValueRef f[] = {cg_str(a, d->dims[k].name), cg_i64c(a, d->dims[k].lo), cg_i64c(a, d->dims[k].hi)};
+    tmp[k] = cg_struct_val(a, f, 3);
+  }
+  return cg_array(a, a->dim, tmp, d->ndims, "dims");
 }
 
 static int cg_program_val(cg_aot *a, const rt_program *p, bool train, LLVMValueRef *out) {
@@ -316,7 +358,9 @@ static int cg_program_val(cg_aot *a, const rt_program *p, bool train, LLVMValueR
   LLVMValueRef f[] = {cg_i32c(a, p->nsteps), steps, cg_i64c(a, p->arena_bytes), cg_i64_array(a, p->offset, nt, "offset"),
                       cg_i32c(a, p->ninputs), cg_i32_array(a, p->inputs, p->ninputs, "inputs"),
                       cg_i32c(a, p->noutputs), cg_i32_array(a, p->outputs, p->noutputs, "outputs"),
-                      cg_i32c(a, p->is_train)};
+                      cg_i32c(a, p->is_train), cg_i32c(a, p->npatches), cg_patches(a, p->patches, p->npatches),
+                      cg_i32c(a, (int32_t)p->dims_used)};
+  if (!f[10]) return rt_errf(a->err, a->n, "out of memory");
   *out = cg_struct_val(a, f, CG_N(f));
   return 0;
 }
@@ -330,7 +374,10 @@ static int cg_descriptor(cg_aot *a) {
   LLVMValueRef adam[] = {cg_f32c(a, d->adam.beta1), cg_f32c(a, d->adam.beta2), cg_f32c(a, d->adam.eps), cg_f32c(a, d->adam.wd)};
   LLVMValueRef f[] = {cg_str(a, RT_MODEL_ABI), cg_str(a, d->name), cg_i32c(a, d->ntensors), tensors, predict,
                       cg_i32c(a, d->has_train), train, cg_i32c(a, d->optim), cg_f32c(a, d->lr),
-                      cg_struct_val(a, sgd, 2), cg_struct_val(a, adam, 4), cg_i32c(a, d->target), cg_str(a, d->gpu_module)};
+                      cg_struct_val(a, sgd, 2), cg_struct_val(a, adam, 4), cg_i32c(a, d->target), cg_str(a, d->gpu_module),
+                      cg_i32c(a, d->ndims), cg_dims(a), cg_i32c(a, d->ntensor_patches),
+                      cg_patches(a, d->tensor_patches, d->ntensor_patches)};
+  if (!f[CG_N(f) - 1]) return rt_errf(a->err, a->n, "out of memory");
   a->desc_ptr = cg_global(a, cg_struct_val(a, f, CG_N(f)), "desc", 16);
   return 0;
 }
@@ -397,18 +444,42 @@ static LLVMValueRef cg_pack(cg_aot *a, LLVMValueRef fn, int first, int n) {
 /* NAME_predict(m, in..., out...) and NAME_train_step(m, in..., loss): the pointers packed
  * into the arrays rt_model_predict / rt_model_train_step take. With `device` (a CUDA model's
  * NAME_predict_device / NAME_train_step_device) the stream follows, passed on as it is. */
+/* Bounded dims: an alloca'd int64_t[ndims] of the extents, the entry point's own parameters
+ * (fn's 1.. in declaration order) for the dims it takes, the bound for the others. */
+static LLVMValueRef cg_pack_extents(cg_aot *a, LLVMValueRef fn, uint32_t used) {
+  LLVMBuilderRef b = a->m->b;
+  int nd = a->d->ndims, at = 1;
+  LLVMTypeRef t = LLVMArrayType(a->i64, (unsigned)nd);
+  LLVMValueRef arr = LLVMBuildAlloca(b, t, "extents");
+  for (int k = 0; k < nd; k++) {
+    LLVMValueRef idx[2] = {cg_i32c(a, 0), cg_i32c(a, k)};
+    LLVMValueRef v = used >> k & 1 ? LLVMGetParam(fn, (unsigned)at++) : cg_i64c(a, a->d->dims[k].hi);
+    LLVMBuildStore(b, v, LLVMBuildInBoundsGEP2(b, t, arr, idx, 2, ""));
+  }
+  return LLVMBuildBitCast(b, arr, a->ptr, "");
+}
+
+/* NAME_predict(m, [extents...,] in..., out...): with bounded dims, the extents the entry
+ * point depends on (int64_t each) follow the model, and the call goes to _at. */
 static int cg_entry(cg_aot *a, const rt_program *p, bool train, bool device) {
-  int nin = p->ninputs, nout = train ? 1 : p->noutputs, np = 1 + nin + nout + device;
-  LLVMTypeRef params[np], tp[4] = {a->ptr, a->ptr, a->ptr, a->ptr};
-  for (int i = 0; i < np; i++) params[i] = a->ptr;
+  bool at = a->d->ndims > 0 && !device;
+  int ndim = at ? __builtin_popcount(p->dims_used) : 0;
+  int nin = p->ninputs, nout = train ? 1 : p->noutputs, np = 1 + ndim + nin + nout + device;
+  LLVMTypeRef params[np], tp[5] = {a->ptr, a->ptr, a->ptr, a->ptr, a->ptr};
+  for (int i = 0; i < np; i++) params[i] = i >= 1 && i <= ndim ? a->i64 : a->ptr;
   char suffix[32], target[96];
   snprintf(suffix, sizeof suffix, "%s%s", train ? "train_step" : "predict", device ? "_device" : "");
   LLVMValueRef fn = cg_define(a, suffix, a->i32, params, np);
   if (!fn) return 1;
-  LLVMValueRef outs = train ? LLVMGetParam(fn, (unsigned)(1 + nin)) : cg_pack(a, fn, 1 + nin, nout);
-  LLVMValueRef args[4] = {LLVMGetParam(fn, 0), cg_pack(a, fn, 1, nin), outs, device ? LLVMGetParam(fn, (unsigned)(np - 1)) : NULL};
-  snprintf(target, sizeof target, "%s_%s", cg_rt_prefix(a), suffix);
-  unsigned na = 3 + device;
+  int first = 1 + ndim;
+  LLVMValueRef outs = train ? LLVMGetParam(fn, (unsigned)(first + nin)) : cg_pack(a, fn, first + nin, nout);
+  LLVMValueRef args[5], ins = cg_pack(a, fn, first, nin);
+  unsigned na = 0;
+  args[na++] = LLVMGetParam(fn, 0);
+  if (at) args[na++] = cg_pack_extents(a, fn, p->dims_used);
+  args[na++] = ins, args[na++] = outs;
+  if (device) args[na++] = LLVMGetParam(fn, (unsigned)(np - 1));
+  snprintf(target, sizeof target, "%s_%s%s", cg_rt_prefix(a), suffix, at ? "_at" : "");
   LLVMValueRef callee = cg_declare(a, target, a->i32, tp, (int)na);
   LLVMBuildRet(a->m->b, LLVMBuildCall2(a->m->b, LLVMFunctionType(a->i32, tp, na, 0), callee, args, na, ""));
   return 0;
@@ -435,15 +506,17 @@ static LLVMValueRef cg_rt_fn(cg_aot *a, const char *name) {
 static int cg_api(cg_aot *a) {
   if (LLVMGetNamedGlobal(a->m->mod, "kiln_model")) return rt_errf(a->err, a->n, "kiln_model is already defined");
   static const char *const fns[] = {"create", "destroy", "load", "save", "predict", "train_step", "set_lr", "error",
-                                    "predict_device", "train_step_device"};
-  LLVMValueRef f[2 + 10] = {cg_str(a, RT_MODEL_ABI), a->desc_ptr};
-  for (int i = 0; i < 10; i++) {
+                                    "predict_device", "train_step_device", "predict_at", "train_step_at"};
+  LLVMValueRef f[2 + 12] = {cg_str(a, RT_MODEL_ABI), a->desc_ptr};
+  bool cuda = a->d->target == RT_TARGET_CUDA;
+  for (int i = 0; i < 12; i++) {
     char name[64];
     snprintf(name, sizeof name, "%s_%s", cg_rt_prefix(a), fns[i]);
-    f[2 + i] = i < 8 || a->d->target == RT_TARGET_CUDA ? cg_rt_fn(a, name) : cg_null(a);   /* device entries: CUDA's */
+    bool has = i < 8 || (i < 10 ? cuda : !cuda);   /* device entries: CUDA's; _at: the CPU's */
+    f[2 + i] = has ? cg_rt_fn(a, name) : cg_null(a);
   }
   LLVMValueRef g = LLVMAddGlobal(a->m->mod, a->api, "kiln_model");
-  LLVMSetInitializer(g, LLVMConstNamedStruct(a->api, f, 12));
+  LLVMSetInitializer(g, LLVMConstNamedStruct(a->api, f, 14));
   LLVMSetGlobalConstant(g, 1);
   LLVMSetAlignment(g, 16);
   return 0;

@@ -17,6 +17,7 @@ void cg_build_free(cg_build *b) {
   cg_llvm_free(b->llvm);
   free(b->gpu_src), free(b->gpu_ptx);
   cg_desc_free(b->desc);
+  cg_probes_free(&b->probes);
   ir_graph_free(b->predict);
   ir_graph_free(b->train);
   *b = (cg_build){0};
@@ -35,7 +36,28 @@ int cg_build_graphs(const ir_graph *lowered, uint32_t disabled, ir_diag *d, cg_b
   *b = (cg_build){0};
   if (!(b->predict = cg_build_pass(lowered, IR_MODE_PREDICT, disabled, d))) return 1;
   if (lowered->has_train && !(b->train = cg_build_pass(lowered, IR_MODE_TRAIN, disabled, d))) return 1;
+  return cg_probes_compile(&b->probes, lowered, disabled, d);
+}
+
+int cg_probes_compile(cg_probes *pr, const ir_graph *lowered, uint32_t disabled, ir_diag *d) {
+  *pr = (cg_probes){0};
+  if (!lowered->nbdims) return 0;
+  if (!lowered->probes) {
+    ir_error(d, (ir_loc){lowered->name, 0, 0}, "model '%s' has bounded dims but no probe graphs (a front end bug)", lowered->name);
+    return 1;
+  }
+  pr->lowered = lowered, pr->n = ir_dims_nprobes(lowered->nbdims);
+  for (int p = 0; p < pr->n; p++) {
+    const ir_graph *g = lowered->probes[p];
+    if (!(pr->predict[p] = cg_build_pass(g, IR_MODE_PREDICT, disabled, d))) return 1;
+    if (g->has_train && !(pr->train[p] = cg_build_pass(g, IR_MODE_TRAIN, disabled, d))) return 1;
+  }
   return 0;
+}
+
+void cg_probes_free(cg_probes *pr) {
+  for (int p = 0; p < pr->n; p++) ir_graph_free(pr->predict[p]), ir_graph_free(pr->train[p]), cg_desc_free(pr->desc[p]);
+  *pr = (cg_probes){0};
 }
 
 /* The GPU program: every op checked, the CUDA C written and compiled by NVRTC, the
@@ -59,9 +81,14 @@ static int cg_build_cuda(cg_build *b, const cg_options *o, char *err, size_t n) 
 
 int cg_build_module(cg_build *b, const cg_options *o, char *err, size_t n) {
   if (!(b->desc = cg_desc_build(b->predict, b->train, err, n))) return 1;
+  if (b->probes.n && cg_desc_dims(b->desc, &b->probes, err, n)) return 1;
   if (!o) return 0;
+  if (o->target == RT_TARGET_CUDA && b->probes.n)
+    return rt_errf(err, n, "bounded dims are not supported on the CUDA target yet: compile with fixed dims (-D %s=N)",
+                   b->probes.lowered->bdims[0].name);
   if (o->target == RT_TARGET_CUDA) return cg_build_cuda(b, o, err, n);
   if (!(b->llvm = cg_llvm_new(b->predict->name, o, err, n))) return 1;
+  b->llvm->probes = b->probes.n ? &b->probes : NULL;
   return cg_emit_fused_all(b->llvm, b->predict, b->train, err, n);
 }
 

@@ -28,6 +28,8 @@ struct cg_llvm {
                                          (cg_outline.c) and the lean pipeline, per module */
   bool outline_kept;                  /* their vector variants listed in @llvm.compiler.used */
   LLVMOrcLLJITRef jit;                /* set by cg_jit, disposed by cg_llvm_free */
+  const cg_probes *probes;            /* bounded dims: the fused loops' sizes are fitted from
+                                         the probes' groups (cg_fexpr_dims); NULL without */
 };
 
 /* ---- cg_llvm.c (rt_errf is in cg.h) ---- */

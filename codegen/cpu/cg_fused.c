@@ -30,6 +30,10 @@ typedef struct {
   size_t n;
   LLVMValueRef lo, hi;          /* a _range function: the outermost loop's bounds, else NULL */
   bool parallel;                /* the nest's accesses join the module's access group */
+  /* The loops' trip counts and strides (i64): constants, or for a dynamic group (bounded
+   * dims) those that follow the dims computed at entry from the run's extents. */
+  LLVMValueRef dim[K_MAX_RANK], ost[K_MAX_RANK];
+  LLVMValueRef (*ist)[K_MAX_RANK];
 } cg_lower;
 
 static LLVMValueRef cg_i64c(cg_llvm *m, int64_t v) { return LLVMConstInt(cg_i64(m), (unsigned long long)v, 1); }
@@ -121,13 +125,14 @@ static int cg_lower_level(cg_lower *l, int d) {
   LLVMValueRef i = LLVMBuildPhi(m->b, cg_i64(m), "i");
   for (int k = 0; k < nops; k++) {
     int64_t st = k < fx->nin ? fx->ist[k][d] : fx->ost[d];
-    if (st) l->off[k] = LLVMBuildNSWAdd(m->b, saved[k], LLVMBuildNSWMul(m->b, i, cg_i64c(m, st), ""), "");
+    LLVMValueRef stv = k < fx->nin ? l->ist[k][d] : l->ost[d];
+    if (st) l->off[k] = LLVMBuildNSWAdd(m->b, saved[k], LLVMBuildNSWMul(m->b, i, stv, ""), "");
   }
   cg_lower_loads(l, d + 1);
   if (cg_lower_level(l, d + 1)) return 1;
   LLVMBasicBlockRef tail = LLVMGetInsertBlock(m->b), done = LLVMAppendBasicBlockInContext(m->ctx, l->fn, "done");
   LLVMValueRef next = LLVMBuildNUWAdd(m->b, i, cg_i64c(m, 1), "");
-  LLVMValueRef end = d == 0 && l->hi ? l->hi : cg_i64c(m, fx->dim[d]);
+  LLVMValueRef end = d == 0 && l->hi ? l->hi : l->dim[d];
   LLVMValueRef br = LLVMBuildCondBr(m->b, LLVMBuildICmp(m->b, LLVMIntULT, next, end, ""), head, done);
   if (l->parallel && d == fx->rank - 1) {   /* independent iterations: no alias check, no scalar copy */
     LLVMMetadataRef pa = cg_loop_parallel(m);
@@ -205,11 +210,42 @@ static LLVMValueRef cg_fused_decl(cg_llvm *m, const char *name, LLVMTypeRef type
   return f;
 }
 
-/* ptrs[k] as float*: inputs first, then outputs. */
+/* A size the loops use: the bound's constant, or a * prod(extent[d]) + b from the run's
+ * extents `ext` (an i64 array; NULL for a static group). */
+static LLVMValueRef cg_fused_size(cg_llvm *m, LLVMValueRef ext, int64_t c, k_dimval v) {
+  if (!ext || !v.mask) return cg_i64c(m, c);
+  LLVMValueRef p = cg_i64c(m, v.a);
+  for (int d = 0; d < K_MAX_BDIMS; d++) {
+    if (!(v.mask >> d & 1)) continue;
+    LLVMValueRef idx = cg_i64c(m, d), at = LLVMBuildInBoundsGEP2(m->b, cg_i64(m), ext, &idx, 1, "");
+    p = LLVMBuildNSWMul(m->b, p, LLVMBuildLoad2(m->b, cg_i64(m), at, ""), "");
+  }
+  return LLVMBuildNSWAdd(m->b, p, cg_i64c(m, v.b), "");
+}
+
+/* The run's extents: the pointer after the tensors' in ptrs (an i8** value). */
+static LLVMValueRef cg_fused_extents(cg_llvm *m, const cg_fexpr *fx, LLVMValueRef pp) {
+  if (!fx->dynamic) return NULL;
+  LLVMValueRef idx = cg_i64c(m, fx->nin + fx->nout), slot = LLVMBuildInBoundsGEP2(m->b, cg_i8p(m), pp, &idx, 1, "");
+  return LLVMBuildBitCast(m->b, LLVMBuildLoad2(m->b, cg_i8p(m), slot, ""), cg_ptr(m, cg_i64(m)), "");
+}
+
+static void cg_fused_sizes(cg_lower *l, LLVMValueRef ext) {
+  const cg_fexpr *fx = l->fx;
+  k_dimval none = {0, 0, 0};
+  for (int d = 0; d < fx->rank; d++) {
+    l->dim[d] = cg_fused_size(l->m, ext, fx->dim[d], fx->dynamic ? fx->vdim[d] : none);
+    l->ost[d] = cg_fused_size(l->m, ext, fx->ost[d], fx->dynamic ? fx->vost[d] : none);
+    for (int s = 0; s < fx->nin; s++) l->ist[s][d] = cg_fused_size(l->m, ext, fx->ist[s][d], fx->dynamic ? fx->vist[s][d] : none);
+  }
+}
+
+/* ptrs[k] as float*: inputs first, then outputs; then the sizes. */
 static void cg_fused_ptrs(cg_lower *l) {
   cg_llvm *m = l->m;
   LLVMTypeRef i8p = cg_i8p(m), fp = cg_ptr(m, cg_f32(m));
   LLVMValueRef pp = LLVMBuildBitCast(m->b, LLVMGetParam(l->fn, 0), cg_ptr(m, i8p), "");
+  cg_fused_sizes(l, cg_fused_extents(m, l->fx, pp));
   for (int k = 0; k < l->fx->nin + l->fx->nout; k++) {
     LLVMValueRef idx = cg_i64c(m, k), slot = LLVMBuildInBoundsGEP2(m->b, i8p, pp, &idx, 1, "");
     LLVMValueRef p = LLVMBuildLoad2(m->b, i8p, slot, "");
@@ -219,23 +255,44 @@ static void cg_fused_ptrs(cg_lower *l) {
   }
 }
 
+/* A dynamic group returns at once when a trip count is below 1 at the run's extents: the
+ * loops are bottom-tested (they run once before their first test). */
+static void cg_fused_skip_empty(cg_lower *l) {
+  cg_llvm *m = l->m;
+  LLVMValueRef empty = NULL;
+  for (int d = 0; d < l->fx->rank; d++) {
+    if (!l->fx->vdim[d].mask) continue;
+    LLVMValueRef lt = LLVMBuildICmp(m->b, LLVMIntSLT, l->dim[d], cg_i64c(m, 1), "");
+    empty = empty ? LLVMBuildOr(m->b, empty, lt, "") : lt;
+  }
+  if (!empty) return;
+  LLVMBasicBlockRef ret = LLVMAppendBasicBlockInContext(m->ctx, l->fn, "empty"), go = LLVMAppendBasicBlockInContext(m->ctx, l->fn, "run");
+  LLVMBuildCondBr(m->b, empty, ret, go);
+  LLVMPositionBuilderAtEnd(m->b, ret);
+  LLVMBuildRetVoid(m->b);
+  LLVMPositionBuilderAtEnd(m->b, go);
+}
+
 /* The group's loop nest as function `name` of `type`: the step's own type, or with `range`
  * a k_range_fn over the outermost dimension. */
 static int cg_fused_emit_nest(cg_llvm *m, const cg_fexpr *fx, const char *name, bool range, char *err, size_t n) {
   int nops = fx->nin + fx->nout;
   LLVMValueRef in[fx->nin + 1], out[fx->nout + 1], off[nops + 1];
   LLVMValueRef *val = calloc((size_t)fx->nx + 1, sizeof *val);
-  if (!val) return rt_errf(err, n, "out of memory");
-  cg_lower l = {m, fx, cg_fused_decl(m, name, range ? cg_range_type(m) : cg_step_type(m)), in, out, off, val, err, n, NULL, NULL, false};
+  LLVMValueRef (*ist)[K_MAX_RANK] = calloc((size_t)fx->nin + 1, sizeof *ist);
+  if (!val || !ist) return free(val), free(ist), rt_errf(err, n, "out of memory");
+  cg_lower l = {m, fx, cg_fused_decl(m, name, range ? cg_range_type(m) : cg_step_type(m)), in, out, off, val, err, n, NULL, NULL, false,
+                {0}, {0}, ist};
   if (range) l.lo = LLVMGetParam(l.fn, 1), l.hi = LLVMGetParam(l.fn, 2);
   LLVMPositionBuilderAtEnd(m->b, LLVMAppendBasicBlockInContext(m->ctx, l.fn, "entry"));
   int bad = 0;
   if (fx->numel > 0) {
     cg_fused_ptrs(&l);
+    if (fx->dynamic) cg_fused_skip_empty(&l);
     bad = cg_lower_versions(&l);
   }
   if (!bad) LLVMBuildRetVoid(m->b);
-  free(val);
+  free(val), free(ist);
   if (bad) LLVMDeleteFunction(l.fn);
   return bad;
 }
@@ -278,7 +335,11 @@ static int cg_fused_emit_split(cg_llvm *m, const cg_fexpr *fx, const char *name,
   LLVMValueRef body = LLVMGetNamedFunction(m->mod, rname), pf = cg_parallel_for(m);
   LLVMValueRef f = cg_fused_decl(m, name, cg_step_type(m));
   LLVMPositionBuilderAtEnd(m->b, LLVMAppendBasicBlockInContext(m->ctx, f, "entry"));
-  LLVMValueRef args[4] = {cg_i64c(m, fx->dim[0]), cg_i64c(m, cg_fused_grain(fx)), body,
+  /* a dynamic outer trip count from the run's extents (the grain stays the bound's: chunks
+   * hold no reduction, so any cut gives the same bits) */
+  LLVMValueRef pp = LLVMBuildBitCast(m->b, LLVMGetParam(f, 0), cg_ptr(m, cg_i8p(m)), "");
+  LLVMValueRef n0 = cg_fused_size(m, cg_fused_extents(m, fx, pp), fx->dim[0], fx->dynamic ? fx->vdim[0] : (k_dimval){0, 0, 0});
+  LLVMValueRef args[4] = {n0, cg_i64c(m, cg_fused_grain(fx)), body,
                           LLVMBuildBitCast(m->b, LLVMGetParam(f, 0), cg_i8p(m), "")};
   LLVMBuildCall2(m->b, LLVMGlobalGetValueType(pf), pf, args, 4, "");
   LLVMBuildRetVoid(m->b);
@@ -344,6 +405,22 @@ static int cg_fused_emit_once(cg_llvm *m, cg_seen *t, const cg_fexpr *fx, const 
   return 0;
 }
 
+/* Bounded dims: group i's sizes fitted from the same group in each probe graph. */
+static int cg_fused_probe(const cg_probes *pr, bool train, int i, cg_fexpr *fx, char *err, size_t n) {
+  cg_fexpr probe[K_MAX_BDIMS + 1];
+  memset(probe, 0, sizeof probe);   /* freeing one not built is then a no-op */
+  int bad = 0;
+  for (int p = 0; p < pr->n && !bad; p++) {
+    const ir_graph *q = train ? pr->train[p] : pr->predict[p];
+    if (!q || i >= ir_nnodes(q) || ir_node_at(q, i)->kind != IR_N_FUSED)
+      bad = rt_errf(err, n, "bounded dims: the group is not fused alike at other extents; compile with fixed dims");
+    else bad = cg_fexpr_build(q, ir_node_at(q, i), &probe[p], err, n);
+  }
+  if (!bad) bad = cg_fexpr_dims(fx, pr->lowered, probe, err, n);
+  for (int p = 0; p < pr->n; p++) cg_fexpr_free(&probe[p]);
+  return bad;
+}
+
 static int cg_emit_graph(cg_llvm *m, cg_seen *t, const ir_graph *g, bool train, char *err, size_t n) {
   for (int i = 0; g && i < ir_nnodes(g); i++) {
     const ir_node *fn = ir_node_at(g, i);
@@ -353,7 +430,8 @@ static int cg_emit_graph(cg_llvm *m, cg_seen *t, const ir_graph *g, bool train, 
     if (cg_fused_fn(m, name)) return rt_errf(err, n, "%s is already in the module", name);
     cg_fexpr fx;
     if (cg_fexpr_build(g, fn, &fx, msg, sizeof msg)) return rt_errf(err, n, "%s graph: %s", train ? "train" : "predict", msg);
-    int bad = cg_fused_emit_once(m, t, &fx, name, msg, sizeof msg);
+    int bad = m->probes ? cg_fused_probe(m->probes, train, i, &fx, msg, sizeof msg) : 0;
+    if (!bad) bad = cg_fused_emit_once(m, t, &fx, name, msg, sizeof msg);
     cg_fexpr_free(&fx);
     if (bad) return rt_errf(err, n, "%s (%s): %s", name, fn->name, msg);
   }

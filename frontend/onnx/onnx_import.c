@@ -393,8 +393,19 @@ static int onnx_value_type(onnx_ctx *c, const Onnx__ValueInfoProto *vi, k_dtype 
   return 0;
 }
 
-static int onnx_inputs(onnx_ctx *c, const Onnx__GraphProto *gp) {
+/* A -D range (fe.h): read as its bound, it would build a model for that extent only. */
+static int onnx_refuse_ranges(onnx_ctx *c) {
   int errors = 0;
+  for (int i = 0; i < c->o->ndefs; i++)
+    if (c->o->defs[i].lo)
+      errors += onnx_fail(c, "-D %s=%lld..%lld: bounded dims are not yet supported for .onnx", c->o->defs[i].name,
+                          (long long)c->o->defs[i].lo, (long long)c->o->defs[i].value);
+  return errors;
+}
+
+static int onnx_inputs(onnx_ctx *c, const Onnx__GraphProto *gp) {
+  int errors = onnx_refuse_ranges(c);
+  if (errors) return errors;
   for (size_t i = 0; i < gp->n_input; i++) {
     const Onnx__ValueInfoProto *vi = gp->input[i];
     k_dtype dt = K_F32;

@@ -171,7 +171,7 @@ static void test_load_dims(void) {
   snprintf(path, sizeof path, "%sexamples/mlp.kiln", ts_root());
   const char *names[] = {"batch"};
   int64_t one[] = {1}, zero[] = {0};
-  fe_define defs[] = {{"batch", 1}};
+  fe_define defs[] = {{"batch", 1, 0}};
   kiln_graph *g = NULL;
   char *text = NULL, *want = print_lowered_dims("mlp", NULL, path, defs, 1);
   CHECK(!kiln_graph_load_dims(path, NULL, 1, names, one, &g) && !kiln_graph_text(g, &text), "load -D batch=1: %s", kiln_last_error());

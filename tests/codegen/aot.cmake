@@ -15,3 +15,6 @@ endif()
 # the loop with the part threads instrumented.
 add_test(NAME codegen.parallel_compile COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/parallel_compile.sh $<TARGET_FILE:kiln> ${PROJECT_SOURCE_DIR})
 set_tests_properties(codegen.parallel_compile PROPERTIES LABELS "codegen;tsan" TIMEOUT 600)
+# Bounded dims through kiln compile, the header, kiln run, kiln train and the CUDA target's refusal.
+add_test(NAME codegen.bounded_cli COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/bounded_cli.sh $<TARGET_FILE:kiln> ${PROJECT_SOURCE_DIR})
+set_tests_properties(codegen.bounded_cli PROPERTIES LABELS codegen TIMEOUT 300)

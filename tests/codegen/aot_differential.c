@@ -116,14 +116,25 @@ static bool at_same_step(const rt_step *a, const rt_step *b) {
             at_same_ints((const int32_t *)a->req, (const int32_t *)b->req, b->nout) && a->temp_offset == b->temp_offset &&
             a->temp_bytes == b->temp_bytes && a->random == b->random && a->name_hash == b->name_hash &&
             at_same_str(a->name, b->name) && a->ndeps == b->ndeps && at_same_ints(a->deps, b->deps, b->ndeps) &&
-            !a->param == !b->param && !a->in_shape == !b->in_shape && (b->kind != RT_STEP_FUSED || a->fused != NULL);
+            !a->param == !b->param && a->param_bytes == b->param_bytes && !a->in_shape == !b->in_shape &&
+            (b->kind != RT_STEP_FUSED || a->fused != NULL);
   for (int i = 0; ok && b->in_shape && i < b->nin; i++) ok = a->in_shape && at_same_shape(&a->in_shape[i], &b->in_shape[i]);
   if (ok && b->param && (b->kind == RT_STEP_FORWARD || b->kind == RT_STEP_BACKWARD))
     ok = memcmp(a->param, b->param, ir_ops[b->op].param_size) == 0;
   return ok;
 }
 
+static bool at_same_patches(const rt_dimpatch *a, const rt_dimpatch *b, int n) {
+  for (int i = 0; i < n; i++)
+    if (a[i].kind != b[i].kind || a[i].index != b[i].index || a[i].slot != b[i].slot || a[i].axis != b[i].axis ||
+        a[i].v.mask != b[i].v.mask || a[i].v.a != b[i].v.a || a[i].v.b != b[i].v.b)
+      return false;
+  return true;
+}
+
 static void at_cmp_program(const char *model, const char *which, const rt_program *a, const rt_program *b, int nt) {
+  at_check(a->npatches == b->npatches && at_same_patches(a->patches, b->patches, b->npatches) && a->dims_used == b->dims_used,
+           model, "%s program's bounded-dim patches differ in the .so's descriptor", which);
   at_check(a->nsteps == b->nsteps && a->arena_bytes == b->arena_bytes && a->ninputs == b->ninputs &&
                a->noutputs == b->noutputs && a->is_train == b->is_train && at_same_ints(a->inputs, b->inputs, b->ninputs) &&
                at_same_ints(a->outputs, b->outputs, b->noutputs) &&
@@ -143,6 +154,13 @@ static void at_cmp_desc(const char *model, const rt_model_api *api, const rt_mod
            model, "descriptor header differs");
   at_check(api->create && api->destroy && api->load && api->save && api->predict && api->train_step && api->set_lr &&
                api->error, model, "kiln_model lacks an entry point");
+  at_check(so->ndims == mem->ndims && so->ntensor_patches == mem->ntensor_patches &&
+               at_same_patches(so->tensor_patches, mem->tensor_patches, mem->ntensor_patches),
+           model, "the bounded dims differ in the .so's descriptor");
+  for (int k = 0; k < mem->ndims && k < so->ndims; k++)
+    at_check(at_same_str(so->dims[k].name, mem->dims[k].name) && so->dims[k].lo == mem->dims[k].lo && so->dims[k].hi == mem->dims[k].hi,
+             model, "bounded dim %d differs in the .so's descriptor", k);
+  at_check(!!api->predict_at == !mem->target && !!api->train_step_at == !mem->target, model, "kiln_model's _at entry points");
   at_cmp_tensors(model, so, mem);
   at_cmp_program(model, "predict", &so->predict, &mem->predict, mem->ntensors);
   if (mem->has_train) at_cmp_program(model, "train", &so->train, &mem->train, mem->ntensors);

@@ -773,11 +773,11 @@ static void test_naming(void) {
               "_softrelu_softrelu_softrelu_softrelu_softrelu_softrelu_softrelu_softrelu\")\n output y"),
         "attribute 'act_type' cannot be \"softrelu_softrelu", "...\"");
   const char *src = "dim batch = 4\n" MODEL("input x : f32[batch, 6]\n y = fully_connected(x, num_hidden=2)\n output y");
-  fe_define one = {"batch", 1};
+  fe_define one = {"batch", 1, 0};
   t_model *d = t_lower_defs(src, &one, 1);
   if (CHECK(d->g != NULL, "-D batch=1 lowers: %s", d->msg ? d->msg : "")) t_type(d, "y", "f32[1, 2]"), t_type(d, "x", "f32[1, 6]");
   t_free(d);
-  fe_define bad = {"bach", 2};
+  fe_define bad = {"bach", 2, 0};
   d = t_lower_defs(src, &bad, 1);
   CHECK(d->g == NULL && d->msg && strstr(d->msg, "no dim named 'bach'") && strstr(d->msg, "did you mean 'batch'"), "-D of an unknown dim: %s", d->msg ? d->msg : "");
   t_free(d);

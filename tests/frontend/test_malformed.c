@@ -252,6 +252,20 @@ static void test_nesting(void) {
 static void test_truncations(void) {
   size_t n = strlen(t_valid);
   for (size_t len = 0; len <= n; len++) t_case("truncated.kiln", t_valid, len, len == n ? T_OK : T_ANY, 5);
+  /* the valid model with its batch bounded (lowered at every extent), its first line cut short
+   * or cut into at every byte */
+  char *bounded = malloc(n + 16), *cut = malloc(n + 16);
+  const char *rest = strchr(strstr(t_valid, "dim batch"), '\n');
+  int head = snprintf(bounded, n + 16, "# a small net\ndim batch = 1..8");
+  snprintf(bounded + head, n + 16 - (size_t)head, "%s", rest);
+  t_text("bounded.kiln", bounded, T_OK);
+  for (int at = (int)strlen("# a small net\n"); at < head; at++) {
+    size_t k = (size_t)at;
+    memcpy(cut, bounded, k);
+    snprintf(cut + k, n + 16 - k, "%s", rest);
+    t_text("bounded_cut.kiln", cut, T_ANY);
+  }
+  free(bounded), free(cut);
 }
 
 /* Byte mutations of the valid model: replace, insert, delete, or copy a span elsewhere. */
@@ -401,6 +415,15 @@ static void test_limits(void) {
   t_case("def_calls.kiln", defs, strlen(defs), T_ERR, 30);
   t_expect_one("def_calls.kiln", "the model grows past 1200000 def calls while inlining defs");
   free(defs);
+  /* a bounded dim is lowered at each of its extents: a range of a billion is refused at
+   * once, not lowered a billion times */
+  t_text("range.kiln", "dim b = 1..1000000000\nmodel m {\n  input x : f32[b, 2]\n  y = relu(x)\n  output y\n}\n", T_ERR);
+  t_expect_one("range.kiln", "span 999999999 extents; each is lowered to check the model");
+  /* and a long model at fewer extents, as each costs a lowering of every node */
+  s = t_model_lines("dim b = 1..2000\nmodel m {\n  input x : f32[b, 2]\n", "  y%d = relu(x) # %d\n", 20000, "  output y0\n}\n", &len);
+  t_case("range_work.kiln", s, len, T_ERR, 20);
+  t_expect_one("range_work.kiln", "span 1999 extents, each lowered to check the model's");
+  free(s);
   /* one call with a million arguments: past the syntax-tree limit while reading */
   s = t_repeat("model m {\n  input x : f32[4]\n  v = concat(x", ", x", 1000000, ")\n  output v\n}\n", &len);
   t_case("arguments.kiln", s, len, T_ERR, 20);

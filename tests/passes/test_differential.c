@@ -391,7 +391,7 @@ int main(void) {
   dt_each_file("tests/passes/models");
   char mlp[2048];
   snprintf(mlp, sizeof mlp, "%sexamples/mlp.kiln", ts_root());
-  fe_define b16 = {"batch", 16};
+  fe_define b16 = {"batch", 16, 0};
   dt_each_model(mlp, &b16, 1, dt_learns);
   dt_each_model(mlp, NULL, 0, dt_bad_label);
   dt_each_model(mlp, NULL, 0, dt_mlp_oracle);

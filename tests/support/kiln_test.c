@@ -68,7 +68,7 @@ void ts_front_free(ts_front *fr) {
 }
 
 /* Small sizes for speed; each applies only where the file declares the dim. */
-static const fe_define ts_small[] = {{"batch", 4}, {"seq", 8}, {"vocab", 50}, {"d_model", 16}, {"heads", 2}, {"d_ff", 32}};
+static const fe_define ts_small[] = {{"batch", 4, 0}, {"seq", 8, 0}, {"vocab", 50, 0}, {"d_model", 16, 0}, {"heads", 2, 0}, {"d_ff", 32, 0}};
 
 int ts_small_defines(const fe_file *f, fe_define *out, int max) {
   int n = 0;
