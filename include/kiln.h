@@ -192,6 +192,55 @@ KILN_API int kiln_export(kiln_session *s, const char *kiln_path, const char *wei
                          int nout, kiln_array *const *outputs, const char *const *out_names,
                          int nin, kiln_array *const *inputs, const char *const *in_names);
 
+/* ---- model sources: what the Python package (python/kiln, docs/python.md) compiles ----
+ * One model lowered from a .kiln file, .kiln text or an .onnx file, with its dims bound as
+ * `kiln compile -D` binds them. It is JIT-compiled to the descriptor every generated .so
+ * exports under the name `kiln_model` (runtime/rt_model.h's rt_model_api, ABI RT_MODEL_ABI),
+ * so one caller drives a JIT'd model and a loaded .so alike, or compiled to a .so and its
+ * header as `kiln compile` does. */
+typedef struct kiln_source kiln_source;
+/* A .kiln or .onnx file (by its extension), or .kiln text (named `name` in diagnostics). The
+ * dims dim_names[0..ndims): values[i] fixes one (-D batch=8) where lows is NULL or lows[i] is
+ * 0, else the dim is bounded to lows[i]..values[i] (-D batch=1..64). model picks a model of a
+ * .kiln file or text (NULL: its only one). train, for an .onnx file only (NULL: none), is what
+ * `kiln import --train` takes: "softmax_cross_entropy sgd(lr=0.01)". Diagnostics are the
+ * error, as the command line prints them. */
+KILN_API int kiln_source_file(const char *path, const char *model, int ndims, const char *const *dim_names,
+                              const int64_t *values, const int64_t *lows, const char *train, kiln_source **out);
+KILN_API int kiln_source_text(const char *name, const char *text, const char *model, int ndims,
+                              const char *const *dim_names, const int64_t *values, const int64_t *lows,
+                              kiln_source **out);
+/* Frees the source and every JIT'd build of it; models created through those come first. */
+KILN_API void kiln_source_free(kiln_source *s);
+/* The lowered model as .kiln text (free *text with kiln_free). */
+KILN_API int kiln_source_print(kiln_source *s, char **text);
+/* An .onnx source's names that were renamed to be .kiln names: how many, and pair `index`
+ * (both strings live as long as s); a .kiln source has none. */
+KILN_API int kiln_source_nrenamed(kiln_source *s, int *n);
+KILN_API int kiln_source_renamed(kiln_source *s, int index, const char **onnx_name, const char **kiln_name);
+/* JIT-compiled in this process (target cpu): *api points to an rt_model_api whose entry points
+ * are the runtime's and whose desc and code live until kiln_source_free. Each call compiles
+ * anew. opt_level 0..3. */
+KILN_API int kiln_source_jit(kiln_source *s, int opt_level, const void **api);
+/* What `kiln compile --target TARGET` does: so_path and NAME.h beside it (both written, or
+ * neither). target "cpu" (or NULL) or "cuda". */
+KILN_API int kiln_source_compile(kiln_source *s, const char *so_path, const char *target, int opt_level);
+
+/* The op table (SPEC section 2 and beyond), for bindings that make one function per op: how
+ * many ops; op `index`'s name, the PyTorch function it matches, its tensor inputs (arguments,
+ * then aux states such as batch_norm's moving statistics), its attributes, and whether it takes
+ * any number of inputs (concat); input i's name, whether it may be absent (a bias with
+ * no_bias) and whether it is an aux state; attribute i's name and whether it is required.
+ * Strings live as long as the library. */
+KILN_API int kiln_op_count(int *n);
+KILN_API int kiln_op_info(int index, const char **name, const char **doc, int *ninputs, int *nattrs, int *variadic);
+KILN_API int kiln_op_input(int index, int i, const char **name, int *optional, int *is_aux);
+KILN_API int kiln_op_attr(int index, int i, const char **name, int *required);
+
+/* A number as a rank-0 f32 array, as `x * 2` writes one in the REPL: evaluation feeds it as an
+ * input (one compile for every value), kiln_grad and kiln_export write the number itself. */
+KILN_API int kiln_array_number(kiln_session *s, double value, kiln_array **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,10 +4,11 @@
 set -euo pipefail
 # llvm-dev: the CPU code generator (LLVM C API); clang: compiles kernels/k_scalar.h to bitcode;
 # graphviz: the tests render `kiln passes --dot` output.
-# python3-torch and python3-numpy serve only the tests against PyTorch (tests/conformance, tests/onnx).
+# python3-torch and python3-numpy serve the tests against PyTorch (tests/conformance, tests/onnx);
+# python3-numpy is also what the Python package needs, and python3-pytest runs its tests.
 # Extra packages may be named as arguments (demo.sh adds the Fashion-MNIST data set).
 # libclang-rt-14-dev: libFuzzer and the sanitizer runtimes for clang (tests/fuzz).
-pkgs=(cmake make gcc g++ flex bison libopenblas-dev llvm-dev clang libclang-rt-14-dev graphviz python3-torch python3-numpy "$@")
+pkgs=(cmake make gcc g++ flex bison libopenblas-dev llvm-dev clang libclang-rt-14-dev graphviz python3-torch python3-numpy python3-pytest "$@")
 # libedit-dev: kiln repl's line editing and history; pkg-config: tests/api/install.sh builds
 # the C API's example with `pkg-config --cflags --libs kiln`.
 pkgs+=(libedit-dev pkg-config)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # test.sh — the whole test suite from a fresh clone: installs dependencies, then builds and
-# runs the tests three times over: every test in a normal build; every test but cuda.cli in an
-# AddressSanitizer+UBSan build (leaks included; cuda.cli is the examples' CUDA C through NVRTC,
-# an uninstrumented library, and the same printer runs under ASan in cuda.emulate); and a
+# runs the tests three times over: every test in a normal build; every test but cuda.cli and the
+# Python package's in an AddressSanitizer+UBSan build (leaks included; cuda.cli is the examples'
+# CUDA C through NVRTC, an uninstrumented library, and the same printer runs under ASan in
+# cuda.emulate; an instrumented libkiln cannot be loaded into an uninstrumented python3); and a
 # ThreadSanitizer build, of only what its tests need, for the concurrent runtime and the
 # threads tests (labels "runtime" and "tsan"); then a short run of each fuzzer (tests/fuzz,
 # scripts/fuzz.sh). CI's budget is 20 minutes on 2 cores: a stage added here costs from it.
@@ -46,7 +47,7 @@ run() {  # run NAME BUILD_DIR [--only] CTEST_ARGS... -- CMAKE_ARGS...   (--only:
   (cd "$dir" && ctest --output-on-failure -j "$jobs" "${ctest_args[@]}")
 }
 run normal "$root/build" --
-run "asan+ubsan" "$root/build-asan" -E '^cuda[.]cli$' -- -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON
+run "asan+ubsan" "$root/build-asan" -E '^cuda[.]cli$' -LE python -- -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON
 run tsan "$root/build-tsan" --only -L 'runtime|tsan' -- -DCMAKE_BUILD_TYPE=Debug -DKILN_TSAN=ON
 # A short smoke run of every libFuzzer harness (KILN_FUZZ_SECS each, default 10): a finding
 # fails the suite with the reproducer's path.

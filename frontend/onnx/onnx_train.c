@@ -54,9 +54,10 @@ int onnx_add_train(onnx_ctx *c, const char *spec) {
   if (c->g->outputs.len == 0) return onnx_fail(c, "--train: the model has no output to train");
   const ir_tensor *out = ir_tensor_at(c->g, IR_VEC_AT(c->g->outputs, int, 0));
   if (out->shape.rank != 2) return onnx_fail(c, "--train: the first output must be [batch, classes], not of rank %d", out->shape.rank);
+  int64_t batch = out->shape.d[0];   /* read now: adding the label may move the tensor table */
   int label = ir_graph_add_tensor(c->g, onnx_kiln_name(c, "label"), IR_T_INPUT, c->loc);
   ir_tensor *l = ir_tensor_at(c->g, label);
-  l->dtype = K_I32, l->shape = (k_shape){1, {out->shape.d[0]}}, l->shape_known = l->declared = true;
+  l->dtype = K_I32, l->shape = (k_shape){1, {batch}}, l->shape_known = l->declared = true;
   int in[2] = {IR_VEC_AT(c->g->outputs, int, 0), label};
   int k = onnx_emit_as(c, "loss", NULL, op, in, 2);
   if (k < 0 || ir_infer_one(c->g, c->d, k)) return 1;
