@@ -3,7 +3,9 @@
  *   fe_parse.c + lexer.l + parser.y : text -> fe_file (errors through ir_diag)
  *   fe_lower.c                      : fe_file -> ir_graph per model
  *   fe_eval.c                       : attribute and dim arithmetic (compile-time values)
- *   fe_bound.c                      : bounded dims: probe graphs and the check of the range */
+ *   fe_bound.c                      : a .kiln model's bounded dims, lowered at other extents
+ *   fe_dims.c                       : bounded dims of either front end: probe graphs and the
+ *                                     check of every extent of the ranges */
 #ifndef KILN_FE_H
 #define KILN_FE_H
 
@@ -115,6 +117,34 @@ ir_graph *fe_lower_model(fe_file *f, fe_model *m, const fe_define *defs, int nde
 /* File-level checks before lowering: duplicate dims, defs and models; defs that hide an op;
  * def parameter types; every -D naming a dim. Reports and returns the error count. */
 int fe_check_file(fe_file *f, const fe_define *defs, int ndefs, ir_diag *d);
+/* A -D's value or range: positive, LO not above HI. Reports and returns the error count (the
+ * ONNX front end checks the -D that name its inputs' symbolic dimensions with it too). */
+int fe_check_define(const fe_define *x, ir_diag *d);
+
+/* ---- fe_dims.c: bounded dims, for the .kiln and ONNX front ends alike ---- */
+/* A bounded dim of a model as its source gives it: its range, whether -D gave it (messages
+ * then say "-D batch=1..64", else "dim batch = 1..64"), and where notes about it point. */
+typedef struct { const char *name; int64_t lo, hi; bool by_define; ir_loc loc; } fe_range;
+/* A model's bounded dims (at most K_MAX_BDIMS, in the order its ABI takes them) and how to
+ * lower it at other extents: lower(ctx, ext, arena, d) builds the model with dim i at extent
+ * ext[i] as the bound's graph was built, quietly (no warnings), reporting errors to d; what it
+ * builds besides the graph that the graph's nodes point at goes into arena (the front end may
+ * keep its own memory instead: an ONNX import builds all in its graph's arena). NULL after an
+ * error. */
+typedef struct {
+  ir_graph *(*lower)(void *ctx, const int64_t *ext, ir_arena *arena, ir_diag *d);
+  void *ctx;
+  ir_arena *keep;              /* the arena of the probes' lowerings: it must live as long as
+                                  the bound's graph (a check's lowering gets a scratch one) */
+  ir_loc model_loc;            /* where an error about the model as a whole points */
+  int n;
+  fe_range r[K_MAX_BDIMS];
+} fe_ranges;
+/* g, lowered at the ranges' upper bounds, with them recorded as its bounded dims (nbdims,
+ * bdims), its probes lowered (ir.h) and every extent of the ranges checked to lower to the
+ * bound's graph but for the sizes the bound and the probes predict, with the bound's weights'
+ * values. g unchanged when there are no ranges; NULL (g freed) after reporting an error. */
+ir_graph *fe_dims_check(ir_graph *g, const fe_ranges *s, ir_diag *d);
 
 /* ---- parser internals shared by lexer.l and parser.y ---- */
 typedef struct fe_parser {

@@ -41,11 +41,13 @@ static void fe_check_models(fe_lower *L) {
 }
 
 /* A -D value, or range (fe.h: lo 0 means fixed). */
-static void fe_check_define(fe_lower *L, const fe_define *x) {
-  if (x->value <= 0 && !x->lo) ir_error(L->d, (ir_loc){0}, "-D %s=%lld: a dim must be positive", x->name, (long long)x->value);
+int fe_check_define(const fe_define *x, ir_diag *d) {
+  int before = d->failed;
+  if (x->value <= 0 && !x->lo) ir_error(d, (ir_loc){0}, "-D %s=%lld: a dim must be positive", x->name, (long long)x->value);
   else if (x->lo < 0 || (x->lo && x->lo > x->value))
-    ir_error(L->d, (ir_loc){0}, "-D %s=%lld..%lld: %s", x->name, (long long)x->lo, (long long)x->value,
+    ir_error(d, (ir_loc){0}, "-D %s=%lld..%lld: %s", x->name, (long long)x->lo, (long long)x->value,
              x->lo < 0 ? "the lower bound must be at least 1" : "the lower bound is above the upper one");
+  return d->failed - before;
 }
 
 static void fe_check_defines_known(fe_lower *L) {
@@ -55,7 +57,7 @@ static void fe_check_defines_known(fe_lower *L) {
   for (int i = 0; i < L->ndefines; i++) {
     bool found = false;
     for (const fe_dim *d = L->file->dims; d; d = d->next) found |= strcmp(d->name, L->defines[i].name) == 0;
-    if (found) fe_check_define(L, &L->defines[i]);
+    if (found) fe_check_define(&L->defines[i], L->d);
     if (found) continue;
     const char *sug = ir_suggest(L->defines[i].name, names, n);
     ir_error(L->d, (ir_loc){0}, "-D %s: %s has no dim named '%s'%s%s%s", L->defines[i].name, L->file->path,

@@ -10,6 +10,7 @@ typedef struct { const char **keys; void **vals; int cap, len; } fe_map;
 void *fe_map_get(const fe_map *m, const char *key);          /* NULL if absent */
 void fe_map_put(fe_map *m, ir_arena *a, const char *key, void *val);  /* keeps an existing value */
 void fe_map_set(fe_map *m, ir_arena *a, const char *key, void *val);  /* replaces it */
+void fe_map_reserve(fe_map *m, ir_arena *a, int n);   /* room for n keys without growing */
 
 /* A file's dims and defs by name; the first declaration of a name is the one found (fe_check.c
  * reports the others). */
@@ -134,8 +135,8 @@ ir_graph *fe_lower_at(const fe_job *j, fe_at x, ir_diag *d);
 /* The dims j's file and defines bound, into j->bounds. */
 void fe_bounds_init(fe_job *j);
 /* g, lowered at the bounds, with the bounded dims it read (used) recorded, its probes lowered
- * and every extent of the ranges checked; g unchanged when it read none. NULL (g freed) after
- * reporting an error. */
+ * and every extent of the ranges checked (fe_dims_check); g unchanged when it read none. NULL
+ * (g freed) after reporting an error. */
 ir_graph *fe_bound_graph(fe_job *j, ir_graph *g, const bool *used, ir_diag *d);
 
 /* fe_call.c — op calls (parameters auto-created) and def inlining */

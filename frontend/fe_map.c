@@ -21,16 +21,26 @@ void *fe_map_get(const fe_map *m, const char *key) {
   return m->cap ? m->vals[fe_map_slot(m, key)] : NULL;
 }
 
+/* The table at capacity cap (a power of 2), the keys it holds moved in; old tables stay in the arena. */
+static void fe_map_grow(fe_map *m, ir_arena *a, int cap) {
+  fe_map old = *m;
+  m->cap = cap, m->len = 0;
+  m->keys = ir_alloc(a, sizeof(char *) * (size_t)m->cap);
+  m->vals = ir_alloc(a, sizeof(void *) * (size_t)m->cap);
+  for (int i = 0; i < old.cap; i++)
+    if (old.keys[i]) fe_map_put(m, a, old.keys[i], old.vals[i]);
+}
+
+void fe_map_reserve(fe_map *m, ir_arena *a, int n) {
+  int cap = m->cap ? m->cap : 4;
+  while (cap < 2 * n) cap *= 2;
+  if (cap > m->cap) fe_map_grow(m, a, cap);
+}
+
 /* Keeps the first value given for a key (as a search from the front of a list would). */
 void fe_map_put(fe_map *m, ir_arena *a, const char *key, void *val) {
-  if (2 * (m->len + 1) > m->cap) {              /* grow at half full; old tables stay in the arena */
-    fe_map old = *m;
-    m->cap = old.cap ? 2 * old.cap : 4, m->len = 0;   /* small: a def call makes a scope of a few names */
-    m->keys = ir_alloc(a, sizeof(char *) * (size_t)m->cap);
-    m->vals = ir_alloc(a, sizeof(void *) * (size_t)m->cap);
-    for (int i = 0; i < old.cap; i++)
-      if (old.keys[i]) fe_map_put(m, a, old.keys[i], old.vals[i]);
-  }
+  /* grow at half full; small at first: a def call makes a scope of a few names */
+  if (2 * (m->len + 1) > m->cap) fe_map_grow(m, a, m->cap ? 2 * m->cap : 4);
   int i = fe_map_slot(m, key);
   if (m->keys[i]) return;
   m->keys[i] = key, m->vals[i] = val, m->len++;

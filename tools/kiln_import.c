@@ -143,6 +143,11 @@ int kiln_import_main(int argc, char **argv) {
   int rc = kiln_args(argc, argv, &o);
   if (rc) return rc;
   if (!o.out) return fprintf(stderr, "kiln import: -o NAME.kiln is required\n"), kiln_free_defs(&o, 2);
+  for (int i = 0; i < o.ndefs; i++)   /* the text's shapes are numbers: it would hold the bound's model only */
+    if (o.defs[i].lo && o.defs[i].lo != o.defs[i].value)
+      return fprintf(stderr, "kiln import: -D %s=%lld..%lld: the imported text has fixed shapes; import at one size, or "
+                     "compile or run the .onnx with the range\n", o.defs[i].name, (long long)o.defs[i].lo,
+                     (long long)o.defs[i].value), kiln_free_defs(&o, 2);
   ir_diag d;
   ir_diag_init(&d, stderr);
   ir_vec map = {.elem = sizeof(onnx_name_pair)};

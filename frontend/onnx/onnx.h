@@ -10,6 +10,8 @@
  *                  import (Shape, Gather, Concat of constants, Unsqueeze, Constant, ...)
  *   onnx_names.c   ONNX names made valid .kiln names, unique, with the mapping kept
  *   onnx_weights.c which initializers are trained (params) and which are consts
+ *   onnx_dims.c    -D NAME=LO..HI: a bounded dim, the model imported again at other extents
+ *                  and checked by fe_dims_check (frontend/fe_dims.c), as a .kiln one is
  *   onnx_train.c   kiln import --train: a loss, a label input and a train statement added */
 #ifndef KILN_ONNX_H
 #define KILN_ONNX_H
@@ -21,7 +23,8 @@
 typedef struct { const char *pattern; bool trainable; } onnx_weight_rule;
 
 typedef struct {
-  const fe_define *defs;       /* -D NAME=N: a symbolic dimension (dim_param) of the inputs */
+  const fe_define *defs;       /* -D NAME=N: a symbolic dimension (dim_param) of the inputs;
+                                  NAME=LO..HI bounds it (the graph then has bounded dims) */
   int ndefs;
   const char *train;           /* "LOSS OPTIMIZER(...)": add an i32 input `label`, the loss of
                                   the first output and label, and a train statement; or NULL */

@@ -122,5 +122,5 @@ int onnx_b_const(onnx_ctx *c, onnx_const *k) {
 }
 
 bool onnx_out_read(onnx_ctx *c, const Onnx__NodeProto *n, int i) {
-  return i < (int)n->n_output && n->output[i] && *n->output[i] && fe_map_get(&c->read, n->output[i]);
+  return i < (int)n->n_output && n->output[i] && *n->output[i] && fe_map_get(&c->file->read, n->output[i]);
 }

@@ -1,9 +1,11 @@
 /* onnx_import.c — an ONNX graph into an ir_graph. In order: every unsupported op is listed
  * at once (nothing is built), the nodes are put in topological order (a cycle or a value
  * that nothing defines is an error naming the node), the inputs are declared (symbolic
- * dimensions bound by -D, else 1), the initializers become constants, each node goes through
- * its row of onnx_ops.def with its shapes inferred at once (so Shape folds), and the graph's
- * outputs are checked against the shapes the file declares. */
+ * dimensions bound by -D, a range at its upper bound, else 1), the initializers become
+ * constants, each node goes through its row of onnx_ops.def with its shapes inferred at once
+ * (so Shape folds), and the graph's outputs are checked against the shapes the file declares.
+ * A -D range imports the file again at other extents (onnx_dims.c): the first import leaves
+ * what does not depend on them in the onnx_file (the initializers, the order of the nodes). */
 #include "onnx_int.h"
 
 #include <math.h>
@@ -357,6 +359,20 @@ static bool onnx_is_initializer(const Onnx__GraphProto *gp, const char *name) {
   return false;
 }
 
+/* The -D that sizes symbolic dimension sym: the first that names it (as for a .kiln dim), or
+ * NULL. Every -D of that name counts as used. */
+static const fe_define *onnx_define(onnx_ctx *c, const char *sym) {
+  const fe_define *first = NULL;
+  for (int i = 0; sym && i < c->o->ndefs; i++)
+    if (strcmp(c->o->defs[i].name, sym) == 0) {
+      if (!first) first = &c->o->defs[i];
+      c->defs_used |= UINT64_C(1) << (i & 63);
+    }
+  return first;
+}
+
+/* A dimension of an input: a number, or a symbolic one at its -D's value (a range's upper
+ * bound: the model is imported at its bounds first, onnx_dims.c), else 1. */
 static int onnx_dim(onnx_ctx *c, const Onnx__TensorShapeProto__Dimension *dm, const char *input, int64_t *out) {
   if (dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
     if (dm->dim_value == 0)   /* .kiln dimensions are positive */
@@ -366,13 +382,8 @@ static int onnx_dim(onnx_ctx *c, const Onnx__TensorShapeProto__Dimension *dm, co
     return *out = dm->dim_value, 0;
   }
   const char *sym = dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM ? dm->dim_param : NULL;
-  *out = 1;                                           /* a symbolic dimension without -D: 1 */
-  for (int i = 0; sym && i < c->o->ndefs; i++)
-    if (strcmp(c->o->defs[i].name, sym) == 0) {
-      if (c->o->defs[i].value <= 0) return onnx_fail(c, "-D %s=%lld: a dimension must be positive", sym, (long long)c->o->defs[i].value);
-      *out = c->o->defs[i].value;
-      c->defs_used |= UINT64_C(1) << (i & 63);
-    }
+  const fe_define *x = onnx_define(c, sym);
+  *out = x ? x->value : 1;
   return 0;
 }
 
@@ -393,19 +404,42 @@ static int onnx_value_type(onnx_ctx *c, const Onnx__ValueInfoProto *vi, k_dtype 
   return 0;
 }
 
-/* A -D range (fe.h): read as its bound, it would build a model for that extent only. */
-static int onnx_refuse_ranges(onnx_ctx *c) {
+/* The symbolic dimensions of the inputs, for suggestions: at most n, in arena memory. */
+static int onnx_dim_params(onnx_ctx *c, const Onnx__GraphProto *gp, const char **names, int n) {
+  int k = 0;
+  for (size_t i = 0; i < gp->n_input && k < n; i++) {
+    const Onnx__TypeProto *tp = gp->input[i]->type;
+    const Onnx__TensorShapeProto *sp = tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type
+                                           ? tp->tensor_type->shape : NULL;
+    for (size_t j = 0; sp && j < sp->n_dim && k < n; j++)
+      if (sp->dim[j]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && sp->dim[j]->dim_param)
+        names[k++] = onnx_printable(c, sp->dim[j]->dim_param, "?");
+  }
+  return k;
+}
+
+/* Each -D names a symbolic dimension of the inputs and gives it a positive size or a range
+ * (fe_check_define, as for a .kiln dim). */
+static int onnx_check_defines(onnx_ctx *c, const Onnx__GraphProto *gp) {
   int errors = 0;
-  for (int i = 0; i < c->o->ndefs; i++)
-    if (c->o->defs[i].lo)
-      errors += onnx_fail(c, "-D %s=%lld..%lld: bounded dims are not yet supported for .onnx", c->o->defs[i].name,
-                          (long long)c->o->defs[i].lo, (long long)c->o->defs[i].value);
+  for (int i = 0; i < c->o->ndefs && i < 64; i++) {
+    const fe_define *x = &c->o->defs[i];
+    if (c->defs_used >> i & 1) {
+      errors += fe_check_define(x, c->d);
+      continue;
+    }
+    const char *names[64], *sug = ir_suggest(x->name, names, onnx_dim_params(c, gp, names, 64));
+    char given[96];
+    if (x->lo) snprintf(given, sizeof given, "=%lld..%lld", (long long)x->lo, (long long)x->value);
+    else snprintf(given, sizeof given, "=%lld", (long long)x->value);
+    errors += onnx_fail(c, "-D %s%s: no input has a symbolic dimension (dim_param) named '%s'%s%s%s", x->name, given, x->name,
+                        sug ? "; did you mean '" : "", sug ? sug : "", sug ? "'?" : "");
+  }
   return errors;
 }
 
 static int onnx_inputs(onnx_ctx *c, const Onnx__GraphProto *gp) {
-  int errors = onnx_refuse_ranges(c);
-  if (errors) return errors;
+  int errors = 0;
   for (size_t i = 0; i < gp->n_input; i++) {
     const Onnx__ValueInfoProto *vi = gp->input[i];
     k_dtype dt = K_F32;
@@ -417,17 +451,22 @@ static int onnx_inputs(onnx_ctx *c, const Onnx__GraphProto *gp) {
     x->dtype = dt, x->shape = s, x->shape_known = x->declared = true;
     onnx_bind(c, vi->name, t, NULL);
   }
-  for (int i = 0; i < c->o->ndefs && i < 64; i++)
-    if (!(c->defs_used >> i & 1)) errors += onnx_fail(c, "-D %s: no input has a symbolic dimension of that name", c->o->defs[i].name);
-  return errors;
+  return errors + onnx_check_defines(c, gp);
 }
 
+/* The initializers as constants: read (and checked) by the file's first import, into its
+ * graph's arena; each import binds copies, since a constant records the tensor it became. */
 static int onnx_initializers(onnx_ctx *c, const Onnx__GraphProto *gp) {
+  onnx_file *f = c->file;
+  bool first = !f->inits;
+  if (first) f->inits = ir_alloc(&c->g->arena, sizeof *f->inits * (gp->n_initializer + 1));
   for (size_t i = 0; i < gp->n_initializer; i++) {
-    onnx_const *k = onnx_read_tensor(c, gp->initializer[i]);
+    onnx_const *k = first ? onnx_read_tensor(c, gp->initializer[i]) : f->inits[i];
     if (!k) return 1;
-    k->origin = k->is_int ? NULL : k->onnx_name;         /* a float initializer may be trained */
-    onnx_bind(c, gp->initializer[i]->name ? gp->initializer[i]->name : "", -1, k);
+    if (first) k->origin = k->is_int ? NULL : k->onnx_name, f->inits[i] = k;   /* a float initializer may be trained */
+    onnx_const *mine = ir_alloc(&c->g->arena, sizeof *mine);
+    *mine = *k;
+    onnx_bind(c, gp->initializer[i]->name ? gp->initializer[i]->name : "", -1, mine);
   }
   return 0;
 }
@@ -499,16 +538,16 @@ static bool onnx_has_output(const Onnx__NodeProto *nd, bool any) {
   return false;
 }
 
-static int onnx_nodes(onnx_ctx *c, const Onnx__NodeProto **order, size_t n) {
+static int onnx_nodes(onnx_ctx *c, size_t n) {
   for (size_t i = 0; i < n; i++) {
-    const Onnx__NodeProto *nd = order[i];
-    onnx_node_loc(c, nd);
+    const onnx_node *x = &c->file->order[i];
+    const Onnx__NodeProto *nd = x->n;
+    c->node = nd, c->loc = x->loc;
     int before = ir_nnodes(c->g);
-    const onnx_opdef *op = onnx_op_lookup(nd->op_type);
     /* every op Kiln reads has an output, and the handlers name their result after it; the
      * recurrent ops may leave Y, their first, unnamed (they name their steps after a later one) */
-    if (!onnx_has_output(nd, op->fn == onnx_rnn_op)) return onnx_fail(c, "the node has no output");
-    if (op->fn(c, nd, op->kop)) return 1;
+    if (!onnx_has_output(nd, x->op->fn == onnx_rnn_op)) return onnx_fail(c, "the node has no output");
+    if (x->op->fn(c, nd, x->op->kop)) return 1;
     for (int k = before; k < ir_nnodes(c->g); k++)
       if (onnx_finite_attrs(c, ir_node_at(c->g, k)) || ir_infer_one(c->g, c->d, k)) return 1;
   }
@@ -525,45 +564,74 @@ static void onnx_names_of_path(onnx_ctx *c, const char *path, const char **model
 }
 
 static void onnx_mark_read(onnx_ctx *c, const Onnx__GraphProto *gp) {
+  fe_map *read = &c->file->read;
   for (size_t i = 0; i < gp->n_node; i++)
     for (size_t j = 0; j < gp->node[i]->n_input; j++)
-      if (gp->node[i]->input[j] && *gp->node[i]->input[j]) fe_map_put(&c->read, &c->g->arena, gp->node[i]->input[j], (void *)1);
+      if (gp->node[i]->input[j] && *gp->node[i]->input[j]) fe_map_put(read, &c->g->arena, gp->node[i]->input[j], (void *)1);
   for (size_t i = 0; i < gp->n_output; i++)
-    if (gp->output[i]->name) fe_map_put(&c->read, &c->g->arena, gp->output[i]->name, (void *)1);
+    if (gp->output[i]->name) fe_map_put(read, &c->g->arena, gp->output[i]->name, (void *)1);
+}
+
+/* Every op supported, the nodes in topological order with their rows and locations, the names
+ * read: the same for every import of the file, so found by its first, into the file (in that
+ * import's arena). */
+static int onnx_order(onnx_ctx *c, const Onnx__GraphProto *gp) {
+  if (c->file->order) return 0;
+  if (onnx_check_ops(c, gp)) return 1;
+  onnx_mark_read(c, gp);
+  const Onnx__NodeProto **nodes = ir_alloc(&c->g->arena, (gp->n_node + 1) * sizeof *nodes);
+  if (onnx_toposort(c, gp, nodes)) return 1;
+  onnx_node *order = ir_alloc(&c->g->arena, (gp->n_node + 1) * sizeof *order);
+  for (size_t i = 0; i < gp->n_node; i++) {
+    onnx_node_loc(c, nodes[i]);
+    order[i] = (onnx_node){nodes[i], onnx_op_lookup(nodes[i]->op_type), c->loc};
+  }
+  c->file->order = order;
+  return 0;
+}
+
+/* The maps of names sized for the file at once: grown by doubling, each import of a large
+ * model left as much memory in old tables as in the final ones. */
+static void onnx_reserve_maps(onnx_ctx *c, const Onnx__GraphProto *gp) {
+  size_t n = gp->n_input + gp->n_initializer;
+  for (size_t i = 0; i < gp->n_node; i++) n += gp->node[i]->n_output;
+  int cap = n < INT32_MAX / 4 ? (int)n : INT32_MAX / 4;
+  fe_map_reserve(&c->values, &c->g->arena, cap);
+  fe_map_reserve(&c->kiln_names, &c->g->arena, cap);
 }
 
 static int onnx_graph(onnx_ctx *c, const Onnx__GraphProto *gp) {
+  onnx_reserve_maps(c, gp);
   const char *model;
   onnx_names_of_path(c, c->path, &model);
   c->g->name = model;
-  if (onnx_check_ops(c, gp)) return 1;
-  onnx_mark_read(c, gp);
-  const Onnx__NodeProto **order = calloc(gp->n_node + 1, sizeof *order);
-  if (!order) return onnx_fail(c, "out of memory");
-  int rc = onnx_toposort(c, gp, order);
+  int rc = onnx_order(c, gp);
   c->loc = (ir_loc){c->path, 0, 0};
   if (!rc) rc = onnx_inputs(c, gp) || onnx_initializers(c, gp);
-  if (!rc) rc = onnx_nodes(c, order, gp->n_node);
+  if (!rc) rc = onnx_nodes(c, gp->n_node);
   c->loc = (ir_loc){c->path, 0, 0};
   if (!rc) rc = onnx_outputs(c, gp);
   if (!rc) rc = onnx_weights_decide(c);
   if (!rc && c->o->train) rc = onnx_add_train(c, c->o->train);
-  free(order);
   return rc;
 }
 
+/* One import of the decoded file into g: 0, or 1 after reporting to d. */
+int onnx_build(onnx_file *f, ir_graph *g, const onnx_options *o, ir_diag *d, ir_vec *map) {
+  onnx_ctx c = {.g = g, .d = d, .o = o, .file = f, .path = f->path, .opset = f->opset, .map = map,
+                .weights = {.elem = sizeof(onnx_weight)}, .loc = {f->path, 0, 0}};
+  int rc = onnx_graph(&c, f->m->graph);
+  ir_vec_free(&c.weights);
+  return rc || d->errors != 0;
+}
+
 /* The decoded file lives in the graph's arena: the initializers' float data become the
- * parameters' values where the decoder put them, with no copy (onnx_read.c). */
+ * parameters' values where the decoder put them, with no copy (onnx_read.c). A -D range
+ * imports the model again at other extents (onnx_dims.c), reading the same memory. */
 ir_graph *onnx_import(const char *path, const onnx_options *o, ir_diag *d, ir_vec *map) {
   ir_graph *g = ir_graph_new("model");
-  Onnx__ModelProto *m = onnx_read_model(path, &g->arena, d);
-  if (!m) return ir_graph_free(g), NULL;
-  int64_t opset = onnx_model_opset(m, path, d);
-  onnx_ctx c = {.g = g, .d = d, .o = o, .path = path, .opset = opset, .map = map, .weights = {.elem = sizeof(onnx_weight)},
-                .loc = {path, 0, 0}};
-  int rc = opset < 0 || onnx_graph(&c, m->graph);
-  ir_vec_free(&c.weights);
-  if (!rc && d->errors == 0) return c.g;
-  ir_graph_free(c.g);
-  return NULL;
+  onnx_file f = {.path = path, .m = onnx_read_model(path, &g->arena, d)};
+  f.opset = f.m ? onnx_model_opset(f.m, path, d) : -1;
+  if (f.opset < 0 || onnx_build(&f, g, o, d, map)) return ir_graph_free(g), NULL;
+  return onnx_bound(&f, g, o, d);
 }

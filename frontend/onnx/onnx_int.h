@@ -49,24 +49,8 @@ typedef struct {
   const char *pad_name;        /* the Pad's output, which names that node */
 } onnx_value;
 
-typedef struct onnx_ctx {
-  ir_graph *g;
-  ir_diag *d;
-  const onnx_options *o;
-  const char *path, *dir;      /* the model and its folder (external data lives beside it) */
-  int64_t opset;
-  fe_map values;               /* ONNX name -> onnx_value */
-  fe_map read;                 /* ONNX names some node or the graph's outputs read -> (void *)1 */
-  fe_map kiln_names;           /* Kiln names handed out -> (void *)1 */
-  fe_map suffix;               /* base name -> the last suffix handed out */
-  ir_vec *map;                 /* onnx_name_pair, or NULL */
-  ir_vec weights;              /* onnx_weight: every tensor made from a constant */
-  uint64_t defs_used;          /* bit i: -D number i named a symbolic dimension */
-  ir_loc loc;                  /* the node being imported, for messages */
-  const Onnx__NodeProto *node;
-} onnx_ctx;
-
 /* A row of the op table: the handler gets the node and the row's Kiln op (or -1). */
+typedef struct onnx_ctx onnx_ctx;
 typedef int (*onnx_fn)(onnx_ctx *c, const Onnx__NodeProto *n, int kop);
 typedef struct {
   const char *type;
@@ -74,6 +58,54 @@ typedef struct {
   int kop;
 } onnx_opdef;
 const onnx_opdef *onnx_op_lookup(const char *type);
+
+/* A node of the file, its row of the op table and its location in messages. */
+typedef struct {
+  const Onnx__NodeProto *n;
+  const onnx_opdef *op;
+  ir_loc loc;
+} onnx_node;
+
+/* The decoded file, which every import of it shares: the import at the bounds and, for a -D
+ * range, those at other extents (onnx_dims.c). It lives in the arena of the first import's
+ * graph, the bound's, which owns the others as its probes or drops them first. */
+typedef struct {
+  const char *path;
+  const Onnx__ModelProto *m;
+  int64_t opset;
+  /* found by the first import (onnx_import.c): */
+  onnx_const **inits;          /* the initializers as constants */
+  onnx_node *order;            /* the nodes in topological order */
+  fe_map read;                 /* ONNX names some node or the graph's outputs read -> (void *)1 */
+} onnx_file;
+
+struct onnx_ctx {
+  ir_graph *g;
+  onnx_file *file;
+  ir_diag *d;
+  const onnx_options *o;
+  const char *path, *dir;      /* the model and its folder (external data lives beside it) */
+  int64_t opset;
+  fe_map values;               /* ONNX name -> onnx_value */
+  fe_map kiln_names;           /* Kiln names handed out -> (void *)1 */
+  fe_map suffix;               /* base name -> the last suffix handed out */
+  ir_vec *map;                 /* onnx_name_pair, or NULL */
+  ir_vec weights;              /* onnx_weight: every tensor made from a constant */
+  uint64_t defs_used;          /* bit i: -D number i named a symbolic dimension */
+  ir_loc loc;                  /* the node being imported, for messages */
+  const Onnx__NodeProto *node;
+};
+
+/* ---- onnx_import.c ---- */
+/* One import of the decoded file into g (with the options' -D values; a range's upper bound):
+ * 0, or 1 after reporting to d. map as for onnx_import. */
+int onnx_build(onnx_file *f, ir_graph *g, const onnx_options *o, ir_diag *d, ir_vec *map);
+
+/* ---- onnx_dims.c ---- */
+/* g, imported from f at the bounds of the options' -D ranges, with them as its bounded dims,
+ * probes imported and every extent checked (fe_dims_check); g when there are none; NULL (g
+ * freed) after reporting an error. */
+ir_graph *onnx_bound(onnx_file *f, ir_graph *g, const onnx_options *o, ir_diag *d);
 
 /* ---- onnx_read.c ---- */
 /* The file decoded (NULL after an error naming the file), everything the decoder allocates

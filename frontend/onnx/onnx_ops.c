@@ -11,7 +11,7 @@
  * BatchNormalization lists its running statistics as outputs nothing reads). */
 static int onnx_one_output(onnx_ctx *c, const Onnx__NodeProto *n, const char *what) {
   for (size_t i = 1; i < n->n_output; i++)
-    if (n->output[i] && *n->output[i] && fe_map_get(&c->read, n->output[i]))
+    if (n->output[i] && *n->output[i] && fe_map_get(&c->file->read, n->output[i]))
       return onnx_fail(c, "reading output %zu (%s) is not supported; only the first output is", i + 1, what);
   return 0;
 }
