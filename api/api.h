@@ -81,6 +81,9 @@ bool api_stopped(api_stop *stop);
 /* cg_build (codegen/cpu/cg_build.c) with errors as the last error: the passes' diagnostics,
  * then the code generator's message. */
 int api_build_jit(const ir_graph *lowered, int opt_level, cg_build *b, api_stop *stop);
+/* After the module is built: the .so at so_path and NAME.h beside it, both or neither (what
+ * kiln_graph_compile and kiln_source_compile write). */
+int api_emit_so(cg_build *b, const char *so_path);
 /* From compiled graphs b already holds: descriptor, fused loops, JIT; interruptible. */
 int api_build_finish(cg_build *b, int opt_level, api_stop *stop);
 /* kiln_graph_jit, interrupted through stop (NULL: never) as a session's compiles are:

@@ -318,7 +318,7 @@ static int api_commit(const char *so_tmp, const char *so_path, const char *h_tmp
   return KILN_OK;
 }
 
-static int api_emit_so(cg_build *b, const char *so_path) {
+int api_emit_so(cg_build *b, const char *so_path) {
   char hdr[4096], so_tmp[4200], h_tmp[4200], err[2048];
   const char *slash = strrchr(so_path, '/');
   snprintf(hdr, sizeof hdr, "%.*s%s.h", slash ? (int)(slash - so_path + 1) : 0, so_path, b->desc->name);

@@ -179,82 +179,6 @@ KILN_API int kiln_source_jit(kiln_source *s, int opt_level, const void **api) {
 
 /* ---- kiln_source_compile: the .so and NAME.h beside it, both or neither ---- */
 
-/* The archives models link with: kiln/ beside this libkiln.so, else the build tree's (NULL,
- * cg_link.c's compiled-in paths) while it has them, else the install prefix's; as api_model.c. */
-static bool api_py_has_runtime(const char *dir) {
-  char probe[4200];
-  snprintf(probe, sizeof probe, "%s/libkiln_runtime.a", dir);
-  return access(probe, R_OK) == 0;
-}
-
-static const char *api_py_lib_dir(char *buf, size_t n) {
-  Dl_info info;
-  if (dladdr((void *)api_py_lib_dir, &info) && info.dli_fname) {
-    const char *slash = strrchr(info.dli_fname, '/');
-    snprintf(buf, n, "%.*s/kiln", slash ? (int)(slash - info.dli_fname) : 1, slash ? info.dli_fname : ".");
-    if (api_py_has_runtime(buf)) return buf;
-  }
-#if defined(KILN_BUILD_ARCHIVE_DIR) && defined(KILN_INSTALL_ARCHIVE_DIR)
-  if (!api_py_has_runtime(KILN_BUILD_ARCHIVE_DIR) && api_py_has_runtime(KILN_INSTALL_ARCHIVE_DIR))
-    return snprintf(buf, n, "%s", KILN_INSTALL_ARCHIVE_DIR), buf;
-#endif
-  return NULL;
-}
-
-static int api_py_tmp(const char *dest, char *buf, size_t n) {
-  snprintf(buf, n, "%s.tmpXXXXXX", dest);
-  int fd = mkstemp(buf);
-  if (fd < 0) return api_fail("cannot write '%s': %s", dest, strerror(errno));
-  mode_t um = umask(0);
-  umask(um);
-  (void)fchmod(fd, 0666 & ~um);
-  close(fd);
-  return KILN_OK;
-}
-
-/* Renames the .so into place keeping a hard link to the file it replaces, so that a failing
- * header rename can put the old one back. */
-static int api_py_commit(const char *so_tmp, const char *so_path, const char *h_tmp, const char *hdr) {
-  char keep[4200];
-  snprintf(keep, sizeof keep, "%s.oldXXXXXX", so_path);
-  int fd = mkstemp(keep);
-  bool kept = fd >= 0 && (close(fd), unlink(keep), link(so_path, keep) == 0);
-  if (rename(so_tmp, so_path) != 0) {
-    int e = errno;
-    if (kept) unlink(keep);
-    return api_fail("cannot write '%s': %s", so_path, strerror(e));
-  }
-  if (rename(h_tmp, hdr) != 0) {
-    int e = errno;
-    if (kept) rename(keep, so_path);
-    else unlink(so_path);
-    return api_fail("cannot write '%s': %s", hdr, strerror(e));
-  }
-  if (kept) unlink(keep);
-  return KILN_OK;
-}
-
-static int api_py_header(const rt_model_desc *d, const char *path) {
-  FILE *f = fopen(path, "w");
-  if (!f) return api_fail("cannot write '%s': %s", path, strerror(errno));
-  int rc = cg_write_header(d, f);
-  if (fclose(f) || rc) return api_fail("cannot write '%s'", path);
-  return KILN_OK;
-}
-
-static int api_py_emit(cg_build *b, const char *so_path) {
-  char hdr[4096], so_tmp[4200], h_tmp[4200], err[8192], dir[4096];
-  const char *slash = strrchr(so_path, '/');
-  snprintf(hdr, sizeof hdr, "%.*s%s.h", slash ? (int)(slash - so_path + 1) : 0, so_path, b->desc->name);
-  if (cg_emit_aot(b->llvm, b->desc, err, sizeof err) || cg_optimize(b->llvm, err, sizeof err)) return api_fail("%s", err);
-  if (api_py_tmp(so_path, so_tmp, sizeof so_tmp)) return KILN_ERR;
-  if (api_py_tmp(hdr, h_tmp, sizeof h_tmp)) return unlink(so_tmp), KILN_ERR;
-  int rc = cg_build_link(b, so_tmp, api_py_lib_dir(dir, sizeof dir), err, sizeof err) ? api_fail("%s", err) : KILN_OK;
-  if (!rc) rc = api_py_header(b->desc, h_tmp) || api_py_commit(so_tmp, so_path, h_tmp, hdr);
-  if (rc) unlink(so_tmp), unlink(h_tmp);
-  return rc;
-}
-
 KILN_API int kiln_source_compile(kiln_source *s, const char *so_path, const char *target, int opt_level) {
   if (!s || !so_path || !*so_path) return api_fail("kiln_source_compile: source or path is NULL");
   if (opt_level < 0 || opt_level > 3) return api_fail("kiln_source_compile: opt_level %d is not 0..3", opt_level);
@@ -265,7 +189,7 @@ KILN_API int kiln_source_compile(kiln_source *s, const char *so_path, const char
   int rc = api_source_build(s, t, opt_level, &b);
   pthread_mutex_unlock(&s->mu);
   if (rc) return KILN_ERR;
-  rc = api_py_emit(&b, so_path);
+  rc = api_emit_so(&b, so_path);
   cg_build_free(&b);
   return rc ? KILN_ERR : api_ok();
 }
