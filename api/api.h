@@ -84,6 +84,13 @@ int api_build_jit(const ir_graph *lowered, int opt_level, cg_build *b, api_stop 
 /* After the module is built: the .so at so_path and NAME.h beside it, both or neither (what
  * kiln_graph_compile and kiln_source_compile write). */
 int api_emit_so(cg_build *b, const char *so_path);
+/* kiln_graph_load_dims with ranges: lows[i] > 0 bounds dim i to lows[i]..values[i] (lows
+ * NULL: every dim fixed), as -D batch=1..64 does (the REPL's :model). */
+int api_graph_load_bounds(const char *path, const char *model, int ndims, const char *const *dim_names, const int64_t *values,
+                          const int64_t *lows, kiln_graph **out);
+/* A bounded model's extents from its entry point's input shapes (train: train_step's,
+ * else predict's), as kiln run reads them from its .npy files; 0 or KILN_ERR with the message. */
+int api_model_extents(kiln_model *m, int train, const k_shape *shapes, int64_t *extents);
 /* From compiled graphs b already holds: descriptor, fused loops, JIT; interruptible. */
 int api_build_finish(cg_build *b, int opt_level, api_stop *stop);
 /* kiln_graph_jit, interrupted through stop (NULL: never) as a session's compiles are:

@@ -299,26 +299,35 @@ static int api_graph_adopt(api_lowered *low, kiln_graph **out) {
   return rc ? rc : api_ok();
 }
 
-/* Each -D as `kiln compile` takes it: a name and a value 1..2^40; NULL arrays with n 0. */
-static int api_graph_defines(int n, const char *const *names, const int64_t *values, fe_define *defs) {
+/* Each -D as `kiln compile` takes it: a name and a value 1..2^40 (with lows[i] in 1..value: the
+ * range lows[i]..value, a bounded dim; lows NULL or lows[i] 0: fixed); NULL arrays with n 0. */
+static int api_graph_defines(int n, const char *const *names, const int64_t *values, const int64_t *lows, fe_define *defs) {
   if (n < 0 || n > 64) return api_fail("kiln_graph_load_dims: ndims is %d, not 0..64", n);
   if (n && (!names || !values)) return api_fail("kiln_graph_load_dims: dim_names or values is NULL");
   for (int i = 0; i < n; i++) {
     if (!names[i] || !api_is_name(names[i], false)) return api_fail("kiln_graph_load_dims: dim_names[%d] is not a name", i);
     if (values[i] < 1 || values[i] > IR_MAX_DIM)
       return api_fail("kiln_graph_load_dims: dim %s = %lld: a dim is 1..2^40", names[i], (long long)values[i]);
-    defs[i] = (fe_define){names[i], values[i], 0};
+    int64_t lo = lows ? lows[i] : 0;
+    if (lo < 0 || lo > values[i])
+      return api_fail("kiln_graph_load_dims: dim %s = %lld..%lld: the range must be 1..value", names[i], (long long)lo, (long long)values[i]);
+    defs[i] = (fe_define){names[i], values[i], lo};
   }
   return KILN_OK;
 }
 
 KILN_API int kiln_graph_load_dims(const char *path, const char *model, int ndims, const char *const *dim_names,
                                   const int64_t *values, kiln_graph **out) {
+  return api_graph_load_bounds(path, model, ndims, dim_names, values, NULL, out);
+}
+
+int api_graph_load_bounds(const char *path, const char *model, int ndims, const char *const *dim_names, const int64_t *values,
+                          const int64_t *lows, kiln_graph **out) {
   if (!out) return api_fail("kiln_graph_load: out is NULL");
   *out = NULL;
   if (!path) return api_fail("kiln_graph_load: path is NULL");
   fe_define defs[64];
-  if (api_graph_defines(ndims, dim_names, values, defs)) return KILN_ERR;
+  if (api_graph_defines(ndims, dim_names, values, lows, defs)) return KILN_ERR;
   api_diags x;
   if (api_diags_open(&x)) return KILN_ERR;
   fe_file *f = fe_parse_file(path, &x.d);

@@ -187,6 +187,13 @@ KILN_API int kiln_model_train_step_at(kiln_model *m, const int64_t *extents, con
   return api_model_rc(m, rt_model_train_step_at(m->m, extents, inputs, loss));
 }
 
+int api_model_extents(kiln_model *m, int train, const k_shape *shapes, int64_t *extents) {
+  const rt_model_desc *d = m->b.desc;
+  char err[1024];
+  if (rt_extents_from_inputs(d, train ? &d->train : &d->predict, shapes, extents, err, sizeof err)) return api_fail("%s", err);
+  return KILN_OK;
+}
+
 KILN_API int kiln_model_dims(kiln_model *m, int *ndims) {
   if (!m || !ndims) return api_fail("kiln_model_dims: model or ndims is NULL");
   *ndims = m->b.desc->ndims;

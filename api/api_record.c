@@ -76,6 +76,14 @@ static bool api_record_fits(const ir_tensor *x, const kiln_array *a, const char 
   return false;
 }
 
+/* An input of a model with bounded dims may have other sizes than the bound's: the record
+ * infers every shape from the arrays, and an op whose attributes hold the bound's size (a
+ * reshape to [batch, ...]) refuses then with its shape error. Dtype and rank must match. */
+static bool api_record_fits_input(const ir_graph *g, const ir_tensor *x, const kiln_array *a) {
+  if (g->nbdims && x->dtype == a->dtype && x->shape.rank == a->shape.rank) return true;
+  return api_record_fits(x, a, "input");
+}
+
 static int api_record_bind_weights(const ir_graph *g, kiln_session *s, int nw, const char *const *names,
                                    kiln_array *const *weights, kiln_array **bound) {
   for (int k = 0; k < nw; k++) {
@@ -104,7 +112,7 @@ static int api_record_bind_inputs(const ir_graph *g, kiln_session *s, int nin, k
     if (ir_tensor_at(g, t)->kind != IR_T_INPUT || !need[t]) continue;
     if (!inputs[k]) rc = api_fail("kiln_graph_predict_arrays: input %d is NULL", k);
     else if (inputs[k]->s != s) rc = api_fail("kiln_graph_predict_arrays: input %d is of another session", k);
-    else if (!api_record_fits(ir_tensor_at(g, t), inputs[k], "input")) rc = KILN_ERR;
+    else if (!api_record_fits_input(g, ir_tensor_at(g, t), inputs[k])) rc = KILN_ERR;
     else bound[t] = inputs[k++];
   }
   free(need);

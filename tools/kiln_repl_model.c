@@ -50,15 +50,25 @@ static int repl_model_refresh(repl *r) {
   return rc;
 }
 
-/* `batch=1` after the file: dims rebound as `kiln compile -D batch=1` rebinds them. */
-static int repl_model_dims(char **arg, int n, const char **names, int64_t *values) {
+/* `batch=1` or `batch=1..64` after the file: dims rebound as `kiln compile -D` rebinds them
+ * (lows[i] 0: fixed; else the range lows[i]..values[i], a bounded dim). */
+static int repl_model_dims(char **arg, int n, const char **names, int64_t *values, int64_t *lows) {
   for (int i = 0; i < n; i++) {
     char *eq = strchr(arg[i], '='), *end = NULL;
+    lows[i] = 0;
     if (eq) values[i] = strtoll(eq + 1, &end, 10);
-    if (!eq || eq == arg[i] || !eq[1] || *end) return api_fail("usage: :model FILE.kiln [DIM=N]...; '%s' is not DIM=N", arg[i]);
+    if (eq && end && end != eq + 1 && end[0] == '.' && end[1] == '.')
+      lows[i] = values[i], values[i] = strtoll(end + 2, &end, 10);
+    if (!eq || eq == arg[i] || !eq[1] || *end)
+      return api_fail("usage: :model FILE.kiln [DIM=N | DIM=LO..HI]...; '%s' is neither", arg[i]);
     *eq = 0, names[i] = arg[i];
   }
   return KILN_OK;
+}
+
+static bool repl_model_bounded(kiln_model *m) {
+  int nd = 0;
+  return kiln_model_dims(m, &nd) == KILN_OK && nd > 0;
 }
 
 /* "2 inputs (image, label)": entry point train's (1) or predict's (0) inputs, by name. */
@@ -76,14 +86,15 @@ static void repl_model_inputs(kiln_model *m, int train, int nin, char *buf, size
 }
 
 int repl_cmd_model(repl *r, char **arg, int n) {
-  if (n < 2) return api_fail("usage: :model FILE.kiln [DIM=N]...");
+  if (n < 2) return api_fail("usage: :model FILE.kiln [DIM=N | DIM=LO..HI]...");
+  if (n - 2 > 8) return api_fail(":model: at most 8 dims");
   const char *names[8];
-  int64_t values[8];
-  if (repl_model_dims(arg + 2, n - 2, names, values)) return KILN_ERR;
+  int64_t values[8], lows[8];
+  if (repl_model_dims(arg + 2, n - 2, names, values, lows)) return KILN_ERR;
   repl_model *m = calloc(1, sizeof *m);
   if (!m) return api_fail("out of memory");
   /* compiled under the session's interrupt request: Ctrl-C stops a long compile */
-  if (kiln_graph_load_dims(arg[1], NULL, n - 2, names, values, &m->g) || api_graph_jit(m->g, 0, &r->s->stop, &m->m)) {
+  if (api_graph_load_bounds(arg[1], NULL, n - 2, names, values, lows, &m->g) || api_graph_jit(m->g, 0, &r->s->stop, &m->m)) {
     kiln_graph_free(m->g), free(m);
     return KILN_ERR;
   }
@@ -143,7 +154,8 @@ static int repl_call_args(repl *r, bool train, char **args, int nargs, kiln_arra
     if (!v) return api_fail("no array named '%s' (:vars lists them)", args[i]);
     k_shape want = {.rank = rank};
     for (int k = 0; k < rank; k++) want.d[k] = d[k];
-    if ((k_dtype)t != v->a->dtype || !ir_shape_eq(&want, &v->a->shape)) {
+    bool bounded = repl_model_bounded(r->model->m) && rank == v->a->shape.rank;   /* the extents are checked below */
+    if ((k_dtype)t != v->a->dtype || (!bounded && !ir_shape_eq(&want, &v->a->shape))) {
       char w[200], g[200];
       ir_type_str((k_dtype)t, &want, w, sizeof w), ir_type_str(v->a->dtype, &v->a->shape, g, sizeof g);
       return api_fail("input '%s' is %s; '%s' is %s", name, w, args[i], g);
@@ -151,6 +163,14 @@ static int repl_call_args(repl *r, bool train, char **args, int nargs, kiln_arra
     out[i] = v->a;
   }
   return KILN_OK;
+}
+
+/* A bounded model's extents from the arguments' shapes (every dim at its bound for a fixed
+ * model, whose entry points take none). */
+static int repl_extents(repl *r, bool train, kiln_array **args, int nargs, int64_t *extents) {
+  k_shape shapes[16];
+  for (int i = 0; i < nargs && i < 16; i++) shapes[i] = args[i]->shape;
+  return api_model_extents(r->model->m, train, shapes, extents);
 }
 
 /* Weights bound to the session's arrays of their names; kiln_graph_predict_arrays binds
@@ -175,6 +195,8 @@ static int repl_predict(repl *r, kiln_array **args, int nargs, char **targets, i
   if (rc) return KILN_ERR;
   int nt = ir_ntensors(g), nouts = g->outputs.len, nw = 0;
   if (ntargets && ntargets != nouts) return api_fail("predict gives %d output%s", nouts, nouts == 1 ? "" : "s");
+  int64_t ext[K_MAX_BDIMS];   /* a bounded model: the arguments' extents in range (the record infers their shapes) */
+  if (repl_model_bounded(r->model->m) && repl_extents(r, false, args, nargs, ext)) return KILN_ERR;
   const char **names = calloc((size_t)nt + 1, sizeof *names);
   kiln_array **weights = calloc((size_t)nt + 1, sizeof *weights), **outs = calloc((size_t)nouts + 1, sizeof *outs);
   rc = names && weights && outs ? repl_weights(r, g, names, weights, &nw) : api_fail("out of memory");
@@ -197,7 +219,9 @@ static int repl_train_step(repl *r, kiln_array **args, int nargs, char **targets
     in[i] = args[i]->data;
   }
   float loss = 0;
-  if (kiln_model_train_step(r->model->m, in, &loss) || repl_model_refresh(r)) return KILN_ERR;
+  int64_t ext[K_MAX_BDIMS];
+  if (repl_extents(r, true, args, nargs, ext) || kiln_model_train_step_at(r->model->m, ext, in, &loss) || repl_model_refresh(r))
+    return KILN_ERR;
   kiln_array *a = NULL;
   if (kiln_array_from_data(r->s, KILN_F32, 0, NULL, &loss, &a)) return KILN_ERR;
   if (ntargets > 1) return kiln_array_free(a), api_fail("train_step gives one value, the loss");

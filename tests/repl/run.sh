@@ -29,6 +29,9 @@ grep -q '^  const gain : f32\[3\]$' "$tmp/scaled.kiln" || { echo "FAIL: the expo
 # model.kiln's predict on arrays is the JIT'd model's predict, bit for bit (same seed, same x).
 "$kiln" run "$dir/models/tiny.kiln" --input "image=$tmp/mx.npy" --output "prob=$tmp/p_run.npy" >/dev/null 2>&1 &&
   cmp -s "$tmp/p.npy" "$tmp/p_run.npy" || { echo "FAIL: predict(x) in the REPL differs from kiln run's"; fail=1; }
+# bounded.kiln's predict on 3 rows is kiln run's at -D batch=1..4 on the same rows, bit for bit.
+"$kiln" run "$dir/models/tiny.kiln" -D batch=1..4 --input "image=$tmp/bx.npy" --output "prob=$tmp/bp_run.npy" >/dev/null 2>&1 &&
+  cmp -s "$tmp/bp.npy" "$tmp/bp_run.npy" || { echo "FAIL: predict(x) of a bounded model in the REPL differs from kiln run's"; fail=1; }
 # ... and after :weights with the first weights, predict gives the first prediction again.
 cmp -s "$tmp/p.npy" "$tmp/p2.npy" || { echo "FAIL: predict after :weights OUT/first.safetensors differs from the first predict"; fail=1; }
 # :passes prints timings, so it is checked by content: every pass, then the statistics.
