@@ -167,9 +167,7 @@ KILN_API int kiln_source_jit(kiln_source *s, int opt_level, const void **api) {
   int rc = api_source_build(s, RT_TARGET_CPU, opt_level, &j->b);
   if (!rc && cg_build_jit(&j->b, err, sizeof err)) rc = api_fail("%s", err), cg_build_free(&j->b);
   if (!rc) {
-    j->api = (rt_model_api){RT_MODEL_ABI, j->b.desc, rt_model_create, rt_model_destroy, rt_model_load, rt_model_save,
-                            rt_model_predict, rt_model_train_step, rt_model_set_lr, rt_model_error, NULL, NULL,
-                            rt_model_predict_at, rt_model_train_step_at};
+    j->api = rt_model_local_api(j->b.desc);
     j->next = s->jits, s->jits = j, *api = &j->api;
   }
   pthread_mutex_unlock(&s->mu);

@@ -188,7 +188,8 @@ static int cg_dims_program(cg_dims *c, const rt_program *p) {
 
 /* ---- workspaces over the range ---- */
 
-/* The extents of check e: dim k's range walked with the others at their bound, then all at lo. */
+/* The extents of check e, those the front end's range check visits (frontend/fe_dims.c): dim
+ * k's range walked with the others at their bound, then, with several dims, all at lo. */
 static bool cg_dims_extents(const ir_graph *g, int64_t e, int64_t *ext) {
   for (int k = 0; k < g->nbdims; k++) ext[k] = g->bdims[k].hi;
   for (int k = 0; k < g->nbdims; k++) {
@@ -196,7 +197,7 @@ static bool cg_dims_extents(const ir_graph *g, int64_t e, int64_t *ext) {
     if (e < span) return ext[k] = g->bdims[k].lo + e, true;
     e -= span;
   }
-  if (e > 0) return false;
+  if (e > 0 || g->nbdims < 2) return false;   /* one dim: its lo was in its range */
   for (int k = 0; k < g->nbdims; k++) ext[k] = g->bdims[k].lo;
   return true;
 }
@@ -216,8 +217,7 @@ static int64_t cg_dims_temp(const rt_program *p, int i, const int64_t *ext, void
     if (x->index != i) continue;
     int64_t v = k_dimval_eval(x->v, ext);
     if (x->kind == RT_DV_IN_SHAPE && x->slot >= base && x->slot < base + nargs) args[x->slot - base].d[x->axis] = v;
-    if (x->kind == RT_DV_PARAM_I64) memcpy((char *)param + x->slot, &v, 8);
-    if (x->kind == RT_DV_PARAM_I32) { int32_t w = (int32_t)v; memcpy((char *)param + x->slot, &w, 4); }
+    rt_dimpatch_param(x, ext, param);   /* PARAM kinds only */
   }
   return (int64_t)op->temp(args, s->param ? param : NULL);
 }

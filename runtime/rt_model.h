@@ -15,6 +15,8 @@
 #ifndef KILN_RT_MODEL_H
 #define KILN_RT_MODEL_H
 
+#include <string.h>
+
 #include "k_base.h"
 #include "k_dims.h"
 #include "k_params.h"
@@ -165,8 +167,23 @@ int rt_model_train_step(rt_model *m, const void *const *inputs, float *loss);
  * bound. */
 int rt_model_predict_at(rt_model *m, const int64_t *extents, const void *const *inputs, void *const *outputs);
 int rt_model_train_step_at(rt_model *m, const int64_t *extents, const void *const *inputs, float *loss);
-/* The shape of tensor t at the given extents (NULL: the bound). */
-k_shape rt_tensor_shape_at(const rt_model_desc *d, int32_t t, const int64_t *extents);
+/* The shape of tensor t at the given extents (NULL: the bound). Inline: tools that dlopen a
+ * .so without linking the runtime (bench/models) read shapes from its descriptor too. */
+static inline k_shape rt_tensor_shape_at(const rt_model_desc *d, int32_t t, const int64_t *extents) {
+  k_shape s = d->tensors[t].shape;
+  for (int i = 0; extents && i < d->ntensor_patches; i++)
+    if (d->tensor_patches[i].index == t) s.d[d->tensor_patches[i].axis] = k_dimval_eval(d->tensor_patches[i].v, extents);
+  return s;
+}
+/* Writes a PARAM_I64 / PARAM_I32 patch's value at the extents into a copy of its step's
+ * param (the runtime per call, the code generator when it sizes workspaces over the range). */
+static inline void rt_dimpatch_param(const rt_dimpatch *x, const int64_t *extents, void *param) {
+  int64_t v = k_dimval_eval(x->v, extents);
+  int32_t w = (int32_t)v;
+  if (x->kind == RT_DV_PARAM_I64) memcpy((char *)param + x->slot, &v, 8);
+  else if (x->kind == RT_DV_PARAM_I32) memcpy((char *)param + x->slot, &w, 4);
+}
+
 /* "f32[batch, 784]": tensor t's type with the sizes that follow bounded dims written as
  * they do ("2*seq+1"); "batch = 1..64, seq = 1..256": the bounded dims. */
 void rt_tensor_type_text(const rt_model_desc *d, int32_t t, char *buf, size_t n);
@@ -208,5 +225,9 @@ typedef struct {
   int (*predict_at)(rt_model *m, const int64_t *extents, const void *const *inputs, void *const *outputs);
   int (*train_step_at)(rt_model *m, const int64_t *extents, const void *const *inputs, float *loss);
 } rt_model_api;
+
+/* The entry points of this process's own runtime for descriptor d (a JIT'd model: kiln run
+ * and kiln train of a .kiln file, the C API's sources): what a .so exports as kiln_model. */
+rt_model_api rt_model_local_api(const rt_model_desc *d);
 
 #endif

@@ -41,13 +41,6 @@ int rt_dims_valid(const rt_model_desc *d) {
          (!d->has_train || rt_patches_valid(d, &d->train, d->train.npatches, d->train.patches));
 }
 
-k_shape rt_tensor_shape_at(const rt_model_desc *d, int32_t t, const int64_t *extents) {
-  k_shape s = d->tensors[t].shape;
-  for (int i = 0; extents && i < d->ntensor_patches; i++)
-    if (d->tensor_patches[i].index == t) s.d[d->tensor_patches[i].axis] = k_dimval_eval(d->tensor_patches[i].v, extents);
-  return s;
-}
-
 /* ---- the instance's copies ---- */
 
 static int rt_dims_copy_shapes(rt_prog_state *ps) {
@@ -99,8 +92,7 @@ static void rt_dims_apply(rt_prog_state *ps, const int64_t *e) {
     switch (x->kind) {
     case RT_DV_IN_SHAPE: r->in_shape[x->slot].d[x->axis] = v; break;
     case RT_DV_OUT_SHAPE: r->out_shape[x->slot].d[x->axis] = v; break;
-    case RT_DV_PARAM_I64: memcpy((char *)ps->params[x->index] + x->slot, &v, 8); break;
-    case RT_DV_PARAM_I32: { int32_t w = (int32_t)v; memcpy((char *)ps->params[x->index] + x->slot, &w, 4); break; }
+    default: rt_dimpatch_param(x, e, ps->params[x->index]); break;
     }
   }
 }

@@ -16,33 +16,30 @@ static const k_shape rt_scalar = {0, {0}};
 
 /* ---- per-program state: each step's kernel arguments, shapes fixed at creation ---- */
 
-/* The shape of an absent output: a backward node's in_grad slot takes its in_data partner's. */
-k_shape rt_step_out_shape(const rt_model_desc *d, const rt_step *s, int j) {
-  if (s->out_shape) return s->out_shape[j];
-  if (s->out[j] >= 0) return d->tensors[s->out[j]].shape;
+/* Out slot j's shape from the step's shape arrays (in, out: the descriptor's or an
+ * instance's copies) and its tensor's shape (NULL for an absent slot): the out array's when
+ * there is one, else the tensor's; an absent in_grad takes its in_data partner's. */
+static k_shape rt_out_shape(const rt_step *s, const k_shape *in, const k_shape *out, const k_shape *tensor, int j) {
+  if (out) return out[j];
+  if (tensor) return *tensor;
   int nof = (s->nin - s->nout) / 2;     /* a step with fewer inputs than outputs has no partner */
-  if (s->kind == RT_STEP_BACKWARD && s->in_shape && nof >= 0 && s->nin == 2 * nof + s->nout) return s->in_shape[nof + j];
-  return rt_scalar;
-}
-
-static k_dtype rt_dtype_of(const rt_model_desc *d, int t) { return t >= 0 ? (k_dtype)d->tensors[t].dtype : K_F32; }
-
-/* rt_step_out_shape on the run's arrays: the instance's copies and tensor shapes. */
-static k_shape rt_run_out_shape(const rt_step_run *r, const rt_model *m, int j) {
-  const rt_step *s = r->s;
-  const k_shape *in = r->in_shape ? r->in_shape : s->in_shape;
-  if (r->out_shape || s->out_shape) return (r->out_shape ? r->out_shape : s->out_shape)[j];
-  if (s->out[j] >= 0) return m->tshape[s->out[j]];
-  int nof = (s->nin - s->nout) / 2;
   if (s->kind == RT_STEP_BACKWARD && in && nof >= 0 && s->nin == 2 * nof + s->nout) return in[nof + j];
   return rt_scalar;
 }
+
+k_shape rt_step_out_shape(const rt_model_desc *d, const rt_step *s, int j) {
+  return rt_out_shape(s, s->in_shape, s->out_shape, s->out[j] >= 0 ? &d->tensors[s->out[j]].shape : NULL, j);
+}
+
+static k_dtype rt_dtype_of(const rt_model_desc *d, int t) { return t >= 0 ? (k_dtype)d->tensors[t].dtype : K_F32; }
 
 void rt_step_args(rt_step_run *r, const rt_model *m) {
   const rt_step *s = r->s;
   const k_shape *in = r->in_shape ? r->in_shape : s->in_shape;
   for (int j = 0; j < s->nin; j++) r->in[j] = (k_tensor){NULL, in ? in[j] : rt_scalar, rt_dtype_of(m->d, s->in[j])};
-  for (int j = 0; j < s->nout; j++) r->out[j] = (k_tensor){NULL, rt_run_out_shape(r, m, j), rt_dtype_of(m->d, s->out[j])};
+  const k_shape *out = r->out_shape ? r->out_shape : s->out_shape;
+  for (int j = 0; j < s->nout; j++)
+    r->out[j] = (k_tensor){NULL, rt_out_shape(s, in, out, s->out[j] >= 0 ? &m->tshape[s->out[j]] : NULL, j), rt_dtype_of(m->d, s->out[j])};
 }
 
 /* Tensor indices in range and dependencies on earlier steps only. */

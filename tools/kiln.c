@@ -845,9 +845,7 @@ void kiln_jit_graph(ir_graph *lowered, const kiln_opts *o, ir_diag *d,
   if (!kiln_build_model(lowered, o, true, d, &b)) {
     if (cg_build_jit(&b, err, sizeof err)) kiln_cg_error(d, err);
     else {
-      rt_model_api api = {RT_MODEL_ABI, b.desc, rt_model_create, rt_model_destroy, rt_model_load, rt_model_save,
-                          rt_model_predict, rt_model_train_step, rt_model_set_lr, rt_model_error, NULL, NULL,
-                          rt_model_predict_at, rt_model_train_step_at};
+      rt_model_api api = rt_model_local_api(b.desc);
       if (use(&api, o)) d->errors++;   /* already reported */
     }
   }

@@ -131,12 +131,7 @@ static int bm_run(const rt_model_api *api, double secs, const char *only, const 
   if (!c.m) return fprintf(stderr, "kiln_bench_models: out of memory\n"), 1;
   int64_t batch = d->tensors[d->predict.inputs[0]].shape.d[0];
   if (d->ndims && !api->predict_at) return fprintf(stderr, "kiln_bench_models: '%s' has bounded dims its target does not run\n", d->name), 1;
-  if (d->ndims) {   /* the first input's first axis at the extents (tensor patches, rt_model.h) */
-    c.ext = ext;
-    for (int i = 0; i < d->ntensor_patches; i++)
-      if (d->tensor_patches[i].index == d->predict.inputs[0] && d->tensor_patches[i].axis == 0)
-        batch = k_dimval_eval(d->tensor_patches[i].v, ext);
-  }
+  if (d->ndims) c.ext = ext, batch = rt_tensor_shape_at(d, d->predict.inputs[0], ext).d[0];
   for (int pass = d->has_train ? 0 : 1; pass < 2; pass++) {   /* no train_step (ONNX): predict only */
     const rt_program *p = pass == 0 ? &d->train : &d->predict;
     c.train = pass == 0;

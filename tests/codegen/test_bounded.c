@@ -83,7 +83,8 @@ static void tb_predict(const char *label, tb_model *bnd, tb_model *fix, void **b
   bool ok = CHECK(!rt_model_predict(fix->m, in, of), "%s: fixed predict: %s", label, rt_model_error(fix->m)) &&
             CHECK(!rt_model_predict_at(bnd->m, &e, in, ob), "%s: bounded predict: %s", label, rt_model_error(bnd->m));
   for (int k = 0; ok && k < df->predict.noutputs; k++) {
-    k_shape sh = rt_tensor_shape_at(db, db->predict.outputs[k], &e);
+    int64_t ext[K_MAX_BDIMS] = {e};   /* one per bounded dim the model may have */
+    k_shape sh = rt_tensor_shape_at(db, db->predict.outputs[k], ext);
     CHECK(ir_shape_eq(&sh, &df->tensors[df->predict.outputs[k]].shape), "%s: output %d's shape at the extent", label, k);
     CHECK(tb_same(of[k], ob[k], k_shape_numel(&sh)), "%s: output %s has the fixed model's bits", label,
           df->tensors[df->predict.outputs[k]].name);
