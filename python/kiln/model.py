@@ -427,6 +427,14 @@ class Model:
     def _closed(self):
         return KilnError("model '%s' was closed" % self.name)
 
+    def _call(self, entry, fn, *args):
+        """fn(model, *args) under the model's lock; a nonzero return raises the library's error."""
+        with self._lock:
+            if not self._m:
+                raise self._closed()
+            if fn(self._m, *args):
+                raise self._fail(entry)
+
     def predict(self, *args, out=None, **named):
         """predict on the inputs, given in order, by name, or as one dict {name: array}. One output
         comes back as an ndarray, several as a dict {name: ndarray}; with out= (an array, a list or
@@ -486,31 +494,17 @@ class Model:
             raise TypeError("lr must be a number, not %s" % type(value).__name__)
         if not math.isfinite(float(value)):
             raise ValueError("lr must be finite, not %r" % (value,))
-        with self._lock:
-            if not self._m:
-                raise self._closed()
-            if self._api.set_lr(self._m, float(value)):
-                raise self._fail("set_lr")
-            self._lr = _f32(value)
+        self._call("set_lr", self._api.set_lr, float(value))
+        self._lr = _f32(value)
 
     def save(self, path):
         """Writes every weight (params and aux states) as safetensors, atomically."""
-        p = _path_arg(path)
-        with self._lock:
-            if not self._m:
-                raise self._closed()
-            if self._api.save(self._m, p):
-                raise self._fail("save")
+        self._call("save", self._api.save, _path_arg(path))
 
     def load_weights(self, path):
         """Reads a safetensors file holding exactly the model's weights (as save writes them); a
         failure changes nothing."""
-        p = _path_arg(path)
-        with self._lock:
-            if not self._m:
-                raise self._closed()
-            if self._api.load(self._m, p):
-                raise self._fail("load")
+        self._call("load", self._api.load, _path_arg(path))
 
     def state_dict(self, source_names=False):
         """{name: ndarray} of every weight, named as in the model and its safetensors files. With
