@@ -8,9 +8,19 @@
 # the CUDA runtime's binding, arena, copies, steps and updates, against the CPU; what it
 # cannot: anything of the real GPU (races between threads, the real cuBLAS and cuDNN, the
 # PTX itself: tests/cuda/cli.sh assembles that). Env: EMULATE_MODELS, a regex of the model names
-# to run, EMULATE_SKIP one of those to leave out.
+# to run, EMULATE_SKIP one of those to leave out; EMULATE_SET=asan runs the models below, which
+# cover every kind of step (dense, depthwise and grouped convolutions, SE, pooling, norms,
+# dropout, reductions, padding, attention, epilogues, activations), and EMULATE_SET=rest the
+# others: the sanitizer build runs the first, scripts/test.sh's normal build the second.
 set -u
 kiln=$1 compare=$2 fake=$3 root=$4 cxx=${5:-c++} cxxflags=${6:-}   # the sanitizer build's flags, so kernels are checked too
+asan_set='^(mlp|lenet|transformer|layout_dw|layout_se|normdrop|reduce|pads|heads|epilogue|act)$'
+case ${EMULATE_SET:-} in
+  asan) EMULATE_MODELS=$asan_set ;;
+  rest) EMULATE_SKIP=$asan_set ;;
+  '') ;;
+  *) echo "emulate.sh: EMULATE_SET is asan or rest, not '$EMULATE_SET'"; exit 2 ;;
+esac
 tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
 pass=0 failed=0 left=()
 for f in "$root"/examples/*.kiln "$root"/tests/passes/models/*.kiln; do
@@ -62,6 +72,11 @@ if "$kiln" compile "$mlp" -D batch=1 --target cuda -o "$d/libmlp.cuda.so" >"$d/l
 else
   failed=$((failed + 1)); echo "FAIL kiln run on a CUDA .so: $(tail -5 "$d/log")"
 fi
-[ ${#left[@]} -gt 0 ] && echo "note: EMULATE_MODELS/EMULATE_SKIP left out ${#left[@]} models: ${left[*]}"
+case ${EMULATE_SET:-} in
+  asan) why="EMULATE_SET=asan: scripts/test.sh's normal build runs the others" ;;
+  rest) why="EMULATE_SET=rest: the sanitizer build runs them" ;;
+  *) why="EMULATE_MODELS/EMULATE_SKIP" ;;
+esac
+[ ${#left[@]} -gt 0 ] && echo "note: left out ${#left[@]} models ($why): ${left[*]}"
 echo "cuda emulation: $pass passed, $failed failed"
 [ "$failed" -eq 0 ] && [ "$pass" -gt 0 ]
