@@ -2,6 +2,7 @@
  * block computed by Kiln's own GEMM (k_sgemm.c) or, without AVX2 + FMA or when asked, by
  * OpenBLAS kept single-threaded (contract in k_blas.h). */
 #include "k_blas.h"
+#include "k_profile.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -209,6 +210,9 @@ static void k_sgemm_run(k_sgemm_job *j, k_sgemm_after_fn after, void *ctx, int64
     j->ctx = ctx;
   }
   j->blocks = k_sgemm_blocks(j, after ? cap : 0);
+  if (!k_parallel_nested())   /* a product inside another kernel's chunk is that kernel's business */
+    K_PROFILE_NOTE("gemm %lldx%lldx%lld%s, %lld blocks of %s", (long long)j->g.M, (long long)j->g.N, (long long)j->g.K,
+                 !j->isa ? " (cblas)" : k_sgemm_is_gemv(&j->g) ? " gemv" : "", (long long)j->blocks, j->by_rows ? "rows" : "columns");
   void *mem = k_sgemm_pack_shared(j);
   k_parallel_for(j->blocks, 1, k_sgemm_block, j);
   free(mem);

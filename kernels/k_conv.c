@@ -8,6 +8,7 @@
  * k_conv_dw.c, whose packed copies take the pads as they are made), so every path computes
  * F.conv2d(F.pad(x, ...)) with no pad node, a copy of x, before it. */
 #include "kernels.h"
+#include "k_profile.h"
 #include "k_conv_direct.h"
 #include "k_conv_dw.h"
 
@@ -294,6 +295,7 @@ int k_convolution_forward(const k_call *c) {
   k_conv_geom g = k_conv_geometry(&c->in[0].shape, &c->in[1].shape, c->param);
   if (k_conv_check_temp(c, &g)) return 1;
   k_conv_job j = {c, &g, 0};
+  K_PROFILE_NOTE("im2col, %lld parts", (long long)g.P);
   k_parallel_for(g.N > 0 ? g.P : 0, 1, k_conv_forward_parts, &j);
   return 0;
 }

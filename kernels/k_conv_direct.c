@@ -39,6 +39,7 @@
  * at run time, not from the model's --cpu/--features; a compiled blocked layout fixes only the
  * width (the compiling machine's, k_conv_block_width). */
 #include "k_conv_direct_impl.h"
+#include "k_profile.h"
 #include "k_conv_dw.h"
 #include "k_vec.h"
 
@@ -759,6 +760,8 @@ int k_conv_direct_forward(const k_call *c) {
     int64_t macs_per_row = g.OW * g.F * g.C * g.kh * g.kw;
     for (t.n0 = 0; t.n0 < g.N; t.n0 += g.S) {
       t.ns = g.N - t.n0 < g.S ? g.N - t.n0 : g.S;
+      K_PROFILE_NOTE("direct nchw %lldx%lld/%lld, %lld row tasks", (long long)g.kh, (long long)g.kw, (long long)g.sh,
+                     (long long)(t.ns * g.OH));
       k_parallel_for(t.ns * g.C, k_cd_pack_grain(g.Hp * (g.Wp + g.V)), k_cd_task_pad_nchw, &t);
       k_parallel_for(t.ns * g.OH, k_vec_grain(macs_per_row / 16 + 1), k_cd_task_fwd_nchw, &t);
     }
@@ -772,6 +775,9 @@ int k_conv_direct_forward(const k_call *c) {
     if (!direct_in)
       k_parallel_for(t.ns * g.Cb, k_cd_pack_grain(g.Hp * g.Wp * g.V), p->in_block ? k_cd_task_pack_xb : k_cd_task_pack_x, &t);
     t.row_parts = k_cd_row_parts(&t);
+    K_PROFILE_NOTE("%s %lldx%lld/%lld%s, %lld tasks (%lld rows each)", wino ? "winograd" : "direct", (long long)g.kh,
+                   (long long)g.kw, (long long)g.sh, direct_in ? "" : " packed",
+                   (long long)(t.ns * ((g.Fb + 1) / 2) * t.row_parts), (long long)(g.OH / t.row_parts));
     k_parallel_for(t.ns * ((g.Fb + 1) / 2) * t.row_parts, 1, k_cd_task_fwd, &t);
   }
   return 0;

@@ -30,6 +30,7 @@
  * FMAs, as the direct convolution does: bits differ between instruction sets, not between
  * thread counts. */
 #include "kernels.h"
+#include "k_profile.h"
 #include "k_conv_dw.h"
 #include "k_epilogue.h"
 #include "k_parallel.h"
@@ -510,6 +511,8 @@ static int k_conv_dw_forward_blocked(const k_call *c) {
                  p->in_block, dg.C, (dg.C + p->in_block - 1) / p->in_block, 1};
   int64_t tasks = dg.N * j.Cb;
   j.parts = k_parallel_row_parts(tasks, dg.OH, dg.OW * j.V * dg.taps, K_DWB_PART_MACS);
+  K_PROFILE_NOTE("depthwise blocked %lldx%lld/%lld, %lld tasks", (long long)dg.kh, (long long)dg.kw, (long long)dg.sh,
+                 (long long)(tasks * j.parts));
   k_parallel_for(tasks * j.parts, 1, k_dwb_tasks, &j);
   return 0;
 }
@@ -521,6 +524,7 @@ int k_conv_dw_forward(const k_call *c) {
   k_dw_geom g = k_dw_geometry(&c->in[0].shape, &c->in[1].shape, c->param);
   k_dw_job j;
   k_dw_job_init(&j, c, &g, g.N * g.G);
+  K_PROFILE_NOTE("grouped nchw, %lld groups, grain %lld", (long long)(g.N * g.G), (long long)j.grain);
   k_parallel_for(g.N * g.G, j.grain, k_dw_fwd_tasks, &j);
   return 0;
 }

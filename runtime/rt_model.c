@@ -109,6 +109,7 @@ rt_model *rt_model_new(const rt_model_desc *d, uint64_t seed, int run_on_cpu) {
   for (int k = 0; k < d->ndims; k++) m->extent[k] = d->dims[k].hi;   /* the descriptor's sizes */
   if (!bad && run_on_cpu) {
     m->engine = rt_engine_create_from_env();
+    m->prof = rt_profile_from_env(d);
     bad = !m->engine || rt_model_arena(m) || rt_prog_state_init(&m->ps[0], m, &d->predict) ||
           (d->has_train && rt_prog_state_init(&m->ps[1], m, &d->train));
   }
@@ -125,6 +126,7 @@ rt_model *rt_model_create(const rt_model_desc *d, uint64_t seed) {
 void rt_model_destroy(rt_model *m) {
   if (!m) return;
   if (m->engine) rt_engine_destroy(m->engine);   /* first: it may still be deleting variables */
+  rt_profile_finish(m, m->prof), rt_profile_free(m->prof);
   rt_prog_state_free(&m->ps[0]), rt_prog_state_free(&m->ps[1]);
   free(m->tptr), free(m->ptr), free(m->tshape);
   free(m->store), free(m->arena), free(m->aux_backup);

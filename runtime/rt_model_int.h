@@ -12,6 +12,7 @@
 #define RT_MODEL_ERR_LEN 512
 
 typedef struct rt_model rt_model;
+typedef struct rt_profile rt_profile;
 
 /* One step's arguments for one run: its kernel call arrays are filled before the push. */
 typedef struct {
@@ -63,6 +64,7 @@ struct rt_model {
   rt_prog_state ps[2];          /* predict, train */
   int64_t extent[K_MAX_BDIMS];  /* the bounded dims' extents the programs are set up for */
   k_shape *tshape;              /* per tensor: its shape at those extents */
+  rt_profile *prof;             /* KILN_PROFILE: every step timed (rt_profile.c), else NULL */
 };
 
 /* rt_model.c */
@@ -99,5 +101,14 @@ void rt_prog_state_free(rt_prog_state *ps);
 /* Every function that may change a weight (PARAM, AUX) calls this once it has (or may have):
  * it clears the predict steps' kernel caches, which hold data derived from the weights. */
 void rt_model_weights_changed(rt_model *m);
+
+/* rt_profile.c: per-step profiles (KILN_PROFILE=trace.json). */
+rt_profile *rt_profile_from_env(const rt_model_desc *d);   /* NULL when KILN_PROFILE is unset */
+int64_t rt_profile_now(void);                               /* CLOCK_MONOTONIC, ns */
+void rt_profile_step(rt_profile *p, int prog, int step, int64_t t0, int64_t t1);   /* prog: 0 predict, 1 train */
+void rt_profile_run(rt_profile *p, int prog, int64_t t0, int64_t t1);
+/* Writes the trace and prints the table of the steps that took the most time. */
+void rt_profile_finish(const rt_model *m, const rt_profile *p);
+void rt_profile_free(rt_profile *p);
 
 #endif

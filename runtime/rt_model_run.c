@@ -282,11 +282,30 @@ static int rt_run_direct(rt_model *m, rt_prog_state *ps) {
   return 0;
 }
 
+/* rt_run_direct with every step timed into the model's profile (rt_profile.c). */
+static int rt_run_profiled(rt_model *m, rt_prog_state *ps) {
+  char msg[RT_ERR_LEN];
+  rt_run_ctx rc = {NULL, -1, msg, sizeof msg};
+  int prog = ps == &m->ps[1];
+  int64_t start = rt_profile_now(), t0 = start;
+  for (int i = 0; i < ps->p->nsteps; i++) {
+    msg[0] = 0;
+    if (rt_step_fn(&ps->sr[i], &rc)) return rt_model_fail(m, "%s", msg[0] ? msg : "step failed");
+    int64_t t1 = rt_profile_now();
+    rt_profile_step(m->prof, prog, i, t0, t1);
+    t0 = t1;
+  }
+  rt_profile_run(m->prof, prog, start, t0);
+  return 0;
+}
+
 /* Runs steps [0, split), then [split, nsteps) only if all of those succeeded, on the model's
- * own engine (the caller holds m->mu). */
+ * own engine (the caller holds m->mu). A profiled model runs its steps in order on this
+ * thread, whichever the engine, so that each step's time is its own. */
 static int rt_run(rt_model *m, rt_prog_state *ps, int split) {
   int n = ps->p->nsteps;
   rt_engine *e = m->engine;
+  if (m->prof) return rt_run_profiled(m, ps);
   if (rt_engine_get_kind(e) == RT_ENGINE_NAIVE) return rt_run_direct(m, ps);
   /* Made on the first run and kept: a run ends with every pushed step waited for, which
    * leaves each variable idle and its error cleared, ready for the next run (the engine

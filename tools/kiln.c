@@ -104,6 +104,7 @@ static const kiln_command kiln_commands[] = {
   {"run", "run predict on .npy inputs: a compiled LIB.so, or a .kiln or .onnx file JIT-compiled",
    "usage: kiln run LIB.so|FILE.kiln|FILE.onnx --input NAME=X.npy... [--output NAME=Y.npy]...\n"
    "                [--weights W.safetensors] [--seed N] [-D dim=N]... [--model NAME] [-O0..-O3]\n"
+   "                [--repeat N] [--profile TRACE.json]\n"
    "\n"
    "Loads a shared object made by kiln compile (through its kiln_model descriptor) or\n"
    "JIT-compiles a .kiln or .onnx model in memory (an ONNX model starts from its own weights),\n"
@@ -115,6 +116,10 @@ static const kiln_command kiln_commands[] = {
    "  --output NAME=Y.npy   write an output of predict (repeatable)\n"
    "  --weights W           load every parameter and aux state from a safetensors file\n"
    "  --seed N              initialise the weights from their initializers with seed N (default 0)\n"
+   "  --repeat N            call predict N times (default 1), for --profile or perf\n"
+   "  --profile TRACE.json  time every step of every call: a Chrome trace-event file (chrome://tracing,\n"
+   "                        Perfetto) and a table of the steps that took the most time on stderr;\n"
+   "                        KILN_PROFILE=TRACE.json does the same for any program that runs a model\n"
    "  -D, --model, -O, --disable  as for kiln compile (.kiln and .onnx files only)\n",
    kiln_run_main},
   {"train", "JIT-compile a model and train it on an MNIST-layout data set, with held-out accuracy",
@@ -303,7 +308,15 @@ static const char **kiln_build_slot(kiln_opts *o, const char *a) {
   if (compile && strcmp(a, "--target") == 0) return &o->target;
   if (compile && strcmp(a, "--gpu-arch") == 0) return &o->gpu_arch;
   if (!compile && strcmp(a, "--weights") == 0) return &o->weights;
+  if (!compile && strcmp(a, "--profile") == 0) return &o->profile;
   return NULL;
+}
+
+static int kiln_opt_repeat(kiln_opts *o, const char *v) {
+  char *end;
+  long n = strtol(v, &end, 10);
+  if (*end || n < 1 || n > 1000000000L) return fprintf(stderr, "kiln run: --repeat wants a count from 1 up, not '%s'\n", v), 2;
+  return o->repeat = n, 1;
 }
 
 /* The options of `kiln compile` and `kiln run`; 1 when `a` was one of them, 2 on error. */
@@ -316,7 +329,7 @@ static int kiln_build_flag(kiln_opts *o, int argc, char **argv, int *i) {
   if (compile && strcmp(a, "--jobs") == 0) return kiln_opt_jobs(o, v, i);
   const char **slot = kiln_build_slot(o, a);
   bool other = compile ? strcmp(a, "--emit") == 0
-                       : !strcmp(a, "--input") || !strcmp(a, "--output") || !strcmp(a, "--seed");
+                       : !strcmp(a, "--input") || !strcmp(a, "--output") || !strcmp(a, "--seed") || !strcmp(a, "--repeat");
   if (!slot && !other) return 0;
   if (!v) return fprintf(stderr, "kiln %s: %s needs a value\n", o->cmd, a), 2;
   ++*i;
@@ -325,6 +338,7 @@ static int kiln_build_flag(kiln_opts *o, int argc, char **argv, int *i) {
   if (slot) return *slot = v, 1;
   if (strcmp(a, "--emit") == 0) return kiln_opt_emit(o, v);
   if (strcmp(a, "--seed") == 0) return kiln_opt_seed(o, v);
+  if (strcmp(a, "--repeat") == 0) return kiln_opt_repeat(o, v);
   if (strcmp(a, "--input") == 0) return kiln_opt_binding(o, a, v, o->inputs, &o->ninputs);
   return kiln_opt_binding(o, a, v, o->outputs, &o->noutputs);
 }
@@ -798,8 +812,9 @@ static int kiln_predict(const rt_model_api *api, rt_model *m, const kiln_opts *o
     if (!(outs[k] = calloc((size_t)(n ? n : 1), 4))) rc = kiln_run_error("out of memory\n");
   }
   if (!rc && d->ndims && !api->predict_at) rc = kiln_run_error("model '%s' has bounded dims, which its target does not run\n", d->name);
-  if (!rc && (d->ndims ? api->predict_at(m, ext, in_ptrs, outs) : api->predict(m, in_ptrs, outs)))
-    rc = kiln_run_error("predict failed: %s\n", api->error(m));
+  for (long i = 0; !rc && i < (o->repeat ? o->repeat : 1); i++)
+    if (d->ndims ? api->predict_at(m, ext, in_ptrs, outs) : api->predict(m, in_ptrs, outs))
+      rc = kiln_run_error("predict failed: %s\n", api->error(m));
   if (!rc) rc = kiln_emit_outputs(d, o, outs, ext);
   for (int k = 0; k < d->predict.noutputs; k++) free(outs[k]);
   return rc;
@@ -820,6 +835,9 @@ static int kiln_run_api(const rt_model_api *api, const kiln_opts *o) {
   rt_npy ins[64];
   memset(ins, 0, sizeof ins);
   int rc = kiln_check_outputs(d, o) || kiln_read_inputs(d, o, ins);
+  /* The runtime that runs the model (this process's, or the one inside LIB.so) reads it at create. */
+  if (!rc && o->profile && d->target != RT_TARGET_CPU) rc = kiln_run_error("--profile: only CPU models are profiled yet\n");
+  if (!rc && o->profile) setenv("KILN_PROFILE", o->profile, 1);
   rt_model *m = rc ? NULL : api->create(d, o->seed);
   if (!rc && !m && d->target == RT_TARGET_CUDA) rc = kiln_run_error("cannot create model '%s': %s\n", d->name, api->error(NULL));
   if (!rc && !m) rc = kiln_run_error("out of memory creating model '%s'\n", d->name);

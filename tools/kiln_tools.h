@@ -37,6 +37,8 @@ typedef struct {
   uint64_t seed;
   const char *inputs[64], *outputs[64];  /* NAME=PATH */
   int ninputs, noutputs;
+  const char *profile;             /* run --profile: KILN_PROFILE's trace file */
+  long repeat;                     /* run --repeat: predict calls (0: one) */
   /* train */
   const char *data, *save;
   int epochs;                      /* default 1 */
