@@ -452,6 +452,7 @@ typedef struct {
   k_epi_store store;
   const k_cd_geom *dg;   /* backward with wino: the data gradient's forward (k_cd_data_geometry) */
   int64_t row_parts;     /* forward: parts each task's rows are cut into (k_cd_row_parts) */
+  int64_t pack_parts;    /* forward, NCHW input: parts each block is packed in (k_cd_pack_parts) */
 } k_cd_ctx;
 
 /* A pack task copies one channel block of one sample, a few KiB at batch 1: tasks are grouped
@@ -463,11 +464,29 @@ static int64_t k_cd_pack_grain(int64_t block_floats) { return k_vec_grain(block_
 static void k_cd_task_pack_x(void *p, int64_t lo, int64_t hi) {
   k_cd_ctx *t = p;
   const k_cd_geom *g = t->g;
+  int64_t rows = g->Hp - g->ph - g->phe, parts = t->pack_parts;
   for (int64_t i = lo; i < hi; i++) {
-    int64_t n = i / g->Cb, cb = i % g->Cb;
-    k_cd_pack_block(t->isa, t->src + (t->n0 + n) * g->C * g->H * g->W, g->C, g->H, g->W, k_cd_margin_of(g), cb,
-                    g->Hp - g->ph - g->phe, g->rstep, t->b.xb + (n * g->Cb + cb) * g->Hp * g->Wp * g->V);
+    int64_t n = i / (g->Cb * parts), cb = i / parts % g->Cb, part = i % parts;
+    int64_t r0 = part * rows / parts, r1 = (part + 1) * rows / parts;
+    /* a part is a block of its own: the top margin only on the first, the bottom on the last */
+    k_cd_margin m = k_cd_margin_of(g);
+    float *dst = t->b.xb + (n * g->Cb + cb) * g->Hp * g->Wp * g->V;
+    if (r0 > 0) dst += (m.top + r0) * g->Wp * g->V, m.top = 0;
+    if (r1 < rows) m.bottom = 0;
+    k_cd_pack_block(t->isa, t->src + (t->n0 + n) * g->C * g->H * g->W + r0 * g->rstep * g->W, g->C, g->H, g->W, m,
+                    cb, r1 - r0, g->rstep, dst);
   }
+}
+
+/* How many parts of rows each (sample, input block) of an NCHW input is packed in: one
+ * unless there are too few blocks to share among the threads. A network's first layer (3
+ * channels, one block) packs its whole image into a 16-lane block on one thread otherwise:
+ * MobileNetV2's 224x224 stem wrote 3.2 MB that way, half its time, while the second thread
+ * waited. The parts write disjoint rows, so the packed block is the same. */
+#define K_CD_PACK_PART_FLOATS (64 * 1024)
+static int64_t k_cd_pack_parts(const k_cd_ctx *t) {
+  const k_cd_geom *g = t->g;
+  return k_parallel_row_parts(t->ns * g->Cb, g->Hp - g->ph - g->phe, g->Wp * g->V, K_CD_PACK_PART_FLOATS);
 }
 
 /* Task i = (sample, cb) copies that block of a blocked x, padded (or every rstep-th row). */
@@ -540,7 +559,7 @@ static void k_cd_task_fwd(void *p, int64_t lo, int64_t hi) {
      * unpacking: in the store when it is a k_epi_store, else as a pass over the block */
     int64_t at = ((t->n0 + n) * g->Fb + fb) * ysz * g->V;
     k_cd_store st = {t->store.add_slot >= 0 ? (const float *)t->c->in[t->store.add_slot].data + at : NULL,
-                     t->store.add_swap, t->store.relu};
+                     t->store.add_swap, t->store.relu, t->store.clip, t->store.clip_lo, t->store.clip_hi};
     (t->wino ? t->isa->fwd_wino_block : t->isa->fwd_block)(g, t->b.xb, t->b.w, t->bias, t->b.yb, n, fb,
                                                             nf, t->store_tail ? &st : NULL, r0, r1);
     k_cd_fwd_finish(t, n, fb, nf, r0, r1);
@@ -744,7 +763,7 @@ int k_conv_direct_forward(const k_call *c) {
   if (direct_in && wino) g.vph = g.ph, g.vpw = g.pw, g.vphe = g.phe, g.vpwe = g.pwe;
   if (!direct_in && !nchw) k_cd_skip_rows(&g);   /* fwd_nchw_rows picks its rows itself */
   k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), c->in[0].data, 0, 0, p->in_block, p->out_block,
-                 p->epi_block, NULL, wino, 0, 0, {-1, 0, 0}, NULL, 1};
+                 p->epi_block, NULL, wino, 0, 0, {-1, 0, 0, 0, 0.0f, 0.0f}, NULL, 1, 1};
   float *xb = t.b.xb, *yb = t.b.yb;
   k_call folded;       /* the call with the folded step taken off its epilogue */
   k_epilogue tail;
@@ -772,8 +791,12 @@ int k_conv_direct_forward(const k_call *c) {
     t.ns = g.N - t.n0 < g.S ? g.N - t.n0 : g.S;
     t.b.xb = direct_in ? (float *)t.src + t.n0 * g.Cb * k_cd_xrows(&g) * k_cd_xcols(&g) * g.V : xb;
     t.b.yb = p->out_block ? (float *)c->out[0].data + t.n0 * g.Fb * g.OH * g.OW * g.V : yb;
-    if (!direct_in)
-      k_parallel_for(t.ns * g.Cb, k_cd_pack_grain(g.Hp * g.Wp * g.V), p->in_block ? k_cd_task_pack_xb : k_cd_task_pack_x, &t);
+    if (!direct_in && p->in_block)
+      k_parallel_for(t.ns * g.Cb, k_cd_pack_grain(g.Hp * g.Wp * g.V), k_cd_task_pack_xb, &t);
+    else if (!direct_in) {
+      t.pack_parts = k_cd_pack_parts(&t);
+      k_parallel_for(t.ns * g.Cb * t.pack_parts, t.pack_parts > 1 ? 1 : k_cd_pack_grain(g.Hp * g.Wp * g.V), k_cd_task_pack_x, &t);
+    }
     t.row_parts = k_cd_row_parts(&t);
     K_PROFILE_NOTE("%s %lldx%lld/%lld%s, %lld tasks (%lld rows each)", wino ? "winograd" : "direct", (long long)g.kh,
                    (long long)g.kw, (long long)g.sh, direct_in ? "" : " packed",
@@ -805,7 +828,7 @@ int k_conv_direct_backward(const k_call *c) {
   k_cd_geom g = k_cd_geometry(&c->in[1].shape, &c->in[2].shape, p, isa->V);
   int allowed = k_cd_wino_allowed(), wino = allowed && k_cd_wino_data_shape(&g);
   k_cd_geom dg = k_cd_data_geometry(&g);
-  k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), NULL, 0, 0, 0, 0, 0, NULL, wino, 0, 0, {-1, 0, 0}, &dg, 1};
+  k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), NULL, 0, 0, 0, 0, 0, NULL, wino, 0, 0, {-1, 0, 0, 0, 0.0f, 0.0f}, &dg, 1, 1};
   t.wino_w = allowed && k_cd_wino_tiles(&g);
   if (c->req[0] != kNullOp) {
     if (wino) k_cd_pack_weights_wino(&g, c->in[2].data, NULL, 1, t.b.w);

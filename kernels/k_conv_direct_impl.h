@@ -45,10 +45,11 @@ static inline int64_t k_cd_xcols(const k_cd_geom *g) { return g->Wp - g->vpw - g
 /* How a forward block stores its output vectors: the common tail of a blocked epilogue
  * (k_epi_store) taken into the store, so no pass over the block follows. y = acc, plus res
  * (blocked like y, read at y's offsets within the block; res + acc when swap) when res is
- * set, then relu when asked. */
+ * set, then relu, or a clip to [lo, hi], when asked. */
 typedef struct {
   const float *res;
-  int swap, relu;
+  int swap, relu, clip;
+  float lo, hi;
 } k_cd_store;
 
 /* The block functions of one vector width (k_conv_direct_isa.h documents the layouts). */

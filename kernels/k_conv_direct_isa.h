@@ -139,11 +139,19 @@ static void KCD(unpack_rows)(const float *src, int64_t W, int64_t srs, int64_t c
 /* ---- forward ---------------------------------------------------------------------------- */
 
 /* v as a k_cd_store leaves it: plus r's vector (r + v when swapped; r NULL: no add), then
- * relu — k_sf_add's and k_sf_relu's arithmetic, relu's select as a mask (x < 0 gives +0,
- * anything else, NaN and -0 included, keeps x's bits), so the same bits as the epilogue's pass. */
-KCD_INLINE VEC KCD(store_tail)(VEC v, const float *r, int swap, int relu) {
-  if (r) v = swap ? KCD(ld)(r) + v : v + KCD(ld)(r);
-  if (relu) v = (VEC)((KCD(ivec))v & ~(KCD(ivec))(v < (VEC){0}));
+ * relu or clip — k_sf_add's, k_sf_relu's and k_sf_clip's arithmetic, each select as a mask
+ * (relu: x < 0 gives +0, anything else, NaN and -0 included, keeps x's bits; clip: x < lo
+ * gives lo, then > hi gives hi, a NaN kept), so the same bits as the epilogue's pass. */
+KCD_INLINE VEC KCD(store_tail)(VEC v, const float *r, const k_cd_store *st) {
+  if (r) v = st->swap ? KCD(ld)(r) + v : v + KCD(ld)(r);
+  if (st->relu) v = (VEC)((KCD(ivec))v & ~(KCD(ivec))(v < (VEC){0}));
+  if (st->clip) {
+    VEC lo = KCD(bc)(st->lo), hi = KCD(bc)(st->hi);
+    KCD(ivec) m = (KCD(ivec))(v < lo);
+    v = (VEC)(((KCD(ivec))lo & m) | ((KCD(ivec))v & ~m));
+    m = (KCD(ivec))(v > hi);
+    v = (VEC)(((KCD(ivec))hi & m) | ((KCD(ivec))v & ~m));
+  }
   return v;
 }
 
@@ -181,10 +189,8 @@ KCD_INLINE void KCD(fwd_tile)(const k_cd_geom *g, const float *xn, const float *
     const float *ro = st->res ? st->res + (oh * g->OW + ow0) * K_CD_V : NULL;
 #pragma GCC unroll 32
     for (int t = 0; t < T; t++) {
-      KCD(st)(yo + t * K_CD_V, KCD(store_tail)(a0[t], ro ? ro + t * K_CD_V : NULL, st->swap, st->relu));
-      if (NF > 1)
-        KCD(st)(yo + ycs + t * K_CD_V,
-                KCD(store_tail)(a1[t], ro ? ro + ycs + t * K_CD_V : NULL, st->swap, st->relu));
+      KCD(st)(yo + t * K_CD_V, KCD(store_tail)(a0[t], ro ? ro + t * K_CD_V : NULL, st));
+      if (NF > 1) KCD(st)(yo + ycs + t * K_CD_V, KCD(store_tail)(a1[t], ro ? ro + ycs + t * K_CD_V : NULL, st));
     }
     return;
   }
@@ -421,7 +427,7 @@ KCD_INLINE void KCD(wino_out)(const k_cd_geom *g, const float *m, VEC bias, floa
 #pragma GCC unroll 2
     for (int b = 0; b < 2; b++) {
       int64_t off = at + (a * g->OW + b) * K_CD_V;
-      VEC v = st ? KCD(store_tail)(o[b], st->res ? st->res + off : NULL, st->swap, st->relu) : o[b];
+      VEC v = st ? KCD(store_tail)(o[b], st->res ? st->res + off : NULL, st) : o[b];
       KCD(st)(y + off, v);
     }
   }

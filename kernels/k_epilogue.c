@@ -201,12 +201,17 @@ void k_epi_apply(const k_call *c, int64_t lo, int64_t hi) {
 
 int k_epi_store_of(const k_epilogue *e, k_epi_store *t) {
   int n = e ? e->nsteps : 0, i = 0;
-  *t = (k_epi_store){-1, 0, 0};
+  *t = (k_epi_store){-1, 0, 0, 0, 0.0f, 0.0f};
   if (i < n && e->step[i].kind == K_EPI_BINARY && e->step[i].fn == K_EPI_FN_add && !e->step[i].scalar) {
     t->add_slot = e->step[i].slot, t->add_swap = e->step[i].swap;
     i++;
   }
   if (i < n && e->step[i].kind == K_EPI_UNARY && e->step[i].fn == K_EPI_FN_relu) t->relu = 1, i++;
+  else if (i < n && e->step[i].kind == K_EPI_UNARY && e->step[i].fn == K_EPI_FN_clip && e->step[i].has_param) {
+    k_clip_param cp;
+    memcpy(&cp, e->step[i].param, sizeof cp);
+    t->clip = 1, t->clip_lo = cp.a_min, t->clip_hi = cp.a_max, i++;
+  }
   return i == n;
 }
 

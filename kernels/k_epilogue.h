@@ -67,13 +67,16 @@ int k_epi_stats_fit(const k_epilogue *e, const k_shape *y, const k_shape *st);
 /* K_EPI_FN_* of the elementwise op named `name`, or -1 when an epilogue cannot run it. */
 int k_epi_fn_lookup(const char *name);
 /* The tail a heavy kernel can apply to each vector as it stores it, instead of as a pass over
- * the block: an add of a same-shaped operand (the residual of a ResNet block), then a relu,
- * either one optional. The kernel computes them as k_sf_add (y + other, or other + y when
- * swapped) and k_sf_relu (x < 0 ? +0 : x) do, so the bits are the epilogue's. */
+ * the block: an add of a same-shaped operand (the residual of a ResNet block), then a relu or
+ * a clip (MobileNet's relu6), each optional. The kernel computes them as k_sf_add (y + other,
+ * or other + y when swapped), k_sf_relu (x < 0 ? +0 : x) and k_sf_clip (x < lo ? lo : x, then
+ * that > hi ? hi : it) do, so the bits are the epilogue's. */
 typedef struct {
   int32_t add_slot;   /* the call's input slot of the added operand, or -1 */
   int32_t add_swap;   /* the running value is the add's second operand */
   int32_t relu;
+  int32_t clip;       /* clip to [clip_lo, clip_hi] (never with relu) */
+  float clip_lo, clip_hi;
 } k_epi_store;
 
 /* Whether epilogue e (NULL: no steps) is exactly such a tail; if so fills *t. */

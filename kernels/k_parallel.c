@@ -37,6 +37,7 @@ typedef struct {
   k_range_fn fn;
   void *ctx;
   int64_t n, grain, nchunks;
+  int64_t split;                /* a claim takes 1/split of the chunks left: 2 x the threads */
   atomic_llong next;            /* next chunk number to claim */
 } k_job;
 
@@ -128,12 +129,25 @@ static int k_par_spin(int (*done)(void *), void *arg) {
 
 /* ---- running chunks -------------------------------------------------------------------- */
 
+/* Claims runs of chunks, each a share of what is left (guided scheduling: a run of
+ * (left / (2 * threads)) chunks, at least one), and runs them in order. The counter is one
+ * cache line that every claim moves between cores (about 200 ns each way on the project's
+ * 2-vCPU machine): a depthwise layer of 60 one-chunk tasks claimed one at a time ran 50%
+ * slower on two threads than on one; in runs there are a dozen claims, and neighbouring
+ * chunks (neighbouring memory) stay on one core. Which thread runs a chunk never changes its
+ * result: the chunks are the same whoever claims them. */
 static void k_par_run_chunks(k_job *j) {
   for (;;) {
-    int64_t c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
-    if (c >= j->nchunks) return;
-    int64_t lo = c * j->grain, hi = lo + j->grain < j->n ? lo + j->grain : j->n;
-    j->fn(j->ctx, lo, hi);
+    int64_t c = atomic_load_explicit(&j->next, memory_order_relaxed), take;
+    do {
+      if (c >= j->nchunks) return;
+      take = (j->nchunks - c) / j->split;
+      if (take < 1) take = 1;
+    } while (!atomic_compare_exchange_weak_explicit(&j->next, &c, c + take, memory_order_relaxed, memory_order_relaxed));
+    for (int64_t k = c; k < c + take; k++) {
+      int64_t lo = k * j->grain, hi = lo + j->grain < j->n ? lo + j->grain : j->n;
+      j->fn(j->ctx, lo, hi);
+    }
   }
 }
 
@@ -264,7 +278,7 @@ void k_parallel_for(int64_t n, int64_t grain, k_range_fn fn, void *ctx) {
     k_par_inline(n, grain, fn, ctx);
     return;
   }
-  k_job j = {fn, ctx, n, grain, nchunks, 0};
+  k_job j = {fn, ctx, n, grain, nchunks, 2 * (int64_t)(g_pool.nworkers + 1), 0};
   k_par_run_pooled(&j);
   pthread_mutex_unlock(&g_turn);
 }

@@ -369,10 +369,11 @@ static void cd_blocked_refused(void) {
 
 /* ---- an add and a relu taken into the blocked forward's store (k_epi_store) ---- */
 
-/* A blocked epilogue of a residual add and/or a relu runs in the forward tile's store; any
- * other order runs as a pass over the block (a unary op there on the real lanes alone when the
- * last channel block is at most half real). All give exactly the bits of k_sf_add, k_sf_relu
- * and k_sf_tanh applied to the plain convolution's output, a NaN in the residual included. */
+/* A blocked epilogue of a residual add and/or a relu or a clip runs in the forward tile's
+ * store; any other order runs as a pass over the block (a unary op there on the real lanes
+ * alone when the last channel block is at most half real). All give exactly the bits of
+ * k_sf_add, k_sf_relu, k_sf_clip and k_sf_tanh applied to the plain convolution's output, a
+ * NaN in the residual included. */
 static void cd_store_tail(const cd_spec *s, int64_t V, const char *mode) {
   cd_data d = cd_make(s);
   int64_t n = k_shape_numel(&d.y.shape);
@@ -387,10 +388,17 @@ static void cd_store_tail(const cd_spec *s, int64_t V, const char *mode) {
   k_epi_step tanh_s = {.kind = K_EPI_UNARY, .fn = K_EPI_FN_tanh};
   k_epi_step swapped = add;
   swapped.swap = 1;
+  /* relu6 as MobileNet has it, and a clip whose bounds the values straddle on both sides */
+  k_epi_step clip6 = {.kind = K_EPI_UNARY, .fn = K_EPI_FN_clip, .has_param = 1};
+  k_epi_step clipn = clip6;
+  k_clip_param c6 = {0.0f, 6.0f}, cn = {-0.25f, 0.5f};
+  memcpy(clip6.param, &c6, sizeof c6), memcpy(clipn.param, &cn, sizeof cn);
   const struct { const char *name; k_epilogue e; int store; } cases[] = {
       {"add relu", {2, {add, relu}}, 1},    {"swapped add relu", {2, {swapped, relu}}, 1},
       {"relu", {1, {relu}}, 1},             {"add", {1, {add}}, 1},
+      {"clip 0..6", {1, {clip6}}, 1},       {"add clip -0.25..0.5", {2, {add, clipn}}, 1},
       {"relu add (a pass)", {2, {relu, add}}, 0},
+      {"relu clip (a pass)", {2, {relu, clip6}}, 0},
       /* a pass; a last channel block at most half real runs the op on its real lanes alone */
       {"tanh add (a pass)", {2, {tanh_s, add}}, 0},
   };
@@ -401,9 +409,15 @@ static void cd_store_tail(const cd_spec *s, int64_t V, const char *mode) {
     KT_CHECK(k_epi_store_of(e, &st) == cases[k].store, "%s: store tail recognised wrongly", what);
     for (int64_t i = 0; i < n; i++) {
       float v = conv[i];
-      for (int j = 0; j < e->nsteps; j++)
-        v = e->step[j].kind == K_EPI_UNARY ? (e->step[j].fn == K_EPI_FN_tanh ? k_sf_tanh(v) : k_sf_relu(v))
-            : e->step[j].swap ? k_sf_add(res[i], v) : k_sf_add(v, res[i]);
+      for (int j = 0; j < e->nsteps; j++) {
+        const k_epi_step *sj = &e->step[j];
+        k_clip_param cp;
+        memcpy(&cp, sj->param, sizeof cp);
+        v = sj->kind != K_EPI_UNARY     ? (sj->swap ? k_sf_add(res[i], v) : k_sf_add(v, res[i]))
+            : sj->fn == K_EPI_FN_tanh ? k_sf_tanh(v)
+            : sj->fn == K_EPI_FN_clip ? k_sf_clip(v, cp.a_min, cp.a_max)
+                                      : k_sf_relu(v);
+      }
       want[i] = v;
     }
     err[0] = 0;
