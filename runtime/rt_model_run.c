@@ -271,31 +271,24 @@ static int rt_push_range(rt_model *m, rt_engine *e, rt_prog_state *ps, int lo, i
  * order); the steps the engine would still run after it (those not depending on it) change
  * nothing the caller sees: predict then copies no output, train_step restores the aux states
  * and runs no update. Since every step before train_step's first update has then succeeded,
- * no split is needed. */
+ * no split is needed. A profiled model (rt_profile.c) runs here whatever its engine, each
+ * step timed: one branch a step otherwise. */
 static int rt_run_direct(rt_model *m, rt_prog_state *ps) {
   char msg[RT_ERR_LEN];
   rt_run_ctx rc = {NULL, -1, msg, sizeof msg};
-  for (int i = 0; i < ps->p->nsteps; i++) {
-    msg[0] = 0;
-    if (rt_step_fn(&ps->sr[i], &rc)) return rt_model_fail(m, "%s", msg[0] ? msg : "step failed");
-  }
-  return 0;
-}
-
-/* rt_run_direct with every step timed into the model's profile (rt_profile.c). */
-static int rt_run_profiled(rt_model *m, rt_prog_state *ps) {
-  char msg[RT_ERR_LEN];
-  rt_run_ctx rc = {NULL, -1, msg, sizeof msg};
+  rt_profile *prof = m->prof;
   int prog = ps == &m->ps[1];
-  int64_t start = rt_profile_now(), t0 = start;
+  int64_t start = prof ? rt_profile_now() : 0, t0 = start;
   for (int i = 0; i < ps->p->nsteps; i++) {
     msg[0] = 0;
     if (rt_step_fn(&ps->sr[i], &rc)) return rt_model_fail(m, "%s", msg[0] ? msg : "step failed");
-    int64_t t1 = rt_profile_now();
-    rt_profile_step(m->prof, prog, i, t0, t1);
-    t0 = t1;
+    if (prof) {
+      int64_t t1 = rt_profile_now();
+      rt_profile_step(prof, prog, i, t0, t1);
+      t0 = t1;
+    }
   }
-  rt_profile_run(m->prof, prog, start, t0);
+  if (prof) rt_profile_run(prof, prog, start, t0);
   return 0;
 }
 
@@ -305,8 +298,7 @@ static int rt_run_profiled(rt_model *m, rt_prog_state *ps) {
 static int rt_run(rt_model *m, rt_prog_state *ps, int split) {
   int n = ps->p->nsteps;
   rt_engine *e = m->engine;
-  if (m->prof) return rt_run_profiled(m, ps);
-  if (rt_engine_get_kind(e) == RT_ENGINE_NAIVE) return rt_run_direct(m, ps);
+  if (m->prof || rt_engine_get_kind(e) == RT_ENGINE_NAIVE) return rt_run_direct(m, ps);
   /* Made on the first run and kept: a run ends with every pushed step waited for, which
    * leaves each variable idle and its error cleared, ready for the next run (the engine
    * frees them when the model destroys it). */
