@@ -149,12 +149,13 @@ static const kiln_command kiln_commands[] = {
    "  -D, --model    as for kiln compile\n",
    kiln_train_main},
   {"repl", "an interactive session: .kiln statements on lazy arrays, computed when shown",
-   "usage: kiln repl [< SCRIPT]\n"
+   "usage: kiln repl [SCRIPT]    or    kiln repl < SCRIPT\n"
    "\n"
    "Reads .kiln statements and :commands (:help lists them). Statements are recorded on lazy\n"
    "arrays and computed (JIT-compiled, cached by structure) when a value is shown. With a\n"
-   "terminal: line editing and history (~/.kiln_history). Without one, stdin is a script: no\n"
-   "prompts, and the exit status is 1 when any statement failed (the rest still run).\n"
+   "terminal: line editing and history (~/.kiln_history). Given a SCRIPT, or without a terminal\n"
+   "on stdin, it runs the script: no prompts, and the exit status is 1 when any statement\n"
+   "failed (the rest still run).\n"
    "docs/repl.md has a session.\n",
    kiln_repl_main},
   {"import", "ONNX to readable .kiln text and NAME.safetensors; every unsupported op listed at once",

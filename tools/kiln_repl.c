@@ -622,10 +622,14 @@ static void repl_history_path(char *buf, size_t n) {
 }
 
 int kiln_repl_main(int argc, char **argv) {
-  if (argc > 1) return fprintf(stderr, "kiln repl: takes no arguments (a script comes on stdin: kiln repl < s.kiln)\n"), 2;
+  if (argc > 2 || (argc == 2 && argv[1][0] == '-'))
+    return fprintf(stderr, "kiln repl: takes at most one SCRIPT (or a script on stdin: kiln repl < s.kiln)\n"), 2;
+  /* kiln repl SCRIPT runs it as kiln repl < SCRIPT does: line by line, no prompt, exit 1 when
+   * a statement failed */
+  if (argc == 2 && !freopen(argv[1], "r", stdin)) return fprintf(stderr, "kiln repl: cannot open %s: %s\n", argv[1], strerror(errno)), 1;
   repl r = {0};
   if (kiln_session_new(&r.s)) return fprintf(stderr, "kiln repl: %s\n", kiln_last_error()), 1;
-  bool tty = isatty(STDIN_FILENO);
+  bool tty = argc < 2 && isatty(STDIN_FILENO);
   char hist[4096];
   repl_history_path(hist, sizeof hist);
   if (tty) {

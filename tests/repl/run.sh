@@ -43,5 +43,22 @@ done
 out=$(printf ':zeros a f32[2]\n:time on\nexp(a)\nexp(a)\n:time off\nexp(a)\n' | HOME=$tmp "$kiln" repl 2>&1)
 grep -qE '^\([0-9.]+ ms: front end, compile and run\)$' <<<"$out" && grep -qE '^\([0-9.]+ ms: front end, cached code and run\)$' <<<"$out" &&
   [ "$(grep -c ' ms: ' <<<"$out")" = 2 ] || { echo "FAIL: :time on/off: a compiled then a cached time, then none:"; echo "$out"; fail=1; }
+# kiln repl SCRIPT runs each script as kiln repl < SCRIPT does: the same output and exit
+# status; a missing file or two scripts are refused with a message.
+for script in "$dir"/basics.kiln "$dir"/clean.kiln; do   # one with errors, one without
+  name=$(basename "$script" .kiln)
+  sed "s|OUT/|$tmp/|g; s|SRC/|$dir/|g" "$script" > "$tmp/arg.script"
+  HOME=$tmp "$kiln" repl "$tmp/arg.script" > "$tmp/arg.out" 2>&1
+  rc=$?
+  want_rc=0
+  grep -q "error" "$dir/$name.expected" && want_rc=1
+  sed -i "s|$tmp/|OUT/|g; s|$dir/|SRC/|g" "$tmp/arg.out"
+  diff -q "$dir/$name.expected" "$tmp/arg.out" >/dev/null && [ $rc = $want_rc ] ||
+    { echo "FAIL: kiln repl $name.kiln (exit $rc) differs from kiln repl < $name.kiln (exit $want_rc)"; fail=1; }
+done
+out=$("$kiln" repl "$tmp/no-such.kiln" 2>&1); rc=$?
+[ $rc = 1 ] && grep -q "cannot open" <<<"$out" || { echo "FAIL: kiln repl on a missing file: exit $rc: $out"; fail=1; }
+out=$("$kiln" repl a.kiln b.kiln 2>&1); rc=$?
+[ $rc = 2 ] && grep -q "at most one SCRIPT" <<<"$out" || { echo "FAIL: kiln repl with two scripts: exit $rc: $out"; fail=1; }
 [ $fail = 0 ] && echo "repl scripts: all match"
 exit $fail
