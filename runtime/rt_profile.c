@@ -24,8 +24,11 @@
 #define RT_PROF_MAX_EVENTS 200000
 #define RT_PROF_TABLE_ROWS 20
 
+/* A step's first call is kept apart: it does one-time work (a convolution packs its weights
+ * into its cache), which would swamp the mean of a short run. */
 typedef struct {
-  int64_t ns, min_ns, calls;
+  int64_t first_ns;               /* the first call */
+  int64_t ns, min_ns, calls;      /* every call: the sum, the fastest, how many */
   char path[96];                  /* the kernel's note on its last call (k_profile.h) */
 } rt_prof_step;
 typedef struct { int32_t prog, step; int64_t t0, dur; } rt_prof_event;
@@ -35,7 +38,7 @@ struct rt_profile {
   char *path;
   int64_t origin;                 /* the model's creation: every timestamp is from it */
   rt_prof_step *steps[2];         /* predict, train: one per step */
-  int64_t runs[2], run_ns[2];
+  int64_t runs[2], run_ns[2], first_run_ns[2];
   rt_prof_event *ev;
   int64_t nev, dropped;
   rt_prof_run *rv;
@@ -100,6 +103,7 @@ void rt_profile_free(rt_profile *p) {
 void rt_profile_step(rt_profile *p, int prog, int step, int64_t t0, int64_t t1) {
   rt_prof_step *s = &p->steps[prog][step];
   int64_t dur = t1 - t0;
+  if (!s->calls) s->first_ns = dur;
   if (!s->calls || dur < s->min_ns) s->min_ns = dur;
   s->ns += dur, s->calls++;
   const char *note = k_profile_take();
@@ -110,6 +114,7 @@ void rt_profile_step(rt_profile *p, int prog, int step, int64_t t0, int64_t t1) 
 }
 
 void rt_profile_run(rt_profile *p, int prog, int64_t t0, int64_t t1) {
+  if (!p->runs[prog]) p->first_run_ns[prog] = t1 - t0;
   p->runs[prog]++, p->run_ns[prog] += t1 - t0;
   if (p->nrv == p->rv_cap) {
     int64_t cap = p->rv_cap ? 2 * p->rv_cap : 64;
@@ -226,32 +231,41 @@ static int rt_prof_by_time(const void *a, const void *b) {
   return (x < y) - (x > y);
 }
 
+/* A step's mean over the calls after its first (the first alone when there is one call). */
+static double rt_prof_steady_ns(const rt_prof_step *st) {
+  return st->calls > 1 ? (double)(st->ns - st->first_ns) / (double)(st->calls - 1) : (double)st->ns;
+}
+
 static void rt_prof_table(const rt_model *m, const rt_profile *p, int prog) {
   const rt_prog_state *ps = &m->ps[prog];
   int n = ps->p->nsteps;
-  int64_t total = 0;
+  double total = 0;
   rt_prof_rank *rank = malloc((size_t)(n + 1) * sizeof *rank);
   if (!rank) return;
-  for (int i = 0; i < n; i++) rank[i] = (rt_prof_rank){i, p->steps[prog][i].ns}, total += p->steps[prog][i].ns;
+  for (int i = 0; i < n; i++) {
+    double t = rt_prof_steady_ns(&p->steps[prog][i]);
+    rank[i] = (rt_prof_rank){i, (int64_t)t}, total += t;
+  }
   qsort(rank, (size_t)n, sizeof *rank, rt_prof_by_time);
-  double runs = (double)p->runs[prog];
-  fprintf(stderr, "kiln profile: %s, %lld runs, %.3f ms a run (steps %.3f ms), %d steps, %d threads\n",
-          prog ? "train_step" : "predict", (long long)p->runs[prog], (double)p->run_ns[prog] / runs / 1e6,
-          (double)total / runs / 1e6, n, k_parallel_threads());
-  fprintf(stderr, "  %5s %-28s %-16s %-8s %10s %10s %6s %8s %8s  %s\n", "step", "name", "op", "kind", "mean us", "min us",
-          "share", "GFLOP/s", "GB/s", "path");
+  int64_t runs = p->runs[prog];
+  double steady = runs > 1 ? (double)(p->run_ns[prog] - p->first_run_ns[prog]) / (double)(runs - 1) : (double)p->run_ns[prog];
+  fprintf(stderr, "kiln profile: %s, %lld runs, %.3f ms a run after the first (the first %.3f ms), %d steps, %d threads\n",
+          prog ? "train_step" : "predict", (long long)runs, steady / 1e6, (double)p->first_run_ns[prog] / 1e6, n,
+          k_parallel_threads());
+  fprintf(stderr, "  %5s %-28s %-16s %-8s %10s %10s %10s %6s %8s %8s  %s\n", "step", "name", "op", "kind", "mean us",
+          "min us", "first us", "share", "GFLOP/s", "GB/s", "path");
   int rows = n < RT_PROF_TABLE_ROWS ? n : RT_PROF_TABLE_ROWS;
   for (int k = 0; k < rows; k++) {
     const rt_step_run *r = &ps->sr[rank[k].step];
     const rt_prof_step *st = &p->steps[prog][rank[k].step];
-    double mean = st->calls ? (double)st->ns / (double)st->calls : 0;
+    double mean = rt_prof_steady_ns(st);
     char gf[16] = "-";
     int64_t fl = rt_prof_flops(r);
     if (fl && mean > 0) snprintf(gf, sizeof gf, "%.1f", (double)fl / mean);
-    fprintf(stderr, "  %5d %-28.28s %-16.16s %-8s %10.1f %10.1f %5.1f%% %8s %8.1f  %s\n", rank[k].step,
+    fprintf(stderr, "  %5d %-28.28s %-16.16s %-8s %10.1f %10.1f %10.1f %5.1f%% %8s %8.1f  %s\n", rank[k].step,
             r->s->name ? r->s->name : "", rt_prof_op(r->s), rt_prof_kind(r->s), mean / 1e3, (double)st->min_ns / 1e3,
-            total ? 100.0 * (double)st->ns / (double)total : 0.0, gf, mean > 0 ? (double)rt_prof_bytes(r) / mean : 0.0,
-            st->path);
+            (double)st->first_ns / 1e3, total > 0 ? 100.0 * mean / total : 0.0, gf,
+            mean > 0 ? (double)rt_prof_bytes(r) / mean : 0.0, st->path);
   }
   if (n > rows) fprintf(stderr, "  ... %d more steps\n", n - rows);
   free(rank);
