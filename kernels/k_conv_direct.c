@@ -103,6 +103,8 @@ static k_cd_geom k_cd_geometry(const k_shape *x, const k_shape *w, const k_conv_
   g.OW = k_cd_out_len(g.W, g.kw, g.sw, g.pw, g.pwe, g.dw);
   g.V = V;
   g.Cb = (g.C + V - 1) / V; g.Fb = (g.F + V - 1) / V;
+  g.G = p->num_group > 1 ? p->num_group : 1;
+  g.Cgb = g.Cb / g.G;
   g.Hp = g.H + g.ph + g.phe; g.Wp = g.W + g.pw + g.pwe;
   g.rstep = 1;
   g.vph = g.vpw = g.vphe = g.vpwe = 0;
@@ -149,7 +151,7 @@ static int k_cd_wino_allowed(void) {
 }
 
 /* Whether this forward runs Winograd. */
-static int k_cd_wino(const k_cd_geom *g) { return k_cd_wino_shape(g) && k_cd_wino_allowed(); }
+static int k_cd_wino(const k_cd_geom *g) { return g->G == 1 && k_cd_wino_shape(g) && k_cd_wino_allowed(); }
 
 /* The data gradient of a 3x3 stride-1 convolution as a forward convolution: dx is dy,
  * zero-padded by 2 - ph and 2 - pw at the start and 2 - phe and 2 - pwe at the end (supplied
@@ -193,7 +195,7 @@ static int64_t k_cd_round(int64_t floats) { return (floats + 15) / 16 * 16; }
 
 static int64_t k_cd_floats(const k_cd_geom *g, int64_t sizes[4]) {
   int wino = k_cd_wino_tiles(g) || k_cd_wino_data_shape(g);   /* the forward's k_cd_wino_shape implies tiles */
-  int64_t V = g->V, wsz = g->Fb * g->Cb * k_cd_wtaps(g, wino) * V * V;
+  int64_t V = g->V, wsz = g->Fb * g->Cgb * k_cd_wtaps(g, wino) * V * V;
   sizes[0] = k_cd_round(g->S * g->Cb * g->Hp * g->Wp * V);
   sizes[1] = k_cd_round(g->S * g->Fb * g->OH * g->OW * V);
   sizes[2] = k_cd_round(wsz);
@@ -217,10 +219,32 @@ static k_cd_bufs k_cd_layout(const k_cd_geom *g, void *temp) {
  * accumulators per loaded vector and the data gradient fills few lanes of each vector. */
 static int k_cd_shape_wins(const k_cd_geom *g, int backward) { return !backward || g->C >= 8; }
 
+/* A grouped layer whose groups are whole blocks of input and of output channels is a dense
+ * one block-diagonal in the blocks: output block fb reads only its group's input blocks,
+ * [fb / (Fb / G) * Cgb, + Cgb), with weights packed as a dense layer of C / G channels
+ * ([Fb][Cgb][kh][kw][V][V]). RegNet's 3x3 layers (16 channels a group) ran on the NCHW
+ * grouped loops (k_conv_dw.c), 32% of regnet_x_400mf's time. Depthwise layers (one channel a
+ * group) are k_conv_dw.c's. Forward only: the gradients keep their grouped path. */
+static int k_cd_grouped_ok(const k_cd_geom *g) {
+  return g->G == 1 || (g->C % (g->G * g->V) == 0 && g->F % (g->G * g->V) == 0);
+}
+
+/* One group's geometry: C / G input channels in Cgb blocks (the geometry itself when G is 1).
+ * Its weights pack as a dense layer's, and its block functions read Cgb input blocks. */
+static k_cd_geom k_cd_group_geometry(const k_cd_geom *g) {
+  k_cd_geom q = *g;
+  q.C = g->C / g->G, q.Cb = g->Cgb, q.G = 1;
+  return q;
+}
+
 int k_conv_direct_wanted(const k_shape *data, const k_shape *weight, const k_conv_param *p,
                          int backward) {
   k_cd_geom g = k_cd_geometry(data, weight, p, K_CD_VMAX);
-  if (p->num_group > 1 || g.N == 0 || g.OH == 0 || g.OW == 0) return 0;
+  if (g.N == 0 || g.OH == 0 || g.OW == 0) return 0;
+  if (p->num_group > 1) {   /* KILN_CONV=im2col or grouped-*: the grouped paths' own choice (k_conv.c) */
+    const char *force = getenv("KILN_CONV");
+    return !backward && k_cd_grouped_ok(&g) && !(force && (!strcmp(force, "im2col") || !strncmp(force, "grouped-", 8)));
+  }
   const char *force = getenv("KILN_CONV");
   if (force && !strcmp(force, "im2col")) return 0;
   if (force && !strncmp(force, "direct", 6)) return 1;
@@ -257,11 +281,17 @@ int k_conv_block_width(const k_shape *data, const k_shape *weight, const k_conv_
   return (int)k_cd_pick()->V;
 }
 
-/* A grouped layer never runs here, blocked or not (a blocked one is k_conv_dw.c's): sized as a
- * dense one, MNASNet's blocked 5x5 depthwise layers on 1152 channels asked 266 MB each, and
- * create spent a second clearing the arena. */
+int k_conv_block_together(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
+  return k_conv_dw_blocks(data, weight, p);
+}
+
+/* A grouped layer runs here only when its groups are whole blocks (k_cd_grouped_ok); a
+ * depthwise one never (a blocked one is k_conv_dw.c's): sized as a dense one, MNASNet's
+ * blocked 5x5 depthwise layers on 1152 channels asked 266 MB each, and create spent a second
+ * clearing the arena. */
 size_t k_conv_direct_temp_bytes(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
-  if (p->num_group > 1 || (!k_cd_blocked(p) && !k_conv_direct_wanted(data, weight, p, 0) && !k_conv_direct_wanted(data, weight, p, 1)))
+  if (p->num_group > 1 ? !k_conv_direct_wanted(data, weight, p, 0)
+                       : !k_cd_blocked(p) && !k_conv_direct_wanted(data, weight, p, 0) && !k_conv_direct_wanted(data, weight, p, 1))
     return 0;
   k_cd_geom g = k_cd_geometry(data, weight, p, K_CD_VMAX);
   int64_t sizes[4];
@@ -272,7 +302,8 @@ size_t k_conv_direct_temp_bytes(const k_shape *data, const k_shape *weight, cons
  * same for both directions whenever either wants it, so that asking is enough). */
 int k_conv_direct_runs(const k_call *c, const k_shape *data, const k_shape *weight, int backward) {
   /* k_conv_direct_forward checks the rest; a blocked grouped layer is k_conv_dw.c's */
-  if (!backward && k_cd_blocked(c->param)) return ((const k_conv_param *)c->param)->num_group <= 1;
+  if (!backward && k_cd_blocked(c->param))
+    return ((const k_conv_param *)c->param)->num_group <= 1 || k_conv_direct_wanted(data, weight, c->param, 0);
   return k_conv_direct_wanted(data, weight, c->param, backward) && c->temp &&
          c->temp_bytes >= k_conv_direct_temp_bytes(data, weight, c->param);
 }
@@ -518,11 +549,18 @@ static void k_cd_task_pack_dy(void *p, int64_t lo, int64_t hi) {
  * grouped across rows), nor with an epilogue that gathers batch statistics (whole planes).
  * KILN_CONV_ROWS=0 turns it off (benchmarks time both). */
 #define K_CD_PART_MACS (256 * 1024)
+/* The output blocks a forward task computes together: a pair, or one where a grouped layer's
+ * groups hold an odd number of output blocks (a pair must not straddle two groups, whose
+ * inputs differ). */
+static int64_t k_cd_fstep(const k_cd_geom *g) { return g->G > 1 && (g->Fb / g->G) % 2 ? 1 : 2; }
+static int64_t k_cd_ftasks(const k_cd_geom *g) { return (g->Fb + k_cd_fstep(g) - 1) / k_cd_fstep(g); }
+
 static int64_t k_cd_row_parts(const k_cd_ctx *t) {
   const k_cd_geom *g = t->g;
   const char *env = getenv("KILN_CONV_ROWS");
   if (t->wino || k_epi_has_stats(t->c->epi) || (env && !strcmp(env, "0"))) return 1;
-  return k_parallel_row_parts(t->ns * ((g->Fb + 1) / 2), g->OH, g->OW * 2 * g->V * g->C * g->kh * g->kw, K_CD_PART_MACS);
+  return k_parallel_row_parts(t->ns * k_cd_ftasks(g), g->OH, g->OW * k_cd_fstep(g) * g->V * g->Cgb * g->V * g->kh * g->kw,
+                              K_CD_PART_MACS);
 }
 
 /* Rows [r0, r1) of output blocks [fb, fb + nf) of sample n of the chunk: the blocked epilogue
@@ -550,17 +588,21 @@ static void k_cd_fwd_finish(const k_cd_ctx *t, int64_t n, int64_t fb, int nf, in
 static void k_cd_task_fwd(void *p, int64_t lo, int64_t hi) {
   k_cd_ctx *t = p;
   const k_cd_geom *g = t->g;
-  int64_t pairs = (g->Fb + 1) / 2, ysz = g->OH * g->OW, parts = t->row_parts;
+  int64_t step = k_cd_fstep(g), pairs = k_cd_ftasks(g), ysz = g->OH * g->OW, parts = t->row_parts;
+  k_cd_geom gg = k_cd_group_geometry(g);   /* a grouped layer's block functions see one group */
   for (int64_t i = lo; i < hi; i++) {
-    int64_t n = i / (pairs * parts), fb = i / parts % pairs * 2, part = i % parts;
+    int64_t n = i / (pairs * parts), fb = i / parts % pairs * step, part = i % parts;
     int64_t r0 = part * g->OH / parts, r1 = (part + 1) * g->OH / parts;
-    int nf = fb + 1 < g->Fb ? 2 : 1;
+    int nf = step == 2 && fb + 1 < g->Fb ? 2 : 1;
+    /* the group's first input block, placed where the block function looks for sample n's
+     * first block (it steps Cgb blocks a sample; the buffer steps Cb) */
+    int64_t grp = fb / (g->Fb / g->G), xshift = (n * (g->Cb - g->Cgb) + grp * g->Cgb) * k_cd_xrows(g) * k_cd_xcols(g) * g->V;
     /* the blocked epilogue runs on yb (the output tensor itself when out_block), before any
      * unpacking: in the store when it is a k_epi_store, else as a pass over the block */
     int64_t at = ((t->n0 + n) * g->Fb + fb) * ysz * g->V;
     k_cd_store st = {t->store.add_slot >= 0 ? (const float *)t->c->in[t->store.add_slot].data + at : NULL,
                      t->store.add_swap, t->store.relu, t->store.clip, t->store.clip_lo, t->store.clip_hi};
-    (t->wino ? t->isa->fwd_wino_block : t->isa->fwd_block)(g, t->b.xb, t->b.w, t->bias, t->b.yb, n, fb,
+    (t->wino ? t->isa->fwd_wino_block : t->isa->fwd_block)(&gg, t->b.xb + xshift, t->b.w, t->bias, t->b.yb, n, fb,
                                                             nf, t->store_tail ? &st : NULL, r0, r1);
     k_cd_fwd_finish(t, n, fb, nf, r0, r1);
   }
@@ -643,6 +685,7 @@ static void k_cd_task_dx(void *p, int64_t lo, int64_t hi) {
 
 /* ---- the forward weights, packed once per weight change --------------------------------- */
 
+
 /* What a cache holding forward-layout weights of vector width V is keyed by (never 0), with
  * a batch_norm folded in or not. The shapes are the step's own and fixed; V changes only
  * with KILN_CONV. */
@@ -696,10 +739,12 @@ static int k_cd_stable(const k_cache *k, int first, int n) {
  * stable inputs and the cache holds them for this V; packed into the cache (grown as needed)
  * when it does not; packed into the workspace (the folded bias into its weight-gradient part,
  * which the forward pass does not use) when there is no cache or no memory for it. */
-static const k_epi_step *k_cd_fwd_weights(const k_call *c, const k_cd_geom *g, k_cd_ctx *t) {
+static const k_epi_step *k_cd_fwd_weights(const k_call *c, const k_cd_geom *full, k_cd_ctx *t) {
   const k_conv_param *p = c->param;
   k_cache *k = c->cache;
-  const k_epi_step *fold = k_cd_fold_step(c, g);
+  const k_epi_step *fold = k_cd_fold_step(c, full);
+  k_cd_geom wg = k_cd_group_geometry(full);   /* the weights are [F][C / G][kh][kw] */
+  const k_cd_geom *g = &wg;
   size_t wfloats = (size_t)k_cd_round(g->Fb * g->Cb * k_cd_wtaps(g, t->wino) * g->V * g->V);
   size_t bytes = (wfloats + (fold ? 2 * (size_t)k_cd_round(g->F) : 0)) * sizeof(float);
   int cached = k && k_cd_stable(k, 1, 1) &&
@@ -798,10 +843,10 @@ int k_conv_direct_forward(const k_call *c) {
       k_parallel_for(t.ns * g.Cb * t.pack_parts, t.pack_parts > 1 ? 1 : k_cd_pack_grain(g.Hp * g.Wp * g.V), k_cd_task_pack_x, &t);
     }
     t.row_parts = k_cd_row_parts(&t);
-    K_PROFILE_NOTE("%s %lldx%lld/%lld%s, %lld tasks (%lld rows each)", wino ? "winograd" : "direct", (long long)g.kh,
+    K_PROFILE_NOTE("%s %lldx%lld/%lld%s, %lld tasks (%lld rows each)", wino ? "winograd" : g.G > 1 ? "direct grouped" : "direct", (long long)g.kh,
                    (long long)g.kw, (long long)g.sh, direct_in ? "" : " packed",
-                   (long long)(t.ns * ((g.Fb + 1) / 2) * t.row_parts), (long long)(g.OH / t.row_parts));
-    k_parallel_for(t.ns * ((g.Fb + 1) / 2) * t.row_parts, 1, k_cd_task_fwd, &t);
+                   (long long)(t.ns * k_cd_ftasks(&g) * t.row_parts), (long long)(g.OH / t.row_parts));
+    k_parallel_for(t.ns * k_cd_ftasks(&g) * t.row_parts, 1, k_cd_task_fwd, &t);
   }
   return 0;
 }
@@ -857,6 +902,10 @@ size_t k_conv_direct_temp_bytes(const k_shape *data, const k_shape *weight, cons
   return 0;
 }
 int k_conv_block_width(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
+  (void)data, (void)weight, (void)p;
+  return 0;
+}
+int k_conv_block_together(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
   (void)data, (void)weight, (void)p;
   return 0;
 }

@@ -30,6 +30,9 @@ typedef struct {
   int64_t kh, kw, sh, sw, dh, dw, OH, OW;
   int64_t ph, pw, phe, pwe;   /* padding at the start (ph, pw) and at the end of each axis */
   int64_t V, Cb, Fb;      /* vector width; input and output channel blocks */
+  int64_t G, Cgb;         /* groups, and input blocks per group (Cb when G is 1): a grouped
+                             layer runs here, forward only, when each group is whole blocks
+                             of input and of output channels (k_cd_grouped_ok) */
   int64_t Hp, Wp;         /* the input's padded height and width, H + ph + phe, W + pw + pwe */
   int64_t rstep;          /* input rows per blocked row: 1, or sh for k_cd_skip_rows */
   int64_t vph, vpw, vphe, vpwe;   /* padding the block function supplies itself (only Winograd

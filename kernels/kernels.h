@@ -65,11 +65,15 @@ size_t k_conv_temp_bytes(const k_shape *data, const k_shape *weight, const k_con
 size_t k_convolution_temp_bytes(const k_shape *args, const void *param);   /* the op row's k_temp_fn */
 /* For passes/pass_layout.c: the block width V (8 or 16) a 2-D forward of this shape computes
  * in on the direct path here (this CPU; KILN_CONV honoured, as the plan's workspace does) —
- * a dense layer, or a depthwise one (k_conv_dw_blocks: then only with its input and output
- * both blocked) — or 0 when it would run im2col or the NCHW grouped loops. A forward with k_conv_param.in_block / out_block set runs direct
+ * a dense layer, a grouped one whose groups are whole blocks of channels, or a depthwise one
+ * (then only with its input and output both blocked: k_conv_block_together) — or 0 when it
+ * would run im2col or the NCHW grouped loops. A forward with k_conv_param.in_block / out_block set runs direct
  * at that width whatever KILN_CONV or the CPU say at run time (a portable loop without
  * AVX-512 / AVX2), and refuses with a message what it cannot honour. */
 int k_conv_block_width(const k_shape *data, const k_shape *weight, const k_conv_param *p);
+/* 1 when that blocked forward reads and writes blocked only together (a depthwise layer),
+ * never converting one side as the direct path does. */
+int k_conv_block_together(const k_shape *data, const k_shape *weight, const k_conv_param *p);
 
 /* k_epilogue.c (map: k_epilogue.h) — the elementwise tail that convolution, fully_connected
  * and matmul forward run on each output block when k_call.epi is set. */

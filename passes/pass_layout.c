@@ -170,9 +170,10 @@ static bool pass_layout_agree(const ir_graph *g, const int *width, int *blk) {
 }
 
 /* Whether n is a depthwise convolution on the blocked path (k_conv_dw_blocks): it reads and
- * writes blocked only together, never converting one side as a dense one does. */
-static bool pass_layout_depthwise(const ir_node *n, int width) {
-  return width && ((const k_conv_param *)n->param)->num_group > 1;
+ * writes blocked only together, never converting one side as a dense one does (a grouped
+ * layer of whole blocks runs on the direct path, which converts as for a dense one). */
+static bool pass_layout_depthwise(const ir_graph *g, const ir_node *n, int width) {
+  return width && k_conv_block_together(&ir_tensor_at(g, n->in[0])->shape, &ir_tensor_at(g, n->in[1])->shape, n->param);
 }
 
 /* One round: a depthwise convolution whose input and output disagree unblocks both. Returns
@@ -181,7 +182,7 @@ static bool pass_layout_dw_agree(const ir_graph *g, const int *width, int *blk) 
   bool changed = false;
   for (int i = 0; i < ir_nnodes(g); i++) {
     const ir_node *n = ir_node_at(g, i);
-    if (!pass_layout_depthwise(n, width[i]) || !blk[n->in[0]] == !blk[n->out[0]]) continue;
+    if (!pass_layout_depthwise(g, n, width[i]) || !blk[n->in[0]] == !blk[n->out[0]]) continue;
     blk[n->in[0]] = blk[n->out[0]] = 0, changed = true;
   }
   return changed;
@@ -274,7 +275,7 @@ static void pass_layout_explain(const ir_graph *g, pass_ctx *cx, const int *widt
                           "of the block width %d, so it is stored NCHW", who, name, r->name,
                           ir_tensor_at(g, r->in[1 - d])->name, (long long)pass_layout_channels(g, r), width[i]);
   }
-  if (pass_layout_depthwise(n, width[i]))
+  if (pass_layout_depthwise(g, n, width[i]))
     return pass_explain(cx, "%s (convolution, depthwise): it reads and writes blocked only together, and %s or its "
                         "input meets an NCHW tensor, so %s is stored NCHW", who, name, name);
   pass_explain(cx, "%s (convolution): %s or an operand of its epilogue meets an NCHW tensor, so it is stored NCHW", who, name);

@@ -32,63 +32,64 @@ typedef struct {
   int kh, kw, sh, sw, ph, pw, dh, dw;
   int no_bias;
   int asym, phe, pwe;   /* asym: the pads at the end are phe, pwe (else ph, pw, as at the start) */
+  int G;                /* groups (0: 1) */
 } cd_spec;
 
 static const cd_spec specs[] = {
   /* name                      2d N  C   H   W   F  kh kw sh sw ph pw dh dw nb */
-  {"3x3 pad 1, one block",      1, 2, 16, 8,  8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
-  {"3x3 odd channels",          1, 2, 5,  7,  9, 7,  3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
-  {"channels past one block",   1, 1, 17, 6, 37, 33, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
-  {"stride 2 pad 1",            1, 2, 20, 9, 11, 40, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0},
-  {"stride 3, uneven",          1, 2, 9,  10, 13, 18, 3, 2, 3, 3, 2, 1, 1, 1, 1, 0, 0, 0},
-  {"dilation",                  1, 2, 8,  11, 12, 9, 3, 3, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0},
-  {"dilation + stride 2",       1, 1, 6,  12, 15, 17, 3, 3, 2, 2, 1, 3, 2, 3, 0, 0, 0, 0},
-  {"1x1",                       1, 2, 32, 5,  5, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0},
-  {"1x1 stride 2",              1, 3, 16, 9,  9, 32, 1, 1, 2, 2, 0, 0, 1, 1, 1, 0, 0, 0},
-  {"5x5 no padding (LeNet 2)",  1, 2, 20, 12, 12, 50, 5, 5, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0},
-  {"one input channel",         1, 2, 1,  9,  9, 20, 5, 5, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0},
-  {"one output channel",        1, 2, 12, 6,  6, 1, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
-  {"wide row, many tiles",      1, 1, 8,  3, 61, 35, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
-  {"tall kernel, 1 wide out",   1, 2, 4,  9,  3, 5, 4, 3, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0},
-  {"1-D",                       0, 3, 10, 1, 29, 12, 1, 3, 1, 1, 0, 1, 1, 1, 0, 0, 0, 0},
-  {"1-D stride pad dilate",     0, 2, 7,  1, 40, 19, 1, 5, 1, 2, 0, 3, 1, 2, 0, 0, 0, 0},
-  {"batch 1",                   1, 1, 24, 8,  8, 48, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
-  {"chunks of 2 + 1 samples",   1, 3, 16, 60, 60, 20, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+  {"3x3 pad 1, one block",      1, 2, 16, 8,  8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},
+  {"3x3 odd channels",          1, 2, 5,  7,  9, 7,  3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},
+  {"channels past one block",   1, 1, 17, 6, 37, 33, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},
+  {"stride 2 pad 1",            1, 2, 20, 9, 11, 40, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0},
+  {"stride 3, uneven",          1, 2, 9,  10, 13, 18, 3, 2, 3, 3, 2, 1, 1, 1, 1, 0, 0, 0, 0},
+  {"dilation",                  1, 2, 8,  11, 12, 9, 3, 3, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0},
+  {"dilation + stride 2",       1, 1, 6,  12, 15, 17, 3, 3, 2, 2, 1, 3, 2, 3, 0, 0, 0, 0, 0},
+  {"1x1",                       1, 2, 32, 5,  5, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0},
+  {"1x1 stride 2",              1, 3, 16, 9,  9, 32, 1, 1, 2, 2, 0, 0, 1, 1, 1, 0, 0, 0, 0},
+  {"5x5 no padding (LeNet 2)",  1, 2, 20, 12, 12, 50, 5, 5, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0},
+  {"one input channel",         1, 2, 1,  9,  9, 20, 5, 5, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0},
+  {"one output channel",        1, 2, 12, 6,  6, 1, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},
+  {"wide row, many tiles",      1, 1, 8,  3, 61, 35, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},
+  {"tall kernel, 1 wide out",   1, 2, 4,  9,  3, 5, 4, 3, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0},
+  {"1-D",                       0, 3, 10, 1, 29, 12, 1, 3, 1, 1, 0, 1, 1, 1, 0, 0, 0, 0, 0},
+  {"1-D stride pad dilate",     0, 2, 7,  1, 40, 19, 1, 5, 1, 2, 0, 3, 1, 2, 0, 0, 0, 0, 0},
+  {"batch 1",                   1, 1, 24, 8,  8, 48, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},
+  {"chunks of 2 + 1 samples",   1, 3, 16, 60, 60, 20, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},
   /* Winograd F(2x2, 3x3) shapes (3x3 stride 1, even output, 16 to 128 input channels; the
      3x3 ones above with 16 and 24 channels and 8x8 or 60x60 outputs take it too) */
-  {"Winograd, blocks part-filled",  1, 2, 40, 10, 8, 36, 3, 3, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0},
-  {"Winograd, 128 ch, batch 1",     1, 1, 128, 4, 6, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},
-  {"Winograd, one tile, odd F",     1, 3, 17, 4, 4, 3, 3, 3, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0},
+  {"Winograd, blocks part-filled",  1, 2, 40, 10, 8, 36, 3, 3, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0},
+  {"Winograd, 128 ch, batch 1",     1, 1, 128, 4, 6, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+  {"Winograd, one tile, odd F",     1, 3, 17, 4, 4, 3, 3, 3, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0},
   /* pads that differ at start and end (phe, pwe after the asym flag): Winograd with a start or
      an end of 0 and 2 (the data gradient's flipped pads 2 and 0), in place on a blocked input
      too; strides and dilation; a 1x1 stride-2 kernel whose end pad stops it from packing
      every other row alone (k_cd_skip_rows); 1-D */
   /* name                      2d N  C   H   W   F  kh kw sh sw ph pw dh dw nb as phe pwe */
-  {"Winograd, asym pads",       1, 2, 16, 8,  8, 16, 3, 3, 1, 1, 0, 1, 1, 1, 0, 1, 2, 1},
-  {"Winograd, asym start 2",    1, 1, 24, 6, 10, 20, 3, 3, 1, 1, 2, 0, 1, 1, 1, 1, 0, 2},
-  {"asym stride 2 dilation",    1, 2, 9, 11, 12, 17, 3, 3, 2, 2, 0, 2, 1, 2, 0, 1, 3, 1},
-  {"asym stride 3, end only",   1, 2, 5,  8, 10, 7, 2, 3, 3, 3, 0, 0, 1, 1, 0, 1, 1, 2},
-  {"1x1 stride 2, end pads",    1, 2, 16, 10, 10, 32, 1, 1, 2, 2, 0, 0, 1, 1, 1, 1, 1, 1},
-  {"1-D asym pads",             0, 3, 10, 1, 29, 12, 1, 3, 1, 2, 0, 0, 1, 1, 0, 1, 0, 3},
+  {"Winograd, asym pads",       1, 2, 16, 8,  8, 16, 3, 3, 1, 1, 0, 1, 1, 1, 0, 1, 2, 1, 0},
+  {"Winograd, asym start 2",    1, 1, 24, 6, 10, 20, 3, 3, 1, 1, 2, 0, 1, 1, 1, 1, 0, 2, 0},
+  {"asym stride 2 dilation",    1, 2, 9, 11, 12, 17, 3, 3, 2, 2, 0, 2, 1, 2, 0, 1, 3, 1, 0},
+  {"asym stride 3, end only",   1, 2, 5,  8, 10, 7, 2, 3, 3, 3, 0, 0, 1, 1, 0, 1, 1, 2, 0},
+  {"1x1 stride 2, end pads",    1, 2, 16, 10, 10, 32, 1, 1, 2, 2, 0, 0, 1, 1, 1, 1, 1, 1, 0},
+  {"1-D asym pads",             0, 3, 10, 1, 29, 12, 1, 3, 1, 2, 0, 0, 1, 1, 0, 1, 0, 3, 0},
   /* Winograd's forward and weight gradient, but a start pad of 3: the data gradient's flipped
      pad 2 - 3 would be negative, so it declines to the direct loop (cd_winograd_declines) */
-  {"3x3 start pad 3",           1, 2, 16, 6,  6, 16, 3, 3, 1, 1, 3, 1, 1, 1, 0, 1, 1, 1},
+  {"3x3 start pad 3",           1, 2, 16, 6,  6, 16, 3, 3, 1, 1, 3, 1, 1, 1, 0, 1, 1, 1, 0},
   /* the NCHW path for few input channels (fwd_nchw_rows: stride 1 along the row, rows and
      channels in whole vectors of 8 and 16): an RGB stem; 2 channels with stride (2, 1),
      dilation 2 and no bias, two output blocks; 1-D */
   /* name                      2d N  C   H   W   F  kh kw sh sw ph pw dh dw nb */
-  {"NCHW path, RGB stem",       1, 2, 3, 10, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
-  {"NCHW path, (2,1), dilated", 1, 2, 2,  9, 32, 32, 3, 3, 2, 1, 1, 2, 2, 2, 1, 0, 0, 0},
-  {"NCHW path, 1-D",            0, 2, 4,  1, 48, 16, 1, 5, 1, 1, 0, 2, 1, 1, 0, 0, 0, 0},
+  {"NCHW path, RGB stem",       1, 2, 3, 10, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},
+  {"NCHW path, (2,1), dilated", 1, 2, 2,  9, 32, 32, 3, 3, 2, 1, 1, 2, 2, 2, 1, 0, 0, 0, 0},
+  {"NCHW path, 1-D",            0, 2, 4,  1, 48, 16, 1, 5, 1, 1, 0, 2, 1, 1, 0, 0, 0, 0, 0},
   /* batch 1 with one or two output blocks: with 2 threads or more each task's rows are cut
      into parts (k_cd_row_parts), which must change no bit (cd_row_parts) */
   /* name                      2d N  C   H   W   F  kh kw sh sw ph pw dh dw nb */
-  {"batch 1, rows cut, 1x1",    1, 1, 64, 28, 28, 24, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0},
-  {"batch 1, rows cut, 5x5 s2", 1, 1, 24, 29, 29, 20, 5, 5, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0},
+  {"batch 1, rows cut, 1x1",    1, 1, 64, 28, 28, 24, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0},
+  {"batch 1, rows cut, 5x5 s2", 1, 1, 24, 29, 29, 20, 5, 5, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 0},
   /* (appended: cases above are referred to by index) 1x1 on small planes, whose tiles run across
      rows (fwd_rows): batch 1 without bias cut into row parts, a 3x14 with bias; filter blocks 2 then 1 */
-  {"batch 1, rows cut, 1x1 7x7", 1, 1, 40, 7,  7, 40, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0},
-  {"1x1 3x14, bias",            1, 2, 20, 3, 14, 36, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0},
+  {"batch 1, rows cut, 1x1 7x7", 1, 1, 40, 7,  7, 40, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0},
+  {"1x1 3x14, bias",            1, 2, 20, 3, 14, 36, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0},
 };
 
 static int end_h(const cd_spec *s) { return s->asym ? s->phe : s->ph; }
@@ -102,7 +103,7 @@ static k_conv_param cd_param(const cd_spec *s) {
   k_conv_param p = {0};
   int n = s->two_d ? 2 : 1;
   p.num_filter = s->F;
-  p.num_group = 1;
+  p.num_group = s->G > 1 ? s->G : 1;
   p.no_bias = s->no_bias;
   p.kernel.n = p.stride.n = p.pad.n = p.dilate.n = n;
   if (s->two_d) {
@@ -126,7 +127,8 @@ static cd_data cd_make(const cd_spec *s) {
   int OH = out_h(s), OW = out_w(s);
   cd_data d;
   d.x = kt_tensor_f32(s->two_d ? kt_shape(4, s->N, s->C, s->H, s->W) : kt_shape(3, s->N, s->C, s->W), -1, 1, 21);
-  d.w = kt_tensor_f32(s->two_d ? kt_shape(4, s->F, s->C, s->kh, s->kw) : kt_shape(3, s->F, s->C, s->kw), -1, 1, 22);
+  int cg = s->G > 1 ? s->C / s->G : s->C;
+  d.w = kt_tensor_f32(s->two_d ? kt_shape(4, s->F, cg, s->kh, s->kw) : kt_shape(3, s->F, cg, s->kw), -1, 1, 22);
   d.b = kt_tensor_f32(kt_shape(1, s->F), -1, 1, 23);
   k_shape ys = s->two_d ? kt_shape(4, s->N, s->F, OH, OW) : kt_shape(3, s->N, s->F, OW);
   d.y = kt_tensor_f32(ys, -1, 1, 24);
@@ -260,7 +262,7 @@ static void cd_gradcheck(const cd_spec *s, const char *mode) {
 static void cd_dispatch_contract(void) {
   /* At batch 1 the blocked copies of a 1x1 convolution on a 32x32 map outgrow im2col's column
      buffer (at larger batches im2col's K_CONV_PARTS buffers are the larger). */
-  static const cd_spec big = {"contract", 1, 1, 16, 32, 32, 16, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0};
+  static const cd_spec big = {"contract", 1, 1, 16, 32, 32, 16, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0};
   const cd_spec *s = &big;
   k_conv_param p = cd_param(s);
   cd_data d = cd_make(s);
@@ -279,7 +281,8 @@ static void cd_dispatch_contract(void) {
   k_conv_param grouped = p;
   grouped.num_group = 2;
   k_shape gw = kt_shape(4, s->F, s->C / 2, s->kh, s->kw);
-  KT_CHECK(k_conv_direct_temp_bytes(&d.x.shape, &gw, &grouped) == 0, "grouped conv taken by direct path");
+  KT_CHECK(k_conv_direct_temp_bytes(&d.x.shape, &gw, &grouped) == 0,
+           "a grouped conv whose groups are not whole 16-channel blocks taken by the direct path");
   free(temp);
   cd_free(&d);
 }
@@ -364,6 +367,75 @@ static void cd_blocked_refused(void) {
   KT_CHECK(cd_forward_blocked(s, &d, 16, 1, 1, "direct", 64, out, err, sizeof err) != 0 && strstr(err, "workspace"),
            "a too small workspace accepted (%s)", err);
   free(out);
+  cd_free(&d);
+}
+
+/* ---- grouped layers whose groups are whole blocks ---- */
+
+/* RegNet's shape of layer, groups of 16 (and 32) channels: the forward takes the direct path
+ * (under "direct", whose V of 16 divides the groups; the others' 8 too), agrees with im2col's
+ * grouped GEMMs, gives the same bits blocked (in, out, both) as NCHW on the same instruction
+ * set and with 1, 2 and 4 threads; its gradients stay off the direct path and agree with im2col's;
+ * groups of 8 channels (not whole 16-lane blocks) stay off the direct path. */
+static const cd_spec grouped_specs[] = {
+  /* name                          2d N  C   H   W   F  kh kw sh sw ph pw dh dw nb as phe pwe G */
+  {"grouped 3x3, 16 a group",       1, 2, 32, 9,  9, 32, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2},
+  {"grouped 3x3 s2, 32 a group",    1, 1, 64, 14, 14, 64, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0, 2},
+  {"grouped 1x1, 16 in 32 out",     1, 2, 48, 7,  7, 96, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 3},
+  {"grouped 3x3 batch 1, 4 groups", 1, 1, 64, 7,  7, 64, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 4},
+};
+
+static void cd_grouped(const cd_spec *s) {
+  static const int threads[] = {1, 2, 4};
+  cd_data d = cd_make(s);
+  k_conv_param p = cd_param(s);
+  int64_t ny = k_shape_numel(&d.y.shape);
+  float *zero = calloc((size_t)ny, sizeof(float)), *want = malloc((size_t)ny * sizeof(float));
+  float *got = malloc((size_t)ny * sizeof(float)), *ref = malloc((size_t)ny * sizeof(float));
+  char err[160], what[200];
+  cd_forward(s, &p, &d, "im2col", kWriteTo, zero, want);
+  for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+    snprintf(what, sizeof what, "%s %s forward", s->name, modes[m]);
+    KT_CHECK(cd_forward(s, &p, &d, modes[m], kWriteTo, zero, got), "%s: not on the direct path", what);
+    KT_CHECK(cd_close(what, got, want, ny, 1e-5f, 1e-5f) == 0, "%s", what);
+  }
+  int avx512 = __builtin_cpu_supports("avx512f");
+  for (size_t t = 0; t < sizeof threads / sizeof *threads; t++) {
+    k_parallel_set_threads(threads[t]);
+    cd_forward(s, &p, &d, "direct", kWriteTo, zero, t ? got : ref);
+    if (t) KT_CHECK(memcmp(got, ref, (size_t)ny * 4) == 0, "%s: %d threads differ from 1", s->name, threads[t]);
+    for (int io = 1; io < 4 && avx512; io++) {
+      err[0] = 0;
+      snprintf(what, sizeof what, "%s blocked in %d out %d, %d threads", s->name, io & 1, io >> 1, threads[t]);
+      KT_CHECK(cd_forward_blocked(s, &d, 16, io & 1, io >> 1, "direct", 0, got, err, sizeof err) == 0, "%s: %s", what, err);
+      KT_CHECK(memcmp(got, ref, (size_t)ny * 4) == 0, "%s: not the NCHW direct path's bits", what);
+    }
+  }
+  k_parallel_set_threads(0);
+  /* the gradients: the grouped loops' (k_conv_dw.c) under "direct", im2col's under "im2col" */
+  const k_tensor *shp[3] = {&d.x, &d.w, &d.b};
+  float *ginit[3], *gwant[3], *ggot[3];
+  for (int i = 0; i < 3; i++) ginit[i] = kt_data_copy(shp[i]), gwant[i] = kt_data_copy(shp[i]), ggot[i] = kt_data_copy(shp[i]);
+  k_req r[3] = {kWriteTo, kWriteTo, s->no_bias ? kNullOp : kWriteTo};
+  cd_backward(s, &p, &d, "im2col", r, ginit, gwant);
+  KT_CHECK(!cd_backward(s, &p, &d, "direct", r, ginit, ggot), "%s: the backward took the direct path", s->name);
+  for (int i = 0; i < (s->no_bias ? 2 : 3); i++) {
+    snprintf(what, sizeof what, "%s gradient %d", s->name, i);
+    KT_CHECK(cd_close(what, ggot[i], gwant[i], k_shape_numel(&shp[i]->shape), 1e-4f, 2e-5f) == 0, "%s", what);
+  }
+  for (int i = 0; i < 3; i++) free(ginit[i]), free(gwant[i]), free(ggot[i]);
+  free(zero), free(want), free(got), free(ref);
+  cd_free(&d);
+}
+
+/* Groups of 8 channels are not whole blocks of the direct path's widest vector: not wanted. */
+static void cd_grouped_declines(void) {
+  static const cd_spec s8 = {"grouped, 8 a group", 1, 1, 32, 6, 6, 32, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 4};
+  cd_data d = cd_make(&s8);
+  k_conv_param p = cd_param(&s8);
+  setenv("KILN_CONV", "direct", 1);
+  KT_CHECK(!k_conv_direct_wanted(&d.x.shape, &d.w.shape, &p, 0), "8 channels a group wanted by the direct path");
+  KT_CHECK(k_conv_block_width(&d.x.shape, &d.w.shape, &p) == 0, "8 channels a group given a blocked layout");
   cd_free(&d);
 }
 
@@ -644,11 +716,11 @@ static void cd_abs_conv(const cd_spec *s, const cd_data *d, const float *zero, f
  * as a Winograd forward on dy. */
 static void cd_winograd(void) {
   static const cd_spec no[] = {
-      {"stride 2", 1, 1, 16, 8, 8, 16, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0},
-      {"odd output", 1, 1, 16, 7, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
-      {"8 input channels", 1, 1, 8, 8, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
-      {"136 input channels", 1, 1, 136, 4, 4, 8, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
-      {"dilation 2", 1, 1, 16, 8, 8, 16, 3, 3, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0},
+      {"stride 2", 1, 1, 16, 8, 8, 16, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0},
+      {"odd output", 1, 1, 16, 7, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},
+      {"8 input channels", 1, 1, 8, 8, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},
+      {"136 input channels", 1, 1, 136, 4, 4, 8, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},
+      {"dilation 2", 1, 1, 16, 8, 8, 16, 3, 3, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0},
   };
   for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
@@ -695,8 +767,8 @@ static void cd_winograd(void) {
  * cd_compare holds all three to im2col. */
 static void cd_winograd_declines(void) {
   static const cd_spec ends[] = {
-      {"3x3 end pad 3", 1, 1, 16, 6, 6, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 3, 1},
-      {"3x3 right pad 4", 1, 1, 16, 6, 6, 16, 3, 3, 1, 1, 1, 0, 1, 1, 0, 1, 1, 4},
+      {"3x3 end pad 3", 1, 1, 16, 6, 6, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 3, 1, 0},
+      {"3x3 right pad 4", 1, 1, 16, 6, 6, 16, 3, 3, 1, 1, 1, 0, 1, 1, 0, 1, 1, 4, 0},
   };
   const cd_spec *cases[3] = {&specs[27], &ends[0], &ends[1]};
   for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++)
@@ -736,6 +808,8 @@ int main(void) {
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
     if (specs[i].two_d) cd_blocked(&specs[i]);
   cd_blocked_refused();
+  for (size_t i = 0; i < sizeof grouped_specs / sizeof *grouped_specs; i++) cd_grouped(&grouped_specs[i]);
+  cd_grouped_declines();
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
     if (specs[i].two_d) {
       cd_store_tail(&specs[i], 16, "direct");

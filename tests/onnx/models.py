@@ -3,7 +3,7 @@
 torch (issue 11, "Real models").
 
     models.py KILN [--batch N] [MODEL...]
-        (default: batch 1, resnet18 mobilenet_v2 mobilenet_v3_large bert; any model of
+        (default: batch 1, resnet18 mobilenet_v2 mobilenet_v3_large regnet_x_400mf bert; any model of
         tests/support/onnx_models.py)
 
 Each model is built by tests/support/onnx_models.py: a fixed seed, its BatchNorm statistics
@@ -11,7 +11,9 @@ calibrated on random batches (freshly initialised ones are 0/1, which would shri
 network's outputs to nothing and make the folded convolution biases all zero, hiding any
 mistake in how they are read), here also its BatchNorm affine parameters drawn at random; then
 eval mode and an export with opset 13 at batch 1. mobilenet_v3_large has hard-swish (x *
-hard_sigmoid(x), folded by the simplify pass) and squeeze-and-excitation blocks; bert has a
+hard_sigmoid(x), folded by the simplify pass) and squeeze-and-excitation blocks;
+regnet_x_400mf has grouped 3x3 layers of 16 channels a group (the direct path's grouped
+forward, whole blocks a group); bert has a
 sequence-first attention whose projection is stored swapped at batch 1. Then:
   * kiln compile MODEL.onnx -o libMODEL.so, and kiln run libMODEL.so --input input_=x.npy with
     no other file: the .so carries the ONNX weights;
@@ -45,7 +47,7 @@ ARGS = sys.argv[2:]
 BATCH = 1
 if ARGS[:1] == ["--batch"]:
     BATCH, ARGS = int(ARGS[1]), ARGS[2:]
-NAMES = ARGS or ["resnet18", "mobilenet_v2", "mobilenet_v3_large", "bert"]
+NAMES = ARGS or ["resnet18", "mobilenet_v2", "mobilenet_v3_large", "regnet_x_400mf", "bert"]
 failed = 0
 
 
