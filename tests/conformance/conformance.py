@@ -594,9 +594,14 @@ def conv_cases(R):
             ((1, 5, 13, 12), 10, (3, 3), (2, 2), (2, 3), (2, 2), 5, True),
             ((5, 8, 7, 7), 8, (3, 3), (1, 1), (1, 1), (1, 1), 8, False),
             ((3, 4, 30), 4, (5,), (2,), (2,), (1,), 4, False),
-            ((2, 3, 17), 6, (3,), (1,), (2,), (2,), 3, True)]
+            ((2, 3, 17), 6, (3,), (1,), (2,), (2,), 3, True),
+            # groups of whole 16-channel blocks (RegNet's; forward on the direct path,
+            # k_cd_grouped_ok): batch 1, stride 2 with 32 a group, a 1x1 of 16 in and 32 out
+            ((1, 32, 9, 9), 32, (3, 3), (1, 1), (1, 1), (1, 1), 2, False),
+            ((2, 64, 8, 7), 64, (3, 3), (2, 2), (1, 1), (1, 1), 2, True),
+            ((2, 48, 5, 5), 96, (1, 1), (1, 1), (0, 0), (1, 1), 3, False)]
     if R.quick:
-        conv = [conv[1], conv[4], conv[13], conv[21]]
+        conv = [conv[1], conv[4], conv[13], conv[21], conv[-3]]
     # Each shape through the path the shape rule picks, then forced through the direct
     # (channel-blocked) convolution at the CPU's widest vector and at AVX2's (KILN_CONV reaches
     # kiln_opcheck through the environment; grouped shapes take the direct grouped path,
