@@ -138,13 +138,13 @@ static int k_par_spin(int (*done)(void *), void *arg) {
  * result: the chunks are the same whoever claims them. */
 static void k_par_run_chunks(k_job *j) {
   for (;;) {
-    int64_t c = atomic_load_explicit(&j->next, memory_order_relaxed), take;
+    long long c = atomic_load_explicit(&j->next, memory_order_relaxed), take;   /* atomic_llong's type */
     do {
       if (c >= j->nchunks) return;
       take = (j->nchunks - c) / j->split;
       if (take < 1) take = 1;
     } while (!atomic_compare_exchange_weak_explicit(&j->next, &c, c + take, memory_order_relaxed, memory_order_relaxed));
-    for (int64_t k = c; k < c + take; k++) {
+    for (int64_t k = (int64_t)c; k < (int64_t)(c + take); k++) {
       int64_t lo = k * j->grain, hi = lo + j->grain < j->n ? lo + j->grain : j->n;
       j->fn(j->ctx, lo, hi);
     }
