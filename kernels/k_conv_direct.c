@@ -229,6 +229,13 @@ static int k_cd_grouped_ok(const k_cd_geom *g) {
   return g->G == 1 || (g->C % (g->G * g->V) == 0 && g->F % (g->G * g->V) == 0);
 }
 
+/* A grouped layer of whole blocks at the widest vector (so at any narrower one too), whatever
+ * KILN_CONV says: what a compiled blocked layout holds to. */
+static int k_cd_grouped_whole(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
+  k_cd_geom g = k_cd_geometry(data, weight, p, K_CD_VMAX);
+  return p->num_group > 1 && k_cd_grouped_ok(&g);
+}
+
 /* One group's geometry: C / G input channels in Cgb blocks (the geometry itself when G is 1).
  * Its weights pack as a dense layer's, and its block functions read Cgb input blocks. */
 static k_cd_geom k_cd_group_geometry(const k_cd_geom *g) {
@@ -290,9 +297,9 @@ int k_conv_block_together(const k_shape *data, const k_shape *weight, const k_co
  * blocked 5x5 depthwise layers on 1152 channels asked 266 MB each, and create spent a second
  * clearing the arena. */
 size_t k_conv_direct_temp_bytes(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
-  if (p->num_group > 1 ? !k_conv_direct_wanted(data, weight, p, 0)
-                       : !k_cd_blocked(p) && !k_conv_direct_wanted(data, weight, p, 0) && !k_conv_direct_wanted(data, weight, p, 1))
-    return 0;
+  int here = p->num_group > 1 ? (k_cd_blocked(p) ? k_cd_grouped_whole(data, weight, p) : k_conv_direct_wanted(data, weight, p, 0))
+                              : k_cd_blocked(p) || k_conv_direct_wanted(data, weight, p, 0) || k_conv_direct_wanted(data, weight, p, 1);
+  if (!here) return 0;
   k_cd_geom g = k_cd_geometry(data, weight, p, K_CD_VMAX);
   int64_t sizes[4];
   return (size_t)k_cd_floats(&g, sizes) * sizeof(float);
@@ -301,9 +308,9 @@ size_t k_conv_direct_temp_bytes(const k_shape *data, const k_shape *weight, cons
 /* Wanted for this direction, and the planned workspace holds the direct path's (sized the
  * same for both directions whenever either wants it, so that asking is enough). */
 int k_conv_direct_runs(const k_call *c, const k_shape *data, const k_shape *weight, int backward) {
-  /* k_conv_direct_forward checks the rest; a blocked grouped layer is k_conv_dw.c's */
-  if (!backward && k_cd_blocked(c->param))
-    return ((const k_conv_param *)c->param)->num_group <= 1 || k_conv_direct_wanted(data, weight, c->param, 0);
+  /* k_conv_direct_forward checks the rest; a blocked depthwise layer is k_conv_dw.c's */
+  const k_conv_param *p = c->param;
+  if (!backward && k_cd_blocked(p)) return p->num_group <= 1 || k_cd_grouped_whole(data, weight, p);
   return k_conv_direct_wanted(data, weight, c->param, backward) && c->temp &&
          c->temp_bytes >= k_conv_direct_temp_bytes(data, weight, c->param);
 }
@@ -684,7 +691,6 @@ static void k_cd_task_dx(void *p, int64_t lo, int64_t hi) {
 }
 
 /* ---- the forward weights, packed once per weight change --------------------------------- */
-
 
 /* What a cache holding forward-layout weights of vector width V is keyed by (never 0), with
  * a batch_norm folded in or not. The shapes are the step's own and fixed; V changes only

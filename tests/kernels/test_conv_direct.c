@@ -412,6 +412,13 @@ static void cd_grouped(const cd_spec *s) {
     }
   }
   k_parallel_set_threads(0);
+  /* a compiled blocked layout runs direct whatever KILN_CONV says at run time */
+  for (int m = 0; m < 2 && avx512; m++) {
+    const char *mode = m ? "grouped-im2col" : "im2col";
+    err[0] = 0;
+    KT_CHECK(cd_forward_blocked(s, &d, 16, 1, 1, mode, 0, got, err, sizeof err) == 0, "%s blocked under %s: %s", s->name, mode, err);
+    KT_CHECK(memcmp(got, ref, (size_t)ny * 4) == 0, "%s blocked under %s: not the direct path's bits", s->name, mode);
+  }
   /* the gradients: the grouped loops' (k_conv_dw.c) under "direct", im2col's under "im2col" */
   const k_tensor *shp[3] = {&d.x, &d.w, &d.b};
   float *ginit[3], *gwant[3], *ggot[3];
