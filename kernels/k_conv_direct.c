@@ -247,13 +247,10 @@ static k_cd_geom k_cd_group_geometry(const k_cd_geom *g) {
 int k_conv_direct_wanted(const k_shape *data, const k_shape *weight, const k_conv_param *p,
                          int backward) {
   k_cd_geom g = k_cd_geometry(data, weight, p, K_CD_VMAX);
-  if (g.N == 0 || g.OH == 0 || g.OW == 0) return 0;
-  if (p->num_group > 1) {   /* KILN_CONV=im2col or grouped-*: the grouped paths' own choice (k_conv.c) */
-    const char *force = getenv("KILN_CONV");
-    return !backward && k_cd_grouped_ok(&g) && !(force && (!strcmp(force, "im2col") || !strncmp(force, "grouped-", 8)));
-  }
   const char *force = getenv("KILN_CONV");
-  if (force && !strcmp(force, "im2col")) return 0;
+  if (g.N == 0 || g.OH == 0 || g.OW == 0 || (force && !strcmp(force, "im2col"))) return 0;
+  /* a grouped layer: forward only; KILN_CONV=grouped-* leaves it to the grouped paths (k_conv.c) */
+  if (p->num_group > 1) return !backward && k_cd_grouped_ok(&g) && !(force && !strncmp(force, "grouped-", 8));
   if (force && !strncmp(force, "direct", 6)) return 1;
   return k_cd_shape_wins(&g, backward);
 }
