@@ -63,7 +63,8 @@ static void ir_print_tensor_list(const ir_graph *g, const int *ts, int n, FILE *
 /* The layout pass's decision on a convolution: "blocked[16]: in x, out y" (or "epilogue
  * operands" when only those are blocked: the result is converted after the epilogue); on a
  * pooling, "blocked[16]: in x" and ", out y" when its output is blocked too; on a channel
- * scale viewed blocked (view_shape), "blocked[16]: in x, out y". Returns whether the comment
+ * scale viewed blocked (view_shape), "blocked[16]: in x, out y"; on a channel concat of blocked
+ * pieces, "blocked[16]: in a, b, out y". Returns whether the comment
  * has begun (any, or by this). */
 static bool ir_print_layout(const ir_graph *g, const ir_node *n, bool any, FILE *out) {
   if (n->view_shape && n->nin == 2 && n->nout == 1) {   /* the data slot is viewed as the output is */
@@ -76,6 +77,12 @@ static bool ir_print_layout(const ir_graph *g, const ir_node *n, bool any, FILE 
   if (pp && pp->in_block) {
     fprintf(out, "%sblocked[%d]: in %s", any ? "; " : "  # ", pp->in_block, ir_tensor_at(g, n->in[0])->name);
     if (pp->out_block) fprintf(out, ", out %s", ir_tensor_at(g, n->out[0])->name);
+    return true;
+  }
+  if (n->op == IR_OP_concat && n->kind == IR_N_OP && n->nout == 1 && n->out[0] >= 0 && ir_tensor_at(g, n->out[0])->block) {
+    fprintf(out, "%sblocked[%d]: in", any ? "; " : "  # ", ir_tensor_at(g, n->out[0])->block);
+    for (int j = 0; j < n->nin; j++) fprintf(out, "%s %s", j ? "," : "", ir_tensor_at(g, n->in[j])->name);
+    fprintf(out, ", out %s", ir_tensor_at(g, n->out[0])->name);
     return true;
   }
   const k_conv_param *p = n->op == IR_OP_convolution && (n->kind == IR_N_OP || n->epi) ? n->param : NULL;

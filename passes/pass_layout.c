@@ -74,6 +74,28 @@ static int pass_layout_scale(const ir_graph *g, const ir_node *n) {
 
 static int64_t pass_layout_channels(const ir_graph *g, const ir_node *n) { return ir_tensor_at(g, n->out[0])->shape.d[1]; }
 
+/* Whether n is a forward concat along the channels of 4-D values, written (SqueezeNet's fire
+ * modules, Inception's branches, DenseNet's blocks). Blocked at a width V that divides every
+ * piece's channels, a sample's blocks of each piece are one run, as its channels are in NCHW:
+ * the kernel's copy is the same for both layouts, so the pieces and the output stay blocked
+ * when all of them can (pass_layout_concat_agree), and no conversion sits between the
+ * convolutions before and after. */
+static bool pass_layout_concat(const ir_graph *g, const ir_node *n) {
+  if (n->kind != IR_N_OP || n->op != IR_OP_concat || n->nout != 1 || n->out[0] < 0 || n->nin < 1 ||
+      ir_node_req(n, 0) != kWriteTo || ((const k_concat_param *)n->param)->dim != 1)
+    return false;
+  for (int j = 0; j < n->nin; j++)
+    if (n->in[j] < 0 || ir_tensor_at(g, n->in[j])->shape.rank != 4) return false;
+  return true;
+}
+
+/* Whether every piece of concat n is blocked at width V, V dividing its channels. */
+static bool pass_layout_concat_blocked(const ir_graph *g, const ir_node *n, const int *blk, int V) {
+  for (int j = 0; V > 0 && j < n->nin; j++)
+    if (blk[n->in[j]] != V || ir_tensor_at(g, n->in[j])->shape.d[1] % V) return false;
+  return V > 0;
+}
+
 /* Whether input slot j of node n (width V) reads its tensor as the direct kernel can in blocked
  * form: the data slot, or a binary step's operand of the output's shape (not one value). */
 static bool pass_layout_slot_ok(const ir_graph *g, const ir_node *n, int j) {
@@ -114,16 +136,20 @@ static void pass_layout_candidates(const ir_graph *g, const int *width, int *blk
     if (pass_layout_pool(g, n) && blk[n->in[0]] && pass_layout_value_ok(g, n->out[0])) blk[n->out[0]] = blk[n->in[0]];
     int d = pass_layout_scale(g, n);
     if (d >= 0 && blk[n->in[d]] && pass_layout_value_ok(g, n->out[0])) blk[n->out[0]] = blk[n->in[d]];
+    if (pass_layout_concat(g, n) && pass_layout_concat_blocked(g, n, blk, blk[n->in[0]]) &&
+        pass_layout_value_ok(g, n->out[0]))
+      blk[n->out[0]] = blk[n->in[0]];
   }
 }
 
 /* Whether node i reads input slot j blocked at width V: a direct convolution of that width in
- * a slot its kernel takes blocked, a pooling's data, or either operand of a channel scale
- * (pass_layout_scale_agree says which layouts go together). */
+ * a slot its kernel takes blocked, a pooling's data, either operand of a channel scale or a
+ * piece of a channel concat (pass_layout_scale_agree and pass_layout_concat_agree say which
+ * layouts go together). */
 static bool pass_layout_reads_blocked(const ir_graph *g, const int *width, int i, int j, int V) {
   const ir_node *n = ir_node_at(g, i);
   return (width[i] == V && pass_layout_slot_ok(g, n, j)) || (j == 0 && pass_layout_pool(g, n)) ||
-         (j < 2 && pass_layout_scale(g, n) >= 0);
+         (j < 2 && pass_layout_scale(g, n) >= 0) || pass_layout_concat(g, n);
 }
 
 /* One round of the readers' rule: a candidate any node reads in a slot it cannot take blocked
@@ -205,6 +231,24 @@ static bool pass_layout_scale_agree(const ir_graph *g, int *blk) {
   return changed;
 }
 
+/* One round: a channel concat runs blocked when its output and every piece are blocked at one
+ * width V dividing each piece's channels; otherwise all of them are NCHW. Returns whether
+ * anything changed. */
+static bool pass_layout_concat_agree(const ir_graph *g, int *blk) {
+  bool changed = false;
+  for (int i = 0; i < ir_nnodes(g); i++) {
+    const ir_node *n = ir_node_at(g, i);
+    if (!pass_layout_concat(g, n)) continue;
+    bool any = blk[n->out[0]] != 0;
+    for (int j = 0; j < n->nin; j++) any = any || blk[n->in[j]];
+    if (!any || pass_layout_concat_blocked(g, n, blk, blk[n->out[0]])) continue;
+    blk[n->out[0]] = 0;
+    for (int j = 0; j < n->nin; j++) blk[n->in[j]] = 0;
+    changed = true;
+  }
+  return changed;
+}
+
 /* The epilogue's same-shaped operands' width: the output's when blocked, else theirs (0 when
  * it has none or they are NCHW). */
 static int pass_layout_epi_width(const ir_graph *g, const ir_node *n, const int *blk) {
@@ -275,6 +319,14 @@ static void pass_layout_explain(const ir_graph *g, pass_ctx *cx, const int *widt
                           "of the block width %d, so it is stored NCHW", who, name, r->name,
                           ir_tensor_at(g, r->in[1 - d])->name, (long long)pass_layout_channels(g, r), width[i]);
   }
+  for (int k = 0; k < ir_nnodes(g); k++) {   /* a piece of a concat that cannot run blocked */
+    const ir_node *r = ir_node_at(g, k);
+    for (int j = 0; pass_layout_concat(g, r) && j < r->nin; j++)
+      if (r->in[j] == t)
+        return pass_explain(cx, "%s (convolution): %s is a piece of %s (concat), whose pieces and output are not all "
+                            "blocked at width %d (each piece's channels a multiple of it, the output no result), "
+                            "so it is stored NCHW", who, name, r->name, width[i]);
+  }
   if (pass_layout_depthwise(g, n, width[i]))
     return pass_explain(cx, "%s (convolution, depthwise): it reads and writes blocked only together, and %s or its "
                         "input meets an NCHW tensor, so %s is stored NCHW", who, name, name);
@@ -292,6 +344,7 @@ int pass_layout(ir_graph *g, pass_ctx *cx) {
     changed = pass_layout_agree(g, width, blk) || changed;
     changed = pass_layout_dw_agree(g, width, blk) || changed;
     changed = pass_layout_scale_agree(g, blk) || changed;
+    changed = pass_layout_concat_agree(g, blk) || changed;
   }
   int count = 0;
   for (int t = 0; t < nt; t++)
