@@ -138,6 +138,11 @@ static const pool_spec specs[] = {
   {"avg1d 4 s3 pad2 ceil nocount", 0, 2, 2, 1, 11, 1, 4, 1, 3, 0, 2, K_POOL_AVG, 0, 1, 1, 0, 0, 0},
   {"avg1d wide 4 s3 pad2 ceil", 0, 1, 2, 1, 800, 1, 4, 1, 3, 0, 2, K_POOL_AVG, 0, 0, 1, 0, 0, 0},
   {"avg1d wide 3 s2 pad1 nocount", 0, 1, 2, 1, 601, 1, 3, 1, 2, 0, 1, K_POOL_AVG, 0, 1, 0, 0, 0, 0},
+  /* rows with many windows wholly inside (the blocked loop's unrolled 3x3 and 2x2 runs):
+   * Inception's 3x3 stride-1 average, SqueezeNet's 3x3 stride-2 ceil max, a 2x2 max */
+  {"avg2d 3x3 s1 pad1 13x12",   1, 1, 3, 13, 12, 3, 3, 1, 1, 1, 1, K_POOL_AVG, 0, 0, 0, 0, 0, 0},
+  {"max2d 3x3 s2 ceil 13x13",   1, 1, 2, 13, 13, 3, 3, 2, 2, 0, 0, K_POOL_MAX, 0, 0, 1, 0, 0, 0},
+  {"max2d 2x2 s2 pad1 11x12",   1, 1, 2, 11, 12, 2, 2, 2, 2, 1, 1, K_POOL_MAX, 0, 0, 0, 0, 0, 0},
   /* start and end pads that differ (ONNX's auto_pad SAME), either count, with ceil_mode, max */
   {"avg2d 2x2 s1 pads 0/1 nocount", 1, 2, 2, 5, 6, 2, 2, 1, 1, 0, 0, K_POOL_AVG, 0, 1, 0, 1, 1, 1},
   {"avg2d 3x3 s2 pads 1/0 nocount", 1, 1, 2, 7, 6, 3, 3, 2, 2, 1, 1, K_POOL_AVG, 0, 1, 0, 1, 0, 0},
