@@ -208,6 +208,9 @@ typedef struct {
   int64_t bytes;
   int first, last;     /* node positions of the first write and the last read (lifetime) */
   int share;           /* the tensor whose buffer this one reuses in place, or -1 */
+  int within;          /* a chain root (share -1) placed inside a concat's output, the piece
+                          it is (pass_plan_concat): that output, or -1 */
+  int64_t within_at;   /* and the byte it starts at there */
 } ir_buffer;
 typedef struct {
   ir_buffer *buf;      /* one per tensor */

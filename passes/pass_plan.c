@@ -40,7 +40,7 @@ static void pass_plan_touch(ir_plan *p, const ir_graph *g, int t, int pos, bool 
   ir_buffer *b = &p->buf[t];
   if (b->cls == IR_MEM_NONE) {
     const ir_tensor *x = ir_tensor_at(g, t);
-    *b = (ir_buffer){pass_plan_class(x), 0, ir_tensor_bytes(x), write ? pos : 0, pos, -1};
+    *b = (ir_buffer){pass_plan_class(x), 0, ir_tensor_bytes(x), write ? pos : 0, pos, -1, -1, 0};
   }
   if (write && pos < b->first) b->first = pos;
   if (pos > b->last) b->last = pos;
@@ -50,7 +50,7 @@ static void pass_plan_touch(ir_plan *p, const ir_graph *g, int t, int pos, bool 
  * where the entry point copies them out. Workspaces live for their node only. */
 void pass_plan_liveness(const ir_graph *g, ir_plan *p) {
   int nn = ir_nnodes(g);
-  for (int t = 0; t < ir_ntensors(g); t++) p->buf[t] = (ir_buffer){IR_MEM_NONE, 0, 0, 0, 0, -1};
+  for (int t = 0; t < ir_ntensors(g); t++) p->buf[t] = (ir_buffer){IR_MEM_NONE, 0, 0, 0, 0, -1, -1, 0};
   for (int i = 0; i < nn; i++) {
     const ir_node *n = ir_node_at(g, i);
     for (int j = 0; j < n->nin; j++)
@@ -120,12 +120,31 @@ static int pass_validate_share(const ir_graph *g, const ir_plan *p, int t, FILE 
   return 0;
 }
 
-static bool pass_shares(const ir_plan *p, int a, int b) {
-  for (int t = a; t >= 0; t = p->buf[t].share)
+/* Whether b's storage holds a's by design: b is reached from a through in-place shares and
+ * concat placements (a piece inside its concat's output). */
+static bool pass_holds(const ir_plan *p, int a, int b) {
+  for (int t = a, hops = 0; t >= 0 && hops <= 1 << 24; hops++) {
     if (t == b) return true;
-  for (int t = b; t >= 0; t = p->buf[t].share)
-    if (t == a) return true;
+    t = p->buf[t].share >= 0 ? p->buf[t].share : p->buf[t].within;
+  }
   return false;
+}
+
+static bool pass_shares(const ir_plan *p, int a, int b) { return pass_holds(p, a, b) || pass_holds(p, b, a); }
+
+/* A piece placed inside its concat's output sits at the byte the concat would copy it to,
+ * within that output, and is read last by the concat (the slice is the output's after it). */
+static int pass_validate_within(const ir_graph *g, const ir_plan *p, int t, FILE *out) {
+  const ir_buffer *b = &p->buf[t];
+  if (b->within < 0) return 0;
+  const ir_buffer *o = &p->buf[b->within];
+  const char *tn = ir_tensor_at(g, t)->name, *on = ir_tensor_at(g, b->within)->name;
+  if (o->cls != IR_MEM_ARENA || b->within_at < 0 || b->within_at + b->bytes > o->bytes)
+    return fprintf(out, "plan: %s is placed inside %s but does not fit there\n", tn, on), 1;
+  if (b->offset != o->offset + b->within_at)
+    return fprintf(out, "plan: %s is placed inside %s but not at its byte %lld\n", tn, on, (long long)b->within_at), 1;
+  if (o->first < b->first) return fprintf(out, "plan: %s is placed inside %s, written before it\n", tn, on), 1;
+  return 0;
 }
 
 static int pass_validate_pair(const ir_graph *g, const ir_plan *p, int a, int b, FILE *out) {
@@ -190,7 +209,7 @@ int pass_plan_validate(const ir_graph *g, const ir_plan *p, FILE *out) {
     if (b->cls != IR_MEM_ARENA) continue;
     if (b->offset % PASS_ALIGN || b->offset + b->bytes > p->arena_bytes)
       return fprintf(out, "plan: %s is misaligned or ends past the arena\n", ir_tensor_at(g, a)->name), 1;
-    if (pass_validate_share(g, p, a, out)) return 1;
+    if (pass_validate_share(g, p, a, out) || pass_validate_within(g, p, a, out)) return 1;
     for (int c = a + 1; c < nt; c++)
       if (p->buf[c].cls == IR_MEM_ARENA && pass_validate_pair(g, p, a, c, out)) return 1;
   }
@@ -217,6 +236,17 @@ static int pass_plan_root(const ir_plan *p, int t) {
   return t;
 }
 
+/* The tensor whose item holds t: its chain's root, or, for a root placed inside a concat's
+ * output, that output's (transitively); *at (may be NULL) gets t's byte there. */
+static int pass_plan_top(const ir_plan *p, int t, int64_t *at) {
+  int64_t off = 0;
+  t = pass_plan_root(p, t);
+  for (int hops = 0; p->buf[t].within >= 0 && hops <= 1 << 24; hops++)
+    off += p->buf[t].within_at, t = pass_plan_root(p, p->buf[t].within);
+  if (at) *at = off;
+  return t;
+}
+
 static void pass_plan_drop_bad_shares(ir_plan *p, int nt) {
   for (int t = 0; t < nt; t++) {
     int s = p->buf[t].share;
@@ -229,11 +259,11 @@ static int pass_plan_items(const ir_graph *g, const ir_plan *p, pass_item *it, i
   int n = 0, nt = ir_ntensors(g);
   for (int t = 0; t < nt; t++) item_of[t] = -1;
   for (int t = 0; t < nt; t++)
-    if (p->buf[t].cls == IR_MEM_ARENA && pass_plan_root(p, t) == t)
+    if (p->buf[t].cls == IR_MEM_ARENA && pass_plan_top(p, t, NULL) == t)
       item_of[t] = n, it[n++] = (pass_item){p->buf[t].bytes, 0, p->buf[t].first, p->buf[t].last, t, -1};
   for (int t = 0; t < nt; t++) {
     if (p->buf[t].cls != IR_MEM_ARENA) continue;
-    pass_item *r = &it[item_of[pass_plan_root(p, t)]];
+    pass_item *r = &it[item_of[pass_plan_top(p, t, NULL)]];
     if (p->buf[t].first < r->first) r->first = p->buf[t].first;
     if (p->buf[t].last > r->last) r->last = p->buf[t].last;
   }
@@ -324,22 +354,75 @@ static int64_t pass_plan_naive_bytes(const ir_graph *g, const ir_plan *p) {
   return b;
 }
 
-/* Liveness, in-place chains as one buffer each, and every buffer and workspace packed into
- * one arena over their lifetimes. */
+/* ---- concat in place: each piece written where the concat would copy it ----
+ * A concat whose output has one row before its axis (dim 1 at batch 1: SqueezeNet's fire
+ * modules, Inception's branches) holds each piece as one run of bytes. A piece read by nothing
+ * after the concat is then planned inside the output, its chain (the in-place values before
+ * it) with it, and the one buffer lives from the first piece's write to the output's last
+ * read: the producers write into the output and the concat's copy of each such piece is a copy
+ * onto itself, which the kernels skip (k_concat_forward, rtc_concat_forward). Not with bounded
+ * dims, where the runtime extents move the runs; not for a run off the arena's alignment. */
+static bool pass_plan_concat_node(const ir_graph *g, const ir_plan *p, const ir_node *n) {
+  if (n->kind != IR_N_OP || n->op != IR_OP_concat || n->nout != 1 || n->out[0] < 0 || ir_node_req(n, 0) != kWriteTo)
+    return false;
+  const ir_buffer *o = &p->buf[n->out[0]];
+  const k_shape *s = &ir_tensor_at(g, n->out[0])->shape;
+  int dim = ((const k_concat_param *)n->param)->dim;
+  int64_t outer = 1;
+  for (int d = 0; d < dim && d < s->rank; d++) outer *= s->d[d];
+  return o->cls == IR_MEM_ARENA && o->share < 0 && outer == 1 && k_shape_numel(s) > 0;
+}
+
+/* Whether piece j of concat node i (at position i) can be placed inside the output. */
+static bool pass_plan_piece_ok(const ir_graph *g, const ir_plan *p, const ir_node *n, int i, int j) {
+  int t = n->in[j];
+  if (t < 0 || p->buf[t].cls != IR_MEM_ARENA || p->buf[t].last != i) return false;
+  for (int k = 0; k < n->nin; k++)
+    if (k != j && n->in[k] == t) return false;   /* one tensor twice: two places */
+  int r = pass_plan_root(p, t);
+  return p->buf[r].within < 0 && p->buf[r].bytes == p->buf[t].bytes && pass_plan_top(p, n->out[0], NULL) != r;
+}
+
+static void pass_plan_concat(const ir_graph *g, ir_plan *p) {
+  if (g->nbdims) return;
+  for (int i = 0; i < ir_nnodes(g); i++) {
+    const ir_node *n = ir_node_at(g, i);
+    if (!pass_plan_concat_node(g, p, n)) continue;
+    const ir_tensor *o = ir_tensor_at(g, n->out[0]);
+    int64_t elem = p->buf[n->out[0]].bytes / k_shape_numel(&o->shape), inner = 1, at = 0;
+    int dim = ((const k_concat_param *)n->param)->dim;
+    for (int d = dim + 1; d < o->shape.rank; d++) inner *= o->shape.d[d];
+    for (int j = 0; j < n->nin; j++) {
+      if (n->in[j] < 0) continue;
+      int64_t bytes = ir_tensor_at(g, n->in[j])->shape.d[dim] * inner * elem;
+      if (at % PASS_ALIGN == 0 && p->buf[n->in[j]].bytes == bytes && pass_plan_piece_ok(g, p, n, i, j)) {
+        int r = pass_plan_root(p, n->in[j]);
+        p->buf[r].within = n->out[0], p->buf[r].within_at = at;
+      }
+      at += bytes;
+    }
+  }
+}
+
+/* Liveness, in-place chains as one buffer each, concat pieces inside their output, and every
+ * buffer and workspace packed into one arena over their lifetimes. */
 int pass_plan(ir_graph *g, pass_ctx *cx) {
   (void)cx;
   int nt = ir_ntensors(g), nn = ir_nnodes(g);
   ir_plan *p = pass_plan_new(g);
   pass_plan_liveness(g, p);
   pass_plan_drop_bad_shares(p, nt);
+  pass_plan_concat(g, p);
   pass_item *it = malloc(sizeof *it * ((size_t)nt + (size_t)nn + 1));
   int *item_of = malloc(sizeof(int) * ((size_t)nt + 1));
   if (!it || !item_of) KILN_ICE("out of memory planning %s", g->name);
   int n = pass_plan_items(g, p, it, item_of);
   p->arena_bytes = pass_plan_pack(it, n);
   p->naive_bytes = pass_plan_naive_bytes(g, p);
-  for (int t = 0; t < nt; t++)
-    if (p->buf[t].cls == IR_MEM_ARENA) p->buf[t].offset = it[item_of[pass_plan_root(p, t)]].offset;
+  for (int t = 0; t < nt; t++) {
+    int64_t at = 0;
+    if (p->buf[t].cls == IR_MEM_ARENA) p->buf[t].offset = it[item_of[pass_plan_top(p, t, &at)]].offset + at;
+  }
   for (int i = 0; i < n; i++)
     if (it[i].node >= 0) p->temp_offset[it[i].node] = it[i].offset;
   free(it), free(item_of);

@@ -391,7 +391,8 @@ int rtc_concat_forward(rtc_ctx *c, const rtc_call *k) {
   int64_t row = ys->d[dim] * inner, at = 0;
   for (int j = 0; j < k->nin; j++) {
     int64_t len = k->in_shape[j].d[dim] * inner;
-    if (rtc_concat_piece(c, k->out[0], k->in[j], outer, len, row, at, 1, k->req[0])) return 1;
+    int in_place = outer == 1 && k->req[0] == kWriteTo && (char *)k->in[j] == (char *)k->out[0] + at * 4;   /* pass_plan_concat */
+    if (!in_place && rtc_concat_piece(c, k->out[0], k->in[j], outer, len, row, at, 1, k->req[0])) return 1;
     at += len;
   }
   return 0;

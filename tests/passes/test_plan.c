@@ -252,6 +252,63 @@ static void test_validator_workspace(void) {
 
 /* ---- the figures ---- */
 
+/* ---- concat in place (pass_plan_concat) ---- */
+
+static const ir_buffer *t_buf(const ir_graph *g, const char *name) { return &g->plan->buf[ir_graph_find_tensor(g, name)]; }
+
+/* At batch 1 each piece read last by a concat is planned inside its output at the byte the
+ * concat copies it to, its in-place chain with it (a = relu(ac): ac too), and a concat of a
+ * concat nests; a piece read after the concat, a tensor given twice and a piece off the
+ * 64-byte alignment keep buffers of their own; at batch 2 (two rows before the axis) nothing
+ * is placed. Every plan validates, and the validator rejects a piece moved off its byte. */
+static void test_concat_in_place(void) {
+  const char *src = MODEL("input x : f32[1, 16, 4, 4]\n input y : f32[1, 5]\n"
+                          " ac = x * 2.0\n a = relu(ac)\n b = sigmoid(x)\n c = tanh(x)\n"
+                          " f = concat(a, b, dim=1)\n h = concat(f, c, dim=1)\n bb = concat(b, x, dim=1)\n"
+                          " u = exp(x)\n k = concat(u, u, dim=1)\n"
+                          " v = sin(x)\n w = concat(v, x, dim=1)\n vs = exp(v)\n"
+                          " p1 = exp(y)\n p2 = tanh(y)\n q = concat(p1, p2, dim=1)\n"
+                          " output h, bb, k, w, vs, q");
+  t_run *r = t_text(src, IR_MODE_PREDICT, NO_FUSION);
+  if (!CHECK(r->g && r->g->plan, "concat model did not compile")) return t_free(r);
+  const ir_graph *g = r->g;
+  int f = ir_graph_find_tensor(g, "f"), h = ir_graph_find_tensor(g, "h"), c = ir_graph_find_tensor(g, "c");
+  CHECK(t_buf(g, "f")->within == h && t_buf(g, "f")->within_at == 0, "f inside h at byte 0");
+  CHECK(t_buf(g, "c")->within == h && t_buf(g, "c")->within_at == 32 * 16 * 4, "c inside h after f");
+  const ir_buffer *a = t_buf(g, "a"), *ac = t_buf(g, "ac");
+  CHECK(a->share == ir_graph_find_tensor(g, "ac") && ac->within == f && ac->within_at == 0,
+        "a's chain (root ac) inside f at byte 0 (a reuses %d, ac inside %d)", a->share, ac->within);
+  CHECK(a->offset == t_buf(g, "h")->offset && t_buf(g, "c")->offset == t_buf(g, "h")->offset + 2048,
+        "the offsets follow the placements");
+  CHECK(t_buf(g, "b")->within == ir_graph_find_tensor(g, "bb") && t_buf(g, "b")->within_at == 0,
+        "b inside bb, its last reader, not inside f");
+  CHECK(t_buf(g, "u")->within < 0, "a tensor given twice is not placed");
+  CHECK(t_buf(g, "v")->within < 0, "v, read after the concat, is not placed");
+  CHECK(t_buf(g, "p1")->within == ir_graph_find_tensor(g, "q") && t_buf(g, "p2")->within < 0,
+        "p1 inside q; p2, 20 bytes in, off the alignment, is not placed");
+  CHECK(pass_plan_validate(g, g->plan, stderr) == 0, "the plan is valid");
+  ir_plan *p = t_copy_plan(g);
+  p->buf[c].within_at += 2048, p->buf[c].offset += 2048;
+  CHECK(t_rejects(g, p, "does not fit"), "a piece placed past its output's end is rejected");
+  ir_plan_free(p);
+  p = t_copy_plan(g);                     /* c alone past the arena: only the placement is wrong */
+  p->buf[c].offset = p->arena_bytes, p->arena_bytes += p->buf[c].bytes;
+  CHECK(t_rejects(g, p, "not at its byte"), "a piece's offset off its placement is rejected");
+  ir_plan_free(p);
+  t_free(r);
+
+  char *two = strdup(src);
+  two[strlen("model m {\ninput x : f32[")] = '2';
+  r = t_text(two, IR_MODE_PREDICT, NO_FUSION);
+  if (CHECK(r->g && r->g->plan, "batch-2 concat model did not compile"))
+    CHECK(t_buf(r->g, "f")->within < 0 && t_buf(r->g, "c")->within < 0 && t_buf(r->g, "b")->within < 0,
+          "at batch 2 nothing is placed");
+  t_free(r);
+  free(two);
+}
+
+/* ---- the figures ---- */
+
 static double t_mib(int64_t b) { return (double)b / (1 << 20); }
 
 /* Arena with every pass on against naive with in-place, both fusions and planning off (every
@@ -286,6 +343,7 @@ int main(void) {
   test_inplace_reshape();
   test_validator();
   test_validator_workspace();
+  test_concat_in_place();
   test_examples();
   test_figures();
   return ts_summary("test_plan");
