@@ -308,47 +308,6 @@ static void k_pool_forward_planes(void *ctx, int64_t lo, int64_t hi) {
  * holds there. With an NCHW output (ld > 0) lane l of each result goes to plane l instead,
  * ld floats apart, for the cn real channels of the block: the pooled value is converted, which
  * is smaller than the blocked input by the window's stride. */
-/* Output columns [lo, hi) of row oh whose windows lie wholly inside the input (rows and
- * columns): none when the row's window is clipped. */
-static void k_pool_blocked_inner(const k_pool_geom *g, int64_t oh, int64_t *lo, int64_t *hi) {
-  int64_t h0 = oh * g->sh - g->ph;
-  *lo = *hi = 0;
-  if (h0 < 0 || h0 + g->kh > g->H) return;
-  *lo = (g->pw + g->sw - 1) / g->sw;
-  *hi = g->W + g->pw - g->kw < 0 ? 0 : (g->W + g->pw - g->kw) / g->sw + 1;
-  if (*hi > g->OW) *hi = g->OW;
-  if (*hi < *lo) *hi = *lo;
-}
-
-/* The windows [lo, hi) of row oh, wholly inside the input, of a KH x KW pooling (constants,
- * so the taps unroll with fixed offsets): the taps in the scan order and under the rules of
- * the general loop below (a NaN or a strictly greater value taken, from -inf; the sum from 0
- * divided by the window's k_pool_div), so the same bits. ld as there. */
-#define K_POOL_BLOCKED_RUN(VT, IT, VW, KH, KW)                                                     \
-  {                                                                                                \
-    float div = is_max ? 1.0f : k_pool_div(g, oh, lo);                                             \
-    for (int64_t ow = lo; ow < hi; ow++) {                                                         \
-      const float *xw = x + ((oh * g->sh - g->ph) * g->W + ow * g->sw - g->pw) * VW;               \
-      VT acc = {0}, a;                                                                             \
-      if (is_max) acc -= INFINITY;                                                                 \
-      for (int i = 0; i < KH; i++)                                                                 \
-        for (int j = 0; j < KW; j++) {                                                             \
-          memcpy(&a, xw + (i * g->W + j) * VW, sizeof a);                                          \
-          if (is_max) {                                                                            \
-            IT take = (a > acc) | (a != a);                                                        \
-            acc = (VT)(((IT)a & take) | ((IT)acc & ~take));                                        \
-          } else {                                                                                 \
-            acc += a;                                                                              \
-          }                                                                                        \
-        }                                                                                          \
-      if (!is_max) acc /= div;                                                                     \
-      if (ld)                                                                                      \
-        for (int64_t l = 0; l < cn; l++) y[l * ld + oh * g->OW + ow] = acc[l];                     \
-      else                                                                                         \
-        memcpy(y + (oh * g->OW + ow) * VW, &acc, sizeof acc);                                      \
-    }                                                                                              \
-  }
-
 #define K_POOL_BLOCKED_PLANE(SFX, VT, IT, VW)                                                      \
   static void k_pool_blocked_plane_##SFX(const k_pool_geom *g, const float *x, float *y, int64_t ld,   \
                                          int64_t cn, int is_max) {                                   \
@@ -400,6 +359,47 @@ static void k_pool_blocked_inner(const k_pool_geom *g, int64_t oh, int64_t *lo, 
           memcpy(y + (oh * g->OW + ow) * VW, &acc, sizeof acc);                                      \
       }                                                                                              \
     }                                                                                                \
+  }
+
+/* Output columns [lo, hi) of row oh whose windows lie wholly inside the input (rows and
+ * columns): none when the row's window is clipped. */
+static void k_pool_blocked_inner(const k_pool_geom *g, int64_t oh, int64_t *lo, int64_t *hi) {
+  int64_t h0 = oh * g->sh - g->ph;
+  *lo = *hi = 0;
+  if (h0 < 0 || h0 + g->kh > g->H) return;
+  *lo = (g->pw + g->sw - 1) / g->sw;
+  *hi = g->W + g->pw - g->kw < 0 ? 0 : (g->W + g->pw - g->kw) / g->sw + 1;
+  if (*hi > g->OW) *hi = g->OW;
+  if (*hi < *lo) *hi = *lo;
+}
+
+/* The windows [lo, hi) of row oh, wholly inside the input, of a KH x KW pooling (constants,
+ * so the taps unroll with fixed offsets): the taps in the scan order and under the rules of
+ * the general loop below (a NaN or a strictly greater value taken, from -inf; the sum from 0
+ * divided by the window's k_pool_div), so the same bits. ld as there. */
+#define K_POOL_BLOCKED_RUN(VT, IT, VW, KH, KW)                                                     \
+  {                                                                                                \
+    float div = is_max ? 1.0f : k_pool_div(g, oh, lo);                                             \
+    for (int64_t ow = lo; ow < hi; ow++) {                                                         \
+      const float *xw = x + ((oh * g->sh - g->ph) * g->W + ow * g->sw - g->pw) * VW;               \
+      VT acc = {0}, a;                                                                             \
+      if (is_max) acc -= INFINITY;                                                                 \
+      for (int i = 0; i < KH; i++)                                                                 \
+        for (int j = 0; j < KW; j++) {                                                             \
+          memcpy(&a, xw + (i * g->W + j) * VW, sizeof a);                                          \
+          if (is_max) {                                                                            \
+            IT take = (a > acc) | (a != a);                                                        \
+            acc = (VT)(((IT)a & take) | ((IT)acc & ~take));                                        \
+          } else {                                                                                 \
+            acc += a;                                                                              \
+          }                                                                                        \
+        }                                                                                          \
+      if (!is_max) acc /= div;                                                                     \
+      if (ld)                                                                                      \
+        for (int64_t l = 0; l < cn; l++) y[l * ld + oh * g->OW + ow] = acc[l];                     \
+      else                                                                                         \
+        memcpy(y + (oh * g->OW + ow) * VW, &acc, sizeof acc);                                      \
+    }                                                                                              \
   }
 
 typedef float k_pool_f8 __attribute__((vector_size(32)));
