@@ -549,9 +549,10 @@ static void k_cd_task_pack_dy(void *p, int64_t lo, int64_t hi) {
 /* How many parts each (sample, pair of output blocks) task's rows are cut into
  * (k_parallel_row_parts, each part at least K_CD_PART_MACS multiply-adds): MobileNetV2's
  * 24-channel projection at batch 1 is one pair, one task, one busy thread otherwise. Each row
- * is computed alone, so the cut changes no bit. Not on the Winograd path (its tiles are
- * grouped across rows), nor with an epilogue that gathers batch statistics (whole planes).
- * KILN_CONV_ROWS=0 turns it off (benchmarks time both). */
+ * (each Winograd tile) is computed alone, so the cut changes no bit. The Winograd path cuts in
+ * pairs of rows, its tiles' height (DenseNet's 3x3 layers of 32 channels at batch 1 were one
+ * task each, 22% of its time on one thread). Not with an epilogue that gathers batch
+ * statistics (whole planes). KILN_CONV_ROWS=0 turns it off (benchmarks time both). */
 #define K_CD_PART_MACS (256 * 1024)
 /* The output blocks a forward task computes together: a pair, or one where a grouped layer's
  * groups hold an odd number of output blocks (a pair must not straddle two groups, whose
@@ -559,12 +560,16 @@ static void k_cd_task_pack_dy(void *p, int64_t lo, int64_t hi) {
 static int64_t k_cd_fstep(const k_cd_geom *g) { return g->G > 1 && (g->Fb / g->G) % 2 ? 1 : 2; }
 static int64_t k_cd_ftasks(const k_cd_geom *g) { return (g->Fb + k_cd_fstep(g) - 1) / k_cd_fstep(g); }
 
+/* The rows a part holds a multiple of: 2 on the Winograd path, 1 otherwise. */
+static int64_t k_cd_row_unit(const k_cd_ctx *t) { return t->wino ? 2 : 1; }
+
 static int64_t k_cd_row_parts(const k_cd_ctx *t) {
   const k_cd_geom *g = t->g;
   const char *env = getenv("KILN_CONV_ROWS");
-  if (t->wino || k_epi_has_stats(t->c->epi) || (env && !strcmp(env, "0"))) return 1;
-  return k_parallel_row_parts(t->ns * k_cd_ftasks(g), g->OH, g->OW * k_cd_fstep(g) * g->V * g->Cgb * g->V * g->kh * g->kw,
-                              K_CD_PART_MACS);
+  int64_t unit = k_cd_row_unit(t);
+  if (k_epi_has_stats(t->c->epi) || (env && !strcmp(env, "0"))) return 1;
+  return k_parallel_row_parts(t->ns * k_cd_ftasks(g), g->OH / unit,
+                              unit * g->OW * k_cd_fstep(g) * g->V * g->Cgb * g->V * g->kh * g->kw, K_CD_PART_MACS);
 }
 
 /* Rows [r0, r1) of output blocks [fb, fb + nf) of sample n of the chunk: the blocked epilogue
@@ -593,10 +598,11 @@ static void k_cd_task_fwd(void *p, int64_t lo, int64_t hi) {
   k_cd_ctx *t = p;
   const k_cd_geom *g = t->g;
   int64_t step = k_cd_fstep(g), pairs = k_cd_ftasks(g), ysz = g->OH * g->OW, parts = t->row_parts;
+  int64_t unit = k_cd_row_unit(t), units = g->OH / unit;
   k_cd_geom gg = k_cd_group_geometry(g);   /* a grouped layer's block functions see one group */
   for (int64_t i = lo; i < hi; i++) {
     int64_t n = i / (pairs * parts), fb = i / parts % pairs * step, part = i % parts;
-    int64_t r0 = part * g->OH / parts, r1 = (part + 1) * g->OH / parts;
+    int64_t r0 = part * units / parts * unit, r1 = (part + 1) * units / parts * unit;
     int nf = step == 2 && fb + 1 < g->Fb ? 2 : 1;
     /* the group's first input block, placed where the block function looks for sample n's
      * first block (it steps Cgb blocks a sample; the buffer steps Cb) */
@@ -848,7 +854,7 @@ int k_conv_direct_forward(const k_call *c) {
     t.row_parts = k_cd_row_parts(&t);
     K_PROFILE_NOTE("%s %lldx%lld/%lld%s, %lld tasks (%lld rows each)", wino ? "winograd" : g.G > 1 ? "direct grouped" : "direct", (long long)g.kh,
                    (long long)g.kw, (long long)g.sh, direct_in ? "" : " packed",
-                   (long long)(t.ns * k_cd_ftasks(&g) * t.row_parts), (long long)(g.OH / t.row_parts));
+                   (long long)(t.ns * k_cd_ftasks(&g) * t.row_parts), (long long)(g.OH / t.row_parts));   /* about, in pairs on Winograd */
     k_parallel_for(t.ns * k_cd_ftasks(&g) * t.row_parts, 1, k_cd_task_fwd, &t);
   }
   return 0;

@@ -449,12 +449,12 @@ KCD_INLINE void KCD(wino_group)(const k_cd_geom *g, const float *xn, const float
  * the register tiling allows nor vt holds. */
 #define KCD_WINO_CASE(T) case T: KCD(wino_group)(g, xn, wu, b0, b1, y, st, t0, T, NF); break;
 KCD_INLINE void KCD(wino_tiles)(const k_cd_geom *g, const float *xn, const float *wu, VEC b0, VEC b1,
-                                float *y, const k_cd_store *st, int NF) {
+                                float *y, const k_cd_store *st, int NF, int64_t tlo, int64_t thi) {
   int64_t tmax = NF > 1 ? K_CD_FT : K_CD_F1, fit = K_CD_WINO_VT / (g->Cb * 16 * K_CD_V);
   if (tmax > fit) tmax = fit > 0 ? fit : 1;   /* k_cd_wino keeps fit >= 4 */
-  int64_t ntiles = g->OH / 2 * (g->OW / 2), groups = (ntiles + tmax - 1) / tmax;
-  for (int64_t i = 0, t0 = 0; i < groups; i++) {
-    int64_t T = (ntiles - t0) / (groups - i);
+  int64_t ntiles = thi - tlo, groups = (ntiles + tmax - 1) / tmax;
+  for (int64_t i = 0, t0 = tlo; i < groups; i++) {
+    int64_t T = (thi - t0) / (groups - i);
     if (NF > 1) switch (T) { K_CD_CASES_FT(KCD_WINO_CASE) }
     else switch (T) { K_CD_CASES_F1(KCD_WINO_CASE) }
     t0 += T;
@@ -462,11 +462,13 @@ KCD_INLINE void KCD(wino_tiles)(const k_cd_geom *g, const float *xn, const float
 }
 
 /* fwd_block's contract on the Winograd path (k_cd_wino in k_conv_direct.c says when it runs):
- * wf is the transformed weights; the rows are always all of them (k_cd_row_parts). */
+ * wf is the transformed weights; rows [oh0, oh1) are whole rows of 2 x 2 tiles (oh0 and oh1
+ * even: k_cd_task_fwd splits in pairs of rows). Each tile is summed alone, in an order fixed by
+ * the shapes, so how the tiles are grouped or the rows split changes no bit. */
 static void KCD(fwd_wino_block)(const k_cd_geom *g, const float *xb, const float *wf, const float *bias,
                                 float *yb, int64_t n, int64_t fb, int nf, const k_cd_store *st, int64_t oh0,
                                 int64_t oh1) {
-  (void)oh0, (void)oh1;
+  int64_t tlo = oh0 / 2 * (g->OW / 2), thi = oh1 / 2 * (g->OW / 2);
   VEC b0 = {0}, b1 = {0};
   if (bias) {
     b0 = KCD(ld_part)(bias + fb * K_CD_V, g->F - fb * K_CD_V);
@@ -475,8 +477,8 @@ static void KCD(fwd_wino_block)(const k_cd_geom *g, const float *xb, const float
   const float *xn = xb + n * g->Cb * k_cd_xrows(g) * k_cd_xcols(g) * K_CD_V;
   const float *wu = wf + fb * g->Cb * 16 * K_CD_V * K_CD_V;
   float *y = yb + (n * g->Fb + fb) * g->OH * g->OW * K_CD_V;
-  if (nf > 1) KCD(wino_tiles)(g, xn, wu, b0, b1, y, st, 2);
-  else KCD(wino_tiles)(g, xn, wu, b0, b1, y, st, 1);
+  if (nf > 1) KCD(wino_tiles)(g, xn, wu, b0, b1, y, st, 2, tlo, thi);
+  else KCD(wino_tiles)(g, xn, wu, b0, b1, y, st, 1, tlo, thi);
 }
 
 /* ---- backward: data gradient ------------------------------------------------------------ */

@@ -90,6 +90,8 @@ static const cd_spec specs[] = {
      rows (fwd_rows): batch 1 without bias cut into row parts, a 3x14 with bias; filter blocks 2 then 1 */
   {"batch 1, rows cut, 1x1 7x7", 1, 1, 40, 7,  7, 40, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0},
   {"1x1 3x14, bias",            1, 2, 20, 3, 14, 36, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0},
+  /* (appended) Winograd at batch 1 with one pair of output blocks: its rows cut in pairs */
+  {"batch 1, rows cut, 3x3 Winograd", 1, 1, 32, 30, 28, 32, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},
 };
 
 static int end_h(const cd_spec *s) { return s->asym ? s->phe : s->ph; }
