@@ -340,23 +340,12 @@ static void k_pool_forward_planes(void *ctx, int64_t lo, int64_t hi) {
         if (ow == lo) ow = hi;                                                                       \
         if (ow >= g->OW) break;                                                                      \
         k_window w = k_pool_window(g, oh, ow);                                                       \
-        VT acc = {0}, a;                                                                             \
+        VT acc = {0};                                                                                \
         if (is_max) acc -= INFINITY;                                                                 \
         for (int64_t h = w.h0; h < w.h1; h++)                                                        \
-          for (int64_t v = w.w0; v < w.w1; v++) {                                                    \
-            memcpy(&a, x + (h * g->W + v) * VW, sizeof a);                                           \
-            if (is_max) {                                                                            \
-              IT take = (a > acc) | (a != a);                                                        \
-              acc = (VT)(((IT)a & take) | ((IT)acc & ~take));                                        \
-            } else {                                                                                 \
-              acc += a;                                                                              \
-            }                                                                                        \
-          }                                                                                          \
+          for (int64_t v = w.w0; v < w.w1; v++) K_POOL_BLOCKED_TAP(VT, IT, x + (h * g->W + v) * VW)  \
         if (!is_max) acc /= k_pool_div(g, oh, ow);                                                   \
-        if (ld)                                                                                      \
-          for (int64_t l = 0; l < cn; l++) y[l * ld + oh * g->OW + ow] = acc[l];                     \
-        else                                                                                         \
-          memcpy(y + (oh * g->OW + ow) * VW, &acc, sizeof acc);                                      \
+        K_POOL_BLOCKED_PUT(VW, ow)                                                                   \
       }                                                                                              \
     }                                                                                                \
   }
@@ -382,25 +371,35 @@ static void k_pool_blocked_inner(const k_pool_geom *g, int64_t oh, int64_t *lo, 
     float div = is_max ? 1.0f : k_pool_div(g, oh, lo);                                             \
     for (int64_t ow = lo; ow < hi; ow++) {                                                         \
       const float *xw = x + ((oh * g->sh - g->ph) * g->W + ow * g->sw - g->pw) * VW;               \
-      VT acc = {0}, a;                                                                             \
+      VT acc = {0};                                                                                \
       if (is_max) acc -= INFINITY;                                                                 \
       for (int i = 0; i < KH; i++)                                                                 \
-        for (int j = 0; j < KW; j++) {                                                             \
-          memcpy(&a, xw + (i * g->W + j) * VW, sizeof a);                                          \
-          if (is_max) {                                                                            \
-            IT take = (a > acc) | (a != a);                                                        \
-            acc = (VT)(((IT)a & take) | ((IT)acc & ~take));                                        \
-          } else {                                                                                 \
-            acc += a;                                                                              \
-          }                                                                                        \
-        }                                                                                          \
+        for (int j = 0; j < KW; j++) K_POOL_BLOCKED_TAP(VT, IT, xw + (i * g->W + j) * VW)          \
       if (!is_max) acc /= div;                                                                     \
-      if (ld)                                                                                      \
-        for (int64_t l = 0; l < cn; l++) y[l * ld + oh * g->OW + ow] = acc[l];                     \
-      else                                                                                         \
-        memcpy(y + (oh * g->OW + ow) * VW, &acc, sizeof acc);                                      \
+      K_POOL_BLOCKED_PUT(VW, ow)                                                                   \
     }                                                                                              \
   }
+
+/* One tap of a blocked window into acc: a NaN or a strictly greater value taken (max), or
+ * added (average). */
+#define K_POOL_BLOCKED_TAP(VT, IT, p)                                                              \
+  {                                                                                                \
+    VT a;                                                                                          \
+    memcpy(&a, p, sizeof a);                                                                       \
+    if (is_max) {                                                                                  \
+      IT take = (a > acc) | (a != a);                                                              \
+      acc = (VT)(((IT)a & take) | ((IT)acc & ~take));                                              \
+    } else {                                                                                       \
+      acc += a;                                                                                    \
+    }                                                                                              \
+  }
+
+/* acc as output (oh, ow): blocked, or its cn real channels to their planes ld floats apart. */
+#define K_POOL_BLOCKED_PUT(VW, ow)                                                                 \
+  if (ld)                                                                                          \
+    for (int64_t l = 0; l < cn; l++) y[l * ld + oh * g->OW + (ow)] = acc[l];                      \
+  else                                                                                             \
+    memcpy(y + (oh * g->OW + (ow)) * VW, &acc, sizeof acc);
 
 typedef float k_pool_f8 __attribute__((vector_size(32)));
 typedef int32_t k_pool_m8 __attribute__((vector_size(32)));
