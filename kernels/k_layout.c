@@ -218,7 +218,8 @@ int k_slice_backward(const k_call *c) {
 }
 
 /* Forward in = the pieces; out row o is piece 0's row o, then piece 1's, and so on. A piece
- * the plan put where it would be copied (passes/pass_plan.c, pass_plan_concat) is not moved. */
+ * the plan put where it would be copied (passes/pass_plan.c, pass_plan_concat) is a copy onto
+ * itself, which k_copy_req skips. */
 int k_concat_forward(const k_call *c) {
   if (c->req[0] == kNullOp) return 0;
   int dim = ((const k_concat_param *)c->param)->dim;
@@ -227,10 +228,6 @@ int k_concat_forward(const k_call *c) {
   for (int k = 0; k < c->nin; k++) {
     int64_t len = c->in[k].shape.d[dim] * inner;
     const uint32_t *x = c->in[k].data;
-    if (outer == 1 && x == (const uint32_t *)c->out[0].data + at && c->req[0] == kWriteTo) {   /* planned in place */
-      at += len;
-      continue;
-    }
     for (int64_t o = 0; o < outer; o++)
       k_copy_req((uint32_t *)c->out[0].data + o * row + at, x + o * len, len, c->req[0]);
     at += len;

@@ -360,7 +360,7 @@ static int64_t pass_plan_naive_bytes(const ir_graph *g, const ir_plan *p) {
  * after the concat is then planned inside the output, its chain (the in-place values before
  * it) with it, and the one buffer lives from the first piece's write to the output's last
  * read: the producers write into the output and the concat's copy of each such piece is a copy
- * onto itself, which the kernels skip (k_concat_forward, rtc_concat_forward). Not with bounded
+ * onto itself, which the kernels skip (k_copy_req, rtc_copy). Not with bounded
  * dims, where the runtime extents move the runs; not for a run off the arena's alignment. */
 static bool pass_plan_concat_node(const ir_graph *g, const ir_plan *p, const ir_node *n) {
   if (n->kind != IR_N_OP || n->op != IR_OP_concat || n->nout != 1 || n->out[0] < 0 || ir_node_req(n, 0) != kWriteTo)
@@ -379,8 +379,8 @@ static bool pass_plan_piece_ok(const ir_graph *g, const ir_plan *p, const ir_nod
   if (t < 0 || p->buf[t].cls != IR_MEM_ARENA || p->buf[t].last != i) return false;
   for (int k = 0; k < n->nin; k++)
     if (k != j && n->in[k] == t) return false;   /* one tensor twice: two places */
-  int r = pass_plan_root(p, t);
-  return p->buf[r].within < 0 && p->buf[r].bytes == p->buf[t].bytes && pass_plan_top(p, n->out[0], NULL) != r;
+  int r = pass_plan_root(p, t);   /* a chain's members have one size (pass_plan_root) */
+  return p->buf[r].within < 0 && pass_plan_top(p, n->out[0], NULL) != r;
 }
 
 static void pass_plan_concat(const ir_graph *g, ir_plan *p) {

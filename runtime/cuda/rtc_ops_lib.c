@@ -371,11 +371,17 @@ int rtc_slice_backward(rtc_ctx *c, const rtc_call *k) {
 }
 
 /* One piece of a concat as [outer, len] inside rows of `row`, at column `at`: to_y moves the
- * piece into the whole (forward), else the whole's columns into the piece (backward). */
+ * piece into the whole (forward), else the whole's columns into the piece (backward). With
+ * one row it is a dense copy (rtc_copy), nothing when the plan put the piece in place
+ * (passes/pass_plan.c, pass_plan_concat). */
 static int rtc_concat_piece(rtc_ctx *c, void *whole, void *piece, int64_t outer, int64_t len, int64_t row,
                             int64_t at, int to_y, k_req req) {
   k_shape s = {2, {outer, len}};
   if (req == kNullOp) return 0;
+  if (outer == 1) {
+    float *slice = (float *)whole + at;
+    return to_y ? rtc_copy(c, slice, piece, len, req) : rtc_copy(c, piece, slice, len, req);
+  }
   kc_strided_args a = rtc_strided_of(to_y ? whole : piece, to_y ? piece : whole, &s, req);
   int64_t *ws = to_y ? a.ys : a.xs;
   ws[0] = row;
@@ -391,8 +397,7 @@ int rtc_concat_forward(rtc_ctx *c, const rtc_call *k) {
   int64_t row = ys->d[dim] * inner, at = 0;
   for (int j = 0; j < k->nin; j++) {
     int64_t len = k->in_shape[j].d[dim] * inner;
-    int in_place = outer == 1 && k->req[0] == kWriteTo && (char *)k->in[j] == (char *)k->out[0] + at * 4;   /* pass_plan_concat */
-    if (!in_place && rtc_concat_piece(c, k->out[0], k->in[j], outer, len, row, at, 1, k->req[0])) return 1;
+    if (rtc_concat_piece(c, k->out[0], k->in[j], outer, len, row, at, 1, k->req[0])) return 1;
     at += len;
   }
   return 0;
