@@ -108,6 +108,7 @@ static k_cd_geom k_cd_geometry(const k_shape *x, const k_shape *w, const k_conv_
   g.Hp = g.H + g.ph + g.phe; g.Wp = g.W + g.pw + g.pwe;
   g.rstep = 1;
   g.vph = g.vpw = g.vphe = g.vpwe = 0;
+  g.planar = 0;
   int64_t vm = K_CD_VMAX, per = ((g.C + vm - 1) / vm * g.Hp * g.Wp + (g.F + vm - 1) / vm * g.OH * g.OW) * vm;
   g.S = per > 0 ? K_CD_CHUNK_FLOATS / per : g.N;
   if (g.S > 2) g.S &= ~(int64_t)1;   /* even: a chunk's sample tasks split evenly over 2 threads */
@@ -259,6 +260,11 @@ int k_conv_direct_wanted(const k_shape *data, const k_shape *weight, const k_con
  * KILN_CONV says now: its neighbours read or wrote that layout. */
 static int k_cd_blocked(const k_conv_param *p) { return p->in_block || p->out_block || p->epi_block; }
 
+/* The compiled layout's width (the first of in, out and epilogue that is set). */
+static int64_t k_cd_block_width(const k_conv_param *p) {
+  return p->in_block ? p->in_block : p->out_block ? p->out_block : p->epi_block;
+}
+
 /* Whether an unblocked forward runs fwd_nchw_rows (NCHW in and out, no blocked layout): stride
  * 1 along the row, at most K_CD_NCHW_C input channels (one block, mostly empty: the stem of an
  * image model), output rows and channels in whole vectors (its vectors hold positions and it
@@ -272,6 +278,27 @@ static int k_cd_nchw(const k_cd_geom *g, const k_conv_param *p, int wino) {
   const char *env = getenv("KILN_CONV_NCHW");
   return !k_cd_blocked(p) && !wino && g->sw == 1 && g->C <= K_CD_NCHW_C && g->OW % g->V == 0 && g->F % g->V == 0 &&
          g->C * (g->Wp + g->V) <= g->V * g->Wp && !(env && !strcmp(env, "0"));
+}
+
+/* Whether a forward that is not k_cd_nchw's reads its NCHW input planar (k_cd_geom.planar):
+ * the same padded copy [C][Hp][Wp + V] instead of a blocked one, for at most K_CD_NCHW_C
+ * input channels (an image model's stem: stride 2, or an output kept blocked), not Winograd
+ * and not grouped, where the copy fits the blocked copy's place. Packing 3 channels into
+ * 16-lane blocks wrote 5x the input's floats, mostly zeros: MNASNet's 3x3/2 stem spent about
+ * half its 310 us on it. The sums are the blocked input's, so the bits are too.
+ * KILN_CONV_PLANAR=0 turns it off (tests compare, benchmarks time both). */
+static int k_cd_planar(const k_cd_geom *g, const k_conv_param *p, int wino, int nchw) {
+  const char *env = getenv("KILN_CONV_PLANAR");
+  return !p->in_block && !wino && !nchw && g->G == 1 && g->C <= K_CD_NCHW_C && g->C * (g->Wp + g->V) <= g->V * g->Wp &&
+         !(env && !strcmp(env, "0"));
+}
+
+int k_conv_direct_planar(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
+  if (!k_cd_blocked(p) && !k_conv_direct_wanted(data, weight, p, 0)) return 0;
+  const k_cd_isa *isa = k_cd_blocked(p) ? k_cd_pick_width(k_cd_block_width(p)) : k_cd_pick();
+  k_cd_geom g = k_cd_geometry(data, weight, p, isa->V);
+  int wino = k_cd_wino(&g);
+  return k_cd_planar(&g, p, wino, k_cd_nchw(&g, p, wino));
 }
 
 int k_conv_direct_nchw(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
@@ -780,10 +807,6 @@ static const k_epi_step *k_cd_fwd_weights(const k_call *c, const k_cd_geom *full
 /* A compiled blocked layout this call cannot honour is refused with a message, never guessed
  * at: both widths the same and 8 or 16, 2-D, written (not accumulated), the workspace the
  * plan gave it large enough. */
-static int64_t k_cd_block_width(const k_conv_param *p) {
-  return p->in_block ? p->in_block : p->out_block ? p->out_block : p->epi_block;
-}
-
 static int k_cd_check_blocked(const k_call *c) {
   const k_conv_param *p = c->param;
   int64_t V = k_cd_block_width(p);
@@ -812,10 +835,11 @@ int k_conv_direct_forward(const k_call *c) {
   const k_cd_isa *isa = k_cd_blocked(p) ? k_cd_pick_width(k_cd_block_width(p)) : k_cd_pick();
   k_cd_geom g = k_cd_geometry(&c->in[0].shape, &c->in[1].shape, p, isa->V);
   int wino = k_cd_wino(&g), nchw = k_cd_nchw(&g, p, wino);
+  g.planar = k_cd_planar(&g, p, wino, nchw);
   /* A blocked input is read in place when unpadded, or padded by the Winograd block itself */
   int direct_in = p->in_block && ((g.ph == 0 && g.pw == 0 && g.phe == 0 && g.pwe == 0) || wino);
   if (direct_in && wino) g.vph = g.ph, g.vpw = g.pw, g.vphe = g.phe, g.vpwe = g.pwe;
-  if (!direct_in && !nchw) k_cd_skip_rows(&g);   /* fwd_nchw_rows picks its rows itself */
+  if (!direct_in && !nchw && !g.planar) k_cd_skip_rows(&g);   /* the padded NCHW copies keep every row */
   k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), c->in[0].data, 0, 0, p->in_block, p->out_block,
                  p->epi_block, NULL, wino, 0, 0, {-1, 0, 0, 0, 0.0f, 0.0f}, NULL, 1, 1};
   float *xb = t.b.xb, *yb = t.b.yb;
@@ -847,13 +871,15 @@ int k_conv_direct_forward(const k_call *c) {
     t.b.yb = p->out_block ? (float *)c->out[0].data + t.n0 * g.Fb * g.OH * g.OW * g.V : yb;
     if (!direct_in && p->in_block)
       k_parallel_for(t.ns * g.Cb, k_cd_pack_grain(g.Hp * g.Wp * g.V), k_cd_task_pack_xb, &t);
+    else if (g.planar)
+      k_parallel_for(t.ns * g.C, k_cd_pack_grain(k_cd_xplane(&g)), k_cd_task_pad_nchw, &t);
     else if (!direct_in) {
       t.pack_parts = k_cd_pack_parts(&t);
       k_parallel_for(t.ns * g.Cb * t.pack_parts, t.pack_parts > 1 ? 1 : k_cd_pack_grain(g.Hp * g.Wp * g.V), k_cd_task_pack_x, &t);
     }
     t.row_parts = k_cd_row_parts(&t);
     K_PROFILE_NOTE("%s %lldx%lld/%lld%s, %lld tasks (%lld rows each)", wino ? "winograd" : g.G > 1 ? "direct grouped" : "direct", (long long)g.kh,
-                   (long long)g.kw, (long long)g.sh, direct_in ? "" : " packed",
+                   (long long)g.kw, (long long)g.sh, direct_in ? "" : g.planar ? " planar" : " packed",
                    (long long)(t.ns * k_cd_ftasks(&g) * t.row_parts), (long long)(g.OH / t.row_parts));   /* about, in pairs on Winograd */
     k_parallel_for(t.ns * k_cd_ftasks(&g) * t.row_parts, 1, k_cd_task_fwd, &t);
   }
@@ -919,6 +945,10 @@ int k_conv_block_together(const k_shape *data, const k_shape *weight, const k_co
   return 0;
 }
 int k_conv_direct_nchw(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
+  (void)data, (void)weight, (void)p;
+  return 0;
+}
+int k_conv_direct_planar(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
   (void)data, (void)weight, (void)p;
   return 0;
 }

@@ -30,6 +30,10 @@ int k_conv_direct_runs(const k_call *c, const k_shape *data, const k_shape *weig
  * layout: for tests, which cannot tell the two apart by their results (the same bits). */
 int k_conv_direct_nchw(const k_shape *data, const k_shape *weight, const k_conv_param *p);
 
+/* Whether a forward of this shape reads its NCHW input as padded planes rather than packing it
+ * blocked (k_conv_direct.c's k_cd_planar): for tests, as k_conv_direct_nchw. */
+int k_conv_direct_planar(const k_shape *data, const k_shape *weight, const k_conv_param *p);
+
 /* The k_convolution_forward / _backward contracts, for calls k_conv_direct_runs accepts,
  * except the bias gradient, which k_convolution_backward computes for both paths. */
 int k_conv_direct_forward(const k_call *c);

@@ -38,7 +38,14 @@ typedef struct {
   int64_t vph, vpw, vphe, vpwe;   /* padding the block function supplies itself (only Winograd
                              does): 0, or ph, pw, phe, pwe when it reads a blocked input
                              unpadded in place */
+  int64_t planar;         /* forward, one input block (k_cd_planar): the block functions read
+                             the input padded but not blocked, [C][Hp][Wp + V] a sample
+                             (k_cd_xplane floats a channel), instead of xb */
 } k_cd_geom;
+
+/* Floats per channel of a planar input (k_cd_geom.planar): its padded plane, whose rows hold V
+ * floats more, as k_conv_direct.c's padded NCHW copy writes them. */
+static inline int64_t k_cd_xplane(const k_cd_geom *g) { return g->Hp * (g->Wp + g->V); }
 
 /* Positions per channel block of the blocked input as xb holds it: the padded plane, less
  * the padding a Winograd block supplies itself. */

@@ -156,28 +156,32 @@ KCD_INLINE VEC KCD(store_tail)(VEC v, const float *r, const k_cd_store *st) {
 }
 
 /* Output positions [ow0, ow0+T) of row oh, output-channel blocks fb (and fb+1 when NF = 2):
- * acc[t][j] = bias + sum over input blocks, taps and channels of x * w, stored through st. */
+ * acc[t][j] = bias + sum over input blocks, taps and channels of x * w, stored through st.
+ * PL = 1 reads a planar input (k_cd_geom.planar): one block whose channels are planes of
+ * rows Wp + V long, so a position steps 1 float instead of V and a channel a plane instead of
+ * 1; the sum runs in the same order, so the bits are the blocked input's. */
 KCD_INLINE void KCD(fwd_tile)(const k_cd_geom *g, const float *xn, const float *wf, VEC b0, VEC b1,
                               float *y, const k_cd_store *st, int64_t oh, int64_t ow0, int T, int NF,
-                              int SW) {
+                              int SW, int PL) {
   VEC a0[K_CD_F1 > K_CD_FT ? K_CD_F1 : K_CD_FT], a1[K_CD_FT];
-  int64_t sw = SW ? SW : g->sw, xcs = g->Hp * g->Wp * K_CD_V, xrs = g->Wp * K_CD_V;
+  int64_t sw = SW ? SW : g->sw, L = PL ? 1 : K_CD_V, xcs = g->Hp * g->Wp * K_CD_V;
+  int64_t xrs = PL ? g->Wp + K_CD_V : g->Wp * K_CD_V, ccs = PL ? k_cd_xplane(g) : 1;
   int64_t wfs = g->Cb * g->kh * g->kw * K_CD_V * K_CD_V, ycs = g->OH * g->OW * K_CD_V;
 #pragma GCC unroll 32
   for (int t = 0; t < T; t++) { a0[t] = b0; if (NF > 1) a1[t] = b1; }
-  const float *xo = xn + oh * g->sh * xrs + ow0 * sw * K_CD_V;
+  const float *xo = xn + oh * g->sh * xrs + ow0 * sw * L;
   for (int64_t cb = 0; cb < g->Cb; cb++) {
     int64_t cn = g->C - cb * K_CD_V < K_CD_V ? g->C - cb * K_CD_V : K_CD_V;
     for (int64_t ki = 0; ki < g->kh; ki++)
       for (int64_t kj = 0; kj < g->kw; kj++) {
-        const float *xp = xo + cb * xcs + ki * g->dh * xrs + kj * g->dw * K_CD_V;
+        const float *xp = xo + cb * xcs + ki * g->dh * xrs + kj * g->dw * L;
         const float *wp = wf + ((cb * g->kh + ki) * g->kw + kj) * K_CD_V * K_CD_V;
         for (int64_t c = 0; c < cn; c++) {
           VEC w0 = KCD(ld)(wp + c * K_CD_V), w1 = NF > 1 ? KCD(ld)(wp + wfs + c * K_CD_V) : w0;
-          const float *xc = xp + c;   /* one base register, the positions at fixed offsets */
+          const float *xc = xp + c * ccs;   /* one base register, the positions at fixed offsets */
 #pragma GCC unroll 32
           for (int t = 0; t < T; t++) {
-            VEC xv = KCD(bc)(xc[t * sw * K_CD_V]);
+            VEC xv = KCD(bc)(xc[t * sw * L]);
             a0[t] += xv * w0;
             if (NF > 1) a1[t] += xv * w1;
           }
@@ -204,9 +208,10 @@ KCD_INLINE void KCD(fwd_tile)(const k_cd_geom *g, const float *xn, const float *
 /* Output positions [ow0, ow1) of row oh, cut into tiles of near-equal width (no more than
  * K_CD_FT positions with two vectors, K_CD_F1 with one), each tile width a compile-time
  * constant. */
-#define KCD_FWD_CASE(T) case T: KCD(fwd_tile)(g, xn, wf, b0, b1, y, st, oh, ow, T, NF, SW); break;
+#define KCD_FWD_CASE(T) case T: KCD(fwd_tile)(g, xn, wf, b0, b1, y, st, oh, ow, T, NF, SW, PL); break;
 KCD_INLINE void KCD(fwd_row)(const k_cd_geom *g, const float *xn, const float *wf, VEC b0, VEC b1,
-                             float *y, const k_cd_store *st, int64_t oh, int64_t ow0, int64_t ow1, int NF, int SW) {
+                             float *y, const k_cd_store *st, int64_t oh, int64_t ow0, int64_t ow1, int NF, int SW,
+                             int PL) {
   int64_t tmax = NF > 1 ? K_CD_FT : K_CD_F1;
   int64_t tiles = (ow1 - ow0 + tmax - 1) / tmax;
   for (int64_t i = 0, ow = ow0; i < tiles; i++) {
@@ -217,33 +222,43 @@ KCD_INLINE void KCD(fwd_row)(const k_cd_geom *g, const float *xn, const float *w
   }
 }
 
+/* Rows [oh0, oh1) with the stride along the row a constant (1 or 2; 0 reads it from g) and
+ * the input blocked or planar (PL). */
+KCD_INLINE void KCD(fwd_rows_of)(const k_cd_geom *g, const float *xn, const float *wf, VEC b0, VEC b1,
+                                 float *y, const k_cd_store *st, int NF, int64_t oh0, int64_t oh1, int PL) {
+  int SW = g->sw == 1 ? 1 : g->sw == 2 ? 2 : 0;
+  for (int64_t oh = oh0; oh < oh1; oh++) {
+    if (NF > 1) {
+      if (SW == 1) KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 0, g->OW, 2, 1, PL);
+      else if (SW == 2) KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 0, g->OW, 2, 2, PL);
+      else KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 0, g->OW, 2, 0, PL);
+    } else {
+      if (SW == 1) KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 0, g->OW, 1, 1, PL);
+      else if (SW == 2) KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 0, g->OW, 1, 2, PL);
+      else KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 0, g->OW, 1, 0, PL);
+    }
+  }
+}
+
 static void KCD(fwd_rows)(const k_cd_geom *g, const float *xn, const float *wf, VEC b0, VEC b1,
                           float *y, const k_cd_store *st, int NF, int64_t oh0, int64_t oh1) {
   /* An unpadded 1x1 stride-1 layer on a plane narrower than two tiles: its input and output
    * positions are one run across rows, so the plane is seen as one row and rows [oh0, oh1) as
    * its positions [oh0 * OW, oh1 * OW), and a tile may span rows. A 7x7 plane went in rows of
    * 7 (14 of the 24 accumulators with two filter blocks, the weights streamed once a row);
-   * each output is still bias + the channels in order, so the same bits. */
+   * each output is still bias + the channels in order, so the same bits. (Not planar: its
+   * rows are V floats longer than the plane's.) */
   if (g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->Hp == g->OH && g->Wp == g->OW && g->OH > 1 &&
-      g->OW < 2 * (NF > 1 ? K_CD_FT : K_CD_F1)) {
+      g->OW < 2 * (NF > 1 ? K_CD_FT : K_CD_F1) && !g->planar) {
     k_cd_geom f = *g;
     f.OW = f.Wp = f.W = g->OH * g->OW;
     f.OH = f.Hp = f.H = 1;
-    if (NF > 1) KCD(fwd_row)(&f, xn, wf, b0, b1, y, st, 0, oh0 * g->OW, oh1 * g->OW, 2, 1);
-    else KCD(fwd_row)(&f, xn, wf, b0, b1, y, st, 0, oh0 * g->OW, oh1 * g->OW, 1, 1);
+    if (NF > 1) KCD(fwd_row)(&f, xn, wf, b0, b1, y, st, 0, oh0 * g->OW, oh1 * g->OW, 2, 1, 0);
+    else KCD(fwd_row)(&f, xn, wf, b0, b1, y, st, 0, oh0 * g->OW, oh1 * g->OW, 1, 1, 0);
     return;
   }
-  for (int64_t oh = oh0; oh < oh1; oh++) {
-    if (NF > 1) {
-      if (g->sw == 1) KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 0, g->OW, 2, 1);
-      else if (g->sw == 2) KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 0, g->OW, 2, 2);
-      else KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 0, g->OW, 2, 0);
-    } else {
-      if (g->sw == 1) KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 0, g->OW, 1, 1);
-      else if (g->sw == 2) KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 0, g->OW, 1, 2);
-      else KCD(fwd_row)(g, xn, wf, b0, b1, y, st, oh, 0, g->OW, 1, 0);
-    }
-  }
+  if (g->planar) KCD(fwd_rows_of)(g, xn, wf, b0, b1, y, st, NF, oh0, oh1, 1);
+  else KCD(fwd_rows_of)(g, xn, wf, b0, b1, y, st, NF, oh0, oh1, 0);
 }
 
 /* Rows [oh0, oh1) of yb[n][fb .. fb+nf) for nf = 1 or 2, from xb and wf; bias (F floats) may
@@ -256,7 +271,7 @@ static void KCD(fwd_block)(const k_cd_geom *g, const float *xb, const float *wf,
     b0 = KCD(ld_part)(bias + fb * K_CD_V, g->F - fb * K_CD_V);
     if (nf > 1) b1 = KCD(ld_part)(bias + (fb + 1) * K_CD_V, g->F - (fb + 1) * K_CD_V);
   }
-  const float *xn = xb + n * g->Cb * g->Hp * g->Wp * K_CD_V;
+  const float *xn = xb + n * (g->planar ? g->C * k_cd_xplane(g) : g->Cb * g->Hp * g->Wp * K_CD_V);
   const float *w = wf + fb * g->Cb * g->kh * g->kw * K_CD_V * K_CD_V;
   float *y = yb + (n * g->Fb + fb) * g->OH * g->OW * K_CD_V;
   KCD(fwd_rows)(g, xn, w, b0, b1, y, st, nf, oh0, oh1);

@@ -92,6 +92,12 @@ static const cd_spec specs[] = {
   {"1x1 3x14, bias",            1, 2, 20, 3, 14, 36, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0},
   /* (appended) Winograd at batch 1 with one pair of output blocks: its rows cut in pairs */
   {"batch 1, rows cut, 3x3 Winograd", 1, 1, 32, 30, 28, 32, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},
+  /* (appended) few input channels read as padded planes, not packed into blocks (k_cd_planar):
+     a 3x3/2 RGB stem with two output blocks; a ResNet-like 7x7/2 stem, one block, no bias; 1-D */
+  /* name                      2d N  C   H   W   F  kh kw sh sw ph pw dh dw nb */
+  {"planar, RGB 3x3/2",         1, 2, 3, 17, 19, 32, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0},
+  {"planar, 7x7/2, one block",  1, 1, 3, 23, 22, 16, 7, 7, 2, 2, 3, 3, 1, 1, 1, 0, 0, 0, 0},
+  {"planar, 1-D stride 2",      0, 2, 2,  1, 40, 20, 1, 5, 1, 2, 0, 2, 1, 1, 0, 0, 0, 0, 0},
 };
 
 static int end_h(const cd_spec *s) { return s->asym ? s->phe : s->ph; }
@@ -650,6 +656,45 @@ static void cd_nchw_path(void) {
   cd_fold_batch_norm(&specs[29]);   /* no bias, two output blocks */
 }
 
+/* The padded-plane input for few channels (k_cd_planar) runs for the specs named "planar" on
+ * every instruction set, with KILN_CONV_PLANAR=0 turning it off; wherever it runs, NCHW or
+ * blocked out, its bits are the packed input's (cd_compare and cd_blocked check it against
+ * im2col and the NCHW path), and a batch_norm folds into it. */
+static void cd_planar_path(void) {
+  static const char *const pmodes[] = {"direct", "direct-avx2", "direct-generic"};
+  char err[160];
+  for (size_t m = 0; m < sizeof pmodes / sizeof *pmodes; m++)
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+      const cd_spec *s = &specs[i];
+      cd_data d = cd_make(s);
+      k_conv_param p = cd_param(s);
+      int64_t ny = k_shape_numel(&d.y.shape), V = m == 1 ? 8 : 16;
+      float *zero = calloc((size_t)ny, sizeof(float)), *got = malloc((size_t)ny * sizeof(float));
+      float *ref = malloc((size_t)ny * sizeof(float));
+      setenv("KILN_CONV", pmodes[m], 1);
+      int on = k_conv_direct_planar(&d.x.shape, &d.w.shape, &p);
+      if (strncmp(s->name, "planar", 6) == 0) KT_CHECK(on, "%s (%s): planar input not taken", s->name, pmodes[m]);
+      setenv("KILN_CONV_PLANAR", "0", 1);
+      KT_CHECK(!k_conv_direct_planar(&d.x.shape, &d.w.shape, &p), "%s: KILN_CONV_PLANAR=0 ignored", s->name);
+      for (int out_b = 0; out_b < 2 && s->two_d | !out_b; out_b++) {
+        for (int pl = 0; pl < 2; pl++) {
+          float *o = pl ? got : ref;
+          if (pl) unsetenv("KILN_CONV_PLANAR");
+          else setenv("KILN_CONV_PLANAR", "0", 1);
+          err[0] = 0;
+          if (out_b) KT_CHECK(cd_forward_blocked(s, &d, V, 0, 1, pmodes[m], 0, o, err, sizeof err) == 0, "%s: %s", s->name, err);
+          else cd_forward(s, &p, &d, pmodes[m], kWriteTo, zero, o);
+        }
+        KT_CHECK(memcmp(got, ref, (size_t)ny * sizeof(float)) == 0, "%s (%s, %s out): planar input changes bits", s->name,
+                 pmodes[m], out_b ? "blocked" : "NCHW");
+      }
+      unsetenv("KILN_CONV_PLANAR");
+      free(zero), free(got), free(ref);
+      cd_free(&d);
+    }
+  cd_fold_batch_norm(&specs[36]);   /* the 3x3/2 RGB stem */
+}
+
 /* ---- Winograd F(2x2, 3x3) (k_conv_direct_isa.h) ---- */
 
 /* Whether the forward's output differs anywhere from the direct loop's: Winograd rounds
@@ -828,6 +873,7 @@ int main(void) {
   cd_fold_batch_norm(&specs[8]);    /* 1x1 stride 2, no bias */
   cd_fold_batch_norm(&specs[18]);   /* Winograd, the fold in the transformed weights */
   cd_nchw_path();
+  cd_planar_path();
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
     if (strncmp(specs[i].name, "batch 1, rows cut", 17) == 0) {
       cd_row_parts(&specs[i], "direct", 16);
