@@ -4,6 +4,7 @@
 #include "kernels.h"
 #include "k_scalar.h"
 #include "k_bview.h"
+#include "k_vm512.h"
 
 #define K_PARAM(T) ((const T *)c->param)
 
@@ -49,6 +50,31 @@ static int64_t k_elem_grain(const char *op) { return k_vec_light_stem(op) ? K_GR
     return 0;                                                           \
   }
 
+/* The same for a K_UNARY_WIDE op: its AVX-512 loop (k_vm512.h, the same bits) where the CPU
+ * has it. */
+#if K_VM512
+#define K_UNARY_FWD_WIDE(op, EXPR)                                      \
+  K_VM512_ROWS(k_##op##_forward_512, k_vm512_##op)                      \
+  K_VEC_TARGETS static void k_##op##_forward_range(void *ctx, int64_t lo, int64_t hi) { \
+    const k_call *c = ctx;                                              \
+    const float *xs = (const float *)c->in[0].data + lo;                \
+    float *ys = (float *)c->out[0].data + lo;                           \
+    if (k_vm512_have()) {                                               \
+      k_##op##_forward_512(xs, ys, hi - lo, c->req[0] == kAddTo);       \
+      return;                                                           \
+    }                                                                   \
+    K_UNARY_LOOP(hi - lo, ys, float x = xs[i], EXPR, c->req[0]);        \
+  }                                                                     \
+  int k_##op##_forward(const k_call *c) {                               \
+    if (c->req[0] == kNullOp) return 0;                                 \
+    k_parallel_for(k_shape_numel(&c->out[0].shape), k_elem_grain(#op), \
+                   k_##op##_forward_range, (void *)c);                  \
+    return 0;                                                           \
+  }
+#else
+#define K_UNARY_FWD_WIDE K_UNARY_FWD
+#endif
+
 /* An undeclared x or y (NULL) reads og's element instead, masked to +0 by its bits: a load
  * that always happens and an AND let gcc vectorise the loop, which `p ? p[i] : 0` (a
  * conditional load) and even `has ? v : 0` (with a large body) do not. */
@@ -78,14 +104,19 @@ static int64_t k_elem_grain(const char *op) { return k_vec_light_stem(op) ? K_GR
 #define K_DEFINE_PLAIN(op) \
   K_UNARY_FWD(op, k_sf_##op(x)) \
   K_UNARY_BWD(op, k_sf_##op##_grad(og, x, y))
+#define K_DEFINE_WIDE(op) \
+  K_UNARY_FWD_WIDE(op, k_sf_##op(x)) \
+  K_UNARY_BWD(op, k_sf_##op##_grad(og, x, y))
 #define K_OP(op)
 #define K_BINARY(op)
 #define K_UNARY K_DEFINE_PLAIN
+#define K_UNARY_WIDE K_DEFINE_WIDE
 #define K_UNARY_PARAM(op)
 #include "k_ops.def"
 #undef K_OP
 #undef K_BINARY
 #undef K_UNARY
+#undef K_UNARY_WIDE
 #undef K_UNARY_PARAM
 
 K_UNARY_FWD(leaky_relu, k_sf_leaky_relu(x, K_PARAM(k_leaky_relu_param)->slope))
