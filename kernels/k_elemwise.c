@@ -6,6 +6,8 @@
 #include "k_bview.h"
 #include "k_vm512.h"
 
+#include <string.h>
+
 #define K_PARAM(T) ((const T *)c->param)
 
 
@@ -150,6 +152,14 @@ typedef struct {
   int64_t nb;                 /* blocks per run */
 } k_fwd_job;
 
+/* tile[0 .. K_BLOCK) = the run r[0 .. n) repeated, n dividing K_BLOCK (so a power of 2): by
+ * doubling copies. A `k % n` per element (n not a constant, so a division each) took 0.6 us a
+ * run: EfficientNet-B1's channel scales on 7x7 planes cost more than the products. */
+static void k_tile_run(float *tile, const float *r, int64_t n) {
+  memcpy(tile, r, (size_t)n * sizeof(float));
+  for (int64_t have = n; have < K_BLOCK; have *= 2) memcpy(tile + have, tile, (size_t)have * sizeof(float));
+}
+
 /* Units are blocks of runs; y over a same-shaped input (kWriteInplace) is safe because each
  * block is read before it is stored. */
 static void k_binary_forward_range(void *ctx, int64_t lo, int64_t hi) {
@@ -175,7 +185,7 @@ static void k_binary_forward_range(void *ctx, int64_t lo, int64_t hi) {
       k_bview_at(v, (1u << in) - 1, u, off);
       if (rep) {   /* operand rep repeats: its run tiled, the other read straight through */
         const float *r = (rep == 1 ? j->a : j->b) + off[rep];
-        for (int64_t k = 0; k < K_BLOCK; k++) tile[k] = r[k % n];
+        k_tile_run(tile, r, n);
         int64_t span = (end - u) * n;
         for (int64_t e = 0; e < span; e += K_BLOCK) {
           int64_t len = span - e < K_BLOCK ? span - e : K_BLOCK;
