@@ -453,6 +453,9 @@ typedef struct {
   const k_dw_isa *isa;
   k_dw_bgeom g;
   int64_t V, C, Cb, parts;
+  int pad;   /* each block copied zero-padded first (k_dwb_pad_wanted) */
+  const float *packed;   /* every block's k_dwb_pack, [Cb][taps + 1][V], from the call's cache,
+                            or NULL: each task packs its own */
 } k_dwb_job;
 
 /* Channel block cb's tap weights wv [kh*kw][V] and bias bv [V] from W [C][1][kh][kw], 0 past C. */
@@ -467,21 +470,93 @@ static void k_dwb_pack(const k_dwb_job *j, int64_t cb, float *wv, float *bv) {
   }
 }
 
+/* A small plane whose edge columns (those with a tap outside the row: k_conv_dw_blocked.h
+ * runs them apart, each tap checked) are a quarter or more of its columns, under a kernel 5
+ * wide or more at stride 1, is copied zero-padded into a stack block of at most
+ * K_DWB_PAD_FLOATS, and every position runs as an interior tile on the copy: a tap outside
+ * adds w * 0 either way, so the same bits. MNASNet's 5x5 layers on 7x7 planes (4 edge columns
+ * in 7) ran 1.46x ORT's time; padded, 0.69x of their time before and 14x14 0.76x. Measured
+ * (bench/README.md), the copy cost more than it saved for 3x3 kernels (1.10-1.16x on 7x7 and
+ * 14x14) and at stride 2 (1.20x). KILN_DW_PAD=0 turns it off. */
+#define K_DWB_PAD_FLOATS 8192
+static int64_t k_dwb_padded_len(int64_t in, int64_t out, int64_t k, int64_t s, int64_t p, int64_t d) {
+  int64_t need = (out - 1) * s + (k - 1) * d + 1;   /* the last output's last tap, + 1 */
+  return need > in + p ? need : in + p;
+}
+
+static int k_dwb_pad_wanted(const k_dw_bgeom *g, int64_t V) {
+  const char *env = getenv("KILN_DW_PAD");
+  int64_t Hp = k_dwb_padded_len(g->H, g->OH, g->kh, g->sh, g->ph, g->dh);
+  int64_t Wp = k_dwb_padded_len(g->W, g->OW, g->kw, g->sw, g->pw, g->dw);
+  int64_t lo = (g->pw + g->sw - 1) / g->sw, reach = g->W - 1 + g->pw - (g->kw - 1) * g->dw;
+  int64_t hi = reach < 0 ? 0 : reach / g->sw + 1;
+  lo = lo < g->OW ? lo : g->OW, hi = hi < g->OW ? hi : g->OW, hi = hi < lo ? lo : hi;
+  return g->sw == 1 && g->kw >= 5 && 4 * (g->OW - (hi - lo)) >= g->OW && Hp * Wp * V <= K_DWB_PAD_FLOATS &&
+         !(env && !strcmp(env, "0"));
+}
+
+/* The padded copy's geometry: no pads, the plane grown to hold every tap. */
+static k_dw_bgeom k_dwb_padded(const k_dw_bgeom *g) {
+  k_dw_bgeom q = *g;
+  q.H = k_dwb_padded_len(g->H, g->OH, g->kh, g->sh, g->ph, g->dh);
+  q.W = k_dwb_padded_len(g->W, g->OW, g->kw, g->sw, g->pw, g->dw);
+  q.ph = q.pw = 0;
+  return q;
+}
+
+/* x [H][W][V] into xp [q.H][q.W][V], zeros around it. */
+static void k_dwb_pad_copy(const k_dw_bgeom *g, const k_dw_bgeom *q, int64_t V, const float *x, float *xp) {
+  memset(xp, 0, (size_t)(q->H * q->W * V) * sizeof(float));
+  for (int64_t h = 0; h < g->H; h++)
+    memcpy(xp + ((h + g->ph) * q->W + g->pw) * V, x + h * g->W * V, (size_t)(g->W * V) * sizeof(float));
+}
+
+/* The packed weights and biases of every block, kept in the call's cache (a predict
+ * program's, k_base.h) when the weights and bias are stable inputs: packed once per weight
+ * change instead of per call (144 scattered copies a 3x3 block, a fifth of MNASNet's 3x3
+ * layers on 14x14 planes). NULL without a cache or memory for it. */
+static const float *k_dwb_cached(const k_dwb_job *j) {
+  k_cache *k = j->c->cache;
+  const k_conv_param *p = j->c->param;
+  int64_t per = (j->g.kh * j->g.kw + 1) * j->V;
+  size_t bytes = (size_t)(j->Cb * per) * sizeof(float);
+  uint64_t key = 0x6b64770000000000ull | (uint64_t)j->V;
+  if (!k || !(k->stable >> 1 & 1u) || (!p->no_bias && !(k->stable >> 2 & 1u))) return NULL;
+  if (k->key == key && k->bytes >= bytes) return k->data;
+  k->key = 0;
+  if (k->bytes < bytes) {
+    free(k->data);
+    k->data = aligned_alloc(64, (bytes + 63) / 64 * 64), k->bytes = k->data ? bytes : 0;
+  }
+  if (!k->data) return NULL;
+  for (int64_t cb = 0; cb < j->Cb; cb++) {
+    float *w = (float *)k->data + cb * per;
+    k_dwb_pack(j, cb, w, w + per - j->V);
+  }
+  k->key = key;
+  return k->data;
+}
+
 static void k_dwb_tasks(void *ctx, int64_t lo, int64_t hi) {
   const k_dwb_job *j = ctx;
   const k_dw_bgeom *g = &j->g;
   int64_t V = j->V, plane = g->OH * g->OW * V, rows = K_DW_EPI_FLOATS / (g->OW * V);
   float wv[K_DW_MAX_TAPS * 16], bv[16];
+  _Alignas(64) float xp[K_DWB_PAD_FLOATS];
+  k_dw_bgeom q = k_dwb_padded(g);
   if (rows < 1) rows = 1;
   for (int64_t i = lo; i < hi; i++) {
     int64_t n = i / (j->Cb * j->parts), cb = i / j->parts % j->Cb, part = i % j->parts;
     int64_t r0 = part * g->OH / j->parts, r1 = (part + 1) * g->OH / j->parts, blk = n * j->Cb + cb;
     const float *x = (const float *)j->c->in[0].data + blk * g->H * g->W * V;
     float *y = (float *)j->c->out[0].data + blk * plane;
-    k_dwb_pack(j, cb, wv, bv);
+    const float *w = wv, *b = bv;
+    if (j->packed) w = j->packed + cb * (g->kh * g->kw + 1) * V, b = w + g->kh * g->kw * V;
+    else k_dwb_pack(j, cb, wv, bv);
+    if (j->pad) k_dwb_pad_copy(g, &q, V, x, xp);
     for (int64_t r = r0; r < r1; r += rows) {   /* the epilogue on each run of rows, still in cache */
       int64_t e = r + rows < r1 ? r + rows : r1;
-      j->isa->brows[V == 16](g, x, wv, bv, y, r, e);
+      j->isa->brows[V == 16](j->pad ? &q : g, j->pad ? xp : x, w, b, y, r, e);
       k_epi_apply_blocked(j->c, y + r * g->OW * V, blk * plane + r * g->OW * V, blk * plane + e * g->OW * V, V);
     }
   }
@@ -508,11 +583,13 @@ static int k_conv_dw_forward_blocked(const k_call *c) {
   const k_conv_param *p = c->param;
   k_dw_geom dg = k_dw_geometry(&c->in[0].shape, &c->in[1].shape, p);
   k_dwb_job j = {c, k_dw_pick(), {dg.H, dg.W, dg.OH, dg.OW, dg.kh, dg.kw, dg.sh, dg.sw, dg.ph, dg.pw, dg.dh, dg.dw},
-                 p->in_block, dg.C, (dg.C + p->in_block - 1) / p->in_block, 1};
+                 p->in_block, dg.C, (dg.C + p->in_block - 1) / p->in_block, 1, 0, NULL};
+  j.pad = k_dwb_pad_wanted(&j.g, j.V);
+  j.packed = k_dwb_cached(&j);
   int64_t tasks = dg.N * j.Cb;
   j.parts = k_parallel_row_parts(tasks, dg.OH, dg.OW * j.V * dg.taps, K_DWB_PART_MACS);
-  K_PROFILE_NOTE("depthwise blocked %lldx%lld/%lld, %lld tasks", (long long)dg.kh, (long long)dg.kw, (long long)dg.sh,
-                 (long long)(tasks * j.parts));
+  K_PROFILE_NOTE("depthwise blocked %lldx%lld/%lld%s, %lld tasks", (long long)dg.kh, (long long)dg.kw, (long long)dg.sh,
+                 j.pad ? " padded" : "", (long long)(tasks * j.parts));
   k_parallel_for(tasks * j.parts, 1, k_dwb_tasks, &j);
   return 0;
 }

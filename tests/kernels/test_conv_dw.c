@@ -48,6 +48,7 @@ static const dw_spec specs[] = {
   {"wide plane, many tiles",    1, 1, 3, 1, 20, 61, 3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0},
   {"tall kernel, 1 wide out",   1, 2, 2, 1, 9,  3, 4, 3, 1, 1, 0, 0, 1, 1, 0, 1, 0, 0, 0},
   {"7x7 plane (mobilenet end)", 1, 1, 24, 1, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0},
+  {"5x5 on 7x7 (mnasnet end)",  1, 2, 20, 1, 7, 7, 5, 5, 1, 1, 2, 2, 1, 1, 0, 1, 0, 0, 0},
   {"batch 1",                   1, 1, 8, 1, 8,  8, 3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0},
   {"batch 6 in 4 parts",        1, 6, 3, 2, 6,  5, 3, 3, 2, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0},
   {"1-D",                       0, 3, 4, 1, 1,  29, 1, 3, 1, 1, 0, 1, 1, 1, 0, 1, 0, 0, 0},
@@ -339,6 +340,9 @@ static void dw_from_blocked(const float *b, int64_t N, int64_t C, int64_t S, int
       for (int64_t q = 0; q < S; q++) x[(n * C + c) * S + q] = b[((n * Cb + c / V) * S + q) * V + c % V];
 }
 
+/* The cache the blocked forwards pass their calls (NULL: none; dw_blocked_cached sets it). */
+static k_cache *dw_cache;
+
 /* One blocked forward at width V (in, out and epilogue blocked alike unless `out_v` differs),
  * its output unpacked into got; returns the kernel's return code, its message in err. */
 static int dw_forward_blocked(const dw_spec *s, dw_data *d, int64_t V, int64_t out_v, const char *mode,
@@ -355,7 +359,7 @@ static int dw_forward_blocked(const dw_spec *s, dw_data *d, int64_t V, int64_t o
   size_t tb = k_conv_temp_bytes(&d->x.shape, &d->w.shape, &p);
   void *temp = dw_temp(tb);
   k_req req = kWriteTo;
-  k_call c = {in, 3 + nextra, &o, 1, &req, &p, temp, tb, 0, 0, 0, err, 160, NULL, epi};
+  k_call c = {in, 3 + nextra, &o, 1, &req, &p, temp, tb, 0, 0, 0, err, 160, dw_cache, epi};
   err[0] = 0;
   int rc = k_convolution_forward(&c);
   if (!rc) dw_from_blocked(yb, s->N, F, OHW, V, got);
@@ -365,7 +369,7 @@ static int dw_forward_blocked(const dw_spec *s, dw_data *d, int64_t V, int64_t o
 
 /* The blocked forward gives the NCHW path's bits, on the same instruction set, at widths 8 and
  * 16, with the planes' padding lanes NaN, with 1, 2 and 4 threads (batch-1 rows cut into
- * parts), and with batch_norm + clip (MobileNet's tail) run blocked on each run of rows. The
+ * parts), small planes copied zero-padded first and not (KILN_DW_PAD=0), and with batch_norm + clip (MobileNet's tail) run blocked on each run of rows. The
  * bits are the optimised build's promise (both loops' multiply-adds contracted alike); in the
  * sanitizer build (its instrumentation, or -O0) GCC contracts some of one loop's and not the
  * other's, an ulp apart at a few positions, so there the two must agree to 1e-6 of their
@@ -392,6 +396,11 @@ static void dw_blocked(const dw_spec *s) {
                  (int)V, modes[m] ? modes[m] : "default", threads[t]);
       }
       k_parallel_set_threads(0);
+      setenv("KILN_DW_PAD", "0", 1);   /* small planes unpadded too: the edge positions' own loop */
+      KT_CHECK(dw_forward_blocked(s, &d, V, V, modes[m], NULL, NULL, 0, got, err) == 0, "%s blocked: %s", s->name, err);
+      KT_CHECK(DW_SAME(got, want, ny), "%s blocked V=%d %s, unpadded: not the NCHW path's bits", s->name, (int)V,
+               modes[m] ? modes[m] : "default");
+      unsetenv("KILN_DW_PAD");
     }
   /* the epilogue: batch_norm over the channels, then clip */
   int64_t F = s->C / s->cg * s->M;
@@ -408,6 +417,36 @@ static void dw_blocked(const dw_spec *s) {
   KT_CHECK(DW_SAME(got, want, ny), "%s blocked epilogue: not the NCHW path's bits", s->name);
   for (int i = 0; i < 4; i++) kt_tensor_free(&bn[i]);
   free(init), free(want), free(got);
+  dw_free(&d);
+}
+
+/* A predict program's cache (weights and bias stable) holds the packed weights from the first
+ * call on: the same bits as packing per call, reused while the key stands, packed again from
+ * the new weights once the key is cleared; unstable inputs leave the cache alone. */
+static void dw_blocked_cached(const dw_spec *s) {
+  dw_data d = dw_make(s);
+  int64_t ny = k_shape_numel(&d.y.shape), nw = k_shape_numel(&d.w.shape);
+  float *want = malloc((size_t)ny * 4), *got = malloc((size_t)ny * 4);
+  char err[160];
+  k_cache cache = {NULL, 0, 0, 0x6u};
+  for (int round = 0; round < 2; round++) {   /* the weights as made, then doubled */
+    dw_cache = NULL;
+    KT_CHECK(dw_forward_blocked(s, &d, 16, 16, NULL, NULL, NULL, 0, want, err) == 0, "%s: %s", s->name, err);
+    dw_cache = &cache;
+    for (int call = 0; call < 2; call++) {
+      KT_CHECK(dw_forward_blocked(s, &d, 16, 16, NULL, NULL, NULL, 0, got, err) == 0, "%s cached: %s", s->name, err);
+      KT_CHECK(cache.key != 0 && !memcmp(got, want, (size_t)ny * 4), "%s: cached call %d (weights %d) differs or not kept",
+               s->name, call, round);
+    }
+    for (int64_t i = 0; i < nw; i++) ((float *)d.w.data)[i] *= 2.0f;
+    cache.key = 0;   /* what the runtime does when weights change */
+  }
+  k_cache unstable = {NULL, 0, 0, 0x1u};
+  dw_cache = &unstable;
+  KT_CHECK(dw_forward_blocked(s, &d, 16, 16, NULL, NULL, NULL, 0, got, err) == 0 && unstable.key == 0 && !unstable.data,
+           "%s: unstable weights cached", s->name);
+  dw_cache = NULL;
+  free(cache.data), free(want), free(got);
   dw_free(&d);
 }
 
@@ -542,6 +581,8 @@ int main(void) {
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)   /* 2-D, one filter per channel */
     if (specs[i].two_d && specs[i].cg == 1 && specs[i].M == 1) dw_blocked(&specs[i]);
   dw_blocked_refused();
+  dw_blocked_cached(spec("3x3 s1 pad 1"));
+  dw_blocked_cached(spec("5x5 on 7x7 (mnasnet end)"));
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
     if (specs[i].two_d) dw_temp_blocked(&specs[i]);
   unsetenv("KILN_CONV");
