@@ -1,5 +1,5 @@
 /* pass_simplify.c — rewrites of the graph that do less work for the same values
- * (docs/passes.md, "Simplify"). Three so far.
+ * (docs/passes.md, "Simplify"). Five so far.
  *
  * A monotone activation that only a max pooling reads runs after the pooling instead of
  * before it, on a quarter of the values for a 2x2 window (LeNet's tanh(conv) -> max pooling).
@@ -23,15 +23,19 @@
  * x * sigmoid(x) and x * hard_sigmoid(x) (torch's hardsigmoid constants) become silu(x) and
  * hard_swish(x), one activation that a convolution's epilogue can run (see below).
  *
+ * torch's exported erf GELU, (x * (1 + erf(x / sqrt 2))) * 0.5, becomes gelu(x), and pow(x, 2)
+ * becomes square(x) (see below).
+ *
  * The first is for predict only: in train_step it would send the gradient to the first
  * maximum of x where torch sends it to the first maximum of f(x), a different element wherever
- * f maps two values of a window to one float (tanh near +-1). The other two run for both: the
+ * f maps two values of a window to one float (tanh near +-1). The others run for both: the
  * backward pass derives the matmul's backward node from the rewritten one, whose kernels store
  * each gradient as its operand is stored, and the swish's gradient is the fused activation's
- * (torch's own for F.silu and F.hardswish). Neither adds a tensor (the gate's stays, unwritten),
- * so the graphs of predict and train_step still share every index of the lowered graph. */
+ * (torch's own for F.silu and F.hardswish), as gelu's and square's are. None adds a tensor (the
+ * gate's and the chain's stay, unwritten), so the graphs of predict and train_step still share every index of the lowered graph. */
 #include "passes.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 /* Node p is a max pooling whose windows are never empty. */
@@ -213,6 +217,111 @@ static void pass_simp_swishes(ir_graph *g, pass_ctx *cx) {
   free(dead);
 }
 
+/* ---- x * 0.5 * (1 + erf(x / sqrt 2)) as one gelu ---- */
+
+/* Whether tensor t is a constant equal to v (to a relative 1e-6: torch writes sqrt 2 and its
+ * inverse as the nearest floats, other exporters may round otherwise). */
+static bool pass_simp_const_is(const ir_graph *g, int t, double v) {
+  const ir_tensor *c = t >= 0 ? ir_tensor_at(g, t) : NULL;
+  return c && c->kind == IR_T_CONST && fabs(c->value - v) <= 1e-6 * fabs(v);
+}
+
+/* The node that writes t when it is op `op`, with `nin` inputs, read only by node `by` and not
+ * yet dead; else -1. */
+static int pass_simp_sole(const ir_graph *g, int t, int op, int nin, int by, const int *reader, const bool *dead) {
+  int h = t >= 0 ? ir_tensor_at(g, t)->producer : -1;
+  if (h < 0 || dead[h] || reader[t] != by) return -1;
+  const ir_node *n = ir_node_at(g, h);
+  return n->kind == IR_N_OP && n->op == op && n->nin == nin && n->nout == 1 ? h : -1;
+}
+
+/* The operand of binary node b other than the constant v (either order), or -1. */
+static int pass_simp_other(const ir_graph *g, const ir_node *b, double v) {
+  if (pass_simp_const_is(g, b->in[1], v)) return b->in[0];
+  if (pass_simp_const_is(g, b->in[0], v)) return b->in[1];
+  return -1;
+}
+
+/* x when tensor t is 1 + erf(x / sqrt 2) (or x * (1 / sqrt 2), 1 on either side), every step
+ * read only by the next and the last by node `by`; its nodes go into chain[0 .. 3). Else -1. */
+static int pass_simp_erf_term(const ir_graph *g, int t, int by, const int *reader, const bool *dead, int chain[3]) {
+  int a = pass_simp_sole(g, t, IR_OP_add, 2, by, reader, dead);
+  if (a < 0) return -1;
+  int e = pass_simp_sole(g, pass_simp_other(g, ir_node_at(g, a), 1.0), IR_OP_erf, 1, a, reader, dead);
+  if (e < 0) return -1;
+  int u = ir_node_at(g, e)->in[0], d = pass_simp_sole(g, u, IR_OP_div, 2, e, reader, dead), x = -1;
+  if (d >= 0 && pass_simp_const_is(g, ir_node_at(g, d)->in[1], 1.4142135623730951)) x = ir_node_at(g, d)->in[0];
+  if (d < 0 && (d = pass_simp_sole(g, u, IR_OP_mul, 2, e, reader, dead)) >= 0)
+    x = pass_simp_other(g, ir_node_at(g, d), 0.70710678118654752);
+  chain[0] = a, chain[1] = e, chain[2] = d;
+  return x;
+}
+
+/* Mul node i as gelu(x) when it computes torch's exported erf GELU, (x * (1 + erf(x / sqrt 2)))
+ * * 0.5 or (x * 0.5) * (1 + erf(...)), factors in either order, each step read only by the
+ * next: the other nodes are marked dead, and the matmul that writes x is read by one node.
+ * gelu is k_sf_gelu, x times the normal tail, within a few ulp of the five ops and of F.gelu
+ * (docs/kernels.md): one loop instead of five ops, and an elementwise tail a heavy op's
+ * epilogue can run. Returns 1 when it rewrote. */
+static int pass_simp_fold_gelu(ir_graph *g, pass_ctx *cx, int i, const int *reader, bool *dead) {
+  ir_node *m = ir_node_at(g, i);
+  int chain[5], x = -1;
+  int inner = pass_simp_sole(g, pass_simp_other(g, m, 0.5), IR_OP_mul, 2, i, reader, dead);
+  for (int j = 0; inner >= 0 && j < 2 && x < 0; j++) {   /* (x * (1 + erf)) * 0.5 */
+    const ir_node *n = ir_node_at(g, inner);
+    int cand = pass_simp_erf_term(g, n->in[j], inner, reader, dead, chain);
+    if (cand >= 0 && cand == n->in[1 - j]) x = cand, chain[3] = inner;
+  }
+  for (int j = 0; x < 0 && j < 2; j++) {   /* (x * 0.5) * (1 + erf) */
+    int h = pass_simp_sole(g, m->in[j], IR_OP_mul, 2, i, reader, dead);
+    int half = h >= 0 ? pass_simp_other(g, ir_node_at(g, h), 0.5) : -1;
+    int cand = half >= 0 ? pass_simp_erf_term(g, m->in[1 - j], i, reader, dead, chain) : -1;
+    if (cand >= 0 && cand == half) x = cand, chain[3] = h;
+  }
+  if (x < 0 || !ir_shape_eq(&ir_tensor_at(g, x)->shape, &ir_tensor_at(g, m->out[0])->shape)) return 0;
+  pass_explain(cx, "%s (mul) is the erf GELU of %s: one gelu", m->name, ir_tensor_at(g, x)->name);
+  m->op = IR_OP_gelu, m->nin = 1, m->in[0] = x, m->param = NULL;
+  for (int k = 0; k < 4; k++) dead[chain[k]] = true;
+  if (ir_infer_one(g, cx->diag, i)) KILN_ICE("simplify: '%s' does not infer as gelu", m->name);
+  return 1;
+}
+
+/* Every such mul; the dead steps leave the graph. */
+static void pass_simp_gelus(ir_graph *g, pass_ctx *cx) {
+  int *reader = pass_simp_single_readers(g), folds = 0;
+  bool *dead = calloc((size_t)ir_nnodes(g) + 1, sizeof *dead);
+  if (!dead) KILN_ICE("out of memory");
+  for (int i = 0; i < ir_nnodes(g); i++) {
+    const ir_node *n = ir_node_at(g, i);
+    if (n->kind == IR_N_OP && n->op == IR_OP_mul && n->nin == 2 && n->nout == 1 && !dead[i])
+      folds += pass_simp_fold_gelu(g, cx, i, reader, dead);
+  }
+  if (folds) pass_simp_drop_dead(g, dead);
+  free(reader);
+  free(dead);
+}
+
+/* ---- pow(x, 2) as square(x) ---- */
+
+/* Every pow whose exponent is the constant 2 (torch exports a layer norm's variance as
+ * Pow(x - mean, 2)) becomes square(x), x * x: the correctly rounded square, where pow's
+ * log and exp in double cost 2.5 ns an element (ConvNeXt's layer norms, 7% of its time).
+ * Returns how many it rewrote. */
+static int pass_simp_squares(ir_graph *g, pass_ctx *cx) {
+  int n = 0;
+  for (int i = 0; i < ir_nnodes(g); i++) {
+    ir_node *p = ir_node_at(g, i);
+    if (p->kind != IR_N_OP || p->op != IR_OP_pow || p->nin != 2 || p->nout != 1 || !pass_simp_const_is(g, p->in[1], 2.0) ||
+        !ir_shape_eq(&ir_tensor_at(g, p->in[0])->shape, &ir_tensor_at(g, p->out[0])->shape))
+      continue;
+    pass_explain(cx, "%s (pow) raises %s to the constant 2: one square", p->name, ir_tensor_at(g, p->in[0])->name);
+    p->op = IR_OP_square, p->nin = 1, p->param = NULL;
+    if (ir_infer_one(g, cx->diag, i)) KILN_ICE("simplify: '%s' does not infer as square", p->name);
+    n++;
+  }
+  return n;
+}
+
 /* ---- the pass ---- */
 
 /* The activations behind their max poolings (predict only: see the top). */
@@ -233,6 +342,8 @@ static void pass_simp_pools(ir_graph *g, pass_ctx *cx) {
 int pass_simplify(ir_graph *g, pass_ctx *cx) {
   if (cx->mode != IR_MODE_TRAIN) pass_simp_pools(g, cx);
   pass_simp_swishes(g, cx);
+  pass_simp_gelus(g, cx);
+  pass_simp_squares(g, cx);
   pass_simp_matmuls(g, cx);
   return 0;
 }
