@@ -84,11 +84,8 @@ K_DW_ATTR static void KDWB(kdwb_edge_flush)(const k_dw_bgeom *g, const float *x,
 K_DW_ATTR static void KDWB(k_dw_brows)(const k_dw_bgeom *g, const float *x, const float *wv, const float *bias,
                                        float *y, int64_t oh0, int64_t oh1) {
   KDWB_VEC b = (KDWB_VEC){0} + KDWB(kdwb_ld)(bias);
-  int64_t lo = (g->pw + g->sw - 1) / g->sw, reach = g->W - 1 + g->pw - (g->kw - 1) * g->dw;
-  int64_t hi = reach < 0 ? 0 : reach / g->sw + 1;
-  if (lo > g->OW) lo = g->OW;
-  if (hi > g->OW) hi = g->OW;
-  if (hi < lo) hi = lo;
+  int64_t lo, hi;
+  k_dwb_interior(g, &lo, &hi);
   int64_t eh[KDWB_T], ew[KDWB_T];
   int ne = 0;
   for (int64_t oh = oh0; oh < oh1; oh++) {
