@@ -42,6 +42,7 @@
 #include "k_profile.h"
 #include "k_conv_dw.h"
 #include "k_vec.h"
+#include "k_cache.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -787,15 +788,10 @@ static const k_epi_step *k_cd_fwd_weights(const k_call *c, const k_cd_geom *full
                (!fold || ((p->no_bias || k_cd_stable(k, 2, 1)) && k_cd_stable(k, fold->slot, 4)));
   float *w = t->b.w, *fb = t->b.dwb;
   uint64_t key = k_cd_cache_key(g, fold != NULL, t->wino);
-  if (cached && !(k->key == key && k->bytes >= bytes)) {
-    k->key = 0;
-    if (k->bytes < bytes) {
-      free(k->data);
-      k->data = aligned_alloc(64, bytes), k->bytes = k->data ? bytes : 0;
-    }
-    if (k->data) k_cd_pack_forward(c, g, fold, t->wino, k->data, (float *)k->data + wfloats), k->key = key;
-  }
-  if (cached && k->key) w = k->data, fb = (float *)k->data + wfloats;
+  int fill = 0;
+  float *d = cached ? k_cache_reserve(k, key, bytes, &fill) : NULL;
+  if (fill) k_cd_pack_forward(c, g, fold, t->wino, d, d + wfloats), k->key = key;
+  if (d) w = d, fb = d + wfloats;
   else k_cd_pack_forward(c, g, fold, t->wino, w, fb);
   t->b.w = w;
   t->bias = fold ? fb : p->no_bias ? NULL : c->in[2].data;

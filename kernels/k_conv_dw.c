@@ -34,6 +34,7 @@
 #include "k_conv_dw.h"
 #include "k_epilogue.h"
 #include "k_parallel.h"
+#include "k_cache.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -528,19 +529,11 @@ static const float *k_dwb_cached(const k_dwb_job *j) {
   size_t bytes = (size_t)(j->Cb * per) * sizeof(float);
   uint64_t key = 0x6b64770000000000ull | (uint64_t)j->V;
   if (!k || !(k->stable >> 1 & 1u) || (!p->no_bias && !(k->stable >> 2 & 1u))) return NULL;
-  if (k->key == key && k->bytes >= bytes) return k->data;
-  k->key = 0;
-  if (k->bytes < bytes) {
-    free(k->data);
-    k->data = aligned_alloc(64, (bytes + 63) / 64 * 64), k->bytes = k->data ? bytes : 0;
-  }
-  if (!k->data) return NULL;
-  for (int64_t cb = 0; cb < j->Cb; cb++) {
-    float *w = (float *)k->data + cb * per;
-    k_dwb_pack(j, cb, w, w + per - j->V);
-  }
-  k->key = key;
-  return k->data;
+  int fill;
+  float *d = k_cache_reserve(k, key, bytes, &fill);
+  for (int64_t cb = 0; fill && cb < j->Cb; cb++) k_dwb_pack(j, cb, d + cb * per, d + cb * per + per - j->V);
+  if (fill) k->key = key;
+  return d;
 }
 
 static void k_dwb_tasks(void *ctx, int64_t lo, int64_t hi) {

@@ -38,11 +38,16 @@
  * ctx is the call (const, passed as k_range_fn's void *). */
 static int64_t k_elem_grain(const char *op) { return k_vec_light_stem(op) ? K_GRAIN_LIGHT : K_GRAIN; }
 
-#define K_UNARY_FWD(op, EXPR)                                           \
+#define K_UNARY_FWD(op, EXPR) K_UNARY_FWD_FIRST(op, EXPR, )
+
+/* The same, trying FIRST (a statement that returns when it has done the range) before the
+ * loop. */
+#define K_UNARY_FWD_FIRST(op, EXPR, FIRST)                              \
   K_VEC_TARGETS static void k_##op##_forward_range(void *ctx, int64_t lo, int64_t hi) { \
     const k_call *c = ctx;                                              \
     const float *xs = (const float *)c->in[0].data + lo;                \
     float *ys = (float *)c->out[0].data + lo;                           \
+    FIRST                                                               \
     K_UNARY_LOOP(hi - lo, ys, float x = xs[i], EXPR, c->req[0]);        \
   }                                                                     \
   int k_##op##_forward(const k_call *c) {                               \
@@ -57,22 +62,10 @@ static int64_t k_elem_grain(const char *op) { return k_vec_light_stem(op) ? K_GR
 #if K_VM512
 #define K_UNARY_FWD_WIDE(op, EXPR)                                      \
   K_VM512_ROWS(k_##op##_forward_512, k_vm512_##op)                      \
-  K_VEC_TARGETS static void k_##op##_forward_range(void *ctx, int64_t lo, int64_t hi) { \
-    const k_call *c = ctx;                                              \
-    const float *xs = (const float *)c->in[0].data + lo;                \
-    float *ys = (float *)c->out[0].data + lo;                           \
-    if (k_vm512_have()) {                                               \
-      k_##op##_forward_512(xs, ys, hi - lo, c->req[0] == kAddTo);       \
-      return;                                                           \
-    }                                                                   \
-    K_UNARY_LOOP(hi - lo, ys, float x = xs[i], EXPR, c->req[0]);        \
-  }                                                                     \
-  int k_##op##_forward(const k_call *c) {                               \
-    if (c->req[0] == kNullOp) return 0;                                 \
-    k_parallel_for(k_shape_numel(&c->out[0].shape), k_elem_grain(#op), \
-                   k_##op##_forward_range, (void *)c);                  \
-    return 0;                                                           \
-  }
+  K_UNARY_FWD_FIRST(op, EXPR, if (k_vm512_have()) {                     \
+    k_##op##_forward_512(xs, ys, hi - lo, c->req[0] == kAddTo);         \
+    return;                                                             \
+  })
 #else
 #define K_UNARY_FWD_WIDE K_UNARY_FWD
 #endif

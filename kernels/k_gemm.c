@@ -12,6 +12,7 @@
 #include "k_blas.h"
 #include "k_epilogue.h"
 #include "k_vec.h"
+#include "k_cache.h"
 
 /* beta for a single product written straight into a req'd output. */
 static float k_beta(k_req r) { return r == kAddTo ? 1.0f : 0.0f; }
@@ -45,16 +46,10 @@ static const float *k_gemm_packed_b(const k_call *c, int64_t rows, int64_t N, in
   size_t bytes = k_sgemm_packed_bytes(N, K);
   if (!k || !(k->stable >> 1 & 1u) || rows <= 1 || N <= 1 || bytes == 0) return NULL;
   uint64_t key = k_sgemm_packed_key();
-  if (k->key == key && k->bytes >= bytes) return k->data;
-  k->key = 0;
-  if (k->bytes < bytes) {
-    free(k->data);
-    k->data = aligned_alloc(64, (bytes + 63) / 64 * 64), k->bytes = k->data ? bytes : 0;
-    if (!k->data) return NULL;
-  }
-  k_sgemm_pack(tb, N, K, c->in[1].data, ldb, k->data);
-  k->key = key;
-  return k->data;
+  int fill;
+  float *d = k_cache_reserve(k, key, bytes, &fill);
+  if (fill) k_sgemm_pack(tb, N, K, c->in[1].data, ldb, d), k->key = key;
+  return d;
 }
 
 /* ---- matmul ---------------------------------------------------------------------------- */

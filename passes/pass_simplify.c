@@ -202,15 +202,18 @@ static int pass_simp_fold_swish(ir_graph *g, pass_ctx *cx, int i, const int *rea
   return 0;
 }
 
-/* Every such mul; the dead gates leave the graph. */
-static void pass_simp_swishes(ir_graph *g, pass_ctx *cx) {
+/* A rewrite of one binary mul node that marks the nodes it replaces dead; 1 when it rewrote. */
+typedef int (*pass_simp_mul_fold)(ir_graph *g, pass_ctx *cx, int i, const int *reader, bool *dead);
+
+/* fold on every binary mul; the dead nodes leave the graph. */
+static void pass_simp_muls(ir_graph *g, pass_ctx *cx, pass_simp_mul_fold fold) {
   int *reader = pass_simp_single_readers(g), folds = 0;
   bool *dead = calloc((size_t)ir_nnodes(g) + 1, sizeof *dead);
   if (!dead) KILN_ICE("out of memory");
   for (int i = 0; i < ir_nnodes(g); i++) {
     const ir_node *n = ir_node_at(g, i);
     if (n->kind == IR_N_OP && n->op == IR_OP_mul && n->nin == 2 && n->nout == 1 && !dead[i])
-      folds += pass_simp_fold_swish(g, cx, i, reader, dead);
+      folds += fold(g, cx, i, reader, dead);
   }
   if (folds) pass_simp_drop_dead(g, dead);
   free(reader);
@@ -286,21 +289,6 @@ static int pass_simp_fold_gelu(ir_graph *g, pass_ctx *cx, int i, const int *read
   return 1;
 }
 
-/* Every such mul; the dead steps leave the graph. */
-static void pass_simp_gelus(ir_graph *g, pass_ctx *cx) {
-  int *reader = pass_simp_single_readers(g), folds = 0;
-  bool *dead = calloc((size_t)ir_nnodes(g) + 1, sizeof *dead);
-  if (!dead) KILN_ICE("out of memory");
-  for (int i = 0; i < ir_nnodes(g); i++) {
-    const ir_node *n = ir_node_at(g, i);
-    if (n->kind == IR_N_OP && n->op == IR_OP_mul && n->nin == 2 && n->nout == 1 && !dead[i])
-      folds += pass_simp_fold_gelu(g, cx, i, reader, dead);
-  }
-  if (folds) pass_simp_drop_dead(g, dead);
-  free(reader);
-  free(dead);
-}
-
 /* ---- pow(x, 2) as square(x) ---- */
 
 /* Every pow whose exponent is the constant 2 (torch exports a layer norm's variance as
@@ -341,8 +329,8 @@ static void pass_simp_pools(ir_graph *g, pass_ctx *cx) {
 
 int pass_simplify(ir_graph *g, pass_ctx *cx) {
   if (cx->mode != IR_MODE_TRAIN) pass_simp_pools(g, cx);
-  pass_simp_swishes(g, cx);
-  pass_simp_gelus(g, cx);
+  pass_simp_muls(g, cx, pass_simp_fold_swish);
+  pass_simp_muls(g, cx, pass_simp_fold_gelu);
   pass_simp_squares(g, cx);
   pass_simp_matmuls(g, cx);
   return 0;
