@@ -124,8 +124,9 @@ static int repl_bind_inputs(repl *r, const ir_graph *g, kiln_array **bound) {
   return KILN_OK;
 }
 
-/* Every node of the lowered statement as a lazy array; the targets bound to theirs. */
-static int repl_record(repl *r, const ir_graph *g, char **targets, int ntargets) {
+/* Every node of the lowered statement as a lazy array; the targets bound to theirs (`shown`:
+ * the names a message gives them, the user's where the targets are fresh ones). */
+static int repl_record(repl *r, const ir_graph *g, char **targets, char **shown, int ntargets) {
   kiln_array **made = calloc((size_t)ir_ntensors(g) + 1, sizeof *made), **bound = calloc((size_t)ir_ntensors(g) + 1, sizeof *bound);
   int rc = made && bound ? repl_bind_inputs(r, g, bound) : api_fail("out of memory");
   for (int i = 0; !rc && i < ir_nnodes(g); i++) rc = api_record_node(r->s, g, ir_node_at(g, i), made, bound);
@@ -133,7 +134,7 @@ static int repl_record(repl *r, const ir_graph *g, char **targets, int ntargets)
     int t = ir_graph_find_tensor(g, targets[i]);
     kiln_array *a = t >= 0 ? api_record_operand(r->s, g, t, made, bound) : NULL;
     /* the name takes over the walk's handle; an existing array has its own name already */
-    if (!a || !made[t]) { rc = api_fail("'%s': assign a computed value (an op or a number)", targets[i]); break; }
+    if (!a || !made[t]) { rc = api_fail("'%s': assign a computed value (an op or a number)", shown[i]); break; }
     made[t] = NULL;
     if (repl_bind(r, targets[i], a)) rc = api_fail("out of memory");
   }
@@ -161,24 +162,62 @@ static int repl_targets(const char *text, char **out, int max) {
   return 0;
 }
 
-/* Lowers `stmt` with the given targets as outputs and records its nodes. */
-static int repl_lower_stmt(repl *r, const char *lead, const char *stmt, char **targets, int ntargets) {
+/* Lowers `stmt` with the given targets as outputs and records its nodes (shown: as repl_record). */
+static int repl_lower_stmt(repl *r, const char *lead, const char *stmt, char **targets, char **shown, int ntargets) {
   api_buf outs = {0}, src = {0};
   for (int i = 0; i < ntargets; i++) api_buf_printf(&outs, "%s%s", i ? ", " : "", targets[i]);
   repl_source(r, lead, stmt, outs.s ? outs.s : "", &src);
   api_lowered low = {0};
   int rc = src.oom ? api_fail("out of memory") : api_lower_text("<repl>", src.s, &low) ? repl_relocate(r) : KILN_OK;
-  if (!rc) rc = repl_record(r, low.g, targets, ntargets);
+  if (!rc) rc = repl_record(r, low.g, targets, shown, ntargets);
   api_lowered_free(&low);
   api_buf_free(&outs), api_buf_free(&src);
   return rc;
 }
 
+/* A name no array has and no target of this statement is: "_rebind<i>", numbered on. */
+static char *repl_fresh_name(repl *r, char **targets, int n, int *next) {
+  char name[32];
+  for (;;) {
+    snprintf(name, sizeof name, "_rebind%d", (*next)++);
+    bool used = repl_find(r, name) != NULL;
+    for (int i = 0; i < n && !used; i++) used = strcmp(targets[i], name) == 0;
+    if (!used) return api_strdup(name);
+  }
+}
+
+/* An assignment. A name that already has an array is bound to the new value, as Python
+ * rebinds (`b = b * 2` reads the old b): the language assigns a name once, so the statement is
+ * lowered with fresh targets on the line before (the lead) and its own left side blanked,
+ * which keeps the columns of its right side the user's for a diagnostic; each old name then
+ * takes its fresh array. The old value stays in the graphs of the arrays made from it. */
 static int repl_assign(repl *r, const char *text, char **targets, int n) {
-  for (int i = 0; i < n; i++)
-    if (repl_find(r, targets[i]))   /* a new value for an old name: lower under a fresh one */
-      return api_fail("'%s' is already defined; the language assigns a name once (:reset starts over)", targets[i]);
-  return repl_lower_stmt(r, "", text, targets, n);
+  bool again = false;
+  for (int i = 0; i < n; i++) again = again || repl_find(r, targets[i]);
+  if (!again) return repl_lower_stmt(r, "", text, targets, targets, n);
+  char *fresh[16] = {0}, *blank = api_strdup(text);
+  api_buf lead = {0};
+  int next = 0, rc = blank ? KILN_OK : api_fail("out of memory");
+  for (int i = 0; !rc && i < n; i++) {
+    fresh[i] = repl_fresh_name(r, targets, n, &next);
+    if (!fresh[i]) rc = api_fail("out of memory");
+    else api_buf_printf(&lead, "%s%s", i ? ", " : "", fresh[i]);
+  }
+  if (!rc) {
+    api_buf_printf(&lead, " =");
+    memset(blank, ' ', (size_t)(strchr(text, '=') - text) + 1);   /* repl_targets found the '=' */
+    rc = lead.oom ? api_fail("out of memory") : repl_lower_stmt(r, lead.s, blank, fresh, targets, n);
+  }
+  for (int i = 0; !rc && i < n; i++) {
+    repl_var *v = repl_find(r, fresh[i]);
+    kiln_array *a = v->a;
+    free(v->name);
+    *v = r->vars[--r->nvars];
+    if (repl_bind(r, targets[i], a)) rc = api_fail("out of memory");
+  }
+  for (int i = 0; i < n; i++) free(fresh[i]);
+  free(blank), api_buf_free(&lead);
+  return rc;
 }
 
 /* A bare expression: recorded as `_ = expr`, printed, and the name _ dropped. */
@@ -186,7 +225,7 @@ static int repl_expr(repl *r, const char *text) {
   repl_var *v = repl_find(r, text);
   if (v) return repl_show(r, v->a);
   char *t = "_";
-  int rc = repl_lower_stmt(r, "_ =", text, &t, 1);
+  int rc = repl_lower_stmt(r, "_ =", text, &t, &t, 1);
   if (rc) return rc;
   v = repl_find(r, "_");
   rc = repl_show(r, v->a);
@@ -235,7 +274,7 @@ static int repl_statement(repl *r, const char *text) {
 
 static const char repl_help[] =
   "Statements are the .kiln language, recorded and computed only when a value is shown:\n"
-  "  x = relu(w * 2)        an assignment (a name is assigned once)\n"
+  "  x = relu(w * 2)        an assignment (assigning a name again rebinds it: x = x + 1)\n"
   "  x                      a name or an expression: its value, as NumPy prints it\n"
   "  dim n = 4, def f(...) { ... }   as in a .kiln file (a def may span lines)\n"
   "Every tensor input of an op is an array: arrays create no parameters.\n"
