@@ -320,9 +320,10 @@ static int repl_parse_type(const char *text, k_dtype *t, int *rank, int64_t *dim
   return KILN_OK;
 }
 
-static int repl_new_name(repl *r, const char *name) {
+/* Whether a command may bind an array to name: any name, a new one or an old one, which it
+ * rebinds as an assignment does (repl_bind). */
+static int repl_name_ok(const char *name) {
   if (!name || !api_is_name(name, false)) return api_fail("'%s' is not a name", name ? name : "");
-  if (repl_find(r, name)) return api_fail("'%s' is already defined (:reset starts over)", name);
   return KILN_OK;
 }
 
@@ -344,7 +345,7 @@ static int repl_cmd_rand(repl *r, char **arg, int n, bool zeros) {
   bool uniform = false;
   uint64_t seed = (uint64_t)r->stmt;   /* without seed=: the statement number, so two :rand differ */
   if (n < 3) return api_fail("usage: %s NAME f32[2,3]%s", arg[0], zeros ? "" : " [normal|uniform] [seed=N]");
-  if (repl_new_name(r, arg[1]) || repl_parse_type(arg[2], &t, &rank, dims)) return KILN_ERR;
+  if (repl_name_ok(arg[1]) || repl_parse_type(arg[2], &t, &rank, dims)) return KILN_ERR;
   for (int i = 3; i < n && !zeros; i++) {
     if (strcmp(arg[i], "uniform") == 0 || strcmp(arg[i], "normal") == 0) uniform = arg[i][0] == 'u';
     else if (strncmp(arg[i], "seed=", 5) == 0) {
@@ -362,7 +363,7 @@ static int repl_cmd_rand(repl *r, char **arg, int n, bool zeros) {
 static int repl_cmd_load(repl *r, char **arg, int n) {
   kiln_array *a = NULL;
   if (n != 3) return api_fail("usage: :load NAME FILE.npy");
-  if (repl_new_name(r, arg[1]) || kiln_array_load_npy(r->s, arg[2], &a)) return KILN_ERR;
+  if (repl_name_ok(arg[1]) || kiln_array_load_npy(r->s, arg[2], &a)) return KILN_ERR;
   return repl_bind(r, arg[1], a) ? api_fail("out of memory") : KILN_OK;
 }
 
@@ -401,8 +402,7 @@ static int repl_cmd_grad(repl *r, char **arg, int n) {
     char name[256];
     snprintf(name, sizeof name, "d_%s", arg[i]);
     if (!v) return api_fail("no array named '%s' (:vars lists them)", arg[i]);
-    if (repl_find(r, name)) return api_fail("'%s' is already defined (:reset starts over)", name);
-    wrt[i - 2] = v->a;
+    wrt[i - 2] = v->a;   /* an old d_W is rebound below, as an assignment rebinds */
   }
   if (kiln_grad(loss->a, n - 2, wrt, out)) return KILN_ERR;
   for (int i = 2; i < n; i++) {

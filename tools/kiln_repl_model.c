@@ -240,8 +240,6 @@ int repl_model_call(repl *r, const char *text, char **targets, int ntargets) {
   kiln_array *arrays[16];
   if (!repl_parse_call(rhs, &train, args, &nargs, buf, sizeof buf)) return -1;
   if (!r->model) return api_fail("%s: no model loaded (:model FILE.kiln first)", train ? "train_step" : "predict");
-  for (int i = 0; i < ntargets; i++)
-    if (repl_find(r, targets[i])) return api_fail("'%s' is already defined (:reset starts over)", targets[i]);
   if (repl_call_args(r, train, args, nargs, arrays)) return KILN_ERR;
   return train ? repl_train_step(r, arrays, nargs, targets, ntargets) : repl_predict(r, arrays, nargs, targets, ntargets);
 }
