@@ -8,6 +8,14 @@
 
 #include "k_base.h"
 
+/* Whether input slots [first, first + n) of the call are all stable in the cache: the same
+ * buffer with the same contents on every call until its key is cleared. */
+static inline int k_cache_stable(const k_cache *k, int first, int n) {
+  for (int i = first; i < first + n; i++)
+    if (i >= 32 || !(k->stable >> i & 1u)) return 0;
+  return 1;
+}
+
 /* The cache's data for key, at least bytes long. When it already holds key, its data, with
  * *fill = 0. Otherwise the key is cleared, the data (re)allocated 64-byte aligned when too
  * small, and *fill = 1: the caller packs into it and then sets k->key = key. NULL (and

@@ -275,10 +275,16 @@ static int64_t k_cd_block_width(const k_conv_param *p) {
  * [C][Hp][Wp + V] of a sample no larger than its blocked copy [Hp][Wp][V], whose place in the
  * workspace it takes. KILN_CONV_NCHW=0 turns it off (tests compare, benchmarks time both). */
 #define K_CD_NCHW_C 4
+/* Few enough input channels for a padded NCHW copy, [C][Hp][Wp + V] a sample, to take the
+ * blocked copy's place in the workspace: what k_cd_nchw and k_cd_planar both read. */
+static int k_cd_nchw_copy_fits(const k_cd_geom *g) {
+  return g->C <= K_CD_NCHW_C && g->C * (g->Wp + g->V) <= g->V * g->Wp;
+}
+
 static int k_cd_nchw(const k_cd_geom *g, const k_conv_param *p, int wino) {
   const char *env = getenv("KILN_CONV_NCHW");
-  return !k_cd_blocked(p) && !wino && g->sw == 1 && g->C <= K_CD_NCHW_C && g->OW % g->V == 0 && g->F % g->V == 0 &&
-         g->C * (g->Wp + g->V) <= g->V * g->Wp && !(env && !strcmp(env, "0"));
+  return !k_cd_blocked(p) && !wino && g->sw == 1 && g->OW % g->V == 0 && g->F % g->V == 0 && k_cd_nchw_copy_fits(g) &&
+         !(env && !strcmp(env, "0"));
 }
 
 /* Whether a forward that is not k_cd_nchw's reads its NCHW input planar (k_cd_geom.planar):
@@ -290,8 +296,7 @@ static int k_cd_nchw(const k_cd_geom *g, const k_conv_param *p, int wino) {
  * KILN_CONV_PLANAR=0 turns it off (tests compare, benchmarks time both). */
 static int k_cd_planar(const k_cd_geom *g, const k_conv_param *p, int wino, int nchw) {
   const char *env = getenv("KILN_CONV_PLANAR");
-  return !p->in_block && !wino && !nchw && g->G == 1 && g->C <= K_CD_NCHW_C && g->C * (g->Wp + g->V) <= g->V * g->Wp &&
-         !(env && !strcmp(env, "0"));
+  return !p->in_block && !wino && !nchw && g->G == 1 && k_cd_nchw_copy_fits(g) && !(env && !strcmp(env, "0"));
 }
 
 int k_conv_direct_planar(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
@@ -764,13 +769,6 @@ static void k_cd_pack_forward(const k_call *c, const k_cd_geom *g, const k_epi_s
   else k_cd_pack_weights_scaled(g, c->in[1].data, a, 0, w);
 }
 
-/* Whether input slots [first, first + n) are all stable in the call's cache. */
-static int k_cd_stable(const k_cache *k, int first, int n) {
-  for (int i = first; i < first + n; i++)
-    if (i >= 32 || !(k->stable >> i & 1u)) return 0;
-  return 1;
-}
-
 /* The forward-layout weights and bias (t->b.w, t->bias; returns the folded step or NULL):
  * from the call's cache when the weights (and, folding, the bias and the statistics) are
  * stable inputs and the cache holds them for this V; packed into the cache (grown as needed)
@@ -784,8 +782,8 @@ static const k_epi_step *k_cd_fwd_weights(const k_call *c, const k_cd_geom *full
   const k_cd_geom *g = &wg;
   size_t wfloats = (size_t)k_cd_round(g->Fb * g->Cb * k_cd_wtaps(g, t->wino) * g->V * g->V);
   size_t bytes = (wfloats + (fold ? 2 * (size_t)k_cd_round(g->F) : 0)) * sizeof(float);
-  int cached = k && k_cd_stable(k, 1, 1) &&
-               (!fold || ((p->no_bias || k_cd_stable(k, 2, 1)) && k_cd_stable(k, fold->slot, 4)));
+  int cached = k && k_cache_stable(k, 1, 1) &&
+               (!fold || ((p->no_bias || k_cache_stable(k, 2, 1)) && k_cache_stable(k, fold->slot, 4)));
   float *w = t->b.w, *fb = t->b.dwb;
   uint64_t key = k_cd_cache_key(g, fold != NULL, t->wino);
   int fill = 0;

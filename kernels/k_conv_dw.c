@@ -461,7 +461,8 @@ typedef struct {
   const k_dw_isa *isa;
   k_dw_bgeom g;
   int64_t V, C, Cb, parts;
-  int pad;   /* each block copied zero-padded first (k_dwb_pad_wanted) */
+  int pad;          /* each block copied zero-padded first (k_dwb_pad_wanted), */
+  k_dw_bgeom q;     /* into a plane of this geometry (k_dwb_padded) */
   const float *packed;   /* every block's k_dwb_pack, [Cb][taps + 1][V], from the call's cache,
                             or NULL: each task packs its own */
 } k_dwb_job;
@@ -492,16 +493,6 @@ static int64_t k_dwb_padded_len(int64_t in, int64_t out, int64_t k, int64_t s, i
   return need > in + p ? need : in + p;
 }
 
-static int k_dwb_pad_wanted(const k_dw_bgeom *g, int64_t V) {
-  const char *env = getenv("KILN_DW_PAD");
-  int64_t Hp = k_dwb_padded_len(g->H, g->OH, g->kh, g->sh, g->ph, g->dh);
-  int64_t Wp = k_dwb_padded_len(g->W, g->OW, g->kw, g->sw, g->pw, g->dw);
-  int64_t lo, hi;
-  k_dwb_interior(g, &lo, &hi);
-  return g->sw == 1 && g->kw >= 5 && 4 * (g->OW - (hi - lo)) >= g->OW && Hp * Wp * V <= K_DWB_PAD_FLOATS &&
-         !(env && !strcmp(env, "0"));
-}
-
 /* The padded copy's geometry: no pads, the plane grown to hold every tap. */
 static k_dw_bgeom k_dwb_padded(const k_dw_bgeom *g) {
   k_dw_bgeom q = *g;
@@ -509,6 +500,15 @@ static k_dw_bgeom k_dwb_padded(const k_dw_bgeom *g) {
   q.W = k_dwb_padded_len(g->W, g->OW, g->kw, g->sw, g->pw, g->dw);
   q.ph = q.pw = 0;
   return q;
+}
+
+static int k_dwb_pad_wanted(const k_dw_bgeom *g, int64_t V) {
+  const char *env = getenv("KILN_DW_PAD");
+  k_dw_bgeom q = k_dwb_padded(g);
+  int64_t lo, hi;
+  k_dwb_interior(g, &lo, &hi);
+  return g->sw == 1 && g->kw >= 5 && 4 * (g->OW - (hi - lo)) >= g->OW && q.H * q.W * V <= K_DWB_PAD_FLOATS &&
+         !(env && !strcmp(env, "0"));
 }
 
 /* x [H][W][V] into xp [q.H][q.W][V], zeros around it. */
@@ -528,7 +528,7 @@ static const float *k_dwb_cached(const k_dwb_job *j) {
   int64_t per = (j->g.kh * j->g.kw + 1) * j->V;
   size_t bytes = (size_t)(j->Cb * per) * sizeof(float);
   uint64_t key = 0x6b64770000000000ull | (uint64_t)j->V;
-  if (!k || !(k->stable >> 1 & 1u) || (!p->no_bias && !(k->stable >> 2 & 1u))) return NULL;
+  if (!k || !k_cache_stable(k, 1, p->no_bias ? 1 : 2)) return NULL;
   int fill;
   float *d = k_cache_reserve(k, key, bytes, &fill);
   for (int64_t cb = 0; fill && cb < j->Cb; cb++) k_dwb_pack(j, cb, d + cb * per, d + cb * per + per - j->V);
@@ -542,7 +542,6 @@ static void k_dwb_tasks(void *ctx, int64_t lo, int64_t hi) {
   int64_t V = j->V, plane = g->OH * g->OW * V, rows = K_DW_EPI_FLOATS / (g->OW * V);
   float wv[K_DW_MAX_TAPS * 16], bv[16];
   _Alignas(64) float xp[K_DWB_PAD_FLOATS];
-  k_dw_bgeom q = k_dwb_padded(g);
   if (rows < 1) rows = 1;
   for (int64_t i = lo; i < hi; i++) {
     int64_t n = i / (j->Cb * j->parts), cb = i / j->parts % j->Cb, part = i % j->parts;
@@ -552,10 +551,10 @@ static void k_dwb_tasks(void *ctx, int64_t lo, int64_t hi) {
     const float *w = wv, *b = bv;
     if (j->packed) w = j->packed + cb * (g->kh * g->kw + 1) * V, b = w + g->kh * g->kw * V;
     else k_dwb_pack(j, cb, wv, bv);
-    if (j->pad) k_dwb_pad_copy(g, &q, V, x, xp);
+    if (j->pad) k_dwb_pad_copy(g, &j->q, V, x, xp);
     for (int64_t r = r0; r < r1; r += rows) {   /* the epilogue on each run of rows, still in cache */
       int64_t e = r + rows < r1 ? r + rows : r1;
-      j->isa->brows[V == 16](j->pad ? &q : g, j->pad ? xp : x, w, b, y, r, e);
+      j->isa->brows[V == 16](j->pad ? &j->q : g, j->pad ? xp : x, w, b, y, r, e);
       k_epi_apply_blocked(j->c, y + r * g->OW * V, blk * plane + r * g->OW * V, blk * plane + e * g->OW * V, V);
     }
   }
@@ -582,8 +581,9 @@ static int k_conv_dw_forward_blocked(const k_call *c) {
   const k_conv_param *p = c->param;
   k_dw_geom dg = k_dw_geometry(&c->in[0].shape, &c->in[1].shape, p);
   k_dwb_job j = {c, k_dw_pick(), {dg.H, dg.W, dg.OH, dg.OW, dg.kh, dg.kw, dg.sh, dg.sw, dg.ph, dg.pw, dg.dh, dg.dw},
-                 p->in_block, dg.C, (dg.C + p->in_block - 1) / p->in_block, 1, 0, NULL};
+                 p->in_block, dg.C, (dg.C + p->in_block - 1) / p->in_block, 1, 0, {0}, NULL};
   j.pad = k_dwb_pad_wanted(&j.g, j.V);
+  j.q = k_dwb_padded(&j.g);
   j.packed = k_dwb_cached(&j);
   int64_t tasks = dg.N * j.Cb;
   j.parts = k_parallel_row_parts(tasks, dg.OH, dg.OW * j.V * dg.taps, K_DWB_PART_MACS);

@@ -44,7 +44,7 @@ static const float *k_gemm_packed_b(const k_call *c, int64_t rows, int64_t N, in
                                     int64_t ldb) {
   k_cache *k = c->cache;
   size_t bytes = k_sgemm_packed_bytes(N, K);
-  if (!k || !(k->stable >> 1 & 1u) || rows <= 1 || N <= 1 || bytes == 0) return NULL;
+  if (!k || !k_cache_stable(k, 1, 1) || rows <= 1 || N <= 1 || bytes == 0) return NULL;
   uint64_t key = k_sgemm_packed_key();
   int fill;
   float *d = k_cache_reserve(k, key, bytes, &fill);

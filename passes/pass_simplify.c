@@ -32,7 +32,8 @@
  * backward pass derives the matmul's backward node from the rewritten one, whose kernels store
  * each gradient as its operand is stored, and the swish's gradient is the fused activation's
  * (torch's own for F.silu and F.hardswish), as gelu's and square's are. None adds a tensor (the
- * gate's and the chain's stay, unwritten), so the graphs of predict and train_step still share every index of the lowered graph. */
+ * gate's and the chain's stay, unwritten), so the graphs of predict and train_step still share
+ * every index of the lowered graph. */
 #include "passes.h"
 
 #include <math.h>
@@ -202,24 +203,6 @@ static int pass_simp_fold_swish(ir_graph *g, pass_ctx *cx, int i, const int *rea
   return 0;
 }
 
-/* A rewrite of one binary mul node that marks the nodes it replaces dead; 1 when it rewrote. */
-typedef int (*pass_simp_mul_fold)(ir_graph *g, pass_ctx *cx, int i, const int *reader, bool *dead);
-
-/* fold on every binary mul; the dead nodes leave the graph. */
-static void pass_simp_muls(ir_graph *g, pass_ctx *cx, pass_simp_mul_fold fold) {
-  int *reader = pass_simp_single_readers(g), folds = 0;
-  bool *dead = calloc((size_t)ir_nnodes(g) + 1, sizeof *dead);
-  if (!dead) KILN_ICE("out of memory");
-  for (int i = 0; i < ir_nnodes(g); i++) {
-    const ir_node *n = ir_node_at(g, i);
-    if (n->kind == IR_N_OP && n->op == IR_OP_mul && n->nin == 2 && n->nout == 1 && !dead[i])
-      folds += fold(g, cx, i, reader, dead);
-  }
-  if (folds) pass_simp_drop_dead(g, dead);
-  free(reader);
-  free(dead);
-}
-
 /* ---- x * 0.5 * (1 + erf(x / sqrt 2)) as one gelu ---- */
 
 /* Whether tensor t is a constant equal to v (to a relative 1e-6: torch writes sqrt 2 and its
@@ -268,7 +251,7 @@ static int pass_simp_erf_term(const ir_graph *g, int t, int by, const int *reade
  * epilogue can run. Returns 1 when it rewrote. */
 static int pass_simp_fold_gelu(ir_graph *g, pass_ctx *cx, int i, const int *reader, bool *dead) {
   ir_node *m = ir_node_at(g, i);
-  int chain[5], x = -1;
+  int chain[4], x = -1;
   int inner = pass_simp_sole(g, pass_simp_other(g, m, 0.5), IR_OP_mul, 2, i, reader, dead);
   for (int j = 0; inner >= 0 && j < 2 && x < 0; j++) {   /* (x * (1 + erf)) * 0.5 */
     const ir_node *n = ir_node_at(g, inner);
@@ -289,14 +272,28 @@ static int pass_simp_fold_gelu(ir_graph *g, pass_ctx *cx, int i, const int *read
   return 1;
 }
 
+/* Every binary mul as a swish or a GELU where it is one (one walk: the readers counted once);
+ * the dead nodes leave the graph. */
+static void pass_simp_activations(ir_graph *g, pass_ctx *cx) {
+  int *reader = pass_simp_single_readers(g), folds = 0;
+  bool *dead = calloc((size_t)ir_nnodes(g) + 1, sizeof *dead);
+  if (!dead) KILN_ICE("out of memory");
+  for (int i = 0; i < ir_nnodes(g); i++) {
+    const ir_node *n = ir_node_at(g, i);
+    if (n->kind == IR_N_OP && n->op == IR_OP_mul && n->nin == 2 && n->nout == 1 && !dead[i])
+      folds += pass_simp_fold_swish(g, cx, i, reader, dead) || pass_simp_fold_gelu(g, cx, i, reader, dead);
+  }
+  if (folds) pass_simp_drop_dead(g, dead);
+  free(reader);
+  free(dead);
+}
+
 /* ---- pow(x, 2) as square(x) ---- */
 
 /* Every pow whose exponent is the constant 2 (torch exports a layer norm's variance as
  * Pow(x - mean, 2)) becomes square(x), x * x: the correctly rounded square, where pow's
- * log and exp in double cost 2.5 ns an element (ConvNeXt's layer norms, 7% of its time).
- * Returns how many it rewrote. */
-static int pass_simp_squares(ir_graph *g, pass_ctx *cx) {
-  int n = 0;
+ * log and exp in double cost 2.5 ns an element (ConvNeXt's layer norms, 7% of its time). */
+static void pass_simp_squares(ir_graph *g, pass_ctx *cx) {
   for (int i = 0; i < ir_nnodes(g); i++) {
     ir_node *p = ir_node_at(g, i);
     if (p->kind != IR_N_OP || p->op != IR_OP_pow || p->nin != 2 || p->nout != 1 || !pass_simp_const_is(g, p->in[1], 2.0) ||
@@ -305,9 +302,7 @@ static int pass_simp_squares(ir_graph *g, pass_ctx *cx) {
     pass_explain(cx, "%s (pow) raises %s to the constant 2: one square", p->name, ir_tensor_at(g, p->in[0])->name);
     p->op = IR_OP_square, p->nin = 1, p->param = NULL;
     if (ir_infer_one(g, cx->diag, i)) KILN_ICE("simplify: '%s' does not infer as square", p->name);
-    n++;
   }
-  return n;
 }
 
 /* ---- the pass ---- */
@@ -329,8 +324,7 @@ static void pass_simp_pools(ir_graph *g, pass_ctx *cx) {
 
 int pass_simplify(ir_graph *g, pass_ctx *cx) {
   if (cx->mode != IR_MODE_TRAIN) pass_simp_pools(g, cx);
-  pass_simp_muls(g, cx, pass_simp_fold_swish);
-  pass_simp_muls(g, cx, pass_simp_fold_gelu);
+  pass_simp_activations(g, cx);
   pass_simp_squares(g, cx);
   pass_simp_matmuls(g, cx);
   return 0;

@@ -39,6 +39,14 @@ int repl_bind(repl *r, const char *name, kiln_array *a) {
   return 0;
 }
 
+/* v's array, its name dropped from the session (the array is the caller's now). */
+static kiln_array *repl_take(repl *r, repl_var *v) {
+  kiln_array *a = v->a;
+  free(v->name);
+  *v = r->vars[--r->nvars];
+  return a;
+}
+
 static void repl_clear(repl *r) {
   repl_model_free(r);
   for (int i = 0; i < r->nvars; i++) kiln_array_free(r->vars[i].a), free(r->vars[i].name);
@@ -208,13 +216,8 @@ static int repl_assign(repl *r, const char *text, char **targets, int n) {
     memset(blank, ' ', (size_t)(strchr(text, '=') - text) + 1);   /* repl_targets found the '=' */
     rc = lead.oom ? api_fail("out of memory") : repl_lower_stmt(r, lead.s, blank, fresh, targets, n);
   }
-  for (int i = 0; !rc && i < n; i++) {
-    repl_var *v = repl_find(r, fresh[i]);
-    kiln_array *a = v->a;
-    free(v->name);
-    *v = r->vars[--r->nvars];
-    if (repl_bind(r, targets[i], a)) rc = api_fail("out of memory");
-  }
+  for (int i = 0; !rc && i < n; i++)
+    if (repl_bind(r, targets[i], repl_take(r, repl_find(r, fresh[i])))) rc = api_fail("out of memory");
   for (int i = 0; i < n; i++) free(fresh[i]);
   free(blank), api_buf_free(&lead);
   return rc;
@@ -229,8 +232,7 @@ static int repl_expr(repl *r, const char *text) {
   if (rc) return rc;
   v = repl_find(r, "_");
   rc = repl_show(r, v->a);
-  kiln_array_free(v->a), free(v->name);
-  *v = r->vars[--r->nvars];
+  kiln_array_free(repl_take(r, v));
   return rc;
 }
 
