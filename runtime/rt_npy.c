@@ -147,8 +147,8 @@ static int npy_dict(npy_parser *P, rt_npy *out, int *fortran_out) {
   return 0;
 }
 
-/* Element i of the file's data (n elements, wide or not) as the 4-byte dtype t into dst[j];
- * a value the conversion would lose is refused. */
+/* Element i of the file's data (8 bytes wide or not) as the 4-byte dtype t into dst[j]; a
+ * value the conversion would lose is refused. */
 static int npy_convert_one(npy_parser *P, const unsigned char *src, int64_t i, k_dtype t, void *dst, int64_t j) {
   if (!P->wide) return memcpy((char *)dst + 4 * j, src + 4 * i, 4), 0;
   if (t == K_F32) {
@@ -187,6 +187,15 @@ static int npy_convert(npy_parser *P, const unsigned char *src, const k_shape *s
   return 0;
 }
 
+int rt_npy_narrow(const rt_npy_head *h, const void *data, int64_t first, int64_t n, void *dst, const char *label,
+                  char *err, size_t err_len) {
+  npy_parser P = {NULL, NULL, label, err, err_len, h->wide};
+  const unsigned char *src = data;
+  for (int64_t o = 0; o < n; o++)
+    if (npy_convert_one(&P, src, first + o, h->dtype, dst, o)) return -1;
+  return 0;
+}
+
 /* Magic, version and header length; sets *hdr and *hlen to the dict text. */
 static int npy_preamble(npy_parser *P, const unsigned char *b, size_t len, size_t *hdr, size_t *hlen) {
   if (len < 10 || memcmp(b, "\x93NUMPY", 6) != 0) return npy_fail(P, "not a .npy file (bad magic or too short)");
@@ -204,29 +213,43 @@ static int npy_preamble(npy_parser *P, const unsigned char *b, size_t len, size_
   return 0;
 }
 
-int rt_npy_parse(const void *buf, size_t len, const char *label, rt_npy *out, char *err, size_t err_len) {
-  memset(out, 0, sizeof *out);
+int rt_npy_header(const void *buf, size_t len, const char *label, rt_npy_head *h, char *err, size_t err_len) {
+  memset(h, 0, sizeof *h);
   npy_parser P = {NULL, NULL, label, err, err_len, 0};
   size_t hdr = 0, hlen = 0, bytes = 0;   /* set on success; gcc -O2 cannot see that */
   if (npy_preamble(&P, buf, len, &hdr, &hlen)) return -1;
   P.p = (const char *)buf + hdr;
   P.end = P.p + hlen;
   int fortran = 0;
-  if (npy_dict(&P, out, &fortran)) return -1;
-  if (nd_shape_bytes(&out->shape, out->dtype, &bytes) != 0 || (P.wide && bytes > SIZE_MAX / 2))
+  rt_npy shape_of = {0};
+  if (npy_dict(&P, &shape_of, &fortran)) return -1;
+  if (nd_shape_bytes(&shape_of.shape, shape_of.dtype, &bytes) != 0 || (P.wide && bytes > SIZE_MAX / 2))
     return npy_fail(&P, "the size of the shape overflows");
   size_t have = len - hdr - hlen, want = P.wide ? 2 * bytes : bytes;
   if (have != want) return npy_fail(&P, "data is %zu bytes, the header promises %zu", have, want);
+  h->dtype = shape_of.dtype, h->shape = shape_of.shape;
+  h->wide = P.wide, h->fortran = fortran;
+  h->offset = hdr + hlen, h->nbytes = want;
+  return 0;
+}
+
+int rt_npy_parse(const void *buf, size_t len, const char *label, rt_npy *out, char *err, size_t err_len) {
+  memset(out, 0, sizeof *out);
+  rt_npy_head h;
+  if (rt_npy_header(buf, len, label, &h, err, err_len)) return -1;
+  npy_parser P = {NULL, NULL, label, err, err_len, h.wide};
+  size_t bytes = h.wide ? h.nbytes / 2 : h.nbytes;
   size_t cap = bytes ? (bytes + RT_STORAGE_ALIGN - 1) & ~(size_t)(RT_STORAGE_ALIGN - 1) : RT_STORAGE_ALIGN;
+  out->dtype = h.dtype, out->shape = h.shape;
   out->data = aligned_alloc(RT_STORAGE_ALIGN, cap);  /* aligned_alloc wants a multiple */
   if (!out->data) return npy_fail(&P, "out of memory for %zu bytes", bytes);
-  const unsigned char *src = (const unsigned char *)buf + hdr + hlen;
-  if (!P.wide && !fortran) memcpy(out->data, src, bytes);
-  else if (npy_convert(&P, src, &out->shape, out->dtype, fortran && out->shape.rank > 1, out->data))
+  const unsigned char *src = (const unsigned char *)buf + h.offset;
+  if (!h.wide && !h.fortran) memcpy(out->data, src, bytes);
+  else if (npy_convert(&P, src, &out->shape, out->dtype, h.fortran && out->shape.rank > 1, out->data))
     return rt_npy_free(out), -1;
   out->nbytes = bytes;
-  snprintf(out->note, sizeof out->note, "%s%s%s", P.wide ? (out->dtype == K_F32 ? "float64 read as float32" : "int64 read as int32") : "",
-           P.wide && fortran ? ", " : "", fortran ? "Fortran order read as C order" : "");
+  snprintf(out->note, sizeof out->note, "%s%s%s", h.wide ? (out->dtype == K_F32 ? "float64 read as float32" : "int64 read as int32") : "",
+           h.wide && h.fortran ? ", " : "", h.fortran ? "Fortran order read as C order" : "");
   return 0;
 }
 

@@ -9,6 +9,7 @@
 #define KILN_RUNTIME_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -286,6 +287,21 @@ typedef struct {
 } rt_npy;
 
 int rt_npy_read(const char *path, rt_npy *out, char *err, size_t err_len);
+/* The header alone, for a reader that maps the data itself (kiln train's arrays): the 4-byte
+ * dtype the data reads as, the shape, whether it is stored 8 bytes wide, Fortran order as the
+ * header says it, the data's offset in buf and its stored length (checked against len). */
+typedef struct {
+  k_dtype dtype;
+  k_shape shape;
+  bool wide, fortran;
+  size_t offset, nbytes;
+} rt_npy_head;
+int rt_npy_header(const void *buf, size_t len, const char *label, rt_npy_head *h, char *err, size_t err_len);
+/* Elements [first, first + n) of C-order data laid out as h says, as h->dtype into dst: 8-byte
+ * values narrowed under rt_npy_parse's rule (a value beyond the 4-byte type's range refused,
+ * with its element named). */
+int rt_npy_narrow(const rt_npy_head *h, const void *data, int64_t first, int64_t n, void *dst, const char *label,
+                  char *err, size_t err_len);
 int rt_npy_parse(const void *buf, size_t len, const char *label, rt_npy *out, char *err,
                  size_t err_len);
 void rt_npy_free(rt_npy *a);

@@ -12,6 +12,8 @@ pkgs=(cmake make gcc g++ flex bison libopenblas-dev llvm-dev clang libclang-rt-1
 # libedit-dev: kiln repl's line editing and history; pkg-config: tests/api/install.sh builds
 # the C API's example with `pkg-config --cflags --libs kiln`.
 pkgs+=(libedit-dev pkg-config)
+# zlib1g-dev: kiln train inflates the arrays of compressed .npz archives (numpy.savez_compressed).
+pkgs+=(zlib1g-dev)
 # valgrind: tests/codegen/parallel_compile.sh runs the parallel compile under memcheck.
 pkgs+=(valgrind)
 # libprotobuf-c-dev, protobuf-c-compiler, libonnx-dev: the ONNX reader (frontend/onnx: protoc-c

@@ -40,9 +40,11 @@ typedef struct {
   const char *profile;             /* run --profile: KILN_PROFILE's trace file */
   long repeat;                     /* run --repeat: predict calls (0: one) */
   /* train */
-  const char *data, *save;
+  const char *data, *save;        /* data: an IDX directory, or kiln_data_open's list */
+  const char *val, *log;           /* --val's list; --log's JSON-lines file */
+  float val_split;                 /* --val-split: the fraction held out (0: none) */
   int epochs;                      /* default 1 */
-  long limit;                      /* 0: every image */
+  long limit;                      /* 0: every example */
   float lr;                        /* 0: the model's own */
 } kiln_opts;
 

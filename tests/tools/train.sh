@@ -99,11 +99,11 @@ expect_error 1 "quote" "$tmp/mlp.kiln" --data "$tmp/it's"
 
 # Models that do not fit the data or kiln train.
 expect_error 1 "takes 784 values per image" "$tmp/wide.kiln" --data "$tmp/plain"
-expect_error 1 "is not below the 2 classes" "$tmp/twoclass.kiln" --data "$tmp/plain"
+expect_error 1 "is not one of the 2 classes" "$tmp/twoclass.kiln" --data "$tmp/plain"
 expect_error 1 "no train statement" "$tmp/notrain.kiln" --data "$tmp/plain"
 
 # Usage errors.
-expect_error 2 "--data DIR is required" "$tmp/mlp.kiln"
+expect_error 2 "--data is required" "$tmp/mlp.kiln"
 expect_error 2 "--epochs expects an integer" "$tmp/mlp.kiln" --data "$tmp/plain" --epochs 0
 expect_error 2 "--lr expects a positive number" "$tmp/mlp.kiln" --data "$tmp/plain" --lr -1
 expect_error 2 "unknown option" "$tmp/mlp.kiln" --data "$tmp/plain" --bogus
