@@ -224,7 +224,7 @@ KILN_API int kiln_graph_output(kiln_graph *g, const char *name) {
 KILN_API int kiln_graph_train(kiln_graph *g, const char *loss, const char *optimizer, const kiln_attrs *attrs) {
   API_LOCK(g, "kiln_graph_train");
   if (!api_is_name(loss, true)) API_UNLOCK_RETURN(g, api_fail("kiln_graph_train: '%s' is not a name", loss ? loss : "(null)"));
-  if (!optimizer || ir_optim_lookup(optimizer) < 0) API_UNLOCK_RETURN(g, api_fail("kiln_graph_train: '%s' is not an optimizer (sgd, adam)", optimizer ? optimizer : "(null)"));
+  if (!optimizer || ir_optim_lookup(optimizer) < 0) API_UNLOCK_RETURN(g, api_fail("kiln_graph_train: '%s' is not an optimizer (sgd, adam, adamw)", optimizer ? optimizer : "(null)"));
   api_buf s = {0};
   api_buf_printf(&s, "train %s with %s(%s)", loss, optimizer, attrs && attrs->n ? attrs->text.s : "");
   bool had = g->has_train;

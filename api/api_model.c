@@ -215,6 +215,12 @@ KILN_API int kiln_model_set_lr(kiln_model *m, float lr) {
   return api_model_rc(m, rt_model_set_lr(m->m, lr));
 }
 
+KILN_API int kiln_model_lr(const kiln_model *m, float *lr) {
+  if (!m || !lr) return api_fail("kiln_model_lr: %s is NULL", m ? "lr" : "model");
+  *lr = rt_model_lr(m->m);
+  return api_ok();
+}
+
 KILN_API int kiln_model_load(kiln_model *m, const char *path) {
   if (!m) return api_fail("kiln_model_load: model is NULL");
   return api_model_rc(m, rt_model_load(m->m, path));

@@ -150,7 +150,9 @@ static void cg_header_prototypes(const rt_model_desc *d, FILE *out) {
     fprintf(out, ", float *loss);\n");
   }
   if (d->target == RT_TARGET_CUDA) cg_header_device(d, out);
+  fprintf(out, "/* set_lr: the base learning rate (a schedule restarts from it); lr: the next train step's */\n");
   fprintf(out, "int %s_set_lr(%s *m, float lr);\n", N, N);
+  fprintf(out, "float %s_lr(const %s *m);\n", N, N);
   fprintf(out, "const char *%s_error(const %s *m);   /* message for the last nonzero return */\n\n", N, N);
 }
 

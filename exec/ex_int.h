@@ -15,7 +15,8 @@ typedef struct {
 struct ex_model {
   uint64_t seed;
   int64_t step;
-  float lr;
+  float lr;                     /* the base lr of the schedule */
+  int64_t lr_from;              /* the step lr was set at: the schedule counts from it */
   ex_entry *ent;
   int nent, cap;
   int nweights;               /* entries [0, nweights) are the PARAM and AUX tensors */

@@ -110,7 +110,7 @@ void ex_model_free(ex_model *m) {
   free(m);
 }
 
-void ex_model_set_lr(ex_model *m, float lr) { m->lr = lr; }
+void ex_model_set_lr(ex_model *m, float lr) { m->lr = lr, m->lr_from = m->step; }
 float ex_model_lr(const ex_model *m) { return m->lr; }
 int64_t ex_model_step(const ex_model *m) { return m->step; }
 

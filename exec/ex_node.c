@@ -82,11 +82,12 @@ static int ex_update(ex_run *r, const ir_node *nd) {
   int64_t n = nd->nin > 0 && nd->in[0] >= 0 ? ir_tensor_numel(ir_tensor_at(r->g, nd->in[0])) : 0;
   float *w = ex_update_arg(r, nd, 0, n), *gr = ex_update_arg(r, nd, 1, n);
   float *s0 = ex_update_arg(r, nd, 2, n), *s1 = ex_update_arg(r, nd, 3, n);
-  bool need_s0 = nd->op == K_OPT_ADAM || o->sgd.momentum != 0.0f, need_s1 = nd->op == K_OPT_ADAM;
+  bool need_s0 = k_optim_moments(nd->op) || o->sgd.momentum != 0.0f, need_s1 = k_optim_moments(nd->op);
   if (!w || !gr || (need_s0 && !s0) || (need_s1 && !s1))
     return rt_errf(r->err, r->errn, "%s: update without its parameter, gradient or state", nd->name);
-  if (nd->op == K_OPT_SGD) k_sgd_update(w, gr, s0, n, r->m->lr, &o->sgd);
-  else if (nd->op == K_OPT_ADAM) k_adam_update(w, gr, s0, s1, n, r->m->lr, &o->adam, r->m->step);
+  float lr = k_sched_lr(&o->sched, r->m->lr, r->m->step - 1 - r->m->lr_from);   /* step counts this one */
+  if (nd->op == K_OPT_SGD) k_sgd_update(w, gr, s0, n, lr, &o->sgd);
+  else if (k_optim_moments(nd->op)) k_adam_update(w, gr, s0, s1, n, lr, &o->adam, r->m->step, nd->op == K_OPT_ADAMW);
   else return rt_errf(r->err, r->errn, "%s: unknown optimizer %d", nd->name, nd->op);
   return 0;
 }

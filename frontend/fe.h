@@ -47,6 +47,7 @@ typedef struct fe_stmt {
   ir_loc loc;
   fe_name *names;            /* ASSIGN targets; INPUT/PARAM/CONST/TRAIN: one; OUTPUT: the list */
   fe_expr *expr;             /* ASSIGN rhs; PARAM, CONST initializer; TRAIN optimizer call */
+  fe_expr *sched;            /* TRAIN: the schedule's call, or NULL */
   bool has_type;
   fe_ttype type;             /* INPUT, PARAM, CONST */
   struct fe_stmt *next;

@@ -278,12 +278,15 @@ static void fe_decl_input(fe_lower *L, fe_scope *s, const fe_stmt *a) {
   fe_bind(L, s, a->names->name, FE_B_TENSOR, t, NULL, a->names->loc);
 }
 
-/* `normal(std=0.01)` or `constant(0.5)`: keywords, or positional in schema order. */
+/* `normal(std=0.01)` or `constant(0.5)`: keywords, or positional in schema order; every
+ * required attribute given. */
 static int fe_schema_call(fe_lower *L, fe_scope *s, const fe_expr *call, const ir_attr_def *attrs, void *obj, const char *what) {
   const ir_attr_def *next = attrs;
   int err = 0;
+  uint64_t given = 0;
   for (const fe_arg *a = call->args; a; a = a->next) {
     const ir_attr_def *def = a->key ? ir_attr_find(attrs, a->key) : (next && next->name ? next++ : NULL);
+    if (def) given |= 1ull << (def - attrs);
     ir_aval v;
     char msg[256];
     if (!def) {
@@ -298,6 +301,8 @@ static int fe_schema_call(fe_lower *L, fe_scope *s, const fe_expr *call, const i
       err = 1;
     }
   }
+  for (const ir_attr_def *a = attrs; a && a->name && !err; a++)
+    if (a->required && !(given >> (a - attrs) & 1)) return ir_error(L->d, call->loc, "%s needs '%s'", what, a->name), 1;
   return err;
 }
 
@@ -313,13 +318,7 @@ static int fe_decl_init(fe_lower *L, fe_scope *s, const fe_expr *call, ir_tensor
   t->init = (ir_init){.kind = (k_init_kind)k};
   ir_attr_defaults(ir_inits[k].attrs, &t->init);
   t->has_init = true;
-  if (fe_schema_call(L, s, call, ir_inits[k].attrs, &t->init, ir_inits[k].name)) return 1;
-  for (const ir_attr_def *a = ir_inits[k].attrs; a && a->name; a++) {
-    bool given = false;
-    for (const fe_arg *x = call->args; x; x = x->next) given |= !x->key || strcmp(x->key, a->name) == 0;
-    if (a->required && !given) return ir_error(L->d, call->loc, "%s needs '%s'", ir_inits[k].name, a->name), 1;
-  }
-  return 0;
+  return fe_schema_call(L, s, call, ir_inits[k].attrs, &t->init, ir_inits[k].name);
 }
 
 /* `param NAME [: type] [= init]` and `const NAME : type [= init]`. A const is an aux state
@@ -371,6 +370,25 @@ static void fe_decl_output(fe_lower *L, fe_scope *s, const fe_stmt *a) {
   }
 }
 
+/* `schedule cosine(total=1000, warmup=100)` into *k; 1 after an error. */
+static int fe_decl_schedule(fe_lower *L, fe_scope *s, const fe_expr *e, k_schedule *k) {
+  int kind = e->kind == FE_CALL ? ir_sched_lookup(e->str) : -1;
+  if (kind < 0) {
+    const char *names[K_SCHED_COUNT - 1];
+    for (int i = 1; i < K_SCHED_COUNT; i++) names[i - 1] = ir_scheds[i].name;
+    const char *sug = e->kind == FE_CALL ? ir_suggest(e->str, names, K_SCHED_COUNT - 1) : NULL;
+    ir_error(L->d, e->loc, "unknown schedule '%s'; %s%s%s", e->kind == FE_CALL ? e->str : "?",
+             sug ? "did you mean '" : "use step, multistep, exponential, cosine or onecycle", sug ? sug : "", sug ? "'?" : "");
+    return 1;
+  }
+  *k = (k_schedule){.kind = kind};
+  ir_attr_defaults(ir_scheds[kind].attrs, k);
+  if (fe_schema_call(L, s, e, ir_scheds[kind].attrs, k, ir_scheds[kind].name)) return 1;
+  const char *bad = ir_sched_check(k);
+  if (bad) return ir_error(L->d, e->loc, "schedule %s: %s", ir_scheds[kind].name, bad), 1;
+  return 0;
+}
+
 static void fe_decl_train(fe_lower *L, fe_scope *s, const fe_stmt *a) {
   if (L->g->has_train) {
     ir_error(L->d, a->loc, "a model has one train statement");
@@ -379,19 +397,23 @@ static void fe_decl_train(fe_lower *L, fe_scope *s, const fe_stmt *a) {
   int t = fe_model_tensor(L, s, a->names);
   int k = ir_optim_lookup(a->expr->str);
   if (k < 0) {
-    const char *names[K_OPT_COUNT] = {ir_optims[0].name, ir_optims[1].name};
+    const char *names[K_OPT_COUNT];
+    for (int i = 0; i < K_OPT_COUNT; i++) names[i] = ir_optims[i].name;
     const char *sug = ir_suggest(a->expr->str, names, K_OPT_COUNT);
-    ir_error(L->d, a->expr->loc, "unknown optimizer '%s'; %s%s%s", a->expr->str, sug ? "did you mean '" : "use sgd or adam", sug ? sug : "", sug ? "'?" : "");
+    ir_error(L->d, a->expr->loc, "unknown optimizer '%s'; %s%s%s", a->expr->str, sug ? "did you mean '" : "use sgd, adam or adamw", sug ? sug : "", sug ? "'?" : "");
     return;
   }
   ir_optimizer *o = &L->g->optim;
   *o = (ir_optimizer){.kind = (k_optim_kind)k};
   ir_attr_defaults(ir_optims[k].attrs, o);
-  if (fe_schema_call(L, s, a->expr, ir_optims[k].attrs, o, ir_optims[k].name)) return;
-  bool lr = false;
+  bool lr = false;   /* before the schema's own "sgd needs 'lr'", to say what lr is */
   for (const fe_arg *x = a->expr->args; x; x = x->next) lr |= !x->key || strcmp(x->key, "lr") == 0;
   if (k == K_OPT_SGD && !lr) return ir_error(L->d, a->expr->loc, "sgd needs a learning rate: sgd(lr=0.1)"), (void)0;
+  if (fe_schema_call(L, s, a->expr, ir_optims[k].attrs, o, ir_optims[k].name)) return;
   if (!(o->lr > 0)) return ir_error(L->d, a->expr->loc, "the learning rate must be positive"), (void)0;
+  if (o->sgd.nesterov && !(k == K_OPT_SGD && o->sgd.momentum > 0))
+    return ir_error(L->d, a->expr->loc, "nesterov needs momentum: sgd(lr=0.1, momentum=0.9, nesterov=true)"), (void)0;
+  if (a->sched && fe_decl_schedule(L, s, a->sched, &o->sched)) return;
   L->g->has_train = true, L->g->loss = t, L->g->train_loc = a->names->loc;
 }
 

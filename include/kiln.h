@@ -97,7 +97,9 @@ KILN_API void kiln_model_free(kiln_model *m);
  * row-major buffers of the declared dtype, owned by the caller. */
 KILN_API int kiln_model_predict(kiln_model *m, const void *const *inputs, void *const *outputs);
 KILN_API int kiln_model_train_step(kiln_model *m, const void *const *inputs, float *loss);
+/* set_lr: the lr a schedule starts from (and restarts from now); lr: the next step's into *lr. */
 KILN_API int kiln_model_set_lr(kiln_model *m, float lr);
+KILN_API int kiln_model_lr(const kiln_model *m, float *lr);
 KILN_API int kiln_model_load(kiln_model *m, const char *safetensors_path);
 KILN_API int kiln_model_save(kiln_model *m, const char *safetensors_path);
 /* How many inputs predict (train = 0) or train_step (train = 1) takes, and how many outputs

@@ -193,6 +193,7 @@ typedef struct {
   float lr;
   k_sgd_param sgd;
   k_adam_param adam;
+  k_schedule sched;                   /* kind K_SCHED_NONE: a constant lr */
 } ir_optimizer;
 
 /* ---- the memory plan (passes/pass_plan.c makes it; executors and code generators read it) ---- */

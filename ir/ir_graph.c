@@ -175,7 +175,7 @@ const char *ir_node_kind_name(const ir_node *n) {
   switch (n->kind) {
   case IR_N_OP: return ir_ops[n->op].name;
   case IR_N_BACKWARD: snprintf(buf, sizeof buf, "_backward_%s", ir_ops[n->op].name); return buf;
-  case IR_N_UPDATE: snprintf(buf, sizeof buf, "_%s_update", n->op == K_OPT_ADAM ? "adam" : "sgd"); return buf;
+  case IR_N_UPDATE: snprintf(buf, sizeof buf, "_%s_update", n->op == K_OPT_ADAMW ? "adamw" : n->op == K_OPT_ADAM ? "adam" : "sgd"); return buf;
   case IR_N_FUSED: return n->epi ? "_epilogue" : "_fused";
   }
   return "?";

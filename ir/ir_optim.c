@@ -1,6 +1,6 @@
-/* ir_optim.c — the optimizer and initializer registries: one row each, an attribute schema
- * over the ir_optimizer / ir_init fields, and the PyTorch layer defaults for parameters the
- * user gives no initializer. */
+/* ir_optim.c — the optimizer, schedule and initializer registries: one row each, an attribute
+ * schema over the ir_optimizer / k_schedule / ir_init fields, and the PyTorch layer defaults for
+ * parameters the user gives no initializer. */
 #include "ops.h"
 
 #include <math.h>
@@ -12,14 +12,73 @@ const ir_optim_def ir_optims[K_OPT_COUNT] = {
   [K_OPT_SGD] = {"sgd", OPT_ATTRS(
       IR_ATTR(ir_optimizer, lr, "lr", IR_AT_FLOAT, true, 0),
       IR_ATTR(ir_optimizer, sgd.momentum, "momentum", IR_AT_FLOAT, false, 0),
-      IR_ATTR(ir_optimizer, sgd.wd, "wd", IR_AT_FLOAT, false, 0)), "torch.optim.SGD"},
+      IR_ATTR(ir_optimizer, sgd.wd, "wd", IR_AT_FLOAT, false, 0),
+      IR_ATTR(ir_optimizer, sgd.nesterov, "nesterov", IR_AT_BOOL, false, 0)), "torch.optim.SGD"},
   [K_OPT_ADAM] = {"adam", OPT_ATTRS(
       IR_ATTR(ir_optimizer, lr, "lr", IR_AT_FLOAT, false, 0.001),
       IR_ATTR(ir_optimizer, adam.beta1, "beta1", IR_AT_FLOAT, false, 0.9),
       IR_ATTR(ir_optimizer, adam.beta2, "beta2", IR_AT_FLOAT, false, 0.999),
       IR_ATTR(ir_optimizer, adam.eps, "eps", IR_AT_FLOAT, false, 1e-8),
       IR_ATTR(ir_optimizer, adam.wd, "wd", IR_AT_FLOAT, false, 0)), "torch.optim.Adam"},
+  [K_OPT_ADAMW] = {"adamw", OPT_ATTRS(
+      IR_ATTR(ir_optimizer, lr, "lr", IR_AT_FLOAT, false, 0.001),
+      IR_ATTR(ir_optimizer, adam.beta1, "beta1", IR_AT_FLOAT, false, 0.9),
+      IR_ATTR(ir_optimizer, adam.beta2, "beta2", IR_AT_FLOAT, false, 0.999),
+      IR_ATTR(ir_optimizer, adam.eps, "eps", IR_AT_FLOAT, false, 1e-8),
+      IR_ATTR(ir_optimizer, adam.wd, "wd", IR_AT_FLOAT, false, 0.01)), "torch.optim.AdamW"},
 };
+
+#define SCHED_ATTRS(...) (const ir_attr_def[]){__VA_ARGS__, {0}}
+
+/* The defaults are torch's, where it has them. */
+const ir_sched_def ir_scheds[K_SCHED_COUNT] = {
+  [K_SCHED_NONE] = {"constant", NULL, "a constant lr"},
+  [K_SCHED_STEP] = {"step", SCHED_ATTRS(
+      IR_ATTR(k_schedule, step_size, "step_size", IR_AT_INT, true, 0),
+      IR_ATTR(k_schedule, gamma, "gamma", IR_AT_FLOAT, false, 0.1)), "torch.optim.lr_scheduler.StepLR"},
+  [K_SCHED_MULTISTEP] = {"multistep", SCHED_ATTRS(
+      IR_ATTR(k_schedule, milestones, "milestones", IR_AT_INTS, true, 0),
+      IR_ATTR(k_schedule, gamma, "gamma", IR_AT_FLOAT, false, 0.1)), "torch.optim.lr_scheduler.MultiStepLR"},
+  [K_SCHED_EXPONENTIAL] = {"exponential", SCHED_ATTRS(
+      IR_ATTR(k_schedule, gamma, "gamma", IR_AT_FLOAT, true, 0)), "torch.optim.lr_scheduler.ExponentialLR"},
+  [K_SCHED_COSINE] = {"cosine", SCHED_ATTRS(
+      IR_ATTR(k_schedule, total, "total", IR_AT_INT, true, 0),
+      IR_ATTR(k_schedule, warmup, "warmup", IR_AT_INT, false, 0),
+      IR_ATTR(k_schedule, min_lr, "min_lr", IR_AT_FLOAT, false, 0)),
+      "torch.optim.lr_scheduler.CosineAnnealingLR (after LinearLR for the warmup)"},
+  [K_SCHED_ONECYCLE] = {"onecycle", SCHED_ATTRS(
+      IR_ATTR(k_schedule, total, "total", IR_AT_INT, true, 0),
+      IR_ATTR(k_schedule, pct_start, "pct_start", IR_AT_FLOAT, false, 0.3),
+      IR_ATTR(k_schedule, div_factor, "div_factor", IR_AT_FLOAT, false, 25),
+      IR_ATTR(k_schedule, final_div_factor, "final_div_factor", IR_AT_FLOAT, false, 1e4)),
+      "torch.optim.lr_scheduler.OneCycleLR (cycle_momentum=False)"},
+};
+
+int ir_sched_lookup(const char *name) {
+  for (int i = 1; i < K_SCHED_COUNT; i++)
+    if (strcmp(ir_scheds[i].name, name) == 0) return i;
+  return -1;
+}
+
+/* A schedule's values that its formula cannot take: the message, or NULL. */
+const char *ir_sched_check(const k_schedule *s) {
+  switch ((k_sched_kind)s->kind) {
+  case K_SCHED_STEP: return s->step_size < 1 ? "step_size must be at least 1" : NULL;
+  case K_SCHED_MULTISTEP:
+    for (int k = 0; k < s->milestones.n; k++)
+      if (s->milestones.v[k] < 1 || (k && s->milestones.v[k] <= s->milestones.v[k - 1]))
+        return "milestones must be positive and increasing";
+    return s->milestones.n ? NULL : "milestones must name at least one step";
+  case K_SCHED_EXPONENTIAL: return s->gamma > 0 ? NULL : "gamma must be positive";
+  case K_SCHED_COSINE:
+    if (s->warmup < 0 || s->total <= s->warmup) return "total must exceed warmup, and warmup must not be negative";
+    return s->min_lr >= 0 ? NULL : "min_lr must not be negative";
+  case K_SCHED_ONECYCLE:
+    if (s->total < 2 || !(s->pct_start > 0 && s->pct_start < 1)) return "total must be at least 2 and pct_start in (0, 1)";
+    return s->div_factor > 0 && s->final_div_factor > 0 ? NULL : "div_factor and final_div_factor must be positive";
+  default: return NULL;
+  }
+}
 
 const ir_init_def ir_inits[K_INIT_COUNT] = {
   [K_INIT_ZEROS] = {"zeros", NULL, "torch.nn.init.zeros_"},

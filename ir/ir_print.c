@@ -154,7 +154,14 @@ static void ir_print_train_target(const ir_graph *g, FILE *out) {
   const ir_optim_def *od = &ir_optims[g->optim.kind];
   fprintf(out, "%s with %s(", ir_tensor_at(g, g->loss)->name, od->name);
   ir_attr_print(od->attrs, &g->optim, out);
-  fputs(")\n", out);
+  fputc(')', out);
+  if (g->optim.sched.kind != K_SCHED_NONE) {
+    const ir_sched_def *sd = &ir_scheds[g->optim.sched.kind];
+    fprintf(out, " schedule %s(", sd->name);
+    ir_attr_print(sd->attrs, &g->optim.sched, out);
+    fputc(')', out);
+  }
+  fputc('\n', out);
 }
 
 static void ir_print_train(const ir_graph *g, FILE *out) {

@@ -150,6 +150,14 @@ typedef struct {
   const char *doc;
 } ir_init_def;
 extern const ir_init_def ir_inits[K_INIT_COUNT];
+typedef struct {
+  const char *name;
+  const ir_attr_def *attrs;     /* fields of k_schedule */
+  const char *doc;
+} ir_sched_def;
+extern const ir_sched_def ir_scheds[K_SCHED_COUNT];
+int ir_sched_lookup(const char *name);               /* -1 if none (K_SCHED_NONE has no name to write) */
+const char *ir_sched_check(const k_schedule *s);     /* NULL, or what is wrong with its values */
 int ir_optim_lookup(const char *name);
 int ir_init_lookup(const char *name);
 /* The initializer an op gives its learnable arg or aux state when the user names none

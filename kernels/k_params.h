@@ -110,10 +110,27 @@ typedef struct { int64_t input_dim, output_dim; } k_embedding_param;
 /* Optimizers: lr lives apart from the struct because set_lr changes it at run time. */
 /* Optimizers and initializers by kind: the one list the IR, the runtime, the executor and the
  * kernels (k_optim.c, k_init.c) share. */
-typedef enum { K_OPT_SGD, K_OPT_ADAM, K_OPT_COUNT } k_optim_kind;
+typedef enum { K_OPT_SGD, K_OPT_ADAM, K_OPT_ADAMW, K_OPT_COUNT } k_optim_kind;
+/* Whether an optimizer keeps Adam's two moments (else SGD's momentum, when momentum != 0). */
+static inline int k_optim_moments(int kind) { return kind == K_OPT_ADAM || kind == K_OPT_ADAMW; }
 typedef enum { K_INIT_ZEROS, K_INIT_ONES, K_INIT_CONSTANT, K_INIT_UNIFORM, K_INIT_NORMAL, K_INIT_XAVIER,
                K_INIT_COUNT } k_init_kind;
-typedef struct { float momentum, wd; } k_sgd_param;
-typedef struct { float beta1, beta2, eps, wd; } k_adam_param;
+typedef struct { float momentum, wd; int32_t nesterov; } k_sgd_param;
+typedef struct { float beta1, beta2, eps, wd; } k_adam_param;   /* adamw: wd decoupled */
+
+/* Learning-rate schedules, torch.optim.lr_scheduler's: the lr of each train step from the base
+ * lr and the steps taken since it was set (k_sched_lr, k_optim.c). */
+typedef enum { K_SCHED_NONE, K_SCHED_STEP, K_SCHED_MULTISTEP, K_SCHED_EXPONENTIAL, K_SCHED_COSINE, K_SCHED_ONECYCLE,
+               K_SCHED_COUNT } k_sched_kind;
+typedef struct {
+  int32_t kind;                 /* k_sched_kind */
+  int64_t step_size;            /* step: StepLR's step_size */
+  k_ints milestones;            /* multistep: MultiStepLR's, ascending */
+  int64_t total, warmup;        /* cosine: T_max = total - warmup after a LinearLR warmup;
+                                   onecycle: total_steps */
+  float gamma;                  /* step, multistep, exponential */
+  float min_lr;                 /* cosine: eta_min */
+  float pct_start, div_factor, final_div_factor;   /* onecycle */
+} k_schedule;
 
 #endif

@@ -100,13 +100,17 @@ void k_bn_row_sums(const float *r, int64_t n, double sq[2]);
 
 /* k_embedding.c — gather forward; scatter-add backward into the weight gradient. */
 
-/* k_optim.c — updates exactly as torch.optim.SGD / Adam (weight decay added to the
- * gradient, dampening 0, no Nesterov). Buffers start at zero; step counts from 1. w, g and
- * the moment buffers must be distinct (both loops are vectorised on that promise). Large
- * tensors are split over threads. */
+/* k_optim.c — updates exactly as torch.optim.SGD (weight decay added to the gradient,
+ * dampening 0, Nesterov or not), Adam, and AdamW (decoupled: decoupled != 0, the weight
+ * shrunk by lr * wd first). Buffers start at zero; step counts from 1. w, g and the moment
+ * buffers must be distinct (the loops are vectorised on that promise). Large tensors are split
+ * over threads. */
 void k_sgd_update(float *w, const float *g, float *mom, int64_t n, float lr, const k_sgd_param *p);
 void k_adam_update(float *w, const float *g, float *m, float *v, int64_t n, float lr,
-                   const k_adam_param *p, int64_t step);
+                   const k_adam_param *p, int64_t step, int decoupled);
+/* The lr of the train step that follows `t` steps (t >= 0) since the base lr was set, as
+ * torch.optim.lr_scheduler computes it, in double and rounded once (base for K_SCHED_NONE). */
+float k_sched_lr(const k_schedule *s, float base, int64_t t);
 
 /* k_init.c — initializers; element i of a draw uses Philox(seed, counter, i). */
 void k_init_constant(float *x, int64_t n, float value);

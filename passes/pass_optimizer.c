@@ -1,5 +1,5 @@
 /* pass_optimizer.c — optimizer update nodes (train only): after the backward nodes, one
- * _sgd_update / _adam_update per parameter that has a gradient, reading [param, grad,
+ * update (sgd, adam or adamw) per parameter that has a gradient, reading [param, grad,
  * state...] and stepping the parameter and its state in place (no outputs). */
 #include "passes.h"
 
@@ -74,7 +74,7 @@ static int pass_opt_state(ir_graph *g, int p, const char *what) {
 static void pass_opt_update(ir_graph *g, int p, int grad) {
   int in[4] = {p, grad}, nin = 2;
   if (g->optim.kind == K_OPT_SGD && g->optim.sgd.momentum != 0) in[nin++] = pass_opt_state(g, p, "momentum");
-  if (g->optim.kind == K_OPT_ADAM) {
+  if (k_optim_moments(g->optim.kind)) {
     in[nin++] = pass_opt_state(g, p, "adam_m");
     in[nin++] = pass_opt_state(g, p, "adam_v");
   }

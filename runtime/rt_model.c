@@ -99,7 +99,7 @@ rt_model *rt_model_new(const rt_model_desc *d, uint64_t seed, int run_on_cpu) {
   if (!d || !d->abi || strcmp(d->abi, RT_MODEL_ABI) != 0 || !rt_tensors_valid(d) || !rt_dims_valid(d)) return NULL;
   rt_model *m = calloc(1, sizeof *m);
   if (!m) return NULL;
-  m->d = d, m->seed = seed, m->lr = d->lr;
+  m->d = d, m->seed = seed, m->lr = m->base_lr = d->lr;
   pthread_mutex_init(&m->mu, NULL);
   size_t nt = (size_t)d->ntensors + 1;
   m->tptr = calloc(nt, sizeof *m->tptr), m->ptr = calloc(nt, sizeof *m->ptr);
@@ -141,9 +141,20 @@ int rt_model_set_lr(rt_model *m, float lr) {
   pthread_mutex_lock(&m->mu);
   int rc = 0;
   if (!isfinite(lr) || lr <= 0) rc = rt_model_fail(m, "set_lr: the learning rate must be finite and > 0, not %g", (double)lr);
-  else m->lr = lr, m->err[0] = 0;
+  else m->lr = m->base_lr = lr, m->lr_from = m->step, m->err[0] = 0;   /* the schedule restarts */
   pthread_mutex_unlock(&m->mu);
   return rc;
+}
+
+float rt_model_lr_now(const rt_model *m) { return k_sched_lr(&m->d->sched, m->base_lr, m->step - m->lr_from); }
+
+float rt_model_lr(const rt_model *m) {
+  if (!m) return 0.0f;
+  rt_model *w = (rt_model *)m;   /* the lock is not part of the value */
+  pthread_mutex_lock(&w->mu);
+  float lr = rt_model_lr_now(m);
+  pthread_mutex_unlock(&w->mu);
+  return lr;
 }
 
 int rt_model_set_random(rt_model *m, uint64_t seed, int64_t step) {
@@ -182,5 +193,5 @@ const rt_model_desc *rt_model_descriptor(const rt_model *m) { return m ? m->d : 
 rt_model_api rt_model_local_api(const rt_model_desc *d) {
   return (rt_model_api){RT_MODEL_ABI, d, rt_model_create, rt_model_destroy, rt_model_load, rt_model_save,
                         rt_model_predict, rt_model_train_step, rt_model_set_lr, rt_model_error, NULL, NULL,
-                        rt_model_predict_at, rt_model_train_step_at};
+                        rt_model_predict_at, rt_model_train_step_at, rt_model_lr};
 }

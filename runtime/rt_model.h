@@ -21,8 +21,9 @@
 #include "k_dims.h"
 #include "k_params.h"
 
-#define RT_MODEL_ABI "kiln-model-5"   /* -2: rt_step gained epi, rt_tensor_info data; -3: target, gpu_module;
-                                         -4: rt_tensor_info ctr; -5: bounded dims (rt_dim, rt_dimpatch) */
+#define RT_MODEL_ABI "kiln-model-6"   /* -2: rt_step gained epi, rt_tensor_info data; -3: target, gpu_module;
+                                         -4: rt_tensor_info ctr; -5: bounded dims (rt_dim, rt_dimpatch);
+                                         -6: schedules (k_schedule), sgd's nesterov, adamw, lr() */
 #define RT_CTR_INIT(i) ((uint64_t)(uint32_t)(i))
 #define RT_CTR_OP(step, hash) ((UINT64_C(1) << 63) | ((uint64_t)(step) & 0x7fffffffu) << 32 | (uint64_t)(hash))
 uint32_t rt_fnv1a32(const char *s);            /* FNV-1a over the bytes of s */
@@ -118,9 +119,10 @@ typedef struct {
   int32_t has_train;
   rt_program train;
   int32_t optim;                /* K_OPT_* */
-  float lr;
+  float lr;                     /* the base lr; the schedule's start */
   k_sgd_param sgd;
   k_adam_param adam;
+  k_schedule sched;
   int32_t target;               /* RT_TARGET_* */
   const char *gpu_module;       /* CUDA: the PTX of every kernel the steps launch (text) */
   int32_t ndims;                /* bounded dims, in declaration order (K_MAX_BDIMS at most) */
@@ -192,7 +194,10 @@ void rt_dims_text(const rt_model_desc *d, char *buf, size_t n);
  * that read arrays, such as kiln run): 0, or 1 with a message in err when no extents do. */
 int rt_extents_from_inputs(const rt_model_desc *d, const rt_program *p, const k_shape *shapes, int64_t *extents,
                            char *err, size_t n);
+/* Sets the base learning rate; a schedule restarts from it (its step count back to 0). */
 int rt_model_set_lr(rt_model *m, float lr);
+/* The learning rate the next train step uses: the schedule's at its position (0 for NULL). */
+float rt_model_lr(const rt_model *m);
 /* The Philox seed and the train steps taken, which the random ops of the next run read (a
  * RANDOM op in a program with is_train draws as train_step's step `step` does in a model
  * created with `seed`; weights drawn at create keep their draws): the C API's gradients use
@@ -224,6 +229,7 @@ typedef struct {
   /* At the extents of the bounded dims (rt_model_predict_at); for a CUDA model NULL. */
   int (*predict_at)(rt_model *m, const int64_t *extents, const void *const *inputs, void *const *outputs);
   int (*train_step_at)(rt_model *m, const int64_t *extents, const void *const *inputs, float *loss);
+  float (*lr)(const rt_model *m);   /* rt_model_lr: the next train step's learning rate */
 } rt_model_api;
 
 /* The entry points of this process's own runtime for descriptor d (a JIT'd model: kiln run

@@ -48,7 +48,9 @@ struct rt_model {
   const rt_model_desc *d;
   uint64_t seed;
   int64_t step;                 /* train steps taken: Adam's t and the random counters */
-  float lr;
+  float base_lr;                /* the lr the schedule starts from: the descriptor's or set_lr's */
+  int64_t lr_from;              /* the step base_lr was set at: the schedule counts from it */
+  float lr;                     /* the running train step's (rt_model_lr before it) */
   pthread_mutex_t mu;           /* every entry point holds it */
   rt_engine *engine;            /* this instance's own (KILN_ENGINE), used under mu only: the
                                    engine wants its pushes from one thread at a time, and with
@@ -84,6 +86,8 @@ int rt_prog_valid(const rt_model_desc *d, const rt_program *p);
 k_shape rt_step_out_shape(const rt_model_desc *d, const rt_step *s, int j);
 /* How many in slots an UPDATE step reads: parameter, gradient, and its optimizer's state. */
 int rt_update_nin(const rt_model_desc *d, const rt_step *s);
+/* rt_model_lr without the lock, for a caller that holds it (a train step). */
+float rt_model_lr_now(const rt_model *m);
 /* The first UPDATE step of p (nsteps when none): train_step runs the updates only once every
  * step before it succeeded. */
 int rt_first_update(const rt_program *p);

@@ -173,7 +173,7 @@ static void rt_bind_step(rt_model *m, rt_step_run *r) {
 /* ---- checks made before anything runs, so a step can fail only on its data ---- */
 
 int rt_update_nin(const rt_model_desc *d, const rt_step *s) {
-  return 2 + (s->op == K_OPT_ADAM ? 2 : d->sgd.momentum != 0.0f);
+  return 2 + (k_optim_moments(s->op) ? 2 : d->sgd.momentum != 0.0f);
 }
 
 /* An update runs over the elements in use: with bounded dims, a weight that follows them
@@ -184,7 +184,7 @@ static int rt_check_update(rt_model *m, const rt_step *s) {
   const rt_model_desc *d = m->d;
   int64_t n = s->nin > 0 && s->in[0] >= 0 ? rt_update_numel(m, s->in[0]) : -1;
   int need = rt_update_nin(d, s);
-  if (s->op != K_OPT_SGD && s->op != K_OPT_ADAM) return rt_model_fail(m, "%s: unknown optimizer %d", s->name, s->op);
+  if (s->op < 0 || s->op >= K_OPT_COUNT) return rt_model_fail(m, "%s: unknown optimizer %d", s->name, s->op);
   for (int j = 0; j < need; j++)
     if (j >= s->nin || s->in[j] < 0 || !m->ptr[s->in[j]] || rt_update_numel(m, s->in[j]) != n)
       return rt_model_fail(m, "%s: update without its parameter, gradient or state", s->name);
@@ -235,7 +235,7 @@ static void rt_run_update(const rt_step_run *r) {
   int64_t n = rt_update_numel(m, s->in[0]);
   float *w = r->in[0].data, *s0 = s->nin > 2 ? r->in[2].data : NULL, *s1 = s->nin > 3 ? r->in[3].data : NULL;
   if (s->op == K_OPT_SGD) k_sgd_update(w, r->in[1].data, s0, n, m->lr, &m->d->sgd);
-  else k_adam_update(w, r->in[1].data, s0, s1, n, m->lr, &m->d->adam, m->step);
+  else k_adam_update(w, r->in[1].data, s0, s1, n, m->lr, &m->d->adam, m->step, s->op == K_OPT_ADAMW);
 }
 
 static int rt_step_fn(void *arg, rt_run_ctx *rc) {
@@ -372,6 +372,7 @@ static int rt_train_locked(rt_model *m, const int64_t *extents, const void *cons
   if (!loss) return rt_model_fail(m, "train_step: loss is NULL");
   if (p->noutputs != 1) return rt_model_fail(m, "train_step: the program has %d losses, not 1", p->noutputs);
   rt_aux_copy(m, 0);
+  m->lr = rt_model_lr_now(m);             /* this step's, from the schedule */
   m->step++;                              /* Adam's t and the random counters start at 1 */
   int rc = rt_prepare(m, &m->ps[1], inputs);
   const float *x = m->ptr[p->outputs[0]];

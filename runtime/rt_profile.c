@@ -131,7 +131,7 @@ void rt_profile_run(rt_profile *p, int prog, int64_t t0, int64_t t1) {
 static const char *rt_prof_op(const rt_step *s) {
   switch (s->kind) {
   case RT_STEP_FUSED: return "fused";
-  case RT_STEP_UPDATE: return s->op == K_OPT_ADAM ? "adam" : "sgd";
+  case RT_STEP_UPDATE: return s->op == K_OPT_ADAMW ? "adamw" : s->op == K_OPT_ADAM ? "adam" : "sgd";
   default: return s->op >= 0 && s->op < RT_PROF_NOPS ? rt_prof_op_names[s->op] : "?";
   }
 }

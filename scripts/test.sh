@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # test.sh — the whole test suite from a fresh clone: installs dependencies, builds Kiln three
 # ways and runs each test once, where it checks the most:
-#  - an AddressSanitizer+UBSan build runs every test that can run instrumented: the same
-#    assertions as a normal build, and every memory access checked besides;
+#  - an AddressSanitizer+UBSan build runs every test that can run instrumented but those
+#    labelled "noasan": the same assertions as a normal build, and every memory access
+#    checked besides;
 #  - the normal build (-O2, what users build) runs the tests labelled "release"
 #    (tests/CMakeLists.txt, KILN_RELEASE_TESTS: those that cannot run instrumented, those the
-#    ASan build runs only in part, a few broad ones over the optimised code) and "kernels";
+#    ASan build runs only in part, a few broad ones over the optimised code), "kernels", and
+#    "noasan" (KILN_NOASAN_TESTS: the costly ones the ASan build leaves out);
 #  - a ThreadSanitizer build, of only what its tests need, for the concurrent runtime and the
 #    threads tests (labels "runtime" and "tsan");
 # then a short run of each fuzzer (tests/fuzz, scripts/fuzz.sh). Each stage prints the second
@@ -57,8 +59,8 @@ run() {  # run NAME BUILD_DIR [--only] CTEST_ARGS... -- CMAKE_ARGS...   (--only:
   stage "$name tests"
   (cd "$dir" && ctest --output-on-failure -j "$jobs" "${ctest_args[@]}")
 }
-EMULATE_SET=rest run normal "$root/build" -L '^(release|kernels)$' --
-run "asan+ubsan" "$root/build-asan" -E '^cuda[.]cli$' -LE python -- -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON
+EMULATE_SET=rest run normal "$root/build" -L '^(release|kernels|noasan)$' --
+run "asan+ubsan" "$root/build-asan" -E '^cuda[.]cli$' -LE '^(python|noasan)$' -- -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON
 run tsan "$root/build-tsan" --only -L 'runtime|tsan' -- -DCMAKE_BUILD_TYPE=Debug -DKILN_TSAN=ON
 # A short smoke run of every libFuzzer harness (KILN_FUZZ_SECS each, default 6): a finding
 # fails the suite with the reproducer's path.

@@ -494,7 +494,7 @@ typedef struct {
   void *pin[KILN_MAX_IO];       /* a batch of predict's inputs */
   void *outs[KILN_MAX_IO];      /* predict's outputs */
   uint64_t rng;
-  float lr;                     /* what the log reports */
+  float lr;                     /* the base lr (a model without lr() reports it) */
   FILE *log;
   long step;                    /* train steps taken */
 } kiln_trainer;
@@ -595,11 +595,14 @@ static long kiln_epoch_images(const kiln_fit *f, long n) {
   return f->bdim >= 0 && n - full >= f->lo ? n : full;
 }
 
+/* The lr of the next step: the schedule's when the model has one. */
+static float kiln_lr(const kiln_trainer *t) { return t->api->lr ? t->api->lr(t->m) : t->lr; }
+
 /* The steps of one epoch, their inputs gathered by a loader thread one batch ahead. */
 static int kiln_train_batches(kiln_trainer *t, kiln_loader *L, kiln_progress *p, double *loss) {
   double sum = 0;
   for (long b = 0; b < L->nb; b++) {
-    float l;
+    float l, lr = kiln_lr(t);   /* this step's, before it moves on */
     long rows = kiln_batch_rows(L, b);
     kiln_loader_take(L, b);
     if (kiln_train_step(t, t->slot[b % 2], rows, &l)) return 1;
@@ -608,7 +611,7 @@ static int kiln_train_batches(kiln_trainer *t, kiln_loader *L, kiln_progress *p,
     if (t->log) {
       double secs = kiln_now() - p->t0;
       fprintf(t->log, "{\"step\": %ld, \"epoch\": %d", t->step, p->epoch);
-      kiln_log_num(t->log, "loss", l), kiln_log_num(t->log, "lr", t->lr);
+      kiln_log_num(t->log, "loss", l), kiln_log_num(t->log, "lr", lr);
       kiln_log_num(t->log, "images_per_s", (double)(b * t->fit->batch + rows) / (secs > 1e-9 ? secs : 1e-9));
       fputs("}\n", t->log);
     }
@@ -727,7 +730,7 @@ static int kiln_train_loop(kiln_trainer *t, const kiln_opts *o) {
     printf("epoch %d: train loss %.4f", e, loss);
     if (t->log) {
       fprintf(t->log, "{\"epoch\": %d", e);
-      kiln_log_num(t->log, "train_loss", loss), kiln_log_num(t->log, "lr", t->lr), kiln_log_num(t->log, "seconds", secs);
+      kiln_log_num(t->log, "train_loss", loss), kiln_log_num(t->log, "lr", kiln_lr(t)), kiln_log_num(t->log, "seconds", secs);
       kiln_log_num(t->log, "images_per_s", (double)kiln_epoch_images(t->fit, t->ex->fit.n) / (secs > 1e-9 ? secs : 1e-9));
     }
     if (t->ex->val.n) kiln_report_val(t, &sc);

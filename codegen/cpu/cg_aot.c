@@ -16,7 +16,8 @@
 
 _Static_assert(sizeof(k_req) == 4, "k_req is emitted as i32");
 
-typedef enum { CG_F_I32, CG_F_I64, CG_F_F32, CG_F_PTR, CG_F_DIMS, CG_F_SHAPE, CG_F_PROGRAM, CG_F_SGD, CG_F_ADAM, CG_F_DIMVAL } cg_fkind;
+typedef enum { CG_F_I32, CG_F_I64, CG_F_F32, CG_F_PTR, CG_F_DIMS, CG_F_SHAPE, CG_F_PROGRAM, CG_F_SGD, CG_F_ADAM, CG_F_DIMVAL,
+               CG_F_SCHED } cg_fkind;
 typedef struct {
   cg_fkind kind;
   size_t offset;
@@ -53,7 +54,15 @@ static const cg_field cg_dimval_fields[] = {CG_FIELD(CG_F_I32, k_dimval, mask), 
 static const cg_field cg_patch_fields[] = {
   CG_FIELD(CG_F_I32, rt_dimpatch, kind), CG_FIELD(CG_F_I32, rt_dimpatch, index), CG_FIELD(CG_F_I32, rt_dimpatch, slot),
   CG_FIELD(CG_F_I32, rt_dimpatch, axis), CG_FIELD(CG_F_DIMVAL, rt_dimpatch, v)};
-static const cg_field cg_sgd_fields[] = {CG_FIELD(CG_F_F32, k_sgd_param, momentum), CG_FIELD(CG_F_F32, k_sgd_param, wd)};
+static const cg_field cg_sgd_fields[] = {CG_FIELD(CG_F_F32, k_sgd_param, momentum), CG_FIELD(CG_F_F32, k_sgd_param, wd),
+                                         CG_FIELD(CG_F_I32, k_sgd_param, nesterov)};
+_Static_assert(sizeof(k_ints) == sizeof(k_shape) && offsetof(k_ints, v) == offsetof(k_shape, d), "k_ints is emitted as k_shape");
+static const cg_field cg_sched_fields[] = {
+  CG_FIELD(CG_F_I32, k_schedule, kind), CG_FIELD(CG_F_I64, k_schedule, step_size),
+  CG_FIELD(CG_F_SHAPE, k_schedule, milestones), CG_FIELD(CG_F_I64, k_schedule, total),
+  CG_FIELD(CG_F_I64, k_schedule, warmup), CG_FIELD(CG_F_F32, k_schedule, gamma), CG_FIELD(CG_F_F32, k_schedule, min_lr),
+  CG_FIELD(CG_F_F32, k_schedule, pct_start), CG_FIELD(CG_F_F32, k_schedule, div_factor),
+  CG_FIELD(CG_F_F32, k_schedule, final_div_factor)};
 static const cg_field cg_adam_fields[] = {
   CG_FIELD(CG_F_F32, k_adam_param, beta1), CG_FIELD(CG_F_F32, k_adam_param, beta2),
   CG_FIELD(CG_F_F32, k_adam_param, eps), CG_FIELD(CG_F_F32, k_adam_param, wd)};
@@ -63,7 +72,8 @@ static const cg_field cg_desc_fields[] = {
   CG_FIELD(CG_F_PROGRAM, rt_model_desc, predict), CG_FIELD(CG_F_I32, rt_model_desc, has_train),
   CG_FIELD(CG_F_PROGRAM, rt_model_desc, train), CG_FIELD(CG_F_I32, rt_model_desc, optim),
   CG_FIELD(CG_F_F32, rt_model_desc, lr), CG_FIELD(CG_F_SGD, rt_model_desc, sgd),
-  CG_FIELD(CG_F_ADAM, rt_model_desc, adam), CG_FIELD(CG_F_I32, rt_model_desc, target),
+  CG_FIELD(CG_F_ADAM, rt_model_desc, adam), CG_FIELD(CG_F_SCHED, rt_model_desc, sched),
+  CG_FIELD(CG_F_I32, rt_model_desc, target),
   CG_FIELD(CG_F_PTR, rt_model_desc, gpu_module), CG_FIELD(CG_F_I32, rt_model_desc, ndims),
   CG_FIELD(CG_F_PTR, rt_model_desc, dims), CG_FIELD(CG_F_I32, rt_model_desc, ntensor_patches),
   CG_FIELD(CG_F_PTR, rt_model_desc, tensor_patches)};
@@ -74,7 +84,8 @@ static const cg_field cg_api_fields[] = {
   CG_FIELD(CG_F_PTR, rt_model_api, predict), CG_FIELD(CG_F_PTR, rt_model_api, train_step),
   CG_FIELD(CG_F_PTR, rt_model_api, set_lr), CG_FIELD(CG_F_PTR, rt_model_api, error),
   CG_FIELD(CG_F_PTR, rt_model_api, predict_device), CG_FIELD(CG_F_PTR, rt_model_api, train_step_device),
-  CG_FIELD(CG_F_PTR, rt_model_api, predict_at), CG_FIELD(CG_F_PTR, rt_model_api, train_step_at)};
+  CG_FIELD(CG_F_PTR, rt_model_api, predict_at), CG_FIELD(CG_F_PTR, rt_model_api, train_step_at),
+  CG_FIELD(CG_F_PTR, rt_model_api, lr)};
 #define CG_N(a) (int)(sizeof a / sizeof *a)
 
 /* The emitter's state: m's handles, the types, the descriptor global. */
@@ -82,7 +93,7 @@ typedef struct {
   cg_llvm *m;
   const rt_model_desc *d;
   LLVMTypeRef i8, i32, i64, f32, ptr, vd;
-  LLVMTypeRef shape, tensor, step, program, sgd, adam, desc, api, dim, dimval, patch;
+  LLVMTypeRef shape, tensor, step, program, sgd, adam, sched, desc, api, dim, dimval, patch;
   LLVMValueRef desc_ptr;        /* the descriptor global as i8* */
   LLVMValueRef weights;         /* CG_WEIGHTS_SYMBOL, declared when a tensor has data */
   int64_t *woff;                /* cg_weights_layout's offsets, one per tensor */
@@ -104,6 +115,7 @@ static LLVMTypeRef cg_field_type(cg_aot *a, cg_fkind k) {
   case CG_F_PROGRAM: return a->program;
   case CG_F_SGD: return a->sgd;
   case CG_F_ADAM: return a->adam;
+  case CG_F_SCHED: return a->sched;
   case CG_F_DIMVAL: return a->dimval;
   }
   return NULL;
@@ -140,6 +152,7 @@ static int cg_types(cg_aot *a) {
          cg_struct(a, "rt_program", cg_program_fields, CG_N(cg_program_fields), sizeof(rt_program), &a->program) ||
          cg_struct(a, "k_sgd_param", cg_sgd_fields, CG_N(cg_sgd_fields), sizeof(k_sgd_param), &a->sgd) ||
          cg_struct(a, "k_adam_param", cg_adam_fields, CG_N(cg_adam_fields), sizeof(k_adam_param), &a->adam) ||
+         cg_struct(a, "k_schedule", cg_sched_fields, CG_N(cg_sched_fields), sizeof(k_schedule), &a->sched) ||
          cg_struct(a, "rt_model_desc", cg_desc_fields, CG_N(cg_desc_fields), sizeof(rt_model_desc), &a->desc) ||
          cg_struct(a, "rt_model_api", cg_api_fields, CG_N(cg_api_fields), sizeof(rt_model_api), &a->api);
 }
@@ -285,7 +298,7 @@ static int cg_step_fused(cg_aot *a, const rt_step *s, bool train, int i, LLVMVal
 /* A FUSED step with an op is the CUDA target's kernel generated for one elementwise op
  * (cg_cuda.c: a clip after a convolution), which keeps that op's param. */
 static size_t cg_param_size(const rt_step *s) {
-  if (s->kind == RT_STEP_UPDATE) return s->op == K_OPT_ADAM ? sizeof(k_adam_param) : sizeof(k_sgd_param);
+  if (s->kind == RT_STEP_UPDATE) return k_optim_moments(s->op) ? sizeof(k_adam_param) : sizeof(k_sgd_param);
   if ((s->kind == RT_STEP_FORWARD || s->kind == RT_STEP_BACKWARD || s->kind == RT_STEP_FUSED) && s->op >= 0 &&
       s->op < IR_OP_COUNT)
     return ir_ops[s->op].param_size;
@@ -370,11 +383,18 @@ static int cg_descriptor(cg_aot *a) {
   LLVMValueRef predict, train, tensors = cg_tensors(a);
   if (!tensors) return rt_errf(a->err, a->n, "out of memory");
   if (cg_program_val(a, &d->predict, false, &predict) || cg_program_val(a, &d->train, true, &train)) return 1;
-  LLVMValueRef sgd[] = {cg_f32c(a, d->sgd.momentum), cg_f32c(a, d->sgd.wd)};
+  LLVMValueRef sgd[] = {cg_f32c(a, d->sgd.momentum), cg_f32c(a, d->sgd.wd), cg_i32c(a, d->sgd.nesterov)};
   LLVMValueRef adam[] = {cg_f32c(a, d->adam.beta1), cg_f32c(a, d->adam.beta2), cg_f32c(a, d->adam.eps), cg_f32c(a, d->adam.wd)};
+  const k_schedule *s = &d->sched;
+  k_shape milestones = {.rank = s->milestones.n};
+  memcpy(milestones.d, s->milestones.v, sizeof milestones.d);
+  LLVMValueRef sched[] = {cg_i32c(a, s->kind), cg_i64c(a, s->step_size), cg_shape_val(a, &milestones), cg_i64c(a, s->total),
+                          cg_i64c(a, s->warmup), cg_f32c(a, s->gamma), cg_f32c(a, s->min_lr), cg_f32c(a, s->pct_start),
+                          cg_f32c(a, s->div_factor), cg_f32c(a, s->final_div_factor)};
   LLVMValueRef f[] = {cg_str(a, RT_MODEL_ABI), cg_str(a, d->name), cg_i32c(a, d->ntensors), tensors, predict,
                       cg_i32c(a, d->has_train), train, cg_i32c(a, d->optim), cg_f32c(a, d->lr),
-                      cg_struct_val(a, sgd, 2), cg_struct_val(a, adam, 4), cg_i32c(a, d->target), cg_str(a, d->gpu_module),
+                      cg_struct_val(a, sgd, 3), cg_struct_val(a, adam, 4), cg_struct_val(a, sched, CG_N(sched)),
+                      cg_i32c(a, d->target), cg_str(a, d->gpu_module),
                       cg_i32c(a, d->ndims), cg_dims(a), cg_i32c(a, d->ntensor_patches),
                       cg_patches(a, d->tensor_patches, d->ntensor_patches)};
   if (!f[CG_N(f) - 1]) return rt_errf(a->err, a->n, "out of memory");
@@ -492,7 +512,8 @@ static int cg_wrappers(cg_aot *a) {
          cg_forwarder(a, "load", a->i32, p2, 2, false) || cg_forwarder(a, "save", a->i32, p2, 2, false) ||
          cg_entry(a, &a->d->predict, false, false) || (a->d->has_train && cg_entry(a, &a->d->train, true, false)) ||
          (cuda && (cg_entry(a, &a->d->predict, false, true) || (a->d->has_train && cg_entry(a, &a->d->train, true, true)))) ||
-         cg_forwarder(a, "set_lr", a->i32, lr, 2, false) || cg_forwarder(a, "error", a->ptr, p1, 1, false);
+         cg_forwarder(a, "set_lr", a->i32, lr, 2, false) || cg_forwarder(a, "lr", a->f32, p1, 1, false) ||
+         cg_forwarder(a, "error", a->ptr, p1, 1, false);
 }
 
 /* ---- kiln_model ---- */
@@ -506,17 +527,18 @@ static LLVMValueRef cg_rt_fn(cg_aot *a, const char *name) {
 static int cg_api(cg_aot *a) {
   if (LLVMGetNamedGlobal(a->m->mod, "kiln_model")) return rt_errf(a->err, a->n, "kiln_model is already defined");
   static const char *const fns[] = {"create", "destroy", "load", "save", "predict", "train_step", "set_lr", "error",
-                                    "predict_device", "train_step_device", "predict_at", "train_step_at"};
-  LLVMValueRef f[2 + 12] = {cg_str(a, RT_MODEL_ABI), a->desc_ptr};
+                                    "predict_device", "train_step_device", "predict_at", "train_step_at", "lr"};
+  enum { NFN = sizeof fns / sizeof *fns };
+  LLVMValueRef f[2 + NFN] = {cg_str(a, RT_MODEL_ABI), a->desc_ptr};
   bool cuda = a->d->target == RT_TARGET_CUDA;
-  for (int i = 0; i < 12; i++) {
+  for (int i = 0; i < NFN; i++) {
     char name[64];
     snprintf(name, sizeof name, "%s_%s", cg_rt_prefix(a), fns[i]);
-    bool has = i < 8 || (i < 10 ? cuda : !cuda);   /* device entries: CUDA's; _at: the CPU's */
+    bool has = i < 8 || i == 12 || (i < 10 ? cuda : !cuda);   /* device entries: CUDA's; _at: the CPU's */
     f[2 + i] = has ? cg_rt_fn(a, name) : cg_null(a);
   }
   LLVMValueRef g = LLVMAddGlobal(a->m->mod, a->api, "kiln_model");
-  LLVMSetInitializer(g, LLVMConstNamedStruct(a->api, f, 14));
+  LLVMSetInitializer(g, LLVMConstNamedStruct(a->api, f, 2 + NFN));
   LLVMSetGlobalConstant(g, 1);
   LLVMSetAlignment(g, 16);
   return 0;
@@ -526,7 +548,7 @@ static int cg_api(cg_aot *a) {
  * (fused loops, scalar helpers), so two models' objects never clash and the .so exports
  * nothing else. */
 static const char *const cg_wrapper_names[] = {"create", "destroy", "load", "save", "predict", "train_step",
-                                               "set_lr", "error", "predict_device", "train_step_device", NULL};
+                                               "set_lr", "lr", "error", "predict_device", "train_step_device", NULL};
 
 static bool cg_is_export(cg_aot *a, const char *name) {
   size_t k = strlen(a->d->name);

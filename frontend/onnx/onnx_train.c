@@ -27,9 +27,9 @@ static const char *onnx_train_arg(onnx_ctx *c, const char *p, const ir_attr_def 
 /* "sgd(lr=0.01, momentum=0.9)" into g->optim. */
 static int onnx_train_optim(onnx_ctx *c, const char *p) {
   const char *open = strchr(p, '('), *close = open ? strrchr(open, ')') : NULL;
-  if (!open || !close || close[1]) return onnx_fail(c, "--train: the optimizer must be written as sgd(lr=...) or adam(...)");
+  if (!open || !close || close[1]) return onnx_fail(c, "--train: the optimizer must be written as sgd(lr=...), adam(...) or adamw(...)");
   int k = ir_optim_lookup(ir_strndup(&c->g->arena, p, (size_t)(open - p)));
-  if (k < 0) return onnx_fail(c, "--train: unknown optimizer '%.*s'; use sgd or adam", (int)(open - p), p);
+  if (k < 0) return onnx_fail(c, "--train: unknown optimizer '%.*s'; use sgd, adam or adamw", (int)(open - p), p);
   c->g->optim = (ir_optimizer){.kind = (k_optim_kind)k};
   ir_attr_defaults(ir_optims[k].attrs, &c->g->optim);
   for (p = open + 1; *p == ' '; p++) {}

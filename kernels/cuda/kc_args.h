@@ -179,12 +179,14 @@ typedef struct {
   const float *g;
   int64_t n;
   float lr, momentum, wd;
+  int32_t nesterov;
 } kc_sgd_args;
 typedef struct {
   float *w, *m, *v;
   const float *g;
   int64_t n;
   float step_size, bc2_sqrt, a1, a2, beta1, beta2, eps, wd;
+  float decay;                  /* AdamW's 1 - lr * wd (wd is then 0); Adam's 1 */
 } kc_adam_args;
 
 #endif

@@ -621,7 +621,7 @@ extern "C" __global__ void kc_sgd(kc_sgd_args a) {
     float d = a.wd != 0.0f ? a.g[i] + a.wd * a.w[i] : a.g[i];
     if (a.momentum != 0.0f) {
       a.mom[i] = a.momentum * a.mom[i] + d;
-      d = a.mom[i];
+      d = a.nesterov ? d + a.momentum * a.mom[i] : a.mom[i];
     }
     a.w[i] -= a.lr * d;
   }
@@ -629,6 +629,7 @@ extern "C" __global__ void kc_sgd(kc_sgd_args a) {
 
 extern "C" __global__ void kc_adam(kc_adam_args a) {
   KC_LOOP(i, a.n) {
+    if (a.decay != 1.0f) a.w[i] *= a.decay;
     float d = a.wd != 0.0f ? a.g[i] + a.wd * a.w[i] : a.g[i];
     a.m[i] = a.m[i] * a.beta1 + a.a1 * d;
     a.v[i] = a.v[i] * a.beta2 + a.a2 * d * d;

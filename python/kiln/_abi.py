@@ -2,13 +2,13 @@
 points (rt_model_api) that every generated .so exports under the name `kiln_model`, and that
 kiln_source_jit returns for a model JIT-compiled in this process.
 
-The mirror is of ABI RT_MODEL_ABI = "kiln-model-5"; a library or .so of another ABI is refused
+The mirror is of ABI RT_MODEL_ABI = "kiln-model-6"; a library or .so of another ABI is refused
 with a message, so a change of rt_model.h is caught here rather than read wrongly. Only what
 the package reads is spelled out; the steps stay opaque pointers.
 """
 import ctypes as C
 
-ABI = "kiln-model-5"
+ABI = "kiln-model-6"
 MAX_RANK = 6          # K_MAX_RANK
 MAX_BDIMS = 8         # K_MAX_BDIMS
 ROLE_INPUT, ROLE_PARAM, ROLE_AUX, ROLE_STATE, ROLE_CONST, ROLE_VALUE = range(6)
@@ -47,18 +47,28 @@ class DimPatch(C.Structure):        # rt_dimpatch
 
 
 class SgdParam(C.Structure):
-    _fields_ = [("momentum", C.c_float), ("wd", C.c_float)]
+    _fields_ = [("momentum", C.c_float), ("wd", C.c_float), ("nesterov", C.c_int32)]
 
 
 class AdamParam(C.Structure):
     _fields_ = [("beta1", C.c_float), ("beta2", C.c_float), ("eps", C.c_float), ("wd", C.c_float)]
 
 
+class Ints(C.Structure):            # k_ints
+    _fields_ = [("n", C.c_int32), ("v", C.c_int64 * MAX_RANK)]
+
+
+class Schedule(C.Structure):        # k_schedule
+    _fields_ = [("kind", C.c_int32), ("step_size", C.c_int64), ("milestones", Ints), ("total", C.c_int64),
+                ("warmup", C.c_int64), ("gamma", C.c_float), ("min_lr", C.c_float), ("pct_start", C.c_float),
+                ("div_factor", C.c_float), ("final_div_factor", C.c_float)]
+
+
 class Desc(C.Structure):            # rt_model_desc
     _fields_ = [("abi", C.c_char_p), ("name", C.c_char_p), ("ntensors", C.c_int32),
                 ("tensors", C.POINTER(TensorInfo)), ("predict", Program), ("has_train", C.c_int32),
                 ("train", Program), ("optim", C.c_int32), ("lr", C.c_float), ("sgd", SgdParam), ("adam", AdamParam),
-                ("target", C.c_int32), ("gpu_module", C.c_char_p), ("ndims", C.c_int32), ("dims", C.POINTER(Dim)),
+                ("sched", Schedule), ("target", C.c_int32), ("gpu_module", C.c_char_p), ("ndims", C.c_int32), ("dims", C.POINTER(Dim)),
                 ("ntensor_patches", C.c_int32), ("tensor_patches", C.POINTER(DimPatch))]
 
 
@@ -75,13 +85,14 @@ SET_LR = C.CFUNCTYPE(_i, _vp, C.c_float)
 ERROR = C.CFUNCTYPE(C.c_char_p, _vp)
 PREDICT_AT = C.CFUNCTYPE(_i, _vp, _ext, _ptrs, _ptrs)
 TRAIN_AT = C.CFUNCTYPE(_i, _vp, _ext, _ptrs, C.POINTER(C.c_float))
+GET_LR = C.CFUNCTYPE(C.c_float, _vp)
 
 
 class Api(C.Structure):             # rt_model_api, the exported `kiln_model`
     _fields_ = [("abi", C.c_char_p), ("desc", C.POINTER(Desc)), ("create", CREATE), ("destroy", DESTROY),
                 ("load", PATH_FN), ("save", PATH_FN), ("predict", PREDICT), ("train_step", TRAIN), ("set_lr", SET_LR),
                 ("error", ERROR), ("predict_device", C.c_void_p), ("train_step_device", C.c_void_p),
-                ("predict_at", PREDICT_AT), ("train_step_at", TRAIN_AT)]
+                ("predict_at", PREDICT_AT), ("train_step_at", TRAIN_AT), ("lr", GET_LR)]
 
 
 def check_abi(api, what):

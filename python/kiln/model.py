@@ -485,7 +485,11 @@ class Model:
 
     @property
     def lr(self):
-        """The learning rate train_step uses (the train statement's, until set)."""
+        """The learning rate the next train_step uses: the train statement's (or the last one
+        set), moved along its schedule when the model has one."""
+        if self._api.lr:
+            with self._lock:
+                return _f32(self._api.lr(self._m))
         return self._lr
 
     @lr.setter

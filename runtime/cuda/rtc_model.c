@@ -225,13 +225,13 @@ static int rtc_run_update(rtc_ctx *c, const rtc_call *k) {
   const rt_step *s = k->s;
   const rt_model_desc *d = c->d;
   int need = rt_update_nin(d, s);
-  if (s->op != K_OPT_SGD && s->op != K_OPT_ADAM) return rtc_fail(c, "unknown optimizer %d", s->op);
+  if (s->op < 0 || s->op >= K_OPT_COUNT) return rtc_fail(c, "unknown optimizer %d", s->op);
   for (int j = 0; j < need; j++)
     if (j >= s->nin || !k->in[j]) return rtc_fail(c, "update without its parameter, gradient or state");
   int64_t n = rt_tensor_numel(&d->tensors[s->in[0]]);
   void *const *in = k->in;
   if (s->op == K_OPT_SGD) return rtc_sgd_update(c, in[0], in[1], s->nin > 2 ? in[2] : NULL, n, c->host->lr, &d->sgd);
-  return rtc_adam_update(c, in[0], in[1], in[2], in[3], n, c->host->lr, &d->adam, c->host->step);
+  return rtc_adam_update(c, in[0], in[1], in[2], in[3], n, c->host->lr, &d->adam, c->host->step, s->op == K_OPT_ADAMW);
 }
 
 static int rtc_run_step_now(rtc_ctx *c, rtc_prog *r, int i);
@@ -539,6 +539,7 @@ static int rtc_train_locked(rtc_ctx *c, const void *const *inputs, float *loss, 
   rtc_bind(c, p);
   if (!c->dptr[p->outputs[0]]) return rtc_fail(c, "train_step: the loss has no buffer");
   if (rtc_copy_inputs(c, p, inputs, dev, user, "train_step") || rtc_aux_copy(c, 0)) return rtc_sync(c, "train_step"), 1;
+  c->host->lr = rt_model_lr_now(c->host); /* this step's, from the schedule */
   c->host->step++;                        /* Adam's t and the random counters start at 1 */
   rtc_prog *r = &c->prog[1];
   int rc = rtc_run_range(c, r, 0, r->split);
@@ -590,6 +591,15 @@ int rtc_model_load(rt_model *m, const char *path) {
   if (!rc && rt_model_load(c->host, path)) rc = rtc_fail(c, "%s", rt_model_error(c->host));
   if (!rc) rc = rtc_upload_store(c);
   return rtc_leave(c, rc);
+}
+
+float rtc_model_lr(const rt_model *m) {
+  rtc_ctx *c = (rtc_ctx *)m;   /* the lock is not part of the value */
+  if (!c) return 0.0f;
+  pthread_mutex_lock(&c->mu);
+  float lr = rt_model_lr_now(c->host);
+  pthread_mutex_unlock(&c->mu);
+  return lr;
 }
 
 int rtc_model_set_lr(rt_model *m, float lr) {

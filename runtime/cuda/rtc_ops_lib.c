@@ -639,14 +639,15 @@ int rtc_dropout_backward(rtc_ctx *c, const rtc_call *k) {
 
 int rtc_sgd_update(rtc_ctx *c, float *w, const float *g, float *mom, int64_t n, float lr,
                    const k_sgd_param *p) {
-  kc_sgd_args a = {w, mom, g, n, lr, p->momentum, p->wd};
+  kc_sgd_args a = {w, mom, g, n, lr, p->momentum, p->wd, p->nesterov};
   return RTC_GO(c, sgd, n, a);
 }
 
 int rtc_adam_update(rtc_ctx *c, float *w, const float *g, float *m, float *v, int64_t n, float lr,
-                    const k_adam_param *p, int64_t t) {
+                    const k_adam_param *p, int64_t t, int decoupled) {
   double step = (double)(t < 1 ? 1 : t);
-  kc_adam_args a = {w, m, v, g, n, 0, 0, 0, 0, p->beta1, p->beta2, p->eps, p->wd};
+  kc_adam_args a = {w, m, v, g, n, 0, 0, 0, 0, p->beta1, p->beta2, p->eps, decoupled ? 0.0f : p->wd, 1.0f};
+  if (decoupled) a.decay = (float)(1.0 - (double)lr * (double)p->wd);
   a.step_size = (float)((double)lr / (1.0 - pow((double)p->beta1, step)));
   a.bc2_sqrt = (float)sqrt(1.0 - pow((double)p->beta2, step));
   a.a1 = (float)(1.0 - (double)p->beta1);

@@ -14,6 +14,6 @@
 int rtc_sgd_update(rtc_ctx *c, float *w, const float *g, float *mom, int64_t n, float lr,
                    const k_sgd_param *p);
 int rtc_adam_update(rtc_ctx *c, float *w, const float *g, float *m, float *v, int64_t n, float lr,
-                    const k_adam_param *p, int64_t t);
+                    const k_adam_param *p, int64_t t, int decoupled);
 
 #endif

@@ -169,7 +169,8 @@ static void test_mlp_grad_vs_train_step(const char *dir) {
   int32_t *label = malloc(sizeof(int32_t) * (size_t)batch);
   for (int64_t i = 0; i < batch * 784; i++) image[i] = (float)((i * 37) % 101) / 50 - 1;
   for (int64_t i = 0; i < batch; i++) label[i] = (int32_t)((i * 3) % 10);
-  CHECK(!kiln_graph_jit(g, 5, &m) && !kiln_model_set_lr(m, 1) && !kiln_model_save(m, p0) &&
+  float lr = 0;
+  CHECK(!kiln_graph_jit(g, 5, &m) && !kiln_model_set_lr(m, 1) && !kiln_model_lr(m, &lr) && lr == 1 && !kiln_model_save(m, p0) &&
         !kiln_model_train_step(m, (const void *[]){image, label}, &loss) && !kiln_model_save(m, p1), "train_step: %s", kiln_last_error());
   kiln_session *s = NULL;
   kiln_session_new(&s);

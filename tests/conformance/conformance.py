@@ -175,8 +175,10 @@ class Runner:
         return "%s: %d of %d differ; at %s kiln %.8g torch %.8g (rtol %g, atol %g x %.3g)" % (
             what, int(bad.sum()), bad.size, tuple(int(j) for j in i), got[i], want[i], rtol, atol, scale)
 
-    def optim(self, name, kind, attrs, shape, steps):
-        """`steps` updates of one weight tensor by kiln and by torch.optim on the same gradients."""
+    def optim(self, name, kind, attrs, shape, steps, sched=None):
+        """`steps` updates of one weight tensor by kiln and by torch.optim on the same gradients,
+        with the lr of each step from `sched` ((name, attrs), as the train clause's schedule) and
+        torch.optim.lr_scheduler."""
         if self.pattern and self.pattern not in name:
             return
         self.n += 1
@@ -191,14 +193,22 @@ class Runner:
             for k, v in attrs.items():
                 f.write("%s %r\n" % (k, v))
             f.write("steps %d\n" % steps)
+            if sched:
+                f.write("sched_%s 1\n" % sched[0])
+                for k, v in sched[1].items():
+                    for x in (v if isinstance(v, tuple) else (v,)):
+                        f.write("%s %r\n" % ("milestone" if k == "milestones" else k, x))
         tw = torch.nn.Parameter(torch.tensor(w))
         a = dict(attrs)
         lr = a.pop("lr")
         if kind == "sgd":
-            opt = torch.optim.SGD([tw], lr=lr, momentum=a.get("momentum", 0), weight_decay=a.get("wd", 0))
+            opt = torch.optim.SGD([tw], lr=lr, momentum=a.get("momentum", 0), weight_decay=a.get("wd", 0),
+                                  nesterov=bool(a.get("nesterov", 0)))
         else:
             betas = (a.get("beta1", 0.9), a.get("beta2", 0.999))
-            opt = torch.optim.Adam([tw], lr=lr, betas=betas, eps=a.get("eps", 1e-8), weight_decay=a.get("wd", 0))
+            cls = torch.optim.AdamW if kind == "adamw" else torch.optim.Adam
+            opt = cls([tw], lr=lr, betas=betas, eps=a.get("eps", 1e-8), weight_decay=a.get("wd", 0))
+        scheduler = torch_scheduler(opt, sched) if sched else None
         p = subprocess.run([self.exe, "--optim", kind, d], capture_output=True, text=True)
         err = None if p.returncode == 0 else "kiln_opcheck exit %d: %s" % (p.returncode, p.stderr.strip())
         for i, g in enumerate(gs):
@@ -206,6 +216,8 @@ class Runner:
                 break
             tw.grad = torch.tensor(g)
             opt.step()
+            if scheduler:
+                scheduler.step()
             err = self.compare("w after step %d" % (i + 1), np.load(os.path.join(d, "w%d.npy" % (i + 1))),
                                tw.detach().numpy(), (RTOL, ATOL))
         if err:
@@ -215,6 +227,31 @@ class Runner:
             self.passed += 1
             print("ok   %s" % name)
             shutil.rmtree(d)
+
+
+def torch_scheduler(opt, sched):
+    """torch.optim.lr_scheduler's equivalent of a train clause's `schedule NAME(attrs)` (SPEC
+    section 11; kernels/k_optim.c k_sched_lr)."""
+    S = torch.optim.lr_scheduler
+    name, a = sched
+    if name == "step":
+        return S.StepLR(opt, step_size=a["step_size"], gamma=a.get("gamma", 0.1))
+    if name == "multistep":
+        return S.MultiStepLR(opt, milestones=list(a["milestones"]), gamma=a.get("gamma", 0.1))
+    if name == "exponential":
+        return S.ExponentialLR(opt, gamma=a["gamma"])
+    if name == "cosine":
+        w, total, low = a.get("warmup", 0), a["total"], a.get("min_lr", 0.0)
+        cos = S.CosineAnnealingLR(opt, T_max=total - w, eta_min=low)
+        if not w:
+            return cos
+        warm = S.LinearLR(opt, start_factor=1.0 / w, end_factor=1.0, total_iters=w - 1)
+        return S.SequentialLR(opt, [warm, S.CosineAnnealingLR(opt, T_max=total - w, eta_min=low)], milestones=[w])
+    if name == "onecycle":
+        return S.OneCycleLR(opt, max_lr=opt.param_groups[0]["lr"], total_steps=a["total"], pct_start=a.get("pct_start", 0.3),
+                            div_factor=a.get("div_factor", 25.0), final_div_factor=a.get("final_div_factor", 1e4),
+                            anneal_strategy="cos", cycle_momentum=False, three_phase=False)
+    raise ValueError(name)
 
 
 def shp(s):
@@ -886,6 +923,20 @@ def optim_cases(R):
                 {"lr": 0.01, "beta1": 0.8, "beta2": 0.99, "eps": 1e-6, "wd": 0.05}, shape, steps)
     R.optim("adam many steps=30", "adam", {"lr": 0.01, "wd": 0.001}, shape, 30)
     R.optim("sgd many steps=30", "sgd", {"lr": 0.02, "momentum": 0.5, "wd": 0.001}, shape, 30)
+    R.optim("sgd nesterov steps=20", "sgd", {"lr": 0.05, "momentum": 0.9, "nesterov": 1}, shape, 20)
+    R.optim("sgd nesterov wd steps=20", "sgd", {"lr": 0.05, "momentum": 0.8, "wd": 0.01, "nesterov": 1}, shape, 20)
+    R.optim("adamw torch's wd steps=20", "adamw", {"lr": 0.01, "wd": 0.01}, shape, 20)
+    R.optim("adamw wd steps=20", "adamw", {"lr": 0.003, "beta1": 0.8, "beta2": 0.99, "eps": 1e-6, "wd": 0.3}, shape, 20)
+    # 20 steps of each schedule with SGD, Nesterov SGD and AdamW (torch.optim.lr_scheduler).
+    scheds = [("step", {"step_size": 6, "gamma": 0.5}), ("multistep", {"milestones": (3, 8, 15), "gamma": 0.3}),
+              ("exponential", {"gamma": 0.9}), ("cosine", {"total": 20}), ("cosine", {"total": 25, "warmup": 5, "min_lr": 0.001}),
+              ("onecycle", {"total": 20}), ("onecycle", {"total": 22, "pct_start": 0.25, "div_factor": 10.0, "final_div_factor": 100.0})]
+    opts = [("sgd", {"lr": 0.1}), ("sgd", {"lr": 0.1, "momentum": 0.9, "nesterov": 1}), ("adamw", {"lr": 0.01, "wd": 0.05})]
+    for sn, sa in scheds:
+        for kind, attrs in opts:
+            label = "%s%s schedule %s(%s) steps=20" % (kind, " nesterov" if attrs.get("nesterov") else "", sn,
+                                                          ", ".join("%s=%s" % kv for kv in sa.items()))
+            R.optim(label, kind, attrs, shape, 20, (sn, sa))
 
 
 FAMILIES = [binary_cases, unary_cases, reduce_cases, beyond_spec_reduce_cases, layout_cases, pad_cases, gemm_cases, conv_cases, pool_cases,

@@ -9,7 +9,7 @@
  *     writes DIR/<outname>.npy for every output (out.npy is the visible one, then hidden ones
  *     such as mask.npy), DIR/<aux>.after.npy for aux states, and, when DIR/out_grad.npy exists,
  *     DIR/grad_<argname>.npy for every float arg (concat's pieces: grad_x0, grad_x1, ...).
- *   kiln_opcheck --optim sgd|adam DIR
+ *   kiln_opcheck --optim sgd|adam|adamw DIR
  *     Reads DIR/optim.txt (lines `key value`: lr, momentum, wd, beta1, beta2, eps, steps),
  *     DIR/w.npy and DIR/g1.npy .. g<steps>.npy; writes DIR/w1.npy .. w<steps>.npy. */
 #include <math.h>
@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "fe.h"
+#include "ops.h"
 #include "runtime.h"
 
 #define OC_MAX_IO 64
@@ -232,7 +233,27 @@ static int oc_op_main(const char *model, const char *dir, int is_train) {
 
 /* ---- optimizers ---- */
 
-typedef struct { float lr, momentum, wd, beta1, beta2, eps; int steps; } oc_optim;
+/* The optimizer's attributes and, with "sched_NAME 1", a schedule's (k_schedule's fields by
+ * name; "milestone V" once per milestone) from optim.txt. */
+typedef struct { float lr, momentum, wd, beta1, beta2, eps; int nesterov, steps; k_schedule sched; } oc_optim;
+
+static int oc_sched_key(oc_optim *p, const char *key, double v) {
+  k_schedule *s = &p->sched;
+  if (!strncmp(key, "sched_", 6) && ir_sched_lookup(key + 6) > 0) {   /* first: its defaults, then the keys */
+    *s = (k_schedule){.kind = ir_sched_lookup(key + 6)};
+    ir_attr_defaults(ir_scheds[s->kind].attrs, s);
+  } else if (!strcmp(key, "step_size")) s->step_size = (int64_t)v;
+  else if (!strcmp(key, "milestone") && s->milestones.n < K_MAX_RANK) s->milestones.v[s->milestones.n++] = (int64_t)v;
+  else if (!strcmp(key, "total")) s->total = (int64_t)v;
+  else if (!strcmp(key, "warmup")) s->warmup = (int64_t)v;
+  else if (!strcmp(key, "gamma")) s->gamma = (float)v;
+  else if (!strcmp(key, "min_lr")) s->min_lr = (float)v;
+  else if (!strcmp(key, "pct_start")) s->pct_start = (float)v;
+  else if (!strcmp(key, "div_factor")) s->div_factor = (float)v;
+  else if (!strcmp(key, "final_div_factor")) s->final_div_factor = (float)v;
+  else return 1;
+  return 0;
+}
 
 static int oc_optim_read(const char *dir, oc_optim *p) {
   char path[4096], key[64];
@@ -250,7 +271,8 @@ static int oc_optim_read(const char *dir, oc_optim *p) {
     else if (!strcmp(key, "beta2")) p->beta2 = (float)v;
     else if (!strcmp(key, "eps")) p->eps = (float)v;
     else if (!strcmp(key, "steps")) p->steps = (int)v;
-    else rc = oc_fail("%s: unknown key '%s'", path, key);
+    else if (!strcmp(key, "nesterov")) p->nesterov = (int)v;
+    else if (oc_sched_key(p, key, v)) rc = oc_fail("%s: unknown key '%s'", path, key);
   }
   fclose(fp);
   return rc;
@@ -266,16 +288,18 @@ static int oc_optim_grad(const char *dir, int step, const rt_npy *w, rt_npy *g) 
   return 0;
 }
 
-static int oc_optim_steps(const char *dir, bool adam, const oc_optim *p, rt_npy *w, float *s1, float *s2) {
+/* Each step at the schedule's lr, as the runtime computes it (k_sched_lr of the steps taken). */
+static int oc_optim_steps(const char *dir, k_optim_kind kind, const oc_optim *p, rt_npy *w, float *s1, float *s2) {
   int64_t n = k_shape_numel(&w->shape);
-  k_sgd_param sp = {p->momentum, p->wd};
+  k_sgd_param sp = {p->momentum, p->wd, p->nesterov};
   k_adam_param ap = {p->beta1, p->beta2, p->eps, p->wd};
   for (int step = 1; step <= p->steps; step++) {
     rt_npy g;
     char name[32];
+    float lr = k_sched_lr(&p->sched, p->lr, step - 1);
     if (oc_optim_grad(dir, step, w, &g)) return 1;
-    if (adam) k_adam_update(w->data, g.data, s1, s2, n, p->lr, &ap, step);
-    else k_sgd_update(w->data, g.data, s1, n, p->lr, &sp);
+    if (k_optim_moments(kind)) k_adam_update(w->data, g.data, s1, s2, n, lr, &ap, step, kind == K_OPT_ADAMW);
+    else k_sgd_update(w->data, g.data, s1, n, lr, &sp);
     rt_npy_free(&g);
     snprintf(name, sizeof name, "w%d", step);
     k_tensor t = {w->data, w->shape, K_F32};
@@ -285,8 +309,8 @@ static int oc_optim_steps(const char *dir, bool adam, const oc_optim *p, rt_npy 
 }
 
 static int oc_optim_main(const char *kind, const char *dir) {
-  bool adam = strcmp(kind, "adam") == 0;
-  if (!adam && strcmp(kind, "sgd") != 0) return oc_fail("--optim takes sgd or adam, not '%s'", kind);
+  int k = ir_optim_lookup(kind);
+  if (k < 0) return oc_fail("--optim takes sgd, adam or adamw, not '%s'", kind);
   oc_optim p;
   if (oc_optim_read(dir, &p)) return 1;
   char path[4096], err[RT_ERR_LEN];
@@ -296,7 +320,7 @@ static int oc_optim_main(const char *kind, const char *dir) {
   if (w.dtype != K_F32) return rt_npy_free(&w), oc_fail("%s must hold f32", path);
   int64_t n = k_shape_numel(&w.shape);
   float *s1 = calloc((size_t)(n ? n : 1), sizeof(float)), *s2 = calloc((size_t)(n ? n : 1), sizeof(float));
-  int rc = oc_optim_steps(dir, adam, &p, &w, s1, s2);
+  int rc = oc_optim_steps(dir, (k_optim_kind)k, &p, &w, s1, s2);
   free(s1);
   free(s2);
   rt_npy_free(&w);
@@ -305,7 +329,7 @@ static int oc_optim_main(const char *kind, const char *dir) {
 
 static int oc_usage(void) {
   fputs("usage: kiln_opcheck MODEL.kiln DIR [--train]\n"
-        "       kiln_opcheck --optim sgd|adam DIR\n", stderr);
+        "       kiln_opcheck --optim sgd|adam|adamw DIR\n", stderr);
   return 1;
 }
 

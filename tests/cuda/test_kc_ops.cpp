@@ -27,7 +27,7 @@ size_t k_prod_temp_bytes(const k_shape *args, const void *param);
 size_t k_logsumexp_temp_bytes(const k_shape *args, const void *param);
 void k_sgd_update(float *w, const float *g, float *mom, int64_t n, float lr, const k_sgd_param *p);
 void k_adam_update(float *w, const float *g, float *m, float *v, int64_t n, float lr, const k_adam_param *p,
-                   int64_t step);
+                   int64_t step, int decoupled);
 }
 
 static int g_fail, g_cases;
@@ -814,7 +814,7 @@ static std::vector<float> vec(int64_t n, float lo, float hi) {
 
 static void test_optim() {
   int64_t n = 1000;
-  k_sgd_param sps[] = {{0.0f, 0.0f}, {0.9f, 0.0f}, {0.0f, 1e-4f}, {0.9f, 5e-4f}};
+  k_sgd_param sps[] = {{0.0f, 0.0f, 0}, {0.9f, 0.0f, 0}, {0.0f, 1e-4f, 0}, {0.9f, 5e-4f, 0}, {0.9f, 5e-4f, 1}};
   for (auto &p : sps) {
     std::vector<float> w = vec(n, -1, 1), g = vec(n, -1, 1), m = vec(n, -1, 1), w2 = w, m2 = m;
     rtc_ctx ctx;
@@ -825,23 +825,24 @@ static void test_optim() {
     }
     g_cases++;
     if (!same_floats(w, w2, 0) || !same_floats(m, m2, 0)) {   /* elementwise, one rounding each */
-      printf("FAIL sgd momentum %g wd %g\n", (double)p.momentum, (double)p.wd);
+      printf("FAIL sgd momentum %g wd %g nesterov %d\n", (double)p.momentum, (double)p.wd, p.nesterov);
       g_fail++;
     }
   }
   k_adam_param aps[] = {{0.9f, 0.999f, 1e-8f, 0.0f}, {0.8f, 0.99f, 1e-6f, 1e-2f}};
+  for (int decoupled = 0; decoupled < 2; decoupled++)
   for (auto &p : aps) {
     std::vector<float> w = vec(n, -1, 1), m(n, 0.0f), v(n, 0.0f), w2 = w, m2 = m, v2 = v;
     rtc_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
     for (int64_t step = 1; step <= 4; step++) {
       std::vector<float> g = vec(n, -1, 1);
-      k_adam_update(w.data(), g.data(), m.data(), v.data(), n, 1e-3f, &p, step);
-      rtc_adam_update(&ctx, w2.data(), g.data(), m2.data(), v2.data(), n, 1e-3f, &p, step);
+      k_adam_update(w.data(), g.data(), m.data(), v.data(), n, 1e-3f, &p, step, decoupled);
+      rtc_adam_update(&ctx, w2.data(), g.data(), m2.data(), v2.data(), n, 1e-3f, &p, step, decoupled);
     }
     g_cases++;
     if (!same_floats(w, w2, 0) || !same_floats(m, m2, 0) || !same_floats(v, v2, 0)) {
-      printf("FAIL adam beta1 %g wd %g\n", (double)p.beta1, (double)p.wd);
+      printf("FAIL adam%s beta1 %g wd %g\n", decoupled ? "w" : "", (double)p.beta1, (double)p.wd);
       g_fail++;
     }
   }

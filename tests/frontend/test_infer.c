@@ -685,7 +685,34 @@ static void test_init_optim(void) {
   m = t_ok(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with adam(lr=0.01, beta2=0.99, wd=0.1)"));
   if (m) CHECK(m->g->optim.lr == 0.01f && m->g->optim.adam.beta2 == 0.99f && m->g->optim.adam.beta1 == 0.9f && m->g->optim.adam.wd == 0.1f, "adam overrides"), t_free(m);
   t_err(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with sgd()"), "sgd needs a learning rate");
-  t_err(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with adamw()"), "unknown optimizer 'adamw'", "did you mean 'adam'");
+  t_err(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with adamx()"), "unknown optimizer 'adamx'", "did you mean 'adam'");
+  m = t_ok(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with adamw(lr=0.01) schedule cosine(total=100, warmup=10)"));
+  if (m) {
+    const ir_optimizer *o = &m->g->optim;
+    CHECK(o->kind == K_OPT_ADAMW && o->adam.wd == 0.01f && o->sched.kind == K_SCHED_COSINE && o->sched.total == 100 &&
+          o->sched.warmup == 10 && o->sched.min_lr == 0, "adamw with a cosine schedule");
+    t_free(m);
+  }
+  m = t_ok(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with sgd(lr=0.1, momentum=0.9, nesterov=true) "
+                 "schedule multistep(milestones=(10, 20), gamma=0.5)"));
+  if (m) {
+    const k_schedule *k = &m->g->optim.sched;
+    CHECK(m->g->optim.sgd.nesterov == 1 && k->kind == K_SCHED_MULTISTEP && k->milestones.n == 2 && k->milestones.v[1] == 20 &&
+          k->gamma == 0.5f, "nesterov sgd with a multistep schedule");
+    t_free(m);
+  }
+  m = t_ok(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with adam() schedule onecycle(total=50)"));
+  if (m) CHECK(m->g->optim.sched.pct_start == 0.3f && m->g->optim.sched.div_factor == 25 && m->g->optim.sched.final_div_factor == 1e4f,
+               "onecycle's torch defaults"), t_free(m);
+  t_err(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with adam() schedule cosin(total=9)"), "unknown schedule 'cosin'",
+        "did you mean 'cosine'");
+  t_err(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with adam() schedule cosine(warmup=9)"), "cosine needs 'total'");
+  t_err(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with adam() schedule cosine(total=9, warmup=9)"),
+        "schedule cosine: total must exceed warmup");
+  t_err(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with adam() schedule multistep(milestones=(5, 5))"),
+        "milestones must be positive and increasing");
+  t_err(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with adam() schedule step(step_size=0)"), "step_size must be at least 1");
+  t_err(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with sgd(lr=0.1, nesterov=true)"), "nesterov needs momentum");
   t_err(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with adam(lr=-1)"), "the learning rate must be positive");
   t_err(MODEL("input x : f32[2, 3]\n param w = normall()\n y = fully_connected(x, w, num_hidden=2, no_bias=true)\n output y"),
         "unknown initializer 'normall'", "did you mean 'normal'");

@@ -800,7 +800,7 @@ int main(int argc, char **argv) {
   char *wd = mkdtemp(dirbuf);
   if (!wd) return perror("gpu_compare: mkdtemp"), 1;
 
-  o.adam = d->has_train && d->optim == K_OPT_ADAM, o.lr = d->lr;
+  o.adam = d->has_train && k_optim_moments(d->optim), o.lr = d->lr;
   gc_io io;
   gc_io_init(&io, d);
   gc_predict(&a, &b, &io, "at create", o.tol_predict, &o);

@@ -223,29 +223,30 @@ static void tt_layer_norm(void) {
 
 #define TT_OPT_N 100003
 
-/* Weights and state after 3 updates with `threads` threads: w, then mom or m, v. */
+/* Weights and state after 3 updates with `threads` threads (adam 0: sgd, 1: adam, 2: adamw):
+ * w, then mom or m, v. */
 static float *tt_optim(int adam, int threads) {
   k_parallel_set_threads(threads);
   float *buf = calloc(4 * TT_OPT_N, sizeof(float)), *w = buf, *g = buf + TT_OPT_N;
   float *m = buf + 2 * TT_OPT_N, *v = buf + 3 * TT_OPT_N;
   kt_fill_uniform(w, TT_OPT_N, -1.0f, 1.0f, 31);
   kt_fill_uniform(g, TT_OPT_N, -1.0f, 1.0f, 32);
-  k_sgd_param sp = {0.9f, 1e-4f};
+  k_sgd_param sp = {0.9f, 1e-4f, 0};
   k_adam_param ap = {0.9f, 0.999f, 1e-8f, 1e-4f};
   for (int step = 1; step <= 3; step++) {
-    if (adam) k_adam_update(w, g, m, v, TT_OPT_N, 1e-3f, &ap, step);
+    if (adam) k_adam_update(w, g, m, v, TT_OPT_N, 1e-3f, &ap, step, adam == 2);
     else k_sgd_update(w, g, m, TT_OPT_N, 0.05f, &sp);
   }
   return buf;
 }
 
 static void tt_optimizers(void) {
-  for (int adam = 0; adam < 2; adam++) {
+  for (int adam = 0; adam < 3; adam++) {   /* sgd, adam, adamw */
     float *one = tt_optim(adam, 1);
     for (int t = 2; t <= 3; t++) {
       float *got = tt_optim(adam, t);
       KT_CHECK(memcmp(one, got, 4 * TT_OPT_N * sizeof(float)) == 0, "%s: %d threads differ from 1",
-               adam ? "adam" : "sgd", t);
+               adam == 2 ? "adamw" : adam ? "adam" : "sgd", t);
       free(got);
     }
     free(one);

@@ -117,6 +117,24 @@ def test_train_step_and_lr(rng):
         m.lr = float("nan")
 
 
+def test_lr_follows_the_schedule(rng):
+    """m.lr is the next step's lr: the schedule's (StepLR here), and setting it restarts the
+    schedule from the value set."""
+    m = kiln.compile(TWO_OUT.replace("sgd(lr=0.5)", "adamw(lr=0.4) schedule step(step_size=2, gamma=0.5)"))
+    x, label = data(rng, 8)
+    seen = []
+    for _ in range(5):
+        seen.append(m.lr)
+        m.train_step(x, label)
+    assert seen == [0.4, 0.4, 0.2, 0.2, 0.1]
+    m.lr = 1.0
+    seen = []
+    for _ in range(3):
+        seen.append(m.lr)
+        m.train_step(x, label)
+    assert seen == [1.0, 1.0, 0.5]
+
+
 def test_save_load_weights(rng, tmp_path):
     m = kiln.compile(TWO_OUT)
     x, label = data(rng)

@@ -94,6 +94,17 @@ train --data image=x.npy,label=y.npy --limit 500 -D batch=1..32 --log bounded.js
 grep -q "16 batches an epoch$" out && [ "$(grep -c '"step"' bounded.jsonl)" = 16 ] && ok ||
   fail "bounded batch, 500 examples: $(cat out err)"
 
+# A schedule moves the logged lr every step; --lr sets the base it starts from.
+sed 's/train loss with sgd(lr=0.05, momentum=0.9)/train loss with sgd(lr=0.05, momentum=0.9, nesterov=true) schedule step(step_size=5, gamma=0.5)/' \
+  mlp.kiln >sched.kiln
+"$kiln" train sched.kiln --data image=x.npy,label=y.npy --log sched.jsonl --lr 0.2 >out 2>err
+[ $? = 0 ] && /usr/bin/python3 - <<'P' && ok || fail "the schedule's lr in the log: $(cat err; head -12 sched.jsonl)"
+import json
+lrs = [l["lr"] for l in map(json.loads, open("sched.jsonl")) if "step" in l]
+want = [0.2 * 0.5 ** (i // 5) for i in range(16)]
+assert len(lrs) == 16 and all(abs(a - b) < 1e-7 for a, b in zip(lrs, want)), lrs
+P
+
 # expect_error PATTERN ARGS...: exit 1, PATTERN on stderr, and no step taken.
 expect_error() {
   local pattern=$1
