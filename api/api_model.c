@@ -221,6 +221,16 @@ KILN_API int kiln_model_lr(const kiln_model *m, float *lr) {
   return api_ok();
 }
 
+KILN_API int kiln_model_save_state(kiln_model *m, const char *path) {
+  if (!m) return api_fail("kiln_model_save_state: model is NULL");
+  return api_model_rc(m, rt_model_save_state(m->m, path));
+}
+
+KILN_API int kiln_model_load_state(kiln_model *m, const char *path) {
+  if (!m) return api_fail("kiln_model_load_state: model is NULL");
+  return api_model_rc(m, rt_model_load_state(m->m, path));
+}
+
 KILN_API int kiln_model_load(kiln_model *m, const char *path) {
   if (!m) return api_fail("kiln_model_load: model is NULL");
   return api_model_rc(m, rt_model_load(m->m, path));

@@ -124,7 +124,11 @@ static void cg_header_prototypes(const rt_model_desc *d, FILE *out) {
   else fprintf(out, "%s *%s_create(uint64_t seed);   /* %s; NULL without memory */\n", N, N, cg_header_weights(d));
   fprintf(out, "void %s_destroy(%s *m);\n", N, N);
   fprintf(out, "int %s_load(%s *m, const char *path);   /* safetensors; 0 on success */\n", N, N);
-  fprintf(out, "int %s_save(const %s *m, const char *path);\n\n", N, N);
+  fprintf(out, "int %s_save(const %s *m, const char *path);\n", N, N);
+  fprintf(out, "/* everything a train step reads (weights, optimizer state, step, schedule, seed): resuming\n"
+               "   from it gives the bits of never stopping */\n");
+  fprintf(out, "int %s_save_state(const %s *m, const char *path);\n", N, N);
+  fprintf(out, "int %s_load_state(%s *m, const char *path);\n\n", N, N);
   if (d->ndims) {
     fprintf(out, "/* Bounded dims: predict and train_step take the extent of each one their tensors follow,\n"
                  " * right after the model, and run on buffers of that many rows (an extent outside the\n"

@@ -102,6 +102,11 @@ KILN_API int kiln_model_set_lr(kiln_model *m, float lr);
 KILN_API int kiln_model_lr(const kiln_model *m, float *lr);
 KILN_API int kiln_model_load(kiln_model *m, const char *safetensors_path);
 KILN_API int kiln_model_save(kiln_model *m, const char *safetensors_path);
+/* Everything a train step reads (weights, optimizer state, step count, schedule, seed), as
+ * NAME_save_state / NAME_load_state: k steps, save, load into a fresh model, m more steps give
+ * the bits of k + m steps. */
+KILN_API int kiln_model_save_state(kiln_model *m, const char *safetensors_path);
+KILN_API int kiln_model_load_state(kiln_model *m, const char *safetensors_path);
 /* How many inputs predict (train = 0) or train_step (train = 1) takes, and how many outputs
  * predict gives; then each one's name, dtype and shape. */
 KILN_API int kiln_model_count(kiln_model *m, int train, int *ninputs, int *noutputs);

@@ -193,5 +193,6 @@ const rt_model_desc *rt_model_descriptor(const rt_model *m) { return m ? m->d : 
 rt_model_api rt_model_local_api(const rt_model_desc *d) {
   return (rt_model_api){RT_MODEL_ABI, d, rt_model_create, rt_model_destroy, rt_model_load, rt_model_save,
                         rt_model_predict, rt_model_train_step, rt_model_set_lr, rt_model_error, NULL, NULL,
-                        rt_model_predict_at, rt_model_train_step_at, rt_model_lr};
+                        rt_model_predict_at, rt_model_train_step_at, rt_model_lr, rt_model_save_state,
+                        rt_model_load_state};
 }

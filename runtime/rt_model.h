@@ -23,7 +23,8 @@
 
 #define RT_MODEL_ABI "kiln-model-6"   /* -2: rt_step gained epi, rt_tensor_info data; -3: target, gpu_module;
                                          -4: rt_tensor_info ctr; -5: bounded dims (rt_dim, rt_dimpatch);
-                                         -6: schedules (k_schedule), sgd's nesterov, adamw, lr() */
+                                         -6: schedules (k_schedule), sgd's nesterov, adamw, lr(),
+                                         save_state(), load_state() */
 #define RT_CTR_INIT(i) ((uint64_t)(uint32_t)(i))
 #define RT_CTR_OP(step, hash) ((UINT64_C(1) << 63) | ((uint64_t)(step) & 0x7fffffffu) << 32 | (uint64_t)(hash))
 uint32_t rt_fnv1a32(const char *s);            /* FNV-1a over the bytes of s */
@@ -161,6 +162,13 @@ rt_model *rt_model_create(const rt_model_desc *d, uint64_t seed);   /* NULL only
 void rt_model_destroy(rt_model *m);
 int rt_model_load(rt_model *m, const char *path);            /* safetensors: every PARAM and AUX, exactly */
 int rt_model_save(const rt_model *m, const char *path);      /* atomic: a temporary file, then rename */
+/* Everything a train step reads: the weights, the optimizer's state, and in the metadata the
+ * step count (Adam's t, the random counters), the seed and the schedule's base lr and start.
+ * Training k steps, save_state, load_state into a fresh instance and m more steps gives the
+ * bits of k + m steps. load_state refuses another model's or optimizer's file, and a weights
+ * file (it lacks the metadata). */
+int rt_model_save_state(const rt_model *m, const char *path);
+int rt_model_load_state(rt_model *m, const char *path);
 int rt_model_predict(rt_model *m, const void *const *inputs, void *const *outputs);
 int rt_model_train_step(rt_model *m, const void *const *inputs, float *loss);
 /* The same at the given extents of the bounded dims (d->ndims of them, in declaration order;
@@ -230,6 +238,8 @@ typedef struct {
   int (*predict_at)(rt_model *m, const int64_t *extents, const void *const *inputs, void *const *outputs);
   int (*train_step_at)(rt_model *m, const int64_t *extents, const void *const *inputs, float *loss);
   float (*lr)(const rt_model *m);   /* rt_model_lr: the next train step's learning rate */
+  int (*save_state)(const rt_model *m, const char *path);
+  int (*load_state)(rt_model *m, const char *path);
 } rt_model_api;
 
 /* The entry points of this process's own runtime for descriptor d (a JIT'd model: kiln run

@@ -42,6 +42,9 @@ typedef struct {
   /* train */
   const char *data, *save;        /* data: an IDX directory, or kiln_data_open's list */
   const char *val, *log;           /* --val's list; --log's JSON-lines file */
+  const char *checkpoint, *resume; /* --checkpoint DIR, --resume DIR */
+  long every;                      /* --every N: a checkpoint each N steps too (0: epochs only) */
+  long max_steps;                  /* --max-steps N: stop once N steps in all are trained (0: no) */
   float val_split;                 /* --val-split: the fraction held out (0: none) */
   int epochs;                      /* default 1 */
   long limit;                      /* 0: every example */

@@ -493,16 +493,24 @@ typedef struct {
                                    while the step reads the other */
   void *pin[KILN_MAX_IO];       /* a batch of predict's inputs */
   void *outs[KILN_MAX_IO];      /* predict's outputs */
-  uint64_t rng;
+  uint64_t rng;                 /* the shuffles' generator */
+  uint64_t epoch_rng;           /* its value when this epoch's shuffle was drawn */
+  long *base;                   /* the training split's order before any shuffle */
   float lr;                     /* the base lr (a model without lr() reports it) */
   FILE *log;
   long step;                    /* train steps taken */
+  const kiln_opts *o;
+  int first_epoch;              /* 1, or where --resume's checkpoint stopped */
+  long first_batch;             /* the batches of first_epoch already trained */
+  char last_state[4200];        /* the checkpoint's state file before the newest (removed) */
+  bool stopped;                 /* --max-steps reached */
 } kiln_trainer;
 
 /* The loader thread of one epoch: batch b into slot b % 2 once the step has used batch b - 2. */
 typedef struct {
   kiln_trainer *t;
   long total, nb;               /* examples and batches this epoch */
+  long b0;                      /* the first batch to run (a resumed epoch skips those done) */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   long filled, used;            /* batches the loader has filled, the steps have used */
@@ -524,7 +532,7 @@ static void kiln_fill(const kiln_split *s, const long *idx, long rows, const int
 static void *kiln_loader_run(void *arg) {
   kiln_loader *L = arg;
   kiln_trainer *t = L->t;
-  for (long b = 0; b < L->nb; b++) {
+  for (long b = L->b0; b < L->nb; b++) {
     pthread_mutex_lock(&L->mu);
     while (b >= L->used + 2 && !L->stop) pthread_cond_wait(&L->cv, &L->mu);
     bool stop = L->stop;
@@ -598,16 +606,19 @@ static long kiln_epoch_images(const kiln_fit *f, long n) {
 /* The lr of the next step: the schedule's when the model has one. */
 static float kiln_lr(const kiln_trainer *t) { return t->api->lr ? t->api->lr(t->m) : t->lr; }
 
-/* The steps of one epoch, their inputs gathered by a loader thread one batch ahead. */
+static int kiln_checkpoint(kiln_trainer *t, int epoch, long batch, uint64_t rng);
+
+/* The steps of one epoch, their inputs gathered by a loader thread one batch ahead; with
+ * --checkpoint --every N, a checkpoint every N steps inside the epoch. */
 static int kiln_train_batches(kiln_trainer *t, kiln_loader *L, kiln_progress *p, double *loss) {
   double sum = 0;
-  for (long b = 0; b < L->nb; b++) {
+  for (long b = L->b0; b < L->nb; b++) {
     float l, lr = kiln_lr(t);   /* this step's, before it moves on */
     long rows = kiln_batch_rows(L, b);
     kiln_loader_take(L, b);
     if (kiln_train_step(t, t->slot[b % 2], rows, &l)) return 1;
     sum += l, t->step++;
-    kiln_progress_show(p, b * t->fit->batch + rows, sum / (double)(b + 1));
+    kiln_progress_show(p, b * t->fit->batch + rows, sum / (double)(b - L->b0 + 1));
     if (t->log) {
       double secs = kiln_now() - p->t0;
       fprintf(t->log, "{\"step\": %ld, \"epoch\": %d", t->step, p->epoch);
@@ -615,16 +626,26 @@ static int kiln_train_batches(kiln_trainer *t, kiln_loader *L, kiln_progress *p,
       kiln_log_num(t->log, "images_per_s", (double)(b * t->fit->batch + rows) / (secs > 1e-9 ? secs : 1e-9));
       fputs("}\n", t->log);
     }
+    bool stop = t->o->max_steps && t->step >= t->o->max_steps && b + 1 < L->nb;
+    if (t->o->checkpoint && b + 1 < L->nb && ((t->o->every && t->step % t->o->every == 0) || stop) &&
+        kiln_checkpoint(t, p->epoch, b + 1, t->epoch_rng))
+      return 1;
+    if (stop) return fputc('\n', stderr), t->stopped = true, *loss = sum / (double)(b - L->b0 + 1), 0;
   }
-  *loss = sum / (double)L->nb;
+  *loss = sum / (double)(L->nb - L->b0);
   return 0;
 }
 
-/* One pass over the training examples in a fresh shuffle; the mean of the batches' losses. */
-static int kiln_train_epoch(kiln_trainer *t, int epoch, int epochs, double *loss) {
-  kiln_loader L = {.t = t, .total = kiln_epoch_images(t->fit, t->ex->fit.n)};
+/* One pass over the training examples in a fresh shuffle of the split's order (drawn from the
+ * generator alone, so a checkpoint needs only its value); the mean of the batches' losses.
+ * A resumed epoch skips the batches its checkpoint had trained. */
+static int kiln_train_epoch(kiln_trainer *t, int epoch, int epochs, long first_batch, double *loss) {
+  kiln_loader L = {.t = t, .total = kiln_epoch_images(t->fit, t->ex->fit.n), .b0 = first_batch};
   L.nb = (L.total + t->fit->batch - 1) / t->fit->batch;
+  L.filled = L.used = first_batch;
   kiln_progress p = {epoch, epochs, L.total, kiln_now(), 0, 0, isatty(STDERR_FILENO) == 1};
+  t->epoch_rng = t->rng;
+  memcpy(t->ex->fit.idx, t->base, sizeof(long) * (size_t)t->ex->fit.n);
   kiln_shuffle(t->ex->fit.idx, t->ex->fit.n, &t->rng);
   pthread_t th;
   pthread_mutex_init(&L.mu, NULL), pthread_cond_init(&L.cv, NULL);
@@ -682,6 +703,7 @@ static int kiln_evaluate(kiln_trainer *t, kiln_scores *sc) {
 
 static void kiln_trainer_free(kiln_trainer *t) {
   if (t->m) t->api->destroy(t->m);
+  free(t->base);
   for (int k = 0; k < KILN_MAX_IO; k++) free(t->slot[0][k]), free(t->slot[1][k]), free(t->pin[k]), free(t->outs[k]);
 }
 
@@ -699,10 +721,77 @@ static int kiln_trainer_init(kiln_trainer *t, const kiln_opts *o) {
   for (int k = 0; k < f->npred && ok; k++) ok = (t->pin[k] = kiln_alloc_numel(k_shape_numel(&kiln_input(d, &d->predict, k)->shape)));
   for (int k = 0; k < d->predict.noutputs && ok; k++)
     ok = (t->outs[k] = kiln_alloc_numel(k_shape_numel(&d->tensors[d->predict.outputs[k]].shape))) != NULL;
+  ok = ok && (t->base = malloc(sizeof(long) * (size_t)(t->ex->fit.n ? t->ex->fit.n : 1)));
+  if (ok) memcpy(t->base, t->ex->fit.idx, sizeof(long) * (size_t)t->ex->fit.n);
   if (!ok || !(t->m = t->api->create(d, o->seed))) return kiln_train_error("out of memory creating model '%s'", d->name);
   if (o->lr > 0 && t->api->set_lr(t->m, o->lr)) return kiln_train_error("--lr %g: %s", o->lr, t->api->error(t->m));
   t->lr = o->lr > 0 ? o->lr : d->lr;
-  t->rng = o->seed + 1;
+  t->rng = o->seed + 1, t->o = o, t->first_epoch = 1;
+  return 0;
+}
+
+/* ---- checkpoints ---- */
+
+/* DIR/train.json says where training stands; DIR/state-STEP.safetensors (NAME_save_state)
+ * holds the model at that step. The state is written first, then train.json atomically, then
+ * the state before it is removed: a crash at any point leaves a pair that matches. */
+#define KILN_CKPT_FORMAT "kiln-train-1"
+
+static int kiln_checkpoint(kiln_trainer *t, int epoch, long batch, uint64_t rng) {
+  const char *dir = t->o->checkpoint, *name = t->api->desc->name;
+  char state[4200], json[4200], tmp[4300];
+  if (mkdir(dir, 0777) != 0 && errno != EEXIST) return kiln_train_error("--checkpoint %s: %s", dir, strerror(errno));
+  snprintf(state, sizeof state, "%s/state-%ld.safetensors", dir, t->step);
+  if (t->api->save_state(t->m, state)) return kiln_train_error("checkpoint: %s", t->api->error(t->m));
+  snprintf(json, sizeof json, "%s/train.json", dir), snprintf(tmp, sizeof tmp, "%s.tmp", json);
+  FILE *f = fopen(tmp, "w");
+  if (!f) return kiln_train_error("%s: %s", tmp, strerror(errno));
+  fprintf(f, "{\"format\": \"%s\", \"model\": \"%s\", \"epoch\": %d, \"batch\": %ld, \"rng\": %llu, \"step\": %ld, "
+             "\"state\": \"state-%ld.safetensors\"}\n", KILN_CKPT_FORMAT, name, epoch, batch, (unsigned long long)rng, t->step, t->step);
+  if ((fclose(f) | rename(tmp, json)) != 0) return remove(tmp), kiln_train_error("%s: %s", json, strerror(errno));
+  if (t->last_state[0] && strcmp(t->last_state, state) != 0) remove(t->last_state);
+  snprintf(t->last_state, sizeof t->last_state, "%s", state);
+  return 0;
+}
+
+/* The value of "key": in train.json as kiln_checkpoint writes it: 1 when absent. */
+static int kiln_json_field(const char *text, const char *key, char *out, size_t n) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\": ", key);
+  const char *at = strstr(text, pat);
+  if (!at) return 1;
+  at += strlen(pat);
+  size_t len = at[0] == '"' ? strcspn(++at, "\"") : strcspn(at, ",}");
+  snprintf(out, n, "%.*s", (int)len, at);
+  return 0;
+}
+
+/* --resume DIR: its train.json read and checked, the state it names loaded. */
+static int kiln_resume(kiln_trainer *t, const char *dir) {
+  char path[4200], text[1024] = {0}, v[7][256];
+  snprintf(path, sizeof path, "%s/train.json", dir);
+  FILE *f = fopen(path, "r");
+  if (!f) return kiln_train_error("--resume %s: %s", path, strerror(errno));
+  size_t got = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[got] = 0;
+  static const char *const keys[7] = {"format", "model", "epoch", "batch", "rng", "state", "step"};
+  for (int k = 0; k < 7; k++)
+    if (kiln_json_field(text, keys[k], v[k], sizeof v[k])) return kiln_train_error("--resume %s: no \"%s\" in it", path, keys[k]);
+  if (strcmp(v[0], KILN_CKPT_FORMAT) != 0) return kiln_train_error("--resume %s: not a kiln train checkpoint", path);
+  if (strcmp(v[1], t->api->desc->name) != 0)
+    return kiln_train_error("--resume %s: a checkpoint of model '%s', not of '%s'", path, v[1], t->api->desc->name);
+  long epoch = strtol(v[2], NULL, 10), batch = strtol(v[3], NULL, 10);
+  unsigned long long rng = strtoull(v[4], NULL, 10);
+  long nb = (kiln_epoch_images(t->fit, t->ex->fit.n) + t->fit->batch - 1) / t->fit->batch;
+  if (epoch < 1 || epoch > 1000001 || batch < 0 || batch >= nb || strchr(v[5], '/'))
+    return kiln_train_error("--resume %s: epoch %s, batch %s do not fit these examples (%ld batches an epoch)", path, v[2], v[3], nb);
+  snprintf(path, sizeof path, "%s/%s", dir, v[5]);
+  if (t->api->load_state(t->m, path)) return kiln_train_error("--resume: %s", t->api->error(t->m));
+  t->first_epoch = (int)epoch, t->first_batch = batch, t->rng = rng;
+  t->step = strtol(v[6], NULL, 10);
+  snprintf(t->last_state, sizeof t->last_state, "%s", path);
+  printf("resumed from %s: epoch %ld, batch %ld of %ld, step %ld\n", dir, epoch, batch, nb, t->step);
   return 0;
 }
 
@@ -721,10 +810,12 @@ static void kiln_report_val(const kiln_trainer *t, const kiln_scores *sc) {
 /* One line per epoch on stdout (and in the log): the training loss, the held-out figures, the
  * epoch's time. */
 static int kiln_train_loop(kiln_trainer *t, const kiln_opts *o) {
-  for (int e = 1; e <= o->epochs; e++) {
+  if (t->first_epoch > o->epochs)
+    printf("the checkpoint is at the end of epoch %d; --epochs %d trains no more\n", t->first_epoch - 1, o->epochs);
+  for (int e = t->first_epoch; e <= o->epochs; e++) {
     double loss = 0, t0 = kiln_now(), secs;
     kiln_scores sc;
-    if (kiln_train_epoch(t, e, o->epochs, &loss)) return 1;
+    if (kiln_train_epoch(t, e, o->epochs, e == t->first_epoch ? t->first_batch : 0, &loss)) return 1;
     secs = kiln_now() - t0;
     if (t->ex->val.n && kiln_evaluate(t, &sc)) return 1;
     printf("epoch %d: train loss %.4f", e, loss);
@@ -737,6 +828,15 @@ static int kiln_train_loop(kiln_trainer *t, const kiln_opts *o) {
     printf(", %.1f s\n", secs);
     fflush(stdout);
     if (t->log) fputs("}\n", t->log), fflush(t->log);
+    if (t->stopped) {
+      printf("stopped after step %ld (--max-steps)%s\n", t->step, o->checkpoint ? "; --resume continues it" : "");
+      break;
+    }
+    if (o->checkpoint && kiln_checkpoint(t, e + 1, 0, t->rng)) return 1;
+    if (o->max_steps && t->step >= o->max_steps) {
+      printf("stopped after step %ld (--max-steps)%s\n", t->step, o->checkpoint ? "; --resume continues it" : "");
+      break;
+    }
   }
   if (o->save && t->api->save(t->m, o->save)) return kiln_train_error("%s: %s", o->save, t->api->error(t->m));
   if (o->save) printf("weights saved to %s\n", o->save);
@@ -760,12 +860,12 @@ static int kiln_train_api(const rt_model_api *api, const kiln_opts *o) {
   kiln_fit fit;
   kiln_examples ex = {0};
   int rc = kiln_fit_model(d, &fit) || kiln_examples_load(d, &fit, o, &ex);
-  FILE *log = NULL;
-  if (!rc && o->log && !(log = fopen(o->log, "w"))) rc = kiln_train_error("%s: %s", o->log, strerror(errno));
+  FILE *log = NULL;   /* a resumed run adds to its log */
+  if (!rc && o->log && !(log = fopen(o->log, o->resume ? "a" : "w"))) rc = kiln_train_error("%s: %s", o->log, strerror(errno));
   if (!rc) {
     kiln_train_banner(d, &fit, &ex);
     kiln_trainer t = {.api = api, .fit = &fit, .ex = &ex, .log = log};
-    rc = kiln_trainer_init(&t, o) || kiln_train_loop(&t, o);
+    rc = kiln_trainer_init(&t, o) || (o->resume && kiln_resume(&t, o->resume)) || kiln_train_loop(&t, o);
     kiln_trainer_free(&t);
   }
   if (log && fclose(log) != 0 && !rc) rc = kiln_train_error("%s: %s", o->log, strerror(errno));
@@ -813,7 +913,8 @@ static int kiln_opt_real(const char *flag, const char *v, double lo, double hi, 
 }
 
 int kiln_train_flag(kiln_opts *o, int argc, char **argv, int *i) {
-  static const char *const flags[] = {"--data", "--save", "--epochs", "--limit", "--lr", "--seed", "--val", "--val-split", "--log", NULL};
+  static const char *const flags[] = {"--data", "--save", "--epochs", "--limit", "--lr", "--seed", "--val", "--val-split", "--log",
+                                      "--checkpoint", "--every", "--resume", "--max-steps", NULL};
   const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
   int k = 0;
   while (flags[k] && strcmp(a, flags[k]) != 0) k++;
@@ -830,7 +931,11 @@ int kiln_train_flag(kiln_opts *o, int argc, char **argv, int *i) {
   case 5: return kiln_opt_seed(o, v);
   case 6: return o->val = v, 1;
   case 7: return kiln_opt_real(a, v, 0, 1, "a fraction between 0 and 1", &o->val_split);
-  default: return o->log = v, 1;
+  case 8: return o->log = v, 1;
+  case 9: return o->checkpoint = v, 1;
+  case 10: return kiln_opt_long(a, v, 1, 1L << 40, &o->every);
+  case 11: return o->resume = v, 1;
+  default: return kiln_opt_long(a, v, 1, 1L << 40, &o->max_steps);
   }
 }
 
@@ -842,6 +947,8 @@ int kiln_train_main(int argc, char **argv) {
   if (len < 5 || strcmp(o.file + len - 5, ".kiln") != 0)
     return fprintf(stderr, "kiln train: FILE must be a .kiln model (got '%s')\n", o.file), kiln_free_defs(&o, 2);
   if (!o.data) return fprintf(stderr, "kiln train: --data is required (see kiln train --help)\n"), kiln_free_defs(&o, 2);
+  if (o.every && !o.checkpoint)
+    return fprintf(stderr, "kiln train: --every N needs --checkpoint DIR\n"), kiln_free_defs(&o, 2);
   if (o.val && o.val_split > 0)
     return fprintf(stderr, "kiln train: --val and --val-split both name the held-out examples; give one\n"), kiln_free_defs(&o, 2);
   o.one_model = "train";

@@ -85,7 +85,8 @@ static const cg_field cg_api_fields[] = {
   CG_FIELD(CG_F_PTR, rt_model_api, set_lr), CG_FIELD(CG_F_PTR, rt_model_api, error),
   CG_FIELD(CG_F_PTR, rt_model_api, predict_device), CG_FIELD(CG_F_PTR, rt_model_api, train_step_device),
   CG_FIELD(CG_F_PTR, rt_model_api, predict_at), CG_FIELD(CG_F_PTR, rt_model_api, train_step_at),
-  CG_FIELD(CG_F_PTR, rt_model_api, lr)};
+  CG_FIELD(CG_F_PTR, rt_model_api, lr), CG_FIELD(CG_F_PTR, rt_model_api, save_state),
+  CG_FIELD(CG_F_PTR, rt_model_api, load_state)};
 #define CG_N(a) (int)(sizeof a / sizeof *a)
 
 /* The emitter's state: m's handles, the types, the descriptor global. */
@@ -510,6 +511,7 @@ static int cg_wrappers(cg_aot *a) {
   LLVMTypeRef p1[] = {a->ptr}, p2[] = {a->ptr, a->ptr}, seed[] = {a->i64}, lr[] = {a->ptr, a->f32};
   return cg_forwarder(a, "create", a->ptr, seed, 1, true) || cg_forwarder(a, "destroy", a->vd, p1, 1, false) ||
          cg_forwarder(a, "load", a->i32, p2, 2, false) || cg_forwarder(a, "save", a->i32, p2, 2, false) ||
+         cg_forwarder(a, "load_state", a->i32, p2, 2, false) || cg_forwarder(a, "save_state", a->i32, p2, 2, false) ||
          cg_entry(a, &a->d->predict, false, false) || (a->d->has_train && cg_entry(a, &a->d->train, true, false)) ||
          (cuda && (cg_entry(a, &a->d->predict, false, true) || (a->d->has_train && cg_entry(a, &a->d->train, true, true)))) ||
          cg_forwarder(a, "set_lr", a->i32, lr, 2, false) || cg_forwarder(a, "lr", a->f32, p1, 1, false) ||
@@ -527,14 +529,15 @@ static LLVMValueRef cg_rt_fn(cg_aot *a, const char *name) {
 static int cg_api(cg_aot *a) {
   if (LLVMGetNamedGlobal(a->m->mod, "kiln_model")) return rt_errf(a->err, a->n, "kiln_model is already defined");
   static const char *const fns[] = {"create", "destroy", "load", "save", "predict", "train_step", "set_lr", "error",
-                                    "predict_device", "train_step_device", "predict_at", "train_step_at", "lr"};
+                                    "predict_device", "train_step_device", "predict_at", "train_step_at", "lr",
+                                    "save_state", "load_state"};
   enum { NFN = sizeof fns / sizeof *fns };
   LLVMValueRef f[2 + NFN] = {cg_str(a, RT_MODEL_ABI), a->desc_ptr};
   bool cuda = a->d->target == RT_TARGET_CUDA;
   for (int i = 0; i < NFN; i++) {
     char name[64];
     snprintf(name, sizeof name, "%s_%s", cg_rt_prefix(a), fns[i]);
-    bool has = i < 8 || i == 12 || (i < 10 ? cuda : !cuda);   /* device entries: CUDA's; _at: the CPU's */
+    bool has = i < 8 || i >= 12 || (i < 10 ? cuda : !cuda);   /* device entries: CUDA's; _at: the CPU's */
     f[2 + i] = has ? cg_rt_fn(a, name) : cg_null(a);
   }
   LLVMValueRef g = LLVMAddGlobal(a->m->mod, a->api, "kiln_model");
@@ -548,7 +551,8 @@ static int cg_api(cg_aot *a) {
  * (fused loops, scalar helpers), so two models' objects never clash and the .so exports
  * nothing else. */
 static const char *const cg_wrapper_names[] = {"create", "destroy", "load", "save", "predict", "train_step",
-                                               "set_lr", "lr", "error", "predict_device", "train_step_device", NULL};
+                                               "set_lr", "lr", "error", "predict_device", "train_step_device",
+                                               "save_state", "load_state", NULL};
 
 static bool cg_is_export(cg_aot *a, const char *name) {
   size_t k = strlen(a->d->name);

@@ -86,13 +86,15 @@ ERROR = C.CFUNCTYPE(C.c_char_p, _vp)
 PREDICT_AT = C.CFUNCTYPE(_i, _vp, _ext, _ptrs, _ptrs)
 TRAIN_AT = C.CFUNCTYPE(_i, _vp, _ext, _ptrs, C.POINTER(C.c_float))
 GET_LR = C.CFUNCTYPE(C.c_float, _vp)
+SAVE_STATE = C.CFUNCTYPE(_i, _vp, C.c_char_p)
 
 
 class Api(C.Structure):             # rt_model_api, the exported `kiln_model`
     _fields_ = [("abi", C.c_char_p), ("desc", C.POINTER(Desc)), ("create", CREATE), ("destroy", DESTROY),
                 ("load", PATH_FN), ("save", PATH_FN), ("predict", PREDICT), ("train_step", TRAIN), ("set_lr", SET_LR),
                 ("error", ERROR), ("predict_device", C.c_void_p), ("train_step_device", C.c_void_p),
-                ("predict_at", PREDICT_AT), ("train_step_at", TRAIN_AT), ("lr", GET_LR)]
+                ("predict_at", PREDICT_AT), ("train_step_at", TRAIN_AT), ("lr", GET_LR),
+                ("save_state", SAVE_STATE), ("load_state", SAVE_STATE)]
 
 
 def check_abi(api, what):

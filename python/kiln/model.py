@@ -510,6 +510,16 @@ class Model:
         failure changes nothing."""
         self._call("load", self._api.load, _path_arg(path))
 
+    def save_state(self, path):
+        """Writes everything a train step reads: the weights, the optimizer's state (momentum,
+        Adam's moments), the step count, the schedule's position and the seed, atomically.
+        load_state into a fresh model of the same source resumes training bit for bit."""
+        self._call("save_state", self._api.save_state, _path_arg(path))
+
+    def load_state(self, path):
+        """Reads a file save_state wrote for this model and optimizer; a failure changes nothing."""
+        self._call("load_state", self._api.load_state, _path_arg(path))
+
     def state_dict(self, source_names=False):
         """{name: ndarray} of every weight, named as in the model and its safetensors files. With
         source_names, a weight that ONNX import renamed has its source's name instead (a torch

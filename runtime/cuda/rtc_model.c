@@ -593,6 +593,25 @@ int rtc_model_load(rt_model *m, const char *path) {
   return rtc_leave(c, rc);
 }
 
+int rtc_model_save_state(const rt_model *m, const char *path) {
+  rtc_ctx *c = (rtc_ctx *)m;
+  if (!c) return 1;
+  rtc_enter(c);
+  int rc = rtc_download_store(c);
+  if (!rc && rt_model_save_state(c->host, path)) rc = rtc_fail(c, "%s", rt_model_error(c->host));
+  return rtc_leave(c, rc);
+}
+
+int rtc_model_load_state(rt_model *m, const char *path) {
+  rtc_ctx *c = (rtc_ctx *)m;
+  if (!c) return 1;
+  rtc_enter(c);
+  int rc = rtc_download_store(c);
+  if (!rc && rt_model_load_state(c->host, path)) rc = rtc_fail(c, "%s", rt_model_error(c->host));
+  if (!rc) rc = rtc_upload_store(c);
+  return rtc_leave(c, rc);
+}
+
 float rtc_model_lr(const rt_model *m) {
   rtc_ctx *c = (rtc_ctx *)m;   /* the lock is not part of the value */
   if (!c) return 0.0f;

@@ -47,6 +47,8 @@ static void test_without_objects(void) {
   REFUSED(kiln_model_train_step(NULL, NULL, &f));
   REFUSED(kiln_model_set_lr(NULL, 0.1f));
   REFUSED(kiln_model_lr(NULL, &(float){0}));
+  REFUSED(kiln_model_save_state(NULL, "x"));
+  REFUSED(kiln_model_load_state(NULL, "x"));
   REFUSED(kiln_model_load(NULL, "w.safetensors"));
   REFUSED(kiln_model_save(NULL, "w.safetensors"));
   REFUSED(kiln_model_count(NULL, 0, &rank, &rank));

@@ -135,6 +135,65 @@ def test_lr_follows_the_schedule(rng):
     assert seen == [1.0, 1.0, 0.5]
 
 
+RESUME = """
+dim batch = 8
+model resume {
+  input x : f32[batch, 6]
+  input label : i32[batch]
+  h = dropout(relu(fully_connected(x, num_hidden=7)), p=0.3)
+  logits = fully_connected(h, num_hidden=3)
+  loss = softmax_cross_entropy(logits, label)
+  output logits
+  train loss with OPTIM
+}
+"""
+
+
+@pytest.mark.parametrize("optim", ["sgd(lr=0.1, momentum=0.9, nesterov=true) schedule step(step_size=3, gamma=0.5)",
+                                   "adam(lr=0.01, wd=0.01)", "adamw(lr=0.02) schedule cosine(total=10, warmup=2)",
+                                   "sgd(lr=0.05)"])
+def test_save_state_resumes_bit_for_bit(rng, tmp_path, optim):
+    """k steps, save_state, load_state into a fresh model (another seed), m more steps: the
+    weights and losses of k + m steps straight, dropout's masks and the schedule included."""
+    src = RESUME.replace("OPTIM", optim)
+    batches = [data(rng, 8) for _ in range(7)]
+    straight = kiln.compile(src, seed=3)
+    want = [straight.train_step(*b) for b in batches]
+    first = kiln.compile(src, seed=3)
+    got = [first.train_step(*b) for b in batches[:4]]
+    first.save_state(tmp_path / "s.safetensors")
+    second = kiln.compile(src, seed=99)
+    second.load_state(tmp_path / "s.safetensors")
+    assert second.lr == first.lr
+    got += [second.train_step(*b) for b in batches[4:]]
+    assert got == want
+    for k, v in straight.state_dict().items():
+        assert np.array_equal(second.state_dict()[k], v), k
+
+
+def test_load_state_refusals(rng, tmp_path):
+    m = kiln.compile(RESUME.replace("OPTIM", "adam(lr=0.01)"))
+    m.train_step(*data(rng, 8))
+    m.save(tmp_path / "w.safetensors")
+    m.save_state(tmp_path / "s.safetensors")
+    before = m.state_dict()
+    with pytest.raises(kiln.KilnError, match="not a state file"):
+        m.load_state(tmp_path / "w.safetensors")
+    other = kiln.compile(RESUME.replace("OPTIM", "sgd(lr=0.1, momentum=0.9)"))
+    with pytest.raises(kiln.KilnError, match="another optimizer"):
+        other.load_state(tmp_path / "s.safetensors")
+    with pytest.raises(kiln.KilnError, match="not of 'two'"):
+        kiln.compile(TWO_OUT).load_state(tmp_path / "s.safetensors")
+    with pytest.raises(kiln.KilnError, match="unexpected tensor"):   # a state file is not a weights file
+        m.load_weights(tmp_path / "s.safetensors")
+    raw = (tmp_path / "s.safetensors").read_bytes()
+    (tmp_path / "cut.safetensors").write_bytes(raw[:len(raw) - 10])
+    with pytest.raises(kiln.KilnError):
+        m.load_state(tmp_path / "cut.safetensors")
+    for k, v in before.items():
+        assert np.array_equal(m.state_dict()[k], v), k
+
+
 def test_save_load_weights(rng, tmp_path):
     m = kiln.compile(TWO_OUT)
     x, label = data(rng)

@@ -105,6 +105,34 @@ want = [0.2 * 0.5 ** (i // 5) for i in range(16)]
 assert len(lrs) == 16 and all(abs(a - b) < 1e-7 for a, b in zip(lrs, want)), lrs
 P
 
+# Checkpoints: 20 steps of 48 with --checkpoint (every 7 steps, and where --max-steps stops it,
+# mid-epoch), then --resume to --epochs 3 in a fresh process: the weights, and every logged
+# loss and lr, of the run that never stopped (AdamW, a cosine schedule, dropout).
+sed 's/train loss with sgd(lr=0.05, momentum=0.9)/train loss with adamw(lr=0.01) schedule cosine(total=60, warmup=5)/' mlp.kiln >ck.kiln
+"$kiln" train ck.kiln --data image=x.npy,label=y.npy --epochs 3 --log whole.jsonl --save whole.safetensors >out 2>err || fail "ck.kiln: $(cat err)"
+"$kiln" train ck.kiln --data image=x.npy,label=y.npy --epochs 3 --checkpoint ck --every 7 --max-steps 20 --log part.jsonl >out 2>err
+grep -q "stopped after step 20" out && [ "$(ls ck)" = "state-20.safetensors
+train.json" ] && grep -q '"epoch": 2, "batch": 4' ck/train.json && ok || fail "--max-steps 20 with --checkpoint: $(cat out err; ls ck)"
+"$kiln" train ck.kiln --data image=x.npy,label=y.npy --epochs 3 --resume ck --checkpoint ck --log part.jsonl --save part.safetensors >out 2>err
+if ! grep -q "^resumed from ck: epoch 2, batch 4 of 16, step 20$" out; then fail "--resume: $(cat out err)"
+elif ! cmp -s whole.safetensors part.safetensors; then fail "--resume: the weights differ from the run that never stopped"
+else ok; fi
+/usr/bin/python3 - <<'P' && ok || fail "--resume: the log differs from the run that never stopped"
+import json
+steps = lambda f: [(l["step"], l["loss"], l["lr"]) for l in map(json.loads, open(f)) if "step" in l]
+assert steps("whole.jsonl") == steps("part.jsonl") and len(steps("whole.jsonl")) == 48
+P
+"$kiln" train ck.kiln --data image=x.npy,label=y.npy --epochs 3 --resume ck >out 2>err
+grep -q "the checkpoint is at the end of epoch 3; --epochs 3 trains no more" out && [ "$(ls ck)" = "state-48.safetensors
+train.json" ] && ok || fail "--resume at the end: $(cat out err; ls ck)"
+"$kiln" train ck.kiln --data image=x.npy,label=y.npy --resume nowhere >out 2>err
+[ $? = 1 ] && grep -q "nowhere/train.json: No such file" err && ok || fail "--resume nowhere: $(cat err)"
+sed 's/model mlp/model other/' ck.kiln >other.kiln
+"$kiln" train other.kiln --data image=x.npy,label=y.npy --resume ck >out 2>err
+[ $? = 1 ] && grep -q "a checkpoint of model 'mlp', not of 'other'" err && ok || fail "--resume of another model: $(cat err)"
+"$kiln" train ck.kiln --data image=x.npy,label=y.npy --every 5 >out 2>err
+[ $? = 2 ] && grep -q "needs --checkpoint" err && ok || fail "--every without --checkpoint: $(cat err)"
+
 # expect_error PATTERN ARGS...: exit 1, PATTERN on stderr, and no step taken.
 expect_error() {
   local pattern=$1
