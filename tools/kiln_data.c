@@ -8,7 +8,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,17 +15,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
-
-static int kiln_data_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int kiln_data_error(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("kiln train: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputc('\n', stderr);
-  return 1;
-}
 
 static bool kiln_data_ends(const char *s, const char *suffix) {
   size_t a = strlen(s), b = strlen(suffix);
@@ -44,13 +32,13 @@ static int kiln_map_file(const char *path, kiln_map *m) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   struct stat st;
   m->p = NULL, m->n = 0;
-  if (fd < 0) return kiln_data_error("%s: %s", path, strerror(errno));
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return close(fd), kiln_data_error("%s: not a regular file", path);
+  if (fd < 0) return kiln_train_error("%s: %s", path, strerror(errno));
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return close(fd), kiln_train_error("%s: not a regular file", path);
   m->n = (size_t)st.st_size;
-  if (m->n == 0) return close(fd), kiln_data_error("%s: the file is empty", path);
+  if (m->n == 0) return close(fd), kiln_train_error("%s: the file is empty", path);
   void *p = mmap(NULL, m->n, PROT_READ, MAP_PRIVATE, fd, 0);
   close(fd);
-  if (p == MAP_FAILED) return kiln_data_error("%s: cannot map it: %s", path, strerror(errno));
+  if (p == MAP_FAILED) return kiln_train_error("%s: cannot map it: %s", path, strerror(errno));
   m->p = p;
   return 0;
 }
@@ -58,10 +46,10 @@ static int kiln_map_file(const char *path, kiln_map *m) {
 /* ---- columns ---- */
 
 static kiln_column *kiln_data_add(kiln_data *d, const char *name, const char *source) {
-  if (d->n == KILN_MAX_COLUMNS) return kiln_data_error("more than %d arrays", KILN_MAX_COLUMNS), NULL;
-  if (strlen(name) >= sizeof d->col[0].name) return kiln_data_error("%s: the name '%s' is too long", source, name), NULL;
+  if (d->n == KILN_MAX_COLUMNS) return kiln_train_error("more than %d arrays", KILN_MAX_COLUMNS), NULL;
+  if (strlen(name) >= sizeof d->col[0].name) return kiln_train_error("%s: the name '%s' is too long", source, name), NULL;
   if (kiln_data_find(d, name) >= 0)
-    return kiln_data_error("%s: a second array for '%s' (the first is %s)", source, name, d->col[kiln_data_find(d, name)].source), NULL;
+    return kiln_train_error("%s: a second array for '%s' (the first is %s)", source, name, d->col[kiln_data_find(d, name)].source), NULL;
   kiln_column *c = &d->col[d->n++];
   memset(c, 0, sizeof *c);
   snprintf(c->name, sizeof c->name, "%s", name);
@@ -71,7 +59,7 @@ static kiln_column *kiln_data_add(kiln_data *d, const char *name, const char *so
 
 /* The column's shape-derived sizes; the shape must have an example axis. */
 static int kiln_data_shape(kiln_column *c) {
-  if (c->head.shape.rank < 1) return kiln_data_error("%s: a scalar array has no examples (its first axis runs over them)", c->source);
+  if (c->head.shape.rank < 1) return kiln_train_error("%s: a scalar array has no examples (its first axis runs over them)", c->source);
   c->row_elems = 1;
   for (int k = 1; k < c->head.shape.rank; k++) c->row_elems *= c->head.shape.d[k];
   c->row_bytes = (size_t)c->row_elems * (c->head.wide ? 8 : 4);
@@ -86,10 +74,10 @@ static int kiln_data_scan(const kiln_column *c) {
   char err[RT_ERR_LEN];
   float *scratch = malloc(sizeof(float) * CHUNK);
   int64_t n = c->head.shape.d[0] * c->row_elems;
-  int rc = scratch ? 0 : kiln_data_error("out of memory");
+  int rc = scratch ? 0 : kiln_train_error("out of memory");
   for (int64_t at = 0; at < n && !rc; at += CHUNK)
     if (rt_npy_narrow(&c->head, c->data, at, n - at < CHUNK ? n - at : CHUNK, scratch, c->source, err, sizeof err))
-      rc = kiln_data_error("%s", err);
+      rc = kiln_train_error("%s", err);
   free(scratch);
   return rc;
 }
@@ -97,9 +85,9 @@ static int kiln_data_scan(const kiln_column *c) {
 /* An .npy image (a file, or an entry of an archive) at buf as column c. */
 static int kiln_data_npy(kiln_column *c, const unsigned char *buf, size_t len) {
   char err[RT_ERR_LEN];
-  if (rt_npy_header(buf, len, c->source, &c->head, err, sizeof err)) return kiln_data_error("%s", err);
+  if (rt_npy_header(buf, len, c->source, &c->head, err, sizeof err)) return kiln_train_error("%s", err);
   if (c->head.fortran && c->head.shape.rank > 1)
-    return kiln_data_error("%s: the array is in Fortran order; kiln train reads examples as C-order rows "
+    return kiln_train_error("%s: the array is in Fortran order; kiln train reads examples as C-order rows "
                            "(save numpy.ascontiguousarray(x))", c->source);
   c->data = buf + c->head.offset;
   return kiln_data_shape(c) || kiln_data_scan(c);
@@ -131,7 +119,7 @@ typedef struct {
   uint64_t csize, usize, local;
 } kiln_zip_entry;
 
-#define KILN_ZIP_BAD(z, what) kiln_data_error("%s: not a readable .npz (zip) archive: %s", (z)->path, what)
+#define KILN_ZIP_BAD(z, what) kiln_train_error("%s: not a readable .npz (zip) archive: %s", (z)->path, what)
 
 /* The end of central directory record, and zip64's when the short one says so. */
 static int kiln_zip_end(kiln_zip *z) {
@@ -201,10 +189,10 @@ static int kiln_zip_data(const kiln_zip *z, const kiln_zip_entry *e, const unsig
 static int kiln_zip_inflate(const kiln_zip *z, const kiln_zip_entry *e, const unsigned char *src, kiln_column *c) {
   if (e->usize > (uint64_t)SIZE_MAX / 2) return KILN_ZIP_BAD(z, "an entry too large");
   unsigned char *out = malloc(e->usize ? (size_t)e->usize : 1);
-  if (!out) return kiln_data_error("%s: out of memory inflating %llu bytes", c->source, (unsigned long long)e->usize);
+  if (!out) return kiln_train_error("%s: out of memory inflating %llu bytes", c->source, (unsigned long long)e->usize);
   c->owned = out;
   z_stream s = {0};
-  if (inflateInit2(&s, -MAX_WBITS) != Z_OK) return kiln_data_error("%s: zlib would not start", c->source);
+  if (inflateInit2(&s, -MAX_WBITS) != Z_OK) return kiln_train_error("%s: zlib would not start", c->source);
   uint64_t in_left = e->csize, out_left = e->usize;
   const uInt piece = 1u << 30;   /* avail_in and avail_out are 32-bit: feed and drain in pieces */
   int rc;
@@ -217,11 +205,11 @@ static int kiln_zip_inflate(const kiln_zip *z, const kiln_zip_entry *e, const un
   uint64_t out_done = (uint64_t)(s.next_out - out);
   inflateEnd(&s);
   if (rc != Z_STREAM_END || out_done != e->usize)
-    return kiln_data_error("%s: the deflated data is corrupt or truncated", c->source);
+    return kiln_train_error("%s: the deflated data is corrupt or truncated", c->source);
   uLong crc = crc32(0L, Z_NULL, 0);
   for (uint64_t at = 0; at < out_done; at += 1u << 30)
     crc = crc32(crc, out + at, (uInt)(out_done - at < 1u << 30 ? out_done - at : 1u << 30));
-  if (crc != e->crc) return kiln_data_error("%s: CRC mismatch (the archive is corrupt)", c->source);
+  if (crc != e->crc) return kiln_train_error("%s: CRC mismatch (the archive is corrupt)", c->source);
   return kiln_data_npy(c, out, (size_t)e->usize);
 }
 
@@ -232,10 +220,10 @@ static int kiln_zip_column(kiln_data *d, const kiln_zip *z, const kiln_zip_entry
   kiln_column *c = kiln_data_add(d, name, source);
   const unsigned char *data = NULL;
   if (!c || kiln_zip_data(z, e, &data)) return 1;
-  if (e->flags & 1) return kiln_data_error("%s: the entry is encrypted", source);
+  if (e->flags & 1) return kiln_train_error("%s: the entry is encrypted", source);
   if (e->method == 0) return e->csize != e->usize ? KILN_ZIP_BAD(z, "a stored entry's sizes differ") : kiln_data_npy(c, data, (size_t)e->csize);
   if (e->method == 8) return kiln_zip_inflate(z, e, data, c);
-  return kiln_data_error("%s: compression method %u is not supported (stored and deflated are: numpy.savez and savez_compressed)",
+  return kiln_train_error("%s: compression method %u is not supported (stored and deflated are: numpy.savez and savez_compressed)",
                          source, e->method);
 }
 
@@ -257,7 +245,7 @@ static int kiln_data_npz(kiln_data *d, const char *path, const char *key, const 
     found++;
     rc = kiln_zip_column(d, &z, &e, key ? name : base);
   }
-  if (!rc && !found) rc = key ? kiln_data_error("%s: no array '%s' in the archive", path, key) : kiln_data_error("%s: the archive holds no .npy arrays", path);
+  if (!rc && !found) rc = key ? kiln_train_error("%s: no array '%s' in the archive", path, key) : kiln_train_error("%s: the archive holds no .npy arrays", path);
   if (d->n > first) d->col[first].map = z.m.p, d->col[first].map_len = z.m.n;
   else munmap(z.m.p, z.m.n);
   return rc;
@@ -270,24 +258,24 @@ static int kiln_data_item(kiln_data *d, char *item, const char *flag) {
   char *eq = strchr(item, '='), *path = eq ? eq + 1 : item;
   const char *name = eq ? item : NULL;
   if (eq) *eq = 0;
-  if (name && !*name) return kiln_data_error("%s %s=%s: the input's name is empty", flag, name, path);
+  if (name && !*name) return kiln_train_error("%s %s=%s: the input's name is empty", flag, name, path);
   char *npz = strstr(path, ".npz:");
   const char *key = npz ? npz + 5 : name;   /* NAME=Y.npz takes the entry NAME */
   if (npz) npz[4] = 0;
   if (kiln_data_ends(path, ".npz")) return kiln_data_npz(d, path, key, name ? name : key);
   if (!kiln_data_ends(path, ".npy"))
-    return kiln_data_error("%s %s: expected NAME=FILE.npy, NAME=FILE.npz[:KEY] or FILE.npz", flag, path);
-  if (!name) return kiln_data_error("%s %s: name the model input it feeds (NAME=%s)", flag, path, path);
+    return kiln_train_error("%s %s: expected NAME=FILE.npy, NAME=FILE.npz[:KEY] or FILE.npz", flag, path);
+  if (!name) return kiln_train_error("%s %s: name the model input it feeds (NAME=%s)", flag, path, path);
   return kiln_data_npy_file(d, name, path);
 }
 
 /* Every column the same number of examples. */
 static int kiln_data_lengths(kiln_data *d, const char *flag) {
-  if (d->n == 0) return kiln_data_error("%s: no arrays given", flag);
+  if (d->n == 0) return kiln_train_error("%s: no arrays given", flag);
   d->rows = (long)d->col[0].head.shape.d[0];
   for (int k = 1; k < d->n; k++)
     if (d->col[k].head.shape.d[0] != d->rows)
-      return kiln_data_error("%s: %s holds %lld examples, %s holds %ld (the first axis runs over examples)", flag,
+      return kiln_train_error("%s: %s holds %lld examples, %s holds %ld (the first axis runs over examples)", flag,
                              d->col[k].source, (long long)d->col[k].head.shape.d[0], d->col[0].source, d->rows);
   return 0;
 }
@@ -296,7 +284,7 @@ int kiln_data_open(const char *spec, const char *flag, kiln_data *d) {
   char *copy = strdup(spec), *save = NULL;
   int rc = 0;
   memset(d, 0, sizeof *d);
-  if (!copy) return kiln_data_error("out of memory");
+  if (!copy) return kiln_train_error("out of memory");
   for (char *item = strtok_r(copy, ",", &save); item && !rc; item = strtok_r(NULL, ",", &save)) rc = kiln_data_item(d, item, flag);
   free(copy);
   return rc || kiln_data_lengths(d, flag);
