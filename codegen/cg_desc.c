@@ -389,7 +389,7 @@ static int cg_compact(rt_model_desc *d) {
 static void cg_optimizer(rt_model_desc *d, const ir_graph *g) {
   d->optim = g->has_train ? (int32_t)g->optim.kind : K_OPT_SGD;
   d->lr = g->has_train ? g->optim.lr : 0.0f;
-  d->sgd = g->optim.sgd, d->adam = g->optim.adam, d->sched = g->optim.sched;
+  d->sgd = g->optim.sgd, d->adam = g->optim.adam, d->sched = g->optim.sched, d->clip_norm = g->optim.clip_norm;
 }
 
 rt_model_desc *cg_desc_build(const ir_graph *predict, const ir_graph *train, char *err, size_t n) {

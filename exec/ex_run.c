@@ -133,9 +133,31 @@ static int ex_bind(ex_run *r, const void *const *inputs) {
 
 /* ---- running ---- */
 
+/* clip_norm: the gradients of the updates from node `first` on scaled together, as the
+ * runtime does before its first update (k_clip_grad_norm). */
+static int ex_clip_grads(ex_run *r, int first) {
+  int n = ir_nnodes(r->g) - first, k = 0;
+  float **g = malloc(sizeof *g * (size_t)(n + 1));
+  int64_t *len = malloc(sizeof *len * (size_t)(n + 1));
+  if (!g || !len) return free(g), free(len), rt_errf(r->err, r->errn, "out of memory clipping the gradients");
+  for (int i = first; i < ir_nnodes(r->g); i++) {
+    const ir_node *nd = ir_node_at(r->g, i);
+    if (nd->kind != IR_N_UPDATE || nd->nin < 2 || !r->ptr[nd->in[1]]) continue;
+    g[k] = r->ptr[nd->in[1]], len[k++] = ir_tensor_numel(ir_tensor_at(r->g, nd->in[1]));
+  }
+  k_clip_grad_norm(g, len, k, r->g->optim.clip_norm);
+  free(g), free(len);
+  return 0;
+}
+
 static int ex_run_nodes(ex_run *r) {
   const ir_plan *p = r->g->plan;
+  bool clipped = r->g->optim.clip_norm <= 0;
   for (int i = 0; i < ir_nnodes(r->g); i++) {
+    if (!clipped && ir_node_at(r->g, i)->kind == IR_N_UPDATE) {
+      if (ex_clip_grads(r, i)) return 1;
+      clipped = true;
+    }
     void *temp = p->temp_bytes[i] ? (char *)r->m->arena + p->temp_offset[i] : NULL;
     if (p->temp_bytes[i] && p->temp_offset[i] + p->temp_bytes[i] > p->arena_bytes)
       return rt_errf(r->err, r->errn, "%s: workspace past the arena", ir_node_at(r->g, i)->name);

@@ -48,6 +48,7 @@ typedef struct fe_stmt {
   fe_name *names;            /* ASSIGN targets; INPUT/PARAM/CONST/TRAIN: one; OUTPUT: the list */
   fe_expr *expr;             /* ASSIGN rhs; PARAM, CONST initializer; TRAIN optimizer call */
   fe_expr *sched;            /* TRAIN: the schedule's call, or NULL */
+  fe_expr *clip;             /* TRAIN: clip_norm's value, or NULL */
   bool has_type;
   fe_ttype type;             /* INPUT, PARAM, CONST */
   struct fe_stmt *next;

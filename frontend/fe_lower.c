@@ -414,6 +414,13 @@ static void fe_decl_train(fe_lower *L, fe_scope *s, const fe_stmt *a) {
   if (o->sgd.nesterov && !(k == K_OPT_SGD && o->sgd.momentum > 0))
     return ir_error(L->d, a->expr->loc, "nesterov needs momentum: sgd(lr=0.1, momentum=0.9, nesterov=true)"), (void)0;
   if (a->sched && fe_decl_schedule(L, s, a->sched, &o->sched)) return;
+  if (a->clip) {
+    ir_aval v;
+    if (fe_eval_attr(L, s, a->clip, &v)) return;
+    if (v.kind != IR_AV_NUM || !(v.num > 0) || !isfinite(v.num) || v.num >= 3.4e38)
+      return ir_error(L->d, a->clip->loc, "clip_norm must be a positive number"), (void)0;
+    o->clip_norm = (float)v.num;
+  }
   L->g->has_train = true, L->g->loss = t, L->g->train_loc = a->names->loc;
 }
 

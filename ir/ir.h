@@ -194,6 +194,7 @@ typedef struct {
   k_sgd_param sgd;
   k_adam_param adam;
   k_schedule sched;                   /* kind K_SCHED_NONE: a constant lr */
+  float clip_norm;                    /* > 0: gradients clipped to this global L2 norm first */
 } ir_optimizer;
 
 /* ---- the memory plan (passes/pass_plan.c makes it; executors and code generators read it) ---- */

@@ -161,6 +161,7 @@ static void ir_print_train_target(const ir_graph *g, FILE *out) {
     ir_attr_print(sd->attrs, &g->optim.sched, out);
     fputc(')', out);
   }
+  if (g->optim.clip_norm > 0) fputs(" clip_norm=", out), ir_print_float(out, g->optim.clip_norm);
   fputc('\n', out);
 }
 

@@ -139,3 +139,18 @@ float k_sched_lr(const k_schedule *s, float base, int64_t t) {
   }
   return (float)lr;
 }
+
+float k_clip_grad_norm(float *const *g, const int64_t *n, int count, float max_norm) {
+  double total = 0;
+  for (int k = 0; k < count; k++) {
+    double sq = 0;
+    for (int64_t i = 0; i < n[k]; i++) sq += (double)g[k][i] * g[k][i];
+    float norm = (float)sqrt(sq);   /* torch's per-tensor norm is a float32 tensor */
+    total += (double)norm * norm;
+  }
+  float norm = (float)sqrt(total), coef = max_norm / (norm + 1e-6f);
+  if (coef < 1.0f)
+    for (int k = 0; k < count; k++)
+      for (int64_t i = 0; i < n[k]; i++) g[k][i] *= coef;
+  return norm;
+}

@@ -111,6 +111,11 @@ void k_adam_update(float *w, const float *g, float *m, float *v, int64_t n, floa
 /* The lr of the train step that follows `t` steps (t >= 0) since the base lr was set, as
  * torch.optim.lr_scheduler computes it, in double and rounded once (base for K_SCHED_NONE). */
 float k_sched_lr(const k_schedule *s, float base, int64_t t);
+/* torch.nn.utils.clip_grad_norm_(max_norm): the global L2 norm of the count gradients g[k]
+ * (n[k] values each; each tensor's norm, then the norm of those), and every gradient scaled
+ * in place by min(1, max_norm / (norm + 1e-6)). Returns the norm. Serial, in double, so every
+ * thread count gives the same bits. */
+float k_clip_grad_norm(float *const *g, const int64_t *n, int count, float max_norm);
 
 /* k_init.c — initializers; element i of a draw uses Philox(seed, counter, i). */
 void k_init_constant(float *x, int64_t n, float value);

@@ -24,7 +24,7 @@
 #define RT_MODEL_ABI "kiln-model-6"   /* -2: rt_step gained epi, rt_tensor_info data; -3: target, gpu_module;
                                          -4: rt_tensor_info ctr; -5: bounded dims (rt_dim, rt_dimpatch);
                                          -6: schedules (k_schedule), sgd's nesterov, adamw, lr(),
-                                         save_state(), load_state() */
+                                         save_state(), load_state(), clip_norm */
 #define RT_CTR_INIT(i) ((uint64_t)(uint32_t)(i))
 #define RT_CTR_OP(step, hash) ((UINT64_C(1) << 63) | ((uint64_t)(step) & 0x7fffffffu) << 32 | (uint64_t)(hash))
 uint32_t rt_fnv1a32(const char *s);            /* FNV-1a over the bytes of s */
@@ -124,6 +124,7 @@ typedef struct {
   k_sgd_param sgd;
   k_adam_param adam;
   k_schedule sched;
+  float clip_norm;              /* > 0: the gradients scaled to this global norm before the updates */
   int32_t target;               /* RT_TARGET_* */
   const char *gpu_module;       /* CUDA: the PTX of every kernel the steps launch (text) */
   int32_t ndims;                /* bounded dims, in declaration order (K_MAX_BDIMS at most) */

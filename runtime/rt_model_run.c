@@ -251,6 +251,23 @@ static int rt_step_fn(void *arg, rt_run_ctx *rc) {
 /* ---- through the engine ---- */
 
 /* Pushes steps [lo, hi), then waits for each; the first failure in step order is reported. */
+/* clip_norm: every gradient the updates [first, nsteps) read, scaled together to the global
+ * norm (k_clip_grad_norm) once every step before them has run; nothing else reads them. */
+static int rt_clip_grads(rt_model *m, rt_prog_state *ps, int first) {
+  int n = ps->p->nsteps - first;
+  if (m->d->clip_norm <= 0 || n <= 0) return 0;
+  float **g = malloc(sizeof *g * (size_t)n);
+  int64_t *len = malloc(sizeof *len * (size_t)n);
+  if (!g || !len) return free(g), free(len), rt_model_fail(m, "train_step: out of memory clipping the gradients");
+  for (int i = 0; i < n; i++) {
+    const rt_step_run *r = &ps->sr[first + i];
+    g[i] = r->in[1].data, len[i] = rt_update_numel(m, r->s->in[0]);
+  }
+  k_clip_grad_norm(g, len, n, m->d->clip_norm);
+  free(g), free(len);
+  return 0;
+}
+
 static int rt_push_range(rt_model *m, rt_engine *e, rt_prog_state *ps, int lo, int hi) {
   for (int i = lo; i < hi; i++) {
     const rt_step *s = &ps->p->steps[i];
@@ -273,7 +290,7 @@ static int rt_push_range(rt_model *m, rt_engine *e, rt_prog_state *ps, int lo, i
  * and runs no update. Since every step before train_step's first update has then succeeded,
  * no split is needed. A profiled model (rt_profile.c) runs here whatever its engine, each
  * step timed: one branch a step otherwise. */
-static int rt_run_direct(rt_model *m, rt_prog_state *ps) {
+static int rt_run_direct(rt_model *m, rt_prog_state *ps, int split) {
   char msg[RT_ERR_LEN];
   rt_run_ctx rc = {NULL, -1, msg, sizeof msg};
   rt_profile *prof = m->prof;
@@ -281,6 +298,7 @@ static int rt_run_direct(rt_model *m, rt_prog_state *ps) {
   int64_t start = prof ? rt_profile_now() : 0, t0 = start;
   for (int i = 0; i < ps->p->nsteps; i++) {
     msg[0] = 0;
+    if (i == split && rt_clip_grads(m, ps, split)) return 1;
     if (rt_step_fn(&ps->sr[i], &rc)) return rt_model_fail(m, "%s", msg[0] ? msg : "step failed");
     if (prof) {
       int64_t t1 = rt_profile_now();
@@ -298,13 +316,14 @@ static int rt_run_direct(rt_model *m, rt_prog_state *ps) {
 static int rt_run(rt_model *m, rt_prog_state *ps, int split) {
   int n = ps->p->nsteps;
   rt_engine *e = m->engine;
-  if (m->prof || rt_engine_get_kind(e) == RT_ENGINE_NAIVE) return rt_run_direct(m, ps);
+  if (m->prof || rt_engine_get_kind(e) == RT_ENGINE_NAIVE) return rt_run_direct(m, ps, split);
   /* Made on the first run and kept: a run ends with every pushed step waited for, which
    * leaves each variable idle and its error cleared, ready for the next run (the engine
    * frees them when the model destroys it). */
   for (int i = 0; i < n; i++)
     if (!ps->vars[i]) ps->vars[i] = rt_engine_new_var(e);
   int rc = rt_push_range(m, e, ps, 0, split);
+  if (!rc && split < n) rc = rt_clip_grads(m, ps, split);
   if (!rc) rc = rt_push_range(m, e, ps, split, n);
   return rc;
 }

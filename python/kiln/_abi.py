@@ -68,7 +68,7 @@ class Desc(C.Structure):            # rt_model_desc
     _fields_ = [("abi", C.c_char_p), ("name", C.c_char_p), ("ntensors", C.c_int32),
                 ("tensors", C.POINTER(TensorInfo)), ("predict", Program), ("has_train", C.c_int32),
                 ("train", Program), ("optim", C.c_int32), ("lr", C.c_float), ("sgd", SgdParam), ("adam", AdamParam),
-                ("sched", Schedule), ("target", C.c_int32), ("gpu_module", C.c_char_p), ("ndims", C.c_int32), ("dims", C.POINTER(Dim)),
+                ("sched", Schedule), ("clip_norm", C.c_float), ("target", C.c_int32), ("gpu_module", C.c_char_p), ("ndims", C.c_int32), ("dims", C.POINTER(Dim)),
                 ("ntensor_patches", C.c_int32), ("tensor_patches", C.POINTER(DimPatch))]
 
 

@@ -201,6 +201,7 @@ class Runner:
         tw = torch.nn.Parameter(torch.tensor(w))
         a = dict(attrs)
         lr = a.pop("lr")
+        a.pop("clip_norm", None)
         if kind == "sgd":
             opt = torch.optim.SGD([tw], lr=lr, momentum=a.get("momentum", 0), weight_decay=a.get("wd", 0),
                                   nesterov=bool(a.get("nesterov", 0)))
@@ -215,6 +216,8 @@ class Runner:
             if err:
                 break
             tw.grad = torch.tensor(g)
+            if "clip_norm" in attrs:
+                torch.nn.utils.clip_grad_norm_([tw], attrs["clip_norm"])
             opt.step()
             if scheduler:
                 scheduler.step()
@@ -926,6 +929,8 @@ def optim_cases(R):
     R.optim("sgd nesterov steps=20", "sgd", {"lr": 0.05, "momentum": 0.9, "nesterov": 1}, shape, 20)
     R.optim("sgd nesterov wd steps=20", "sgd", {"lr": 0.05, "momentum": 0.8, "wd": 0.01, "nesterov": 1}, shape, 20)
     R.optim("adamw torch's wd steps=20", "adamw", {"lr": 0.01, "wd": 0.01}, shape, 20)
+    R.optim("sgd clip_norm steps=20", "sgd", {"lr": 0.1, "momentum": 0.9, "clip_norm": 1.5}, shape, 20)
+    R.optim("adamw clip_norm steps=20", "adamw", {"lr": 0.01, "wd": 0.01, "clip_norm": 0.3}, shape, 20)
     R.optim("adamw wd steps=20", "adamw", {"lr": 0.003, "beta1": 0.8, "beta2": 0.99, "eps": 1e-6, "wd": 0.3}, shape, 20)
     # 20 steps of each schedule with SGD, Nesterov SGD and AdamW (torch.optim.lr_scheduler).
     scheds = [("step", {"step_size": 6, "gamma": 0.5}), ("multistep", {"milestones": (3, 8, 15), "gamma": 0.3}),

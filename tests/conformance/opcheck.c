@@ -235,7 +235,7 @@ static int oc_op_main(const char *model, const char *dir, int is_train) {
 
 /* The optimizer's attributes and, with "sched_NAME 1", a schedule's (k_schedule's fields by
  * name; "milestone V" once per milestone) from optim.txt. */
-typedef struct { float lr, momentum, wd, beta1, beta2, eps; int nesterov, steps; k_schedule sched; } oc_optim;
+typedef struct { float lr, momentum, wd, beta1, beta2, eps, clip_norm; int nesterov, steps; k_schedule sched; } oc_optim;
 
 static int oc_sched_key(oc_optim *p, const char *key, double v) {
   k_schedule *s = &p->sched;
@@ -272,6 +272,7 @@ static int oc_optim_read(const char *dir, oc_optim *p) {
     else if (!strcmp(key, "eps")) p->eps = (float)v;
     else if (!strcmp(key, "steps")) p->steps = (int)v;
     else if (!strcmp(key, "nesterov")) p->nesterov = (int)v;
+    else if (!strcmp(key, "clip_norm")) p->clip_norm = (float)v;
     else if (oc_sched_key(p, key, v)) rc = oc_fail("%s: unknown key '%s'", path, key);
   }
   fclose(fp);
@@ -298,6 +299,7 @@ static int oc_optim_steps(const char *dir, k_optim_kind kind, const oc_optim *p,
     char name[32];
     float lr = k_sched_lr(&p->sched, p->lr, step - 1);
     if (oc_optim_grad(dir, step, w, &g)) return 1;
+    if (p->clip_norm > 0) k_clip_grad_norm((float *[]){g.data}, &n, 1, p->clip_norm);
     if (k_optim_moments(kind)) k_adam_update(w->data, g.data, s1, s2, n, lr, &ap, step, kind == K_OPT_ADAMW);
     else k_sgd_update(w->data, g.data, s1, n, lr, &sp);
     rt_npy_free(&g);

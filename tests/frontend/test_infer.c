@@ -713,6 +713,9 @@ static void test_init_optim(void) {
         "milestones must be positive and increasing");
   t_err(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with adam() schedule step(step_size=0)"), "step_size must be at least 1");
   t_err(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with sgd(lr=0.1, nesterov=true)"), "nesterov needs momentum");
+  m = t_ok(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with adam() schedule exponential(0.9) clip_norm=2 * 0.5"));
+  if (m) CHECK(m->g->optim.clip_norm == 1.0f && m->g->optim.sched.gamma == 0.9f, "clip_norm"), t_free(m);
+  t_err(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with adam() clip_norm=-1"), "clip_norm must be a positive number");
   t_err(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with adam(lr=-1)"), "the learning rate must be positive");
   t_err(MODEL("input x : f32[2, 3]\n param w = normall()\n y = fully_connected(x, w, num_hidden=2, no_bias=true)\n output y"),
         "unknown initializer 'normall'", "did you mean 'normal'");

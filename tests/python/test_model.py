@@ -171,6 +171,20 @@ def test_save_state_resumes_bit_for_bit(rng, tmp_path, optim):
         assert np.array_equal(second.state_dict()[k], v), k
 
 
+def test_clip_norm_bounds_the_step(rng):
+    """clip_norm: with plain SGD at lr 1 the step over every parameter together is the
+    gradients' global norm, clipped to clip_norm (torch.nn.utils.clip_grad_norm_)."""
+    for clip, bounded in ((0.01, True), (1e6, False)):
+        m = kiln.compile(TWO_OUT.replace("sgd(lr=0.5)", "sgd(lr=1) clip_norm=%g" % clip))
+        before = m.state_dict()
+        m.train_step(*data(rng, 8))
+        step = np.sqrt(sum(float(np.sum((m.state_dict()[k] - v).astype(np.float64) ** 2)) for k, v in before.items()))
+        if bounded:
+            assert abs(step - clip) < 1e-5, step
+        else:
+            assert step > 0.01, step
+
+
 def test_load_state_refusals(rng, tmp_path):
     m = kiln.compile(RESUME.replace("OPTIM", "adam(lr=0.01)"))
     m.train_step(*data(rng, 8))
