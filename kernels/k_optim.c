@@ -123,9 +123,10 @@ float k_sched_lr(const k_schedule *s, float base, int64_t t) {
   }
   case K_SCHED_EXPONENTIAL: lr = b * pow((double)s->gamma, (double)t); break;
   case K_SCHED_COSINE: {
-    double w = (double)s->warmup, span = (double)(s->total - s->warmup), min = s->min_lr;
+    /* in double: a descriptor's int64 fields are not trusted not to overflow */
+    double w = (double)s->warmup, span = (double)s->total - w, min = s->min_lr;
     if (t < s->warmup) lr = b * (double)(t + 1) / w;
-    else lr = min + (b - min) * (1.0 + cos(K_SCHED_PI * (double)(t - s->warmup) / (span > 0 ? span : 1.0))) / 2.0;
+    else lr = min + (b - min) * (1.0 + cos(K_SCHED_PI * ((double)t - w) / (span > 0 ? span : 1.0))) / 2.0;
     break;
   }
   case K_SCHED_ONECYCLE: {
