@@ -572,45 +572,32 @@ int rtc_model_train_step_device(rt_model *m, const void *const *inputs, float *l
 
 /* ---- weights through the host ---- */
 
-int rtc_model_save(const rt_model *m, const char *path) {
+/* save or save_state of the host copy, after the device's store is brought over. */
+static int rtc_model_write(const rt_model *m, const char *path, int (*write)(const rt_model *, const char *)) {
   rtc_ctx *c = (rtc_ctx *)m;
   if (!c) return 1;
   rtc_enter(c);
   int rc = rtc_download_store(c);
-  if (!rc && rt_model_save(c->host, path)) rc = rtc_fail(c, "%s", rt_model_error(c->host));
+  if (!rc && write(c->host, path)) rc = rtc_fail(c, "%s", rt_model_error(c->host));
   return rtc_leave(c, rc);
 }
 
-/* A failed load leaves the host weights as they were (rt_model_load checks the whole file
- * first), so the device copy needs no restore. */
-int rtc_model_load(rt_model *m, const char *path) {
+/* load or load_state into the host copy, then up to the device. A failed load leaves the host
+ * copy as it was (the runtime checks the whole file first), so the device's needs no restore. */
+static int rtc_model_read(rt_model *m, const char *path, int (*read)(rt_model *, const char *)) {
   rtc_ctx *c = (rtc_ctx *)m;
   if (!c) return 1;
   rtc_enter(c);
   int rc = rtc_download_store(c);
-  if (!rc && rt_model_load(c->host, path)) rc = rtc_fail(c, "%s", rt_model_error(c->host));
+  if (!rc && read(c->host, path)) rc = rtc_fail(c, "%s", rt_model_error(c->host));
   if (!rc) rc = rtc_upload_store(c);
   return rtc_leave(c, rc);
 }
 
-int rtc_model_save_state(const rt_model *m, const char *path) {
-  rtc_ctx *c = (rtc_ctx *)m;
-  if (!c) return 1;
-  rtc_enter(c);
-  int rc = rtc_download_store(c);
-  if (!rc && rt_model_save_state(c->host, path)) rc = rtc_fail(c, "%s", rt_model_error(c->host));
-  return rtc_leave(c, rc);
-}
-
-int rtc_model_load_state(rt_model *m, const char *path) {
-  rtc_ctx *c = (rtc_ctx *)m;
-  if (!c) return 1;
-  rtc_enter(c);
-  int rc = rtc_download_store(c);
-  if (!rc && rt_model_load_state(c->host, path)) rc = rtc_fail(c, "%s", rt_model_error(c->host));
-  if (!rc) rc = rtc_upload_store(c);
-  return rtc_leave(c, rc);
-}
+int rtc_model_save(const rt_model *m, const char *path) { return rtc_model_write(m, path, rt_model_save); }
+int rtc_model_load(rt_model *m, const char *path) { return rtc_model_read(m, path, rt_model_load); }
+int rtc_model_save_state(const rt_model *m, const char *path) { return rtc_model_write(m, path, rt_model_save_state); }
+int rtc_model_load_state(rt_model *m, const char *path) { return rtc_model_read(m, path, rt_model_load_state); }
 
 float rtc_model_lr(const rt_model *m) {
   rtc_ctx *c = (rtc_ctx *)m;   /* the lock is not part of the value */
