@@ -114,23 +114,7 @@ static int rt_load_locked(rt_model *m, const char *path, bool state) {
   return rc;
 }
 
-int rt_model_load(rt_model *m, const char *path) {
-  if (!m) return 1;
-  pthread_mutex_lock(&m->mu);
-  int rc = rt_load_locked(m, path, false);
-  if (!rc) m->err[0] = 0;
-  pthread_mutex_unlock(&m->mu);
-  return rc;
-}
 
-int rt_model_load_state(rt_model *m, const char *path) {
-  if (!m) return 1;
-  pthread_mutex_lock(&m->mu);
-  int rc = rt_load_locked(m, path, true);
-  if (!rc) m->err[0] = 0;
-  pthread_mutex_unlock(&m->mu);
-  return rc;
-}
 
 static int rt_save_locked(rt_model *m, const char *path, bool state) {
   const char *what = state ? "save_state" : "save";
@@ -142,7 +126,7 @@ static int rt_save_locked(rt_model *m, const char *path, bool state) {
   for (int i = 0; i < d->ntensors; i++)
     if (rt_io_takes(&d->tensors[i], state))
       ts[n++] = (rt_st_tensor){d->tensors[i].name, (k_dtype)d->tensors[i].dtype, d->tensors[i].shape, m->tptr[i]};
-  char v[6][48], msg[RT_ERR_LEN];
+  char v[5][48], msg[RT_ERR_LEN];
   snprintf(v[0], sizeof v[0], "%d", d->optim), snprintf(v[1], sizeof v[1], "%" PRId64, m->step);
   snprintf(v[2], sizeof v[2], "%" PRId64, m->lr_from), snprintf(v[3], sizeof v[3], "%" PRIu64, m->seed);
   snprintf(v[4], sizeof v[4], "%.9g", (double)m->base_lr);   /* 9 digits: the float reads back exactly */
@@ -154,23 +138,19 @@ static int rt_save_locked(rt_model *m, const char *path, bool state) {
   return rc;
 }
 
-/* save changes no weights; the instance is const to callers, but its lock and message are not. */
-int rt_model_save(const rt_model *cm, const char *path) {
+/* Each of the four under the instance's lock, its message cleared on success. save changes
+ * nothing; the instance is const to its callers, but its lock and message are not. */
+static int rt_model_io(const rt_model *cm, const char *path, bool save, bool state) {
   if (!cm) return 1;
   rt_model *m = (rt_model *)cm;
   pthread_mutex_lock(&m->mu);
-  int rc = rt_save_locked(m, path, false);
+  int rc = save ? rt_save_locked(m, path, state) : rt_load_locked(m, path, state);
   if (!rc) m->err[0] = 0;
   pthread_mutex_unlock(&m->mu);
   return rc;
 }
 
-int rt_model_save_state(const rt_model *cm, const char *path) {
-  if (!cm) return 1;
-  rt_model *m = (rt_model *)cm;
-  pthread_mutex_lock(&m->mu);
-  int rc = rt_save_locked(m, path, true);
-  if (!rc) m->err[0] = 0;
-  pthread_mutex_unlock(&m->mu);
-  return rc;
-}
+int rt_model_load(rt_model *m, const char *path) { return rt_model_io(m, path, false, false); }
+int rt_model_load_state(rt_model *m, const char *path) { return rt_model_io(m, path, false, true); }
+int rt_model_save(const rt_model *m, const char *path) { return rt_model_io(m, path, true, false); }
+int rt_model_save_state(const rt_model *m, const char *path) { return rt_model_io(m, path, true, true); }

@@ -914,7 +914,7 @@ static int kiln_run_so(const kiln_opts *o) {
   return rc;
 }
 
-static bool kiln_ends_with(const char *s, const char *suffix) {
+bool kiln_ends_with(const char *s, const char *suffix) {
   size_t a = strlen(s), b = strlen(suffix);
   return a >= b && strcmp(s + a - b, suffix) == 0;
 }

@@ -5,6 +5,7 @@
  * once through zlib and its CRC checked. Every check that can fail runs here, before the
  * first step: kiln_data_gather cannot fail. */
 #include "kiln_data.h"
+#include "kiln_tools.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,11 +16,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
-
-static bool kiln_data_ends(const char *s, const char *suffix) {
-  size_t a = strlen(s), b = strlen(suffix);
-  return a >= b && strcmp(s + a - b, suffix) == 0;
-}
 
 /* ---- one mapped file ---- */
 
@@ -238,7 +234,7 @@ static int kiln_data_npz(kiln_data *d, const char *path, const char *key, const 
   for (uint64_t k = 0; k < z.count && !rc; k++) {
     kiln_zip_entry e;
     if ((rc = kiln_zip_entry_at(&z, &at, &e))) break;
-    if (!kiln_data_ends(e.name, ".npy")) continue;
+    if (!kiln_ends_with(e.name, ".npy")) continue;
     char base[256];
     snprintf(base, sizeof base, "%.*s", (int)strlen(e.name) - 4, e.name);
     if (key && strcmp(base, key) != 0) continue;
@@ -262,8 +258,8 @@ static int kiln_data_item(kiln_data *d, char *item, const char *flag) {
   char *npz = strstr(path, ".npz:");
   const char *key = npz ? npz + 5 : name;   /* NAME=Y.npz takes the entry NAME */
   if (npz) npz[4] = 0;
-  if (kiln_data_ends(path, ".npz")) return kiln_data_npz(d, path, key, name ? name : key);
-  if (!kiln_data_ends(path, ".npy"))
+  if (kiln_ends_with(path, ".npz")) return kiln_data_npz(d, path, key, name ? name : key);
+  if (!kiln_ends_with(path, ".npy"))
     return kiln_train_error("%s %s: expected NAME=FILE.npy, NAME=FILE.npz[:KEY] or FILE.npz", flag, path);
   if (!name) return kiln_train_error("%s %s: name the model input it feeds (NAME=%s)", flag, path, path);
   return kiln_data_npy_file(d, name, path);

@@ -338,7 +338,6 @@ typedef struct {
   uint64_t rng;                 /* the shuffles' generator */
   uint64_t epoch_rng;           /* its value when this epoch's shuffle was drawn */
   long *base;                   /* the training split's order before any shuffle */
-  float lr;                     /* the base lr (a model without lr() reports it) */
   FILE *log;
   long step;                    /* train steps taken */
   const kiln_opts *o;
@@ -446,7 +445,7 @@ static long kiln_epoch_images(const kiln_fit *f, long n) {
 }
 
 /* The lr of the next step: the schedule's when the model has one. */
-static float kiln_lr(const kiln_trainer *t) { return t->api->lr ? t->api->lr(t->m) : t->lr; }
+static float kiln_lr(const kiln_trainer *t) { return t->api->lr(t->m); }
 
 static int kiln_checkpoint(kiln_trainer *t, int epoch, long batch, uint64_t rng);
 
@@ -567,7 +566,6 @@ static int kiln_trainer_init(kiln_trainer *t, const kiln_opts *o) {
   if (ok) memcpy(t->base, t->ex->fit.idx, sizeof(long) * (size_t)t->ex->fit.n);
   if (!ok || !(t->m = t->api->create(d, o->seed))) return kiln_train_error("out of memory creating model '%s'", d->name);
   if (o->lr > 0 && t->api->set_lr(t->m, o->lr)) return kiln_train_error("--lr %g: %s", o->lr, t->api->error(t->m));
-  t->lr = o->lr > 0 ? o->lr : d->lr;
   t->rng = o->seed + 1, t->o = o, t->first_epoch = 1;
   return 0;
 }
@@ -670,12 +668,8 @@ static int kiln_train_loop(kiln_trainer *t, const kiln_opts *o) {
     printf(", %.1f s\n", secs);
     fflush(stdout);
     if (t->log) fputs("}\n", t->log), fflush(t->log);
-    if (t->stopped) {
-      printf("stopped after step %ld (--max-steps)%s\n", t->step, o->checkpoint ? "; --resume continues it" : "");
-      break;
-    }
-    if (o->checkpoint && kiln_checkpoint(t, e + 1, 0, t->rng)) return 1;
-    if (o->max_steps && t->step >= o->max_steps) {
+    if (!t->stopped && o->checkpoint && kiln_checkpoint(t, e + 1, 0, t->rng)) return 1;
+    if (t->stopped || (o->max_steps && t->step >= o->max_steps)) {
       printf("stopped after step %ld (--max-steps)%s\n", t->step, o->checkpoint ? "; --resume continues it" : "");
       break;
     }
@@ -785,8 +779,7 @@ int kiln_train_main(int argc, char **argv) {
   kiln_opts o = {.cmd = "train", .print_after = -1, .opt_level = 2, .epochs = 1};
   int rc = kiln_args(argc, argv, &o);
   if (rc) return kiln_free_defs(&o, rc);
-  size_t len = strlen(o.file);
-  if (len < 5 || strcmp(o.file + len - 5, ".kiln") != 0)
+  if (!kiln_ends_with(o.file, ".kiln"))
     return fprintf(stderr, "kiln train: FILE must be a .kiln model (got '%s')\n", o.file), kiln_free_defs(&o, 2);
   if (!o.data) return fprintf(stderr, "kiln train: --data is required (see kiln train --help)\n"), kiln_free_defs(&o, 2);
   if (o.every && !o.checkpoint)
