@@ -25,7 +25,8 @@
  *
  * The batch runs in chunks of S samples whose blocked copies fit K_CD_CHUNK_FLOATS. Within a
  * chunk, work is split with k_parallel_for over (sample x pair of channel blocks) for the
- * forward pass and the data gradient, and over (pair of output blocks x input block x tap) for
+ * forward pass and the data gradient (a 1x1 unpadded forward on an NCHW input over (sample x
+ * band of rows) instead, each band packing and computing its rows: k_cd_task_band), and over (pair of output blocks x input block x tap) for
  * the weight gradient, which adds each chunk onto the previous ones: each task owns what it
  * writes and sums in a fixed order, so results do not depend on the thread count. Grouped
  * and depthwise convolutions run k_conv_dw.c's own loops (or im2col). A 3x3 stride-1 convolution
@@ -521,6 +522,7 @@ typedef struct {
   const k_cd_geom *dg;   /* backward with wino: the data gradient's forward (k_cd_data_geometry) */
   int64_t row_parts;     /* forward: parts each task's rows are cut into (k_cd_row_parts) */
   int64_t pack_parts;    /* forward, NCHW input: parts each block is packed in (k_cd_pack_parts) */
+  int band_pack;         /* forward in bands (k_cd_task_band): each band packs its rows first */
 } k_cd_ctx;
 
 /* A pack task copies one channel block of one sample, a few KiB at batch 1: tasks are grouped
@@ -528,21 +530,27 @@ typedef struct {
  * the copy. Each task writes its own block, so the grouping changes no result. */
 static int64_t k_cd_pack_grain(int64_t block_floats) { return k_vec_grain(block_floats); }
 
-/* Task i = (sample, cb) packs that block of x, padded. */
+/* Rows [r0, r1) of the packed rows of sample n's input block cb, packed from NCHW: a part is
+ * a block of its own, the top margin only on the first, the bottom on the last. */
+static void k_cd_pack_x_rows(const k_cd_ctx *t, int64_t n, int64_t cb, int64_t r0, int64_t r1) {
+  const k_cd_geom *g = t->g;
+  int64_t rows = g->Hp - g->ph - g->phe;
+  k_cd_margin m = k_cd_margin_of(g);
+  float *dst = t->b.xb + (n * g->Cb + cb) * g->Hp * g->Wp * g->V;
+  if (r0 > 0) dst += (m.top + r0) * g->Wp * g->V, m.top = 0;
+  if (r1 < rows) m.bottom = 0;
+  k_cd_pack_block(t->isa, t->src + (t->n0 + n) * g->C * g->H * g->W + r0 * g->rstep * g->W, g->C, g->H, g->W, m, cb,
+                  r1 - r0, g->rstep, dst);
+}
+
+/* Task i = (sample, cb, part of the rows) packs that part of that block of x, padded. */
 static void k_cd_task_pack_x(void *p, int64_t lo, int64_t hi) {
   k_cd_ctx *t = p;
   const k_cd_geom *g = t->g;
   int64_t rows = g->Hp - g->ph - g->phe, parts = t->pack_parts;
   for (int64_t i = lo; i < hi; i++) {
     int64_t n = i / (g->Cb * parts), cb = i / parts % g->Cb, part = i % parts;
-    int64_t r0 = part * rows / parts, r1 = (part + 1) * rows / parts;
-    /* a part is a block of its own: the top margin only on the first, the bottom on the last */
-    k_cd_margin m = k_cd_margin_of(g);
-    float *dst = t->b.xb + (n * g->Cb + cb) * g->Hp * g->Wp * g->V;
-    if (r0 > 0) dst += (m.top + r0) * g->Wp * g->V, m.top = 0;
-    if (r1 < rows) m.bottom = 0;
-    k_cd_pack_block(t->isa, t->src + (t->n0 + n) * g->C * g->H * g->W + r0 * g->rstep * g->W, g->C, g->H, g->W, m,
-                    cb, r1 - r0, g->rstep, dst);
+    k_cd_pack_x_rows(t, n, cb, part * rows / parts, (part + 1) * rows / parts);
   }
 }
 
@@ -626,28 +634,81 @@ static void k_cd_fwd_finish(const k_cd_ctx *t, int64_t n, int64_t fb, int nf, in
     for (int64_t ch = c0 + fb * V; ch < c0 + f1; ch++) k_epi_apply(t->c, ch * ysz + r0 * g->OW, ch * ysz + r1 * g->OW);
 }
 
+/* Rows [r0, r1) of output blocks fb (and fb + 1 when a pair) of sample n: computed, then
+ * written to Y. gg is the block functions' geometry (one group of a grouped layer). */
+static void k_cd_fwd_rows(const k_cd_ctx *t, const k_cd_geom *gg, int64_t n, int64_t fb, int64_t r0, int64_t r1) {
+  const k_cd_geom *g = t->g;
+  int nf = k_cd_fstep(g) == 2 && fb + 1 < g->Fb ? 2 : 1;
+  /* the group's first input block, placed where the block function looks for sample n's
+   * first block (it steps Cgb blocks a sample; the buffer steps Cb) */
+  int64_t grp = fb / (g->Fb / g->G), xshift = (n * (g->Cb - g->Cgb) + grp * g->Cgb) * k_cd_xrows(g) * k_cd_xcols(g) * g->V;
+  /* the blocked epilogue runs on yb (the output tensor itself when out_block), before any
+   * unpacking: in the store when it is a k_epi_store, else as a pass over the block */
+  int64_t at = ((t->n0 + n) * g->Fb + fb) * g->OH * g->OW * g->V;
+  k_cd_store st = {t->store.add_slot >= 0 ? (const float *)t->c->in[t->store.add_slot].data + at : NULL,
+                   t->store.add_swap, t->store.relu, t->store.clip, t->store.clip_lo, t->store.clip_hi};
+  (t->wino ? t->isa->fwd_wino_block : t->isa->fwd_block)(gg, t->b.xb + xshift, t->b.w, t->bias, t->b.yb, n, fb, nf,
+                                                          t->store_tail ? &st : NULL, r0, r1);
+  k_cd_fwd_finish(t, n, fb, nf, r0, r1);
+}
+
 /* Task i = (sample, pair of output blocks, part of the rows): computes them and writes them to Y. */
 static void k_cd_task_fwd(void *p, int64_t lo, int64_t hi) {
   k_cd_ctx *t = p;
   const k_cd_geom *g = t->g;
-  int64_t step = k_cd_fstep(g), pairs = k_cd_ftasks(g), ysz = g->OH * g->OW, parts = t->row_parts;
+  int64_t step = k_cd_fstep(g), pairs = k_cd_ftasks(g), parts = t->row_parts;
   int64_t unit = k_cd_row_unit(t), units = g->OH / unit;
   k_cd_geom gg = k_cd_group_geometry(g);   /* a grouped layer's block functions see one group */
   for (int64_t i = lo; i < hi; i++) {
     int64_t n = i / (pairs * parts), fb = i / parts % pairs * step, part = i % parts;
-    int64_t r0 = part * units / parts * unit, r1 = (part + 1) * units / parts * unit;
-    int nf = step == 2 && fb + 1 < g->Fb ? 2 : 1;
-    /* the group's first input block, placed where the block function looks for sample n's
-     * first block (it steps Cgb blocks a sample; the buffer steps Cb) */
-    int64_t grp = fb / (g->Fb / g->G), xshift = (n * (g->Cb - g->Cgb) + grp * g->Cgb) * k_cd_xrows(g) * k_cd_xcols(g) * g->V;
-    /* the blocked epilogue runs on yb (the output tensor itself when out_block), before any
-     * unpacking: in the store when it is a k_epi_store, else as a pass over the block */
-    int64_t at = ((t->n0 + n) * g->Fb + fb) * ysz * g->V;
-    k_cd_store st = {t->store.add_slot >= 0 ? (const float *)t->c->in[t->store.add_slot].data + at : NULL,
-                     t->store.add_swap, t->store.relu, t->store.clip, t->store.clip_lo, t->store.clip_hi};
-    (t->wino ? t->isa->fwd_wino_block : t->isa->fwd_block)(&gg, t->b.xb + xshift, t->b.w, t->bias, t->b.yb, n, fb,
-                                                            nf, t->store_tail ? &st : NULL, r0, r1);
-    k_cd_fwd_finish(t, n, fb, nf, r0, r1);
+    k_cd_fwd_rows(t, &gg, n, fb, part * units / parts * unit, (part + 1) * units / parts * unit);
+  }
+}
+
+/* Whether a layer runs as bands (k_cd_task_band): 1x1, unpadded, ungrouped, not Winograd, its
+ * packed (or read) rows its output rows (k_cd_skip_rows), no batch statistics gathered. KILN_CONV_BANDS=0 turns it off
+ * (benchmarks time both). */
+static int k_cd_banded(const k_cd_ctx *t) {
+  const k_cd_geom *g = t->g;
+  const char *env = getenv("KILN_CONV_BANDS");
+  if (env && !strcmp(env, "0")) return 0;
+  return g->kh == 1 && g->kw == 1 && g->ph == 0 && g->pw == 0 && g->phe == 0 && g->pwe == 0 && g->G == 1 && !t->wino &&
+         g->Hp == g->OH && !k_epi_has_stats(t->c->epi);
+}
+
+/* Bands a sample: one a thread when the chunk has fewer samples than threads, else one. */
+static int64_t k_cd_band_parts(const k_cd_ctx *t) {
+  int64_t threads = k_parallel_threads(), per = (threads + t->ns - 1) / t->ns;
+  return per < 1 ? 1 : per > t->g->OH ? t->g->OH : per;
+}
+
+/* The rows of a band packed and computed at a time: about K_CD_BAND_FLOATS of packed input,
+ * which stays in L2 while every pair of output blocks reads it. */
+#define K_CD_BAND_FLOATS (64 * 1024)
+static int64_t k_cd_band_rows(const k_cd_geom *g) {
+  int64_t per_row = g->Cb * g->Wp * g->V, rows = K_CD_BAND_FLOATS / (per_row > 0 ? per_row : 1);
+  return rows < 1 ? 1 : rows;
+}
+
+/* Task i = (sample, band of rows) of a banded layer: a few rows at a time (k_cd_band_rows), it
+ * packs them from every input block (an NCHW input), then computes them for every pair of
+ * output blocks, so the rows one thread packs are the rows it reads, while they are in its
+ * cache. Split by output blocks instead, every task read the whole packed input, past L2 on
+ * large layers, and on two threads half of it from the other core's cache: DenseNet's
+ * 640 -> 128 1x1 layers at 14x14 ran no faster on two threads than on one (170 -> 165 us;
+ * in bands 115 us), DenseNet-169 whole 1.15x at two threads. Each row is packed and computed
+ * as in the other order, so the bits are the same. */
+static void k_cd_task_band(void *p, int64_t lo, int64_t hi) {
+  k_cd_ctx *t = p;
+  const k_cd_geom *g = t->g;
+  int64_t step = k_cd_fstep(g), pairs = k_cd_ftasks(g), parts = t->row_parts, sub = k_cd_band_rows(g);
+  for (int64_t i = lo; i < hi; i++) {
+    int64_t n = i / parts, part = i % parts, r1 = (part + 1) * g->OH / parts;
+    for (int64_t r = part * g->OH / parts; r < r1; r += sub) {
+      int64_t e = r + sub < r1 ? r + sub : r1;
+      for (int64_t cb = 0; t->band_pack && cb < g->Cb; cb++) k_cd_pack_x_rows(t, n, cb, r, e);
+      for (int64_t j = 0; j < pairs; j++) k_cd_fwd_rows(t, g, n, j * step, r, e);
+    }
   }
 }
 
@@ -835,7 +896,7 @@ int k_conv_direct_forward(const k_call *c) {
   if (direct_in && wino) g.vph = g.ph, g.vpw = g.pw, g.vphe = g.phe, g.vpwe = g.pwe;
   if (!direct_in && !nchw && !g.planar) k_cd_skip_rows(&g);   /* the padded NCHW copies keep every row */
   k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), c->in[0].data, 0, 0, p->in_block, p->out_block,
-                 p->epi_block, NULL, wino, 0, 0, {-1, 0, 0, 0, 0.0f, 0.0f}, NULL, 1, 1};
+                 p->epi_block, NULL, wino, 0, 0, {-1, 0, 0, 0, 0.0f, 0.0f}, NULL, 1, 1, 0};
   float *xb = t.b.xb, *yb = t.b.yb;
   k_call folded;       /* the call with the folded step taken off its epilogue */
   k_epilogue tail;
@@ -867,11 +928,23 @@ int k_conv_direct_forward(const k_call *c) {
       k_parallel_for(t.ns * g.Cb, k_cd_pack_grain(g.Hp * g.Wp * g.V), k_cd_task_pack_xb, &t);
     else if (g.planar)
       k_parallel_for(t.ns * g.C, k_cd_pack_grain(k_cd_xplane(&g)), k_cd_task_pad_nchw, &t);
-    else if (!direct_in) {
+    int pack_nchw = !direct_in && !p->in_block && !g.planar;
+    t.row_parts = k_cd_row_parts(&t);
+    t.band_pack = pack_nchw;
+    /* a blocked input read in place has nothing to pack, and gains from bands only with threads
+     * (the rows each thread computes stay in its cache from one layer to the next): ResNet-50
+     * and MobileNetV2 at two threads 1.02-1.06x, at one thread 0.97-1.0x */
+    if ((pack_nchw || (direct_in && k_parallel_threads() > 1)) && k_cd_banded(&t)) {
+      t.row_parts = k_cd_band_parts(&t);
+      K_PROFILE_NOTE("direct 1x1/%lld banded, %lld bands (%lld rows each)", (long long)g.sh, (long long)(t.ns * t.row_parts),
+                     (long long)(g.OH / t.row_parts));
+      k_parallel_for(t.ns * t.row_parts, 1, k_cd_task_band, &t);
+      continue;
+    }
+    if (pack_nchw) {
       t.pack_parts = k_cd_pack_parts(&t);
       k_parallel_for(t.ns * g.Cb * t.pack_parts, t.pack_parts > 1 ? 1 : k_cd_pack_grain(g.Hp * g.Wp * g.V), k_cd_task_pack_x, &t);
     }
-    t.row_parts = k_cd_row_parts(&t);
     K_PROFILE_NOTE("%s %lldx%lld/%lld%s, %lld tasks (%lld rows each)", wino ? "winograd" : g.G > 1 ? "direct grouped" : "direct", (long long)g.kh,
                    (long long)g.kw, (long long)g.sh, direct_in ? "" : g.planar ? " planar" : " packed",
                    (long long)(t.ns * k_cd_ftasks(&g) * t.row_parts), (long long)(g.OH / t.row_parts));   /* about, in pairs on Winograd */
@@ -902,7 +975,7 @@ int k_conv_direct_backward(const k_call *c) {
   k_cd_geom g = k_cd_geometry(&c->in[1].shape, &c->in[2].shape, p, isa->V);
   int allowed = k_cd_wino_allowed(), wino = allowed && k_cd_wino_data_shape(&g);
   k_cd_geom dg = k_cd_data_geometry(&g);
-  k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), NULL, 0, 0, 0, 0, 0, NULL, wino, 0, 0, {-1, 0, 0, 0, 0.0f, 0.0f}, &dg, 1, 1};
+  k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), NULL, 0, 0, 0, 0, 0, NULL, wino, 0, 0, {-1, 0, 0, 0, 0.0f, 0.0f}, &dg, 1, 1, 0};
   t.wino_w = allowed && k_cd_wino_tiles(&g);
   if (c->req[0] != kNullOp) {
     if (wino) k_cd_pack_weights_wino(&g, c->in[2].data, NULL, 1, t.b.w);
