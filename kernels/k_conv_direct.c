@@ -522,7 +522,6 @@ typedef struct {
   const k_cd_geom *dg;   /* backward with wino: the data gradient's forward (k_cd_data_geometry) */
   int64_t row_parts;     /* forward: parts each task's rows are cut into (k_cd_row_parts) */
   int64_t pack_parts;    /* forward, NCHW input: parts each block is packed in (k_cd_pack_parts) */
-  int band_pack;         /* forward in bands (k_cd_task_band): each band packs its rows first */
 } k_cd_ctx;
 
 /* A pack task copies one channel block of one sample, a few KiB at batch 1: tasks are grouped
@@ -665,9 +664,11 @@ static void k_cd_task_fwd(void *p, int64_t lo, int64_t hi) {
   }
 }
 
-/* Whether a layer runs as bands (k_cd_task_band): 1x1, unpadded, ungrouped, not Winograd, its
- * packed (or read) rows its output rows (k_cd_skip_rows), no batch statistics gathered. KILN_CONV_BANDS=0 turns it off
- * (benchmarks time both). */
+/* Whether a layer on an NCHW input runs as bands (k_cd_task_band): 1x1, unpadded, ungrouped,
+ * not Winograd, its packed rows its output rows (k_cd_skip_rows), no batch statistics
+ * gathered. KILN_CONV_BANDS=0 turns it off (benchmarks time both). A blocked input read in
+ * place, with nothing to pack, was tried in bands too (at two threads ResNet-50 1.0-1.07x,
+ * EfficientNet-B1 0.93-0.98x) and not kept. */
 static int k_cd_banded(const k_cd_ctx *t) {
   const k_cd_geom *g = t->g;
   const char *env = getenv("KILN_CONV_BANDS");
@@ -691,13 +692,12 @@ static int64_t k_cd_band_rows(const k_cd_geom *g) {
 }
 
 /* Task i = (sample, band of rows) of a banded layer: a few rows at a time (k_cd_band_rows), it
- * packs them from every input block (an NCHW input), then computes them for every pair of
- * output blocks, so the rows one thread packs are the rows it reads, while they are in its
- * cache. Split by output blocks instead, every task read the whole packed input, past L2 on
- * large layers, and on two threads half of it from the other core's cache: DenseNet's
- * 640 -> 128 1x1 layers at 14x14 ran no faster on two threads than on one (170 -> 165 us;
- * in bands 115 us), DenseNet-169 whole 1.15x at two threads. Each row is packed and computed
- * as in the other order, so the bits are the same. */
+ * packs them from every input block, then computes them for every pair of output blocks, so
+ * the rows one thread packs are the rows it reads, while they are in its cache. Split by output
+ * blocks instead, every task read the whole packed input, past L2 on large layers, and on two
+ * threads half of it from the other core's cache: DenseNet's 640 -> 128 1x1 layers at 14x14
+ * ran no faster on two threads than on one (170 -> 165 us; in bands 115 us). Each row is
+ * packed and computed as in the other order, so the bits are the same. */
 static void k_cd_task_band(void *p, int64_t lo, int64_t hi) {
   k_cd_ctx *t = p;
   const k_cd_geom *g = t->g;
@@ -706,7 +706,7 @@ static void k_cd_task_band(void *p, int64_t lo, int64_t hi) {
     int64_t n = i / parts, part = i % parts, r1 = (part + 1) * g->OH / parts;
     for (int64_t r = part * g->OH / parts; r < r1; r += sub) {
       int64_t e = r + sub < r1 ? r + sub : r1;
-      for (int64_t cb = 0; t->band_pack && cb < g->Cb; cb++) k_cd_pack_x_rows(t, n, cb, r, e);
+      for (int64_t cb = 0; cb < g->Cb; cb++) k_cd_pack_x_rows(t, n, cb, r, e);
       for (int64_t j = 0; j < pairs; j++) k_cd_fwd_rows(t, g, n, j * step, r, e);
     }
   }
@@ -896,7 +896,7 @@ int k_conv_direct_forward(const k_call *c) {
   if (direct_in && wino) g.vph = g.ph, g.vpw = g.pw, g.vphe = g.phe, g.vpwe = g.pwe;
   if (!direct_in && !nchw && !g.planar) k_cd_skip_rows(&g);   /* the padded NCHW copies keep every row */
   k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), c->in[0].data, 0, 0, p->in_block, p->out_block,
-                 p->epi_block, NULL, wino, 0, 0, {-1, 0, 0, 0, 0.0f, 0.0f}, NULL, 1, 1, 0};
+                 p->epi_block, NULL, wino, 0, 0, {-1, 0, 0, 0, 0.0f, 0.0f}, NULL, 1, 1};
   float *xb = t.b.xb, *yb = t.b.yb;
   k_call folded;       /* the call with the folded step taken off its epilogue */
   k_epilogue tail;
@@ -930,11 +930,7 @@ int k_conv_direct_forward(const k_call *c) {
       k_parallel_for(t.ns * g.C, k_cd_pack_grain(k_cd_xplane(&g)), k_cd_task_pad_nchw, &t);
     int pack_nchw = !direct_in && !p->in_block && !g.planar;
     t.row_parts = k_cd_row_parts(&t);
-    t.band_pack = pack_nchw;
-    /* a blocked input read in place has nothing to pack, and gains from bands only with threads
-     * (the rows each thread computes stay in its cache from one layer to the next): ResNet-50
-     * and MobileNetV2 at two threads 1.02-1.06x, at one thread 0.97-1.0x */
-    if ((pack_nchw || (direct_in && k_parallel_threads() > 1)) && k_cd_banded(&t)) {
+    if (pack_nchw && k_cd_banded(&t)) {
       t.row_parts = k_cd_band_parts(&t);
       K_PROFILE_NOTE("direct 1x1/%lld banded, %lld bands (%lld rows each)", (long long)g.sh, (long long)(t.ns * t.row_parts),
                      (long long)(g.OH / t.row_parts));
@@ -975,7 +971,7 @@ int k_conv_direct_backward(const k_call *c) {
   k_cd_geom g = k_cd_geometry(&c->in[1].shape, &c->in[2].shape, p, isa->V);
   int allowed = k_cd_wino_allowed(), wino = allowed && k_cd_wino_data_shape(&g);
   k_cd_geom dg = k_cd_data_geometry(&g);
-  k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), NULL, 0, 0, 0, 0, 0, NULL, wino, 0, 0, {-1, 0, 0, 0, 0.0f, 0.0f}, &dg, 1, 1, 0};
+  k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), NULL, 0, 0, 0, 0, 0, NULL, wino, 0, 0, {-1, 0, 0, 0, 0.0f, 0.0f}, &dg, 1, 1};
   t.wino_w = allowed && k_cd_wino_tiles(&g);
   if (c->req[0] != kNullOp) {
     if (wino) k_cd_pack_weights_wino(&g, c->in[2].data, NULL, 1, t.b.w);
