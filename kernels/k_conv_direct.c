@@ -696,7 +696,7 @@ static int64_t k_cd_band_rows(const k_cd_geom *g) {
  * the rows one thread packs are the rows it reads, while they are in its cache. Split by output
  * blocks instead, every task read the whole packed input, past L2 on large layers, and on two
  * threads half of it from the other core's cache: DenseNet's 640 -> 128 1x1 layers at 14x14
- * ran no faster on two threads than on one (170 -> 165 us; in bands 115 us). Each row is
+ * ran no faster on two threads than on one (170 -> 165 us; in bands 108 us). Each row is
  * packed and computed as in the other order, so the bits are the same. */
 static void k_cd_task_band(void *p, int64_t lo, int64_t hi) {
   k_cd_ctx *t = p;

@@ -914,11 +914,6 @@ static int kiln_run_so(const kiln_opts *o) {
   return rc;
 }
 
-bool kiln_ends_with(const char *s, const char *suffix) {
-  size_t a = strlen(s), b = strlen(suffix);
-  return a >= b && strcmp(s + a - b, suffix) == 0;
-}
-
 static int kiln_run_main(int argc, char **argv) {
   kiln_opts o = {.cmd = "run", .print_after = -1, .opt_level = 2};
   int rc = kiln_args(argc, argv, &o);

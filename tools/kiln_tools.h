@@ -1,6 +1,6 @@
 /* kiln_tools.h — what the files of the kiln command line share: the parsed options, the
- * option parser, the walk over a file's models and the JIT path (kiln.c), and the commands
- * that live in their own file (kiln_train.c). */
+ * option parser, the walk over a file's models and the JIT path (kiln.c), string helpers
+ * (kiln_text.c), and the commands that live in their own file (kiln_train.c). */
 #ifndef KILN_TOOLS_H
 #define KILN_TOOLS_H
 
@@ -59,7 +59,7 @@ int kiln_opt_seed(kiln_opts *o, const char *v);              /* 1, or 2 after a 
 int kiln_for_models(const kiln_opts *o, void (*each)(ir_graph *, const kiln_opts *, ir_diag *));
 int kiln_free_defs(kiln_opts *o, int rc);                    /* frees the -D names; returns rc */
 double kiln_now(void);                                       /* monotonic seconds */
-bool kiln_ends_with(const char *s, const char *suffix);
+bool kiln_ends_with(const char *s, const char *suffix);   /* kiln_text.c */
 /* JIT-compiles the lowered model and runs `use` on it; a nonzero return counts as an error
  * `use` has already reported. */
 void kiln_jit_graph(ir_graph *lowered, const kiln_opts *o, ir_diag *d,
