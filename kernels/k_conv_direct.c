@@ -26,12 +26,13 @@
  * The batch runs in chunks of S samples whose blocked copies fit K_CD_CHUNK_FLOATS. Within a
  * chunk, work is split with k_parallel_for over (sample x pair of channel blocks) for the
  * forward pass and the data gradient (a 1x1 unpadded forward on an NCHW input over (sample x
- * band of rows) instead, each band packing and computing its rows: k_cd_task_band), and over (pair of output blocks x input block x tap) for
- * the weight gradient, which adds each chunk onto the previous ones: each task owns what it
- * writes and sums in a fixed order, so results do not depend on the thread count. Grouped
- * and depthwise convolutions run k_conv_dw.c's own loops (or im2col). A 3x3 stride-1 convolution
- * with an even output runs Winograd (k_conv_direct_isa.h) in the same frame: the forward pass
- * (16 to 128 input channels, k_cd_wino) with weights transformed where they are packed, and
+ * band of rows) instead, each band packing and computing its rows: k_cd_task_band), and over
+ * (pair of output blocks x input block x tap) for the weight gradient, which adds each chunk
+ * onto the previous ones: each task owns what it writes and sums in a fixed order, so
+ * results do not depend on the thread count. Grouped and depthwise convolutions run
+ * k_conv_dw.c's own loops (or im2col). A 3x3 stride-1 convolution with an even output runs
+ * Winograd (k_conv_direct_isa.h) in the same frame: the forward pass (16 to 128 input
+ * channels, k_cd_wino) with weights transformed where they are packed, and
  * reading a padded blocked input in place with the block supplying the zeros; the data
  * gradient as that forward on dy (k_cd_data_geometry); the weight gradient as F(3x3, 2x2),
  * its transformed sums left in dwb and turned into dW at the end. Each rounds differently from
