@@ -7,26 +7,14 @@
  * copy. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
+#include "fuzz_file.h"
 #include "kiln_data.h"
 
 /* kiln train's message printer (kiln_train.c): the harness looks only for crashes. */
 int kiln_train_error(const char *fmt, ...) {
   (void)fmt;
   return 1;
-}
-
-/* One file in a directory of this process's own, rewritten for each input. */
-static const char *fuzz_npz_path(void) {
-  static char path[64];
-  if (!path[0]) {
-    char dir[] = "/tmp/kiln-fuzz-npz-XXXXXX";
-    if (!mkdtemp(dir)) abort();
-    snprintf(path, sizeof path, "%s/a.npz", dir);
-  }
-  return path;
 }
 
 static void fuzz_npz_check(const kiln_data *d) {
@@ -43,12 +31,9 @@ static void fuzz_npz_check(const kiln_data *d) {
 }
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
-  const char *path = fuzz_npz_path();
-  FILE *f = fopen(path, "wb");
-  if (!f) return 0;
-  int short_write = size && fwrite(data, 1, size, f) != size;
-  if (fclose(f) || short_write) return 0;
-  char spec[96];
+  const char *path = fuzz_file_path("kiln-fuzz-npz", "a.npz");
+  if (fuzz_write(path, data, size)) abort();   /* the harness's own failure, not the reader's */
+  char spec[300];
   for (int named = 0; named < 2; named++) {
     snprintf(spec, sizeof spec, named ? "x=%s" : "%s", path);
     kiln_data d;

@@ -7,29 +7,12 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "fuzz_file.h"
 #include "fuzz_roundtrip.h"
 #include "onnx.h"
 
-/* The model's path in this process's own folder, made once. */
-static const char *fuzz_model_path(void) {
-  static char path[256];
-  if (!path[0]) {
-    char dir[] = "/tmp/kiln-fuzz-onnx-XXXXXX";
-    if (!mkdtemp(dir)) abort();
-    snprintf(path, sizeof path, "%s/model.onnx", dir);
-  }
-  return path;
-}
-
-static int fuzz_write(const char *path, const unsigned char *data, size_t size) {
-  FILE *f = fopen(path, "wb");
-  if (!f) return 1;
-  size_t put = size ? fwrite(data, 1, size, f) : 0;
-  return (fclose(f) != 0) | (put != size);
-}
-
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
-  const char *path = fuzz_model_path();
+  const char *path = fuzz_file_path("kiln-fuzz-onnx", "model.onnx");
   if (fuzz_write(path, data, size)) abort();   /* the harness's own failure, not the reader's */
   ir_diag d;
   ir_diag_init(&d, fuzz_sink());

@@ -518,6 +518,16 @@ static void cd_store_tail(const cd_spec *s, int64_t V, const char *mode) {
 
 /* ---- the rows of a task cut into parts at batch 1 ---- */
 
+/* The two epilogues the row-cutting tests run over a part of the rows: add + relu (a
+ * k_epi_store, run in the store) and tanh + add (a pass over the block), the add reading the
+ * operand after the layer's inputs. */
+typedef struct { k_epilogue store, pass; } cd_epis;
+static cd_epis cd_epi_cases(const cd_spec *s) {
+  k_epi_step add = {.kind = K_EPI_BINARY, .fn = K_EPI_FN_add, .slot = s->no_bias ? 2 : 3};
+  k_epi_step relu = {.kind = K_EPI_UNARY, .fn = K_EPI_FN_relu}, tanh_s = {.kind = K_EPI_UNARY, .fn = K_EPI_FN_tanh};
+  return (cd_epis){{2, {add, relu}}, {2, {tanh_s, add}}};
+}
+
 /* The forward of a batch-1 layer with few output blocks, whose rows k_cd_row_parts cuts into
  * parts when there are threads to share them, gives the same bits with 1, 2 and 4 threads:
  * NCHW out (written and accumulated, the epilogue-free unpack of each part's rows), blocked
@@ -527,10 +537,7 @@ static void cd_row_parts(const cd_spec *s, const char *mode, int64_t V) {
   cd_data d = cd_make(s);
   int64_t n = k_shape_numel(&d.y.shape);
   k_tensor r = kt_tensor_f32(d.y.shape, -1, 1, 43);
-  int slot = s->no_bias ? 2 : 3;
-  k_epi_step add = {.kind = K_EPI_BINARY, .fn = K_EPI_FN_add, .slot = slot};
-  k_epi_step relu = {.kind = K_EPI_UNARY, .fn = K_EPI_FN_relu}, tanh_s = {.kind = K_EPI_UNARY, .fn = K_EPI_FN_tanh};
-  k_epilogue store = {2, {add, relu}}, pass = {2, {tanh_s, add}};
+  cd_epis e = cd_epi_cases(s);
   k_conv_param p = cd_param(s);
   float *init = kt_data_copy(&d.y), *ref[6], *got = malloc((size_t)n * 4);
   char err[160] = "";
@@ -541,7 +548,7 @@ static void cd_row_parts(const cd_spec *s, const char *mode, int64_t V) {
       if (k < 2) cd_forward(s, &p, &d, mode, k ? kAddTo : kWriteTo, init, out);
       else if (k == 2) KT_CHECK(cd_forward_blocked(s, &d, V, 1, 0, mode, 0, out, err, sizeof err) == 0, "%s: %s", s->name, err);
       else if (k == 3) KT_CHECK(cd_forward_blocked(s, &d, V, 0, 1, mode, 0, out, err, sizeof err) == 0, "%s: %s", s->name, err);
-      else KT_CHECK(cd_forward_blocked_epi(s, &d, V, 1, 1, mode, 0, out, err, sizeof err, k == 4 ? &store : &pass, r.data) == 0,
+      else KT_CHECK(cd_forward_blocked_epi(s, &d, V, 1, 1, mode, 0, out, err, sizeof err, k == 4 ? &e.store : &e.pass, r.data) == 0,
                     "%s: %s", s->name, err);
       if (t) KT_CHECK(memcmp(got, ref[k], (size_t)n * 4) == 0, "%s %s case %d: %d threads differ from 1", s->name, mode, k, threads[t]);
     }
@@ -863,10 +870,7 @@ static void cd_bands(void) {
       cd_data d = cd_make(s);
       int64_t n = k_shape_numel(&d.y.shape);
       k_tensor r = kt_tensor_f32(d.y.shape, -1, 1, 47);
-      int slot = s->no_bias ? 2 : 3;
-      k_epi_step add = {.kind = K_EPI_BINARY, .fn = K_EPI_FN_add, .slot = slot};
-      k_epi_step relu = {.kind = K_EPI_UNARY, .fn = K_EPI_FN_relu}, tanh_s = {.kind = K_EPI_UNARY, .fn = K_EPI_FN_tanh};
-      k_epilogue store = {2, {add, relu}}, pass = {2, {tanh_s, add}};
+      cd_epis e = cd_epi_cases(s);
       k_conv_param p = cd_param(s);
       float *init = kt_data_copy(&d.y), *ref[4], *got = malloc((size_t)n * 4);
       char err[160] = "";
@@ -880,7 +884,7 @@ static void cd_bands(void) {
             float *out = first ? (ref[k] = malloc((size_t)n * 4)) : got;
             if (k < 2) cd_forward(s, &p, &d, bmodes[m], k ? kAddTo : kWriteTo, init, out);
             else
-              KT_CHECK(cd_forward_blocked_epi(s, &d, V, 0, 1, bmodes[m], 0, out, err, sizeof err, k == 2 ? &store : &pass,
+              KT_CHECK(cd_forward_blocked_epi(s, &d, V, 0, 1, bmodes[m], 0, out, err, sizeof err, k == 2 ? &e.store : &e.pass,
                                               r.data) == 0, "%s: %s", s->name, err);
             if (!first)
               KT_CHECK(memcmp(got, ref[k], (size_t)n * 4) == 0, "%s %s case %d, bands %s, %d threads: not the per-pair bits",
