@@ -665,8 +665,8 @@ static void k_cd_task_fwd(void *p, int64_t lo, int64_t hi) {
   }
 }
 
-/* Whether a layer on an NCHW input runs as bands (k_cd_task_band): 1x1, unpadded, ungrouped,
- * not Winograd, its packed rows its output rows (k_cd_skip_rows), no batch statistics
+/* Whether a layer on an NCHW input runs as bands (k_cd_task_band): 1x1 (so not Winograd),
+ * unpadded, ungrouped, its packed rows its output rows (k_cd_skip_rows), no batch statistics
  * gathered. KILN_CONV_BANDS=0 turns it off (benchmarks time both). A blocked input read in
  * place, with nothing to pack, was tried in bands too (at two threads ResNet-50 1.0-1.07x,
  * EfficientNet-B1 0.93-0.98x) and not kept. */
@@ -674,14 +674,14 @@ static int k_cd_banded(const k_cd_ctx *t) {
   const k_cd_geom *g = t->g;
   const char *env = getenv("KILN_CONV_BANDS");
   if (env && !strcmp(env, "0")) return 0;
-  return g->kh == 1 && g->kw == 1 && g->ph == 0 && g->pw == 0 && g->phe == 0 && g->pwe == 0 && g->G == 1 && !t->wino &&
+  return g->kh == 1 && g->kw == 1 && g->ph == 0 && g->pw == 0 && g->phe == 0 && g->pwe == 0 && g->G == 1 &&
          g->Hp == g->OH && !k_epi_has_stats(t->c->epi);
 }
 
 /* Bands a sample: one a thread when the chunk has fewer samples than threads, else one. */
 static int64_t k_cd_band_parts(const k_cd_ctx *t) {
-  int64_t threads = k_parallel_threads(), per = (threads + t->ns - 1) / t->ns;
-  return per < 1 ? 1 : per > t->g->OH ? t->g->OH : per;
+  int64_t per = (k_parallel_threads() + t->ns - 1) / t->ns;   /* at least 1 */
+  return per > t->g->OH ? t->g->OH : per;
 }
 
 /* The rows of a band packed and computed at a time: about K_CD_BAND_FLOATS of packed input,
@@ -930,7 +930,6 @@ int k_conv_direct_forward(const k_call *c) {
     else if (g.planar)
       k_parallel_for(t.ns * g.C, k_cd_pack_grain(k_cd_xplane(&g)), k_cd_task_pad_nchw, &t);
     int pack_nchw = !direct_in && !p->in_block && !g.planar;
-    t.row_parts = k_cd_row_parts(&t);
     if (pack_nchw && k_cd_banded(&t)) {
       t.row_parts = k_cd_band_parts(&t);
       K_PROFILE_NOTE("direct 1x1/%lld banded, %lld bands (%lld rows each)", (long long)g.sh, (long long)(t.ns * t.row_parts),
@@ -942,6 +941,7 @@ int k_conv_direct_forward(const k_call *c) {
       t.pack_parts = k_cd_pack_parts(&t);
       k_parallel_for(t.ns * g.Cb * t.pack_parts, t.pack_parts > 1 ? 1 : k_cd_pack_grain(g.Hp * g.Wp * g.V), k_cd_task_pack_x, &t);
     }
+    t.row_parts = k_cd_row_parts(&t);
     K_PROFILE_NOTE("%s %lldx%lld/%lld%s, %lld tasks (%lld rows each)", wino ? "winograd" : g.G > 1 ? "direct grouped" : "direct", (long long)g.kh,
                    (long long)g.kw, (long long)g.sh, direct_in ? "" : g.planar ? " planar" : " packed",
                    (long long)(t.ns * k_cd_ftasks(&g) * t.row_parts), (long long)(g.OH / t.row_parts));   /* about, in pairs on Winograd */

@@ -114,8 +114,6 @@ static int rt_load_locked(rt_model *m, const char *path, bool state) {
   return rc;
 }
 
-
-
 static int rt_save_locked(rt_model *m, const char *path, bool state) {
   const char *what = state ? "save_state" : "save";
   if (!path) return rt_model_fail(m, "%s: path is NULL", what);

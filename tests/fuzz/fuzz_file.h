@@ -6,7 +6,6 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 /* PREFIX-XXXXXX/NAME, the folder made on the first call (abort if it cannot be). */
 static const char *fuzz_file_path(const char *prefix, const char *name) {

@@ -3,9 +3,7 @@
  * model) and imported as `kiln import` does (names made valid for .kiln text); a model that
  * imports is printed and must read back. A crash, a sanitizer report, or printed text that
  * does not read back is a finding. */
-#include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "fuzz_file.h"
 #include "fuzz_roundtrip.h"
