@@ -29,7 +29,9 @@ static inline int64_t k_parallel_chunks(int64_t n, int64_t grain) {
 }
 
 /* Calls fn once per chunk, [c*grain, min(n, (c+1)*grain)), and returns when every chunk is
- * done. Chunks run in any order and on any thread. Safe to call from inside a chunk (the
+ * done. Chunks run in any order and on any thread; each thread starts on its own contiguous
+ * share of them, the same share in every loop (the caller the first), so two loops that cut
+ * the same memory alike mostly keep each part of it on one core. Safe to call from inside a chunk (the
  * nested loop then runs on the calling thread) and from several threads at once. */
 void k_parallel_for(int64_t n, int64_t grain, k_range_fn fn, void *ctx);
 
@@ -61,6 +63,14 @@ static inline int64_t k_parallel_row_parts(int64_t tasks, int64_t rows, int64_t 
   if (want > rows) want = rows;
   return want > 1 ? want : 1;
 }
+
+/* Parts to cut each of a loop's tasks' rows into so that the loop can run row-major: every
+ * part a thread's band of rows (part-major task order, with k_parallel_for's homes each thread
+ * then takes the same rows of every layer, and reads mostly what it wrote itself), when the
+ * batch (`samples`) is smaller than the thread count; `parts` rounded up to a multiple of the
+ * threads, at most `rows`. 0 when the loop should keep its own order (one thread, a batch that
+ * covers the threads, or KILN_ROW_MAJOR=0). */
+int64_t k_parallel_row_major(int64_t samples, int64_t rows, int64_t parts);
 
 /* The CPUs this process may run on (sched_getaffinity), at least 1. */
 int k_parallel_cpu_count(void);

@@ -39,13 +39,20 @@ static int cover_once(int64_t n, int64_t grain) {
   return ok;
 }
 
+/* At several pool sizes: fewer chunks than threads, more threads than the pool has homes
+ * (K_PAR_HOMES, 64: threads then share one), and shares that do not divide evenly. */
 static void test_cover(void) {
   const int64_t ns[] = {0, 1, 2, 7, 64, 1000, 4097};
   const int64_t grains[] = {-3, 0, 1, 3, 64, 5000};
-  for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
-    for (size_t b = 0; b < sizeof grains / sizeof *grains; b++)
-      KT_CHECK(cover_once(ns[a], grains[b]), "n=%lld grain=%lld: every chunk once",
-               (long long)ns[a], (long long)grains[b]);
+  const int threads[] = {2, 3, 8, 70};
+  for (size_t t = 0; t < sizeof threads / sizeof *threads; t++) {
+    k_parallel_set_threads(threads[t]);
+    for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
+      for (size_t b = 0; b < sizeof grains / sizeof *grains; b++)
+        KT_CHECK(cover_once(ns[a], grains[b]), "%d threads, n=%lld grain=%lld: every chunk once", threads[t],
+                 (long long)ns[a], (long long)grains[b]);
+  }
+  k_parallel_set_threads(0);
 }
 
 /* ---- nested loops ---------------------------------------------------------------------- */
