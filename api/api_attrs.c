@@ -22,7 +22,7 @@ KILN_API void kiln_attrs_free(kiln_attrs *a) {
 
 static int api_attrs_begin(kiln_attrs *a, const char *name, const char *fn) {
   if (!a) return api_fail("%s: attrs is NULL", fn);
-  if (!api_is_name(name, false)) return api_fail("%s: '%s' is not an attribute name", fn, name ? name : "(null)");
+  if (!api_is_name(name, false) && !(name && fe_is_attr_keyword(name))) return api_fail("%s: '%s' is not an attribute name", fn, name ? name : "(null)");
   api_buf_printf(&a->text, "%s%s=", a->n ? ", " : "", name);
   a->n++;
   return KILN_OK;

@@ -106,6 +106,8 @@ void fe_file_free(fe_file *f);
 /* Whether s is one of lexer.l's keywords (dim, param, const, ...), which no name may be:
  * writers of .kiln text (kiln import, the REPL's export) rename such names. */
 bool fe_is_keyword(const char *s);
+/* Whether keyword s may still name an op's argument, as in concat(a, b, dim=0). */
+bool fe_is_attr_keyword(const char *s);
 
 /* ---- fe_lower.c ---- */
 /* -D name=N (lo 0: fixed at value), or -D name=LO..N (lo > 0: bounded to [lo, value]). A

@@ -96,3 +96,12 @@ bool fe_is_keyword(const char *s) {
     if (strcmp(s, fe_keywords[i]) == 0) return true;
   return false;
 }
+
+/* The keywords parser.y also takes as an argument's name (its `T_DIM '=' expr`). */
+static const char *const fe_attr_keywords[] = {"dim"};
+
+bool fe_is_attr_keyword(const char *s) {
+  for (size_t i = 0; i < sizeof fe_attr_keywords / sizeof *fe_attr_keywords; i++)
+    if (strcmp(s, fe_attr_keywords[i]) == 0) return true;
+  return false;
+}

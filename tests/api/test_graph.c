@@ -139,11 +139,17 @@ static void test_refusals(void) {
   kiln_attrs_free(a), a = NULL;
   CHECK(!kiln_attrs_new(&a) && !kiln_attrs_parse(a, "shape", "(4, 2)"), "attrs");
   CHECK(kiln_graph_op(g, "w", "reshape", 1, x, a) && has(kiln_last_error(), "reshape"), "wrong shape: %s", kiln_last_error());
+  kiln_attrs_free(a), a = NULL;
+  /* dim is a keyword (dim declarations) that the language also takes as concat's argument */
+  CHECK(!kiln_attrs_new(&a) && !kiln_attrs_int(a, "dim", 0) &&
+        !kiln_graph_op(g, "c", "concat", 2, (const char *[]){"x", "x"}, a), "concat(x, x, dim=0): %s", kiln_last_error());
+  CHECK(kiln_attrs_int(a, "param", 1) && has(kiln_last_error(), "'param' is not an attribute name"), "another keyword refused");
   kiln_attrs_free(a);
   CHECK(kiln_graph_op(g, "y", "relu", 1, x, NULL) && has(kiln_last_error(), "y"), "y assigned twice");
   char *text = NULL;
   CHECK(kiln_graph_text(g, &text) && has(kiln_last_error(), "no output"), "no output yet");
-  CHECK(!kiln_graph_output(g, "y") && !kiln_graph_text(g, &text) && has(text, "y = reshape(x, shape=(3, 2))"),
+  CHECK(!kiln_graph_output(g, "y") && !kiln_graph_text(g, &text) && has(text, "y = reshape(x, shape=(3, 2))") &&
+        has(text, "c = concat(x, x, dim=0)"),
         "after refusals the graph holds what was accepted: %s", text ? text : kiln_last_error());
   kiln_free(text);
   kiln_graph_free(g);

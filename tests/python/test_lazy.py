@@ -50,6 +50,7 @@ def test_ops_against_numpy(xs):
         (kiln.softmax(x), np.exp(a) / np.exp(a).sum(1, keepdims=True)),
         (x.reshape(2, 6), a.reshape(2, 6)),
         (kiln.concat(x, x), np.concatenate([a, a], 1)),
+        (kiln.concat(x, x, dim=0), np.concatenate([a, a], 0)),   # dim: a keyword that names an argument
         (kiln.fully_connected(x, w.T, kiln.ones(5), num_hidden=5), a @ b + 1),
         (kiln.transpose(x, axes=(1, 0)), a.T),
     ]
