@@ -324,13 +324,21 @@ int k_conv_block_together(const k_shape *data, const k_shape *weight, const k_co
   return k_conv_dw_blocks(data, weight, p);
 }
 
+int k_conv_prologue_ok(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
+  if (data->rank != 4 || weight->rank != 4 || p->kernel.n != 2 || p->num_group > 1 || p->in_block) return 0;
+  k_cd_geom g = k_cd_geometry(data, weight, p, K_CD_VMAX);
+  return g.kh == 1 && g.kw == 1 && g.ph == 0 && g.pw == 0 && g.phe == 0 && g.pwe == 0 && g.C > K_CD_NCHW_C &&
+         g.N > 0 && g.OH > 0 && g.OW > 0;
+}
+
 /* A grouped layer runs here only when its groups are whole blocks (k_cd_grouped_ok); a
  * depthwise one never (a blocked one is k_conv_dw.c's): sized as a dense one, MNASNet's
  * blocked 5x5 depthwise layers on 1152 channels asked 266 MB each, and create spent a second
  * clearing the arena. */
 size_t k_conv_direct_temp_bytes(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
   int here = p->num_group > 1 ? (k_cd_blocked(p) ? k_cd_grouped_whole(data, weight, p) : k_conv_direct_wanted(data, weight, p, 0))
-                              : k_cd_blocked(p) || k_conv_direct_wanted(data, weight, p, 0) || k_conv_direct_wanted(data, weight, p, 1);
+                              : k_cd_blocked(p) || p->pro_slot || k_conv_direct_wanted(data, weight, p, 0) ||
+                                  k_conv_direct_wanted(data, weight, p, 1);
   if (!here) return 0;
   k_cd_geom g = k_cd_geometry(data, weight, p, K_CD_VMAX);
   int64_t sizes[4];
@@ -342,7 +350,7 @@ size_t k_conv_direct_temp_bytes(const k_shape *data, const k_shape *weight, cons
 int k_conv_direct_runs(const k_call *c, const k_shape *data, const k_shape *weight, int backward) {
   /* k_conv_direct_forward checks the rest; a blocked depthwise layer is k_conv_dw.c's */
   const k_conv_param *p = c->param;
-  if (!backward && k_cd_blocked(p)) return p->num_group <= 1 || k_cd_grouped_whole(data, weight, p);
+  if (!backward && (k_cd_blocked(p) || p->pro_slot)) return p->num_group <= 1 || k_cd_grouped_whole(data, weight, p);
   return k_conv_direct_wanted(data, weight, c->param, backward) && c->temp &&
          c->temp_bytes >= k_conv_direct_temp_bytes(data, weight, c->param);
 }
@@ -524,12 +532,24 @@ typedef struct {
   int64_t row_parts;     /* forward: parts each task's rows are cut into (k_cd_row_parts) */
   int64_t pack_parts;    /* forward, NCHW input: parts each block is packed in (k_cd_pack_parts) */
   int row_major;         /* forward: tasks in (part, sample, pair) order (k_parallel_row_major) */
+  const float *pro_a, *pro_b;   /* forward with a prologue: its per-channel x a + b, Cb V each
+                                   (zero past C), else NULL (k_cd_pro_coeffs) */
 } k_cd_ctx;
 
 /* A pack task copies one channel block of one sample, a few KiB at batch 1: tasks are grouped
  * so that a chunk copies about K_GRAIN floats, since waking the pool for less costs more than
  * the copy. Each task writes its own block, so the grouping changes no result. */
 static int64_t k_cd_pack_grain(int64_t block_floats) { return k_vec_grain(block_floats); }
+
+/* The prologue (k_conv_param.pro_slot) on n packed positions of input block cb at x (an
+ * unpadded block's rows are one run): each lane batch_norm's x a + b, then relu when asked, as
+ * k_norm.c's predict and the relu kernel compute them (the same bits as the two ops run
+ * alone), in the ISA's vectors while the rows are in cache. Lanes past C hold zeros, with a
+ * and b zero there: they stay zero. */
+static void k_cd_prologue(const k_cd_ctx *t, int64_t cb, float *x, int64_t n) {
+  int64_t V = t->g->V;
+  t->isa->pro_rows(x, n, t->pro_a + cb * V, t->pro_b + cb * V, ((const k_conv_param *)t->c->param)->pro_relu);
+}
 
 /* Rows [r0, r1) of the packed rows of sample n's input block cb, packed from NCHW: a part is
  * a block of its own, the top margin only on the first, the bottom on the last. */
@@ -542,6 +562,7 @@ static void k_cd_pack_x_rows(const k_cd_ctx *t, int64_t n, int64_t cb, int64_t r
   if (r1 < rows) m.bottom = 0;
   k_cd_pack_block(t->isa, t->src + (t->n0 + n) * g->C * g->H * g->W + r0 * g->rstep * g->W, g->C, g->H, g->W, m, cb,
                   r1 - r0, g->rstep, dst);
+  if (t->pro_a) k_cd_prologue(t, cb, dst + (m.top * g->Wp + m.left) * g->V, (r1 - r0) * g->W);
 }
 
 /* Task i = (sample, cb, part of the rows) packs that part of that block of x, padded. */
@@ -848,6 +869,19 @@ static void k_cd_pack_forward(const k_call *c, const k_cd_geom *g, const k_epi_s
   else k_cd_pack_weights_scaled(g, c->in[1].data, a, 0, w);
 }
 
+/* The prologue's coefficients into a and b, Cb V floats each: channel ch's batch_norm x a + b
+ * (k_batch_norm_predict_coeffs, as k_norm.c's predict), zero past C. */
+static void k_cd_pro_coeffs(const k_call *c, const k_cd_geom *g, float *a, float *b) {
+  const k_conv_param *p = c->param;
+  const float *gamma = c->in[p->pro_slot].data, *beta = c->in[p->pro_slot + 1].data;
+  const float *mean = c->in[p->pro_slot + 2].data, *var = c->in[p->pro_slot + 3].data;
+  for (int64_t ch = 0; ch < g->Cb * g->V; ch++) {
+    float invstd;
+    a[ch] = b[ch] = 0.0f;
+    if (ch < g->C) k_batch_norm_predict_coeffs(gamma[ch], beta[ch], mean[ch], var[ch], p->pro_eps, &invstd, &a[ch], &b[ch]);
+  }
+}
+
 /* The forward-layout weights and bias (t->b.w, t->bias; returns the folded step or NULL):
  * from the call's cache when the weights (and, folding, the bias and the statistics) are
  * stable inputs and the cache holds them for this V; packed into the cache (grown as needed)
@@ -860,16 +894,24 @@ static const k_epi_step *k_cd_fwd_weights(const k_call *c, const k_cd_geom *full
   k_cd_geom wg = k_cd_group_geometry(full);   /* the weights are [F][C / G][kh][kw] */
   const k_cd_geom *g = &wg;
   size_t wfloats = (size_t)k_cd_round(g->Fb * g->Cb * k_cd_wtaps(g, t->wino) * g->V * g->V);
-  size_t bytes = (wfloats + (fold ? 2 * (size_t)k_cd_round(g->F) : 0)) * sizeof(float);
+  size_t ffloats = 2 * (size_t)k_cd_round(g->F), pfloats = p->pro_slot ? 2 * (size_t)(g->Cb * g->V) : 0;
+  size_t bytes = (wfloats + (fold ? ffloats : 0) + pfloats) * sizeof(float);
   int cached = k && k_cache_stable(k, 1, 1) &&
-               (!fold || ((p->no_bias || k_cache_stable(k, 2, 1)) && k_cache_stable(k, fold->slot, 4)));
-  float *w = t->b.w, *fb = t->b.dwb;
-  uint64_t key = k_cd_cache_key(g, fold != NULL, t->wino);
+               (!fold || ((p->no_bias || k_cache_stable(k, 2, 1)) && k_cache_stable(k, fold->slot, 4))) &&
+               (!p->pro_slot || k_cache_stable(k, p->pro_slot, 4));
+  /* without a cache, the workspace's weight-gradient part (unused forward) holds the folded
+   * bias, then the prologue's coefficients: a 1x1 layer's Fb Cb V V floats hold both */
+  float *w = t->b.w, *fb = t->b.dwb, *pro = t->b.dwb + ffloats;
+  uint64_t key = k_cd_cache_key(g, fold != NULL, t->wino) | (uint64_t)(p->pro_slot != 0) << 10;
   int fill = 0;
   float *d = cached ? k_cache_reserve(k, key, bytes, &fill) : NULL;
-  if (fill) k_cd_pack_forward(c, g, fold, t->wino, d, d + wfloats), k->key = key;
-  if (d) w = d, fb = d + wfloats;
-  else k_cd_pack_forward(c, g, fold, t->wino, w, fb);
+  if (d) w = d, fb = d + wfloats, pro = fb + (fold ? ffloats : 0);
+  if (fill || !d) {
+    k_cd_pack_forward(c, g, fold, t->wino, w, fb);
+    if (p->pro_slot) k_cd_pro_coeffs(c, full, pro, pro + g->Cb * g->V);
+    if (fill) k->key = key;
+  }
+  if (p->pro_slot) t->pro_a = pro, t->pro_b = pro + g->Cb * g->V;
   t->b.w = w;
   t->bias = fold ? fb : p->no_bias ? NULL : c->in[2].data;
   return fold;
@@ -898,13 +940,29 @@ static int k_cd_check_blocked(const k_call *c) {
   return 1;
 }
 
+/* A prologue this call cannot honour is refused with a message (k_conv_prologue_ok's shapes,
+ * its four inputs there), never skipped. */
+static int k_cd_check_prologue(const k_call *c) {
+  const k_conv_param *p = c->param;
+  const char *why = NULL;
+  if (p->pro_slot < 1 || p->pro_slot + 3 >= c->nin) why = "its batch_norm's inputs are not in the call";
+  else if (!k_conv_prologue_ok(&c->in[0].shape, &c->in[1].shape, p)) why = "only a 1x1, unpadded, ungrouped layer on NCHW input of more than 4 channels takes one";
+  else if (!c->temp || c->temp_bytes < k_conv_direct_temp_bytes(&c->in[0].shape, &c->in[1].shape, p))
+    why = "the workspace is smaller than the direct path needs";
+  for (int k = 0; !why && k < 4; k++)
+    if (k_shape_numel(&c->in[p->pro_slot + k].shape) != c->in[0].shape.d[1]) why = "its batch_norm's parameters are not one per input channel";
+  if (!why) return 0;
+  snprintf(c->err, c->err_len, "convolution: compiled prologue (batch_norm%s of the data): %s", p->pro_relu ? ", relu" : "", why);
+  return 1;
+}
+
 /* Per chunk: the padded blocked input is packed from NCHW, copied from a blocked input, or,
  * for a blocked unpadded input, the input tensor itself; a blocked output is written in
  * place of yb. */
 int k_conv_direct_forward(const k_call *c) {
   if (c->req[0] == kNullOp) return 0;
   const k_conv_param *p = c->param;
-  if (k_cd_blocked(p) && k_cd_check_blocked(c)) return 1;
+  if ((k_cd_blocked(p) && k_cd_check_blocked(c)) || (p->pro_slot && k_cd_check_prologue(c))) return 1;
   const k_cd_isa *isa = k_cd_blocked(p) ? k_cd_pick_width(k_cd_block_width(p)) : k_cd_pick();
   k_cd_geom g = k_cd_geometry(&c->in[0].shape, &c->in[1].shape, p, isa->V);
   int wino = k_cd_wino(&g), nchw = k_cd_nchw(&g, p, wino);
@@ -914,7 +972,7 @@ int k_conv_direct_forward(const k_call *c) {
   if (direct_in && wino) g.vph = g.ph, g.vpw = g.pw, g.vphe = g.phe, g.vpwe = g.pwe;
   if (!direct_in && !nchw && !g.planar) k_cd_skip_rows(&g);   /* the padded NCHW copies keep every row */
   k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), c->in[0].data, 0, 0, p->in_block, p->out_block,
-                 p->epi_block, NULL, wino, 0, 0, {-1, 0, 0, 0, 0.0f, 0.0f}, NULL, 1, 1, 0};
+                 p->epi_block, NULL, wino, 0, 0, {-1, 0, 0, 0, 0.0f, 0.0f}, NULL, 1, 1, 0, NULL, NULL};
   float *xb = t.b.xb, *yb = t.b.yb;
   k_call folded;       /* the call with the folded step taken off its epilogue */
   k_epilogue tail;
@@ -993,7 +1051,7 @@ int k_conv_direct_backward(const k_call *c) {
   k_cd_geom g = k_cd_geometry(&c->in[1].shape, &c->in[2].shape, p, isa->V);
   int allowed = k_cd_wino_allowed(), wino = allowed && k_cd_wino_data_shape(&g);
   k_cd_geom dg = k_cd_data_geometry(&g);
-  k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), NULL, 0, 0, 0, 0, 0, NULL, wino, 0, 0, {-1, 0, 0, 0, 0.0f, 0.0f}, &dg, 1, 1, 0};
+  k_cd_ctx t = {&g, isa, c, k_cd_layout(&g, c->temp), NULL, 0, 0, 0, 0, 0, NULL, wino, 0, 0, {-1, 0, 0, 0, 0.0f, 0.0f}, &dg, 1, 1, 0, NULL, NULL};
   t.wino_w = allowed && k_cd_wino_tiles(&g);
   if (c->req[0] != kNullOp) {
     if (wino) k_cd_pack_weights_wino(&g, c->in[2].data, NULL, 1, t.b.w);
@@ -1029,6 +1087,10 @@ int k_conv_block_together(const k_shape *data, const k_shape *weight, const k_co
   (void)data, (void)weight, (void)p;
   return 0;
 }
+int k_conv_prologue_ok(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
+  (void)data, (void)weight, (void)p;
+  return 0;
+}
 int k_conv_direct_nchw(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
   (void)data, (void)weight, (void)p;
   return 0;
@@ -1040,7 +1102,7 @@ int k_conv_direct_planar(const k_shape *data, const k_shape *weight, const k_con
 int k_conv_direct_runs(const k_call *c, const k_shape *data, const k_shape *weight, int backward) {
   const k_conv_param *p = c->param;
   (void)data, (void)weight;
-  return !backward && (p->in_block || p->out_block || p->epi_block);   /* refused by k_conv_direct_forward */
+  return !backward && (p->in_block || p->out_block || p->epi_block || p->pro_slot);   /* refused by k_conv_direct_forward */
 }
 int k_conv_direct_forward(const k_call *c) {
   snprintf(c->err, c->err_len, "convolution: no direct path in this build");

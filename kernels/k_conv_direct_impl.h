@@ -73,6 +73,9 @@ typedef struct {
                     float *dst);
   void (*unpack_rows)(const float *src, int64_t W, int64_t srs, int64_t cn, int64_t len, float *dst,
                       int64_t ld, int add);
+  /* A prologue on n positions of one packed block at x: lane l x a[l] + b[l], then relu when
+   * set, with batch_norm's and relu's arithmetic (k_conv_param.pro_slot). */
+  void (*pro_rows)(float *x, int64_t n, const float *a, const float *b, int relu);
   /* Rows [oh0, oh1) of yb[n][fb .. fb+nf), nf = 1 or 2, plus bias (F floats, or NULL), stored
    * through st (NULL: as computed). */
   void (*fwd_block)(const k_cd_geom *g, const float *xb, const float *wf, const float *bias,

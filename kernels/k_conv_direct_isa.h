@@ -136,6 +136,20 @@ static void KCD(unpack_rows)(const float *src, int64_t W, int64_t srs, int64_t c
   }
 }
 
+/* A prologue on n packed positions of one block at x: each lane x a[l] + b[l], then relu when
+ * asked as the store's (x < 0 gives +0, anything else keeps its bits). A multiply, then an
+ * add, as batch_norm's predict kernel computes them: these files contract multiply-adds into
+ * FMAs, which would round once where it rounds twice, so this function does not. */
+__attribute__((optimize("fp-contract=off")))
+static void KCD(pro_rows)(float *x, int64_t n, const float *a, const float *b, int relu) {
+  VEC va = KCD(ld)(a), vb = KCD(ld)(b);
+  for (int64_t i = 0; i < n; i++, x += K_CD_V) {
+    VEC v = KCD(ld)(x) * va + vb;
+    if (relu) v = (VEC)((KCD(ivec))v & ~(KCD(ivec))(v < (VEC){0}));
+    KCD(st)(x, v);
+  }
+}
+
 /* ---- forward ---------------------------------------------------------------------------- */
 
 /* v as a k_cd_store leaves it: plus r's vector (r + v when swapped; r NULL: no add), then
@@ -749,7 +763,7 @@ static void KCD(bwd_weight_wino_block)(const k_cd_geom *g, const float *xb, cons
 }
 
 /* The width's entry in the dispatch table. */
-const k_cd_isa KCD(k_cd_isa) = {K_CD_NAME, K_CD_V, KCD(pack_rows), KCD(unpack_rows),
+const k_cd_isa KCD(k_cd_isa) = {K_CD_NAME, K_CD_V, KCD(pack_rows), KCD(unpack_rows), KCD(pro_rows),
                                   KCD(fwd_block), KCD(fwd_wino_block), KCD(fwd_nchw_rows), KCD(bwd_data_block),
                                   KCD(bwd_weight_block), KCD(bwd_weight_wino_block)};
 

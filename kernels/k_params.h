@@ -62,6 +62,13 @@ typedef struct {
    * residual add's) are NCHW, else the block width V (8 or 16) of their channel-blocked storage
    * [N][ceil(C / V)][H][W][V], lanes past C undefined. out_block implies epi_block. */
   int32_t in_block, out_block, epi_block;
+  /* Forward only, set by passes/pass_epilogue.c (never an attribute; 0 everywhere else): a
+   * prologue, a predict-mode batch_norm of the data over its channels (gamma, beta,
+   * moving_mean and moving_var at input slots pro_slot.. pro_slot + 3, epsilon pro_eps), then a
+   * relu when pro_relu, applied as the direct kernel packs its NCHW input (k_conv_prologue_ok
+   * says where it can); 0 when none (slot 0 is always the data). */
+  int32_t pro_slot, pro_relu;
+  float pro_eps;
 } k_conv_param;
 
 enum { K_POOL_MAX = 0, K_POOL_AVG = 1 };

@@ -71,6 +71,12 @@ size_t k_convolution_temp_bytes(const k_shape *args, const void *param);   /* th
  * at that width whatever KILN_CONV or the CPU say at run time (a portable loop without
  * AVX-512 / AVX2), and refuses with a message what it cannot honour. */
 int k_conv_block_width(const k_shape *data, const k_shape *weight, const k_conv_param *p);
+/* Whether a forward of this shape can take a prologue (k_conv_param.pro_slot: a batch_norm,
+ * then a relu, of its data, applied as the kernel packs its input): 2-D, 1x1, unpadded,
+ * ungrouped, more than a few input channels, NCHW input, on the direct path. DenseNet's
+ * layers read batch_norm -> relu of a concat that way, with neither run as a pass over
+ * memory. passes/pass_epilogue.c asks; a call with a prologue always runs direct. */
+int k_conv_prologue_ok(const k_shape *data, const k_shape *weight, const k_conv_param *p);
 /* 1 when that blocked forward reads and writes blocked only together (a depthwise layer),
  * never converting one side as the direct path does. */
 int k_conv_block_together(const k_shape *data, const k_shape *weight, const k_conv_param *p);

@@ -22,6 +22,8 @@ typedef struct {
   int value;                         /* the tensor the chain computes so far */
   int stats;                         /* train: the row sums it gathers for a batch_norm, or -1 */
   int stats_reader;                  /* that batch_norm's position */
+  int pro[2], npro;                  /* a prologue's members: the batch_norm, then a relu (or none) */
+  int pro_data;                      /* the batch_norm's data, the fused node's data instead */
 } pass_echain;
 
 typedef struct {
@@ -169,7 +171,8 @@ static void pass_epi_say(pass_epi *pe, int p, int c, const char *why) {
 /* Grows the chain of the heavy node at position h as far as it goes. */
 static void pass_epi_grow(pass_epi *pe, int h, pass_echain *ch) {
   char buf[320];
-  *ch = (pass_echain){.member = {h}, .n = 1, .value = ir_node_at(pe->g, h)->out[0], .stats = -1, .stats_reader = -1};
+  *ch = (pass_echain){.member = {h}, .n = 1, .value = ir_node_at(pe->g, h)->out[0], .stats = -1, .stats_reader = -1,
+                      .pro_data = -1};
   for (;;) {
     const char *why;
     int last = ch->member[ch->n - 1], c = pass_epi_reader(pe, ch->value, last, &why, buf, sizeof buf);
@@ -243,6 +246,61 @@ static void pass_epi_stats_value(pass_epi *pe, pass_echain *ch) {
   b->in = in, b->nin = K_BN_STATS_SLOT + 1;
 }
 
+/* ---- a prologue: batch_norm, then relu, of a convolution's data ---- */
+
+/* The node writing t, when it is a forward op of kind `op` whose one output t only the node at
+ * `reader` reads (no result, not an epilogue's member yet); -1 otherwise. */
+static int pass_epi_pro_source(const pass_epi *pe, int t, int op, int reader) {
+  const ir_tensor *x = ir_tensor_at(pe->g, t);
+  if (x->producer < 0 || pe->nreaders[t] != 1 || pass_epi_is_result(pe->g, t) || pass_epi_next_reader(pe, t, x->producer) != reader)
+    return -1;
+  const ir_node *n = ir_node_at(pe->g, x->producer);
+  return n->kind == IR_N_OP && n->op == op && pe->group[x->producer] < 0 && n->out[0] == t && ir_node_req(n, 0) != kAddTo
+             ? x->producer : -1;
+}
+
+/* Why the prologue's members cannot move down to position `to` (past the nodes between that
+ * are not the chain's), or NULL. */
+static const char *pass_epi_pro_movable(const pass_epi *pe, const pass_echain *ch, int to, char *buf, size_t len) {
+  for (int k = 0; k < ch->npro; k++)
+    for (int q = ch->pro[k] + 1; q < to; q++) {
+      bool q_writes, member = q == ch->pro[0] || q == ch->pro[1];
+      for (int i = 0; i < ch->n; i++) member |= q == ch->member[i];
+      const ir_node *m = ir_node_at(pe->g, ch->pro[k]), *qn = ir_node_at(pe->g, q);
+      int t = member ? -1 : pass_node_conflict(pe->g, m, qn, &q_writes);
+      if (t >= 0)
+        return snprintf(buf, len, "the group would run %s after %s, which %s %s", m->name, qn->name,
+                        q_writes ? "writes" : "reads", ir_tensor_at(pe->g, t)->name), buf;
+    }
+  return NULL;
+}
+
+/* In predict, a convolution whose data is relu(batch_norm(x)) (or batch_norm(x)), each value
+ * read by the next node alone, can apply both as its kernel packs x (k_conv_prologue_ok says
+ * which layers can): DenseNet's layers read their concat that way, and batch_norm and relu
+ * then run as no pass over memory of their own. The same arithmetic as the two kernels, so the
+ * same bits. A batch_norm another chain took as its epilogue stays there. */
+static void pass_epi_prologue(pass_epi *pe, pass_echain *ch) {
+  ir_graph *g = pe->g;
+  int h = ch->member[0];
+  const ir_node *hn = ir_node_at(g, h);
+  if (g->mode != IR_MODE_PREDICT || hn->op != IR_OP_convolution || hn->nin < 2 || hn->in[0] < 0) return;
+  int r = pass_epi_pro_source(pe, hn->in[0], IR_OP_relu, h);
+  int b = pass_epi_pro_source(pe, r >= 0 ? ir_node_at(g, r)->in[0] : hn->in[0], IR_OP_batch_norm, r >= 0 ? r : h);
+  if (b < 0) return;
+  const ir_node *bn = ir_node_at(g, b);
+  char buf[320];
+  const k_shape *x = &ir_tensor_at(g, bn->in[0])->shape;
+  if (bn->nin != 5 || ((const k_batch_norm_param *)bn->param)->axis != 1 || pass_epi_hidden(pe, bn, buf, sizeof buf) ||
+      !k_conv_prologue_ok(x, &ir_tensor_at(g, hn->in[1])->shape, hn->param))
+    return;
+  pass_echain next = *ch;
+  next.pro[0] = b, next.pro[1] = r, next.npro = r >= 0 ? 2 : 1, next.pro_data = bn->in[0];
+  const char *why = pass_epi_pro_movable(pe, &next, ch->member[ch->n - 1], buf, sizeof buf);
+  if (why) return pass_explain(pe->cx, "%s (batch_norm) -> %s (convolution): no prologue: %s", bn->name, hn->name, why);
+  *ch = next;
+}
+
 /* ---- building the fused node ---- */
 
 static void pass_epi_say_group(pass_epi *pe, const pass_echain *ch, const ir_node *fn) {
@@ -250,12 +308,15 @@ static void pass_epi_say_group(pass_epi *pe, const pass_echain *ch, const ir_nod
   size_t len = 0;
   FILE *o = open_memstream(&s, &len);
   if (!o) KILN_ICE("out of memory");
-  fprintf(o, "epilogue %s: %s %s, then", fn->name, ir_ops[fn->op].name, fn->sub[0].name);
-  for (int k = 1; k < fn->nsub; k++)
+  fprintf(o, "epilogue %s: %s %s", fn->name, ir_ops[fn->op].name, fn->sub[0].name);
+  for (int k = 0; k < ch->npro; k++)
+    fprintf(o, "%s%s (%s)", k ? ", " : " with the prologue ", fn->sub[ch->n + k].name, ir_node_kind_name(&fn->sub[ch->n + k]));
+  fprintf(o, "%s", ch->n > 1 || ch->stats >= 0 ? ", then" : "");
+  for (int k = 1; k < ch->n; k++)
     fprintf(o, "%s%s (%s%s)", k > 1 ? ", " : " ", fn->sub[k].name, ir_node_kind_name(&fn->sub[k]),
             fn->epi->step[k - 1].kind == K_EPI_AFFINE ? ": per-channel affine" : "");
   if (ch->stats >= 0)
-    fprintf(o, "%s the statistics of %s (batch_norm in training)", fn->nsub > 1 ? "," : "", ir_node_at(pe->g, ch->stats_reader)->name);
+    fprintf(o, "%s the statistics of %s (batch_norm in training)", ch->n > 1 ? "," : "", ir_node_at(pe->g, ch->stats_reader)->name);
   fprintf(o, "; in:");
   for (int k = 0; k < fn->nin; k++) fprintf(o, " %s", ir_tensor_at(pe->g, fn->in[k])->name);
   fprintf(o, "; out:");
@@ -270,18 +331,31 @@ static ir_node pass_epi_make(pass_epi *pe, pass_echain *ch, int number) {
   const ir_node *h = ir_node_at(pe->g, ch->member[0]), *last = ir_node_at(pe->g, ch->member[ch->n - 1]);
   for (int k = 0; k < ch->epi.nsteps; k++)
     if (ch->epi.step[k].kind == K_EPI_AFFINE || ch->epi.step[k].kind == K_EPI_BINARY) ch->epi.step[k].slot += h->nin;
-  ir_node fn = {.kind = IR_N_FUSED, .op = h->op, .name = ir_strfmt(a, "epilogue%d", number), .nin = h->nin + ch->nextra,
-                .nout = ch->stats >= 0 ? 2 : 1, .param = h->param, .loc = last->loc, .nsub = ch->n};
+  ir_node fn = {.kind = IR_N_FUSED, .op = h->op, .name = ir_strfmt(a, "epilogue%d", number),
+                .nin = h->nin + ch->nextra + (ch->npro ? 4 : 0), .nout = ch->stats >= 0 ? 2 : 1, .param = h->param,
+                .loc = last->loc, .nsub = ch->n + ch->npro};
   int *in = ir_alloc(a, sizeof(int) * (size_t)fn.nin), *out = ir_alloc(a, sizeof(int) * 2), *ip = ir_alloc(a, sizeof(int) * 2);
   k_req *req = ir_alloc(a, sizeof(k_req) * 2);
   memcpy(in, h->in, sizeof(int) * (size_t)h->nin);
   memcpy(in + h->nin, ch->extra, sizeof(int) * (size_t)ch->nextra);
+  if (ch->npro) {   /* the batch_norm's data in the data slot; its gamma, beta, mean, var last */
+    const ir_node *b = ir_node_at(pe->g, ch->pro[0]);
+    k_conv_param *p = memcpy(ir_alloc(a, sizeof *p), h->param, sizeof *p);
+    p->pro_slot = h->nin + ch->nextra, p->pro_relu = ch->npro == 2, p->pro_eps = ((const k_batch_norm_param *)b->param)->eps;
+    memcpy(in + p->pro_slot, b->in + 1, sizeof(int) * 4);
+    in[0] = ch->pro_data;
+    fn.param = p;
+  }
   out[0] = ch->value, out[1] = ch->stats;
   ip[0] = ip[1] = -1, req[0] = req[1] = kWriteTo;    /* the heavy op cannot write over an input */
   fn.in = in, fn.out = out, fn.inplace = ip, fn.req = req;
   fn.epi = memcpy(ir_alloc(a, sizeof ch->epi), &ch->epi, sizeof ch->epi);
-  fn.sub = ir_alloc(a, sizeof(ir_node) * (size_t)ch->n);
-  for (int k = 0; k < ch->n; k++) fn.sub[k] = *ir_node_at(pe->g, ch->member[k]), fn.flops = ir_sat_add(fn.flops, fn.sub[k].flops);
+  fn.sub = ir_alloc(a, sizeof(ir_node) * (size_t)fn.nsub);   /* the heavy node, its tail, then the prologue */
+  for (int k = 0; k < fn.nsub; k++) {
+    fn.sub[k] = *ir_node_at(pe->g, k < ch->n ? ch->member[k] : ch->pro[k - ch->n]);
+    fn.flops = ir_sat_add(fn.flops, fn.sub[k].flops);
+  }
+  fn.sub[0].param = fn.param;   /* its workspace is the prologue's (pass_plan asks sub[0]) */
   return fn;
 }
 
@@ -325,7 +399,10 @@ int pass_epilogue(ir_graph *g, pass_ctx *cx) {
     if (pe.group[i] >= 0 || !pass_epi_heavy(ir_node_at(g, i))) continue;
     pass_epi_grow(&pe, i, &chains[i]);
     pass_epi_stats(&pe, &chains[i]);
-    for (int k = 0; chains[i].epi.nsteps > 0 && k < chains[i].n; k++) pe.group[chains[i].member[k]] = i;
+    pass_epi_prologue(&pe, &chains[i]);
+    bool fused = chains[i].epi.nsteps > 0 || chains[i].npro > 0;
+    for (int k = 0; fused && k < chains[i].n; k++) pe.group[chains[i].member[k]] = i;
+    for (int k = 0; fused && k < chains[i].npro; k++) pe.group[chains[i].pro[k]] = i;
   }
   cx->stats[PASS_epilogue].fused_groups = pass_epi_rebuild(&pe, chains);
   free(pe.nreaders), free(pe.group), free(chains);

@@ -97,9 +97,10 @@ static bool pass_layout_concat_blocked(const ir_graph *g, const ir_node *n, cons
 }
 
 /* Whether input slot j of node n (width V) reads its tensor as the direct kernel can in blocked
- * form: the data slot, or a binary step's operand of the output's shape (not one value). */
+ * form: the data slot (not under a prologue, which the kernel applies as it packs NCHW data:
+ * k_conv_param.pro_slot), or a binary step's operand of the output's shape (not one value). */
 static bool pass_layout_slot_ok(const ir_graph *g, const ir_node *n, int j) {
-  if (j == 0) return true;
+  if (j == 0) return !((const k_conv_param *)n->param)->pro_slot;
   for (int i = 0; n->epi && i < n->epi->nsteps; i++) {
     const k_epi_step *s = &n->epi->step[i];
     if (s->kind == K_EPI_BINARY && s->slot == j && !s->scalar &&

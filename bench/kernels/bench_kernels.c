@@ -204,7 +204,7 @@ static void b_conv(const b_layer *l, int backward) {
   int N = l->v[0], C = l->v[1], H = l->v[2], W = l->v[3], F = l->v[4], kk = l->v[5], s = l->v[6], pad = l->v[7];
   int G = l->v[8] > 0 ? l->v[8] : 1;
   int OH = (H + 2 * pad - kk) / s + 1, OW = (W + 2 * pad - kk) / s + 1, ckk = C / G * kk * kk;
-  k_conv_param p = {F, {2, {kk, kk}}, {2, {s, s}}, {2, {pad, pad}}, {2, {1, 1}}, G, 0, 0, 0, 0};
+  k_conv_param p = {F, {2, {kk, kk}}, {2, {s, s}}, {2, {pad, pad}}, {2, {1, 1}}, G, 0, 0, 0, 0, 0, 0, 0.0f};
   k_tensor fin[3] = {{b_buf((int64_t)N * C * H * W), b_shape(4, N, C, H, W), K_F32},
                      {b_buf((int64_t)F * ckk), b_shape(4, F, C / G, kk, kk), K_F32},
                      {b_buf(F), b_shape(1, F, 0, 0, 0), K_F32}};
