@@ -1,5 +1,5 @@
 /* pass_simplify.c — rewrites of the graph that do less work for the same values
- * (docs/passes.md, "Simplify"). Five so far.
+ * (docs/passes.md, "Simplify"). Six so far.
  *
  * A monotone activation that only a max pooling reads runs after the pooling instead of
  * before it, on a quarter of the values for a 2x2 window (LeNet's tanh(conv) -> max pooling).
@@ -38,6 +38,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Node p is a max pooling whose windows are never empty. */
 static bool pass_simp_max_pool(const ir_node *p) {
@@ -305,6 +306,59 @@ static void pass_simp_squares(ir_graph *g, pass_ctx *cx) {
   }
 }
 
+/* ---- a concat that begins with an earlier concat's pieces ---- */
+
+/* A forward concat of at least `least` pieces, all there. */
+static bool pass_simp_concat(const ir_node *n, int least) {
+  if (n->kind != IR_N_OP || n->op != IR_OP_concat || n->nout != 1 || n->out[0] < 0 || n->nin < least) return false;
+  for (int j = 0; j < n->nin; j++)
+    if (n->in[j] < 0) return false;
+  return true;
+}
+
+/* The earlier concat (before position i) whose pieces begin n's, the most of them; -1 when none. */
+static int pass_simp_concat_prefix(const ir_graph *g, const ir_node *n, int i) {
+  int dim = ((const k_concat_param *)n->param)->dim, best = -1;
+  for (int k = 0; k < i; k++) {
+    const ir_node *m = ir_node_at(g, k);
+    if (!pass_simp_concat(m, 1) || m->nin >= n->nin || ((const k_concat_param *)m->param)->dim != dim ||
+        (best >= 0 && m->nin <= ir_node_at(g, best)->nin) || memcmp(m->in, n->in, sizeof(int) * (size_t)m->nin))
+      continue;
+    best = k;
+  }
+  return best;
+}
+
+/* n reads m's output in place of m's pieces, its first. */
+static void pass_simp_nest(ir_graph *g, ir_node *n, const ir_node *m) {
+  int *in = ir_alloc(&g->arena, sizeof(int) * (size_t)(n->nin - m->nin + 1));
+  in[0] = m->out[0];
+  memcpy(in + 1, n->in + m->nin, sizeof(int) * (size_t)(n->nin - m->nin));
+  n->in = in, n->nin -= m->nin - 1;
+}
+
+/* A concat whose first pieces are, in order, all of an earlier concat's along the same axis
+ * reads that concat's output in their place: DenseNet's layer k concatenates every earlier
+ * layer's output, Concat(x0 .. xk), where the layer before made Concat(x0 .. xk-1). Then each
+ * piece is read by one concat, and at batch 1 the plan writes each piece inside its concat's
+ * output and each concat inside the next (pass_plan.c's concat placement), so a dense block's
+ * concats copy nothing. The same floats in the same places, so the same bits. Predict only:
+ * in train_step the gradients would meet in the inner concat first. Matched again after each
+ * rewrite, the earlier concats being rewritten already: a block's last concat, [x0 .. x6],
+ * first matches [x0, x1], then [Concat(x0, x1), x2], and so on. */
+static void pass_simp_concats(ir_graph *g, pass_ctx *cx) {
+  for (int i = 0; i < ir_nnodes(g); i++) {
+    ir_node *n = ir_node_at(g, i);
+    int nin = n->nin, last = -1;
+    for (int best; pass_simp_concat(n, 2) && (best = pass_simp_concat_prefix(g, n, i)) >= 0; last = best)
+      pass_simp_nest(g, n, ir_node_at(g, best));
+    if (last < 0) continue;
+    pass_explain(cx, "%s (concat) reads %s (concat) in place of its first %d of %d pieces", n->name,
+                 ir_node_at(g, last)->name, nin - n->nin + 1, nin);
+    if (ir_infer_one(g, cx->diag, i)) KILN_ICE("simplify: '%s' does not infer with the nested concat", n->name);
+  }
+}
+
 /* ---- the pass ---- */
 
 /* The activations behind their max poolings (predict only: see the top). */
@@ -323,7 +377,7 @@ static void pass_simp_pools(ir_graph *g, pass_ctx *cx) {
 }
 
 int pass_simplify(ir_graph *g, pass_ctx *cx) {
-  if (cx->mode != IR_MODE_TRAIN) pass_simp_pools(g, cx);
+  if (cx->mode != IR_MODE_TRAIN) pass_simp_pools(g, cx), pass_simp_concats(g, cx);
   pass_simp_activations(g, cx);
   pass_simp_squares(g, cx);
   pass_simp_matmuls(g, cx);

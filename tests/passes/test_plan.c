@@ -250,8 +250,6 @@ static void test_validator_workspace(void) {
   t_free(r);
 }
 
-/* ---- the figures ---- */
-
 /* ---- concat in place (pass_plan_concat) ---- */
 
 static const ir_buffer *t_buf(const ir_graph *g, const char *name) { return &g->plan->buf[ir_graph_find_tensor(g, name)]; }
@@ -307,6 +305,36 @@ static void test_concat_in_place(void) {
   free(two);
 }
 
+/* DenseNet's concats, each of every earlier piece (flat): in predict, simplify makes each read
+ * the concat before it in place of its first pieces (pass_simp_concats), so at batch 1 every
+ * piece and every concat but the last is planned inside the next concat and nothing is
+ * copied; in train_step the concats stay flat. A concat along another axis is not nested. */
+static void test_concat_dense(void) {
+  const char *src = MODEL("input x : f32[1, 16, 4, 4]\n input y : i32[1]\n"
+                          " a = exp(x)\n c1 = concat(x, a, dim=1)\n b = tanh(c1)\n c2 = concat(x, a, b, dim=1)\n"
+                          " d = sigmoid(c2)\n c3 = concat(x, a, b, d, dim=1)\n e = concat(x, a, dim=2)\n"
+                          " logits = fully_connected(flatten(c3), num_hidden=2)\n"
+                          " loss = softmax_cross_entropy(logits, y)\n"
+                          " output c3, e\n train loss with sgd(lr=0.1)");
+  t_run *r = t_text(src, IR_MODE_PREDICT, NO_FUSION);
+  if (!CHECK(r->g && r->g->plan, "dense concat model did not compile")) return t_free(r);
+  const ir_graph *g = r->g;
+  const ir_node *n2 = t_writer(g, "c2"), *n3 = t_writer(g, "c3"), *ne = t_writer(g, "e");
+  int c1 = ir_graph_find_tensor(g, "c1"), c2 = ir_graph_find_tensor(g, "c2");
+  CHECK(n2 && n2->nin == 2 && n2->in[0] == c1 && n3 && n3->nin == 2 && n3->in[0] == c2,
+        "c2 reads c1 and b, c3 reads c2 and d");
+  CHECK(ne && ne->nin == 2 && ne->in[0] == ir_graph_find_tensor(g, "x"), "a concat along axis 2 keeps its pieces");
+  CHECK(t_buf(g, "c1")->within == c2 && t_buf(g, "c2")->within == ir_graph_find_tensor(g, "c3") &&
+        t_buf(g, "b")->within == c2 && t_buf(g, "d")->within == ir_graph_find_tensor(g, "c3"),
+        "each concat and each new piece inside the next concat");
+  CHECK(pass_plan_validate(g, g->plan, stderr) == 0, "the plan is valid");
+  t_free(r);
+  r = t_text(src, IR_MODE_TRAIN, NO_FUSION);
+  if (CHECK(r->g, "dense concat model did not compile for train_step"))
+    CHECK(t_writer(r->g, "c3") && t_writer(r->g, "c3")->nin == 4, "in train_step c3 keeps its four pieces");
+  t_free(r);
+}
+
 /* ---- the figures ---- */
 
 static double t_mib(int64_t b) { return (double)b / (1 << 20); }
@@ -344,6 +372,7 @@ int main(void) {
   test_validator();
   test_validator_workspace();
   test_concat_in_place();
+  test_concat_dense();
   test_examples();
   test_figures();
   return ts_summary("test_plan");
