@@ -330,7 +330,8 @@ void k_parallel_for(int64_t n, int64_t grain, k_range_fn fn, void *ctx) {
     k_par_inline(n, grain, fn, ctx);
     return;
   }
-  k_job j = {.fn = fn, .ctx = ctx, .n = n, .grain = grain, .nchunks = nchunks};
+  k_job j;   /* its homes are set for the threads there are (not all K_PAR_HOMES: 4 KiB a loop) */
+  j.fn = fn, j.ctx = ctx, j.n = n, j.grain = grain, j.nchunks = nchunks;
   k_par_split(&j, g_pool.nworkers + 1);
   k_par_run_pooled(&j);
   pthread_mutex_unlock(&g_turn);

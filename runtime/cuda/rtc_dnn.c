@@ -152,8 +152,8 @@ static int rtc_conv_dims_of(rtc_ctx *c, const rtc_call *k, rtc_conv_dims *d) {
   if (p->stride.n != sp || (p->pad.n != sp && p->pad.n != 2 * sp) || p->dilate.n != sp)
     return rtc_fail(c, "convolution: stride and dilate must have one entry per spatial axis, pad one or two "
                        "(start and end)");
-  if (p->in_block || p->out_block || p->epi_block || (!bwd && k->s->epi))
-    return rtc_fail(c, "convolution: channel-blocked layouts and fused epilogues are CPU-only");
+  if (p->in_block || p->out_block || p->epi_block || p->pro_slot || (!bwd && k->s->epi))
+    return rtc_fail(c, "convolution: channel-blocked layouts and fused epilogues and prologues are CPU-only");
   if (x->rank != sp + 2 || w->rank != sp + 2 || y->rank != sp + 2)
     return rtc_fail(c, "convolution: data, weight and output must have rank %d", sp + 2);
   int64_t xs[4] = {x->d[0], x->d[1], sp == 2 ? x->d[2] : 1, x->d[x->rank - 1]};
