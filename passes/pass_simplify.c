@@ -26,9 +26,13 @@
  * torch's exported erf GELU, (x * (1 + erf(x / sqrt 2))) * 0.5, becomes gelu(x), and pow(x, 2)
  * becomes square(x) (see below).
  *
+ * In predict, a concat that begins with all of an earlier concat's pieces reads that concat
+ * instead (DenseNet's: see below), so the plan can nest them.
+ *
  * The first is for predict only: in train_step it would send the gradient to the first
  * maximum of x where torch sends it to the first maximum of f(x), a different element wherever
- * f maps two values of a window to one float (tanh near +-1). The others run for both: the
+ * f maps two values of a window to one float (tanh near +-1); so is the concat's (in train_step
+ * the gradients would meet in the inner concat first). The others run for both: the
  * backward pass derives the matmul's backward node from the rewritten one, whose kernels store
  * each gradient as its operand is stored, and the swish's gradient is the fused activation's
  * (torch's own for F.silu and F.hardswish), as gelu's and square's are. None adds a tensor (the
@@ -377,7 +381,10 @@ static void pass_simp_pools(ir_graph *g, pass_ctx *cx) {
 }
 
 int pass_simplify(ir_graph *g, pass_ctx *cx) {
-  if (cx->mode != IR_MODE_TRAIN) pass_simp_pools(g, cx), pass_simp_concats(g, cx);
+  if (cx->mode != IR_MODE_TRAIN) {   /* predict only: see each */
+    pass_simp_pools(g, cx);
+    pass_simp_concats(g, cx);
+  }
   pass_simp_activations(g, cx);
   pass_simp_squares(g, cx);
   pass_simp_matmuls(g, cx);
