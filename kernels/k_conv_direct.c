@@ -263,6 +263,15 @@ int k_conv_direct_wanted(const k_shape *data, const k_shape *weight, const k_con
  * KILN_CONV says now: its neighbours read or wrote that layout. */
 static int k_cd_blocked(const k_conv_param *p) { return p->in_block || p->out_block || p->epi_block; }
 
+/* What the compiler decided a forward runs here, whatever KILN_CONV says now: a blocked
+ * layout, or a prologue (k_conv_param.pro_slot), which only this path applies. */
+static int k_cd_compiled(const k_conv_param *p) { return k_cd_blocked(p) || p->pro_slot; }
+
+/* A 1x1, unpadded, ungrouped layer: its packed rows are its input's, a position at a time. */
+static int k_cd_pointwise(const k_cd_geom *g) {
+  return g->kh == 1 && g->kw == 1 && g->ph == 0 && g->pw == 0 && g->phe == 0 && g->pwe == 0 && g->G == 1;
+}
+
 /* The compiled layout's width (the first of in, out and epilogue that is set). */
 static int64_t k_cd_block_width(const k_conv_param *p) {
   return p->in_block ? p->in_block : p->out_block ? p->out_block : p->epi_block;
@@ -327,8 +336,7 @@ int k_conv_block_together(const k_shape *data, const k_shape *weight, const k_co
 int k_conv_prologue_ok(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
   if (data->rank != 4 || weight->rank != 4 || p->kernel.n != 2 || p->num_group > 1 || p->in_block) return 0;
   k_cd_geom g = k_cd_geometry(data, weight, p, K_CD_VMAX);
-  return g.kh == 1 && g.kw == 1 && g.ph == 0 && g.pw == 0 && g.phe == 0 && g.pwe == 0 && g.C > K_CD_NCHW_C &&
-         g.N > 0 && g.OH > 0 && g.OW > 0;
+  return k_cd_pointwise(&g) && g.C > K_CD_NCHW_C && g.N > 0 && g.OH > 0 && g.OW > 0;
 }
 
 /* A grouped layer runs here only when its groups are whole blocks (k_cd_grouped_ok); a
@@ -337,7 +345,7 @@ int k_conv_prologue_ok(const k_shape *data, const k_shape *weight, const k_conv_
  * clearing the arena. */
 size_t k_conv_direct_temp_bytes(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
   int here = p->num_group > 1 ? (k_cd_blocked(p) ? k_cd_grouped_whole(data, weight, p) : k_conv_direct_wanted(data, weight, p, 0))
-                              : k_cd_blocked(p) || p->pro_slot || k_conv_direct_wanted(data, weight, p, 0) ||
+                              : k_cd_compiled(p) || k_conv_direct_wanted(data, weight, p, 0) ||
                                   k_conv_direct_wanted(data, weight, p, 1);
   if (!here) return 0;
   k_cd_geom g = k_cd_geometry(data, weight, p, K_CD_VMAX);
@@ -350,7 +358,7 @@ size_t k_conv_direct_temp_bytes(const k_shape *data, const k_shape *weight, cons
 int k_conv_direct_runs(const k_call *c, const k_shape *data, const k_shape *weight, int backward) {
   /* k_conv_direct_forward checks the rest; a blocked depthwise layer is k_conv_dw.c's */
   const k_conv_param *p = c->param;
-  if (!backward && (k_cd_blocked(p) || p->pro_slot)) return p->num_group <= 1 || k_cd_grouped_whole(data, weight, p);
+  if (!backward && k_cd_compiled(p)) return p->num_group <= 1 || k_cd_grouped_whole(data, weight, p);
   return k_conv_direct_wanted(data, weight, c->param, backward) && c->temp &&
          c->temp_bytes >= k_conv_direct_temp_bytes(data, weight, c->param);
 }
@@ -697,8 +705,9 @@ static void k_cd_task_fwd(void *p, int64_t lo, int64_t hi) {
   int64_t unit = k_cd_row_unit(t), units = g->OH / unit;
   k_cd_geom gg = k_cd_group_geometry(g);   /* a grouped layer's block functions see one group */
   for (int64_t i = lo; i < hi; i++) {
-    int64_t n = i / (pairs * parts), fb = i / parts % pairs * step, part = i % parts;
+    int64_t n, fb, part;
     if (t->row_major) part = i / (t->ns * pairs), n = i / pairs % t->ns, fb = i % pairs * step;
+    else n = i / (pairs * parts), fb = i / parts % pairs * step, part = i % parts;
     k_cd_fwd_rows(t, &gg, n, fb, part * units / parts * unit, (part + 1) * units / parts * unit);
   }
 }
@@ -712,8 +721,7 @@ static int k_cd_banded(const k_cd_ctx *t) {
   const k_cd_geom *g = t->g;
   const char *env = getenv("KILN_CONV_BANDS");
   if (env && !strcmp(env, "0")) return 0;
-  return g->kh == 1 && g->kw == 1 && g->ph == 0 && g->pw == 0 && g->phe == 0 && g->pwe == 0 && g->G == 1 &&
-         g->Hp == g->OH && !k_epi_has_stats(t->c->epi);
+  return k_cd_pointwise(g) && g->Hp == g->OH && !k_epi_has_stats(t->c->epi);
 }
 
 /* Bands a sample: one a thread when the chunk has fewer samples than threads, else one. */

@@ -140,19 +140,24 @@ static const char *pass_epi_fit(pass_epi *pe, pass_echain *ch, const ir_node *c,
   return nargs == 1 ? pass_epi_unary(c, s) : pass_epi_binary(pe, ch, c, s, buf, len);
 }
 
+/* Whether node q is one of the chain's: its heavy node and tail, or its prologue. */
 static bool pass_epi_member(const pass_echain *ch, int q) {
   for (int k = 0; k < ch->n; k++)
     if (ch->member[k] == q) return true;
+  for (int k = 0; k < ch->npro; k++)
+    if (ch->pro[k] == q) return true;
   return false;
 }
 
-/* The members move down to position `to`: each must commute with the other nodes it passes. */
-static const char *pass_epi_movable(const pass_epi *pe, const pass_echain *ch, int to, char *buf, size_t len) {
-  for (int k = 0; k < ch->n; k++)
-    for (int q = ch->member[k] + 1; q < to; q++) {
+/* Nodes movers[0 .. n) of chain ch move down to position `to`: each must commute with the
+ * nodes not the chain's it passes. Why not, or NULL. */
+static const char *pass_epi_movable(const pass_epi *pe, const pass_echain *ch, const int *movers, int n, int to,
+                                    char *buf, size_t len) {
+  for (int k = 0; k < n; k++)
+    for (int q = movers[k] + 1; q < to; q++) {
       if (pass_epi_member(ch, q)) continue;
       bool q_writes;
-      const ir_node *m = ir_node_at(pe->g, ch->member[k]), *qn = ir_node_at(pe->g, q);
+      const ir_node *m = ir_node_at(pe->g, movers[k]), *qn = ir_node_at(pe->g, q);
       int t = pass_node_conflict(pe->g, m, qn, &q_writes);
       if (t >= 0)
         return snprintf(buf, len, "the group would run %s after %s, which %s %s", m->name, qn->name,
@@ -184,7 +189,7 @@ static void pass_epi_grow(pass_epi *pe, int h, pass_echain *ch) {
     k_epi_step s;
     if (pe->group[c] >= 0) why = "it is already in an epilogue";
     if (!why) why = pass_epi_fit(pe, &next, ir_node_at(pe->g, c), &s, buf, sizeof buf);
-    if (!why) why = pass_epi_movable(pe, ch, c, buf, sizeof buf);
+    if (!why) why = pass_epi_movable(pe, ch, ch->member, ch->n, c, buf, sizeof buf);
     if (why) return pass_epi_say(pe, last, c, why);
     next.epi.step[next.epi.nsteps++] = s;
     next.member[next.n++] = c;
@@ -259,22 +264,6 @@ static int pass_epi_pro_source(const pass_epi *pe, int t, int op, int reader) {
              ? x->producer : -1;
 }
 
-/* Why the prologue's members cannot move down to position `to` (past the nodes between that
- * are not the chain's), or NULL. */
-static const char *pass_epi_pro_movable(const pass_epi *pe, const pass_echain *ch, int to, char *buf, size_t len) {
-  for (int k = 0; k < ch->npro; k++)
-    for (int q = ch->pro[k] + 1; q < to; q++) {
-      bool q_writes, member = q == ch->pro[0] || q == ch->pro[1];
-      for (int i = 0; i < ch->n; i++) member |= q == ch->member[i];
-      const ir_node *m = ir_node_at(pe->g, ch->pro[k]), *qn = ir_node_at(pe->g, q);
-      int t = member ? -1 : pass_node_conflict(pe->g, m, qn, &q_writes);
-      if (t >= 0)
-        return snprintf(buf, len, "the group would run %s after %s, which %s %s", m->name, qn->name,
-                        q_writes ? "writes" : "reads", ir_tensor_at(pe->g, t)->name), buf;
-    }
-  return NULL;
-}
-
 /* In predict, a convolution whose data is relu(batch_norm(x)) (or batch_norm(x)), each value
  * read by the next node alone, can apply both as its kernel packs x (k_conv_prologue_ok says
  * which layers can): DenseNet's layers read their concat that way, and batch_norm and relu
@@ -296,7 +285,7 @@ static void pass_epi_prologue(pass_epi *pe, pass_echain *ch) {
     return;
   pass_echain next = *ch;
   next.pro[0] = b, next.pro[1] = r, next.npro = r >= 0 ? 2 : 1, next.pro_data = bn->in[0];
-  const char *why = pass_epi_pro_movable(pe, &next, ch->member[ch->n - 1], buf, sizeof buf);
+  const char *why = pass_epi_movable(pe, &next, next.pro, next.npro, ch->member[ch->n - 1], buf, sizeof buf);
   if (why) return pass_explain(pe->cx, "%s (batch_norm) -> %s (convolution): no prologue: %s", bn->name, hn->name, why);
   *ch = next;
 }

@@ -320,25 +320,18 @@ static bool pass_simp_concat(const ir_node *n, int least) {
   return true;
 }
 
-/* The earlier concat (before position i) whose pieces begin n's, the most of them; -1 when none. */
-static int pass_simp_concat_prefix(const ir_graph *g, const ir_node *n, int i) {
+/* The earlier concat (before position i) whose pieces, as lowered (pieces[k], npieces[k]),
+ * begin n's, the most of them; -1 when none. */
+static int pass_simp_concat_prefix(const ir_graph *g, const ir_node *n, int i, int *const *pieces, const int *npieces) {
   int dim = ((const k_concat_param *)n->param)->dim, best = -1;
   for (int k = 0; k < i; k++) {
     const ir_node *m = ir_node_at(g, k);
-    if (!pass_simp_concat(m, 1) || m->nin >= n->nin || ((const k_concat_param *)m->param)->dim != dim ||
-        (best >= 0 && m->nin <= ir_node_at(g, best)->nin) || memcmp(m->in, n->in, sizeof(int) * (size_t)m->nin))
+    if (!pass_simp_concat(m, 1) || npieces[k] >= n->nin || ((const k_concat_param *)m->param)->dim != dim ||
+        (best >= 0 && npieces[k] <= npieces[best]) || memcmp(pieces[k], n->in, sizeof(int) * (size_t)npieces[k]))
       continue;
     best = k;
   }
   return best;
-}
-
-/* n reads m's output in place of m's pieces, its first. */
-static void pass_simp_nest(ir_graph *g, ir_node *n, const ir_node *m) {
-  int *in = ir_alloc(&g->arena, sizeof(int) * (size_t)(n->nin - m->nin + 1));
-  in[0] = m->out[0];
-  memcpy(in + 1, n->in + m->nin, sizeof(int) * (size_t)(n->nin - m->nin));
-  n->in = in, n->nin -= m->nin - 1;
 }
 
 /* A concat whose first pieces are, in order, all of an earlier concat's along the same axis
@@ -347,20 +340,26 @@ static void pass_simp_nest(ir_graph *g, ir_node *n, const ir_node *m) {
  * piece is read by one concat, and at batch 1 the plan writes each piece inside its concat's
  * output and each concat inside the next (pass_plan.c's concat placement), so a dense block's
  * concats copy nothing. The same floats in the same places, so the same bits. Predict only:
- * in train_step the gradients would meet in the inner concat first. Matched again after each
- * rewrite, the earlier concats being rewritten already: a block's last concat, [x0 .. x6],
- * first matches [x0, x1], then [Concat(x0, x1), x2], and so on. */
+ * in train_step the gradients would meet in the inner concat first. The match is against the
+ * earlier concats' pieces as lowered (a rewrite gives a node a new input list and keeps the
+ * old one), the longest taken: a block's last concat, [x0 .. x6], reads Concat(x0 .. x5). */
 static void pass_simp_concats(ir_graph *g, pass_ctx *cx) {
-  for (int i = 0; i < ir_nnodes(g); i++) {
+  int nn = ir_nnodes(g), **pieces = calloc((size_t)nn + 1, sizeof *pieces), *npieces = calloc((size_t)nn + 1, sizeof *npieces);
+  if (!pieces || !npieces) KILN_ICE("out of memory");
+  for (int i = 0; i < nn; i++) pieces[i] = ir_node_at(g, i)->in, npieces[i] = ir_node_at(g, i)->nin;
+  for (int i = 0; i < nn; i++) {
     ir_node *n = ir_node_at(g, i);
-    int nin = n->nin, last = -1;
-    for (int best; pass_simp_concat(n, 2) && (best = pass_simp_concat_prefix(g, n, i)) >= 0; last = best)
-      pass_simp_nest(g, n, ir_node_at(g, best));
-    if (last < 0) continue;
-    pass_explain(cx, "%s (concat) reads %s (concat) in place of its first %d of %d pieces", n->name,
-                 ir_node_at(g, last)->name, nin - n->nin + 1, nin);
+    int best = pass_simp_concat(n, 2) ? pass_simp_concat_prefix(g, n, i, pieces, npieces) : -1;
+    if (best < 0) continue;
+    const ir_node *m = ir_node_at(g, best);
+    int k = npieces[best], *in = ir_alloc(&g->arena, sizeof(int) * (size_t)(n->nin - k + 1));
+    pass_explain(cx, "%s (concat) reads %s (concat) in place of its first %d of %d pieces", n->name, m->name, k, n->nin);
+    in[0] = m->out[0];
+    memcpy(in + 1, n->in + k, sizeof(int) * (size_t)(n->nin - k));
+    n->in = in, n->nin -= k - 1;
     if (ir_infer_one(g, cx->diag, i)) KILN_ICE("simplify: '%s' does not infer with the nested concat", n->name);
   }
+  free(pieces), free(npieces);
 }
 
 /* ---- the pass ---- */
