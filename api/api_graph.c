@@ -5,6 +5,7 @@
  * statement the front end refuses is taken back, and its diagnostic is the call's error. */
 #include "api.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -221,12 +222,45 @@ KILN_API int kiln_graph_output(kiln_graph *g, const char *name) {
   API_UNLOCK_RETURN(g, rc);
 }
 
+/* " schedule cosine(total=9) clip_norm=1.0 wd_exclude=bias,norm" after the optimizer; each
+ * part checked to be what it claims, so no text reaches further than its place; the front end
+ * checks the rest when the statement lowers. */
+static int api_train_options(const kiln_train_options *o, api_buf *s) {
+  if (!o) return KILN_OK;
+  if (o->schedule) {
+    if (ir_sched_lookup(o->schedule) < 0)
+      return api_fail("kiln_graph_train_ex: '%s' is not a schedule (step, multistep, exponential, cosine, onecycle)", o->schedule);
+    const kiln_attrs *a = o->schedule_attrs;
+    api_buf_printf(s, " schedule %s(%s)", o->schedule, a && a->n ? a->text.s : "");
+  } else if (o->schedule_attrs && o->schedule_attrs->n) {
+    return api_fail("kiln_graph_train_ex: schedule_attrs without a schedule");
+  }
+  if (o->clip_norm != 0) {
+    if (!(o->clip_norm > 0) || !isfinite(o->clip_norm)) return api_fail("kiln_graph_train_ex: clip_norm must be a positive number (0: none)");
+    api_buf_printf(s, " clip_norm=%.9g", o->clip_norm);
+  }
+  if (o->wd_exclude) {
+    const char *p = o->wd_exclude;
+    for (const char *q = p; *q; q++)
+      if (!(*q >= 'a' && *q <= 'z') && *q != ',' && *q != ' ')
+        return api_fail("kiln_graph_train_ex: wd_exclude is \"bias\", \"norm\" or \"bias,norm\", not '%s'", p);
+    api_buf_printf(s, " wd_exclude=%s", p);
+  }
+  return KILN_OK;
+}
+
 KILN_API int kiln_graph_train(kiln_graph *g, const char *loss, const char *optimizer, const kiln_attrs *attrs) {
+  return kiln_graph_train_ex(g, loss, optimizer, attrs, NULL);
+}
+
+KILN_API int kiln_graph_train_ex(kiln_graph *g, const char *loss, const char *optimizer, const kiln_attrs *attrs,
+                                 const kiln_train_options *options) {
   API_LOCK(g, "kiln_graph_train");
   if (!api_is_name(loss, true)) API_UNLOCK_RETURN(g, api_fail("kiln_graph_train: '%s' is not a name", loss ? loss : "(null)"));
   if (!optimizer || ir_optim_lookup(optimizer) < 0) API_UNLOCK_RETURN(g, api_fail("kiln_graph_train: '%s' is not an optimizer (sgd, adam, adamw)", optimizer ? optimizer : "(null)"));
   api_buf s = {0};
   api_buf_printf(&s, "train %s with %s(%s)", loss, optimizer, attrs && attrs->n ? attrs->text.s : "");
+  if (api_train_options(options, &s)) API_UNLOCK_RETURN(g, (api_buf_free(&s), KILN_ERR));
   bool had = g->has_train;
   g->has_train = true;
   int rc = api_graph_add(g, NULL, &s);

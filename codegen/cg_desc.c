@@ -152,8 +152,9 @@ static void cg_step(cg_box *b, const ir_graph *g, int i, rt_step *s) {
   s->op = nd->kind == IR_N_FUSED && !nd->epi ? -1 : nd->op;
   s->epi = nd->epi ? cg_dup(b, nd->epi, sizeof *nd->epi) : NULL;
   s->kernel = !op ? NULL : nd->kind != IR_N_BACKWARD ? op->forward : op->backward;
-  s->param = op && nd->param && op->param_size ? cg_dup(b, nd->param, op->param_size) : NULL;
-  s->param_bytes = s->param ? (int32_t)op->param_size : 0;
+  size_t psize = nd->param ? ir_node_param_size(nd) : 0;
+  s->param = psize ? cg_dup(b, nd->param, psize) : NULL;
+  s->param_bytes = s->param ? (int32_t)psize : 0;
   s->nin = nd->nin, s->nout = nd->nout;
   cg_step_slots(b, g, nd, s);
   s->temp_offset = g->plan->temp_offset[i], s->temp_bytes = g->plan->temp_bytes[i];

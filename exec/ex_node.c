@@ -86,8 +86,8 @@ static int ex_update(ex_run *r, const ir_node *nd) {
   if (!w || !gr || (need_s0 && !s0) || (need_s1 && !s1))
     return rt_errf(r->err, r->errn, "%s: update without its parameter, gradient or state", nd->name);
   float lr = k_sched_lr(&o->sched, r->m->lr, r->m->step - 1 - r->m->lr_from);   /* step counts this one */
-  if (nd->op == K_OPT_SGD) k_sgd_update(w, gr, s0, n, lr, &o->sgd);
-  else if (k_optim_moments(nd->op)) k_adam_update(w, gr, s0, s1, n, lr, &o->adam, r->m->step, nd->op == K_OPT_ADAMW);
+  if (nd->op == K_OPT_SGD) k_sgd_update(w, gr, s0, n, lr, nd->param ? nd->param : &o->sgd);
+  else if (k_optim_moments(nd->op)) k_adam_update(w, gr, s0, s1, n, lr, nd->param ? nd->param : &o->adam, r->m->step, nd->op == K_OPT_ADAMW);
   else return rt_errf(r->err, r->errn, "%s: unknown optimizer %d", nd->name, nd->op);
   return 0;
 }

@@ -49,6 +49,7 @@ typedef struct fe_stmt {
   fe_expr *expr;             /* ASSIGN rhs; PARAM, CONST initializer; TRAIN optimizer call */
   fe_expr *sched;            /* TRAIN: the schedule's call, or NULL */
   fe_expr *clip;             /* TRAIN: clip_norm's value, or NULL */
+  fe_name *wdx;              /* TRAIN: wd_exclude's kinds (bias, norm), or NULL */
   bool has_type;
   fe_ttype type;             /* INPUT, PARAM, CONST */
   struct fe_stmt *next;
@@ -124,6 +125,12 @@ int fe_check_file(fe_file *f, const fe_define *defs, int ndefs, ir_diag *d);
 /* A -D's value or range: positive, LO not above HI. Reports and returns the error count (the
  * ONNX front end checks the -D that name its inputs' symbolic dimensions with it too). */
 int fe_check_define(const fe_define *x, ir_diag *d);
+/* A train statement's optimizer and options as the language writes them after `with`
+ * ("adamw(lr=1e-3) schedule cosine(total=100) clip_norm=1.0 wd_exclude=bias,norm"), checked
+ * as a .kiln train statement is, into *out: for front ends that add a train statement of
+ * their own (kiln import --train). Errors go to d (under the source name `name`, the clause
+ * shown on line 4 of a model around it); returns their count. */
+int fe_train_clause(const char *name, const char *clause, ir_optimizer *out, ir_diag *d);
 
 /* ---- fe_dims.c: bounded dims, for the .kiln and ONNX front ends alike ---- */
 /* A bounded dim of a model as its source gives it: its range, whether -D gave it (messages

@@ -389,6 +389,21 @@ static int fe_decl_schedule(fe_lower *L, fe_scope *s, const fe_expr *e, k_schedu
   return 0;
 }
 
+/* `wd_exclude=bias,norm` into its bits (ir_wdx_names), each kind once. */
+static int fe_decl_wd_exclude(fe_lower *L, const fe_name *names, uint32_t *bits) {
+  for (const fe_name *n = names; n; n = n->next) {
+    uint32_t b = ir_wdx_lookup(n->name);
+    if (!b) {
+      const char *sug = ir_suggest(n->name, ir_wdx_names, IR_WDX_COUNT);
+      return ir_error(L->d, n->loc, "wd_exclude: unknown kind '%s'; %s%s%s", n->name, sug ? "did you mean '" : "use bias, norm or both",
+                      sug ? sug : "", sug ? "'?" : ""), 1;
+    }
+    if (*bits & b) return ir_error(L->d, n->loc, "wd_exclude names '%s' twice", n->name), 1;
+    *bits |= b;
+  }
+  return 0;
+}
+
 static void fe_decl_train(fe_lower *L, fe_scope *s, const fe_stmt *a) {
   if (L->g->has_train) {
     ir_error(L->d, a->loc, "a model has one train statement");
@@ -421,7 +436,32 @@ static void fe_decl_train(fe_lower *L, fe_scope *s, const fe_stmt *a) {
       return ir_error(L->d, a->clip->loc, "clip_norm must be a positive number"), (void)0;
     o->clip_norm = (float)v.num;
   }
+  if (fe_decl_wd_exclude(L, a->wdx, &o->wd_exclude)) return;
   L->g->has_train = true, L->g->loss = t, L->g->train_loc = a->names->loc;
+}
+
+int fe_train_clause(const char *name, const char *clause, ir_optimizer *out, ir_diag *d) {
+  if (strpbrk(clause, "\n\r")) return ir_error(d, (ir_loc){name, 0, 0}, "the train statement must be one line"), 1;
+  char *src = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&src, &len);
+  if (!m) return ir_error(d, (ir_loc){name, 0, 0}, "out of memory"), 1;
+  fprintf(m, "model train_clause {\n  param w : f32[1]\n  loss = sum(w)\n  train loss with %s\n}\n", clause);
+  fclose(m);
+  ir_diag own;   /* its own, for the text's caret lines: the text is gone when this returns */
+  ir_diag_init(&own, d->out);
+  own.max_errors = d->max_errors;
+  fe_file *f = src ? fe_parse_text(name, src, len, &own) : NULL;
+  ir_graph *g = f && !own.errors && f->models ? fe_lower_model(f, f->models, NULL, 0, &own) : NULL;
+  if (g) *out = g->optim;
+  else if (!own.errors) ir_error(&own, (ir_loc){name, 0, 0}, "'%s' is not a train statement's optimizer", clause);
+  d->errors += own.errors, d->failed += own.failed;
+  int errors = own.errors;
+  if (g) ir_graph_free(g);
+  if (f) fe_file_free(f);
+  ir_diag_free(&own);
+  free(src);
+  return errors;
 }
 
 static void fe_model_item(fe_lower *L, fe_scope *s, const fe_stmt *a) {

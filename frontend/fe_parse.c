@@ -89,7 +89,8 @@ void fe_file_free(fe_file *f) {
 
 /* The keywords of lexer.l, in its order; a keyword added there is added here. */
 static const char *const fe_keywords[] = {"dim", "def", "return", "model", "input", "param", "const", "output",
-                                          "train", "with", "schedule", "clip_norm", "true", "false"};
+                                          "train", "with", "schedule", "clip_norm", "wd_exclude", "true",
+                                          "false"};
 
 bool fe_is_keyword(const char *s) {
   for (size_t i = 0; i < sizeof fe_keywords / sizeof *fe_keywords; i++)

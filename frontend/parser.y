@@ -137,14 +137,14 @@ FE_REVERSE(fe_dim, fe_rev_dims)
 
 %token T_DIM "'dim'" T_DEF "'def'" T_RETURN "'return'" T_MODEL "'model'" T_INPUT "'input'"
 %token T_PARAM "'param'" T_CONST "'const'" T_OUTPUT "'output'" T_TRAIN "'train'" T_WITH "'with'"
-%token T_SCHEDULE "'schedule'" T_CLIP_NORM "'clip_norm'"
+%token T_SCHEDULE "'schedule'" T_CLIP_NORM "'clip_norm'" T_WD_EXCLUDE "'wd_exclude'"
 %token T_TRUE "'true'" T_FALSE "'false'" T_POW "'**'" T_DOTDOT "'..'"
 %token <str> T_NAME "name" T_STRING "string"
 %token <num> T_INT "integer" T_FLOAT "number"
 
 %type <expr> expr primary call
 %type <arg> args args_opt arg expr_list tuple_rest dims dims_opt rets
-%type <name> name_list
+%type <name> name_list wdx_opt
 %type <stmt> assign decl items body
 %type <dparam> dparam dparams dparams_opt
 %type <ttype> ttype
@@ -239,9 +239,9 @@ decl: T_INPUT T_NAME ':' ttype       { $$ = fe_stmt_new(p, FE_S_INPUT, @2); $$->
                                        $$->type = $4; $$->has_type = true; $$->expr = $5; }
     | T_CONST T_NAME param_init      { $$ = fe_stmt_new(p, FE_S_CONST, @2); $$->names = fe_name_new(p, $2, @2, NULL); $$->expr = $3; }
     | T_OUTPUT name_list             { $$ = fe_stmt_new(p, FE_S_OUTPUT, @1); $$->names = fe_rev_names($2); }
-    | T_TRAIN T_NAME T_WITH call sched_opt clip_opt {
+    | T_TRAIN T_NAME T_WITH call sched_opt clip_opt wdx_opt {
                                        $$ = fe_stmt_new(p, FE_S_TRAIN, @2); $$->names = fe_name_new(p, $2, @2, NULL);
-                                       $$->expr = $4; $$->sched = $5; $$->clip = $6; }
+                                       $$->expr = $4; $$->sched = $5; $$->clip = $6; $$->wdx = $7; }
     ;
 
 sched_opt: %empty                    { $$ = NULL; }
@@ -250,6 +250,10 @@ sched_opt: %empty                    { $$ = NULL; }
 
 clip_opt: %empty                     { $$ = NULL; }
     | T_CLIP_NORM '=' expr           { $$ = $3; }
+    ;
+
+wdx_opt: %empty                      { $$ = NULL; }
+    | T_WD_EXCLUDE '=' name_list     { $$ = fe_rev_names($3); }
     ;
 
 param_init: %empty                   { $$ = NULL; }
@@ -345,6 +349,7 @@ static const char *fe_keyword_hint(yysymbol_kind_t k) {
   case YYSYMBOL_T_WITH: return " (a keyword: 'with' follows 'train NAME')";
   case YYSYMBOL_T_SCHEDULE: return " (a keyword: 'schedule' follows the optimizer of 'train NAME with')";
   case YYSYMBOL_T_CLIP_NORM: return " (a keyword: 'clip_norm=X' ends a train statement)";
+  case YYSYMBOL_T_WD_EXCLUDE: return " (a keyword: 'wd_exclude=bias,norm' ends a train statement)";
   default: return "";
   }
 }

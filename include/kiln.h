@@ -77,8 +77,19 @@ KILN_API int kiln_graph_param(kiln_graph *g, const char *name, kiln_dtype dtype,
 KILN_API int kiln_graph_const(kiln_graph *g, const char *name, kiln_dtype dtype, int rank,
                               const int64_t *dims, const char *init, const kiln_attrs *attrs);
 KILN_API int kiln_graph_output(kiln_graph *g, const char *name);
-/* `train loss with optimizer(attrs)`: optimizer "sgd" or "adam". */
+/* `train loss with optimizer(attrs)`: optimizer "sgd", "adam" or "adamw". */
 KILN_API int kiln_graph_train(kiln_graph *g, const char *loss, const char *optimizer, const kiln_attrs *attrs);
+/* The rest of a train statement (docs/language.md), each part optional: zeroed, none. */
+typedef struct {
+  const char *schedule;              /* step, multistep, exponential, cosine, onecycle; NULL: a constant lr */
+  const kiln_attrs *schedule_attrs;  /* its arguments: total=1000, warmup=50 */
+  double clip_norm;                  /* > 0: the gradients clipped to this global L2 norm first */
+  const char *wd_exclude;            /* "bias", "norm" or "bias,norm": no weight decay for those */
+} kiln_train_options;
+/* kiln_graph_train with options (NULL: none): `train loss with adamw(lr=0.001) schedule
+ * cosine(total=1000) clip_norm=1.0 wd_exclude=bias,norm`. */
+KILN_API int kiln_graph_train_ex(kiln_graph *g, const char *loss, const char *optimizer, const kiln_attrs *attrs,
+                                 const kiln_train_options *options);
 /* The dtype and shape of a tensor of the graph, inferred now. *rank <= KILN_MAX_RANK. */
 KILN_API int kiln_graph_shape(kiln_graph *g, const char *name, kiln_dtype *dtype, int *rank, int64_t *dims);
 /* The graph as .kiln text (what `kiln check --print` prints: every parameter declared, every

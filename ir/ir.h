@@ -195,6 +195,7 @@ typedef struct {
   k_adam_param adam;
   k_schedule sched;                   /* kind K_SCHED_NONE: a constant lr */
   float clip_norm;                    /* > 0: gradients clipped to this global L2 norm first */
+  uint32_t wd_exclude;                /* IR_WDX_* bits: the parameters weight decay skips */
 } ir_optimizer;
 
 /* ---- the memory plan (passes/pass_plan.c makes it; executors and code generators read it) ---- */
@@ -293,6 +294,7 @@ int ir_graph_inputs(const ir_graph *g, int *idx, int max);
  * writes a marked tensor reads, transitively: one walk back over the nodes, which are in
  * topological order. Entry-point selection and the API's recording of predict use it. */
 void ir_graph_mark_needed(const ir_graph *g, bool *need);
+size_t ir_node_param_size(const ir_node *n);   /* the bytes n->param holds (an update's: k_sgd_param or k_adam_param) */
 /* Whether node n overwrites the tensor in its input slot j (beyond its outputs): an update
  * its parameter and state, a forward node of a TRAIN graph its aux states (batch_norm's
  * moving statistics). Outputs written in place of an input are n->inplace, not this. */

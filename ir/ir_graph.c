@@ -115,10 +115,16 @@ int ir_graph_add_node_raw(ir_graph *g, ir_node_kind kind, int op, const char *na
   return g->nodes.len - 1;
 }
 
+/* An update's param is its own copy of the optimizer's (wd_exclude: pass_optimizer.c). */
+size_t ir_node_param_size(const ir_node *n) {
+  if (n->kind == IR_N_UPDATE) return k_optim_param_size(n->op);
+  return n->kind == IR_N_OP || n->kind == IR_N_BACKWARD || n->epi ? ir_ops[n->op].param_size : 0;
+}
+
 /* A deep copy of n whose arrays and strings live in arena a. */
 static ir_node ir_node_copy(ir_arena *a, const ir_node *n) {
   ir_node c = *n;
-  size_t psize = n->kind == IR_N_OP || n->kind == IR_N_BACKWARD || n->epi ? ir_ops[n->op].param_size : 0;
+  size_t psize = ir_node_param_size(n);
   c.name = ir_strdup(a, n->name);
   c.in = ir_copy_ints(a, n->in, n->nin);
   c.out = ir_copy_ints(a, n->out, n->nout);

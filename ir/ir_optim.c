@@ -100,6 +100,34 @@ int ir_optim_lookup(const char *name) {
   return -1;
 }
 
+const char *const ir_wdx_names[IR_WDX_COUNT] = {"bias", "norm"};
+
+uint32_t ir_wdx_lookup(const char *name) {
+  for (int i = 0; i < IR_WDX_COUNT; i++)
+    if (strcmp(ir_wdx_names[i], name) == 0) return 1u << i;
+  return 0;
+}
+
+/* The kind an op's argument slot gives the parameter it reads: a bias by the slot's name
+ * (fully_connected's, convolution's), a norm's by batch_norm's and layer_norm's gamma and
+ * beta, as torch recipes group nn.Linear.bias and the norm layers' weights. */
+static uint32_t ir_wdx_slot(const char *arg) {
+  if (strcmp(arg, "bias") == 0) return IR_WDX_BIAS;
+  return strcmp(arg, "gamma") == 0 || strcmp(arg, "beta") == 0 ? IR_WDX_NORM : 0;
+}
+
+uint32_t ir_wdx_kinds(const ir_graph *g, int param) {
+  uint32_t kinds = 0;
+  for (int i = 0; i < ir_nnodes(g); i++) {
+    const ir_node *n = ir_node_at(g, i);
+    if (n->kind != IR_N_OP) continue;
+    const ir_opdef *op = &ir_ops[n->op];
+    for (int j = 0; j < n->nin && j < ir_op_nargs(op); j++)
+      if (n->in[j] == param) kinds |= ir_wdx_slot(op->args[j]);
+  }
+  return kinds;
+}
+
 int ir_init_lookup(const char *name) {
   for (int i = 0; i < K_INIT_COUNT; i++)
     if (strcmp(ir_inits[i].name, name) == 0) return i;

@@ -162,6 +162,8 @@ static void ir_print_train_target(const ir_graph *g, FILE *out) {
     fputc(')', out);
   }
   if (g->optim.clip_norm > 0) fputs(" clip_norm=", out), ir_print_float(out, g->optim.clip_norm);
+  for (int i = 0, first = 1; i < IR_WDX_COUNT; i++)
+    if (g->optim.wd_exclude & (1u << i)) fprintf(out, "%s%s", first ? " wd_exclude=" : ",", ir_wdx_names[i]), first = 0;
   fputc('\n', out);
 }
 

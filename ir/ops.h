@@ -159,6 +159,12 @@ extern const ir_sched_def ir_scheds[K_SCHED_COUNT];
 int ir_sched_lookup(const char *name);               /* -1 if none (K_SCHED_NONE has no name to write) */
 const char *ir_sched_check(const k_schedule *s);     /* NULL, or what is wrong with its values */
 int ir_optim_lookup(const char *name);
+/* `wd_exclude=bias,norm`: kinds of parameter the weight decay skips, one bit each (the bit's
+ * index is its name's in ir_wdx_names); ir_optim.c says which parameters each kind holds. */
+enum { IR_WDX_BIAS = 1u << 0, IR_WDX_NORM = 1u << 1, IR_WDX_COUNT = 2 };
+extern const char *const ir_wdx_names[IR_WDX_COUNT];
+uint32_t ir_wdx_lookup(const char *name);            /* its bit, or 0 */
+uint32_t ir_wdx_kinds(const ir_graph *g, int param); /* the kinds parameter tensor `param` is of */
 int ir_init_lookup(const char *name);
 /* The initializer an op gives its learnable arg or aux state when the user names none
  * (PyTorch's layer defaults); fan_in comes from the inferred shapes. */

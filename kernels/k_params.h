@@ -124,6 +124,8 @@ typedef enum { K_INIT_ZEROS, K_INIT_ONES, K_INIT_CONSTANT, K_INIT_UNIFORM, K_INI
                K_INIT_COUNT } k_init_kind;
 typedef struct { float momentum, wd; int32_t nesterov; } k_sgd_param;
 typedef struct { float beta1, beta2, eps, wd; } k_adam_param;   /* adamw: wd decoupled */
+/* The bytes of an optimizer's hyperparameters (an update step's own copy: wd_exclude). */
+static inline size_t k_optim_param_size(int kind) { return k_optim_moments(kind) ? sizeof(k_adam_param) : sizeof(k_sgd_param); }
 
 /* Learning-rate schedules, torch.optim.lr_scheduler's: the lr of each train step from the base
  * lr and the steps taken since it was set (k_sched_lr, k_optim.c). */

@@ -69,8 +69,20 @@ static int pass_opt_state(ir_graph *g, int p, const char *what) {
   return s;
 }
 
-/* The update node reads lr and the rest from g->optim (set_lr changes lr at run time), so it
- * carries no param struct of its own. */
+/* The optimizer's hyperparameters with no weight decay, for a parameter `wd_exclude` names. */
+static void *pass_opt_no_decay(ir_graph *g) {
+  if (k_optim_moments(g->optim.kind)) {
+    k_adam_param *a = ir_alloc(&g->arena, sizeof *a);
+    *a = g->optim.adam, a->wd = 0;
+    return a;
+  }
+  k_sgd_param *s = ir_alloc(&g->arena, sizeof *s);
+  *s = g->optim.sgd, s->wd = 0;
+  return s;
+}
+
+/* The update node reads lr (set_lr changes it at run time) and, unless wd_exclude names the
+ * parameter's kind, the rest from g->optim; an excluded one carries its own copy, wd 0. */
 static void pass_opt_update(ir_graph *g, int p, int grad) {
   int in[4] = {p, grad}, nin = 2;
   if (g->optim.kind == K_OPT_SGD && g->optim.sgd.momentum != 0) in[nin++] = pass_opt_state(g, p, "momentum");
@@ -79,7 +91,9 @@ static void pass_opt_update(ir_graph *g, int p, int grad) {
     in[nin++] = pass_opt_state(g, p, "adam_v");
   }
   const char *name = ir_strfmt(&g->arena, "_update_%s", ir_tensor_at(g, p)->name);
-  ir_graph_add_node_raw(g, IR_N_UPDATE, (int)g->optim.kind, name, nin, in, 0, NULL, ir_tensor_at(g, p)->loc);
+  bool no_decay = (ir_wdx_kinds(g, p) & g->optim.wd_exclude) != 0;
+  int u = ir_graph_add_node_raw(g, IR_N_UPDATE, (int)g->optim.kind, name, nin, in, 0, NULL, ir_tensor_at(g, p)->loc);
+  if (no_decay) ir_node_at(g, u)->param = pass_opt_no_decay(g);
 }
 
 /* Parameters in declaration order, so the update order (and state order) is stable. */

@@ -86,6 +86,9 @@ int rt_prog_valid(const rt_model_desc *d, const rt_program *p);
 k_shape rt_step_out_shape(const rt_model_desc *d, const rt_step *s, int j);
 /* How many in slots an UPDATE step reads: parameter, gradient, and its optimizer's state. */
 int rt_update_nin(const rt_model_desc *d, const rt_step *s);
+/* An UPDATE step's own optimizer parameters (wd_exclude's: weight decay 0) are the size its
+ * optimizer's are: a k_adam_param or a k_sgd_param. */
+bool rt_update_param_ok(const rt_step *s);
 /* rt_model_lr without the lock, for a caller that holds it (a train step). */
 float rt_model_lr_now(const rt_model *m);
 /* The first UPDATE step of p (nsteps when none): train_step runs the updates only once every

@@ -176,6 +176,10 @@ int rt_update_nin(const rt_model_desc *d, const rt_step *s) {
   return 2 + (k_optim_moments(s->op) ? 2 : d->sgd.momentum != 0.0f);
 }
 
+bool rt_update_param_ok(const rt_step *s) {
+  return s->param_bytes == (int32_t)k_optim_param_size(s->op);
+}
+
 /* An update runs over the elements in use: with bounded dims, a weight that follows them
  * (a position table of `seq` rows) is stored at the bound and its first rows are in use. */
 static int64_t rt_update_numel(const rt_model *m, int t) { return k_shape_numel(&m->tshape[t]); }
@@ -185,6 +189,7 @@ static int rt_check_update(rt_model *m, const rt_step *s) {
   int64_t n = s->nin > 0 && s->in[0] >= 0 ? rt_update_numel(m, s->in[0]) : -1;
   int need = rt_update_nin(d, s);
   if (s->op < 0 || s->op >= K_OPT_COUNT) return rt_model_fail(m, "%s: unknown optimizer %d", s->name, s->op);
+  if (s->param && !rt_update_param_ok(s)) return rt_model_fail(m, "%s: its optimizer parameters are malformed", s->name);
   for (int j = 0; j < need; j++)
     if (j >= s->nin || s->in[j] < 0 || !m->ptr[s->in[j]] || rt_update_numel(m, s->in[j]) != n)
       return rt_model_fail(m, "%s: update without its parameter, gradient or state", s->name);
@@ -234,8 +239,8 @@ static void rt_run_update(const rt_step_run *r) {
   const rt_step *s = r->s;
   int64_t n = rt_update_numel(m, s->in[0]);
   float *w = r->in[0].data, *s0 = s->nin > 2 ? r->in[2].data : NULL, *s1 = s->nin > 3 ? r->in[3].data : NULL;
-  if (s->op == K_OPT_SGD) k_sgd_update(w, r->in[1].data, s0, n, m->lr, &m->d->sgd);
-  else k_adam_update(w, r->in[1].data, s0, s1, n, m->lr, &m->d->adam, m->step, s->op == K_OPT_ADAMW);
+  if (s->op == K_OPT_SGD) k_sgd_update(w, r->in[1].data, s0, n, m->lr, s->param ? s->param : &m->d->sgd);
+  else k_adam_update(w, r->in[1].data, s0, s1, n, m->lr, s->param ? s->param : &m->d->adam, m->step, s->op == K_OPT_ADAMW);
 }
 
 static int rt_step_fn(void *arg, rt_run_ctx *rc) {

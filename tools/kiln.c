@@ -96,6 +96,8 @@ static const kiln_command kiln_commands[] = {
    "                   compare what it changes)\n"
    "  --jobs N         threads writing the .so's code, at most one per fused group (default:\n"
    "                   every core for a graph of more than 4,096 fused members, else 1)\n"
+   "  --train \"LOSS OPT(...)\", --trainable P, --freeze P\n"
+   "                   an .onnx model's train_step, as kiln import takes them\n"
    "\n"
    "The archives linked in come from the build tree, or from $KILN_LIB_DIR (a folder holding\n"
    "libkiln_runtime.a and libkiln_kernels.a); $CC is the linker driver (default cc, with\n"
@@ -128,6 +130,7 @@ static const kiln_command kiln_commands[] = {
    "                  [--checkpoint DIR [--every N]] [--resume DIR] [--max-steps N]\n"
    "                  [--limit N] [-D dim=N]... [--model NAME]\n"
    "       kiln train FILE.kiln --data DIR ...       (an MNIST-layout IDX data set)\n"
+   "       kiln train FILE.onnx --train \"LOSS OPT(...)\" [--trainable P] [--freeze P] --data ...\n"
    "\n"
    "JIT-compiles the model (as kiln run FILE.kiln does), creates it with --seed, and trains it\n"
    "for N epochs in batches shuffled with --seed, with a progress bar on stderr. A loader thread\n"
@@ -168,6 +171,10 @@ static const kiln_command kiln_commands[] = {
    "  --lr X          the learning rate, instead of the model's\n"
    "  --seed N        the weights' initialisation, the shuffling and --val-split (default 0)\n"
    "  --limit N       only the first N training (and N test) examples (quick runs)\n"
+   "  --train \"LOSS OPT(...)\"  an .onnx model's loss and the rest of its train statement, e.g.\n"
+   "                  \"softmax_cross_entropy adamw(lr=1e-3) schedule cosine(total=5000) clip_norm=1.0\"\n"
+   "                  (kiln import --help: the label input it adds, --trainable, --freeze); the\n"
+   "                  model starts from the ONNX weights\n"
    "  -D, --model     as for kiln compile\n",
    kiln_train_main},
   {"repl", "an interactive session: .kiln statements on lazy arrays, computed when shown",
@@ -373,6 +380,7 @@ int kiln_args(int argc, char **argv, kiln_opts *o) {
             : strcmp(o->cmd, "compile") == 0 || strcmp(o->cmd, "run") == 0 ? kiln_build_flag(o, argc, argv, &i)
             : strcmp(o->cmd, "train") == 0 ? kiln_train_flag(o, argc, argv, &i)
             : strcmp(o->cmd, "import") == 0 ? kiln_import_flag(o, argc, argv, &i) : 0;
+    if (!r) r = kiln_onnx_flag(o, argc, argv, &i);
     if (r == 2) return 2;
     if (r == 1) continue;
     if (strncmp(a, "-D", 2) == 0) {
@@ -390,6 +398,9 @@ int kiln_args(int argc, char **argv, kiln_opts *o) {
     }
   }
   if (!o->file) return fprintf(stderr, "kiln %s: no FILE given (see kiln %s --help)\n", o->cmd, o->cmd), 2;
+  if ((o->train || o->nweight_rules) && !onnx_is_onnx_path(o->file))
+    return fprintf(stderr, "kiln %s: --train, --trainable and --freeze apply to .onnx models; %s has its own train statement\n",
+                   o->cmd, o->file), 2;
   return 0;
 }
 

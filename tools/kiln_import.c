@@ -25,7 +25,9 @@ const char kiln_import_usage[] =
   "  --train \"LOSS OPT(...)\"  make it trainable: a new i32 input `label`, the loss of the first\n"
   "                 output and label, and `train loss with OPT(...)`, e.g.\n"
   "                 --train \"softmax_cross_entropy sgd(lr=0.01)\" (export in training mode to keep\n"
-  "                 BatchNormalization and Dropout)\n"
+  "                 BatchNormalization and Dropout); OPT(...) may go on as a train statement\n"
+  "                 does: \"softmax_cross_entropy adamw(lr=1e-3) schedule cosine(total=5000,\n"
+  "                 warmup=100) clip_norm=1.0 wd_exclude=bias,norm\" (docs/language.md)\n"
   "  --trainable PATTERN, --freeze PATTERN\n"
   "                 which initializers train_step trains. By default one is a param (trained)\n"
   "                 when a node reads it as a layer's weight or bias (Conv's W and B, Gemm's B\n"
@@ -43,15 +45,20 @@ const char kiln_import_usage[] =
   "check, passes, compile and run also take MODEL.onnx directly; a .so compiled from it holds\n"
   "the ONNX weights as its initial weights.\n";
 
+int kiln_onnx_flag(kiln_opts *o, int argc, char **argv, int *i) {
+  const char *a = argv[*i];
+  bool rule = strcmp(a, "--trainable") == 0 || strcmp(a, "--freeze") == 0;
+  if (!rule && strcmp(a, "--train") != 0) return 0;
+  if (*i + 1 >= argc) return fprintf(stderr, "kiln %s: %s needs a value\n", o->cmd, a), 2;
+  if (!rule) return o->train = argv[++*i], 1;
+  if (o->nweight_rules == 64) return fprintf(stderr, "kiln %s: at most 64 --trainable and --freeze flags\n", o->cmd), 2;
+  o->weight_rules[o->nweight_rules++] = (onnx_weight_rule){argv[++*i], a[2] == 't'};
+  return 1;
+}
+
 int kiln_import_flag(kiln_opts *o, int argc, char **argv, int *i) {
   const char *a = argv[*i];
   if (strcmp(a, "--map") == 0) return o->map = true, 1;
-  if (strcmp(a, "--train") == 0 && *i + 1 < argc) return o->train = argv[++*i], 1;
-  if ((strcmp(a, "--trainable") == 0 || strcmp(a, "--freeze") == 0) && *i + 1 < argc) {
-    if (o->nweight_rules == 64) return fprintf(stderr, "kiln import: at most 64 --trainable and --freeze flags\n"), 2;
-    o->weight_rules[o->nweight_rules++] = (onnx_weight_rule){argv[++*i], a[2] == 't'};
-    return 1;
-  }
   if (strcmp(a, "-o") != 0) return 0;
   if (*i + 1 >= argc) return fprintf(stderr, "kiln import: -o needs a file name\n"), 2;
   o->out = argv[++*i];
@@ -61,7 +68,8 @@ int kiln_import_flag(kiln_opts *o, int argc, char **argv, int *i) {
 int kiln_for_onnx(const kiln_opts *o, void (*each)(ir_graph *, const kiln_opts *, ir_diag *)) {
   ir_diag d;
   ir_diag_init(&d, stderr);
-  onnx_options oo = {.defs = o->defs, .ndefs = o->ndefs};
+  onnx_options oo = {.defs = o->defs, .ndefs = o->ndefs, .train = o->train, .rules = o->weight_rules,
+                     .nrules = o->nweight_rules};
   ir_graph *g = NULL;
   if (o->model) ir_error(&d, (ir_loc){0}, "--model applies to .kiln files; %s holds one model", o->file);
   else g = onnx_import(o->file, &oo, &d, NULL);

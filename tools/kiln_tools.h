@@ -21,8 +21,8 @@ typedef struct {
   int ndefs;
   bool print;                      /* check --print */
   bool map;                        /* import --map */
-  const char *train;               /* import --train */
-  onnx_weight_rule weight_rules[64];   /* import --trainable / --freeze, in order */
+  const char *train;               /* --train of an .onnx model (kiln_onnx_flag) */
+  onnx_weight_rule weight_rules[64];   /* --trainable / --freeze of an .onnx model, in order */
   int nweight_rules;
   ir_mode mode;                    /* passes --mode (NONE: train if the model trains) */
   int print_after;                 /* passes --print-after: pass id, PASS_COUNT = all, -1 */
@@ -84,6 +84,9 @@ void kiln_outs_discard(kiln_outs *s);
 extern const char kiln_import_usage[];
 int kiln_import_main(int argc, char **argv);
 int kiln_import_flag(kiln_opts *o, int argc, char **argv, int *i);   /* as kiln_train_flag */
+/* --train "LOSS OPT(...)", --trainable, --freeze: how an .onnx model trains, for every command
+ * that reads one (kiln_args refuses them for a .kiln file, which has its train statement). */
+int kiln_onnx_flag(kiln_opts *o, int argc, char **argv, int *i);
 /* kiln_for_models for a .onnx file: the one model imported and handed to `each`. */
 int kiln_for_onnx(const kiln_opts *o, void (*each)(ir_graph *, const kiln_opts *, ir_diag *));
 

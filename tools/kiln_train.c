@@ -779,8 +779,12 @@ int kiln_train_main(int argc, char **argv) {
   kiln_opts o = {.cmd = "train", .print_after = -1, .opt_level = 2, .epochs = 1};
   int rc = kiln_args(argc, argv, &o);
   if (rc) return kiln_free_defs(&o, rc);
-  if (!kiln_ends_with(o.file, ".kiln"))
-    return fprintf(stderr, "kiln train: FILE must be a .kiln model (got '%s')\n", o.file), kiln_free_defs(&o, 2);
+  bool onnx = onnx_is_onnx_path(o.file);
+  if (!kiln_ends_with(o.file, ".kiln") && !onnx)
+    return fprintf(stderr, "kiln train: FILE must be a .kiln or .onnx model (got '%s')\n", o.file), kiln_free_defs(&o, 2);
+  if (onnx && !o.train)
+    return fprintf(stderr, "kiln train: an .onnx model needs --train \"LOSS OPT(...)\" to say how it trains, e.g. "
+                   "--train \"softmax_cross_entropy sgd(lr=0.01)\"\n"), kiln_free_defs(&o, 2);
   if (!o.data) return fprintf(stderr, "kiln train: --data is required (see kiln train --help)\n"), kiln_free_defs(&o, 2);
   if (o.every && !o.checkpoint)
     return fprintf(stderr, "kiln train: --every N needs --checkpoint DIR\n"), kiln_free_defs(&o, 2);

@@ -300,7 +300,7 @@ static int cg_step_fused(cg_aot *a, const rt_step *s, bool train, int i, LLVMVal
 /* A FUSED step with an op is the CUDA target's kernel generated for one elementwise op
  * (cg_cuda.c: a clip after a convolution), which keeps that op's param. */
 static size_t cg_param_size(const rt_step *s) {
-  if (s->kind == RT_STEP_UPDATE) return k_optim_moments(s->op) ? sizeof(k_adam_param) : sizeof(k_sgd_param);
+  if (s->kind == RT_STEP_UPDATE) return k_optim_param_size(s->op);
   if ((s->kind == RT_STEP_FORWARD || s->kind == RT_STEP_BACKWARD || s->kind == RT_STEP_FUSED) && s->op >= 0 &&
       s->op < IR_OP_COUNT)
     return ir_ops[s->op].param_size;

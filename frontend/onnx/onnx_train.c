@@ -1,45 +1,19 @@
-/* onnx_train.c — kiln import --train "LOSS OPTIMIZER(...)": makes an imported model trainable
- * by adding a new i32 input `label`, the loss applied to the first output and label, and the
- * train statement, as a user would write them in the imported .kiln text. */
+/* onnx_train.c — kiln import --train "LOSS OPTIMIZER(...) [schedule ...] [clip_norm=X]
+ * [wd_exclude=...]": makes an imported model trainable by adding a new i32 input `label`, the
+ * loss applied to the first output and label, and the train statement, as a user would write
+ * them in the imported .kiln text. */
 #include "onnx_int.h"
 
-#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* One `key=number` of the optimizer call into its field; the end of it, or NULL after an error. */
-static const char *onnx_train_arg(onnx_ctx *c, const char *p, const ir_attr_def *attrs) {
-  const char *eq = strchr(p, '=');
-  if (!eq) return onnx_fail(c, "--train: expected key=value in the optimizer's arguments at '%s'", p), NULL;
-  char *key = ir_strndup(&c->g->arena, p, (size_t)(eq - p)), *end = NULL;
-  for (char *k = key + strlen(key); k > key && isspace((unsigned char)k[-1]);) *--k = 0;
-  const ir_attr_def *a = ir_attr_find(attrs, key);
-  double v = strtod(eq + 1, &end);
-  if (!a) return onnx_fail(c, "--train: the optimizer has no argument '%s'", key), NULL;
-  if (end == eq + 1) return onnx_fail(c, "--train: '%s' needs a number", key), NULL;
-  ir_aval val = {.kind = IR_AV_NUM, .num = v};
-  char msg[256];
-  if (ir_attr_set(a, &c->g->optim, &val, msg, sizeof msg)) return onnx_fail(c, "--train: %s", msg), NULL;
-  while (isspace((unsigned char)*end)) end++;
-  return end;
-}
-
-/* "sgd(lr=0.01, momentum=0.9)" into g->optim. */
+/* "adamw(lr=1e-3) schedule cosine(total=100) clip_norm=1.0 wd_exclude=bias,norm": the rest of
+ * the train statement, read by the .kiln front end as it reads its own. */
 static int onnx_train_optim(onnx_ctx *c, const char *p) {
-  const char *open = strchr(p, '('), *close = open ? strrchr(open, ')') : NULL;
-  if (!open || !close || close[1]) return onnx_fail(c, "--train: the optimizer must be written as sgd(lr=...), adam(...) or adamw(...)");
-  int k = ir_optim_lookup(ir_strndup(&c->g->arena, p, (size_t)(open - p)));
-  if (k < 0) return onnx_fail(c, "--train: unknown optimizer '%.*s'; use sgd, adam or adamw", (int)(open - p), p);
-  c->g->optim = (ir_optimizer){.kind = (k_optim_kind)k};
-  ir_attr_defaults(ir_optims[k].attrs, &c->g->optim);
-  for (p = open + 1; *p == ' '; p++) {}
-  while (p && p < close) {
-    p = onnx_train_arg(c, p, ir_optims[k].attrs);
-    if (p && *p == ',') p++;
-    while (p && *p == ' ') p++;
-  }
-  if (!p) return 1;
-  return c->g->optim.lr > 0 ? 0 : onnx_fail(c, "--train: the learning rate must be given and positive (lr=...)");
+  ir_optimizer o;
+  if (fe_train_clause("--train", p, &o, c->d)) return 1;
+  c->g->optim = o;
+  return 0;
 }
 
 int onnx_add_train(onnx_ctx *c, const char *spec) {

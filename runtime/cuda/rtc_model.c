@@ -230,8 +230,9 @@ static int rtc_run_update(rtc_ctx *c, const rtc_call *k) {
     if (j >= s->nin || !k->in[j]) return rtc_fail(c, "update without its parameter, gradient or state");
   int64_t n = rt_tensor_numel(&d->tensors[s->in[0]]);
   void *const *in = k->in;
-  if (s->op == K_OPT_SGD) return rtc_sgd_update(c, in[0], in[1], s->nin > 2 ? in[2] : NULL, n, c->host->lr, &d->sgd);
-  return rtc_adam_update(c, in[0], in[1], in[2], in[3], n, c->host->lr, &d->adam, c->host->step, s->op == K_OPT_ADAMW);
+  if (s->param && !rt_update_param_ok(s)) return rtc_fail(c, "malformed optimizer parameters");
+  if (s->op == K_OPT_SGD) return rtc_sgd_update(c, in[0], in[1], s->nin > 2 ? in[2] : NULL, n, c->host->lr, s->param ? s->param : &d->sgd);
+  return rtc_adam_update(c, in[0], in[1], in[2], in[3], n, c->host->lr, s->param ? s->param : &d->adam, c->host->step, s->op == K_OPT_ADAMW);
 }
 
 static int rtc_run_step_now(rtc_ctx *c, rtc_prog *r, int i);

@@ -281,8 +281,51 @@ static void test_const(void) {
   kiln_graph_free(g);
 }
 
+/* kiln_graph_train_ex: the schedule, clip_norm and wd_exclude printed in the train statement
+ * and in force: the lr follows a step schedule; refusals name the part that is wrong. */
+static void test_train_options(void) {
+  kiln_graph *g = NULL;
+  kiln_attrs *a = NULL, *sa = NULL;
+  int64_t xs[] = {4, 3};
+  const char *x[] = {"x"}, *hl[] = {"h", "label"};
+  bool ok = !kiln_graph_new("t", &g) && !kiln_graph_input(g, "x", KILN_F32, 2, xs, NULL) &&
+            !kiln_graph_input(g, "label", KILN_I32, 1, xs, NULL) && !kiln_attrs_new(&a) && !kiln_attrs_int(a, "num_hidden", 2) &&
+            !kiln_graph_op(g, "h", "fully_connected", 1, x, a) && !kiln_graph_op(g, "loss", "softmax_cross_entropy", 2, hl, NULL);
+  kiln_attrs_free(a), a = NULL;
+  ok = ok && !kiln_attrs_new(&a) && !kiln_attrs_float(a, "lr", 0.5) && !kiln_attrs_float(a, "wd", 0.1) && !kiln_attrs_new(&sa) &&
+       !kiln_attrs_int(sa, "step_size", 2) && !kiln_attrs_float(sa, "gamma", 0.5);
+  CHECK(ok, "building: %s", kiln_last_error());
+  kiln_train_options bad = {.schedule = "cosin"};
+  CHECK(kiln_graph_train_ex(g, "loss", "adamw", a, &bad) && has(kiln_last_error(), "'cosin' is not a schedule"), "unknown schedule");
+  bad = (kiln_train_options){.clip_norm = -1};
+  CHECK(kiln_graph_train_ex(g, "loss", "adamw", a, &bad) && has(kiln_last_error(), "clip_norm must be a positive"), "clip_norm < 0");
+  bad = (kiln_train_options){.wd_exclude = "bias\n  output h"};
+  CHECK(kiln_graph_train_ex(g, "loss", "adamw", a, &bad) && has(kiln_last_error(), "wd_exclude is"), "wd_exclude's text is checked");
+  bad = (kiln_train_options){.wd_exclude = "biass"};
+  CHECK(kiln_graph_train_ex(g, "loss", "adamw", a, &bad) && has(kiln_last_error(), "unknown kind 'biass'"),
+        "the front end's message: %s", kiln_last_error());
+  kiln_train_options o = {.schedule = "step", .schedule_attrs = sa, .clip_norm = 0.25, .wd_exclude = "bias"};
+  CHECK(!kiln_graph_train_ex(g, "loss", "adamw", a, &o), "train_ex: %s", kiln_last_error());
+  kiln_attrs_free(a), kiln_attrs_free(sa);
+  char *text = NULL;
+  CHECK(!kiln_graph_text(g, &text) && has(text, "schedule step(step_size=2, gamma=0.5) clip_norm=0.25 wd_exclude=bias"),
+        "printed: %s", text ? text : kiln_last_error());
+  kiln_free(text);
+  kiln_model *m = NULL;
+  float xv[12] = {1, -2, 3, 0.5f, 1, -1, 2, 2, -3, 0, 1, 1}, loss, lr[5];
+  int32_t label[4] = {0, 1, 1, 0};
+  const void *ins[] = {xv, label};
+  ok = !kiln_graph_jit(g, 3, &m);
+  for (int s = 0; ok && s < 5; s++) ok = !kiln_model_lr(m, &lr[s]) && !kiln_model_train_step(m, ins, &loss);
+  CHECK(ok && lr[0] == 0.5f && lr[1] == 0.5f && lr[2] == 0.25f && lr[3] == 0.25f && lr[4] == 0.125f,
+        "the lr steps down by half every 2 steps: %g %g %g %g %g (%s)", lr[0], lr[1], lr[2], lr[3], lr[4], kiln_last_error());
+  kiln_model_free(m);
+  kiln_graph_free(g);
+}
+
 int main(void) {
   test_const();
+  test_train_options();
   kiln_graph *g = build_net();
   if (g) test_same_text(g), test_shapes(g), test_jit_equals_so(g), test_compile_all_or_nothing(g);
   kiln_graph_free(g);

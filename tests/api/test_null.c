@@ -39,6 +39,7 @@ static void test_without_objects(void) {
   REFUSED(kiln_graph_const(NULL, "w", KILN_F32, 2, d, NULL, NULL));
   REFUSED(kiln_graph_output(NULL, "y"));
   REFUSED(kiln_graph_train(NULL, "y", "sgd", NULL));
+  REFUSED(kiln_graph_train_ex(NULL, "y", "sgd", NULL, &(kiln_train_options){0}));
   REFUSED(kiln_graph_shape(NULL, "y", NULL, &rank, d));
   REFUSED(kiln_graph_text(NULL, NULL));
   REFUSED(kiln_graph_compile(NULL, "x.so", 2));
@@ -103,6 +104,7 @@ static void test_with_objects(void) {
   REFUSED(kiln_graph_output(g, NULL));
   REFUSED(kiln_graph_train(g, NULL, "sgd", NULL));
   REFUSED(kiln_graph_train(g, "x", NULL, NULL));
+  REFUSED(kiln_graph_train_ex(g, NULL, "sgd", NULL, &(kiln_train_options){.schedule = NULL}));
   REFUSED(kiln_graph_shape(g, NULL, NULL, &rank, d));
   REFUSED(kiln_graph_shape(g, "x", NULL, NULL, d));
   REFUSED(kiln_graph_text(g, NULL));

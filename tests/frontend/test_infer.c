@@ -716,6 +716,13 @@ static void test_init_optim(void) {
   m = t_ok(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with adam() schedule exponential(0.9) clip_norm=2 * 0.5"));
   if (m) CHECK(m->g->optim.clip_norm == 1.0f && m->g->optim.sched.gamma == 0.9f, "clip_norm"), t_free(m);
   t_err(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with adam() clip_norm=-1"), "clip_norm must be a positive number");
+  m = t_ok(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with adamw() clip_norm=1 wd_exclude=norm, bias"));
+  if (m) CHECK(m->g->optim.wd_exclude == (IR_WDX_BIAS | IR_WDX_NORM) && m->g->optim.clip_norm == 1.0f, "wd_exclude=norm, bias"), t_free(m);
+  m = t_ok(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with adamw() wd_exclude=bias"));
+  if (m) CHECK(m->g->optim.wd_exclude == IR_WDX_BIAS, "wd_exclude=bias"), t_free(m);
+  t_err(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with adamw() wd_exclude=biass"), "wd_exclude: unknown kind 'biass'",
+        "did you mean 'bias'");
+  t_err(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with adamw() wd_exclude=bias,bias"), "wd_exclude names 'bias' twice");
   t_err(MODEL("input x : f32[2]\n loss = sum(x)\n train loss with adam(lr=-1)"), "the learning rate must be positive");
   t_err(MODEL("input x : f32[2, 3]\n param w = normall()\n y = fully_connected(x, w, num_hidden=2, no_bias=true)\n output y"),
         "unknown initializer 'normall'", "did you mean 'normal'");

@@ -77,6 +77,10 @@ static const char *const models[] = {
         "output logits\n train loss with sgd(lr=0.1)"),
   /* adam defaults; a model with only a train statement */
   MODEL("input x : f32[3, 2]\n loss = mean(square(fully_connected(x, num_hidden=1)))\n train loss with adam()"),
+  /* the whole train clause: Nesterov, a schedule, clip_norm, wd_exclude */
+  MODEL("input x : f32[3, 2]\n h = fully_connected(x, num_hidden=4)\n loss = mean(square(layer_norm(h)))\n"
+        "train loss with sgd(lr=0.1, momentum=0.9, wd=0.01, nesterov=true) schedule multistep(milestones=(3, 7), gamma=0.5) "
+        "clip_norm=0.25 wd_exclude=norm,bias"),
 };
 enum { NMODELS = sizeof models / sizeof *models };
 
@@ -178,6 +182,8 @@ static void p_same_optim(const ir_graph *g1, const ir_graph *g2) {
   CHECK(a->kind == b->kind && a->lr == b->lr && a->sgd.momentum == b->sgd.momentum && a->sgd.wd == b->sgd.wd &&
         a->adam.beta1 == b->adam.beta1 && a->adam.beta2 == b->adam.beta2 && a->adam.eps == b->adam.eps && a->adam.wd == b->adam.wd,
         "optimizer differs");
+  CHECK(a->sgd.nesterov == b->sgd.nesterov && a->clip_norm == b->clip_norm && a->wd_exclude == b->wd_exclude &&
+        memcmp(&a->sched, &b->sched, sizeof a->sched) == 0, "nesterov, schedule, clip_norm or wd_exclude differs");
 }
 
 static void p_same_graph(const ir_graph *g1, const ir_graph *g2) {

@@ -4,8 +4,8 @@ its running statistics), imported with kiln import --train "softmax_cross_entrop
 compiled, and one train_step compared with one torch.optim.SGD step of the original model:
 the loss, every weight and both running statistics (issue 11, point 5); the same for a model
 with buffers (register_buffer) and float constants, which import as consts and stay as they
-were; and a model with Dropout, which must import as a dropout op and train (its masks differ
-from torch's).
+were; a model with Dropout, which must import as a dropout op and train (its masks differ
+from torch's); and kiln train on the .onnx itself with a whole train statement in --train.
 
     training.py KILN
 The .so is driven through its C ABI with ctypes (NAME_create, NAME_load of the imported
@@ -224,9 +224,69 @@ def dropout(tmp):
           "%.4g without dropout" % (loss, ref, none))
 
 
+CLAUSE = "softmax_cross_entropy adamw(lr=0.02, wd=0.3) schedule step(step_size=1, gamma=0.5) clip_norm=0.5 wd_exclude=bias,norm"
+
+
+def clause(tmp):
+    """kiln train on the .onnx itself, its --train carrying the rest of a train statement
+    (AdamW, a step schedule, clip_norm, wd_exclude): three steps from the ONNX weights, saved,
+    against torch's AdamW with the biases and BatchNorm's weights in a group without decay,
+    StepLR and clip_grad_norm_. Each epoch is one batch of the four examples (kiln train
+    shuffles them; a mean over the rows does not care, but for rounding)."""
+    torch.manual_seed(0)
+    # no bias before the BatchNorm: its gradient would be rounding noise, which Adam scales to whole steps
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1, bias=False), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                              torch.nn.MaxPool2d(2), torch.nn.Flatten(), torch.nn.Linear(8 * 4 * 4, 5))
+    x, label = torch.randn(4, 3, 8, 8), torch.tensor([0, 3, 1, 4], dtype=torch.int64)
+    d = os.path.join(tmp, "clause")
+    os.mkdir(d)
+    path, xin, lin, after = (os.path.join(d, f) for f in ("net.onnx", "x.npy", "label.npy", "after.safetensors"))
+    torch.onnx.export(net, x, path, opset_version=13, input_names=["x"], output_names=["scores"],
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+    net.train()
+    np.save(xin, x.numpy())
+    np.save(lin, label.numpy().astype(np.int32))
+    r = subprocess.run([KILN, "import", path, "-o", os.path.join(d, "net.kiln"), "--map", "--train", CLAUSE], capture_output=True, text=True)
+    if r.returncode != 0:
+        return fail("clause: kiln import --train: exit %d\n%s" % (r.returncode, r.stderr))
+    names = dict(line.split(" -> ") for line in r.stdout.splitlines())
+    line = [ln for ln in open(os.path.join(d, "net.kiln")).read().splitlines() if ln.startswith("  train ")]
+    if not line or "schedule step(step_size=1, gamma=0.5) clip_norm=0.5 wd_exclude=bias,norm" not in line[0]:
+        return fail("clause: the imported train statement lacks the schedule, clip_norm or wd_exclude: %s" % line)
+    r = subprocess.run([KILN, "train", path, "--train", CLAUSE, "--data", "x=%s,label=%s" % (xin, lin), "--epochs", "3",
+                        "--save", after], capture_output=True, text=True)
+    if r.returncode != 0:
+        return fail("clause: kiln train on the .onnx: exit %d\n%s" % (r.returncode, r.stderr[-1500:]))
+    skip = {"1.weight", "1.bias", "5.bias"}
+    groups = [{"params": [p for k, p in net.named_parameters() if k not in skip], "weight_decay": 0.3},
+              {"params": [p for k, p in net.named_parameters() if k in skip], "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=0.02)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    for _ in range(3):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(net(x), label).backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 0.5)
+        opt.step()
+        sched.step()
+    got, worst = read_safetensors(after), 0.0
+    for tname, want in net.state_dict().items():
+        if tname.endswith("num_batches_tracked"):
+            continue
+        kname, want = names.get(tname, tname), want.numpy()
+        if kname not in got:
+            fail("clause: %s (%s) is not among the weights kiln train saved" % (tname, kname))
+            continue
+        diff = float(np.abs(got[kname] - want).max())
+        worst = max(worst, diff)
+        if not np.allclose(got[kname], want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max()))):
+            fail("clause: %s after three steps differs from torch's (worst abs diff %.3g)" % (tname, diff))
+    print("clause: kiln train on the .onnx with `%s`: three steps, weights worst abs diff %.3g" % (CLAUSE, worst))
+
+
 with tempfile.TemporaryDirectory(prefix="kiln-onnx-train-") as tmp:
     main(tmp)
     buffers(tmp)
     dropout(tmp)
+    clause(tmp)
 print("onnx training: %s" % ("passed" if not failed else "%d failure(s)" % failed))
 sys.exit(1 if failed else 0)

@@ -1,7 +1,8 @@
 """Kiln against PyTorch: from_torch on an MLP and a small CNN with batch_norm (eval mode) matches
 the module's outputs; three train_steps of examples/mlp.kiln from the module's weights match
 three torch.optim.SGD steps; a from_torch(train=True) model trains as torch does; a module's own
-state_dict loads into the model compiled from it. Skipped, saying so, without torch."""
+state_dict loads into the model compiled from it; wd_exclude against torch's parameter groups.
+Skipped, saying so, without torch."""
 import os
 
 import numpy as np
@@ -197,3 +198,59 @@ def test_compile_onnx_file(torch, tmp_path):
     t = kiln.compile(path, dims={"batch": 5}, train="softmax_cross_entropy sgd(lr=0.1)")
     assert [i.name for i in t.train_inputs] == ["x", "label"]
     assert t.train_step(x, [0, 1, 2, 0, 1]) > 0
+
+
+WD_EXCLUDE = """
+dim batch = 8
+model wdx {
+  input x : f32[batch, 6]
+  input label : i32[batch]
+  h = fully_connected(x, num_hidden=8)
+  n = layer_norm(relu(h))
+  logits = fully_connected(n, num_hidden=3)
+  loss = softmax_cross_entropy(logits, label)
+  output logits
+  train loss with OPTIMIZER wd_exclude=EXCLUDE
+}
+"""
+
+
+@pytest.mark.parametrize("optimizer,exclude", [("adamw(lr=0.05, wd=0.3)", "bias,norm"), ("adamw(lr=0.05, wd=0.3)", "norm"),
+                                               ("sgd(lr=0.2, momentum=0.9, wd=0.1, nesterov=true)", "bias"),
+                                               ("adam(lr=0.05, wd=0.2)", "bias, norm")])
+def test_wd_exclude(torch, optimizer, exclude):
+    """wd_exclude=bias,norm against torch's two parameter groups (the usual recipe: biases and
+    norm weights without weight decay): five steps, losses and weights."""
+    torch.manual_seed(0)
+    net = torch.nn.ModuleDict({"h": torch.nn.Linear(6, 8), "n": torch.nn.LayerNorm(8), "logits": torch.nn.Linear(8, 3)})
+    with torch.no_grad():                       # norm weights away from 1 and 0, so decay would show
+        net["n"].weight.uniform_(0.5, 1.5), net["n"].bias.uniform_(-0.5, 0.5)
+    m = kiln.compile(WD_EXCLUDE.replace("OPTIMIZER", optimizer).replace("EXCLUDE", exclude))
+    rename = {"n.weight": "n.gamma", "n.bias": "n.beta"}
+    m.load_state_dict({rename.get(k, k): v for k, v in net.state_dict().items()})
+    kinds = {"bias": ("h.bias", "logits.bias"), "norm": ("n.weight", "n.bias")}
+    skip = {name for kind in exclude.replace(" ", "").split(",") for name in kinds[kind]}
+    name, args = optimizer.split("(")
+    a = dict(kv.split("=") for kv in args.rstrip(")").replace(" ", "").split(","))
+    wd = float(a.pop("wd"))
+    groups = [{"params": [p for k, p in net.named_parameters() if k not in skip], "weight_decay": wd},
+              {"params": [p for k, p in net.named_parameters() if k in skip], "weight_decay": 0.0}]
+    if name == "sgd":
+        opt = torch.optim.SGD(groups, lr=float(a["lr"]), momentum=float(a["momentum"]), nesterov=True)
+    else:
+        opt = (torch.optim.AdamW if name == "adamw" else torch.optim.Adam)(groups, lr=float(a["lr"]))
+    g = torch.Generator().manual_seed(1)
+
+    def forward(x):
+        return net["logits"](net["n"](torch.relu(net["h"](x))))
+    for step in range(5):
+        x, label = torch.randn(8, 6, generator=g), torch.randint(0, 3, (8,), generator=g)
+        loss = m.train_step(x, label)
+        opt.zero_grad()
+        ref = torch.nn.functional.cross_entropy(forward(x), label)
+        ref.backward()
+        opt.step()
+        assert abs(loss - ref.item()) <= 1e-5 * max(1.0, abs(ref.item())), "step %d: loss %g, torch %g" % (step, loss, ref.item())
+    got = m.state_dict()
+    for k, v in net.state_dict().items():
+        close(got[rename.get(k, k)], v.numpy(), "%s after five steps (%s, wd_exclude=%s)" % (k, optimizer, exclude))
