@@ -86,8 +86,6 @@ int cg_build_module(cg_build *b, const cg_options *o, char *err, size_t n) {
   if (o->target == RT_TARGET_CUDA && b->probes.n)
     return rt_errf(err, n, "bounded dims are not supported on the CUDA target yet: compile with fixed dims (-D %s=N)",
                    b->probes.lowered->bdims[0].name);
-  if (o->target == RT_TARGET_CUDA && b->desc->clip_norm > 0)   /* the gradients live on the device there */
-    return rt_errf(err, n, "clip_norm is not supported on the CUDA target yet: train without it, or on the CPU");
   if (o->target == RT_TARGET_CUDA) return cg_build_cuda(b, o, err, n);
   if (!(b->llvm = cg_llvm_new(b->predict->name, o, err, n))) return 1;
   b->llvm->probes = b->probes.n ? &b->probes : NULL;

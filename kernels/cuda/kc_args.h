@@ -24,7 +24,7 @@ enum { KC_ERR_NONE = 0, KC_ERR_LABEL = 1, KC_ERR_INDEX = 2 };
   X(fill) X(strided) X(reduce) X(max_grad) X(softmax) X(softmax_grad) X(sce_loss) X(sce_grad)  \
   X(pool) X(pool_grad) X(bn_stats) X(bn_apply) X(bn_grad) X(ln_forward) X(ln_dparams)          \
   X(ln_dx) X(embedding) X(embedding_grad) X(dropout) X(mul) X(sgd) X(adam) X(prod_grad)          \
-  X(reduce_spread) X(pad) X(pad_grad)
+  X(reduce_spread) X(pad) X(pad_grad) X(sumsq) X(clip_coef) X(clip_scale)
 
 /* y[i] = v (or += v under kAddTo) for i < n. */
 typedef struct { float *y; int64_t n; float v; int32_t req; } kc_fill_args;
@@ -188,5 +188,11 @@ typedef struct {
   float step_size, bc2_sqrt, a1, a2, beta1, beta2, eps, wd;
   float decay;                  /* AdamW's 1 - lr * wd (wd is then 0); Adam's 1 */
 } kc_adam_args;
+
+/* clip_norm (k_clip_grad_norm): each gradient's sum of squares, the coefficient from them all,
+ * each gradient scaled by it where it is below 1. */
+typedef struct { const float *x; int64_t n; double *out; } kc_sumsq_args;
+typedef struct { const double *sq; int32_t n; float max_norm; float *coef; } kc_clip_coef_args;
+typedef struct { float *g; int64_t n; const float *coef; } kc_clip_scale_args;
 
 #endif

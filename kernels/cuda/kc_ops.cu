@@ -627,6 +627,38 @@ extern "C" __global__ void kc_sgd(kc_sgd_args a) {
   }
 }
 
+/* ---- clip_norm (k_clip_grad_norm): three launches, nothing read back to the host ---- */
+
+/* One gradient's sum of squares in double: one block, its threads' strided parts summed in
+ * kc_block_sum's fixed order. */
+extern "C" __global__ void kc_sumsq(kc_sumsq_args a) {
+  __shared__ double red[KC_BLOCK];
+  KC_BLOCK_LOOP(t, 1) {
+    double part = 0;
+    KC_THREAD_LOOP(i, a.n) part += (double)a.x[i] * a.x[i];
+    double total = kc_block_sum(part, red);
+    if (threadIdx.x == 0) *a.out = total;
+  }
+}
+
+/* The global norm from every gradient's float norm (torch's per-tensor norms are float32), and
+ * max_norm / (norm + 1e-6): one thread. */
+extern "C" __global__ void kc_clip_coef(kc_clip_coef_args a) {
+  KC_LOOP(t, 1) {
+    double total = 0;
+    for (int32_t k = 0; k < a.n; k++) {
+      float norm = (float)sqrt(a.sq[k]);
+      total += (double)norm * norm;
+    }
+    *a.coef = a.max_norm / ((float)sqrt(total) + 1e-6f);
+  }
+}
+
+extern "C" __global__ void kc_clip_scale(kc_clip_scale_args a) {
+  float coef = *a.coef;
+  if (coef < 1.0f) KC_LOOP(i, a.n) a.g[i] *= coef;
+}
+
 extern "C" __global__ void kc_adam(kc_adam_args a) {
   KC_LOOP(i, a.n) {
     if (a.decay != 1.0f) a.w[i] *= a.decay;

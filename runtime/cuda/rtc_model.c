@@ -140,8 +140,12 @@ static int rtc_prog_init(rtc_ctx *c, rtc_prog *r, const rt_program *p, int train
   r->shapes = calloc(slots, sizeof *r->shapes), r->dtypes = calloc(slots, sizeof *r->dtypes);
   r->ptrs = calloc(slots, sizeof *r->ptrs), r->req = calloc(slots, sizeof *r->req);
   if (train && p->noutputs == 1) r->hloss = calloc((size_t)rt_tensor_numel(&c->d->tensors[p->outputs[0]]) + 1, sizeof *r->hloss);
-  if (!r->fn || !r->state || !r->threads || !r->at || !r->row || !r->shapes || !r->dtypes || !r->ptrs || !r->req || (train && !r->hloss))
+  bool clip = train && c->d->clip_norm > 0;
+  if (clip) r->clip_g = calloc(n, sizeof *r->clip_g), r->clip_n = calloc(n, sizeof *r->clip_n);
+  if (!r->fn || !r->state || !r->threads || !r->at || !r->row || !r->shapes || !r->dtypes || !r->ptrs || !r->req || (train && !r->hloss) ||
+      (clip && (!r->clip_g || !r->clip_n)))
     return rtc_fail(c, "out of memory");
+  if (clip) rtc_reserve_scratch(c, rtc_clip_work_bytes(p->nsteps - r->split));
   for (int i = 0; i < p->nsteps; i++) {
     const rt_step *s = &p->steps[i];
     size_t at = r->at[i];
@@ -189,7 +193,7 @@ static void rtc_prog_free(rtc_ctx *c, rtc_prog *r) {
     if (r->state[i] && r->row[i] && r->row[i]->release) r->row[i]->release(c, r->state[i]);
   if (r->derr) c->cu->MemFree(r->derr);
   free(r->fn), free(r->state), free(r->threads), free(r->at), free(r->row), free(r->shapes), free(r->dtypes), free(r->ptrs), free(r->req);
-  free(r->herr), free(r->hloss);
+  free(r->herr), free(r->hloss), free(r->clip_g), free(r->clip_n);
   memset(r, 0, sizeof *r);
 }
 
@@ -532,6 +536,19 @@ static int rtc_loss(rtc_ctx *c, const rtc_prog *r, float *loss) {
   return 0;
 }
 
+/* clip_norm: the gradients every update reads, scaled together on the stream (k_clip_grad_norm's
+ * arithmetic, kernels/cuda/kc_ops.cu), after the backward steps and before the first update. */
+static int rtc_clip(rtc_ctx *c, rtc_prog *r) {
+  const rt_program *p = r->p;
+  int n = p->nsteps - r->split;
+  for (int k = 0; k < n; k++) {
+    const rt_step *s = &p->steps[r->split + k];
+    if (s->nin < 2 || s->in[0] < 0 || s->in[1] < 0) return rtc_fail(c, "%s: an update without its parameter or gradient", s->name);
+    r->clip_g[k] = c->dptr[s->in[1]], r->clip_n[k] = rt_tensor_numel(&c->d->tensors[s->in[0]]);
+  }
+  return rtc_clip_grad_norm(c, r->clip_g, r->clip_n, n, c->d->clip_norm, rtc_scratch(c));
+}
+
 static int rtc_train_locked(rtc_ctx *c, const void *const *inputs, float *loss, int dev, CUstream user) {
   const rt_program *p = &c->d->train;
   if (!c->d->has_train) return rtc_fail(c, "train_step: the model has no train statement");
@@ -545,6 +562,7 @@ static int rtc_train_locked(rtc_ctx *c, const void *const *inputs, float *loss, 
   rtc_prog *r = &c->prog[1];
   int rc = rtc_run_range(c, r, 0, r->split);
   if (!rc) rc = rtc_data_errors(c, r, "train_step");   /* synchronises: no update runs after a failure */
+  if (!rc && c->d->clip_norm > 0) rc = rtc_clip(c, r);
   if (!rc) rc = rtc_run_range(c, r, r->split, p->nsteps);
   c->host_stale = 1;
   if (rc) {

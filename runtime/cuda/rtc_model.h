@@ -42,6 +42,8 @@ typedef struct {
   int checks;                   /* a step may set its data-error word (rtc_op_checks_data) */
   CUdeviceptr derr;             /* then: one int32 word per step, zero between runs */
   int32_t *herr;                /* and their host copy after a run */
+  float **clip_g;               /* train with clip_norm: the updates' gradients (device) */
+  int64_t *clip_n;              /* and their lengths */
 } rtc_prog;
 
 typedef struct { char name[64]; CUfunction fn; } rtc_fn_entry;

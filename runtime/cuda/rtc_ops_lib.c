@@ -1,6 +1,7 @@
 /* rtc_ops_lib.c — host halves of the library kernels (kernels/cuda/kc_ops.cu): each op reads
  * its rtc_call the way its CPU kernel reads its k_call (slots, shapes, param, req), fills a
- * kc_args.h struct and launches by name. No library op has a prepare, so none uses scratch:
+ * kc_args.h struct and launches by name. No library op has a prepare, so none uses scratch
+ * (clip_norm, which is no op, does: the runtime reserves it, rtc_clip_work_bytes):
  * where a result needs a sum, one thread per row / channel / group folds it, and two-phase ops
  * (batch_norm, layer_norm's gradient) keep their intermediates in outputs the CPU also writes.
  * Launches of nothing (empty tensors, kNullOp outputs) are skipped. */
@@ -641,6 +642,24 @@ int rtc_sgd_update(rtc_ctx *c, float *w, const float *g, float *mom, int64_t n, 
                    const k_sgd_param *p) {
   kc_sgd_args a = {w, mom, g, n, lr, p->momentum, p->wd, p->nesterov};
   return RTC_GO(c, sgd, n, a);
+}
+
+size_t rtc_clip_work_bytes(int n) { return ((size_t)n + 1) * sizeof(double); }
+
+int rtc_clip_grad_norm(rtc_ctx *c, float *const *g, const int64_t *len, int n, float max_norm, void *work) {
+  double *sq = work;
+  float *coef = (float *)(sq + n);
+  for (int k = 0; k < n; k++) {
+    kc_sumsq_args a = {g[k], len[k], sq + k};
+    if (RTC_GO(c, sumsq, KC_BLOCK, a)) return 1;
+  }
+  kc_clip_coef_args a = {sq, n, max_norm, coef};
+  if (RTC_GO(c, clip_coef, 1, a)) return 1;
+  for (int k = 0; k < n; k++) {
+    kc_clip_scale_args s = {g[k], len[k], coef};
+    if (RTC_GO(c, clip_scale, len[k], s)) return 1;
+  }
+  return 0;
 }
 
 int rtc_adam_update(rtc_ctx *c, float *w, const float *g, float *m, float *v, int64_t n, float lr,

@@ -15,5 +15,10 @@ int rtc_sgd_update(rtc_ctx *c, float *w, const float *g, float *mom, int64_t n, 
                    const k_sgd_param *p);
 int rtc_adam_update(rtc_ctx *c, float *w, const float *g, float *m, float *v, int64_t n, float lr,
                     const k_adam_param *p, int64_t t, int decoupled);
+/* clip_norm: n gradients scaled together to the global L2 norm max_norm, as k_clip_grad_norm,
+ * on the stream; work (rtc_clip_work_bytes(n) of device memory) holds the sums and the
+ * coefficient. */
+size_t rtc_clip_work_bytes(int n);
+int rtc_clip_grad_norm(rtc_ctx *c, float *const *g, const int64_t *len, int n, float max_norm, void *work);
 
 #endif
