@@ -293,6 +293,8 @@ static const char repl_help[] =
   "                         weights become arrays named as in it, and p = predict(x) (lazy)\n"
   "                         and l = train_step(x, y) (runs its optimizer) take arrays\n"
   "  :weights FILE.safetensors   weights into the loaded model (and its arrays)\n"
+  "  :save_state FILE / :load_state FILE   the model's whole training state (weights,\n"
+  "                         optimizer state, step, schedule, seed): train_step resumes\n"
   "  :vars                  the arrays, their types, and whether they are computed\n"
   "  :graph NAME            the pending graph NAME needs, as the .kiln model it compiles to\n"
   "  :passes NAME           that graph after each pass, and the passes' statistics\n"
@@ -521,6 +523,7 @@ static int repl_command(repl *r, char *line, bool *quit) {
   if (!strcmp(arg[0], ":seed")) return repl_cmd_seed(r, arg, n);
   if (!strcmp(arg[0], ":model")) return repl_cmd_model(r, arg, n);
   if (!strcmp(arg[0], ":weights")) return repl_cmd_weights(r, arg, n);
+  if (!strcmp(arg[0], ":save_state") || !strcmp(arg[0], ":load_state")) return repl_cmd_state(r, arg, n, arg[0][1] == 's');
   if (!strcmp(arg[0], ":export")) return repl_cmd_export(r, arg, n);
   if (!strcmp(arg[0], ":passes")) return (v = repl_var_arg(r, arg, n, 2, ":passes NAME")) ? repl_cmd_passes(r, v) : KILN_ERR;
   if (!strcmp(arg[0], ":time") && n == 2 && (!strcmp(arg[1], "on") || !strcmp(arg[1], "off")))

@@ -37,6 +37,7 @@ void repl_print_value(const kiln_array *a, const void *data, FILE *out);
 /* ---- kiln_repl_model.c ---- */
 int repl_cmd_model(repl *r, char **arg, int n);
 int repl_cmd_weights(repl *r, char **arg, int n);
+int repl_cmd_state(repl *r, char **arg, int n, bool save);   /* :save_state, :load_state */
 /* `targets = predict(args)` / `train_step(args)` (ntargets 0: show the values); returns -1
  * when text is no such call, else KILN_OK or KILN_ERR. */
 int repl_model_call(repl *r, const char *text, char **targets, int ntargets);

@@ -121,6 +121,17 @@ int repl_cmd_weights(repl *r, char **arg, int n) {
   return repl_model_refresh(r);
 }
 
+/* :save_state / :load_state: everything a train step reads (kiln_model_save_state), so a
+ * session's training resumes where it stopped, in this session or another. */
+int repl_cmd_state(repl *r, char **arg, int n, bool save) {
+  const char *cmd = save ? ":save_state" : ":load_state";
+  if (n != 2) return api_fail("usage: %s FILE.safetensors", cmd);
+  if (!r->model) return api_fail("%s: no model loaded (:model FILE.kiln first)", cmd);
+  if (save) return kiln_model_save_state(r->model->m, arg[1]);
+  if (kiln_model_load_state(r->model->m, arg[1])) return KILN_ERR;
+  return repl_model_refresh(r);
+}
+
 /* ---- predict(...) and train_step(...) ---- */
 
 /* "predict(a, b)" into the entry point and the argument names; false when text is not
