@@ -226,6 +226,11 @@ KILN_API int kiln_model_save_state(kiln_model *m, const char *path) {
   return api_model_rc(m, rt_model_save_state(m->m, path));
 }
 
+KILN_API int kiln_model_set_comm(kiln_model *m, const struct kiln_comm *c) {
+  if (!m) return api_fail("kiln_model_set_comm: model is NULL");
+  return api_model_rc(m, rt_model_set_comm(m->m, c));
+}
+
 KILN_API int kiln_model_load_state(kiln_model *m, const char *path) {
   if (!m) return api_fail("kiln_model_load_state: model is NULL");
   return api_model_rc(m, rt_model_load_state(m->m, path));

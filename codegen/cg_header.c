@@ -128,7 +128,10 @@ static void cg_header_prototypes(const rt_model_desc *d, FILE *out) {
   fprintf(out, "/* everything a train step reads (weights, optimizer state, step, schedule, seed): resuming\n"
                "   from it gives the bits of never stopping */\n");
   fprintf(out, "int %s_save_state(const %s *m, const char *path);\n", N, N);
-  fprintf(out, "int %s_load_state(%s *m, const char *path);\n\n", N, N);
+  fprintf(out, "int %s_load_state(%s *m, const char *path);\n", N, N);
+  fprintf(out, "/* data-parallel training: train_step as one rank of c's (kiln_comm.h; libkiln_mpi fills one\n"
+               "   from an MPI communicator); rank 0's weights become every rank's; NULL: alone again */\n");
+  fprintf(out, "struct kiln_comm;\nint %s_set_comm(%s *m, const struct kiln_comm *c);\n\n", N, N);
   if (d->ndims) {
     fprintf(out, "/* Bounded dims: predict and train_step take the extent of each one their tensors follow,\n"
                  " * right after the model, and run on buffers of that many rows (an extent outside the\n"

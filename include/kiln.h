@@ -118,6 +118,10 @@ KILN_API int kiln_model_save(kiln_model *m, const char *safetensors_path);
  * the bits of k + m steps. */
 KILN_API int kiln_model_save_state(kiln_model *m, const char *safetensors_path);
 KILN_API int kiln_model_load_state(kiln_model *m, const char *safetensors_path);
+/* Data-parallel training (kiln_comm.h): train_step as one rank of c's, the loss and gradients
+ * summed across the ranks; rank 0's weights become this model's. NULL: alone again. */
+struct kiln_comm;
+KILN_API int kiln_model_set_comm(kiln_model *m, const struct kiln_comm *c);
 /* How many inputs predict (train = 0) or train_step (train = 1) takes, and how many outputs
  * predict gives; then each one's name, dtype and shape. */
 KILN_API int kiln_model_count(kiln_model *m, int train, int *ninputs, int *noutputs);

@@ -130,6 +130,7 @@ void rt_model_destroy(rt_model *m) {
   rt_prog_state_free(&m->ps[0]), rt_prog_state_free(&m->ps[1]);
   free(m->tptr), free(m->ptr), free(m->tshape);
   free(m->store), free(m->arena), free(m->aux_backup);
+  rt_comm_free(m);
   pthread_mutex_destroy(&m->mu);
   free(m);
 }
@@ -194,5 +195,5 @@ rt_model_api rt_model_local_api(const rt_model_desc *d) {
   return (rt_model_api){RT_MODEL_ABI, d, rt_model_create, rt_model_destroy, rt_model_load, rt_model_save,
                         rt_model_predict, rt_model_train_step, rt_model_set_lr, rt_model_error, NULL, NULL,
                         rt_model_predict_at, rt_model_train_step_at, rt_model_lr, rt_model_save_state,
-                        rt_model_load_state};
+                        rt_model_load_state, rt_model_set_comm};
 }

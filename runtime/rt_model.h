@@ -21,10 +21,13 @@
 #include "k_dims.h"
 #include "k_params.h"
 
-#define RT_MODEL_ABI "kiln-model-6"   /* -2: rt_step gained epi, rt_tensor_info data; -3: target, gpu_module;
+struct kiln_comm;   /* include/kiln_comm.h: data-parallel training's hook */
+
+#define RT_MODEL_ABI "kiln-model-7"   /* -2: rt_step gained epi, rt_tensor_info data; -3: target, gpu_module;
                                          -4: rt_tensor_info ctr; -5: bounded dims (rt_dim, rt_dimpatch);
                                          -6: schedules (k_schedule), sgd's nesterov, adamw, lr(),
-                                         save_state(), load_state(), clip_norm */
+                                         save_state(), load_state(), clip_norm; -7: set_comm(),
+                                         an update step's own param (wd_exclude) */
 #define RT_CTR_INIT(i) ((uint64_t)(uint32_t)(i))
 #define RT_CTR_OP(step, hash) ((UINT64_C(1) << 63) | ((uint64_t)(step) & 0x7fffffffu) << 32 | (uint64_t)(hash))
 uint32_t rt_fnv1a32(const char *s);            /* FNV-1a over the bytes of s */
@@ -169,6 +172,10 @@ int rt_model_save(const rt_model *m, const char *path);      /* atomic: a tempor
  * bits of k + m steps. load_state refuses another model's or optimizer's file, and a weights
  * file (it lacks the metadata). */
 int rt_model_save_state(const rt_model *m, const char *path);
+/* Data-parallel training (include/kiln_comm.h): train_step then sums the loss and gradients
+ * across the hook's ranks, and dropout draws the rank's own masks; setting it gives every rank
+ * rank 0's weights. NULL removes it. 0, or 1 with rt_model_error. */
+int rt_model_set_comm(rt_model *m, const struct kiln_comm *c);
 int rt_model_load_state(rt_model *m, const char *path);
 int rt_model_predict(rt_model *m, const void *const *inputs, void *const *outputs);
 int rt_model_train_step(rt_model *m, const void *const *inputs, float *loss);
@@ -241,6 +248,7 @@ typedef struct {
   float (*lr)(const rt_model *m);   /* rt_model_lr: the next train step's learning rate */
   int (*save_state)(const rt_model *m, const char *path);
   int (*load_state)(rt_model *m, const char *path);
+  int (*set_comm)(rt_model *m, const struct kiln_comm *c);   /* rt_model_set_comm */
 } rt_model_api;
 
 /* The entry points of this process's own runtime for descriptor d (a JIT'd model: kiln run

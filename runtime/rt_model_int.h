@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 
+#include "kiln_comm.h"
 #include "rt_model.h"
 #include "runtime.h"
 
@@ -67,6 +68,12 @@ struct rt_model {
   int64_t extent[K_MAX_BDIMS];  /* the bounded dims' extents the programs are set up for */
   k_shape *tshape;              /* per tensor: its shape at those extents */
   rt_profile *prof;             /* KILN_PROFILE: every step timed (rt_profile.c), else NULL */
+  kiln_comm comm;               /* set_comm's hook (rt_comm.c), when has_comm */
+  int has_comm;
+  float *comm_buf;              /* every gradient (or weight, at set_comm), bucket after bucket */
+  void **comm_req;              /* the buckets' allreduces in flight */
+  float comm_loss;              /* the step's loss, the mean over the ranks */
+  uint64_t rng_salt;            /* added to seed for dropout's draws: each rank its own stream */
 };
 
 /* rt_model.c */
@@ -94,6 +101,13 @@ float rt_model_lr_now(const rt_model *m);
 /* The first UPDATE step of p (nsteps when none): train_step runs the updates only once every
  * step before it succeeded. */
 int rt_first_update(const rt_program *p);
+
+/* rt_comm.c */
+/* train_step's reduction across the ranks of set_comm's hook, between the backward steps and
+ * the first update (`first`): the loss into comm_loss, every gradient summed and divided by
+ * the world size. 0 without a hook. */
+int rt_comm_reduce(rt_model *m, rt_prog_state *ps, int first);
+void rt_comm_free(rt_model *m);
 int rt_prog_state_init(rt_prog_state *ps, rt_model *m, const rt_program *p);
 /* Bounded dims: the descriptor's dims and patches are in range (rt_model_new checks it). */
 int rt_dims_valid(const rt_model_desc *d);

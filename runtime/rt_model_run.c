@@ -227,7 +227,7 @@ static int rt_run_kernel(const rt_step_run *r, k_fn fn, rt_run_ctx *rc) {
   char msg[RT_ERR_LEN];
   msg[0] = 0;     /* not `= ""`: that clears all RT_ERR_LEN bytes on every step */
   void *temp = s->temp_bytes ? (char *)m->arena + s->temp_offset : NULL;
-  k_call c = {r->in, s->nin, r->out, s->nout, r->req, r->param, temp, (size_t)s->temp_bytes, m->seed,
+  k_call c = {r->in, s->nin, r->out, s->nout, r->req, r->param, temp, (size_t)s->temp_bytes, m->seed + m->rng_salt,
               RT_CTR_OP(m->step, s->name_hash), r->p->is_train, msg, sizeof msg, r->cache, s->epi};
   if (fn(&c) == 0) return 0;
   rt_errf(rc->err, rc->err_len, "%s: %s", s->name, msg[0] ? msg : "kernel failed");
@@ -303,7 +303,7 @@ static int rt_run_direct(rt_model *m, rt_prog_state *ps, int split) {
   int64_t start = prof ? rt_profile_now() : 0, t0 = start;
   for (int i = 0; i < ps->p->nsteps; i++) {
     msg[0] = 0;
-    if (i == split && rt_clip_grads(m, ps, split)) return 1;
+    if (i == split && (rt_comm_reduce(m, ps, split) || rt_clip_grads(m, ps, split))) return 1;
     if (rt_step_fn(&ps->sr[i], &rc)) return rt_model_fail(m, "%s", msg[0] ? msg : "step failed");
     if (prof) {
       int64_t t1 = rt_profile_now();
@@ -328,7 +328,7 @@ static int rt_run(rt_model *m, rt_prog_state *ps, int split) {
   for (int i = 0; i < n; i++)
     if (!ps->vars[i]) ps->vars[i] = rt_engine_new_var(e);
   int rc = rt_push_range(m, e, ps, 0, split);
-  if (!rc && split < n) rc = rt_clip_grads(m, ps, split);
+  if (!rc && split < n) rc = rt_comm_reduce(m, ps, split) || rt_clip_grads(m, ps, split);
   if (!rc) rc = rt_push_range(m, e, ps, split, n);
   return rc;
 }
@@ -409,7 +409,7 @@ static int rt_train_locked(rt_model *m, const int64_t *extents, const void *cons
   }
   double sum = 0;
   for (int64_t i = 0; i < k_shape_numel(&m->tshape[p->outputs[0]]); i++) sum += x[i];
-  *loss = (float)sum;
+  *loss = m->has_comm ? m->comm_loss : (float)sum;
   return 0;
 }
 

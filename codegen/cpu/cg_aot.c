@@ -87,7 +87,7 @@ static const cg_field cg_api_fields[] = {
   CG_FIELD(CG_F_PTR, rt_model_api, predict_device), CG_FIELD(CG_F_PTR, rt_model_api, train_step_device),
   CG_FIELD(CG_F_PTR, rt_model_api, predict_at), CG_FIELD(CG_F_PTR, rt_model_api, train_step_at),
   CG_FIELD(CG_F_PTR, rt_model_api, lr), CG_FIELD(CG_F_PTR, rt_model_api, save_state),
-  CG_FIELD(CG_F_PTR, rt_model_api, load_state)};
+  CG_FIELD(CG_F_PTR, rt_model_api, load_state), CG_FIELD(CG_F_PTR, rt_model_api, set_comm)};
 #define CG_N(a) (int)(sizeof a / sizeof *a)
 
 /* The emitter's state: m's handles, the types, the descriptor global. */
@@ -516,7 +516,7 @@ static int cg_wrappers(cg_aot *a) {
          cg_entry(a, &a->d->predict, false, false) || (a->d->has_train && cg_entry(a, &a->d->train, true, false)) ||
          (cuda && (cg_entry(a, &a->d->predict, false, true) || (a->d->has_train && cg_entry(a, &a->d->train, true, true)))) ||
          cg_forwarder(a, "set_lr", a->i32, lr, 2, false) || cg_forwarder(a, "lr", a->f32, p1, 1, false) ||
-         cg_forwarder(a, "error", a->ptr, p1, 1, false);
+         cg_forwarder(a, "error", a->ptr, p1, 1, false) || cg_forwarder(a, "set_comm", a->i32, p2, 2, false);
 }
 
 /* ---- kiln_model ---- */
@@ -531,7 +531,7 @@ static int cg_api(cg_aot *a) {
   if (LLVMGetNamedGlobal(a->m->mod, "kiln_model")) return rt_errf(a->err, a->n, "kiln_model is already defined");
   static const char *const fns[] = {"create", "destroy", "load", "save", "predict", "train_step", "set_lr", "error",
                                     "predict_device", "train_step_device", "predict_at", "train_step_at", "lr",
-                                    "save_state", "load_state"};
+                                    "save_state", "load_state", "set_comm"};
   enum { NFN = sizeof fns / sizeof *fns };
   LLVMValueRef f[2 + NFN] = {cg_str(a, RT_MODEL_ABI), a->desc_ptr};
   bool cuda = a->d->target == RT_TARGET_CUDA;
@@ -553,7 +553,7 @@ static int cg_api(cg_aot *a) {
  * nothing else. */
 static const char *const cg_wrapper_names[] = {"create", "destroy", "load", "save", "predict", "train_step",
                                                "set_lr", "lr", "error", "predict_device", "train_step_device",
-                                               "save_state", "load_state", NULL};
+                                               "save_state", "load_state", "set_comm", NULL};
 
 static bool cg_is_export(cg_aot *a, const char *name) {
   size_t k = strlen(a->d->name);

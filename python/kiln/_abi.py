@@ -2,13 +2,13 @@
 points (rt_model_api) that every generated .so exports under the name `kiln_model`, and that
 kiln_source_jit returns for a model JIT-compiled in this process.
 
-The mirror is of ABI RT_MODEL_ABI = "kiln-model-6"; a library or .so of another ABI is refused
+The mirror is of ABI RT_MODEL_ABI = "kiln-model-7"; a library or .so of another ABI is refused
 with a message, so a change of rt_model.h is caught here rather than read wrongly. Only what
 the package reads is spelled out; the steps stay opaque pointers.
 """
 import ctypes as C
 
-ABI = "kiln-model-6"
+ABI = "kiln-model-7"
 MAX_RANK = 6          # K_MAX_RANK
 MAX_BDIMS = 8         # K_MAX_BDIMS
 ROLE_INPUT, ROLE_PARAM, ROLE_AUX, ROLE_STATE, ROLE_CONST, ROLE_VALUE = range(6)
@@ -94,7 +94,7 @@ class Api(C.Structure):             # rt_model_api, the exported `kiln_model`
                 ("load", PATH_FN), ("save", PATH_FN), ("predict", PREDICT), ("train_step", TRAIN), ("set_lr", SET_LR),
                 ("error", ERROR), ("predict_device", C.c_void_p), ("train_step_device", C.c_void_p),
                 ("predict_at", PREDICT_AT), ("train_step_at", TRAIN_AT), ("lr", GET_LR),
-                ("save_state", SAVE_STATE), ("load_state", SAVE_STATE)]
+                ("save_state", SAVE_STATE), ("load_state", SAVE_STATE), ("set_comm", C.c_void_p)]
 
 
 def check_abi(api, what):

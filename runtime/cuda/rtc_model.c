@@ -618,6 +618,18 @@ int rtc_model_load(rt_model *m, const char *path) { return rtc_model_read(m, pat
 int rtc_model_save_state(const rt_model *m, const char *path) { return rtc_model_write(m, path, rt_model_save_state); }
 int rtc_model_load_state(rt_model *m, const char *path) { return rtc_model_read(m, path, rt_model_load_state); }
 
+/* Data-parallel training would allreduce through host buffers (Debian's Open MPI is not
+ * CUDA-aware); not built yet. */
+int rtc_model_set_comm(rt_model *m, const kiln_comm *c) {
+  rtc_ctx *k = (rtc_ctx *)m;
+  if (!k) return 1;
+  if (!c) return 0;
+  pthread_mutex_lock(&k->mu);
+  int rc = rtc_fail(k, "set_comm: data-parallel training is not supported on the CUDA target yet; train on the CPU target");
+  pthread_mutex_unlock(&k->mu);
+  return rc;
+}
+
 float rtc_model_lr(const rt_model *m) {
   rtc_ctx *c = (rtc_ctx *)m;   /* the lock is not part of the value */
   if (!c) return 0.0f;

@@ -93,6 +93,7 @@ int rtc_model_set_lr(rt_model *m, float lr);
 float rtc_model_lr(const rt_model *m);
 int rtc_model_save_state(const rt_model *m, const char *path);
 int rtc_model_load_state(rt_model *m, const char *path);
+int rtc_model_set_comm(rt_model *m, const kiln_comm *c);   /* refused: not on the GPU yet */
 /* NAME_predict_device / NAME_train_step_device: inputs and outputs are device pointers; the
  * work queued on `stream` (a CUstream) is waited for before the inputs are read, and the
  * outputs are complete on return. loss stays a host pointer. */

@@ -35,7 +35,7 @@ check_so() {   # dependencies and exports
            grep -vE '^(libc\.so|libm\.so|libpthread\.so|ld-linux[-a-z0-9_.]*\.so|libopenblas[a-z0-9_]*\.so|libblas\.so|libcblas\.so)' |
            grep -vE "${KILN_SANITIZER_LIBS:-^\$}")
   [ -z "$needed" ] && ok || bad "$so: unexpected dynamic dependencies: $needed"
-  exports=$(nm -D --defined-only "$so" | awk '{print $3}' | grep -vE "^(${model}_(create|destroy|load|save|load_state|save_state|predict|train_step|set_lr|lr|error)|kiln_model)\$")
+  exports=$(nm -D --defined-only "$so" | awk '{print $3}' | grep -vE "^(${model}_(create|destroy|load|save|load_state|save_state|predict|train_step|set_lr|lr|error|set_comm)|kiln_model)\$")
   [ -z "$exports" ] && ok || bad "$so: exports more than ${model}_* and kiln_model: $(echo $exports | head -c 300)"
   nm -D --defined-only "$so" | grep -q ' kiln_model$' && ok || bad "$so: kiln_model not exported"
 }
@@ -86,7 +86,7 @@ done
 # The .so's code in three objects (a thread each) and exports: the same symbols as one.
 "$KILN" compile "$ROOT/examples/resnet.kiln" --jobs 3 -o "$TMP/libresnet3.so" 2>/dev/null &&
   [ "$(nm -D --defined-only "$TMP/libresnet3.so" | awk '{print $3}' | sort | tr '\n' ' ')" = \
-    "kiln_model resnet_create resnet_destroy resnet_error resnet_load resnet_load_state resnet_lr resnet_predict resnet_save resnet_save_state resnet_set_lr resnet_train_step " ] \
+    "kiln_model resnet_create resnet_destroy resnet_error resnet_load resnet_load_state resnet_lr resnet_predict resnet_save resnet_save_state resnet_set_comm resnet_set_lr resnet_train_step " ] \
   && ok || bad "--jobs 3: the .so exports other symbols than NAME_* and kiln_model"
 "$KILN" compile "$ROOT/examples/mlp.kiln" --disable nosuch -o "$TMP/libnosuch.so" 2>/dev/null; [ $? -eq 2 ] && [ ! -e "$TMP/libnosuch.so" ] && ok || bad "--disable of an unknown pass should exit 2 and write nothing"
 # --disable reaches the passes: without the plan every tensor has its own buffer, so the

@@ -1,0 +1,81 @@
+/* kiln_mpi.c — a kiln_comm over MPI (kiln_mpi.h): start is MPI_Iallreduce in place, wait polls
+ * MPI_Test until the sum is in or the timeout passes. Polling, not MPI_Wait, is what lets a
+ * wait give up: MPI has no timed wait, and an allreduce a dead rank never joins never ends. */
+#include "kiln_mpi.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+typedef struct {
+  MPI_Comm comm;        /* a duplicate: its error handler returns */
+  double timeout_s;
+} kiln_mpi_ctx;
+
+static void kiln_mpi_msg(int code, const char *what, char *err, size_t errn) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "MPI error %d", code);
+  snprintf(err, errn, "%s: %s", what, text);
+}
+
+static int kiln_mpi_start(void *ctx, float *buf, int64_t n, void **req, char *err, size_t errn) {
+  kiln_mpi_ctx *k = ctx;
+  if (n < 0 || n > 0x7fffffff) return snprintf(err, errn, "MPI_Iallreduce: %lld floats is more than one call takes", (long long)n), 1;
+  MPI_Request *r = malloc(sizeof *r);
+  if (!r) return snprintf(err, errn, "out of memory"), 1;
+  int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, k->comm, r);
+  if (rc != MPI_SUCCESS) return free(r), kiln_mpi_msg(rc, "MPI_Iallreduce", err, errn), 1;
+  *req = r;
+  return 0;
+}
+
+static double kiln_mpi_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int kiln_mpi_wait(void *ctx, void *req, char *err, size_t errn) {
+  kiln_mpi_ctx *k = ctx;
+  MPI_Request *r = req;
+  if (!r) return snprintf(err, errn, "no allreduce to wait for"), 1;
+  double deadline = kiln_mpi_now() + k->timeout_s;
+  for (unsigned spins = 0;; spins++) {
+    int done = 0, rc = MPI_Test(r, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return kiln_mpi_msg(rc, "MPI_Test", err, errn), 1;   /* r stays: MPI owns it now */
+    if (done) return free(r), 0;
+    if ((spins & 255) == 255 && kiln_mpi_now() > deadline) {
+      int rank = -1;
+      MPI_Comm_rank(k->comm, &rank);
+      return snprintf(err, errn, "rank %d waited %.0f s for the others' gradients: a rank has failed or stopped", rank,
+                      k->timeout_s), 1;   /* r is abandoned: an allreduce cannot be cancelled */
+    }
+    if (spins > 4096) nanosleep(&(struct timespec){0, 20000}, NULL);   /* a long wait: yield the core */
+  }
+}
+
+int kiln_mpi_comm_init(kiln_comm *c, MPI_Comm comm, double timeout_s) {
+  int inited = 0;
+  if (!c) return fprintf(stderr, "kiln_mpi_comm_init: c is NULL\n"), 1;
+  *c = (kiln_comm){0};
+  if (MPI_Initialized(&inited) != MPI_SUCCESS || !inited) return fprintf(stderr, "kiln_mpi_comm_init: MPI_Init has not been called\n"), 1;
+  kiln_mpi_ctx *k = calloc(1, sizeof *k);
+  if (!k) return fprintf(stderr, "kiln_mpi_comm_init: out of memory\n"), 1;
+  if (comm == MPI_COMM_NULL) comm = MPI_COMM_WORLD;
+  if (MPI_Comm_dup(comm, &k->comm) != MPI_SUCCESS) return free(k), fprintf(stderr, "kiln_mpi_comm_init: MPI_Comm_dup failed\n"), 1;
+  MPI_Comm_set_errhandler(k->comm, MPI_ERRORS_RETURN);
+  k->timeout_s = timeout_s > 0 ? timeout_s : 60;
+  MPI_Comm_rank(k->comm, &c->rank);
+  MPI_Comm_size(k->comm, &c->size);
+  c->ctx = k, c->start = kiln_mpi_start, c->wait = kiln_mpi_wait;
+  return 0;
+}
+
+void kiln_mpi_comm_free(kiln_comm *c) {
+  if (!c || !c->ctx) return;
+  kiln_mpi_ctx *k = c->ctx;
+  MPI_Comm_free(&k->comm);
+  free(k);
+  *c = (kiln_comm){0};
+}

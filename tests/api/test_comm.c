@@ -1,0 +1,122 @@
+/* test_comm.c — kiln_model_set_comm without MPI: hooks that stand in for a transport.
+ * - A world of one (the allreduce leaves the buffer as it is) trains bit for bit as no hook.
+ * - A world of two whose ranks hold the same rows (the allreduce doubles each value, as the
+ *   sum of two equal ranks): the sum divided by two is exact, so again bit for bit, and the
+ *   gradients went through the hook in buckets (bucket_bytes small: two a step).
+ * - A failing allreduce makes train_step fail with the hook's message and the rank, and
+ *   leaves the weights as they were; so does a failing wait.
+ * - set_comm refuses a malformed hook, and NULL removes the hook. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kiln.h"
+#include "kiln_comm.h"
+#include "kiln_test.h"
+
+typedef struct {
+  int doubles;        /* the other rank's equal contribution (after the first call, set_comm's
+                         broadcast, where the other rank gives zeros) */
+  int fail_start_at;  /* the allreduce that fails to start (1-based; 0: none) */
+  int fail_wait;      /* every wait fails */
+  int calls;
+} fake;
+
+static int fake_start(void *ctx, float *buf, int64_t n, void **req, char *err, size_t errn) {
+  fake *f = ctx;
+  if (++f->calls == f->fail_start_at) return snprintf(err, errn, "the fake transport refused"), 1;
+  if (f->doubles && f->calls > 1)
+    for (int64_t i = 0; i < n; i++) buf[i] *= 2;
+  *req = buf;
+  return 0;
+}
+
+static int fake_wait(void *ctx, void *req, char *err, size_t errn) {
+  fake *f = ctx;
+  if (f->fail_wait) return snprintf(err, errn, "rank 1 did not answer"), 1;
+  return req ? 0 : (snprintf(err, errn, "no request"), 1);
+}
+
+static kiln_model *model(void) {
+  kiln_graph *g = NULL;
+  kiln_model *m = NULL;
+  const char *names[] = {"batch"};
+  int64_t v[] = {4};
+  char path[4096];
+  snprintf(path, sizeof path, "%sexamples/mlp.kiln", ts_root());
+  if (kiln_graph_load_dims(path, NULL, 1, names, v, &g) || kiln_graph_jit(g, 7, &m))
+    CHECK(0, "mlp: %s", kiln_last_error());
+  kiln_graph_free(g);
+  return m;
+}
+
+static float x[4 * 784];
+static int32_t label[4] = {1, 7, 3, 3};
+
+/* Three steps; the weights after them into a file; 0 when every step ran. */
+static int train3(kiln_model *m, const char *path, float *loss) {
+  const void *in[] = {x, label};
+  for (int s = 0; s < 3; s++)
+    if (kiln_model_train_step(m, in, &loss[s])) return 1;
+  return kiln_model_save(m, path);
+}
+
+static int same_file(const char *a, const char *b) {
+  FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+  int same = fa && fb;
+  for (int ca = 0, cb = 0; same && ca != EOF;) same = (ca = fgetc(fa)) == (cb = fgetc(fb));
+  if (fa) fclose(fa);
+  if (fb) fclose(fb);
+  return same;
+}
+
+int main(void) {
+  for (int i = 0; i < 4 * 784; i++) x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+  char ref[] = "/tmp/kiln-comm-ref-XXXXXX", got[] = "/tmp/kiln-comm-got-XXXXXX", before[] = "/tmp/kiln-comm-before-XXXXXX";
+  close(mkstemp(ref)), close(mkstemp(got)), close(mkstemp(before));
+  float lref[3], l[3];
+  kiln_model *m = model();
+  CHECK(m && !train3(m, ref, lref), "three steps alone: %s", kiln_last_error());
+  kiln_model_free(m);
+
+  fake one = {0};
+  kiln_comm c1 = {0, 1, &one, fake_start, fake_wait, 0};
+  m = model();
+  CHECK(m && !kiln_model_set_comm(m, &c1) && !train3(m, got, l), "a world of one: %s", kiln_last_error());
+  CHECK(same_file(ref, got) && !memcmp(l, lref, sizeof l), "a world of one trains bit for bit as no hook");
+  kiln_model_free(m);
+
+  fake two = {.doubles = 1};
+  kiln_comm c2 = {0, 2, &two, fake_start, fake_wait, 4096};   /* 1,024 floats a bucket: the MLP's 101,770 in many */
+  m = model();
+  CHECK(m && !kiln_model_set_comm(m, &c2) && !train3(m, got, l), "two equal ranks: %s", kiln_last_error());
+  CHECK(same_file(ref, got) && !memcmp(l, lref, sizeof l), "two ranks with equal rows train bit for bit as one");
+  /* the broadcast, then each step the loss and two buckets: logits' gradients (1,290 floats,
+   * past 1,024: the bucket is cut after them) and hidden's; a gradient is never split */
+  CHECK(two.calls == 1 + 3 * 3, "a broadcast and three allreduces a step: %d in three steps", two.calls);
+  kiln_model_free(m);
+
+  fake bad = {.fail_start_at = 3};
+  kiln_comm cb = {1, 2, &bad, fake_start, fake_wait, 0};
+  const void *in[] = {x, label};
+  float loss;
+  m = model();
+  CHECK(m && !kiln_model_set_comm(m, &cb) && !kiln_model_save(m, before), "set_comm: %s", kiln_last_error());
+  CHECK(m && kiln_model_train_step(m, in, &loss) && strstr(kiln_last_error(), "the fake transport refused") &&
+        strstr(kiln_last_error(), "rank 1 of 2"), "a failing allreduce fails train_step naming the rank: %s", kiln_last_error());
+  CHECK(m && !kiln_model_save(m, got) && same_file(before, got), "and leaves the weights as they were");
+  bad = (fake){.fail_wait = 1};
+  CHECK(m && kiln_model_train_step(m, in, &loss) && strstr(kiln_last_error(), "rank 1 did not answer"),
+        "a failing wait: %s", kiln_last_error());
+  CHECK(m && !kiln_model_save(m, got) && same_file(before, got), "the weights as they were after a failing wait");
+  CHECK(m && !kiln_model_set_comm(m, NULL) && !kiln_model_train_step(m, in, &loss), "NULL removes the hook: %s", kiln_last_error());
+  kiln_comm malformed = {2, 2, &one, fake_start, fake_wait, 0};
+  CHECK(m && kiln_model_set_comm(m, &malformed) && strstr(kiln_last_error(), "rank"), "rank 2 of 2 is refused");
+  malformed = (kiln_comm){0, 2, &one, NULL, fake_wait, 0};
+  CHECK(m && kiln_model_set_comm(m, &malformed), "a hook without start is refused");
+  CHECK(kiln_model_set_comm(NULL, &c1), "a NULL model is refused");
+  kiln_model_free(m);
+  unlink(ref), unlink(got), unlink(before);
+  return ts_summary("api.test_comm");
+}
