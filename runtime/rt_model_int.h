@@ -73,6 +73,16 @@ struct rt_model {
   float *comm_buf;              /* every gradient (or weight, at set_comm), bucket after bucket */
   void **comm_req;              /* the buckets' allreduces in flight */
   float comm_loss;              /* the step's loss, the mean over the ranks */
+  float comm_lossbuf;           /* its allreduce's buffer */
+  int comm_nb;                  /* buckets (rt_comm_plan) */
+  int *comm_bucket;             /* bucket b: updates [comm_bucket[b], comm_bucket[b + 1]) of the
+                                   reversed update list */
+  int *comm_ready;              /* bucket b's ready step: the last that writes its gradients */
+  int *comm_order;              /* the buckets in the order they start */
+  int comm_loss_ready;          /* the step that writes the loss */
+  int comm_started;             /* this run's: 0, 1 (the loss), 1 + buckets started */
+  int64_t *comm_t0;             /* profiled: each started one's start time, and */
+  int *comm_after;              /* the step it started after */
   uint64_t rng_salt;            /* added to seed for dropout's draws: each rank its own stream */
 };
 
@@ -107,6 +117,12 @@ int rt_first_update(const rt_program *p);
  * the first update (`first`): the loss into comm_loss, every gradient summed and divided by
  * the world size. 0 without a hook. */
 int rt_comm_reduce(rt_model *m, rt_prog_state *ps, int first);
+/* After step `step` of a program run in order (rt_run_direct): the loss's and the buckets'
+ * allreduces whose data that step completed start, so they run while the backward pass goes
+ * on. 0 unless a start fails. */
+int rt_comm_after_step(rt_model *m, rt_prog_state *ps, int step);
+/* After a failed run: the allreduces it started waited for and forgotten. */
+void rt_comm_settle(rt_model *m);
 void rt_comm_free(rt_model *m);
 int rt_prog_state_init(rt_prog_state *ps, rt_model *m, const rt_program *p);
 /* Bounded dims: the descriptor's dims and patches are in range (rt_model_new checks it). */
@@ -128,6 +144,8 @@ rt_profile *rt_profile_from_env(const rt_model_desc *d);   /* NULL when KILN_PRO
 int64_t rt_profile_now(void);                               /* CLOCK_MONOTONIC, ns */
 void rt_profile_step(rt_profile *p, int prog, int step, int64_t t0, int64_t t1);   /* prog: 0 predict, 1 train */
 void rt_profile_run(rt_profile *p, int prog, int64_t t0, int64_t t1);
+/* An allreduce (bucket -1: the loss) started after step after_step, from t0 to its wait's end. */
+void rt_profile_comm(rt_profile *p, int bucket, int after_step, int64_t elements, int64_t t0, int64_t t1);
 /* Writes the trace and prints the table of the steps that took the most time. */
 void rt_profile_finish(const rt_model *m, const rt_profile *p);
 void rt_profile_free(rt_profile *p);

@@ -305,6 +305,7 @@ static int rt_run_direct(rt_model *m, rt_prog_state *ps, int split) {
     msg[0] = 0;
     if (i == split && (rt_comm_reduce(m, ps, split) || rt_clip_grads(m, ps, split))) return 1;
     if (rt_step_fn(&ps->sr[i], &rc)) return rt_model_fail(m, "%s", msg[0] ? msg : "step failed");
+    if (m->has_comm && rt_comm_after_step(m, ps, i)) return 1;
     if (prof) {
       int64_t t1 = rt_profile_now();
       rt_profile_step(prof, prog, i, t0, t1);
@@ -404,7 +405,7 @@ static int rt_train_locked(rt_model *m, const int64_t *extents, const void *cons
   if (!rc) rc = rt_run(m, &m->ps[1], rt_first_update(p));
   rt_model_weights_changed(m);            /* the updates and the aux states, or their restore */
   if (rc) {
-    m->step--, rt_aux_copy(m, 1);
+    m->step--, rt_aux_copy(m, 1), rt_comm_settle(m);
     return 1;
   }
   double sum = 0;

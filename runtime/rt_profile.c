@@ -33,6 +33,8 @@ typedef struct {
 } rt_prof_step;
 typedef struct { int32_t prog, step; int64_t t0, dur; } rt_prof_event;
 typedef struct { int64_t t0, dur; int32_t prog; } rt_prof_run;
+/* An allreduce of data-parallel training (rt_comm.c): from its start to the end of its wait. */
+typedef struct { int64_t t0, dur, elements; int32_t bucket, after_step; } rt_prof_comm;
 
 struct rt_profile {
   char *path;
@@ -43,6 +45,8 @@ struct rt_profile {
   int64_t nev, dropped;
   rt_prof_run *rv;
   int64_t nrv, rv_cap;
+  rt_prof_comm *cv;
+  int64_t ncv, cv_cap;
 };
 
 static const char *const rt_prof_op_names[] = {
@@ -96,7 +100,7 @@ rt_profile *rt_profile_from_env(const rt_model_desc *d) {
 
 void rt_profile_free(rt_profile *p) {
   if (!p) return;
-  free(p->path), free(p->steps[0]), free(p->steps[1]), free(p->ev), free(p->rv);
+  free(p->path), free(p->steps[0]), free(p->steps[1]), free(p->ev), free(p->rv), free(p->cv);
   free(p);
 }
 
@@ -124,6 +128,17 @@ void rt_profile_run(rt_profile *p, int prog, int64_t t0, int64_t t1) {
     p->rv = rv, p->rv_cap = cap;
   }
   p->rv[p->nrv++] = (rt_prof_run){t0 - p->origin, t1 - t0, prog};
+}
+
+void rt_profile_comm(rt_profile *p, int bucket, int after_step, int64_t elements, int64_t t0, int64_t t1) {
+  if (p->ncv == p->cv_cap) {
+    int64_t cap = p->cv_cap ? 2 * p->cv_cap : 64;
+    if (cap > RT_PROF_MAX_EVENTS) return;
+    rt_prof_comm *cv = realloc(p->cv, (size_t)cap * sizeof *cv);
+    if (!cv) return;
+    p->cv = cv, p->cv_cap = cap;
+  }
+  p->cv[p->ncv++] = (rt_prof_comm){t0 - p->origin, t1 - t0, elements, bucket, after_step};
 }
 
 /* ---- what a step is: its op, kind, shapes, bytes and FLOPs ---- */
@@ -213,7 +228,13 @@ static int rt_prof_write_trace(const rt_model *m, const rt_profile *p) {
   fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"threads\":%d,\"dropped_events\":%lld},\"traceEvents\":[\n",
           k_parallel_threads(), (long long)p->dropped);
   fputs("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,\"args\":{\"name\":\"predict\"}},\n"
-        "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":2,\"args\":{\"name\":\"train_step\"}}", f);
+        "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":2,\"args\":{\"name\":\"train_step\"}},\n"
+        "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":3,\"args\":{\"name\":\"allreduce\"}}", f);
+  for (int64_t i = 0; i < p->ncv; i++)
+    fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"allreduce\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":1,\"tid\":3,"
+            "\"args\":{\"bucket\":%d,\"elements\":%lld,\"after_step\":%d}}",
+            p->cv[i].bucket < 0 ? "allreduce loss" : "allreduce gradients", (double)p->cv[i].t0 / 1e3, (double)p->cv[i].dur / 1e3,
+            p->cv[i].bucket, (long long)p->cv[i].elements, p->cv[i].after_step);
   for (int64_t i = 0; i < p->nrv; i++)
     fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"run\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":1,\"tid\":%d}",
             p->rv[i].prog ? "train_step" : "predict", (double)p->rv[i].t0 / 1e3, (double)p->rv[i].dur / 1e3, 1 + p->rv[i].prog);

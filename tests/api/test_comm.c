@@ -5,7 +5,9 @@
  *   gradients went through the hook in buckets (bucket_bytes small: two a step).
  * - A failing allreduce makes train_step fail with the hook's message and the rank, and
  *   leaves the weights as they were; so does a failing wait.
- * - set_comm refuses a malformed hook, and NULL removes the hook. */
+ * - set_comm refuses a malformed hook, and NULL removes the hook.
+ * - The buckets overlap the backward pass: in a profiled step's trace (KILN_PROFILE) the first
+ *   bucket's allreduce starts before the last backward step does. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +73,46 @@ static int same_file(const char *a, const char *b) {
   return same;
 }
 
+/* The trace's events of category cat: the earliest and the latest start ("ts"). */
+static void trace_span(const char *text, const char *cat, double *first, double *last) {
+  char key[64];
+  snprintf(key, sizeof key, "\"cat\":\"%s\"", cat);
+  *first = 1e300, *last = -1;
+  for (const char *p = strstr(text, key); p; p = strstr(p + 1, key)) {
+    const char *ts = strstr(p, "\"ts\":");
+    if (!ts) break;
+    double t = atof(ts + 5);
+    if (t < *first) *first = t;
+    if (t > *last) *last = t;
+  }
+}
+
+static void test_overlap(void) {
+  char trace[] = "/tmp/kiln-comm-trace-XXXXXX";
+  close(mkstemp(trace));
+  setenv("KILN_PROFILE", trace, 1);
+  fake two = {.doubles = 1};
+  kiln_comm c = {0, 2, &two, fake_start, fake_wait, 4096};
+  kiln_model *m = model();
+  unsetenv("KILN_PROFILE");
+  const void *in[] = {x, label};
+  float loss;
+  CHECK(m && !kiln_model_set_comm(m, &c) && !kiln_model_train_step(m, in, &loss), "a profiled step: %s", kiln_last_error());
+  kiln_model_free(m);   /* writes the trace */
+  FILE *f = fopen(trace, "r");
+  char *text = calloc(1, 1 << 20);
+  if (f && text) text[fread(text, 1, (1 << 20) - 1, f)] = 0;
+  if (f) fclose(f);
+  double bw0, bw1;
+  trace_span(text ? text : "", "backward", &bw0, &bw1);
+  const char *first = text ? strstr(text, "\"allreduce gradients\"") : NULL, *ts = first ? strstr(first, "\"ts\":") : NULL;
+  CHECK(ts && bw1 >= 0, "the trace holds the gradients' allreduces and the backward steps");
+  double g0 = ts ? atof(ts + 5) : 1e300;   /* the events are written in the order they started */
+  CHECK(g0 < bw1, "the first gradients' allreduce (%.1f us) starts before the last backward step (%.1f us)", g0, bw1);
+  free(text);
+  unlink(trace);
+}
+
 int main(void) {
   for (int i = 0; i < 4 * 784; i++) x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
   char ref[] = "/tmp/kiln-comm-ref-XXXXXX", got[] = "/tmp/kiln-comm-got-XXXXXX", before[] = "/tmp/kiln-comm-before-XXXXXX";
@@ -117,6 +159,7 @@ int main(void) {
   CHECK(m && kiln_model_set_comm(m, &malformed), "a hook without start is refused");
   CHECK(kiln_model_set_comm(NULL, &c1), "a NULL model is refused");
   kiln_model_free(m);
+  test_overlap();
   unlink(ref), unlink(got), unlink(before);
   return ts_summary("api.test_comm");
 }
