@@ -72,6 +72,25 @@ int kiln_mpi_comm_init(kiln_comm *c, MPI_Comm comm, double timeout_s) {
   return 0;
 }
 
+static int kiln_mpi_inited_here;
+
+int kiln_mpi_world(kiln_comm *c, double timeout_s) {
+  int inited = 0;
+  if (MPI_Initialized(&inited) != MPI_SUCCESS) return fprintf(stderr, "kiln_mpi_world: MPI_Initialized failed\n"), 1;
+  if (!inited) {
+    if (MPI_Init(NULL, NULL) != MPI_SUCCESS) return fprintf(stderr, "kiln_mpi_world: MPI_Init failed\n"), 1;
+    kiln_mpi_inited_here = 1;
+  }
+  return kiln_mpi_comm_init(c, MPI_COMM_WORLD, timeout_s);
+}
+
+void kiln_mpi_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code ? code : 1); }
+
+void kiln_mpi_world_end(kiln_comm *c) {
+  kiln_mpi_comm_free(c);
+  if (kiln_mpi_inited_here) MPI_Finalize(), kiln_mpi_inited_here = 0;
+}
+
 void kiln_mpi_comm_free(kiln_comm *c) {
   if (!c || !c->ctx) return;
   kiln_mpi_ctx *k = c->ctx;

@@ -32,6 +32,13 @@ extern "C" {
  * on stderr, otherwise. */
 int kiln_mpi_comm_init(kiln_comm *c, MPI_Comm comm, double timeout_s);
 void kiln_mpi_comm_free(kiln_comm *c);
+/* For a program that does not call MPI itself (kiln train --distributed opens this library
+ * with dlopen): MPI_Init when no one has, then kiln_mpi_comm_init on MPI_COMM_WORLD; and
+ * kiln_mpi_comm_free, then MPI_Finalize when kiln_mpi_world initialised MPI. */
+int kiln_mpi_world(kiln_comm *c, double timeout_s);
+void kiln_mpi_world_end(kiln_comm *c);
+/* MPI_Abort of MPI_COMM_WORLD: every rank of the job stopped with exit code `code`. */
+void kiln_mpi_abort(int code);
 
 #ifdef __cplusplus
 }

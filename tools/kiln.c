@@ -128,7 +128,7 @@ static const kiln_command kiln_commands[] = {
    "usage: kiln train FILE.kiln --data NAME=X.npy[,NAME=Y.npy...] [--val NAME=...|--val-split F]\n"
    "                  [--epochs N] [--save W.safetensors] [--log RUN.jsonl] [--lr X] [--seed N]\n"
    "                  [--checkpoint DIR [--every N]] [--resume DIR] [--max-steps N]\n"
-   "                  [--limit N] [-D dim=N]... [--model NAME]\n"
+   "                  [--limit N] [-D dim=N]... [--model NAME] [--distributed]\n"
    "       kiln train FILE.kiln --data DIR ...       (an MNIST-layout IDX data set)\n"
    "       kiln train FILE.onnx --train \"LOSS OPT(...)\" [--trainable P] [--freeze P] --data ...\n"
    "\n"
@@ -175,6 +175,12 @@ static const kiln_command kiln_commands[] = {
    "                  \"softmax_cross_entropy adamw(lr=1e-3) schedule cosine(total=5000) clip_norm=1.0\"\n"
    "                  (kiln import --help: the label input it adds, --trainable, --freeze); the\n"
    "                  model starts from the ONNX weights\n"
+   "  --distributed   one rank of a data-parallel job: mpirun -np N kiln train ... --distributed.\n"
+   "                  Each rank trains at the model's batch on its own part of each step's N\n"
+   "                  batches (the r-th of the shuffle's next N), gradients summed by MPI\n"
+   "                  (libkiln_mpi): the steps of one process at N times the batch. Rank 0's\n"
+   "                  weights start every rank; rank 0 alone prints, logs, checkpoints and\n"
+   "                  saves; the images/s shown are the job's; a failing rank stops the job\n"
    "  -D, --model     as for kiln compile\n",
    kiln_train_main},
   {"repl", "an interactive session: .kiln statements on lazy arrays, computed when shown",

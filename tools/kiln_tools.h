@@ -46,6 +46,7 @@ typedef struct {
   long every;                      /* --every N: a checkpoint each N steps too (0: epochs only) */
   long max_steps;                  /* --max-steps N: stop once N steps in all are trained (0: no) */
   float val_split;                 /* --val-split: the fraction held out (0: none) */
+  bool distributed;                /* --distributed: one rank of an mpirun job (kiln_train.c) */
   int epochs;                      /* default 1 */
   long limit;                      /* 0: every example */
   float lr;                        /* 0: the model's own */

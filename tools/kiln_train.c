@@ -4,6 +4,7 @@
  * is a bounded dim) that a loader thread gathers while the step before runs, with a progress
  * bar on stderr and an optional JSON-lines log, and prints the held-out loss (and accuracy,
  * for a classifier) after every epoch. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -14,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kiln_comm.h"
 #include "kiln_data.h"
 #include "kiln_tools.h"
 #include "runtime.h"
@@ -345,7 +347,11 @@ typedef struct {
   long first_batch;             /* the batches of first_epoch already trained */
   char last_state[4200];        /* the checkpoint's state file before the newest (removed) */
   bool stopped;                 /* --max-steps reached */
+  int rank, world;              /* --distributed: this rank of `world` (else 0 of 1) */
 } kiln_trainer;
+
+/* A step's rows over every rank: each of the `world` ranks takes its own batch of them. */
+static long kiln_gbatch(const kiln_trainer *t) { return (long)t->fit->batch * t->world; }
 
 /* The loader thread of one epoch: batch b into slot b % 2 once the step has used batch b - 2. */
 typedef struct {
@@ -358,8 +364,10 @@ typedef struct {
   bool stop;
 } kiln_loader;
 
+/* This rank's rows of step b (a short last step only alone: distributed epochs hold whole
+ * global batches). */
 static long kiln_batch_rows(const kiln_loader *L, long b) {
-  long at = b * L->t->fit->batch;
+  long at = b * kiln_gbatch(L->t);
   return L->total - at < L->t->fit->batch ? L->total - at : L->t->fit->batch;
 }
 
@@ -379,8 +387,9 @@ static void *kiln_loader_run(void *arg) {
     bool stop = L->stop;
     pthread_mutex_unlock(&L->mu);
     if (stop) break;
-    kiln_fill(&t->ex->fit, t->ex->fit.idx + b * t->fit->batch, kiln_batch_rows(L, b), t->ex->tcol, t->slot[b % 2],
-              t->fit->ntrain, NULL);
+    /* step b's rows are the epoch's order [b * gbatch, (b + 1) * gbatch); this rank's its rank-th batch of them */
+    kiln_fill(&t->ex->fit, t->ex->fit.idx + (b * t->world + t->rank) * t->fit->batch, kiln_batch_rows(L, b), t->ex->tcol,
+              t->slot[b % 2], t->fit->ntrain, NULL);
     pthread_mutex_lock(&L->mu);
     L->filled = b + 1;
     pthread_cond_broadcast(&L->cv);
@@ -404,6 +413,7 @@ typedef struct {
   double t0, last;
   int decile;
   bool tty;
+  bool quiet;                   /* a rank other than 0 shows nothing */
 } kiln_progress;
 
 /* On a terminal in place (at most ten times a second, the rest of the line cleared); in a
@@ -412,7 +422,7 @@ static void kiln_progress_show(kiln_progress *p, long done, double loss) {
   double now = kiln_now();
   int decile = (int)(done * 10 / p->total), width = 30, fill = (int)(done * width / p->total);
   bool end = done == p->total;
-  if (!end && (p->tty ? now - p->last < 0.1 : decile == p->decile)) return;
+  if (p->quiet || (!end && (p->tty ? now - p->last < 0.1 : decile == p->decile))) return;
   p->last = now, p->decile = decile;
   char bar[32];
   for (int i = 0; i < width; i++) bar[i] = i < fill ? '=' : i == fill ? '>' : ' ';
@@ -438,10 +448,11 @@ static int kiln_train_step(kiln_trainer *t, void *const *in, long rows, float *l
 }
 
 /* How many examples an epoch trains on: every one with a bounded batch (the last batch short,
- * when it is not below the bound's lo), else the full batches. */
-static long kiln_epoch_images(const kiln_fit *f, long n) {
-  long full = n / f->batch * f->batch;
-  return f->bdim >= 0 && n - full >= f->lo ? n : full;
+ * when it is not below the bound's lo), else the full batches; on `world` ranks, the whole
+ * global batches. */
+static long kiln_epoch_images(const kiln_fit *f, long n, int world) {
+  long g = (long)f->batch * world, full = n / g * g;
+  return world == 1 && f->bdim >= 0 && n - full >= f->lo ? n : full;
 }
 
 /* The lr of the next step: the schedule's when the model has one. */
@@ -459,12 +470,13 @@ static int kiln_train_batches(kiln_trainer *t, kiln_loader *L, kiln_progress *p,
     kiln_loader_take(L, b);
     if (kiln_train_step(t, t->slot[b % 2], rows, &l)) return 1;
     sum += l, t->step++;
-    kiln_progress_show(p, b * t->fit->batch + rows, sum / (double)(b - L->b0 + 1));
+    long done = b * kiln_gbatch(t) + rows * t->world;   /* every rank's rows: the throughput shown is the job's */
+    kiln_progress_show(p, done, sum / (double)(b - L->b0 + 1));
     if (t->log) {
       double secs = kiln_now() - p->t0;
       fprintf(t->log, "{\"step\": %ld, \"epoch\": %d", t->step, p->epoch);
       kiln_log_num(t->log, "loss", l), kiln_log_num(t->log, "lr", lr);
-      kiln_log_num(t->log, "images_per_s", (double)(b * t->fit->batch + rows) / (secs > 1e-9 ? secs : 1e-9));
+      kiln_log_num(t->log, "images_per_s", (double)done / (secs > 1e-9 ? secs : 1e-9));
       fputs("}\n", t->log);
     }
     bool stop = t->o->max_steps && t->step >= t->o->max_steps && b + 1 < L->nb;
@@ -481,10 +493,10 @@ static int kiln_train_batches(kiln_trainer *t, kiln_loader *L, kiln_progress *p,
  * generator alone, so a checkpoint needs only its value); the mean of the batches' losses.
  * A resumed epoch skips the batches its checkpoint had trained. */
 static int kiln_train_epoch(kiln_trainer *t, int epoch, int epochs, long first_batch, double *loss) {
-  kiln_loader L = {.t = t, .total = kiln_epoch_images(t->fit, t->ex->fit.n), .b0 = first_batch};
-  L.nb = (L.total + t->fit->batch - 1) / t->fit->batch;
+  kiln_loader L = {.t = t, .total = kiln_epoch_images(t->fit, t->ex->fit.n, t->world), .b0 = first_batch};
+  L.nb = (L.total + kiln_gbatch(t) - 1) / kiln_gbatch(t);
   L.filled = L.used = first_batch;
-  kiln_progress p = {epoch, epochs, L.total, kiln_now(), 0, 0, isatty(STDERR_FILENO) == 1};
+  kiln_progress p = {epoch, epochs, L.total, kiln_now(), 0, 0, isatty(STDERR_FILENO) == 1, t->rank != 0};
   t->epoch_rng = t->rng;
   memcpy(t->ex->fit.idx, t->base, sizeof(long) * (size_t)t->ex->fit.n);
   kiln_shuffle(t->ex->fit.idx, t->ex->fit.n, &t->rng);
@@ -623,7 +635,7 @@ static int kiln_resume(kiln_trainer *t, const char *dir) {
     return kiln_train_error("--resume %s: a checkpoint of model '%s', not of '%s'", path, v[1], t->api->desc->name);
   long epoch = strtol(v[2], NULL, 10), batch = strtol(v[3], NULL, 10);
   unsigned long long rng = strtoull(v[4], NULL, 10);
-  long nb = (kiln_epoch_images(t->fit, t->ex->fit.n) + t->fit->batch - 1) / t->fit->batch;
+  long nb = (kiln_epoch_images(t->fit, t->ex->fit.n, t->world) + kiln_gbatch(t) - 1) / kiln_gbatch(t);
   if (epoch < 1 || epoch > 1000001 || batch < 0 || batch >= nb || strchr(v[5], '/'))
     return kiln_train_error("--resume %s: epoch %s, batch %s do not fit these examples (%ld batches an epoch)", path, v[2], v[3], nb);
   snprintf(path, sizeof path, "%s/%s", dir, v[5]);
@@ -662,7 +674,7 @@ static int kiln_train_loop(kiln_trainer *t, const kiln_opts *o) {
     if (t->log) {
       fprintf(t->log, "{\"epoch\": %d", e);
       kiln_log_num(t->log, "train_loss", loss), kiln_log_num(t->log, "lr", kiln_lr(t)), kiln_log_num(t->log, "seconds", secs);
-      kiln_log_num(t->log, "images_per_s", (double)kiln_epoch_images(t->fit, t->ex->fit.n) / (secs > 1e-9 ? secs : 1e-9));
+      kiln_log_num(t->log, "images_per_s", (double)kiln_epoch_images(t->fit, t->ex->fit.n, t->world) / (secs > 1e-9 ? secs : 1e-9));
     }
     if (t->ex->val.n) kiln_report_val(t, &sc);
     printf(", %.1f s\n", secs);
@@ -679,14 +691,54 @@ static int kiln_train_loop(kiln_trainer *t, const kiln_opts *o) {
   return 0;
 }
 
+/* ---- --distributed: one rank of an mpirun job ---- */
+
+/* libkiln_mpi, opened at run time: kiln itself never links MPI. comm.size is 0 unless
+ * --distributed opened it. */
+static struct {
+  void *lib;
+  kiln_comm comm;
+  void (*end)(kiln_comm *c);
+  void (*abort)(int code);
+} kiln_dist;
+
+#ifndef KILN_MPI_BUILD_LIB
+#define KILN_MPI_BUILD_LIB ""
+#define KILN_MPI_INSTALL_LIB ""
+#endif
+
+static int kiln_dist_open(void) {
+  const char *cands[] = {KILN_MPI_BUILD_LIB, KILN_MPI_INSTALL_LIB, "libkiln_mpi.so"};
+  for (size_t i = 0; i < sizeof cands / sizeof *cands && !kiln_dist.lib; i++)
+    if (cands[i][0]) kiln_dist.lib = dlopen(cands[i], RTLD_NOW | RTLD_GLOBAL);   /* global: Open MPI's plugins need libmpi's symbols */
+  if (!kiln_dist.lib)
+    return kiln_train_error("--distributed needs libkiln_mpi (built when Open MPI is installed: apt-get install "
+                            "libopenmpi-dev openmpi-bin, then build again): %s", dlerror());
+  int (*world)(kiln_comm *, double) = (int (*)(kiln_comm *, double))dlsym(kiln_dist.lib, "kiln_mpi_world");
+  kiln_dist.end = (void (*)(kiln_comm *))dlsym(kiln_dist.lib, "kiln_mpi_world_end");
+  kiln_dist.abort = (void (*)(int))dlsym(kiln_dist.lib, "kiln_mpi_abort");
+  if (!world || !kiln_dist.end || !kiln_dist.abort) return kiln_train_error("--distributed: libkiln_mpi lacks kiln_mpi_world");
+  return world(&kiln_dist.comm, 0) ? kiln_train_error("--distributed: MPI did not start (run kiln under mpirun)") : 0;
+}
+
+/* The job ends together: after a failure every rank is stopped (MPI_Abort), since the others
+ * would wait in an allreduce this rank never joins until their timeout. */
+static int kiln_dist_close(int rc) {
+  if (!kiln_dist.lib) return rc;
+  if (rc && kiln_dist.comm.size > 1) fflush(stdout), fflush(stderr), kiln_dist.abort(rc);
+  kiln_dist.end(&kiln_dist.comm);
+  return rc;
+}
+
 /* "mlp: 512 training images, 128 test images (8x8); batch 32, 4 classes, 16 batches an epoch" */
-static void kiln_train_banner(const rt_model_desc *d, const kiln_fit *f, const kiln_examples *ex) {
+static void kiln_train_banner(const rt_model_desc *d, const kiln_fit *f, const kiln_examples *ex, int world) {
   const char *unit = ex->rows ? "images" : "examples";
   printf("%s: %ld training %s, %ld %s %s", d->name, ex->fit.n, unit, ex->val.n, ex->val_name ? ex->val_name : "held-out", unit);
   if (ex->rows) printf(" (%dx%d)", ex->rows, ex->cols);
   printf("; batch %d", f->batch);
+  if (world > 1) printf(" on each of %d ranks", world);
   if (f->classes) printf(", %d classes", f->classes);
-  printf(", %ld batches an epoch\n", (kiln_epoch_images(f, ex->fit.n) + f->batch - 1) / f->batch);
+  printf(", %ld batches an epoch\n", (kiln_epoch_images(f, ex->fit.n, world) + (long)f->batch * world - 1) / ((long)f->batch * world));
   fflush(stdout);
 }
 
@@ -699,9 +751,12 @@ static int kiln_train_api(const rt_model_api *api, const kiln_opts *o) {
   FILE *log = NULL;   /* a resumed run adds to its log */
   if (!rc && o->log && !(log = fopen(o->log, o->resume ? "a" : "w"))) rc = kiln_train_error("%s: %s", o->log, strerror(errno));
   if (!rc) {
-    kiln_train_banner(d, &fit, &ex);
-    kiln_trainer t = {.api = api, .fit = &fit, .ex = &ex, .log = log};
-    rc = kiln_trainer_init(&t, o) || (o->resume && kiln_resume(&t, o->resume)) || kiln_train_loop(&t, o);
+    int world = kiln_dist.comm.size > 1 ? kiln_dist.comm.size : 1;
+    kiln_train_banner(d, &fit, &ex, world);
+    kiln_trainer t = {.api = api, .fit = &fit, .ex = &ex, .log = log, .rank = world > 1 ? kiln_dist.comm.rank : 0, .world = world};
+    rc = kiln_trainer_init(&t, o) || (o->resume && kiln_resume(&t, o->resume)) ||
+         (world > 1 && api->set_comm(t.m, &kiln_dist.comm) && kiln_train_error("--distributed: %s", api->error(t.m))) ||
+         kiln_train_loop(&t, o);
     kiln_trainer_free(&t);
   }
   if (log && fclose(log) != 0 && !rc) rc = kiln_train_error("%s: %s", o->log, strerror(errno));
@@ -749,6 +804,7 @@ static int kiln_opt_real(const char *flag, const char *v, double lo, double hi, 
 }
 
 int kiln_train_flag(kiln_opts *o, int argc, char **argv, int *i) {
+  if (strcmp(argv[*i], "--distributed") == 0) return o->distributed = true, 1;
   static const char *const flags[] = {"--data", "--save", "--epochs", "--limit", "--lr", "--seed", "--val", "--val-split", "--log",
                                       "--checkpoint", "--every", "--resume", "--max-steps", NULL};
   const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
@@ -791,5 +847,10 @@ int kiln_train_main(int argc, char **argv) {
   if (o.val && o.val_split > 0)
     return fprintf(stderr, "kiln train: --val and --val-split both name the held-out examples; give one\n"), kiln_free_defs(&o, 2);
   o.one_model = "train";
-  return kiln_for_models(&o, kiln_train_graph);
+  if (o.distributed && kiln_dist_open()) return kiln_dist_close(kiln_free_defs(&o, 1));
+  if (kiln_dist.comm.rank > 0) {   /* rank 0 alone reports, logs, checkpoints and saves */
+    o.log = o.save = o.checkpoint = NULL;
+    if (!freopen("/dev/null", "w", stdout)) return kiln_dist_close(kiln_train_error("cannot quiet rank %d's output", kiln_dist.comm.rank));
+  }
+  return kiln_dist_close(kiln_for_models(&o, kiln_train_graph));
 }
