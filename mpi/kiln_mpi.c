@@ -48,8 +48,8 @@ static int kiln_mpi_wait(void *ctx, void *req, char *err, size_t errn) {
     if ((spins & 255) == 255 && kiln_mpi_now() > deadline) {
       int rank = -1;
       MPI_Comm_rank(k->comm, &rank);
-      return snprintf(err, errn, "rank %d waited %.0f s for the others' gradients: a rank has failed or stopped", rank,
-                      k->timeout_s), 1;   /* r is abandoned: an allreduce cannot be cancelled */
+      return snprintf(err, errn, "rank %d waited %.0f s for the other ranks' part of the sum: a rank has failed or stopped",
+                      rank, k->timeout_s), 1;   /* r is abandoned: an allreduce cannot be cancelled */
     }
     if (spins > 4096) nanosleep(&(struct timespec){0, 20000}, NULL);   /* a long wait: yield the core */
   }

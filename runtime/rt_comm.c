@@ -231,13 +231,16 @@ int rt_comm_after_step(rt_model *m, rt_prog_state *ps, int step) {
   return rt_comm_start_ready(m, ps, step);
 }
 
-/* Waits for every allreduce started (after a failure too: the other ranks joined them, so
- * they end), and forgets them; the first failure's message, unless rc is set already. */
+/* Waits for every allreduce started (after this rank's own failure too: the other ranks joined
+ * them, so they end), and forgets them; the first failure's message, unless rc is set already.
+ * Once a wait fails (a rank is gone: the transport's timeout) the rest are left unwaited, not
+ * each waited for to its own timeout. */
 static int rt_comm_wait_started(rt_model *m, int rc) {
   char err[256] = "";
-  for (int k = 0; k < m->comm_started; k++) {
+  bool gone = false;
+  for (int k = 0; k < m->comm_started && !gone; k++) {
     int b = k == 0 ? -1 : m->comm_order[k - 1];
-    if (m->comm.wait(m->comm.ctx, m->comm_req[1 + b], err, sizeof err) && !rc)
+    if ((gone = m->comm.wait(m->comm.ctx, m->comm_req[1 + b], err, sizeof err) != 0) && !rc)
       rc = rt_comm_fail(m, k == 0 ? "the loss" : "the gradients", err);
     if (m->prof) rt_profile_comm(m->prof, b, m->comm_after[k], b < 0 ? 1 : rt_comm_bucket_elements(m, b), m->comm_t0[k], rt_profile_now());
   }

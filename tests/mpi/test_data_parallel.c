@@ -15,7 +15,13 @@
  * The transformer trains with SGD here, not its Adam: Adam divides each gradient by its own
  * running size, so an element whose gradient is rounding noise (that key bias) moves by a
  * whole lr in a direction the summation order decides, on any two runs that add differently.
- * Also: a kiln_comm whose rank is not below its size is refused. */
+ * Also: a kiln_comm whose rank is not below its size is refused.
+ *
+ * `test_data_parallel ROOT fault` (2 ranks): rank 1's second step fails on a bad label, before
+ * any allreduce; rank 0's train_step must fail within its 3 s timeout plus slack, saying it
+ * waited, and both ranks keep the weights of the first step. The job then ends by MPI_Abort
+ * with the failures as its code (rank 0 holds an allreduce that never completes, which
+ * MPI_Finalize would wait for). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -201,11 +207,59 @@ static void dp_run(const dp_model *x, const char *root, kiln_comm *c) {
   unlink(mine), unlink(alone);
 }
 
+static int dp_same_file(const char *a, const char *b) {
+  FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+  int same = fa && fb;
+  for (int ca = 0; same && ca != EOF;) same = (ca = fgetc(fa)) == fgetc(fb);
+  if (fa) fclose(fa);
+  if (fb) fclose(fb);
+  return same;
+}
+
+static int dp_fault(const char *root) {
+  kiln_comm c;
+  if (kiln_mpi_comm_init(&c, MPI_COMM_WORLD, 3)) return 1;
+  kiln_model *m = dp_model_at(&dp_models[0], root, 4, 1);
+  float x[4 * 784], loss;
+  int32_t label[4] = {1, 2, 3, 4};
+  for (int i = 0; i < 4 * 784; i++) x[i] = (float)((i * 13) % 17) / 8.0f - 1.0f;
+  const void *in[] = {x, label};
+  char before[256], after[256];
+  snprintf(before, sizeof before, "/tmp/kiln-dpf-%d-%d-a.safetensors", (int)getpid(), dp_rank);
+  snprintf(after, sizeof after, "/tmp/kiln-dpf-%d-%d-b.safetensors", (int)getpid(), dp_rank);
+  if (!m || kiln_model_set_comm(m, &c) || kiln_model_train_step(m, in, &loss) || kiln_model_save(m, before))
+    return printf("FAIL (rank %d): the first step: %s\n", dp_rank, kiln_last_error()), 1;
+  if (dp_rank == 1) label[2] = 99;   /* 10 classes: a data error in the loss, before any allreduce */
+  double t0 = MPI_Wtime();
+  int rc = kiln_model_train_step(m, in, &loss);
+  double secs = MPI_Wtime() - t0;
+  const char *err = kiln_last_error();
+  dp_check(rc != 0, "%s%s", dp_rank ? "the bad label's step " : "the step a rank never joins ", "fails");
+  if (dp_rank == 0) {
+    dp_check(strstr(err, "waited") != NULL, "rank 0 says it waited for the others: %s%s", err, "");
+    printf("rank 0: train_step failed after %.1f s: %s\n", secs, err);
+    dp_check(secs < 20, "%s%s", "rank 0 gives up within the timeout ", "(3 s, and slack)");
+  }
+  dp_check(!kiln_model_save(m, after) && dp_same_file(before, after), "%s%s", "the weights stay at the last step ", "completed");
+  unlink(before), unlink(after);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &dp_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &dp_size);
   const char *root = argc > 1 ? argv[1] : ".";
+  if (argc > 2 && strcmp(argv[2], "fault") == 0) {
+    dp_failed += dp_fault(root);
+    printf("fault on %d ranks, rank %d: %s\n", dp_size, dp_rank, dp_failed ? "FAILED" : "passed");
+    fflush(stdout);
+    MPI_Barrier(MPI_COMM_WORLD);   /* both ranks reported; MPI_COMM_WORLD itself still works */
+    int failed = dp_failed;
+    MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Abort(MPI_COMM_WORLD, failed);
+    return failed;
+  }
   kiln_comm c;
   if (kiln_mpi_comm_init(&c, MPI_COMM_WORLD, 120)) return MPI_Abort(MPI_COMM_WORLD, 1), 1;
   kiln_comm bad = c;
