@@ -87,6 +87,12 @@ PREDICT_AT = C.CFUNCTYPE(_i, _vp, _ext, _ptrs, _ptrs)
 TRAIN_AT = C.CFUNCTYPE(_i, _vp, _ext, _ptrs, C.POINTER(C.c_float))
 GET_LR = C.CFUNCTYPE(C.c_float, _vp)
 SAVE_STATE = C.CFUNCTYPE(_i, _vp, C.c_char_p)
+SET_COMM = C.CFUNCTYPE(_i, _vp, C.c_void_p)
+
+
+class Comm(C.Structure):            # kiln_comm (include/kiln_comm.h); filled by libkiln_mpi
+    _fields_ = [("rank", C.c_int), ("size", C.c_int), ("ctx", C.c_void_p), ("start", C.c_void_p), ("wait", C.c_void_p),
+                ("bucket_bytes", C.c_int64)]
 
 
 class Api(C.Structure):             # rt_model_api, the exported `kiln_model`
@@ -94,7 +100,7 @@ class Api(C.Structure):             # rt_model_api, the exported `kiln_model`
                 ("load", PATH_FN), ("save", PATH_FN), ("predict", PREDICT), ("train_step", TRAIN), ("set_lr", SET_LR),
                 ("error", ERROR), ("predict_device", C.c_void_p), ("train_step_device", C.c_void_p),
                 ("predict_at", PREDICT_AT), ("train_step_at", TRAIN_AT), ("lr", GET_LR),
-                ("save_state", SAVE_STATE), ("load_state", SAVE_STATE), ("set_comm", C.c_void_p)]
+                ("save_state", SAVE_STATE), ("load_state", SAVE_STATE), ("set_comm", SET_COMM)]
 
 
 def check_abi(api, what):

@@ -16,7 +16,7 @@ import ctypes
 import glob
 import os
 
-__all__ = ["KilnError", "lib", "library_path", "check", "last_error"]
+__all__ = ["KilnError", "lib", "library_path", "check", "last_error", "mpi_library"]
 
 
 class KilnError(RuntimeError):
@@ -149,3 +149,28 @@ def check(rc):
     """Raises KilnError with the library's message when rc is nonzero."""
     if rc:
         raise KilnError(last_error() or "kiln: the call failed (no message)")
+
+
+_mpi = None
+
+
+def mpi_library():
+    """libkiln_mpi (Model.set_comm): $KILN_MPI_LIBRARY, beside libkiln, or this build tree's
+    mpi/ beside its api/; loaded once, after mpi4py has loaded MPI."""
+    global _mpi
+    if _mpi is None:
+        here = os.path.dirname(library_path)
+        cands = [os.environ.get("KILN_MPI_LIBRARY", ""), os.path.join(here, "libkiln_mpi.so"),
+                 os.path.join(os.path.dirname(here), "mpi", "libkiln_mpi.so"), "libkiln_mpi.so"]
+        errors = []
+        for c in [c for c in cands if c]:
+            try:
+                _mpi = _c.CDLL(c, mode=_c.RTLD_GLOBAL)
+                break
+            except OSError as e:
+                errors.append(str(e))
+        if _mpi is None:
+            raise KilnError("libkiln_mpi is not found (built with Kiln when Open MPI is installed): " + "; ".join(errors))
+        _mpi.kiln_mpi_comm_init.restype = _c.c_int
+        _mpi.kiln_mpi_comm_init.argtypes = [_p, _p, _c.c_double]
+    return _mpi

@@ -22,7 +22,7 @@ import numpy as np
 from . import _abi
 from . import _safetensors
 from ._convert import F32, I32, as_input, dtype_word, shape_text, to_numpy, as_dtype
-from ._lib import KilnError, check, lib
+from ._lib import KilnError, check, lib, mpi_library
 
 __all__ = ["Model", "Tensor", "compile", "load", "from_torch"]
 
@@ -519,6 +519,29 @@ class Model:
     def load_state(self, path):
         """Reads a file save_state wrote for this model and optimizer; a failure changes nothing."""
         self._call("load_state", self._api.load_state, _path_arg(path))
+
+    def set_comm(self, comm=None, timeout=60.0, bucket_bytes=0):
+        """Trains data-parallel as one rank of an mpi4py communicator (default MPI.COMM_WORLD),
+        through libkiln_mpi: every rank gets rank 0's weights now; train_step then sums the
+        loss and the gradients over the ranks (the loss returned is their mean), so each rank's
+        step is the step of one process on every rank's rows. A wait gives up after timeout
+        seconds (a rank failed). set_comm(False) trains alone again."""
+        if comm is False:
+            self._call("set_comm", self._api.set_comm, None)
+            self._comm = None
+            return
+        try:
+            from mpi4py import MPI
+        except ImportError as e:
+            raise KilnError("set_comm needs mpi4py (apt-get install python3-mpi4py): %s" % e) from None
+        comm = MPI.COMM_WORLD if comm is None else comm
+        mpi = mpi_library()
+        c = _abi.Comm()
+        if mpi.kiln_mpi_comm_init(C.byref(c), C.c_void_p(MPI._handleof(comm)), C.c_double(timeout)):
+            raise KilnError("kiln_mpi_comm_init failed (see stderr)")
+        c.bucket_bytes = int(bucket_bytes)
+        self._call("set_comm", self._api.set_comm, C.addressof(c))
+        self._comm = (c, mpi)   # the model calls into c until set_comm(False) or close
 
     def state_dict(self, source_names=False):
         """{name: ndarray} of every weight, named as in the model and its safetensors files. With
