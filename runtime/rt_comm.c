@@ -3,10 +3,12 @@
  * between its backward steps and its updates (rt_comm_reduce): the loss and the gradients
  * summed across the ranks, the gradients divided by the world size as DDP divides them.
  *
- * The gradients go through one buffer of them all, filled in the reverse order of the
- * updates (the backward pass writes the last layers' first), cut into buckets of about
- * bucket_bytes; each bucket's allreduce starts as soon as it is filled, so the transport
- * works on one while the next is copied in, and all are waited for before any update. */
+ * The gradients go through one buffer of them all, laid out in the reverse order of the
+ * updates (the backward pass writes the last layers' first) and cut into buckets of about
+ * bucket_bytes (rt_comm_plan). A bucket is copied in and its allreduce started as soon as
+ * the last backward step writing its gradients has run (rt_comm_after_step, when the steps
+ * run in order on the caller's thread), so the transport sums it while the backward pass goes
+ * on; all are waited for before the first update (rt_comm_reduce). */
 #include "rt_model_int.h"
 
 #include <stdlib.h>
@@ -16,7 +18,7 @@ enum { RT_COMM_BUCKET_DEFAULT = 25 << 20 };
 
 static int rt_comm_plan(rt_model *m);
 
-/* The elements of every tensor of role `role`, and of every update's gradient. */
+/* The elements of every tensor of role `role`. */
 static int64_t rt_comm_count(const rt_model *m, int role) {
   int64_t n = 0;
   for (int i = 0; i < m->d->ntensors; i++)
@@ -24,6 +26,7 @@ static int64_t rt_comm_count(const rt_model *m, int role) {
   return n;
 }
 
+/* The elements of every update's gradient. */
 static int64_t rt_comm_grad_count(const rt_model *m) {
   const rt_program *p = &m->d->train;
   int64_t n = 0;
