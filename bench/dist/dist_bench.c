@@ -6,7 +6,11 @@
  * libkiln_mpi when N > 1, and trains on fixed random rows; after two warm-up steps it times
  * as many steps as rank 0 finds fill SECS. Rank 0 prints one line: the ranks, the batch, the
  * steps per second, the job's samples per second, and the share of a step this rank spent
- * blocked in the allreduce's wait (measured by wrapping libkiln_mpi's wait). */
+ * blocked in the allreduce's wait (measured by wrapping libkiln_mpi's wait).
+ *
+ * With DIST_BUCKET_BYTES=N and one rank, a hook of one rank that moves nothing takes the
+ * gradients in buckets of N bytes: under KILN_PROFILE the trace's allreduce track then says
+ * when each bucket's gradients are ready in the backward pass (bench/dist/cost_model.py). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +39,17 @@ static int db_wait(void *ctx, void *req, char *err, size_t errn) {
   int rc = db_mpi.wait(db_mpi.ctx, req, err, errn);
   db_waited += db_now() - t0;
   return rc;
+}
+
+static int db_nothing(void *ctx, float *buf, int64_t n, void **req, char *err, size_t errn) {
+  (void)ctx, (void)n, (void)err, (void)errn;
+  *req = buf;
+  return 0;
+}
+
+static int db_done(void *ctx, void *req, char *err, size_t errn) {
+  (void)ctx, (void)req, (void)err, (void)errn;
+  return 0;
 }
 
 static void *db_input(kiln_model *m, int k) {
@@ -72,6 +87,11 @@ int main(int argc, char **argv) {
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   kiln_comm c = {0};
+  const char *bb = getenv("DIST_BUCKET_BYTES");
+  if (size == 1 && bb) {
+    c = (kiln_comm){0, 1, NULL, db_nothing, db_done, atoll(bb)};
+    if (kiln_model_set_comm(m, &c)) fprintf(stderr, "%s\n", kiln_last_error()), MPI_Abort(MPI_COMM_WORLD, 1);
+  }
   if (size > 1) {
     if (kiln_mpi_comm_init(&db_mpi, MPI_COMM_WORLD, 120)) MPI_Abort(MPI_COMM_WORLD, 1);
     c = db_mpi, c.start = db_start, c.wait = db_wait;

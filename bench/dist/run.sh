@@ -3,6 +3,7 @@
 # process with one thread against 2 ranks (mpirun) with one thread each, every rank at the
 # example's own batch, so 2 ranks train twice the rows a step. Scaling efficiency = the job's
 # samples/s on 2 ranks / (2 x one process's). Rounds alternate the two; each keeps its best.
+# Then the cost model for 8, 64 and 512 ranks from a profiled step of each (cost_model.py).
 # Usage: bench/dist/run.sh [build-dir]   (default build-bench; its kiln_shared and kiln_mpi are built)
 # Environment: MODELS (default "resnet transformer"), SECS (default 3), ROUNDS (default 3).
 set -euo pipefail
@@ -11,7 +12,7 @@ BUILD=${1:-$ROOT/build-bench}
 MODELS=${MODELS:-resnet transformer}
 SECS=${SECS:-3}
 ROUNDS=${ROUNDS:-3}
-case ${1:-} in -h|--help) sed -n '2,7p' "$0"; exit 0 ;; esac
+case ${1:-} in -h|--help) sed -n "2,8p" "$0"; exit 0 ;; esac
 command -v mpicc >/dev/null || { echo "run.sh: needs Open MPI (apt-get install libopenmpi-dev openmpi-bin)"; exit 1; }
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -38,3 +39,10 @@ for m in $MODELS; do
   echo "| $m | $b | $best1 | $best2 | $eff | $wait2 |"
 done
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+# The cost model for larger clusters (cost_model.py): one process, every gradient its own
+# bucket on a hook that moves nothing, profiled, so the trace says when each is ready.
+for m in $MODELS; do
+  b=$(sed -n 's/^dim batch = \([0-9]*\).*/\1/p' "$ROOT/examples/$m.kiln")
+  DIST_BUCKET_BYTES=4 KILN_PROFILE="$TMP/$m.json" "$TMP/dist_bench" "$ROOT/examples/$m.kiln" "$b" "$SECS" >/dev/null 2>&1
+  (cd "$TMP" && /usr/bin/python3 "$ROOT/bench/dist/cost_model.py" "$m.json")
+done
