@@ -30,6 +30,10 @@ typedef struct kiln_comm {
    * failed or did not answer in time). */
   int (*wait)(void *ctx, void *req, char *err, size_t errn);
   int64_t bucket_bytes;      /* gradients per allreduce; 0: 25 MiB */
+  /* Optional (NULL: none): called after each step of the backward pass while allreduces are
+   * in flight, for a transport that moves data only when called (MPI without a progress
+   * thread). */
+  void (*progress)(void *ctx);
 } kiln_comm;
 
 #endif

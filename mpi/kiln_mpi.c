@@ -55,6 +55,14 @@ static int kiln_mpi_wait(void *ctx, void *req, char *err, size_t errn) {
   }
 }
 
+/* Open MPI moves a nonblocking collective along only inside MPI calls (no progress thread by
+ * default): a probe between the backward steps is such a call, and costs little. */
+static void kiln_mpi_progress(void *ctx) {
+  kiln_mpi_ctx *k = ctx;
+  int flag = 0;
+  MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, k->comm, &flag, MPI_STATUS_IGNORE);
+}
+
 int kiln_mpi_comm_init(kiln_comm *c, MPI_Comm comm, double timeout_s) {
   int inited = 0;
   if (!c) return fprintf(stderr, "kiln_mpi_comm_init: c is NULL\n"), 1;
@@ -68,7 +76,7 @@ int kiln_mpi_comm_init(kiln_comm *c, MPI_Comm comm, double timeout_s) {
   k->timeout_s = timeout_s > 0 ? timeout_s : 60;
   MPI_Comm_rank(k->comm, &c->rank);
   MPI_Comm_size(k->comm, &c->size);
-  c->ctx = k, c->start = kiln_mpi_start, c->wait = kiln_mpi_wait;
+  c->ctx = k, c->start = kiln_mpi_start, c->wait = kiln_mpi_wait, c->progress = kiln_mpi_progress;
   return 0;
 }
 

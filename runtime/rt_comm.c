@@ -231,6 +231,7 @@ static int rt_comm_start_ready(rt_model *m, rt_prog_state *ps, int step) {
 
 int rt_comm_after_step(rt_model *m, rt_prog_state *ps, int step) {
   if (ps != &m->ps[1] || step >= rt_first_update(ps->p)) return 0;
+  if (m->comm_started && m->comm.progress) m->comm.progress(m->comm.ctx);
   return rt_comm_start_ready(m, ps, step);
 }
 

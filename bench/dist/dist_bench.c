@@ -89,12 +89,12 @@ int main(int argc, char **argv) {
   kiln_comm c = {0};
   const char *bb = getenv("DIST_BUCKET_BYTES");
   if (size == 1 && bb) {
-    c = (kiln_comm){0, 1, NULL, db_nothing, db_done, atoll(bb)};
+    c = (kiln_comm){0, 1, NULL, db_nothing, db_done, atoll(bb), NULL};
     if (kiln_model_set_comm(m, &c)) fprintf(stderr, "%s\n", kiln_last_error()), MPI_Abort(MPI_COMM_WORLD, 1);
   }
   if (size > 1) {
     if (kiln_mpi_comm_init(&db_mpi, MPI_COMM_WORLD, 120)) MPI_Abort(MPI_COMM_WORLD, 1);
-    c = db_mpi, c.start = db_start, c.wait = db_wait;
+    c = db_mpi, c.start = db_start, c.wait = db_wait;   /* progress stays libkiln_mpi's, on its own ctx */
     if (kiln_model_set_comm(m, &c)) fprintf(stderr, "rank %d: %s\n", rank, kiln_last_error()), MPI_Abort(MPI_COMM_WORLD, 1);
   }
   int nin = 0, nout;

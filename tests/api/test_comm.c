@@ -23,7 +23,10 @@ typedef struct {
   int fail_start_at;  /* the allreduce that fails to start (1-based; 0: none) */
   int fail_wait;      /* every wait fails */
   int calls;
+  int progressed;     /* progress calls */
 } fake;
+
+static void fake_progress(void *ctx) { ((fake *)ctx)->progressed++; }
 
 static int fake_start(void *ctx, float *buf, int64_t n, void **req, char *err, size_t errn) {
   fake *f = ctx;
@@ -92,7 +95,7 @@ static void test_overlap(void) {
   close(mkstemp(trace));
   setenv("KILN_PROFILE", trace, 1);
   fake two = {.doubles = 1};
-  kiln_comm c = {0, 2, &two, fake_start, fake_wait, 4096};
+  kiln_comm c = {0, 2, &two, fake_start, fake_wait, 4096, NULL};
   kiln_model *m = model();
   unsetenv("KILN_PROFILE");
   const void *in[] = {x, label};
@@ -123,24 +126,25 @@ int main(void) {
   kiln_model_free(m);
 
   fake one = {0};
-  kiln_comm c1 = {0, 1, &one, fake_start, fake_wait, 0};
+  kiln_comm c1 = {0, 1, &one, fake_start, fake_wait, 0, NULL};
   m = model();
   CHECK(m && !kiln_model_set_comm(m, &c1) && !train3(m, got, l), "a world of one: %s", kiln_last_error());
   CHECK(same_file(ref, got) && !memcmp(l, lref, sizeof l), "a world of one trains bit for bit as no hook");
   kiln_model_free(m);
 
   fake two = {.doubles = 1};
-  kiln_comm c2 = {0, 2, &two, fake_start, fake_wait, 4096};   /* 1,024 floats a bucket: the MLP's 101,770 in many */
+  kiln_comm c2 = {0, 2, &two, fake_start, fake_wait, 4096, fake_progress};   /* 1,024 floats a bucket: two a step */
   m = model();
   CHECK(m && !kiln_model_set_comm(m, &c2) && !train3(m, got, l), "two equal ranks: %s", kiln_last_error());
   CHECK(same_file(ref, got) && !memcmp(l, lref, sizeof l), "two ranks with equal rows train bit for bit as one");
   /* the broadcast, then each step the loss and two buckets: logits' gradients (1,290 floats,
    * past 1,024: the bucket is cut after them) and hidden's; a gradient is never split */
   CHECK(two.calls == 1 + 3 * 3, "a broadcast and three allreduces a step: %d in three steps", two.calls);
+  CHECK(two.progressed >= 3, "progress is called between backward steps while allreduces are in flight: %d calls", two.progressed);
   kiln_model_free(m);
 
   fake bad = {.fail_start_at = 3};
-  kiln_comm cb = {1, 2, &bad, fake_start, fake_wait, 0};
+  kiln_comm cb = {1, 2, &bad, fake_start, fake_wait, 0, NULL};
   const void *in[] = {x, label};
   float loss;
   m = model();
@@ -153,9 +157,9 @@ int main(void) {
         "a failing wait: %s", kiln_last_error());
   CHECK(m && !kiln_model_save(m, got) && same_file(before, got), "the weights as they were after a failing wait");
   CHECK(m && !kiln_model_set_comm(m, NULL) && !kiln_model_train_step(m, in, &loss), "NULL removes the hook: %s", kiln_last_error());
-  kiln_comm malformed = {2, 2, &one, fake_start, fake_wait, 0};
+  kiln_comm malformed = {2, 2, &one, fake_start, fake_wait, 0, NULL};
   CHECK(m && kiln_model_set_comm(m, &malformed) && strstr(kiln_last_error(), "rank"), "rank 2 of 2 is refused");
-  malformed = (kiln_comm){0, 2, &one, NULL, fake_wait, 0};
+  malformed = (kiln_comm){0, 2, &one, NULL, fake_wait, 0, NULL};
   CHECK(m && kiln_model_set_comm(m, &malformed), "a hook without start is refused");
   CHECK(kiln_model_set_comm(NULL, &c1), "a NULL model is refused");
   kiln_model_free(m);
