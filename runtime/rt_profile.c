@@ -117,28 +117,27 @@ void rt_profile_step(rt_profile *p, int prog, int step, int64_t t0, int64_t t1) 
   p->ev[p->nev++] = (rt_prof_event){prog, step, t0 - p->origin, dur};
 }
 
+/* Room for one more of n events of `size` bytes in *v (doubled, up to RT_PROF_MAX_EVENTS):
+ * false when there is none, and the event is not kept. */
+static bool rt_prof_room(void **v, int64_t n, int64_t *cap, size_t size) {
+  if (n < *cap) return true;
+  int64_t c = *cap ? 2 * *cap : 64;
+  void *grown = c <= RT_PROF_MAX_EVENTS ? realloc(*v, (size_t)c * size) : NULL;
+  if (!grown) return false;
+  *v = grown, *cap = c;
+  return true;
+}
+
 void rt_profile_run(rt_profile *p, int prog, int64_t t0, int64_t t1) {
   if (!p->runs[prog]) p->first_run_ns[prog] = t1 - t0;
   p->runs[prog]++, p->run_ns[prog] += t1 - t0;
-  if (p->nrv == p->rv_cap) {
-    int64_t cap = p->rv_cap ? 2 * p->rv_cap : 64;
-    if (cap > RT_PROF_MAX_EVENTS) return;
-    rt_prof_run *rv = realloc(p->rv, (size_t)cap * sizeof *rv);
-    if (!rv) return;
-    p->rv = rv, p->rv_cap = cap;
-  }
-  p->rv[p->nrv++] = (rt_prof_run){t0 - p->origin, t1 - t0, prog};
+  if (rt_prof_room((void **)&p->rv, p->nrv, &p->rv_cap, sizeof *p->rv))
+    p->rv[p->nrv++] = (rt_prof_run){t0 - p->origin, t1 - t0, prog};
 }
 
 void rt_profile_comm(rt_profile *p, int bucket, int after_step, int64_t elements, int64_t t0, int64_t t1) {
-  if (p->ncv == p->cv_cap) {
-    int64_t cap = p->cv_cap ? 2 * p->cv_cap : 64;
-    if (cap > RT_PROF_MAX_EVENTS) return;
-    rt_prof_comm *cv = realloc(p->cv, (size_t)cap * sizeof *cv);
-    if (!cv) return;
-    p->cv = cv, p->cv_cap = cap;
-  }
-  p->cv[p->ncv++] = (rt_prof_comm){t0 - p->origin, t1 - t0, elements, bucket, after_step};
+  if (rt_prof_room((void **)&p->cv, p->ncv, &p->cv_cap, sizeof *p->cv))
+    p->cv[p->ncv++] = (rt_prof_comm){t0 - p->origin, t1 - t0, elements, bucket, after_step};
 }
 
 /* ---- what a step is: its op, kind, shapes, bytes and FLOPs ---- */

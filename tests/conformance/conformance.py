@@ -33,6 +33,9 @@ except ImportError:
     print("conformance: skipped: python3-torch is not installed (apt-get install python3-torch)")
     sys.exit(77)
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from torch_sched import torch_scheduler  # noqa: E402
+
 torch.set_num_threads(1)
 RTOL, ATOL = 1e-4, 1e-5
 # Reductions over K terms (GEMM, convolution, broadcast-gradient sums, norm statistics): float32
@@ -209,7 +212,7 @@ class Runner:
             betas = (a.get("beta1", 0.9), a.get("beta2", 0.999))
             cls = torch.optim.AdamW if kind == "adamw" else torch.optim.Adam
             opt = cls([tw], lr=lr, betas=betas, eps=a.get("eps", 1e-8), weight_decay=a.get("wd", 0))
-        scheduler = torch_scheduler(opt, sched) if sched else None
+        scheduler = torch_scheduler(torch, opt, sched) if sched else None
         p = subprocess.run([self.exe, "--optim", kind, d], capture_output=True, text=True)
         err = None if p.returncode == 0 else "kiln_opcheck exit %d: %s" % (p.returncode, p.stderr.strip())
         for i, g in enumerate(gs):
@@ -230,31 +233,6 @@ class Runner:
             self.passed += 1
             print("ok   %s" % name)
             shutil.rmtree(d)
-
-
-def torch_scheduler(opt, sched):
-    """torch.optim.lr_scheduler's equivalent of a train clause's `schedule NAME(attrs)` (SPEC
-    section 11; kernels/k_optim.c k_sched_lr)."""
-    S = torch.optim.lr_scheduler
-    name, a = sched
-    if name == "step":
-        return S.StepLR(opt, step_size=a["step_size"], gamma=a.get("gamma", 0.1))
-    if name == "multistep":
-        return S.MultiStepLR(opt, milestones=list(a["milestones"]), gamma=a.get("gamma", 0.1))
-    if name == "exponential":
-        return S.ExponentialLR(opt, gamma=a["gamma"])
-    if name == "cosine":
-        w, total, low = a.get("warmup", 0), a["total"], a.get("min_lr", 0.0)
-        cos = S.CosineAnnealingLR(opt, T_max=total - w, eta_min=low)
-        if not w:
-            return cos
-        warm = S.LinearLR(opt, start_factor=1.0 / w, end_factor=1.0, total_iters=w - 1)
-        return S.SequentialLR(opt, [warm, S.CosineAnnealingLR(opt, T_max=total - w, eta_min=low)], milestones=[w])
-    if name == "onecycle":
-        return S.OneCycleLR(opt, max_lr=opt.param_groups[0]["lr"], total_steps=a["total"], pct_start=a.get("pct_start", 0.3),
-                            div_factor=a.get("div_factor", 25.0), final_div_factor=a.get("final_div_factor", 1e4),
-                            anneal_strategy="cos", cycle_momentum=False, three_phase=False)
-    raise ValueError(name)
 
 
 def shp(s):

@@ -13,12 +13,16 @@ and not at others. Float32 on both sides; the tolerances (LR_REL, LOSS_REL, WEIG
 and why AdamW's eps is 1e-5 are said below. Skipped, saying so, without torch."""
 import os
 import re
+import sys
 
 import numpy as np
 import pytest
 
 import kiln
 from conftest import EXAMPLES
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from torch_sched import torch_scheduler  # noqa: E402
 
 # torch 1.13's SequentialLR (the cosine warmup) warns about its own scheduler.step(0) call.
 pytestmark = pytest.mark.filterwarnings("ignore:The epoch parameter in `scheduler.step\\(\\)`:UserWarning")
@@ -97,30 +101,6 @@ def torch_optimizer(torch, params, opt):
     assert kind == "adamw"
     return torch.optim.AdamW(params, lr=a["lr"], betas=(a.get("beta1", 0.9), a.get("beta2", 0.999)),
                              eps=a.get("eps", 1e-8), weight_decay=a.get("wd", 0.01))
-
-
-def torch_scheduler(torch, opt, sched):
-    """torch.optim.lr_scheduler's equivalent of the train clause's `schedule NAME(attrs)`
-    (docs/language.md, "Optimizers and schedules"; tests/conformance/conformance.py maps them
-    alike for one tensor)."""
-    S = torch.optim.lr_scheduler
-    name, a = sched
-    if name == "step":
-        return S.StepLR(opt, step_size=a["step_size"], gamma=a.get("gamma", 0.1))
-    if name == "multistep":
-        return S.MultiStepLR(opt, milestones=list(a["milestones"]), gamma=a.get("gamma", 0.1))
-    if name == "exponential":
-        return S.ExponentialLR(opt, gamma=a["gamma"])
-    if name == "cosine":
-        w, total, low = a.get("warmup", 0), a["total"], a.get("min_lr", 0.0)
-        if not w:
-            return S.CosineAnnealingLR(opt, T_max=total, eta_min=low)
-        warm = S.LinearLR(opt, start_factor=1.0 / w, end_factor=1.0, total_iters=w - 1)
-        return S.SequentialLR(opt, [warm, S.CosineAnnealingLR(opt, T_max=total - w, eta_min=low)], milestones=[w])
-    assert name == "onecycle"
-    return S.OneCycleLR(opt, max_lr=opt.param_groups[0]["lr"], total_steps=a["total"], pct_start=a.get("pct_start", 0.3),
-                        div_factor=a.get("div_factor", 25.0), final_div_factor=a.get("final_div_factor", 1e4),
-                        anneal_strategy="cos", cycle_momentum=False, three_phase=False)
 
 
 def close(got, want, what, rel):
