@@ -34,6 +34,10 @@ typedef struct kiln_comm {
    * in flight, for a transport that moves data only when called (MPI without a progress
    * thread). */
   void (*progress)(void *ctx);
+  /* Optional (NULL: none): called when this rank's train_step fails for a reason of its own
+   * (bad data, an error: not a failed allreduce), with its message, so that the transport can
+   * tell the other ranks, whose waits then fail naming this rank instead of timing out. */
+  void (*failed)(void *ctx, const char *message);
 } kiln_comm;
 
 #endif

@@ -5,12 +5,18 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 typedef struct {
   MPI_Comm comm;        /* a duplicate: its error handler returns */
   double timeout_s;
 } kiln_mpi_ctx;
+
+/* A rank whose step fails on its own sends its message to every other rank with this tag
+ * (kiln_mpi_failed); a waiting rank probes for it, so it fails naming that rank at once. The
+ * collectives on the communicator use no tags a program can see, so they never meet it. */
+enum { KILN_MPI_FAILED_TAG = 7317, KILN_MPI_MSG = 400 };
 
 static void kiln_mpi_msg(int code, const char *what, char *err, size_t errn) {
   char text[MPI_MAX_ERROR_STRING];
@@ -36,6 +42,32 @@ static double kiln_mpi_now(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* Another rank's failure message, when one has come: 1 with it in err. */
+static int kiln_mpi_heard_failure(kiln_mpi_ctx *k, char *err, size_t errn) {
+  int flag = 0;
+  MPI_Status st;
+  if (MPI_Iprobe(MPI_ANY_SOURCE, KILN_MPI_FAILED_TAG, k->comm, &flag, &st) != MPI_SUCCESS || !flag) return 0;
+  char msg[KILN_MPI_MSG] = "";
+  MPI_Recv(msg, KILN_MPI_MSG, MPI_CHAR, st.MPI_SOURCE, KILN_MPI_FAILED_TAG, k->comm, MPI_STATUS_IGNORE);
+  msg[KILN_MPI_MSG - 1] = 0;
+  snprintf(err, errn, "rank %d failed: %s", st.MPI_SOURCE, msg);
+  return 1;
+}
+
+static void kiln_mpi_failed(void *ctx, const char *message) {
+  kiln_mpi_ctx *k = ctx;
+  int rank = 0, size = 1;
+  MPI_Comm_rank(k->comm, &rank);
+  MPI_Comm_size(k->comm, &size);
+  char msg[KILN_MPI_MSG];
+  snprintf(msg, sizeof msg, "%s", message ? message : "no message");
+  for (int r = 0; r < size; r++) {   /* buffered sends: small, and nobody need be receiving yet */
+    if (r == rank) continue;
+    MPI_Request q;
+    if (MPI_Isend(msg, (int)strlen(msg) + 1, MPI_CHAR, r, KILN_MPI_FAILED_TAG, k->comm, &q) == MPI_SUCCESS) MPI_Request_free(&q);
+  }
+}
+
 static int kiln_mpi_wait(void *ctx, void *req, char *err, size_t errn) {
   kiln_mpi_ctx *k = ctx;
   MPI_Request *r = req;
@@ -45,6 +77,7 @@ static int kiln_mpi_wait(void *ctx, void *req, char *err, size_t errn) {
     int done = 0, rc = MPI_Test(r, &done, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) return kiln_mpi_msg(rc, "MPI_Test", err, errn), 1;   /* r stays: MPI owns it now */
     if (done) return free(r), 0;
+    if ((spins & 63) == 63 && kiln_mpi_heard_failure(k, err, errn)) return 1;   /* r is abandoned, as on a timeout */
     if ((spins & 255) == 255 && kiln_mpi_now() > deadline) {
       int rank = -1;
       MPI_Comm_rank(k->comm, &rank);
@@ -77,6 +110,7 @@ int kiln_mpi_comm_init(kiln_comm *c, MPI_Comm comm, double timeout_s) {
   MPI_Comm_rank(k->comm, &c->rank);
   MPI_Comm_size(k->comm, &c->size);
   c->ctx = k, c->start = kiln_mpi_start, c->wait = kiln_mpi_wait, c->progress = kiln_mpi_progress;
+  c->failed = kiln_mpi_failed;
   return 0;
 }
 

@@ -13,7 +13,8 @@
  *   MPI_Finalize();
  *
  * Errors on the communicator return (MPI_ERRORS_RETURN on a duplicate of it) instead of
- * aborting the job, and a wait gives up after timeout_s, so a failed or killed rank makes the
+ * aborting the job; a rank whose step fails on its own sends its message to the others, whose
+ * waits then fail naming it; and a wait gives up after timeout_s, so a killed rank makes the
  * others' train_step fail with a message rather than hang. Debian's Open MPI is not
  * CUDA-aware: the buffers are host memory. */
 #ifndef KILN_MPI_H

@@ -156,6 +156,7 @@ static int rt_comm_plan(rt_model *m) {
 }
 
 static int rt_comm_fail(rt_model *m, const char *what, const char *err) {
+  m->comm_broke = 1;
   return rt_model_fail(m, "train_step: the allreduce of %s failed on rank %d of %d: %s", what, m->comm.rank, m->comm.size,
                        err[0] ? err : "no message");
 }
@@ -253,7 +254,10 @@ static int rt_comm_wait_started(rt_model *m, int rc) {
 }
 
 void rt_comm_settle(rt_model *m) {
-  if (m->has_comm && m->comm_started) rt_comm_wait_started(m, 1);
+  if (!m->has_comm) return;
+  if (!m->comm_broke && m->comm.failed) m->comm.failed(m->comm.ctx, m->err);   /* its own failure: the others learn why */
+  if (m->comm_started) rt_comm_wait_started(m, 1);
+  m->comm_broke = 0;
 }
 
 int rt_comm_reduce(rt_model *m, rt_prog_state *ps, int first) {

@@ -81,6 +81,7 @@ struct rt_model {
   int *comm_order;              /* the buckets in the order they start */
   int comm_loss_ready;          /* the step that writes the loss */
   int comm_started;             /* this run's: 0, 1 (the loss), 1 + buckets started */
+  int comm_broke;               /* this run failed in the transport (not worth telling the others) */
   int64_t *comm_t0;             /* profiled: each started one's start time, and */
   int *comm_after;              /* the step it started after */
   uint64_t rng_salt;            /* added to seed for dropout's draws: each rank its own stream */
@@ -121,7 +122,8 @@ int rt_comm_reduce(rt_model *m, rt_prog_state *ps, int first);
  * allreduces whose data that step completed start, so they run while the backward pass goes
  * on. 0 unless a start fails. */
 int rt_comm_after_step(rt_model *m, rt_prog_state *ps, int step);
-/* After a failed run: the allreduces it started waited for and forgotten. */
+/* After a failed run: the other ranks told of a failure of this rank's own (kiln_comm.failed),
+ * the allreduces it started waited for and forgotten. */
 void rt_comm_settle(rt_model *m);
 void rt_comm_free(rt_model *m);
 int rt_prog_state_init(rt_prog_state *ps, rt_model *m, const rt_program *p);

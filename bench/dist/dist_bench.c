@@ -89,7 +89,7 @@ int main(int argc, char **argv) {
   kiln_comm c = {0};
   const char *bb = getenv("DIST_BUCKET_BYTES");
   if (size == 1 && bb) {
-    c = (kiln_comm){0, 1, NULL, db_nothing, db_done, atoll(bb), NULL};
+    c = (kiln_comm){0, 1, NULL, db_nothing, db_done, atoll(bb), NULL, NULL};
     if (kiln_model_set_comm(m, &c)) fprintf(stderr, "%s\n", kiln_last_error()), MPI_Abort(MPI_COMM_WORLD, 1);
   }
   if (size > 1) {

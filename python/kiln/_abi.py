@@ -92,7 +92,7 @@ SET_COMM = C.CFUNCTYPE(_i, _vp, C.c_void_p)
 
 class Comm(C.Structure):            # kiln_comm (include/kiln_comm.h); filled by libkiln_mpi
     _fields_ = [("rank", C.c_int), ("size", C.c_int), ("ctx", C.c_void_p), ("start", C.c_void_p), ("wait", C.c_void_p),
-                ("bucket_bytes", C.c_int64), ("progress", C.c_void_p)]
+                ("bucket_bytes", C.c_int64), ("progress", C.c_void_p), ("failed", C.c_void_p)]
 
 
 class Api(C.Structure):             # rt_model_api, the exported `kiln_model`

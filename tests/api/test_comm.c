@@ -4,7 +4,8 @@
  *   sum of two equal ranks): the sum divided by two is exact, so again bit for bit, and the
  *   gradients went through the hook in buckets (bucket_bytes small: two a step).
  * - A failing allreduce makes train_step fail with the hook's message and the rank, and
- *   leaves the weights as they were; so does a failing wait.
+ *   leaves the weights as they were; so does a failing wait. A failure of the rank's own (a
+ *   bad label) is handed to the hook's `failed` for the other ranks; a failed allreduce is not.
  * - set_comm refuses a malformed hook, and NULL removes the hook.
  * - The buckets overlap the backward pass: in a profiled step's trace (KILN_PROFILE) the first
  *   bucket's allreduce starts before the last backward step does. */
@@ -24,9 +25,11 @@ typedef struct {
   int fail_wait;      /* every wait fails */
   int calls;
   int progressed;     /* progress calls */
+  char told[256];     /* the message `failed` was given */
 } fake;
 
 static void fake_progress(void *ctx) { ((fake *)ctx)->progressed++; }
+static void fake_failed(void *ctx, const char *msg) { snprintf(((fake *)ctx)->told, sizeof ((fake *)ctx)->told, "%s", msg); }
 
 static int fake_start(void *ctx, float *buf, int64_t n, void **req, char *err, size_t errn) {
   fake *f = ctx;
@@ -95,7 +98,7 @@ static void test_overlap(void) {
   close(mkstemp(trace));
   setenv("KILN_PROFILE", trace, 1);
   fake two = {.doubles = 1};
-  kiln_comm c = {0, 2, &two, fake_start, fake_wait, 4096, NULL};
+  kiln_comm c = {0, 2, &two, fake_start, fake_wait, 4096, NULL, NULL};
   kiln_model *m = model();
   unsetenv("KILN_PROFILE");
   const void *in[] = {x, label};
@@ -126,14 +129,14 @@ int main(void) {
   kiln_model_free(m);
 
   fake one = {0};
-  kiln_comm c1 = {0, 1, &one, fake_start, fake_wait, 0, NULL};
+  kiln_comm c1 = {0, 1, &one, fake_start, fake_wait, 0, NULL, NULL};
   m = model();
   CHECK(m && !kiln_model_set_comm(m, &c1) && !train3(m, got, l), "a world of one: %s", kiln_last_error());
   CHECK(same_file(ref, got) && !memcmp(l, lref, sizeof l), "a world of one trains bit for bit as no hook");
   kiln_model_free(m);
 
   fake two = {.doubles = 1};
-  kiln_comm c2 = {0, 2, &two, fake_start, fake_wait, 4096, fake_progress};   /* 1,024 floats a bucket: two a step */
+  kiln_comm c2 = {0, 2, &two, fake_start, fake_wait, 4096, fake_progress, NULL};   /* 1,024 floats a bucket: two a step */
   m = model();
   CHECK(m && !kiln_model_set_comm(m, &c2) && !train3(m, got, l), "two equal ranks: %s", kiln_last_error());
   CHECK(same_file(ref, got) && !memcmp(l, lref, sizeof l), "two ranks with equal rows train bit for bit as one");
@@ -144,7 +147,7 @@ int main(void) {
   kiln_model_free(m);
 
   fake bad = {.fail_start_at = 3};
-  kiln_comm cb = {1, 2, &bad, fake_start, fake_wait, 0, NULL};
+  kiln_comm cb = {1, 2, &bad, fake_start, fake_wait, 0, NULL, fake_failed};
   const void *in[] = {x, label};
   float loss;
   m = model();
@@ -156,10 +159,16 @@ int main(void) {
   CHECK(m && kiln_model_train_step(m, in, &loss) && strstr(kiln_last_error(), "rank 1 did not answer"),
         "a failing wait: %s", kiln_last_error());
   CHECK(m && !kiln_model_save(m, got) && same_file(before, got), "the weights as they were after a failing wait");
+  CHECK(!bad.told[0], "a failed allreduce is not told to the others as this rank's own failure: '%s'", bad.told);
+  int32_t wrong[4] = {1, 7, 30, 3};   /* 10 classes: this rank's own failure, in the loss */
+  const void *win[] = {x, wrong};
+  bad = (fake){0};
+  CHECK(m && kiln_model_train_step(m, win, &loss) && strstr(bad.told, "label 30"), "a bad label is told to the others: '%s'", bad.told);
+  CHECK(m && !kiln_model_save(m, got) && same_file(before, got), "the weights as they were after a bad label");
   CHECK(m && !kiln_model_set_comm(m, NULL) && !kiln_model_train_step(m, in, &loss), "NULL removes the hook: %s", kiln_last_error());
-  kiln_comm malformed = {2, 2, &one, fake_start, fake_wait, 0, NULL};
+  kiln_comm malformed = {2, 2, &one, fake_start, fake_wait, 0, NULL, NULL};
   CHECK(m && kiln_model_set_comm(m, &malformed) && strstr(kiln_last_error(), "rank"), "rank 2 of 2 is refused");
-  malformed = (kiln_comm){0, 2, &one, NULL, fake_wait, 0, NULL};
+  malformed = (kiln_comm){0, 2, &one, NULL, fake_wait, 0, NULL, NULL};
   CHECK(m && kiln_model_set_comm(m, &malformed), "a hook without start is refused");
   CHECK(kiln_model_set_comm(NULL, &c1), "a NULL model is refused");
   kiln_model_free(m);
