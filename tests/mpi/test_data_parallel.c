@@ -19,10 +19,14 @@
  *
  * `test_data_parallel ROOT fault` (2 ranks): rank 1's second step fails on a bad label, before
  * any allreduce; rank 0's train_step must fail well within its 3 s timeout, naming rank 1 and
- * its message (libkiln_mpi passes it on), and both ranks keep the weights of the first step. The job then ends by MPI_Abort
+ * its message (libkiln_mpi passes it on), and both ranks keep the weights of the first step.
+ * `test_data_parallel ROOT kill` (2 ranks, under mpirun --enable-recovery, which lets the job
+ * outlive a dead process): rank 1 kills itself after the first step; rank 0's second step
+ * fails at its 3 s timeout saying it waited, with the first step's weights. The job then ends by MPI_Abort
  * with the failures as its code (rank 0 holds an allreduce that never completes, which
  * MPI_Finalize would wait for). */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,7 +220,7 @@ static int dp_same_file(const char *a, const char *b) {
   return same;
 }
 
-static int dp_fault(const char *root) {
+static int dp_fault(const char *root, bool kill) {
   kiln_comm c;
   if (kiln_mpi_comm_init(&c, MPI_COMM_WORLD, 3)) return 1;
   kiln_model *m = dp_model_at(&dp_models[0], root, 4, 1);
@@ -229,6 +233,7 @@ static int dp_fault(const char *root) {
   snprintf(after, sizeof after, "/tmp/kiln-dpf-%d-%d-b.safetensors", (int)getpid(), dp_rank);
   if (!m || kiln_model_set_comm(m, &c) || kiln_model_train_step(m, in, &loss) || kiln_model_save(m, before))
     return printf("FAIL (rank %d): the first step: %s\n", dp_rank, kiln_last_error()), 1;
+  if (dp_rank == 1 && kill) fflush(stdout), raise(SIGKILL);
   if (dp_rank == 1) label[2] = 99;   /* 10 classes: a data error in the loss, before any allreduce */
   double t0 = MPI_Wtime();
   int rc = kiln_model_train_step(m, in, &loss);
@@ -236,9 +241,14 @@ static int dp_fault(const char *root) {
   const char *err = kiln_last_error();
   dp_check(rc != 0, "%s%s", dp_rank ? "the bad label's step " : "the step a rank never joins ", "fails");
   if (dp_rank == 0) {
-    dp_check(strstr(err, "rank 1 failed") && strstr(err, "label"), "rank 0 names rank 1 and its error: %s%s", err, "");
     printf("rank 0: train_step failed after %.1f s: %s\n", secs, err);
-    dp_check(secs < 3, "%s%s", "rank 0 learns it before its timeout ", "(3 s)");
+    if (kill) {
+      dp_check(strstr(err, "waited") != NULL, "rank 0 says it waited for the others: %s%s", err, "");
+      dp_check(secs < 20, "%s%s", "rank 0 gives up at its timeout ", "(3 s, and slack)");
+    } else {
+      dp_check(strstr(err, "rank 1 failed") && strstr(err, "label"), "rank 0 names rank 1 and its error: %s%s", err, "");
+      dp_check(secs < 3, "%s%s", "rank 0 learns it before its timeout ", "(3 s)");
+    }
   }
   dp_check(!kiln_model_save(m, after) && dp_same_file(before, after), "%s%s", "the weights stay at the last step ", "completed");
   unlink(before), unlink(after);
@@ -250,8 +260,14 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &dp_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &dp_size);
   const char *root = argc > 1 ? argv[1] : ".";
+  if (argc > 2 && strcmp(argv[2], "kill") == 0) {   /* rank 1 is dead: no collective can end */
+    dp_failed += dp_fault(root, true);
+    printf("kill on %d ranks, rank %d: %s\n", dp_size, dp_rank, dp_failed ? "FAILED" : "passed");
+    fflush(stdout);
+    MPI_Abort(MPI_COMM_WORLD, dp_failed);
+  }
   if (argc > 2 && strcmp(argv[2], "fault") == 0) {
-    dp_failed += dp_fault(root);
+    dp_failed += dp_fault(root, false);
     printf("fault on %d ranks, rank %d: %s\n", dp_size, dp_rank, dp_failed ? "FAILED" : "passed");
     fflush(stdout);
     MPI_Barrier(MPI_COMM_WORLD);   /* both ranks reported; MPI_COMM_WORLD itself still works */
