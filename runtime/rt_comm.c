@@ -180,10 +180,10 @@ static int rt_comm_start_loss(rt_model *m, rt_prog_state *ps) {
   return 0;
 }
 
-/* Update k of the reversed list: its step, and its gradient's place in the buffer (the
- * elements in use: with bounded dims a gradient's rows follow the extents). */
+/* Update k of the reversed list (the last update first). */
 static const rt_step_run *rt_comm_update(const rt_prog_state *ps, int k) { return &ps->sr[ps->p->nsteps - 1 - k]; }
 
+/* Its gradient's elements in use: with bounded dims a gradient's rows follow the extents. */
 static int64_t rt_comm_numel(rt_model *m, const rt_step_run *r) { return k_shape_numel(&m->tshape[r->s->in[0]]); }
 
 /* Bucket b's gradients into the buffer (at the offsets this call's extents give) and its
