@@ -8,15 +8,16 @@
 #include <string.h>
 #include <time.h>
 
-typedef struct {
-  MPI_Comm comm;        /* a duplicate: its error handler returns */
-  double timeout_s;
-} kiln_mpi_ctx;
-
 /* A rank whose step fails on its own sends its message to every other rank with this tag
  * (kiln_mpi_failed); a waiting rank probes for it, so it fails naming that rank at once. The
  * collectives on the communicator use no tags a program can see, so they never meet it. */
 enum { KILN_MPI_FAILED_TAG = 7317, KILN_MPI_MSG = 400 };
+
+typedef struct {
+  MPI_Comm comm;        /* a duplicate: its error handler returns */
+  double timeout_s;
+  char failed[KILN_MPI_MSG];   /* the message kiln_mpi_failed sends: it must outlive the sends */
+} kiln_mpi_ctx;
 
 static void kiln_mpi_msg(int code, const char *what, char *err, size_t errn) {
   char text[MPI_MAX_ERROR_STRING];
@@ -59,12 +60,12 @@ static void kiln_mpi_failed(void *ctx, const char *message) {
   int rank = 0, size = 1;
   MPI_Comm_rank(k->comm, &rank);
   MPI_Comm_size(k->comm, &size);
-  char msg[KILN_MPI_MSG];
-  snprintf(msg, sizeof msg, "%s", message ? message : "no message");
-  for (int r = 0; r < size; r++) {   /* buffered sends: small, and nobody need be receiving yet */
+  snprintf(k->failed, sizeof k->failed, "%s", message ? message : "no message");
+  for (int r = 0; r < size; r++) {   /* nobody need be receiving yet: the sends complete on their own */
     if (r == rank) continue;
     MPI_Request q;
-    if (MPI_Isend(msg, (int)strlen(msg) + 1, MPI_CHAR, r, KILN_MPI_FAILED_TAG, k->comm, &q) == MPI_SUCCESS) MPI_Request_free(&q);
+    if (MPI_Isend(k->failed, (int)strlen(k->failed) + 1, MPI_CHAR, r, KILN_MPI_FAILED_TAG, k->comm, &q) == MPI_SUCCESS)
+      MPI_Request_free(&q);
   }
 }
 
