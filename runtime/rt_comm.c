@@ -169,11 +169,7 @@ static void rt_comm_note_start(rt_model *m, int step) {
 
 /* The loss's allreduce, started (its sum waited for in rt_comm_reduce). */
 static int rt_comm_start_loss(rt_model *m, rt_prog_state *ps) {
-  const rt_program *p = ps->p;
-  const float *x = m->ptr[p->outputs[0]];
-  double sum = 0;
-  for (int64_t i = 0; i < k_shape_numel(&m->tshape[p->outputs[0]]); i++) sum += x[i];
-  m->comm_lossbuf = (float)sum;
+  m->comm_lossbuf = rt_loss_sum(m, ps->p);
   char err[256] = "";
   if (m->comm.start(m->comm.ctx, &m->comm_lossbuf, 1, &m->comm_req[0], err, sizeof err)) return rt_comm_fail(m, "the loss", err);
   m->comm_started = 1;
@@ -264,7 +260,6 @@ int rt_comm_reduce(rt_model *m, rt_prog_state *ps, int first) {
   if (!m->has_comm) return 0;
   int rc = rt_comm_start_ready(m, ps, first);   /* those the run did not start (the threaded engine: all) */
   if (rt_comm_wait_started(m, rc)) return 1;
-  m->comm_loss = m->comm_lossbuf / (float)m->comm.size;
   const float *b = m->comm_buf;
   float size = (float)m->comm.size;
   for (int k = 0; k < m->comm_bucket[m->comm_nb]; k++) {

@@ -72,8 +72,7 @@ struct rt_model {
   int has_comm;
   float *comm_buf;              /* every gradient (or weight, at set_comm), bucket after bucket */
   void **comm_req;              /* the buckets' allreduces in flight */
-  float comm_loss;              /* the step's loss, the mean over the ranks */
-  float comm_lossbuf;           /* its allreduce's buffer */
+  float comm_lossbuf;           /* the loss's allreduce: this rank's, then every rank's sum */
   int comm_nb;                  /* buckets (rt_comm_plan) */
   int *comm_bucket;             /* bucket b: updates [comm_bucket[b], comm_bucket[b + 1]) of the
                                    reversed update list */
@@ -112,10 +111,12 @@ float rt_model_lr_now(const rt_model *m);
 /* The first UPDATE step of p (nsteps when none): train_step runs the updates only once every
  * step before it succeeded. */
 int rt_first_update(const rt_program *p);
+/* train_step's loss: the sum of its output's elements (in double), as this rank computed it. */
+float rt_loss_sum(const rt_model *m, const rt_program *p);
 
 /* rt_comm.c */
 /* train_step's reduction across the ranks of set_comm's hook, between the backward steps and
- * the first update (`first`): the loss into comm_loss, every gradient summed and divided by
+ * the first update (`first`): the loss summed into comm_lossbuf, every gradient summed and divided by
  * the world size. 0 without a hook. */
 int rt_comm_reduce(rt_model *m, rt_prog_state *ps, int first);
 /* After step `step` of a program run in order (rt_run_direct): the loss's and the buckets'

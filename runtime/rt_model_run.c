@@ -384,6 +384,13 @@ static void rt_aux_copy(rt_model *m, int restore) {
   }
 }
 
+float rt_loss_sum(const rt_model *m, const rt_program *p) {
+  const float *x = m->ptr[p->outputs[0]];
+  double sum = 0;
+  for (int64_t i = 0; i < k_shape_numel(&m->tshape[p->outputs[0]]); i++) sum += x[i];
+  return (float)sum;
+}
+
 int rt_first_update(const rt_program *p) {
   for (int i = 0; i < p->nsteps; i++)
     if (p->steps[i].kind == RT_STEP_UPDATE) return i;
@@ -408,9 +415,8 @@ static int rt_train_locked(rt_model *m, const int64_t *extents, const void *cons
     m->step--, rt_aux_copy(m, 1), rt_comm_settle(m);
     return 1;
   }
-  double sum = 0;
-  for (int64_t i = 0; i < k_shape_numel(&m->tshape[p->outputs[0]]); i++) sum += x[i];
-  *loss = m->has_comm ? m->comm_loss : (float)sum;
+  /* with a hook, the sum over the ranks rt_comm_reduce waited for, as their mean */
+  *loss = m->has_comm ? m->comm_lossbuf / (float)m->comm.size : rt_loss_sum(m, p);
   return 0;
 }
 
