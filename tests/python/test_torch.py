@@ -19,6 +19,20 @@ def close(got, want, what, rel=1e-4):
     assert err <= rel * scale, "%s: max abs diff %.3g, %.3g of the output's magnitude %.3g" % (what, err, err / scale, scale)
 
 
+def steps_against_torch(torch, m, forward, opt, steps, shape, classes):
+    """steps train_steps of m against as many opt steps of forward's module on the same random
+    batches (inputs of shape, labels below classes): each step's loss within 1e-5."""
+    g = torch.Generator().manual_seed(1)
+    for step in range(steps):
+        x, label = torch.randn(*shape, generator=g), torch.randint(0, classes, (shape[0],), generator=g)
+        loss = m.train_step(x, label)
+        opt.zero_grad()
+        ref = torch.nn.functional.cross_entropy(forward(x), label)
+        ref.backward()
+        opt.step()
+        assert abs(loss - ref.item()) <= 1e-5 * max(1.0, abs(ref.item())), "step %d: loss %g, torch %g" % (step, loss, ref.item())
+
+
 def mlp_module(torch):
     class MLP(torch.nn.Module):
         """examples/mlp.kiln in torch, its layers named as the model names them."""
@@ -86,15 +100,7 @@ def test_mlp_example_three_sgd_steps(torch):
     m = kiln.compile(os.path.join(EXAMPLES, "mlp.kiln"), dims={"batch": 8})
     m.load_state_dict(net.state_dict())
     opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
-    g = torch.Generator().manual_seed(1)
-    for step in range(3):
-        x, label = torch.randn(8, 784, generator=g), torch.randint(0, 10, (8,), generator=g)
-        loss = m.train_step(x, label)
-        opt.zero_grad()
-        ref = torch.nn.functional.cross_entropy(net(x), label)
-        ref.backward()
-        opt.step()
-        assert abs(loss - ref.item()) <= 1e-5 * max(1.0, abs(ref.item())), "step %d: loss %g, torch %g" % (step, loss, ref.item())
+    steps_against_torch(torch, m, net, opt, 3, (8, 784), 10)
     got = m.state_dict()
     for k, v in net.state_dict().items():
         close(got[k], v.numpy(), "%s after three steps" % k)
@@ -239,18 +245,7 @@ def test_wd_exclude(torch, optimizer, exclude):
         opt = torch.optim.SGD(groups, lr=float(a["lr"]), momentum=float(a["momentum"]), nesterov=True)
     else:
         opt = (torch.optim.AdamW if name == "adamw" else torch.optim.Adam)(groups, lr=float(a["lr"]))
-    g = torch.Generator().manual_seed(1)
-
-    def forward(x):
-        return net["logits"](net["n"](torch.relu(net["h"](x))))
-    for step in range(5):
-        x, label = torch.randn(8, 6, generator=g), torch.randint(0, 3, (8,), generator=g)
-        loss = m.train_step(x, label)
-        opt.zero_grad()
-        ref = torch.nn.functional.cross_entropy(forward(x), label)
-        ref.backward()
-        opt.step()
-        assert abs(loss - ref.item()) <= 1e-5 * max(1.0, abs(ref.item())), "step %d: loss %g, torch %g" % (step, loss, ref.item())
+    steps_against_torch(torch, m, lambda x: net["logits"](net["n"](torch.relu(net["h"](x)))), opt, 5, (8, 6), 3)
     got = m.state_dict()
     for k, v in net.state_dict().items():
         close(got[rename.get(k, k)], v.numpy(), "%s after five steps (%s, wd_exclude=%s)" % (k, optimizer, exclude))
