@@ -174,22 +174,6 @@ static ir_graph *fe_lower_ext(fe_bcx *c, const int64_t *ext, ir_arena *arena, bo
 
 /* ---- sizes: every integer of a graph that may follow the dims ---- */
 
-/* Item i of int attribute a in param (an IR_AT_INT has one item), and the item count. */
-static int64_t fe_attr_item(const ir_attr_def *a, const void *param, int i) {
-  const char *f = (const char *)param + a->offset;
-  int32_t x32;
-  int64_t x;
-  if (a->type == IR_AT_INTS) return memcpy(&x, f + offsetof(k_ints, v) + sizeof(int64_t) * (size_t)i, sizeof x), x;
-  if (a->size == sizeof x32) return memcpy(&x32, f, sizeof x32), x32;
-  return memcpy(&x, f, sizeof x), x;
-}
-
-static int fe_attr_len(const ir_attr_def *a, const void *param) {
-  int32_t n = 1;
-  if (a->type == IR_AT_INTS) memcpy(&n, (const char *)param + a->offset + offsetof(k_ints, n), sizeof n);
-  return n;
-}
-
 static bool fe_is_int_attr(const ir_attr_def *a) { return a->type == IR_AT_INT || a->type == IR_AT_INTS; }
 
 static const ir_attr_def *fe_node_attrs(const ir_node *n) { return n->param ? ir_ops[n->op].attrs : NULL; }
@@ -205,8 +189,8 @@ static int fe_sizes(const ir_graph *g, int64_t *out) {
   for (int i = 0; i < ir_nnodes(g); i++) {
     const ir_node *n = ir_node_at(g, i);
     for (const ir_attr_def *a = fe_node_attrs(n); a && a->name; a++)
-      for (int j = 0; fe_is_int_attr(a) && j < fe_attr_len(a, n->param); j++, k++)
-        if (out) out[k] = fe_attr_item(a, n->param, j);
+      for (int j = 0; j < ir_attr_int_count(a, n->param); j++, k++)
+        if (out) out[k] = ir_attr_int_item(a, n->param, j);
   }
   return k;
 }
@@ -220,7 +204,7 @@ static fe_owner fe_size_owner(const ir_graph *g, int k) {
   for (int i = 0; i < ir_nnodes(g); i++) {
     const ir_node *n = ir_node_at(g, i);
     for (const ir_attr_def *a = fe_node_attrs(n); a && a->name; a++)
-      if (fe_is_int_attr(a) && (k -= fe_attr_len(a, n->param)) < 0) return (fe_owner){-1, i, a};
+      if ((k -= ir_attr_int_count(a, n->param)) < 0) return (fe_owner){-1, i, a};
   }
   KILN_ICE("size %d is past the graph's sizes", k);
 }
@@ -328,7 +312,7 @@ static int fe_same_attrs(fe_bcx *c, const ir_graph *h, const int64_t *ext) {
   for (int i = 0; i < ir_nnodes(c->g); i++) {
     const ir_node *a = ir_node_at(c->g, i), *b = ir_node_at(h, i);
     for (const ir_attr_def *x = fe_node_attrs(a); x && x->name; x++) {
-      bool same = fe_is_int_attr(x) ? fe_attr_len(x, a->param) == fe_attr_len(x, b->param)
+      bool same = fe_is_int_attr(x) ? ir_attr_int_count(x, a->param) == ir_attr_int_count(x, b->param)
                                     : !memcmp((const char *)a->param + x->offset, (const char *)b->param + x->offset, x->size);
       if (!same)
         return fe_owner_differs(c, (fe_owner){-1, i, x}, h, ext,

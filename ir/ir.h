@@ -321,6 +321,13 @@ int ir_infer_one(ir_graph *g, ir_diag *d, int i);
 
 /* ---- ir_print.c: the graph as .kiln text that parses back to the same graph ---- */
 void ir_print(const ir_graph *g, FILE *out);
+/* ir_print of a lowered graph with bounded dims (nbdims, probes): `dim batch = 1..8` first,
+ * and every size that follows them (a declared axis, an item of an int attribute) written over
+ * them, `f32[batch, 3]`, `shape=(batch * 16, 4)`, so that the text lowers to this graph's
+ * counterpart at every extent (kiln import). A declared axis that is not a dim's name nor a
+ * number (2 * batch) has no .kiln spelling: each is reported in d, and their count returned.
+ * Without bounded dims: ir_print, and 0. */
+int ir_print_dims(const ir_graph *g, FILE *out, ir_diag *d);
 /* The `kiln check` table: node, op, output shapes, parameters, their count, FLOPs. */
 void ir_print_summary(const ir_graph *g, FILE *out);
 

@@ -143,7 +143,29 @@ void ir_print_float(FILE *out, double v) {
   fputs(buf, out);
 }
 
-static void ir_attr_print_one(const ir_attr_def *a, const void *param, FILE *out) {
+int ir_attr_int_count(const ir_attr_def *a, const void *param) {
+  if (a->type == IR_AT_INT) return 1;
+  if (a->type != IR_AT_INTS) return 0;
+  int32_t n;
+  memcpy(&n, (const char *)param + a->offset + offsetof(k_ints, n), sizeof n);
+  return n;
+}
+
+int64_t ir_attr_int_item(const ir_attr_def *a, const void *param, int i) {
+  if (a->type == IR_AT_INT) return ir_attr_get_int(a, param);
+  int64_t x;
+  memcpy(&x, (const char *)param + a->offset + offsetof(k_ints, v) + sizeof x * (size_t)i, sizeof x);
+  return x;
+}
+
+/* Item i of an int attribute: the number, or what the caller's hook writes for it. */
+static void ir_attr_print_item(const ir_attr_def *a, const void *param, int i, FILE *out, ir_attr_item_fn *item,
+                               void *ctx) {
+  if (item) item(ctx, a, i, out);
+  else fprintf(out, "%lld", (long long)ir_attr_int_item(a, param, i));
+}
+
+static void ir_attr_print_one(const ir_attr_def *a, const void *param, FILE *out, ir_attr_item_fn *item, void *ctx) {
   const char *f = (const char *)param + a->offset;
   if (a->type == IR_AT_FLOAT) {
     float x;
@@ -154,19 +176,23 @@ static void ir_attr_print_one(const ir_attr_def *a, const void *param, FILE *out
   } else if (a->type == IR_AT_ENUM) {
     fprintf(out, "\"%s\"", a->choices[ir_attr_get_int(a, param)]);
   } else if (a->type == IR_AT_INT) {
-    fprintf(out, "%lld", (long long)ir_attr_get_int(a, param));
+    ir_attr_print_item(a, param, 0, out, item, ctx);
   } else {
-    k_pads t = {0};
-    memcpy(&t, f, a->size);
+    int n = ir_attr_int_count(a, param);
     fputc('(', out);
-    for (int i = 0; i < t.n; i++) fprintf(out, i ? ", %lld" : "%lld", (long long)t.v[i]);
-    fputs(t.n == 1 ? ",)" : ")", out);
+    for (int i = 0; i < n; i++) {
+      if (i) fputs(", ", out);
+      ir_attr_print_item(a, param, i, out, item, ctx);
+    }
+    fputs(n == 1 ? ",)" : ")", out);
   }
 }
 
-void ir_attr_print(const ir_attr_def *attrs, const void *param, FILE *out) {
+void ir_attr_print_with(const ir_attr_def *attrs, const void *param, FILE *out, ir_attr_item_fn *item, void *ctx) {
   for (const ir_attr_def *a = attrs; a && a->name; a++) {
     fprintf(out, "%s%s=", a == attrs ? "" : ", ", a->name);
-    ir_attr_print_one(a, param, out);
+    ir_attr_print_one(a, param, out, item, ctx);
   }
 }
+
+void ir_attr_print(const ir_attr_def *attrs, const void *param, FILE *out) { ir_attr_print_with(attrs, param, out, NULL, NULL); }

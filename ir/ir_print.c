@@ -1,15 +1,97 @@
 /* ir_print.c — two views of a graph. ir_print writes it as a flat .kiln model (every
  * parameter declared with its shape and initializer, every attribute explicit) that parses
- * back to the same graph; ir_print_summary writes the `kiln check` table. */
+ * back to the same graph, and ir_print_dims one with bounded dims, its sizes written over
+ * them; ir_print_summary writes the `kiln check` table. */
 #include "ops.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+/* What the .kiln printer needs besides the graph: with d, g's bounded dims, whose probes give
+ * each size's form, and where a size the text cannot write is reported (ir_print_dims); with
+ * no d every size is the number the graph holds (ir_print). */
+typedef struct {
+  const ir_graph *g;
+  FILE *out;
+  ir_diag *d;
+  int errors;
+  int node;            /* the node whose attributes are being printed */
+} ir_printer;
+
 static void ir_print_type(const ir_tensor *t, FILE *out) {
   char buf[160];
   ir_type_str(t->dtype, &t->shape, buf, sizeof buf);
   fputs(buf, out);
+}
+
+/* ---- sizes that follow bounded dims (ir_print_dims) ---- */
+
+/* The form of a size that is v0 at the bound and vp[p] in probe p. The front end fitted every
+ * size before it handed the graph over (fe_dims.c), so none can fail here. */
+static k_dimval ir_print_fit(const ir_graph *g, int64_t v0, const int64_t *vp) {
+  k_dimval v;
+  if (ir_dims_fit(g, v0, vp, &v)) KILN_ICE("a size of %lld at the bound follows no form of the bounded dims", (long long)v0);
+  return v;
+}
+
+static k_dimval ir_print_axis_fit(const ir_graph *g, int t, int axis) {
+  int64_t vp[K_MAX_BDIMS + 1];
+  for (int p = 0; p < ir_dims_nprobes(g->nbdims); p++) vp[p] = ir_tensor_at(g->probes[p], t)->shape.d[axis];
+  return ir_print_fit(g, ir_tensor_at(g, t)->shape.d[axis], vp);
+}
+
+static k_dimval ir_print_item_fit(const ir_graph *g, int node, const ir_attr_def *a, int i) {
+  int64_t vp[K_MAX_BDIMS + 1];
+  for (int p = 0; p < ir_dims_nprobes(g->nbdims); p++) vp[p] = ir_attr_int_item(a, ir_node_at(g->probes[p], node)->param, i);
+  return ir_print_fit(g, ir_attr_int_item(a, ir_node_at(g, node)->param, i), vp);
+}
+
+/* v as .kiln arithmetic over the dims: "16", "batch", "-batch", "2 * batch * seq - 1". */
+static void ir_dimval_str(const ir_graph *g, k_dimval v, char *buf, size_t n) {
+  if (!v.mask) return (void)snprintf(buf, n, "%lld", (long long)v.b);
+  size_t k = 0;
+  buf[0] = 0;
+  if (v.a == -1) k = (size_t)snprintf(buf, n, "-");
+  else if (v.a != 1) k = (size_t)snprintf(buf, n, "%lld * ", (long long)v.a);
+  const char *sep = "";
+  for (int d = 0; d < g->nbdims && k < n; d++) {
+    if (!(v.mask >> d & 1)) continue;
+    k += (size_t)snprintf(buf + k, n - k, "%s%s", sep, g->bdims[d].name);
+    sep = " * ";
+  }
+  if (v.b && k < n) snprintf(buf + k, n - k, " %c %lld", v.b < 0 ? '-' : '+', (long long)(v.b < 0 ? -v.b : v.b));
+}
+
+/* A declared type with its axes over the dims: "f32[batch, 3, 32, 32]". A .kiln shape entry
+ * is a number or a dim's name (SPEC section 1), so an axis of any other form (2 * batch) is
+ * reported instead: the text would declare the bound's size, and lower to another model. */
+static void ir_print_dims_type(ir_printer *p, int ti) {
+  const ir_tensor *t = ir_tensor_at(p->g, ti);
+  char e[256];
+  fprintf(p->out, "%s[", ir_dtype_name(t->dtype));
+  for (int i = 0; i < t->shape.rank; i++) {
+    k_dimval v = ir_print_axis_fit(p->g, ti, i);
+    ir_dimval_str(p->g, v, e, sizeof e);
+    fprintf(p->out, "%s%s", i ? ", " : "", e);
+    if (!v.mask || (v.a == 1 && !v.b && __builtin_popcount(v.mask) == 1)) continue;
+    ir_error(p->d, t->loc, "tensor '%s' has axis %d of size %s over the bounded dims: a .kiln shape holds only numbers "
+             "and dim names, so the text cannot declare it; import at one size instead", t->name, i, e);
+    p->errors++;
+  }
+  fputc(']', p->out);
+}
+
+/* ir_attr_item_fn: item i of attribute a of the node being printed, over the dims. */
+static void ir_print_dims_item(void *ctx, const ir_attr_def *a, int i, FILE *out) {
+  ir_printer *p = ctx;
+  char e[256];
+  ir_dimval_str(p->g, ir_print_item_fit(p->g, p->node, a, i), e, sizeof e);
+  fputs(e, out);
+}
+
+static void ir_print_decl_type(ir_printer *p, int ti) {
+  if (p->d) ir_print_dims_type(p, ti);
+  else ir_print_type(ir_tensor_at(p->g, ti), p->out);
 }
 
 static void ir_print_init(const ir_init *in, FILE *out) {
@@ -19,12 +101,14 @@ static void ir_print_init(const ir_init *in, FILE *out) {
   fputc(')', out);
 }
 
-static void ir_print_decls(const ir_graph *g, FILE *out) {
+static void ir_print_decls(ir_printer *p) {
+  const ir_graph *g = p->g;
+  FILE *out = p->out;
   for (int i = 0; i < ir_ntensors(g); i++) {
     const ir_tensor *t = ir_tensor_at(g, i);
     if (t->kind != IR_T_INPUT) continue;
     fprintf(out, "  input %s : ", t->name);
-    ir_print_type(t, out);
+    ir_print_decl_type(p, i);
     fputc('\n', out);
   }
   for (int i = 0; i < ir_ntensors(g); i++) {
@@ -36,7 +120,7 @@ static void ir_print_decls(const ir_graph *g, FILE *out) {
     }
     if (t->kind != IR_T_PARAM && t->kind != IR_T_AUX) continue;
     fprintf(out, "  %s %s : ", t->fixed ? "const" : "param", t->name);
-    ir_print_type(t, out);
+    ir_print_decl_type(p, i);
     fputs(" = ", out);
     ir_print_init(&t->init, out);
     fputc('\n', out);
@@ -132,7 +216,10 @@ static void ir_print_pass_node(const ir_graph *g, const ir_node *n, FILE *out, i
   for (int i = 0; i < n->nsub; i++) ir_print_pass_node(g, &n->sub[i], out, depth + 2);
 }
 
-static void ir_print_node(const ir_graph *g, const ir_node *n, FILE *out) {
+static void ir_print_node(ir_printer *p, int ni) {
+  const ir_graph *g = p->g;
+  const ir_node *n = ir_node_at(g, ni);
+  FILE *out = p->out;
   if (n->kind != IR_N_OP) return ir_print_pass_node(g, n, out, 1);
   const ir_opdef *op = &ir_ops[n->op];          /* only OP nodes index the op table here */
   fprintf(out, "  %s = %s(", n->name, op->name);
@@ -142,7 +229,8 @@ static void ir_print_node(const ir_graph *g, const ir_node *n, FILE *out) {
   }
   if (op->attrs) {
     fputs(", ", out);
-    ir_attr_print(op->attrs, n->param, out);
+    p->node = ni;
+    ir_attr_print_with(op->attrs, n->param, out, p->d ? ir_print_dims_item : NULL, p);
   }
   fputc(')', out);
   ir_print_annotations(g, n, out);
@@ -172,10 +260,12 @@ static void ir_print_train(const ir_graph *g, FILE *out) {
   ir_print_train_target(g, out);
 }
 
-void ir_print(const ir_graph *g, FILE *out) {
+static void ir_print_model(ir_printer *p) {
+  const ir_graph *g = p->g;
+  FILE *out = p->out;
   fprintf(out, "model %s {\n", g->name);
-  ir_print_decls(g, out);
-  for (int i = 0; i < ir_nnodes(g); i++) ir_print_node(g, ir_node_at(g, i), out);
+  ir_print_decls(p);
+  for (int i = 0; i < ir_nnodes(g); i++) ir_print_node(p, i);
   /* A train graph computes only the loss: outputs nothing produces are not printed. */
   int shown = 0;
   for (int i = 0; i < g->outputs.len; i++) {
@@ -186,6 +276,18 @@ void ir_print(const ir_graph *g, FILE *out) {
   if (shown) fputc('\n', out);
   if (g->has_train) ir_print_train(g, out);
   fputs("}\n", out);
+}
+
+void ir_print(const ir_graph *g, FILE *out) { ir_print_model(&(ir_printer){.g = g, .out = out}); }
+
+int ir_print_dims(const ir_graph *g, FILE *out, ir_diag *d) {
+  if (!g->nbdims || !g->probes) return ir_print(g, out), 0;
+  ir_printer p = {.g = g, .out = out, .d = d};
+  for (int i = 0; i < g->nbdims; i++)
+    fprintf(out, "dim %s = %lld..%lld\n", g->bdims[i].name, (long long)g->bdims[i].lo, (long long)g->bdims[i].hi);
+  fputc('\n', out);
+  ir_print_model(&p);
+  return p.errors;
 }
 
 /* ---- the `kiln check` table ---- */

@@ -134,6 +134,14 @@ void ir_attr_defaults(const ir_attr_def *attrs, void *param);
 const ir_attr_def *ir_attr_find(const ir_attr_def *attrs, const char *name);
 /* Prints `name=value` for every attribute, as the source language writes it. */
 void ir_attr_print(const ir_attr_def *attrs, const void *param, FILE *out);
+/* The same, but each item of an int attribute (an INT, or one of an INTS tuple) is written by
+ * item(ctx, a, i, out): ir_print_dims writes a size that follows bounded dims over them. */
+typedef void ir_attr_item_fn(void *ctx, const ir_attr_def *a, int i, FILE *out);
+void ir_attr_print_with(const ir_attr_def *attrs, const void *param, FILE *out, ir_attr_item_fn *item, void *ctx);
+/* The items of an int attribute: 1 for an INT, the tuple's length for an INTS, 0 for any
+ * other; and item i of one. Bounded dims fit each item as a size (fe_dims.c, ir_print.c). */
+int ir_attr_int_count(const ir_attr_def *a, const void *param);
+int64_t ir_attr_int_item(const ir_attr_def *a, const void *param, int i);
 const char *ir_atype_name(ir_atype t);
 void ir_print_float(FILE *out, double v);   /* shortest text that reads back as the same float */
 

@@ -1,7 +1,9 @@
 /* kiln_import.c — the ONNX side of the command line: `kiln import` (an ONNX model as .kiln
- * text and NAME.safetensors holding its initializers under the Kiln names, both written or
+ * text, with -D NAME=LO..HI its bounded dim declared and the sizes that follow it written over
+ * it, and NAME.safetensors holding its initializers under the Kiln names, both written or
  * neither), and kiln_for_onnx, through which check, passes, compile and run take a .onnx
  * file as they take a .kiln one. */
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,15 +12,16 @@
 
 const char kiln_import_usage[] =
   "usage: kiln import MODEL.onnx -o NAME.kiln [--map] [--train \"LOSS OPT(...)\"]\n"
-  "                   [--trainable PATTERN]... [--freeze PATTERN]... [-D dim=N]...\n"
+  "                   [--trainable PATTERN]... [--freeze PATTERN]... [-D dim=N|dim=LO..HI]...\n"
   "\n"
   "Imports an ONNX model (opsets 9 to 17) and writes it as readable .kiln text (one statement\n"
   "per node, every parameter declared with its shape) and NAME.safetensors beside it, holding\n"
   "the ONNX initializers under their Kiln names: kiln run NAME.kiln --weights NAME.safetensors\n"
   "reproduces the model. ONNX names are made valid .kiln names (characters other than letters,\n"
   "digits and '_' become '_', keywords get a suffix, duplicates _1, _2, ...). Shape arithmetic\n"
-  "is folded, so the text has static shapes. When the model uses ops Kiln does not support,\n"
-  "each is listed with its count and first node names, and nothing is written.\n"
+  "is folded, so the text has static shapes, or, with -D NAME=LO..HI, shapes over a bounded dim.\n"
+  "When the model uses ops Kiln does not support, each is listed with its count and first node\n"
+  "names, and nothing is written.\n"
   "\n"
   "  -o NAME.kiln   the text to write (required); the weights go to NAME.safetensors\n"
   "  --map          print each renamed ONNX name and its Kiln name\n"
@@ -41,6 +44,11 @@ const char kiln_import_usage[] =
   "                 statistics stay aux states (batch_norm updates them)\n"
   "  -D dim=N       the size of a symbolic input dimension (dim_param), e.g. -D batch=8;\n"
   "                 unbound symbolic dimensions are 1\n"
+  "  -D dim=LO..HI  a bounded dim (docs/language.md): the text declares `dim batch = 1..8` and\n"
+  "                 writes every size that follows it over it (input x : f32[batch, 3, 32, 32],\n"
+  "                 reshape(..., shape=(batch, 512))), so it compiles to the model that the\n"
+  "                 .onnx compiles to with the range, e.g. -D batch=1..8. Refused, naming the\n"
+  "                 tensor, where a declared shape would need arithmetic (f32[2 * batch])\n"
   "\n"
   "check, passes, compile and run also take MODEL.onnx directly; a .so compiled from it holds\n"
   "the ONNX weights as its initial weights.\n";
@@ -107,13 +115,29 @@ static int kiln_import_weights(const ir_graph *g, const char *path, ir_diag *d) 
   return rc;
 }
 
+/* A bounded dim's name is written as a .kiln name, in its `dim` line and the sizes that
+ * follow it: it must be one (a dim_param may be any string), no keyword, and no tensor's,
+ * which would hide the dim where an attribute names it. 0, or 1 after saying why not. */
+static int kiln_import_dim_name(const ir_graph *g, const char *name, ir_diag *d) {
+  bool word = (isalpha((unsigned char)name[0]) || name[0] == '_') && !fe_is_keyword(name);
+  for (const char *c = name; word && *c; c++) word = isalnum((unsigned char)*c) || *c == '_';
+  const char *why = word ? NULL : "which is not a .kiln name";
+  for (int i = 0; !why && i < ir_ntensors(g); i++)
+    if (strcmp(ir_tensor_at(g, i)->name, name) == 0) why = "which a tensor of the model is named too";
+  if (why) ir_error(d, (ir_loc){0}, "the imported text would declare the bounded dim '%s', %s; import at one size, or compile "
+                    "or run the .onnx with the range", name, why);
+  return why != NULL;
+}
+
 static int kiln_import_text(const ir_graph *g, const kiln_opts *o, const char *weights, const char *path, ir_diag *d) {
+  for (int i = 0; i < g->nbdims; i++)
+    if (kiln_import_dim_name(g, g->bdims[i].name, d)) return 1;
   FILE *f = fopen(path, "w");
   if (!f) return ir_error(d, (ir_loc){0}, "cannot write '%s'", path), 1;
   fprintf(f, "# Imported from %s by kiln import; its weights are in %s\n", o->file, weights);
   fprintf(f, "# (kiln run %s --weights %s ...).\n", o->out, weights);
-  ir_print(g, f);
-  return fclose(f) ? ir_error(d, (ir_loc){0}, "cannot write '%s'", path), 1 : 0;
+  int rc = ir_print_dims(g, f, d) != 0;
+  return fclose(f) ? ir_error(d, (ir_loc){0}, "cannot write '%s'", path), 1 : rc;
 }
 
 /* NAME.kiln -> NAME.safetensors */
@@ -151,11 +175,6 @@ int kiln_import_main(int argc, char **argv) {
   int rc = kiln_args(argc, argv, &o);
   if (rc) return rc;
   if (!o.out) return fprintf(stderr, "kiln import: -o NAME.kiln is required\n"), kiln_free_defs(&o, 2);
-  for (int i = 0; i < o.ndefs; i++)   /* the text's shapes are numbers: it would hold the bound's model only */
-    if (o.defs[i].lo && o.defs[i].lo != o.defs[i].value)
-      return fprintf(stderr, "kiln import: -D %s=%lld..%lld: the imported text has fixed shapes; import at one size, or "
-                     "compile or run the .onnx with the range\n", o.defs[i].name, (long long)o.defs[i].lo,
-                     (long long)o.defs[i].value), kiln_free_defs(&o, 2);
   ir_diag d;
   ir_diag_init(&d, stderr);
   ir_vec map = {.elem = sizeof(onnx_name_pair)};

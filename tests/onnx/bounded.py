@@ -13,8 +13,12 @@ of the range (docs/language.md, "Bounded dims"; frontend/onnx/onnx_dims.c):
     dim_param (a suggestion offered), LO above HI, an extent where the model does not import
     (a Reshape to a fixed shape: the first such extent named), a size that is not a * dim + b
     (a stride-2 Conv over a bounded side), the dim as a value in arithmetic, and as the
-    values of a weight computed at import; and kiln import refuses a range (its text has
-    fixed shapes).
+    values of a weight computed at import;
+  * kiln import -D batch=1..8 of the CNN: the text declares `dim batch = 1..8` and writes its
+    input and its flatten's shape over batch; compiled, it gives the bits of the .onnx compiled
+    with the range at batch 1, 3 and 8, and refuses batch 0 and 9; a model whose weight
+    computed at import is f32[2 * batch] (no .kiln shape can say so) is refused by name, and
+    so is a dim named as a tensor.
 
     bounded.py KILN
 Exit status: 0 passed, 1 a failure, 77 (skipped, with the reason) without python3-onnx or torch.
@@ -166,7 +170,7 @@ cnn = Cnn()
 with torch.no_grad():   # statistics that are not 0 and 1, so that the folded BatchNorm matters
     cnn.bn.running_mean.uniform_(-0.5, 0.5)
     cnn.bn.running_var.uniform_(0.5, 2.0)
-path = export(cnn, torch.randn(2, 3, 16, 16), "cnn", {"x": {0: "batch"}, "y": {0: "batch"}})
+cnn_path = path = export(cnn, torch.randn(2, 3, 16, 16), "cnn", {"x": {0: "batch"}, "y": {0: "batch"}})
 check_model("cnn", cnn, path, lambda batch: {"x": rng.standard_normal((batch, 3, 16, 16)).astype(np.float32)},
             {"batch": (1, 8)}, [(1,), (3,), (8,)])
 mlp = Mlp()
@@ -250,13 +254,87 @@ expect_error("range_weight_values", row, ["batch=1..8"],
              "error: weight 'row_1' holds other values at batch=7 than at the bound: a bounded dim may size a weight, not set its values",
              "kiln: note: at batch=7 (-D batch=1..8)")
 
-# kiln import writes text of fixed shapes: a range is refused, not imported at its bound.
-r = subprocess.run([KILN, "import", relu, "-o", os.path.join(tmp, "relu.kiln"), "-D", "batch=1..8"], capture_output=True, text=True)
-if r.returncode != 2 or "kiln import: -D batch=1..8: the imported text has fixed shapes" not in r.stderr \
-        or os.path.exists(os.path.join(tmp, "relu.kiln")):
-    fail("kiln import -D batch=1..8: exit %d, expected 2 with the refusal and no file\n%s" % (r.returncode, r.stderr))
+
+# ---- kiln import with a range: the text declares the dim and writes its sizes over it ----
+
+def import_text(path, name):
+    """kiln import of path with -D batch=1..8: the text, or None after a failure."""
+    out = os.path.join(tmp, name + ".kiln")
+    if kiln("import", path, "-o", out, "-D", "batch=1..8").returncode != 0:
+        return None
+    return open(out).read()
+
+
+def run_at(so, weights, batch):
+    """kiln run of the .so (with weights, if any) on a CNN input of that batch: (exit, y, stderr)."""
+    x, y = os.path.join(tmp, "x.npy"), os.path.join(tmp, "y.npy")
+    np.save(x, np.random.default_rng(batch).standard_normal((batch, 3, 16, 16)).astype(np.float32))
+    if os.path.exists(y):
+        os.remove(y)
+    args = [KILN, "run", so, "--input", "x=" + x, "--output", "y=" + y] + (["--weights", weights] if weights else [])
+    r = subprocess.run(args, capture_output=True, text=True)
+    return r.returncode, np.load(y) if r.returncode == 0 else None, r.stderr
+
+
+def check_import():
+    text = import_text(cnn_path, "cnn_text")
+    if text is None:
+        return
+    for want in ("dim batch = 1..8\n", "input x : f32[batch, 3, 16, 16]", "shape=(batch, 256)"):
+        if want not in text:
+            return fail("import -D batch=1..8: the text lacks %r:\n%s" % (want, text))
+    print("ok %-28s %s" % ("import_range_text", [l for l in text.splitlines() if "reshape(" in l][0].strip()))
+    so, onnx_so = os.path.join(tmp, "libcnn_text.so"), os.path.join(tmp, "libcnn_onnx.so")
+    weights = os.path.join(tmp, "cnn_text.safetensors")
+    if kiln("compile", os.path.join(tmp, "cnn_text.kiln"), "-o", so).returncode != 0 or \
+       kiln("compile", cnn_path, "-o", onnx_so, "-D", "batch=1..8").returncode != 0:
+        return
+    for batch in (1, 3, 8):
+        (rc, got, err), (rc2, want, err2) = run_at(so, weights, batch), run_at(onnx_so, None, batch)
+        if rc or rc2:
+            fail("import batch=%d: kiln run exit %d (text) and %d (onnx)\n%s%s" % (batch, rc, rc2, err, err2))
+        elif got.shape != want.shape or not np.array_equal(got, want):
+            fail("import batch=%d: the imported text's .so differs from the .onnx's" % batch)
+        else:
+            print("ok %-28s %s: the .onnx's bits" % ("import_range batch=%d" % batch, list(got.shape)))
+    for batch in (0, 9):
+        rc, _, err = run_at(so, weights, batch)
+        if rc == 0 or "input 'x' has shape [%d, 3, 16, 16]; the model takes f32[batch, 3, 16, 16] with batch = 1..8" \
+                % batch not in err:
+            fail("import batch=%d: exit %d, expected a refusal naming the bounds\n%s" % (batch, rc, err))
+        else:
+            print("ok %-28s %s" % ("import_range batch=%d" % batch, err.strip().splitlines()[-1]))
+
+
+check_import()
+
+# A weight computed at import as f32[2 * batch] (ConstantOfShape of twice the batch): no .kiln
+# shape says 2 * batch, so the import is refused naming it, and nothing is written.
+two = numpy_helper.from_array(np.array(2, np.int64), "two")
+axes = numpy_helper.from_array(np.array([0], np.int64), "axes")
+ones = helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])
+twice = save([helper.make_node("Shape", ["x"], ["s"], name="shape"), helper.make_node("Gather", ["s", "zero"], ["n"], name="n"),
+              helper.make_node("Mul", ["n", "two"], ["m"], name="m"),
+              helper.make_node("Unsqueeze", ["m", "axes"], ["len"], name="len"),
+              helper.make_node("ConstantOfShape", ["len"], ["ones"], name="ones", value=ones),
+              helper.make_node("Reshape", ["x", "len"], ["flat"], name="flat"),
+              helper.make_node("Add", ["flat", "ones"], ["y"], name="add")], ["batch", 2], ["rows"], [idx, two, axes], "twice")
+out = os.path.join(tmp, "twice.kiln")
+r = subprocess.run([KILN, "import", twice, "-o", out, "-D", "batch=1..8"], capture_output=True, text=True)
+if r.returncode != 1 or "tensor 'ones' has axis 0 of size 2 * batch over the bounded dims" not in r.stderr \
+        or os.path.exists(out) or os.path.exists(os.path.join(tmp, "twice.safetensors")):
+    fail("kiln import -D batch=1..8 of f32[2 * batch]: exit %d, expected 1 naming the tensor and no file\n%s"
+         % (r.returncode, r.stderr))
 else:
     print("ok %-28s %s" % ("import_range_refused", r.stderr.splitlines()[0]))
+# A dim_param named as a tensor (y): in the text the tensor would hide the dim.
+ydim = save([helper.make_node("Relu", ["x"], ["y"], name="relu")], ["y", 8], ["y", 8], [], "ydim")
+r = subprocess.run([KILN, "import", ydim, "-o", os.path.join(tmp, "ydim.kiln"), "-D", "y=1..8"], capture_output=True, text=True)
+if r.returncode != 1 or "the imported text would declare the bounded dim 'y', which a tensor of the model is named too" \
+        not in r.stderr or os.path.exists(os.path.join(tmp, "ydim.kiln")):
+    fail("kiln import -D y=1..8 with a tensor y: exit %d, expected 1 with the refusal and no file\n%s" % (r.returncode, r.stderr))
+else:
+    print("ok %-28s %s" % ("import_range_dim_name", r.stderr.splitlines()[0]))
 
 if failed == 0:
     shutil.rmtree(tmp, ignore_errors=True)
