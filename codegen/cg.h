@@ -77,7 +77,7 @@ void *cg_desc_alloc(rt_model_desc *d, size_t n);
  * the compiled model that differs between the bound and the probes follows the dims: it is
  * fitted (ir_dims_fit) and the descriptor lists it as a patch, which the runtime evaluates
  * at each call's extents; a fused loop's trip counts and strides the same way (cg_fexpr). */
-typedef struct {
+typedef struct cg_probes {
   const ir_graph *lowered;     /* the bound's: its bdims name the dims; NULL without any */
   int n;                       /* ir_dims_nprobes(lowered->nbdims) */
   ir_graph *predict[K_MAX_BDIMS + 1], *train[K_MAX_BDIMS + 1];

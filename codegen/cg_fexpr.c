@@ -197,7 +197,11 @@ static int cg_fb_space(cg_fb *b) {
     if (t->dtype != K_F32 || cg_fexpr_bcast_strides(&t->shape, out, fx->ist[s]))
       return cg_fb_fail(b, "an input is not f32 or does not broadcast to the group's shape:", t->name);
   }
-  cg_collapse(fx, out);
+  if (fx->flat) {   /* the output's own axes, each its extent: none dropped, none merged */
+    fx->rank = out->rank;
+    for (int d = 0; d < out->rank; d++) fx->dim[d] = out->d[d];
+    for (int64_t d = out->rank - 1, m = 1; d >= 0; d--) fx->ost[d] = m, m *= out->d[d];
+  } else cg_collapse(fx, out);
   return 0;
 }
 
@@ -230,9 +234,9 @@ static int cg_fb_members(cg_fb *b) {
   return 0;
 }
 
-int cg_fexpr_build(const ir_graph *g, const ir_node *fn, cg_fexpr *fx, char *err, size_t n) {
+int cg_fexpr_build_as(const ir_graph *g, const ir_node *fn, bool flat, cg_fexpr *fx, char *err, size_t n) {
   memset(fx, 0, sizeof *fx);
-  fx->nin = fn->nin, fx->nout = fn->nout;
+  fx->nin = fn->nin, fx->nout = fn->nout, fx->flat = flat;
   cg_fb b = {g, fn, fx, malloc(sizeof(int) * (size_t)(ir_ntensors(g) + 1)), err, n};
   fx->ist = calloc((size_t)fn->nin + 1, sizeof *fx->ist);
   fx->store = calloc((size_t)fn->nout + 1, sizeof(int));
@@ -245,6 +249,10 @@ int cg_fexpr_build(const ir_graph *g, const ir_node *fn, cg_fexpr *fx, char *err
   free(b.cur);
   if (bad) cg_fexpr_free(fx);
   return bad;
+}
+
+int cg_fexpr_build(const ir_graph *g, const ir_node *fn, cg_fexpr *fx, char *err, size_t n) {
+  return cg_fexpr_build_as(g, fn, false, fx, err, n);
 }
 
 /* One size: v0 at the bound, the probes' at vp; mask 0 where it does not move. */
@@ -265,6 +273,7 @@ int cg_fexpr_dims(cg_fexpr *fx, const ir_graph *lowered, const cg_fexpr *probe, 
   for (int d = 0; d < fx->rank && !bad; d++) {
     for (int p = 0; p < np; p++) vp[p] = probe[p].dim[d];
     bad |= cg_fexpr_fit(lowered, fx->dim[d], vp, &fx->vdim[d], &fx->dynamic);
+    if (fx->flat) continue;   /* its strides follow from the extents (cg_fexpr.flat) */
     for (int p = 0; p < np; p++) vp[p] = probe[p].ost[d];
     bad |= cg_fexpr_fit(lowered, fx->ost[d], vp, &fx->vost[d], &fx->dynamic);
     for (int s = 0; s < fx->nin && !bad; s++) {
@@ -274,6 +283,27 @@ int cg_fexpr_dims(cg_fexpr *fx, const ir_graph *lowered, const cg_fexpr *probe, 
   }
   if (bad) return rt_errf(err, n, "bounded dims: a trip count or stride of its loops follows no form a * dim + b; compile with fixed dims");
   return 0;
+}
+
+/* The default builder: node i must be a fused group in every probe graph too. */
+static int cg_fexpr_build_fused(const ir_graph *q, int i, bool flat, cg_fexpr *fx, char *err, size_t n) {
+  if (ir_node_at(q, i)->kind != IR_N_FUSED)
+    return rt_errf(err, n, "bounded dims: the group is not fused alike at other extents; compile with fixed dims");
+  return cg_fexpr_build_as(q, ir_node_at(q, i), flat, fx, err, n);
+}
+
+int cg_fexpr_probe(const cg_probes *pr, bool train, int i, cg_fexpr *fx, cg_fexpr_builder build, char *err, size_t n) {
+  cg_fexpr probe[K_MAX_BDIMS + 1];
+  memset(probe, 0, sizeof probe);   /* freeing one not built is then a no-op */
+  int bad = 0;
+  for (int p = 0; p < pr->n && !bad; p++) {
+    const ir_graph *q = train ? pr->train[p] : pr->predict[p];
+    if (!q || i >= ir_nnodes(q)) bad = rt_errf(err, n, "bounded dims: the program differs at other extents; compile with fixed dims");
+    else bad = (build ? build : cg_fexpr_build_fused)(q, i, fx->flat, &probe[p], err, n);
+  }
+  if (!bad) bad = cg_fexpr_dims(fx, pr->lowered, probe, err, n);
+  for (int p = 0; p < pr->n; p++) cg_fexpr_free(&probe[p]);
+  return bad;
 }
 
 void cg_fexpr_free(cg_fexpr *fx) {
@@ -333,6 +363,7 @@ unsigned char *cg_fexpr_key(const cg_fexpr *fx, size_t *len) {
   for (int j = 0; j < fx->nout; j++) cg_kint(&k, fx->store[j]), cg_kint(&k, fx->alias[j]);
   cg_kint(&k, fx->parallel);
   cg_kint(&k, fx->dynamic);   /* a dynamic group's sizes are its dimvals: equal values at the bound are not enough */
+  cg_kint(&k, fx->flat);
   for (int d = 0; fx->dynamic && d < fx->rank; d++) {
     cg_kdim(&k, fx->vdim[d]), cg_kdim(&k, fx->vost[d]);
     for (int s = 0; s < fx->nin; s++) cg_kdim(&k, fx->vist[s][d]);

@@ -50,6 +50,12 @@ typedef struct {
   bool dynamic;
   k_dimval vdim[K_MAX_RANK], vost[K_MAX_RANK];
   k_dimval (*vist)[K_MAX_RANK];
+  /* The space is the output's own shape, no axis dropped or merged (cg_fexpr_build_as): each
+   * extent is a tensor axis, which follows the dims as a k_dimval even where a merged run of
+   * them would not (an attention score's seq * seq). Only vdim is fitted then; a back end
+   * derives the strides from the extents at run time (outputs contiguous, an input's stride
+   * 0 on the axes where it broadcasts, ist 0 at the bound). */
+  bool flat;
 } cg_fexpr;
 
 /* Element strides of shape s read at the index space of shape out (NumPy broadcasting: 0 on
@@ -65,11 +71,19 @@ static inline bool cg_fexpr_folds(const ir_tensor *x) { return x->kind == IR_T_C
 
 /* The expression of fused node fn of graph g; 0, or 1 with a message naming the group. */
 int cg_fexpr_build(const ir_graph *g, const ir_node *fn, cg_fexpr *fx, char *err, size_t n);
+/* The same, over the output's own axes when `flat` (cg_fexpr.flat). */
+int cg_fexpr_build_as(const ir_graph *g, const ir_node *fn, bool flat, cg_fexpr *fx, char *err, size_t n);
 /* Bounded dims: fx is the bound's expression of a group, probe[p] the same group's in probe
  * graph p (ir_dims.c) of the lowered graph `lowered`. Fits every extent and stride (vdim,
  * vist, vost) and sets `dynamic` when one follows the dims; 0, or 1 with a message when the
  * probes' loop structure differs or a size fits no form. */
 int cg_fexpr_dims(cg_fexpr *fx, const ir_graph *lowered, const cg_fexpr *probe, char *err, size_t n);
+/* cg_fexpr_dims for node i of the predict (or train) graph, its probes' the same node of each
+ * probe graph of pr (cg.h), each made by `build` (NULL: node i must be a fused group there,
+ * built by cg_fexpr_build_as) as flat as fx is; 0, or 1 with a message. */
+struct cg_probes;
+typedef int (*cg_fexpr_builder)(const ir_graph *g, int i, bool flat, cg_fexpr *fx, char *err, size_t n);
+int cg_fexpr_probe(const struct cg_probes *pr, bool train, int i, cg_fexpr *fx, cg_fexpr_builder build, char *err, size_t n);
 void cg_fexpr_free(cg_fexpr *fx);
 /* The level at which input slot s varies: 1 + its innermost dimension with a nonzero stride,
  * 0 when it is one value for the whole group (a scalar constant). Loads are placed there. */

@@ -91,11 +91,13 @@ static void cg_header_device(const rt_model_desc *d, FILE *out) {
   fprintf(out, "/* The same on device pointers (buffers in GPU memory): the model waits for the work queued on\n"
                " * `stream` before it reads the inputs, and its outputs are complete when the call returns. */\n");
   fprintf(out, "int %s_predict_device(%s *m", N, N);
+  cg_dim_params(d, &d->predict, out);
   cg_input_params(d, &d->predict, out);
   cg_output_params(d, &d->predict, out);
   fprintf(out, ", struct CUstream_st *stream);\n");
   if (d->has_train) {
     fprintf(out, "int %s_train_step_device(%s *m", N, N);
+    cg_dim_params(d, &d->train, out);
     cg_input_params(d, &d->train, out);
     fprintf(out, ", float *loss, struct CUstream_st *stream);   /* loss: a host pointer */\n");
   }

@@ -239,10 +239,10 @@ typedef struct {
   int (*set_lr)(rt_model *m, float lr);
   const char *(*error)(const rt_model *m);
   /* A CUDA model's entry points on device pointers (NAME_predict_device, ...; the stream is
-   * a CUstream); NULL for a CPU model. */
+   * a CUstream), at the bounds of any bounded dims; NULL for a CPU model. */
   int (*predict_device)(rt_model *m, const void *const *inputs, void *const *outputs, void *stream);
   int (*train_step_device)(rt_model *m, const void *const *inputs, float *loss, void *stream);
-  /* At the extents of the bounded dims (rt_model_predict_at); for a CUDA model NULL. */
+  /* At the extents of the bounded dims (rt_model_predict_at; a CUDA model's rtc_model_predict_at). */
   int (*predict_at)(rt_model *m, const int64_t *extents, const void *const *inputs, void *const *outputs);
   int (*train_step_at)(rt_model *m, const int64_t *extents, const void *const *inputs, float *loss);
   float (*lr)(const rt_model *m);   /* rt_model_lr: the next train step's learning rate */

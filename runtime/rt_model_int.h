@@ -101,6 +101,9 @@ int64_t rt_tensor_numel(const rt_tensor_info *t);
 int rt_prog_valid(const rt_model_desc *d, const rt_program *p);
 /* The shape of out slot j of s; an absent in_grad takes its in_data partner's shape. */
 k_shape rt_step_out_shape(const rt_model_desc *d, const rt_step *s, int j);
+/* Out slot j's shape from the step's shape arrays as a run sees them (in, out: NULL where the
+ * step has none) and its tensor's shape at the run's extents (NULL: no tensor). */
+k_shape rt_out_shape(const rt_step *s, const k_shape *in, const k_shape *out, const k_shape *tensor, int j);
 /* How many in slots an UPDATE step reads: parameter, gradient, and its optimizer's state. */
 int rt_update_nin(const rt_model_desc *d, const rt_step *s);
 /* An UPDATE step's own optimizer parameters (wd_exclude's: weight decay 0) are the size its

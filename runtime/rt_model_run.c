@@ -19,7 +19,7 @@ static const k_shape rt_scalar = {0, {0}};
 /* Out slot j's shape from the step's shape arrays (in, out: the descriptor's or an
  * instance's copies) and its tensor's shape (NULL for an absent slot): the out array's when
  * there is one, else the tensor's; an absent in_grad takes its in_data partner's. */
-static k_shape rt_out_shape(const rt_step *s, const k_shape *in, const k_shape *out, const k_shape *tensor, int j) {
+k_shape rt_out_shape(const rt_step *s, const k_shape *in, const k_shape *out, const k_shape *tensor, int j) {
   if (out) return out[j];
   if (tensor) return *tensor;
   int nof = (s->nin - s->nout) / 2;     /* a step with fewer inputs than outputs has no partner */

@@ -482,9 +482,10 @@ static LLVMValueRef cg_pack_extents(cg_aot *a, LLVMValueRef fn, uint32_t used) {
 }
 
 /* NAME_predict(m, [extents...,] in..., out...): with bounded dims, the extents the entry
- * point depends on (int64_t each) follow the model, and the call goes to _at. */
+ * point depends on (int64_t each) follow the model, and the call goes to _at (a CUDA model's
+ * device entries to rtc_model_predict_device_at / _train_step_device_at alike). */
 static int cg_entry(cg_aot *a, const rt_program *p, bool train, bool device) {
-  bool at = a->d->ndims > 0 && !device;
+  bool at = a->d->ndims > 0;
   int ndim = at ? __builtin_popcount(p->dims_used) : 0;
   int nin = p->ninputs, nout = train ? 1 : p->noutputs, np = 1 + ndim + nin + nout + device;
   LLVMTypeRef params[np], tp[5] = {a->ptr, a->ptr, a->ptr, a->ptr, a->ptr};
@@ -538,7 +539,7 @@ static int cg_api(cg_aot *a) {
   for (int i = 0; i < NFN; i++) {
     char name[64];
     snprintf(name, sizeof name, "%s_%s", cg_rt_prefix(a), fns[i]);
-    bool has = i < 8 || i >= 12 || (i < 10 ? cuda : !cuda);   /* device entries: CUDA's; _at: the CPU's */
+    bool has = i < 8 || i >= 10 || cuda;   /* device entries: CUDA's only */
     f[2 + i] = has ? cg_rt_fn(a, name) : cg_null(a);
   }
   LLVMValueRef g = LLVMAddGlobal(a->m->mod, a->api, "kiln_model");

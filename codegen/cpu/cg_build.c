@@ -67,7 +67,7 @@ void cg_probes_free(cg_probes *pr) {
 static int cg_build_cuda(cg_build *b, const cg_options *o, char *err, size_t n) {
 #ifdef KILN_HAVE_CUDA
   if (cg_cuda_check(b->predict, err, n) || (b->train && cg_cuda_check(b->train, err, n)) ||
-      cg_cuda_source(b->predict, b->train, &b->gpu_src, err, n))
+      cg_cuda_source(b->predict, b->train, &b->probes, &b->gpu_src, err, n))
     return 1;
   if (o->gpu_source_only) return 0;
   if (cg_cuda_ptx(b->gpu_src, o->gpu_arch, &b->gpu_ptx, err, n)) return 1;
@@ -83,9 +83,6 @@ int cg_build_module(cg_build *b, const cg_options *o, char *err, size_t n) {
   if (!(b->desc = cg_desc_build(b->predict, b->train, err, n))) return 1;
   if (b->probes.n && cg_desc_dims(b->desc, &b->probes, err, n)) return 1;
   if (!o) return 0;
-  if (o->target == RT_TARGET_CUDA && b->probes.n)
-    return rt_errf(err, n, "bounded dims are not supported on the CUDA target yet: compile with fixed dims (-D %s=N)",
-                   b->probes.lowered->bdims[0].name);
   if (o->target == RT_TARGET_CUDA) return cg_build_cuda(b, o, err, n);
   if (!(b->llvm = cg_llvm_new(b->predict->name, o, err, n))) return 1;
   b->llvm->probes = b->probes.n ? &b->probes : NULL;

@@ -405,22 +405,6 @@ static int cg_fused_emit_once(cg_llvm *m, cg_seen *t, const cg_fexpr *fx, const 
   return 0;
 }
 
-/* Bounded dims: group i's sizes fitted from the same group in each probe graph. */
-static int cg_fused_probe(const cg_probes *pr, bool train, int i, cg_fexpr *fx, char *err, size_t n) {
-  cg_fexpr probe[K_MAX_BDIMS + 1];
-  memset(probe, 0, sizeof probe);   /* freeing one not built is then a no-op */
-  int bad = 0;
-  for (int p = 0; p < pr->n && !bad; p++) {
-    const ir_graph *q = train ? pr->train[p] : pr->predict[p];
-    if (!q || i >= ir_nnodes(q) || ir_node_at(q, i)->kind != IR_N_FUSED)
-      bad = rt_errf(err, n, "bounded dims: the group is not fused alike at other extents; compile with fixed dims");
-    else bad = cg_fexpr_build(q, ir_node_at(q, i), &probe[p], err, n);
-  }
-  if (!bad) bad = cg_fexpr_dims(fx, pr->lowered, probe, err, n);
-  for (int p = 0; p < pr->n; p++) cg_fexpr_free(&probe[p]);
-  return bad;
-}
-
 static int cg_emit_graph(cg_llvm *m, cg_seen *t, const ir_graph *g, bool train, char *err, size_t n) {
   for (int i = 0; g && i < ir_nnodes(g); i++) {
     const ir_node *fn = ir_node_at(g, i);
@@ -430,7 +414,7 @@ static int cg_emit_graph(cg_llvm *m, cg_seen *t, const ir_graph *g, bool train, 
     if (cg_fused_fn(m, name)) return rt_errf(err, n, "%s is already in the module", name);
     cg_fexpr fx;
     if (cg_fexpr_build(g, fn, &fx, msg, sizeof msg)) return rt_errf(err, n, "%s graph: %s", train ? "train" : "predict", msg);
-    int bad = m->probes ? cg_fused_probe(m->probes, train, i, &fx, msg, sizeof msg) : 0;
+    int bad = m->probes ? cg_fexpr_probe(m->probes, train, i, &fx, NULL, msg, sizeof msg) : 0;
     if (!bad) bad = cg_fused_emit_once(m, t, &fx, name, msg, sizeof msg);
     cg_fexpr_free(&fx);
     if (bad) return rt_errf(err, n, "%s (%s): %s", name, fn->name, msg);

@@ -27,8 +27,11 @@ extern const int cg_cuda_nsources;
 bool cg_cuda_generated(const ir_node *nd);
 /* 0 when every node of g runs on the GPU; else 1 and the ops that do not, each once. */
 int cg_cuda_check(const ir_graph *g, char *err, size_t n);
-/* The program text (malloc'd) for both graphs (train may be NULL). 0, or 1 with a message. */
-int cg_cuda_source(const ir_graph *predict, const ir_graph *train, char **src, char *err, size_t n);
+/* The program text (malloc'd) for both graphs (train may be NULL). With bounded dims (pr: the
+ * probe graphs, NULL or n 0 without) every generated step's kernel takes the run's extents
+ * after its tensors, and its loops' sizes that follow the dims are evaluated from them.
+ * 0, or 1 with a message. */
+int cg_cuda_source(const ir_graph *predict, const ir_graph *train, const cg_probes *pr, char **src, char *err, size_t n);
 /* NVRTC: src -> PTX (malloc'd, NUL-terminated) for `arch` ("sm_80", "sm_90"...: the PTX of
  * its virtual architecture, which the driver compiles for the GPU it finds). 0, or 1 with
  * NVRTC's log. */

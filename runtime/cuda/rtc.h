@@ -29,7 +29,9 @@ typedef struct rtc_ctx rtc_ctx;   /* one model instance's GPU context (rtc_model
 
 /* One GPU op call: the step and its device pointers, bound for this run. */
 typedef struct {
-  const rt_step *s;               /* op, param, name, kind (FORWARD / BACKWARD / UPDATE) */
+  const rt_step *s;               /* op, name, kind (FORWARD / BACKWARD / UPDATE) */
+  const void *param;              /* the step's param at this run's extents (bounded dims patch a
+                                     copy), else s->param */
   int nin, nout;
   void *const *in;                /* device pointers per in slot; NULL: absent / undeclared */
   void *const *out;               /* device pointers per out slot; NULL: not written */

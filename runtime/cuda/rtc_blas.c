@@ -218,7 +218,7 @@ static void rtc_fc_dims(const k_shape *data, const k_fc_param *p, int64_t *rows,
 
 /* Y (beta) = X W^T, then Y += b: in = [X, W, (b)]. */
 int rtc_fully_connected_forward(rtc_ctx *c, const rtc_call *k) {
-  const k_fc_param *p = k->s->param;
+  const k_fc_param *p = k->param;
   if (k->req[0] == kNullOp) return 0;
   if (rtc_no_epilogue(c, k) || rtc_need(c, k, p->no_bias ? 2 : 3, (const int[]){0, 1, 2}, 1, (const int[]){0})) return 1;
   int64_t rows, in, H = p->num_hidden;
@@ -231,7 +231,7 @@ int rtc_fully_connected_forward(rtc_ctx *c, const rtc_call *k) {
 /* Backward in = [dY, X, W, (b), Y]; out = [dX, dW, (db)]: dX = dY W, dW = dY^T X, db = column
  * sums of dY. */
 int rtc_fully_connected_backward(rtc_ctx *c, const rtc_call *k) {
-  const k_fc_param *p = k->s->param;
+  const k_fc_param *p = k->param;
   int64_t rows, in, H = p->num_hidden;
   rtc_fc_dims(&k->in_shape[1], p, &rows, &in);
   const float *dY = k->in[0], *X = k->in[1], *W = k->in[2];
@@ -339,7 +339,7 @@ int rtc_matmul_forward(rtc_ctx *c, const rtc_call *k) {
   if (k->req[0] == kNullOp) return 0;
   rtc_mm_geom g;
   if (rtc_no_epilogue(c, k) || rtc_need(c, k, 2, (const int[]){0, 1}, 1, (const int[]){0}) ||
-      rtc_mm_geometry(c, &k->in_shape[0], &k->in_shape[1], &k->out_shape[0], k->s->param, &g))
+      rtc_mm_geometry(c, &k->in_shape[0], &k->in_shape[1], &k->out_shape[0], k->param, &g))
     return 1;
   const float *A = k->in[0], *B = k->in[1];
   float *C = k->out[0];
@@ -372,7 +372,7 @@ static int rtc_mm_once(rtc_ctx *c, const rtc_mm_job *j, k_req req) {
 /* Backward in = [dC, A, B, (C)]; out = [dA, dB]. */
 int rtc_matmul_backward(rtc_ctx *c, const rtc_call *k) {
   rtc_mm_geom g;
-  if (rtc_mm_geometry(c, &k->in_shape[1], &k->in_shape[2], &k->in_shape[0], k->s->param, &g)) return 1;
+  if (rtc_mm_geometry(c, &k->in_shape[1], &k->in_shape[2], &k->in_shape[0], k->param, &g)) return 1;
   const float *dC = k->in[0], *A = k->in[1], *B = k->in[2];
   int fold = k_mm_foldable(&g);
   int64_t rows = fold ? g.batch * g.M : g.M;

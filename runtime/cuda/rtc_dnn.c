@@ -144,7 +144,7 @@ static void rtc_conv_pads(const k_conv_param *p, int sp, int64_t xs[4], int64_t 
 
 /* What cuDNN cannot take, or this file does not do, is refused here with the reason. */
 static int rtc_conv_dims_of(rtc_ctx *c, const rtc_call *k, rtc_conv_dims *d) {
-  const k_conv_param *p = k->s->param;
+  const k_conv_param *p = k->param;
   int bwd = k->s->kind == RT_STEP_BACKWARD, sp = p->kernel.n;
   const k_shape *x = &k->in_shape[bwd ? 1 : 0], *w = &k->in_shape[bwd ? 2 : 1];
   const k_shape *y = bwd ? &k->in_shape[0] : &k->out_shape[0];
@@ -389,7 +389,7 @@ static rtc_conv *rtc_conv_state(rtc_ctx *c, const rtc_call *k) {
 
 /* in = [X, W, (b)]: Y (beta) = conv(X, W), then Y += b per filter. */
 int rtc_convolution_forward(rtc_ctx *c, const rtc_call *k) {
-  const k_conv_param *p = k->s->param;
+  const k_conv_param *p = k->param;
   if (k->req[0] == kNullOp) return 0;
   rtc_conv *s = rtc_conv_state(c, k);
   if (!s) return 1;
@@ -408,7 +408,7 @@ int rtc_convolution_forward(rtc_ctx *c, const rtc_call *k) {
 
 /* Backward in = [dY, X, W, (b), Y]; out = [dX, dW, (db)]. */
 int rtc_convolution_backward(rtc_ctx *c, const rtc_call *k) {
-  const k_conv_param *p = k->s->param;
+  const k_conv_param *p = k->param;
   rtc_conv *s = rtc_conv_state(c, k);
   if (!s) return 1;
   const void *dY = k->in[0];

@@ -50,6 +50,10 @@ void *rtc_scratch(rtc_ctx *c) { return (void *)(uintptr_t)c->scratch; }
 
 static int64_t rtc_align(int64_t n) { return (n + 255) & ~(int64_t)255; }
 
+/* Tensor t's element count at the run's extents (the host instance keeps its shapes there:
+ * rt_model_set_extents; without bounded dims the descriptor's). */
+static int64_t rtc_numel(const rtc_ctx *c, int t) { return k_shape_numel(&c->host->tshape[t]); }
+
 /* ---- device memory ---- */
 
 static int rtc_alloc(rtc_ctx *c, CUdeviceptr *p, int64_t bytes, const char *what) {
@@ -107,17 +111,61 @@ static int rtc_memory(rtc_ctx *c) {
   c->dptr = calloc((size_t)d->ntensors + 1, sizeof *c->dptr);
   if (!c->dptr) return rtc_fail(c, "out of memory");
   return rtc_alloc(c, &c->dstore, c->host->store_bytes, "the weights") || rtc_alloc(c, &c->darena, arena, "the arena") ||
-         rtc_input_buffers(c) || rtc_alloc(c, &c->daux, c->host->aux_elems * 4, "the aux snapshot") || rtc_upload_store(c);
+         rtc_input_buffers(c) || rtc_alloc(c, &c->daux, c->host->aux_elems * 4, "the aux snapshot") ||
+         rtc_alloc(c, &c->dext, d->ndims ? (int64_t)sizeof c->host->extent : 0, "the extents") || rtc_upload_store(c);
 }
 
 /* ---- per-program run state ---- */
 
 /* The generated kernel's thread count: its largest output (grid-stride beyond it). */
-static int64_t rtc_fused_threads(const rt_model_desc *d, const rt_step *s) {
+static int64_t rtc_fused_threads(const rtc_ctx *c, const rt_step *s) {
   int64_t n = 1;
   for (int j = 0; j < s->nout; j++)
-    if (s->out[j] >= 0 && rt_tensor_numel(&d->tensors[s->out[j]]) > n) n = rt_tensor_numel(&d->tensors[s->out[j]]);
+    if (s->out[j] >= 0 && rtc_numel(c, s->out[j]) > n) n = rtc_numel(c, s->out[j]);
   return n;
+}
+
+/* Every step's call shapes (and a FUSED step's thread count) at the run's extents: the
+ * descriptor's, with the program's patches applied (rt_model_dims.c does the same for the
+ * CPU's steps) and each out slot without a shape array of its own taking its tensor's. */
+static void rtc_prog_shapes(rtc_ctx *c, rtc_prog *r) {
+  const rt_program *p = r->p;
+  for (int i = 0; i < p->nsteps; i++) {
+    const rt_step *s = &p->steps[i];
+    k_shape *sh = r->shapes + r->at[i];
+    for (int j = 0; j < s->nin; j++) sh[j] = s->in_shape ? s->in_shape[j] : (k_shape){0, {0}};
+    for (int j = 0; s->out_shape && j < s->nout; j++) sh[s->nin + j] = s->out_shape[j];
+  }
+  const int64_t *e = c->host->extent;
+  for (int k = 0; k < p->npatches; k++) {
+    const rt_dimpatch *x = &p->patches[k];
+    k_shape *sh = r->shapes + r->at[x->index];
+    if (x->kind == RT_DV_IN_SHAPE) sh[x->slot].d[x->axis] = k_dimval_eval(x->v, e);
+    else if (x->kind == RT_DV_OUT_SHAPE) sh[p->steps[x->index].nin + x->slot].d[x->axis] = k_dimval_eval(x->v, e);
+    else rt_dimpatch_param(x, e, r->params[x->index]);
+  }
+  for (int i = 0; i < p->nsteps; i++) {
+    const rt_step *s = &p->steps[i];
+    k_shape *sh = r->shapes + r->at[i];
+    for (int j = 0; !s->out_shape && j < s->nout; j++)
+      sh[s->nin + j] = rt_out_shape(s, s->in_shape ? sh : NULL, NULL, s->out[j] >= 0 ? &c->host->tshape[s->out[j]] : NULL, j);
+    if (s->kind == RT_STEP_FUSED) r->threads[i] = rtc_fused_threads(c, s);
+  }
+}
+
+/* Bounded dims: a copy of each param a patch rewrites (rtc_prog_shapes writes it). */
+static int rtc_prog_params(rtc_ctx *c, rtc_prog *r) {
+  const rt_program *p = r->p;
+  if (!p->npatches) return 0;
+  if (!(r->params = calloc((size_t)p->nsteps + 1, sizeof *r->params))) return rtc_fail(c, "out of memory");
+  for (int k = 0; k < p->npatches; k++) {
+    const rt_dimpatch *x = &p->patches[k];
+    const rt_step *s = &p->steps[x->index];
+    if ((x->kind != RT_DV_PARAM_I64 && x->kind != RT_DV_PARAM_I32) || r->params[x->index]) continue;
+    if (!(r->params[x->index] = malloc((size_t)s->param_bytes))) return rtc_fail(c, "out of memory");
+    memcpy(r->params[x->index], s->param, (size_t)s->param_bytes);
+  }
+  return 0;
 }
 
 /* The data-error words of a program whose steps may set them, zeroed. */
@@ -150,22 +198,19 @@ static int rtc_prog_init(rtc_ctx *c, rtc_prog *r, const rt_program *p, int train
     const rt_step *s = &p->steps[i];
     size_t at = r->at[i];
     r->at[i + 1] = at + (size_t)(s->nin + s->nout);
-    for (int j = 0; j < s->nin; j++) {
-      r->shapes[at + j] = s->in_shape ? s->in_shape[j] : (k_shape){0, {0}};
-      r->dtypes[at + j] = s->in[j] >= 0 ? (k_dtype)c->d->tensors[s->in[j]].dtype : K_F32;
-    }
-    for (int j = 0; j < s->nout; j++) r->shapes[at + s->nin + j] = rt_step_out_shape(c->d, s, j);
+    for (int j = 0; j < s->nin; j++) r->dtypes[at + j] = s->in[j] >= 0 ? (k_dtype)c->d->tensors[s->in[j]].dtype : K_F32;
     if (s->kind == RT_STEP_FUSED) {
       char name[64];
       rt_fused_name(name, sizeof name, train, i);
       if (rtc_function(c, name, &r->fn[i])) return 1;
-      r->threads[i] = rtc_fused_threads(c->d, s);
     } else if (s->kind == RT_STEP_FORWARD || s->kind == RT_STEP_BACKWARD) {
       if (!(r->row[i] = rtc_op_row_of(s->op))) return rtc_fail(c, "%s: op %d has no GPU implementation in this runtime", s->name, s->op);
     } else if (s->kind != RT_STEP_FORWARD && s->kind != RT_STEP_BACKWARD && s->kind != RT_STEP_UPDATE) {
       return rtc_fail(c, "%s: unknown step kind %d", s->name, s->kind);
     }
   }
+  if (rtc_prog_params(c, r)) return 1;
+  rtc_prog_shapes(c, r);   /* at the bounds: the host instance starts there */
   return rtc_prog_errwords(c, r);
 }
 
@@ -194,6 +239,8 @@ static void rtc_prog_free(rtc_ctx *c, rtc_prog *r) {
   if (r->derr) c->cu->MemFree(r->derr);
   free(r->fn), free(r->state), free(r->threads), free(r->at), free(r->row), free(r->shapes), free(r->dtypes), free(r->ptrs), free(r->req);
   free(r->herr), free(r->hloss), free(r->clip_g), free(r->clip_n);
+  for (int i = 0; r->params && i < r->p->nsteps; i++) free(r->params[i]);
+  free(r->params);
   memset(r, 0, sizeof *r);
 }
 
@@ -221,7 +268,8 @@ static rtc_call rtc_step_call(rtc_ctx *c, rtc_prog *r, int i) {
     req[j] = out[j] ? s->req[j] : kNullOp;
   }
   int32_t *err = r->checks ? (int32_t *)(uintptr_t)(r->derr + (CUdeviceptr)i * 4) : NULL;
-  return (rtc_call){s, s->nin, s->nout, in, out, r->shapes + at, r->shapes + at + s->nin, r->dtypes + at, req,
+  const void *param = r->params && r->params[i] ? r->params[i] : s->param;
+  return (rtc_call){s, param, s->nin, s->nout, in, out, r->shapes + at, r->shapes + at + s->nin, r->dtypes + at, req,
                     c->host->seed, RT_CTR_OP(c->host->step, s->name_hash), r->p->is_train, &r->state[i], err};
 }
 
@@ -232,7 +280,7 @@ static int rtc_run_update(rtc_ctx *c, const rtc_call *k) {
   if (s->op < 0 || s->op >= K_OPT_COUNT) return rtc_fail(c, "unknown optimizer %d", s->op);
   for (int j = 0; j < need; j++)
     if (j >= s->nin || !k->in[j]) return rtc_fail(c, "update without its parameter, gradient or state");
-  int64_t n = rt_tensor_numel(&d->tensors[s->in[0]]);
+  int64_t n = rtc_numel(c, s->in[0]);   /* a weight that follows a dim: its rows at this run's extents */
   void *const *in = k->in;
   if (s->param && !rt_update_param_ok(s)) return rtc_fail(c, "malformed optimizer parameters");
   if (s->op == K_OPT_SGD) return rtc_sgd_update(c, in[0], in[1], s->nin > 2 ? in[2] : NULL, n, c->host->lr, s->param ? s->param : &d->sgd);
@@ -295,11 +343,21 @@ static int rtc_run_step(rtc_ctx *c, rtc_prog *r, int i) {
   return c->profile ? rtc_run_step_timed(c, r, i) : rtc_run_step_now(c, r, i);
 }
 
+/* A generated kernel: the step's pointers, then with bounded dims the extents' device copy. */
+static int rtc_launch_fused(rtc_ctx *c, rtc_prog *r, int i, const rtc_call *k) {
+  int n = k->nin + k->nout;
+  void *args[66];
+  if (n > 64) return rtc_fail(c, "a kernel with %d arguments", n);
+  memcpy(args, k->in, (size_t)n * sizeof *args);   /* in[] and out[] are adjacent in the pool */
+  if (c->d->ndims) args[n++] = (void *)(uintptr_t)c->dext;
+  return rtc_launch_fn(c, r->fn[i], r->threads[i], args, n);
+}
+
 static int rtc_run_step_now(rtc_ctx *c, rtc_prog *r, int i) {
   rtc_call k = rtc_step_call(c, r, i);
   const rt_step *s = k.s;
   switch (s->kind) {
-  case RT_STEP_FUSED: return rtc_launch_fn(c, r->fn[i], r->threads[i], (void **)k.in, s->nin + s->nout);
+  case RT_STEP_FUSED: return rtc_launch_fused(c, r, i, &k);
   case RT_STEP_UPDATE: return rtc_run_update(c, &k);
   case RT_STEP_FORWARD: return r->row[i]->forward(c, &k);
   default: return r->row[i]->backward(c, &k);
@@ -332,12 +390,56 @@ static int rtc_prepare_prog(rtc_ctx *c, rtc_prog *r) {
     void *none[64] = {0};
     if (s->nin > 32 || s->nout > 32) return rtc_fail(c, "%s: too many slots", s->name);
     size_t at = r->at[i];
-    rtc_call k = {s, s->nin, s->nout, none, none + 32, r->shapes + at, r->shapes + at + s->nin, r->dtypes + at,
+    const void *param = r->params && r->params[i] ? r->params[i] : s->param;
+    rtc_call k = {s, param, s->nin, s->nout, none, none + 32, r->shapes + at, r->shapes + at + s->nin, r->dtypes + at,
                   s->req, c->host->seed, 0, r->p->is_train, &r->state[i], NULL};
     c->err[0] = 0;
     if (row->prepare(c, &k)) return rtc_fail_step(c, s, "prepare failed");
   }
   return 0;
+}
+
+/* ---- bounded dims: a call at other extents than the last one ---- */
+
+/* The extents into their device copy, on the stream (the kernels queued after read them). */
+static int rtc_upload_extents(rtc_ctx *c) {
+  return rtc_cu_check(c, c->cu->MemcpyHtoDAsync(c->dext, c->host->extent, sizeof c->host->extent, c->stream), "copying the extents to the GPU") ||
+         rtc_sync(c, "copying the extents to the GPU");
+}
+
+/* Each step that keeps state made again for the new shapes (cuDNN's descriptors and the
+ * algorithms its heuristics pick at them: those a .so compiled at these extents would use). */
+static int rtc_reprepare(rtc_ctx *c) {
+  for (int k = 0; k < 2; k++) {
+    rtc_prog *r = &c->prog[k];
+    for (int i = 0; r->p && i < r->p->nsteps; i++) {
+      if (!r->row[i] || !r->row[i]->prepare) continue;
+      if (r->state[i] && r->row[i]->release) r->row[i]->release(c, r->state[i]);
+      r->state[i] = NULL;
+    }
+    if (r->p && rtc_prepare_prog(c, r)) return 1;
+  }
+  if (c->scratch_want <= c->scratch_have) return 0;
+  /* the stream is idle here: every entry point synchronises before it returns */
+  if (c->scratch) c->cu->MemFree(c->scratch);
+  if (rtc_alloc(c, &c->scratch, (int64_t)c->scratch_want, "the scratch space")) return c->scratch_have = 0, 1;
+  c->scratch_have = c->scratch_want;
+  return 0;
+}
+
+/* The programs set up for the call's extents (NULL: the bounds): refused when one is out of its
+ * range, with nothing changed; a change re-shapes the steps, re-prepares and re-uploads. */
+static int rtc_set_extents(rtc_ctx *c, const int64_t *extents, const char *what) {
+  if (!c->d->ndims) return 0;
+  int64_t before[K_MAX_BDIMS];
+  memcpy(before, c->host->extent, sizeof before);
+  if (rt_model_set_extents(c->host, extents, what)) return rtc_fail(c, "%s", rt_model_error(c->host));
+  if (memcmp(before, c->host->extent, sizeof before) == 0) return 0;
+  for (int k = 0; k < 2; k++)
+    if (c->prog[k].p) rtc_prog_shapes(c, &c->prog[k]);
+  if (!rtc_reprepare(c) && !rtc_upload_extents(c)) return 0;
+  memset(c->host->extent, 0, sizeof c->host->extent);   /* no extents match: the next call sets everything up again */
+  return 1;
 }
 
 /* cuBLAS and cuDNN are opened only for a model that uses them. */
@@ -386,7 +488,9 @@ static int rtc_create_all(rtc_ctx *c) {
       (c->d->has_train && rtc_prog_init(c, &c->prog[1], &c->d->train, 1)) || rtc_libraries(c) ||
       rtc_prepare_prog(c, &c->prog[0]) || (c->d->has_train && rtc_prepare_prog(c, &c->prog[1])) || rtc_profile_init(c))
     return 1;
-  return rtc_alloc(c, &c->scratch, (int64_t)c->scratch_want, "the scratch space");
+  if (rtc_alloc(c, &c->scratch, (int64_t)c->scratch_want, "the scratch space")) return 1;
+  c->scratch_have = c->scratch_want;
+  return c->d->ndims && rtc_upload_extents(c);
 }
 
 rt_model *rtc_model_create(const rt_model_desc *d, uint64_t seed) {
@@ -422,7 +526,7 @@ void rtc_model_destroy(rt_model *m) {
     rtc_prog_free(c, &c->prog[0]), rtc_prog_free(c, &c->prog[1]);
     if (c->blas) rtc_blas_close(c->blas);
     if (c->dnn) rtc_dnn_close(c->dnn);
-    CUdeviceptr bufs[] = {c->dstore, c->darena, c->dinputs, c->daux, c->scratch};
+    CUdeviceptr bufs[] = {c->dstore, c->darena, c->dinputs, c->daux, c->scratch, c->dext};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
       if (bufs[i]) c->cu->MemFree(bufs[i]);
     if (c->mod) c->cu->ModuleUnload(c->mod);
@@ -470,16 +574,17 @@ static int rtc_copy_inputs(rtc_ctx *c, const rt_program *p, const void *const *i
     return rtc_cu_check(c, c->cu->StreamSynchronize(user), "waiting for the caller's stream");
   }
   for (int k = 0; k < p->ninputs; k++) {
-    const rt_tensor_info *t = &c->d->tensors[p->inputs[k]];
     CUdeviceptr dst = (CUdeviceptr)(uintptr_t)c->dptr[p->inputs[k]];
-    if (rtc_cu_check(c, c->cu->MemcpyHtoDAsync(dst, inputs[k], (size_t)rt_tensor_numel(t) * 4, c->stream), "copying an input to the GPU"))
+    if (rtc_cu_check(c, c->cu->MemcpyHtoDAsync(dst, inputs[k], (size_t)rtc_numel(c, p->inputs[k]) * 4, c->stream), "copying an input to the GPU"))
       return 1;
   }
   return 0;
 }
 
-static int rtc_predict_locked(rtc_ctx *c, const void *const *inputs, void *const *outputs, int dev, CUstream user) {
+static int rtc_predict_locked(rtc_ctx *c, const int64_t *extents, const void *const *inputs, void *const *outputs, int dev,
+                              CUstream user) {
   const rt_program *p = &c->d->predict;
+  if (rtc_set_extents(c, extents, "predict")) return 1;
   if (p->noutputs && !outputs) return rtc_fail(c, "predict: outputs is NULL");
   for (int k = 0; k < p->noutputs; k++)
     if (!outputs[k]) return rtc_fail(c, "predict: output '%s' is NULL", c->d->tensors[p->outputs[k]].name);
@@ -490,23 +595,31 @@ static int rtc_predict_locked(rtc_ctx *c, const void *const *inputs, void *const
     const rt_tensor_info *t = &c->d->tensors[p->outputs[k]];
     CUdeviceptr src = (CUdeviceptr)(uintptr_t)c->dptr[p->outputs[k]];
     if (!src) return rtc_fail(c, "predict: output '%s' has no buffer", t->name);
-    if (rtc_copy_out(c, outputs[k], (void *)(uintptr_t)src, (size_t)rt_tensor_numel(t) * 4, dev)) return 1;
+    if (rtc_copy_out(c, outputs[k], (void *)(uintptr_t)src, (size_t)rtc_numel(c, p->outputs[k]) * 4, dev)) return 1;
   }
   return rtc_sync(c, "predict");
 }
 
-int rtc_model_predict(rt_model *m, const void *const *inputs, void *const *outputs) {
+int rtc_model_predict_at(rt_model *m, const int64_t *extents, const void *const *inputs, void *const *outputs) {
   rtc_ctx *c = (rtc_ctx *)m;
   if (!c) return 1;
   rtc_enter(c);
-  return rtc_leave(c, rtc_predict_locked(c, inputs, outputs, 0, NULL));
+  return rtc_leave(c, rtc_predict_locked(c, extents, inputs, outputs, 0, NULL));
+}
+
+int rtc_model_predict_device_at(rt_model *m, const int64_t *extents, const void *const *inputs, void *const *outputs, void *stream) {
+  rtc_ctx *c = (rtc_ctx *)m;
+  if (!c) return 1;
+  rtc_enter(c);
+  return rtc_leave(c, rtc_predict_locked(c, extents, inputs, outputs, 1, stream));
+}
+
+int rtc_model_predict(rt_model *m, const void *const *inputs, void *const *outputs) {
+  return rtc_model_predict_at(m, NULL, inputs, outputs);
 }
 
 int rtc_model_predict_device(rt_model *m, const void *const *inputs, void *const *outputs, void *stream) {
-  rtc_ctx *c = (rtc_ctx *)m;
-  if (!c) return 1;
-  rtc_enter(c);
-  return rtc_leave(c, rtc_predict_locked(c, inputs, outputs, 1, stream));
+  return rtc_model_predict_device_at(m, NULL, inputs, outputs, stream);
 }
 
 /* Aux states (batch_norm's moving statistics) into the device snapshot, or back from it. */
@@ -516,7 +629,7 @@ static int rtc_aux_copy(rtc_ctx *c, int restore) {
     const rt_tensor_info *t = &c->d->tensors[i];
     if (t->role != RT_ROLE_AUX) continue;
     CUdeviceptr w = rtc_store_ptr(c, i);
-    size_t bytes = (size_t)rt_tensor_numel(t) * 4;
+    size_t bytes = (size_t)rt_tensor_numel(t) * 4;   /* the whole tensor, as rtc_memory sized the snapshot */
     if (rtc_cu_check(c, c->cu->MemcpyDtoDAsync(restore ? w : b, restore ? b : w, bytes, c->stream), "the aux snapshot")) return 1;
     b += bytes;
   }
@@ -526,7 +639,7 @@ static int rtc_aux_copy(rtc_ctx *c, int restore) {
 /* The loss summed on the host in double, as the CPU runtime does (into the program's host
  * buffer for it, made at create). */
 static int rtc_loss(rtc_ctx *c, const rtc_prog *r, float *loss) {
-  int64_t n = rt_tensor_numel(&c->d->tensors[r->p->outputs[0]]);
+  int64_t n = rtc_numel(c, r->p->outputs[0]);
   CUdeviceptr x = (CUdeviceptr)(uintptr_t)c->dptr[r->p->outputs[0]];
   if (rtc_cu_check(c, c->cu->MemcpyDtoHAsync(r->hloss, x, (size_t)n * 4, c->stream), "copying the loss") || rtc_sync(c, "train_step"))
     return 1;
@@ -544,14 +657,15 @@ static int rtc_clip(rtc_ctx *c, rtc_prog *r) {
   for (int k = 0; k < n; k++) {
     const rt_step *s = &p->steps[r->split + k];
     if (s->nin < 2 || s->in[0] < 0 || s->in[1] < 0) return rtc_fail(c, "%s: an update without its parameter or gradient", s->name);
-    r->clip_g[k] = c->dptr[s->in[1]], r->clip_n[k] = rt_tensor_numel(&c->d->tensors[s->in[0]]);
+    r->clip_g[k] = c->dptr[s->in[1]], r->clip_n[k] = rtc_numel(c, s->in[0]);
   }
   return rtc_clip_grad_norm(c, r->clip_g, r->clip_n, n, c->d->clip_norm, rtc_scratch(c));
 }
 
-static int rtc_train_locked(rtc_ctx *c, const void *const *inputs, float *loss, int dev, CUstream user) {
+static int rtc_train_locked(rtc_ctx *c, const int64_t *extents, const void *const *inputs, float *loss, int dev, CUstream user) {
   const rt_program *p = &c->d->train;
   if (!c->d->has_train) return rtc_fail(c, "train_step: the model has no train statement");
+  if (rtc_set_extents(c, extents, "train_step")) return 1;
   if (!loss) return rtc_fail(c, "train_step: loss is NULL");
   if (p->noutputs != 1) return rtc_fail(c, "train_step: the program has %d losses, not 1", p->noutputs);
   rtc_bind(c, p);
@@ -575,18 +689,26 @@ static int rtc_train_locked(rtc_ctx *c, const void *const *inputs, float *loss, 
   return rtc_loss(c, r, loss);
 }
 
-int rtc_model_train_step(rt_model *m, const void *const *inputs, float *loss) {
+int rtc_model_train_step_at(rt_model *m, const int64_t *extents, const void *const *inputs, float *loss) {
   rtc_ctx *c = (rtc_ctx *)m;
   if (!c) return 1;
   rtc_enter(c);
-  return rtc_leave(c, rtc_train_locked(c, inputs, loss, 0, NULL));
+  return rtc_leave(c, rtc_train_locked(c, extents, inputs, loss, 0, NULL));
+}
+
+int rtc_model_train_step_device_at(rt_model *m, const int64_t *extents, const void *const *inputs, float *loss, void *stream) {
+  rtc_ctx *c = (rtc_ctx *)m;
+  if (!c) return 1;
+  rtc_enter(c);
+  return rtc_leave(c, rtc_train_locked(c, extents, inputs, loss, 1, stream));
+}
+
+int rtc_model_train_step(rt_model *m, const void *const *inputs, float *loss) {
+  return rtc_model_train_step_at(m, NULL, inputs, loss);
 }
 
 int rtc_model_train_step_device(rt_model *m, const void *const *inputs, float *loss, void *stream) {
-  rtc_ctx *c = (rtc_ctx *)m;
-  if (!c) return 1;
-  rtc_enter(c);
-  return rtc_leave(c, rtc_train_locked(c, inputs, loss, 1, stream));
+  return rtc_model_train_step_device_at(m, NULL, inputs, loss, stream);
 }
 
 /* ---- weights through the host ---- */

@@ -44,6 +44,8 @@ typedef struct {
   int32_t *herr;                /* and their host copy after a run */
   float **clip_g;               /* train with clip_norm: the updates' gradients (device) */
   int64_t *clip_n;              /* and their lengths */
+  void **params;                /* bounded dims: per step, its param's copy patched to the run's
+                                   extents (NULL: the step reads the descriptor's) */
 } rtc_prog;
 
 typedef struct { char name[64]; CUfunction fn; } rtc_fn_entry;
@@ -62,6 +64,9 @@ struct rtc_ctx {
   CUdeviceptr dstore;           /* the persistent tensors, laid out as the host's store (store_bytes) */
   int host_stale;               /* a train step changed the device copy since the last download */
   CUdeviceptr darena, dinputs, daux, scratch;
+  size_t scratch_have;          /* bytes allocated at scratch */
+  CUdeviceptr dext;             /* bounded dims: the run's extents (int64 x K_MAX_BDIMS), which every
+                                   generated kernel takes after its tensors */
   int64_t *inoff;               /* per tensor: offset in dinputs, or -1 */
   size_t scratch_want;
   void **dptr;                  /* per tensor: the device pointer bound for the current run */
@@ -99,6 +104,14 @@ int rtc_model_set_comm(rt_model *m, const kiln_comm *c);   /* refused: not on th
  * outputs are complete on return. loss stays a host pointer. */
 int rtc_model_predict_device(rt_model *m, const void *const *inputs, void *const *outputs, void *stream);
 int rtc_model_train_step_device(rt_model *m, const void *const *inputs, float *loss, void *stream);
+/* Bounded dims: the same at the extents of the model's dims (NULL: the bounds); an extent out
+ * of its range is refused before anything runs. A new set of extents re-prepares the steps
+ * that keep state (cuDNN's descriptors and algorithms), and grows the scratch when one needs
+ * more at those extents than at the bound: nothing else is allocated per call. */
+int rtc_model_predict_at(rt_model *m, const int64_t *extents, const void *const *inputs, void *const *outputs);
+int rtc_model_train_step_at(rt_model *m, const int64_t *extents, const void *const *inputs, float *loss);
+int rtc_model_predict_device_at(rt_model *m, const int64_t *extents, const void *const *inputs, void *const *outputs, void *stream);
+int rtc_model_train_step_device_at(rt_model *m, const int64_t *extents, const void *const *inputs, float *loss, void *stream);
 const char *rtc_model_error(const rt_model *m);
 
 #endif

@@ -17,7 +17,7 @@ static int rtc_go(rtc_ctx *c, const char *name, int64_t n, const void *a, size_t
 }
 #define RTC_GO(c, kname, n, a) rtc_go((c), "kc_" #kname, (n), &(a), sizeof(a))
 
-static const void *rtc_param(const rtc_call *k) { return k->s->param; }
+static const void *rtc_param(const rtc_call *k) { return k->param; }
 
 static void rtc_contig(const k_shape *s, int64_t *st) {
   int64_t m = 1;

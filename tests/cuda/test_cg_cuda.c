@@ -44,7 +44,7 @@ static void tc_entries(const char *rel, bool repeats) {
   uint32_t off = cg_target_disabled(RT_TARGET_CUDA);
   ir_graph *p = g ? ts_compile(g, IR_MODE_PREDICT, off) : NULL, *t = g && g->has_train ? ts_compile(g, IR_MODE_TRAIN, off) : NULL;
   char err[1024] = "", *src = NULL;
-  int bad = !p || cg_cuda_source(p, t, &src, err, sizeof err);
+  int bad = !p || cg_cuda_source(p, t, NULL, &src, err, sizeof err);
   CHECK(!bad, "%s: the CUDA C is written: %s", rel, err);
   rt_model_desc *d = bad ? NULL : cg_desc_build(p, t, err, sizeof err);
   int want = 0, fused = 0, kernels = 0;

@@ -169,7 +169,7 @@ static void run_case(const Case &cs) {
   rt_step st;
   memset(&st, 0, sizeof st);
   st.param = cs.param;
-  rtc_call rc = {&st, (int)cs.in.size(), (int)cs.out.size(), b.pin.data(), b.pout.data(), ish.data(),
+  rtc_call rc = {&st, cs.param, (int)cs.in.size(), (int)cs.out.size(), b.pin.data(), b.pout.data(), ish.data(),
                  osh.data(), idt.data(), cs.req.data(), cs.seed, cs.ctr, cs.is_train, nullptr, nullptr};
   rtc_ctx ctx;
   memset(&ctx, 0, sizeof ctx);

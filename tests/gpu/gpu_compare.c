@@ -9,6 +9,9 @@
  * usage: gpu_compare CPU.so CUDA.so [--steps N] [--tol-predict X] [--tol-train Y] [--atol Z]
  *                    [--tol-step X] [--tol-motion Y]
  *                    [--seed S] [--seed-b S] [--bad-inputs] [--quiet] [--keep DIR]
+ *                    [--extents E[,E...]]
+ * --extents runs predict and train_step at those extents of a model with bounded dims (one per
+ * dim, in declaration order), on the first rows of inputs made at the bounds.
  * --keep DIR leaves in DIR (made if missing) what a third, exact reference needs to judge the two
  * (tests/gpu/f64_step.py): the train inputs (NAME.npy), the weights at create (init.safetensors)
  * and each side's weights after the first step (a1.safetensors, b1.safetensors).
@@ -86,6 +89,10 @@ typedef struct {
   uint64_t seed, seed_b;
   int bad_inputs, quiet;
   const char *keep;             /* --keep DIR: the first step's inputs and weights stay there */
+  int next;                     /* --extents E[,E...]: predict and train_step at these extents of the
+                                   model's bounded dims (predict_at, train_step_at), on the first
+                                   rows of the bound's inputs; 0: at the bounds */
+  int64_t ext[K_MAX_BDIMS];
 } gc_opts;
 
 typedef struct {
@@ -93,6 +100,7 @@ typedef struct {
   void *handle;
   const rt_model_api *api;
   rt_model *m;
+  const int64_t *ext;           /* --extents, for a model with bounded dims; else NULL */
 } gc_side;
 
 static int gc_npass, gc_nfail, gc_quiet;   /* gc_quiet: print failures only */
@@ -253,16 +261,24 @@ static int gc_find(const rt_model_desc *d, const char *name) {
 
 static int gc_is_weight(const rt_tensor_info *t) { return t->role == RT_ROLE_PARAM || t->role == RT_ROLE_AUX; }
 
-/* The entry points' tensors, in order, with the same names, dtypes and shapes. */
+/* Tensor t of d as a run at extents `ext` sees it (NULL: the descriptor's shapes). */
+static rt_tensor_info gc_info_at(const rt_model_desc *d, int t, const int64_t *ext) {
+  rt_tensor_info x = d->tensors[t];
+  x.shape = rt_tensor_shape_at(d, t, ext);
+  return x;
+}
+
+/* The entry points' tensors, in order, with the same names, dtypes and shapes (b's at its
+ * extents `ext`: a bounded .so against one compiled at those sizes). */
 static int gc_program_same(const rt_model_desc *a, const rt_program *pa, const rt_model_desc *b,
-                           const rt_program *pb, const char *which, char *why, size_t len) {
+                           const rt_program *pb, const int64_t *ext, const char *which, char *why, size_t len) {
   if (pa->ninputs != pb->ninputs || pa->noutputs != pb->noutputs)
     return snprintf(why, len, "%s: %d inputs and %d outputs vs %d and %d", which, pa->ninputs, pa->noutputs,
                     pb->ninputs, pb->noutputs), 0;
   for (int i = 0; i < pa->ninputs + pa->noutputs; i++) {
     int in = i < pa->ninputs, k = in ? i : i - pa->ninputs;
     const rt_tensor_info *ta = &a->tensors[in ? pa->inputs[k] : pa->outputs[k]];
-    const rt_tensor_info *tb = &b->tensors[in ? pb->inputs[k] : pb->outputs[k]];
+    rt_tensor_info tbx = gc_info_at(b, in ? pb->inputs[k] : pb->outputs[k], ext), *tb = &tbx;
     char sa[160], sb[160];
     gc_info_str(ta, sa, sizeof sa), gc_info_str(tb, sb, sizeof sb);
     if (!gc_info_same(ta, tb))
@@ -273,21 +289,22 @@ static int gc_program_same(const rt_model_desc *a, const rt_program *pa, const r
 
 /* Same name, entry points and weights (PARAM and AUX: what save writes). Values the plan
  * keeps (VALUE, STATE) may differ between back ends and are not compared. */
-static int gc_desc_same(const rt_model_desc *a, const rt_model_desc *b, char *why, size_t len) {
+static int gc_desc_same(const rt_model_desc *a, const rt_model_desc *b, const int64_t *ext, char *why, size_t len) {
   if (strcmp(a->name ? a->name : "", b->name ? b->name : "") != 0)
     return snprintf(why, len, "model '%s' vs '%s'", a->name, b->name), 0;
   if (a->has_train != b->has_train) return snprintf(why, len, "has_train %d vs %d", a->has_train, b->has_train), 0;
-  if (!gc_program_same(a, &a->predict, b, &b->predict, "predict", why, len)) return 0;
-  if (a->has_train && !gc_program_same(a, &a->train, b, &b->train, "train", why, len)) return 0;
+  if (!gc_program_same(a, &a->predict, b, &b->predict, ext, "predict", why, len)) return 0;
+  if (a->has_train && !gc_program_same(a, &a->train, b, &b->train, ext, "train", why, len)) return 0;
   for (int pass = 0; pass < 2; pass++) {
     const rt_model_desc *x = pass ? b : a, *y = pass ? a : b;
     for (int i = 0; i < x->ntensors; i++) {
       if (!gc_is_weight(&x->tensors[i])) continue;
       int j = gc_find(y, x->tensors[i].name);
       char sx[160], sy[160] = "";
-      gc_info_str(&x->tensors[i], sx, sizeof sx);
-      if (j >= 0) gc_info_str(&y->tensors[j], sy, sizeof sy);
-      if (j < 0 || !gc_info_same(&x->tensors[i], &y->tensors[j]))
+      rt_tensor_info tx = gc_info_at(x, i, pass ? ext : NULL), ty = j >= 0 ? gc_info_at(y, j, pass ? NULL : ext) : tx;
+      gc_info_str(&tx, sx, sizeof sx);
+      if (j >= 0) gc_info_str(&ty, sy, sizeof sy);
+      if (j < 0 || !gc_info_same(&tx, &ty))
         return snprintf(why, len, "weight %s: %s in the %s .so", sx, j < 0 ? "missing" : sy,
                         pass ? "first" : "second"), 0;
     }
@@ -309,10 +326,25 @@ static int gc_open(gc_side *s, const char *path) {
   return 0;
 }
 
+/* predict and train_step at --extents for a model with bounded dims (the bounds otherwise). */
+static int gc_call_predict(const gc_side *s, const gc_opts *o, const void *const *in, void *const *out) {
+  (void)o;
+  return s->ext ? s->api->predict_at(s->m, s->ext, in, out) : s->api->predict(s->m, in, out);
+}
+static int gc_call_train(const gc_side *s, const gc_opts *o, const void *const *in, float *loss) {
+  (void)o;
+  return s->ext ? s->api->train_step_at(s->m, s->ext, in, loss) : s->api->train_step(s->m, in, loss);
+}
+/* Tensor t's element count at the run's extents. */
+static int64_t gc_numel_at(const rt_model_desc *d, int t, const gc_opts *o) {
+  k_shape sh = rt_tensor_shape_at(d, t, o->next && d->ndims ? o->ext : NULL);
+  return k_shape_numel(&sh);
+}
+
 /* Both predicts, then each output compared; `when` names the moment in the lines. */
 static void gc_predict(gc_side *a, gc_side *b, gc_io *io, const char *when, double tol, const gc_opts *o) {
   const rt_model_desc *d = a->api->desc;
-  int ra = a->api->predict(a->m, io->pin, io->out_a), rb = b->api->predict(b->m, io->pin, io->out_b);
+  int ra = gc_call_predict(a, o, io->pin, io->out_a), rb = gc_call_predict(b, o, io->pin, io->out_b);
   if (ra || rb) {
     gc_result(0, "predict %s: %s", when, ra ? gc_err(a) : gc_err(b));
     return;
@@ -321,14 +353,14 @@ static void gc_predict(gc_side *a, gc_side *b, gc_io *io, const char *when, doub
     const rt_tensor_info *t = &d->tensors[d->predict.outputs[k]];
     char what[256];
     snprintf(what, sizeof what, "predict %s: %s", when, t->name);
-    gc_close(what, (k_dtype)t->dtype, io->out_a[k], io->out_b[k], gc_numel(t), tol, o->atol);
+    gc_close(what, (k_dtype)t->dtype, io->out_a[k], io->out_b[k], gc_numel_at(d, d->predict.outputs[k], o), tol, o->atol);
   }
 }
 
 static void gc_train(gc_side *a, gc_side *b, gc_io *io, const gc_opts *o, int first, int last) {
   for (int s = first; s <= last; s++) {
     float la = NAN, lb = NAN;
-    int ra = a->api->train_step(a->m, io->tin, &la), rb = b->api->train_step(b->m, io->tin, &lb);
+    int ra = gc_call_train(a, o, io->tin, &la), rb = gc_call_train(b, o, io->tin, &lb);
     char what[64];
     snprintf(what, sizeof what, "train_step %d: loss", s);
     if (ra || rb) gc_result(0, "%s: %s", what, ra ? gc_err(a) : gc_err(b));
@@ -727,7 +759,7 @@ static void gc_device_entries(gc_side *b, gc_io *io, uint64_t seed) {
 static int gc_usage(void) {
   fprintf(stderr, "usage: gpu_compare CPU.so CUDA.so [--steps N] [--tol-predict X] [--tol-train Y] [--atol Z]\n"
                   "                   [--tol-step X] [--tol-motion Y]\n"
-                  "                   [--seed S] [--seed-b S] [--bad-inputs] [--quiet] [--keep DIR]\n");
+                  "                   [--seed S] [--seed-b S] [--bad-inputs] [--quiet] [--keep DIR] [--extents E[,E...]]\n");
   return 2;
 }
 
@@ -750,6 +782,13 @@ static int gc_parse(int argc, char **argv, gc_opts *o, const char **lib) {
     else if (strcmp(a, "--keep") == 0) o->keep = v, i++;
     else if (strcmp(a, "--seed") == 0) o->seed = strtoull(v, &end, 10), i++;
     else if (strcmp(a, "--seed-b") == 0) o->seed_b = strtoull(v, &end, 10), i++, seed_b_set = 1;
+    else if (strcmp(a, "--extents") == 0) {
+      for (end = (char *)v; o->next < K_MAX_BDIMS; end++) {
+        o->ext[o->next++] = strtoll(end, &end, 10);
+        if (*end != ',') break;
+      }
+      i++;
+    }
     else if (a[0] == '-') return gc_usage();
     else if (nlib < 2) lib[nlib++] = a;
     else return gc_usage();
@@ -776,7 +815,20 @@ int main(int argc, char **argv) {
   if (gc_open(&a, lib[0]) || gc_open(&b, lib[1])) return 1;
   const rt_model_desc *d = a.api->desc;
   char why[512];
-  if (!gc_desc_same(d, b.api->desc, why, sizeof why)) {
+  /* --extents: a bounded .so at those extents against the same model bounded alike, or
+   * compiled at those sizes (the first .so; then the two must agree bit for bit, tolerances 0) */
+  gc_side *sides[2] = {&a, &b};
+  for (int k = 0; k < 2; k++) {
+    const rt_model_desc *x = sides[k]->api->desc;
+    if (!o.next || !x->ndims) continue;
+    if (o.next != x->ndims || !sides[k]->api->predict_at)
+      return fprintf(stderr, "gpu_compare: --extents gives %d extents; '%s' has %d bounded dims\n", o.next, x->name, x->ndims), 2;
+    sides[k]->ext = o.ext;
+  }
+  if (a.ext == NULL && b.ext == NULL && o.next) return fprintf(stderr, "gpu_compare: --extents: neither .so has bounded dims\n"), 2;
+  if (a.ext && !b.ext) return fprintf(stderr, "gpu_compare: --extents: give the fixed-size .so first\n"), 2;
+  int mixed = !a.ext && b.ext;   /* the bound's buffers of b differ from a's: only the runs at the extents compare */
+  if (!gc_desc_same(d, b.api->desc, mixed ? b.ext : NULL, why, sizeof why)) {
     gc_result(0, "the two .so files describe different models: %s", why);
     printf("%d passed, %d failed\n", gc_npass, gc_nfail);
     return 1;
@@ -818,8 +870,8 @@ int main(int argc, char **argv) {
     gc_predict(&a, &b, &io, when, o.tol_train, &o);
   }
   gc_cross_load(&a, &b, &io, wd, &o);
-  if (o.bad_inputs) gc_bad_inputs(&b, &io, wd), gc_bad_data(&b, &io, 0), gc_bad_data(&b, &io, 1);
-  gc_device_entries(&b, &io, o.seed_b);
+  if (o.bad_inputs && !mixed) gc_bad_inputs(&b, &io, wd), gc_bad_data(&b, &io, 0), gc_bad_data(&b, &io, 1);
+  if (!mixed) gc_device_entries(&b, &io, o.seed_b);
 
   a.api->destroy(a.m), b.api->destroy(b.m);
   gc_io_free(&io, d);

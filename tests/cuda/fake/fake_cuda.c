@@ -2,7 +2,10 @@
  * CUDA .so (runtime/cuda: memory, copies, the module, every launch) runs and is compared with
  * the CPU on a machine without a GPU. Device memory is host memory (malloc); streams run
  * everything at once; a module is the host build of the model's CUDA C (--emit cu compiled
- * with emul.h, named by $KILN_FAKE_CUDA_MODULE), whose kernels run as one thread of one block
+ * with emul.h, named by $KILN_FAKE_CUDA_MODULE; PATH1:PATH2... gives the process's first module
+ * load the first, the second the second and so on, the last repeating: two models in one
+ * process, as gpu_compare runs a bounded .so beside one of fixed sizes), whose kernels run as
+ * one thread of one block
  * (every kernel is grid-stride). Library kernels take one struct by value: the module defines
  * NAME__host(void **params) for each (emul_tail.h); generated kernels take only pointers and
  * are called directly. Together with the fake cuBLAS and cuDNN beside it, and ASan, an
@@ -65,10 +68,22 @@ typedef struct {
   int nfns;
 } fake_module;
 
+/* The nth entry of the ':'-separated list (the last when there are fewer), into buf. */
+static const char *fake_module_path(const char *list, int nth, char *buf, size_t size) {
+  const char *p = list;
+  for (int k = 0; k < nth && strchr(p, ':'); k++) p = strchr(p, ':') + 1;
+  size_t len = strchr(p, ':') ? (size_t)(strchr(p, ':') - p) : strlen(p);
+  snprintf(buf, size, "%.*s", (int)len, p);
+  return buf;
+}
+
 FAKE_API CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned n, CUjit_option *o, void **v) {
   (void)image, (void)n, (void)o, (void)v;
-  const char *path = getenv("KILN_FAKE_CUDA_MODULE");
-  if (!path) return fprintf(stderr, "fake libcuda: set KILN_FAKE_CUDA_MODULE to the model's host module\n"), CUDA_ERROR_INVALID_IMAGE;
+  static int loads;   /* module loads so far in this process */
+  const char *list = getenv("KILN_FAKE_CUDA_MODULE");
+  if (!list) return fprintf(stderr, "fake libcuda: set KILN_FAKE_CUDA_MODULE to the model's host module\n"), CUDA_ERROR_INVALID_IMAGE;
+  char path[4096];
+  fake_module_path(list, loads++, path, sizeof path);
   fake_module *fm = calloc(1, sizeof *fm);
   if (!fm || !(fm->so = dlopen(path, RTLD_NOW | RTLD_LOCAL))) {
     fprintf(stderr, "fake libcuda: %s\n", dlerror());
