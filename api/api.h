@@ -88,6 +88,9 @@ int api_emit_so(cg_build *b, const char *so_path);
  * NULL: every dim fixed), as -D batch=1..64 does (the REPL's :model). */
 int api_graph_load_bounds(const char *path, const char *model, int ndims, const char *const *dim_names, const int64_t *values,
                           const int64_t *lows, kiln_graph **out);
+/* g's model lowered again from the text it was lowered from, with these dims fixed (a bounded
+ * model at one set of extents: the REPL records predict at its arrays' extents). */
+int api_graph_relower(kiln_graph *g, int ndims, const char *const *dim_names, const int64_t *values, kiln_graph **out);
 /* A bounded model's extents from its entry point's input shapes (train: train_step's,
  * else predict's), as kiln run reads them from its .npy files; 0 or KILN_ERR with the message. */
 int api_model_extents(kiln_model *m, int train, const k_shape *shapes, int64_t *extents);

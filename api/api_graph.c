@@ -355,6 +355,23 @@ KILN_API int kiln_graph_load_dims(const char *path, const char *model, int ndims
   return api_graph_load_bounds(path, model, ndims, dim_names, values, NULL, out);
 }
 
+/* Model `model` (NULL: the file's only one) of f (parsed from path, into x's diagnostics)
+ * checked and lowered at defs, into *out, which then owns f. */
+static int api_graph_lower_file(fe_file *f, const char *path, const char *model, const fe_define *defs, int ndims, api_diags *x,
+                                kiln_graph **out) {
+  fe_model *m = NULL;
+  if (f && !x->d.errors && !fe_check_file(f, defs, ndims, &x->d)) {
+    for (m = f->models; m && model && strcmp(m->name, model) != 0; m = m->next) {}
+    if (!m) ir_error(&x->d, (ir_loc){0}, "%s has no model%s%s", path, model ? " named " : "", model ? model : "");
+    else if (!model && m->next) ir_error(&x->d, (ir_loc){0}, "%s holds several models; name one", path), m = NULL;
+  }
+  api_lowered low = {f, m ? fe_lower_model(f, m, defs, ndims, &x->d) : NULL};
+  int rc = api_diags_close(x, !low.g, "the model was refused");
+  if (!rc) rc = api_graph_adopt(&low, out);
+  api_lowered_free(&low);
+  return rc;
+}
+
 int api_graph_load_bounds(const char *path, const char *model, int ndims, const char *const *dim_names, const int64_t *values,
                           const int64_t *lows, kiln_graph **out) {
   if (!out) return api_fail("kiln_graph_load: out is NULL");
@@ -364,18 +381,19 @@ int api_graph_load_bounds(const char *path, const char *model, int ndims, const 
   if (api_graph_defines(ndims, dim_names, values, lows, defs)) return KILN_ERR;
   api_diags x;
   if (api_diags_open(&x)) return KILN_ERR;
-  fe_file *f = fe_parse_file(path, &x.d);
-  fe_model *m = NULL;
-  if (f && !x.d.errors && !fe_check_file(f, defs, ndims, &x.d)) {
-    for (m = f->models; m && model && strcmp(m->name, model) != 0; m = m->next) {}
-    if (!m) ir_error(&x.d, (ir_loc){0}, "%s has no model%s%s", path, model ? " named " : "", model ? model : "");
-    else if (!model && m->next) ir_error(&x.d, (ir_loc){0}, "%s holds several models; name one", path), m = NULL;
-  }
-  api_lowered low = {f, m ? fe_lower_model(f, m, defs, ndims, &x.d) : NULL};
-  int rc = api_diags_close(&x, !low.g, "the model was refused");
-  if (!rc) rc = api_graph_adopt(&low, out);
-  api_lowered_free(&low);
-  return rc;
+  return api_graph_lower_file(fe_parse_file(path, &x.d), path, model, defs, ndims, &x, out);
+}
+
+int api_graph_relower(kiln_graph *g, int ndims, const char *const *dim_names, const int64_t *values, kiln_graph **out) {
+  if (!out) return api_fail("api_graph_relower: out is NULL");
+  *out = NULL;
+  if (!g || !g->low.file || !g->low.g) return api_fail("the graph was not lowered from a file");
+  fe_define defs[64];
+  if (api_graph_defines(ndims, dim_names, values, NULL, defs)) return KILN_ERR;
+  const fe_file *f = g->low.file;
+  api_diags x;
+  if (api_diags_open(&x)) return KILN_ERR;
+  return api_graph_lower_file(fe_parse_text(f->path, f->text, f->len, &x.d), f->path, g->low.g->name, defs, ndims, &x, out);
 }
 
 KILN_API int kiln_graph_load(const char *path, const char *model, kiln_graph **out) {

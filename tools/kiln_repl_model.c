@@ -5,7 +5,9 @@
  * `loss = train_step(x, label)` runs the model's own train_step (its optimizer) on the
  * arrays' values and refreshes the weight arrays; `:weights FILE.safetensors` loads
  * weights into it. Ctrl-C interrupts :model's compile as it does a statement's (the
- * session's interrupt request), and the session keeps what it had. */
+ * session's interrupt request), and the session keeps what it had. A bounded model's
+ * predict at other extents than the bounds records the model lowered again at them (its
+ * attributes, a reshape to [batch, ...], hold those sizes), kept for the next call alike. */
 #include "kiln_repl.h"
 
 #include <stdlib.h>
@@ -15,12 +17,18 @@
 struct repl_model {
   kiln_graph *g;
   kiln_model *m;
+  int ndefs;                       /* :model's DIM=N defs (the fixed ones: a bounded dim's */
+  char *def_names[8];              /* extent comes from the arrays) */
+  int64_t def_values[8];
+  kiln_graph *at;                  /* the model lowered at at_ext (a bounded model), or NULL */
+  int64_t at_ext[K_MAX_BDIMS];
 };
 
 void repl_model_free(repl *r) {
   if (!r->model) return;
   kiln_model_free(r->model->m);
-  kiln_graph_free(r->model->g);
+  kiln_graph_free(r->model->g), kiln_graph_free(r->model->at);
+  for (int i = 0; i < r->model->ndefs; i++) free(r->model->def_names[i]);
   free(r->model);
   r->model = NULL;
 }
@@ -98,6 +106,8 @@ int repl_cmd_model(repl *r, char **arg, int n) {
     kiln_graph_free(m->g), free(m);
     return KILN_ERR;
   }
+  for (int i = 0; i < n - 2; i++)
+    if (!lows[i] && (m->def_names[m->ndefs] = strdup(names[i]))) m->def_values[m->ndefs++] = values[i];
   repl_model_free(r);
   r->model = m;
   int rc = repl_model_refresh(r);
@@ -184,41 +194,95 @@ static int repl_extents(repl *r, bool train, kiln_array **args, int nargs, int64
   return api_model_extents(r->model->m, train, shapes, extents);
 }
 
+/* The first `rows` rows of a (a lazy slice, owned by the caller). */
+static int repl_first_rows(repl *r, kiln_array *a, int64_t rows, kiln_array **out) {
+  kiln_attrs *at = NULL;
+  int rc = kiln_attrs_new(&at);
+  if (!rc) rc = kiln_attrs_int(at, "axis", 0) || kiln_attrs_int(at, "begin", 0) || kiln_attrs_int(at, "end", rows);
+  if (!rc) rc = kiln_array_op(r->s, "slice", 1, &a, at, out);
+  kiln_attrs_free(at);
+  return rc;
+}
+
 /* Weights bound to the session's arrays of their names; kiln_graph_predict_arrays binds
- * the inputs (those predict reads, in the entry point's order) and records predict. */
-static int repl_weights(repl *r, const ir_graph *g, const char **names, kiln_array **arrays, int *n) {
-  *n = 0;
+ * the inputs (those predict reads, in the entry point's order) and records predict. A
+ * weight whose rows follow a bounded dim (a position table) is stored at the bound: at a
+ * smaller extent the record reads its first rows, as the compiled model does (each such
+ * slice is put in owned[], for the caller to free). */
+static int repl_weights(repl *r, const ir_graph *g, const char **names, kiln_array **arrays, int *n, kiln_array **owned, int *nowned) {
+  *n = *nowned = 0;
   for (int t = 0; t < ir_ntensors(g); t++) {
     const ir_tensor *x = ir_tensor_at(g, t);
     if (x->kind != IR_T_PARAM && x->kind != IR_T_AUX) continue;
     repl_var *v = repl_find(r, x->name);
     if (!v) return api_fail("the model's weight '%s' is no longer an array", x->name);
-    names[*n] = x->name, arrays[(*n)++] = v->a;
+    kiln_array *a = v->a;
+    k_shape rest = v->a->shape;
+    rest.d[0] = x->shape.d[0];
+    if (x->shape.rank > 0 && x->shape.d[0] < v->a->shape.d[0] && ir_shape_eq(&rest, &x->shape)) {
+      if (repl_first_rows(r, v->a, x->shape.d[0], &a)) return KILN_ERR;
+      owned[(*nowned)++] = a;
+    }
+    names[*n] = x->name, arrays[(*n)++] = a;
   }
   return KILN_OK;
 }
 
+/* The graph predict records at extents ext of a bounded model: the model's own at its bounds,
+ * else the model lowered again there, with :model's fixed dims and each bounded dim at its
+ * extent (the last such graph is kept). */
+static int repl_graph_at(repl *r, const int64_t *ext, kiln_graph **out) {
+  repl_model *m = r->model;
+  int nd = 0;
+  kiln_model_dims(m->m, &nd);
+  const char *names[8 + K_MAX_BDIMS];
+  int64_t values[8 + K_MAX_BDIMS];
+  bool at_bounds = true;
+  int n = 0;
+  for (int k = 0; k < nd; k++) {
+    int64_t lo, hi;
+    kiln_model_dim(m->m, k, &names[n], &lo, &hi);
+    at_bounds = at_bounds && ext[k] == hi;
+    values[n++] = ext[k];
+  }
+  *out = m->g;
+  if (at_bounds) return KILN_OK;
+  *out = m->at;
+  if (m->at && memcmp(m->at_ext, ext, (size_t)nd * sizeof *ext) == 0) return KILN_OK;
+  for (int i = 0; i < m->ndefs; i++) names[n] = m->def_names[i], values[n++] = m->def_values[i];
+  kiln_graph *g = NULL;
+  if (api_graph_relower(m->g, n, names, values, &g)) return KILN_ERR;
+  kiln_graph_free(m->at);
+  m->at = *out = g;
+  memcpy(m->at_ext, ext, (size_t)nd * sizeof *ext);
+  return KILN_OK;
+}
+
 static int repl_predict(repl *r, kiln_array **args, int nargs, char **targets, int ntargets) {
+  int64_t ext[K_MAX_BDIMS];   /* a bounded model: the arguments' extents in range */
+  kiln_graph *rg = r->model->g;
+  if (repl_model_bounded(r->model->m) && (repl_extents(r, false, args, nargs, ext) || repl_graph_at(r, ext, &rg))) return KILN_ERR;
   const ir_graph *g;
-  api_graph_lock(r->model->g, true);
-  int rc = api_graph_get(r->model->g, &g);
-  api_graph_lock(r->model->g, false);
+  api_graph_lock(rg, true);
+  int rc = api_graph_get(rg, &g);
+  api_graph_lock(rg, false);
   if (rc) return KILN_ERR;
   int nt = ir_ntensors(g), nouts = g->outputs.len, nw = 0;
   if (ntargets && ntargets != nouts) return api_fail("predict gives %d output%s", nouts, nouts == 1 ? "" : "s");
-  int64_t ext[K_MAX_BDIMS];   /* a bounded model: the arguments' extents in range (the record infers their shapes) */
-  if (repl_model_bounded(r->model->m) && repl_extents(r, false, args, nargs, ext)) return KILN_ERR;
   const char **names = calloc((size_t)nt + 1, sizeof *names);
   kiln_array **weights = calloc((size_t)nt + 1, sizeof *weights), **outs = calloc((size_t)nouts + 1, sizeof *outs);
-  rc = names && weights && outs ? repl_weights(r, g, names, weights, &nw) : api_fail("out of memory");
-  if (!rc) rc = kiln_graph_predict_arrays(r->model->g, r->s, nargs, args, nw, names, weights, nouts, outs);
+  kiln_array **owned = calloc((size_t)nt + 1, sizeof *owned);
+  int nowned = 0;
+  rc = names && weights && outs && owned ? repl_weights(r, g, names, weights, &nw, owned, &nowned) : api_fail("out of memory");
+  if (!rc) rc = kiln_graph_predict_arrays(rg, r->s, nargs, args, nw, names, weights, nouts, outs);
   for (int i = 0; !rc && i < nouts; i++) {
     kiln_array *a = outs[i];
     if (!ntargets) rc = repl_show(r, a);
     else if (outs[i] = NULL, repl_bind(r, targets[i], a)) rc = api_fail("out of memory");   /* the name owns it now */
   }
   for (int i = 0; outs && i < nouts; i++) kiln_array_free(outs[i]);
-  free(names), free(weights), free(outs);
+  for (int i = 0; i < nowned; i++) kiln_array_free(owned[i]);
+  free(names), free(weights), free(outs), free(owned);
   return rc;
 }
 

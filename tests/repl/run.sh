@@ -32,6 +32,16 @@ grep -q '^  const gain : f32\[3\]$' "$tmp/scaled.kiln" || { echo "FAIL: the expo
 # bounded.kiln's predict on 3 rows is kiln run's at -D batch=1..4 on the same rows, bit for bit.
 "$kiln" run "$dir/models/tiny.kiln" -D batch=1..4 --input "image=$tmp/bx.npy" --output "prob=$tmp/bp_run.npy" >/dev/null 2>&1 &&
   cmp -s "$tmp/bp.npy" "$tmp/bp_run.npy" || { echo "FAIL: predict(x) of a bounded model in the REPL differs from kiln run's"; fail=1; }
+# ... and the model whose reshape holds the batch, at 3 rows (twice: the graph kept) and at 4.
+for rows in 3 4; do
+  x=fx; [ $rows = 4 ] && x=f4
+  q=fq; [ $rows = 4 ] && q=fq4
+  "$kiln" run "$dir/models/flat.kiln" -D batch=1..4 --input "image=$tmp/$x.npy" --output "prob=$tmp/${q}_run.npy" >/dev/null 2>&1 &&
+    cmp -s "$tmp/$q.npy" "$tmp/${q}_run.npy" || { echo "FAIL: predict on $rows rows of a bounded model with a reshape differs from kiln run's"; fail=1; }
+done
+cmp -s "$tmp/fq.npy" "$tmp/fq2.npy" || { echo "FAIL: a second predict at the same extents differs"; fail=1; }
+"$kiln" run "$dir/models/pos.kiln" -D seq=1..4 --input "x=$tmp/px.npy" --output "y=$tmp/py_run.npy" >/dev/null 2>&1 &&
+  cmp -s "$tmp/py.npy" "$tmp/py_run.npy" || { echo "FAIL: predict at seq 3 of a bounded position table differs from kiln run's"; fail=1; }
 # ... and after :weights with the first weights, predict gives the first prediction again.
 cmp -s "$tmp/p.npy" "$tmp/p2.npy" || { echo "FAIL: predict after :weights OUT/first.safetensors differs from the first predict"; fail=1; }
 # :passes prints timings, so it is checked by content: every pass, then the statistics.
