@@ -2,7 +2,10 @@
 weights Kiln and ONNX Runtime read from the export are the same), their batch_norm running
 statistics calibrated, eval mode (tests/support/onnx_models.py builds them).
 
-Usage: torch_onnx.py export MODEL BATCH OUT.onnx     (opset 13, input "input", output "output")
+Usage: torch_onnx.py export MODEL BATCH OUT.onnx [dynamic]
+                                                    (opset 13, input "input", output "output";
+                                                    dynamic: their first axis the dynamic "batch",
+                                                    for -D batch=LO..HI, bench/bounded/run.sh)
        torch_onnx.py time THREADS SECS MODEL BATCH   (eager predict under torch.no_grad())
        torch_onnx.py models                          (the default model list, one line)
 MODEL is one of tests/support/onnx_models.py's: a torchvision classifier's name, or "bert".
@@ -26,9 +29,10 @@ def build(name, batch):
     return onnx_models.build(name), onnx_models.example(name, batch)
 
 
-def export(name, batch, out):
+def export(name, batch, out, dynamic=None):
     m, x = build(name, batch)
-    torch.onnx.export(m, x, out, opset_version=13, input_names=["input"], output_names=["output"])
+    axes = {"input": {0: "batch"}, "output": {0: "batch"}} if dynamic == "dynamic" else None
+    torch.onnx.export(m, x, out, opset_version=13, input_names=["input"], output_names=["output"], dynamic_axes=axes)
 
 
 def timed(threads, secs, name, batch):
@@ -51,7 +55,7 @@ def timed(threads, secs, name, batch):
 
 
 if sys.argv[1] == "export":
-    export(*sys.argv[2:5])
+    export(*sys.argv[2:6])
 elif sys.argv[1] == "models":
     print(" ".join(onnx_models.BENCH))
 else:
