@@ -30,6 +30,15 @@ static bool pass_ip_reduces(const ir_graph *g, const ir_node *n, int k) {
   return false;
 }
 
+/* Whether another output of n accumulates into output 0 (the backward of mul(y, y) adds both
+ * operands' terms into y@grad): the term added second reads the out_grad after the first was
+ * written, so output 0 written over the out_grad gave y + y*y for 2y. */
+static bool pass_ip_accumulated(const ir_node *n) {
+  for (int j = 1; j < n->nout; j++)
+    if (n->out[j] == n->out[0]) return true;
+  return false;
+}
+
 /* Output 0 of node i (at position i) may take input slot k's buffer. */
 static bool pass_ip_legal(const pass_ip *s, int i, int k) {
   const ir_node *n = ir_node_at(s->g, i);
@@ -38,6 +47,7 @@ static bool pass_ip_legal(const pass_ip *s, int i, int k) {
   int t = n->in[k];
   const ir_tensor *x = ir_tensor_at(s->g, t), *o = ir_tensor_at(s->g, n->out[0]);
   if (x->kind != IR_T_VALUE || s->reused[t] || s->live->buf[t].last != i || t == n->out[0]) return false;
+  if (pass_ip_accumulated(n)) return false;
   /* Same shape; or, for an op that only copies (reshape, flatten, expand_dims, squeeze: no
    * fusion class), the same element count: the bytes are the same, so the copy vanishes. */
   bool same = ir_shape_eq(&x->shape, &o->shape) ||

@@ -89,6 +89,20 @@ static void test_inplace_never(void) {
   t_free(r);
 }
 
+/* mul(y, y)'s backward adds both operands' terms into y@grad; the second reads the out_grad,
+ * so the first must not be written over it (it gave y + y*y for 2y). */
+static void test_inplace_same_operand(void) {
+  t_run *r = t_text(MODEL("input x : f32[3, 4]\n param d : f32[3, 4]\n a = x + d\n y = reshape(a, shape=(4, 3))\n"
+                          " loss = sum(y * y)\n output y\n train loss with sgd(lr=1.0)"),
+                    IR_MODE_TRAIN, NO_FUSION);
+  if (!CHECK(r->g, "model did not compile")) return t_free(r);
+  const ir_node *n = t_writer(r->g, "y@grad");
+  if (CHECK(n && n->nout == 2 && n->out[1] == n->out[0], "mul's backward writes y@grad twice"))
+    CHECK(!*t_reuses(r->g, "y@grad") && ir_node_req(n, 0) == kWriteTo && ir_node_req(n, 1) == kAddTo,
+          "the first term is written to its own buffer (reuses '%s'), the second added", t_reuses(r->g, "y@grad"));
+  t_free(r);
+}
+
 /* Every pair in a compiled graph obeys the rules, whoever made it. */
 static void t_check_pairs(const ir_graph *g, const char *what) {
   int nn = ir_nnodes(g);
@@ -369,6 +383,7 @@ int main(void) {
   test_inplace_read_later();
   test_inplace_never();
   test_inplace_reshape();
+  test_inplace_same_operand();
   test_validator();
   test_validator_workspace();
   test_concat_in_place();
