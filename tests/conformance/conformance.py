@@ -7,10 +7,12 @@ runs kiln_opcheck (tests/conformance/opcheck.c) on it, and compares the outputs,
 states after the call and the gradient of every float input with torch's forward and
 autograd given the same out_grad. Usage:
 
-    conformance.py KILN_OPCHECK [--quick] [-k SUBSTRING] [-v]
+    conformance.py KILN_OPCHECK [--kiln KILN] [--quick] [-k SUBSTRING] [-v]
 
 --quick runs one shape per op family (the sanitizer build); -k keeps only the cases whose name
-contains SUBSTRING. Exit status: 0 all passed, 1 a failure, 77 when torch is not installed.
+contains SUBSTRING. With --kiln, the ops run again through compiled models whose batch is a
+bounded dim, at an extent below the bound (bounded.py; their names start with "bounded").
+Exit status: 0 all passed, 1 a failure, 77 when torch is not installed.
 
 Tolerance. A value passes when |kiln - torch| <= rtol*|torch| + atol*scale, where scale is
 max(1, max|torch|) over the whole tensor: float32 sums computed in a different order differ by
@@ -35,6 +37,7 @@ except ImportError:
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from torch_sched import torch_scheduler  # noqa: E402
+from bounded import bounded_cases  # noqa: E402
 
 torch.set_num_threads(1)
 RTOL, ATOL = 1e-4, 1e-5
@@ -929,15 +932,20 @@ FAMILIES = [binary_cases, unary_cases, reduce_cases, beyond_spec_reduce_cases, l
 def main(argv):
     args = argv[1:]
     if not args or args[0].startswith("-"):
-        print("usage: conformance.py KILN_OPCHECK [--quick] [-k SUBSTRING]", file=sys.stderr)
+        print("usage: conformance.py KILN_OPCHECK [--kiln KILN] [--quick] [-k SUBSTRING]", file=sys.stderr)
         return 2
     exe = os.path.abspath(args[0])
     quick = "--quick" in args or os.environ.get("KILN_CONFORMANCE_QUICK") == "1"
     pattern = args[args.index("-k") + 1] if "-k" in args else None
+    kiln = os.path.abspath(args[args.index("--kiln") + 1]) if "--kiln" in args else None
     R = Runner(exe, quick, pattern, "-v" in args)
     try:
         for fam in FAMILIES:
             fam(R)
+        if kiln:
+            bounded_cases(R, kiln, quick)
+        else:
+            print("conformance: the bounded-dims part skipped: no --kiln given")
     finally:
         if R.failed == 0:
             shutil.rmtree(R.root, ignore_errors=True)
