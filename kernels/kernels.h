@@ -22,6 +22,10 @@
 #undef K_UNARY
 #undef K_BINARY
 
+/* k_params.c — the bytes of the param struct op's kernels read (op: its index in the op list,
+ * as IR_OP_*), 0 for an op without one or out of range. */
+size_t k_op_param_bytes(int op);
+
 /* k_elemwise.c — unary ops over any shape (element ranges split with k_parallel_for, in
  * K_GRAIN_LIGHT chunks for light ops: k_vec.h); binary ops with NumPy broadcasting, whose
  * backward reduces the gradient over broadcast axes (vectorised loops on a collapsed view,

@@ -95,8 +95,14 @@ static int rt_tensors_valid(const rt_model_desc *d) {
   return 1;
 }
 
+/* The programs before the bounded dims: the dims' checks read the steps' shapes and params. */
+static int rt_desc_valid(const rt_model_desc *d) {
+  return d->abi && strcmp(d->abi, RT_MODEL_ABI) == 0 && rt_tensors_valid(d) && rt_prog_valid(d, &d->predict) &&
+         (!d->has_train || rt_prog_valid(d, &d->train)) && rt_dims_valid(d);
+}
+
 rt_model *rt_model_new(const rt_model_desc *d, uint64_t seed, int run_on_cpu) {
-  if (!d || !d->abi || strcmp(d->abi, RT_MODEL_ABI) != 0 || !rt_tensors_valid(d) || !rt_dims_valid(d)) return NULL;
+  if (!d || !rt_desc_valid(d)) return NULL;
   rt_model *m = calloc(1, sizeof *m);
   if (!m) return NULL;
   m->d = d, m->seed = seed, m->lr = m->base_lr = d->lr;

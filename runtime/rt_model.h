@@ -64,7 +64,8 @@ typedef struct {
   k_fn kernel;                  /* FORWARD, BACKWARD */
   void (*fused)(void *const *ptrs);  /* FUSED: pointers to the tensors of in[], then out[] */
   const void *param;            /* the op's k_*_param, or NULL */
-  int32_t param_bytes;          /* its size (a run at other extents copies it to rewrite it) */
+  int32_t param_bytes;          /* its size, the op's struct's (a run at other extents copies
+                                   it to rewrite it) */
   int32_t nin, nout;
   const int32_t *in, *out;      /* tensor indices, -1 for an absent slot (pruned, no gradient) */
   const k_shape *in_shape;      /* one per in slot, absent ones included: kernels read shapes;

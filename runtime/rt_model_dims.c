@@ -5,10 +5,15 @@
  * bounded dims makes no copies: its steps read the descriptor, as before. */
 #include "rt_model_int.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* ---- validation ---- */
+
+/* Patch x's target is in range: a tensor's axis, a step's shape slot and axis, or a field
+ * inside the step's param (whose size rt_prog_valid has checked: it is what the kernel reads). */
 static int rt_patch_valid(const rt_model_desc *d, const rt_program *p, const rt_dimpatch *x) {
   if (x->v.mask >> d->ndims) return 0;
   if (x->kind == RT_DV_TENSOR)
@@ -18,19 +23,60 @@ static int rt_patch_valid(const rt_model_desc *d, const rt_program *p, const rt_
   switch (x->kind) {
   case RT_DV_IN_SHAPE: return s->in_shape && x->slot >= 0 && x->slot < s->nin && x->axis >= 0 && x->axis < K_MAX_RANK;
   case RT_DV_OUT_SHAPE: return s->out_shape && x->slot >= 0 && x->slot < s->nout && x->axis >= 0 && x->axis < K_MAX_RANK;
-  case RT_DV_PARAM_I64: return s->param && x->slot >= 0 && x->slot % 8 == 0 && x->slot + 8 <= s->param_bytes;
-  case RT_DV_PARAM_I32: return s->param && x->slot >= 0 && x->slot % 4 == 0 && x->slot + 4 <= s->param_bytes;
+  case RT_DV_PARAM_I64: return s->param && x->slot >= 0 && x->slot % 8 == 0 && x->slot <= s->param_bytes - 8;
+  case RT_DV_PARAM_I32: return s->param && x->slot >= 0 && x->slot % 4 == 0 && x->slot <= s->param_bytes - 4;
   default: return 0;
   }
+}
+
+/* v at extents e (k_dimval_eval) in *out: 0, or 1 when it overflows int64. */
+static int rt_dimval_at(k_dimval v, const int64_t *e, int64_t *out) {
+  int64_t p = v.mask ? v.a : 0;
+  for (int k = 0; k < K_MAX_BDIMS; k++)
+    if (v.mask >> k & 1 && __builtin_mul_overflow(p, e[k], &p)) return 1;
+  return __builtin_add_overflow(p, v.b, out);
+}
+
+/* What patch x rewrites, as the descriptor holds it: its value at the bound. */
+static int64_t rt_patch_stored(const rt_model_desc *d, const rt_program *p, const rt_dimpatch *x) {
+  if (x->kind == RT_DV_TENSOR) return d->tensors[x->index].shape.d[x->axis];
+  const rt_step *s = &p->steps[x->index];
+  int64_t v64;
+  int32_t v32;
+  switch (x->kind) {
+  case RT_DV_IN_SHAPE: return s->in_shape[x->slot].d[x->axis];
+  case RT_DV_OUT_SHAPE: return s->out_shape[x->slot].d[x->axis];
+  case RT_DV_PARAM_I64: return memcpy(&v64, (const char *)s->param + x->slot, 8), v64;
+  default: return memcpy(&v32, (const char *)s->param + x->slot, 4), v32;
+  }
+}
+
+/* Patch x's values over the dims' ranges. The arena and the workspaces were planned at the
+ * bound, with the descriptor's sizes, so a size a patch gives (kinds TENSOR, IN/OUT_SHAPE)
+ * must lie in [0, its size at the bound] at every extents: a * prod(extents) + b with every
+ * extent >= 1 grows with each extent when a >= 0, so it is enough that it is >= 0 with every
+ * dim at lo and the descriptor's size with every dim at hi. An integer attribute (PARAM_*)
+ * is no size: it may be negative (a slice's begin counted from the end) or fall as a dim
+ * grows (the pad that widens a row of `batch` to 64 is 64 - batch), so only its value at the
+ * bound is checked, and that it fits its field at lo and at hi. A linear form's extremes are
+ * at the ends, so no extents in between overflow int64 (or an i32 field) when the ends don't. */
+static int rt_patch_values_valid(const rt_model_desc *d, const rt_program *p, const rt_dimpatch *x) {
+  int64_t lo[K_MAX_BDIMS] = {0}, hi[K_MAX_BDIMS] = {0}, vlo, vhi;
+  for (int k = 0; k < d->ndims; k++) lo[k] = d->dims[k].lo, hi[k] = d->dims[k].hi;
+  if (rt_dimval_at(x->v, lo, &vlo) || rt_dimval_at(x->v, hi, &vhi) || vhi != rt_patch_stored(d, p, x)) return 0;
+  if (x->kind == RT_DV_PARAM_I64) return 1;
+  if (x->kind == RT_DV_PARAM_I32) return vlo >= INT32_MIN && vlo <= INT32_MAX;   /* vhi is the stored i32 */
+  return (!x->v.mask || x->v.a >= 0) && vlo >= 0;
 }
 
 static int rt_patches_valid(const rt_model_desc *d, const rt_program *p, int n, const rt_dimpatch *x) {
   if (n < 0 || (n && !x)) return 0;
   for (int i = 0; i < n; i++)
-    if (!rt_patch_valid(d, p, &x[i])) return 0;
+    if (!rt_patch_valid(d, p, &x[i]) || !rt_patch_values_valid(d, p, &x[i])) return 0;
   return 1;
 }
 
+/* Called after rt_prog_valid: the checks read the steps' shapes and params at the patches. */
 int rt_dims_valid(const rt_model_desc *d) {
   if (d->ndims < 0 || d->ndims > K_MAX_BDIMS || (d->ndims && !d->dims)) return 0;
   for (int k = 0; k < d->ndims; k++)

@@ -96,8 +96,9 @@ int rt_model_is_weight(const rt_tensor_info *t);        /* PARAM or AUX */
 int64_t rt_tensor_numel(const rt_tensor_info *t);
 
 /* rt_model_run.c */
-/* p's steps, slots, arena intervals, inputs and outputs are in range (what a descriptor
- * from a .so must pass before anything runs it; every target checks it at create). */
+/* p's steps, slots, arena intervals, inputs and outputs are in range, and each step's param
+ * is its op's struct, whole (what a descriptor from a .so must pass before anything runs it;
+ * every target checks it at create). */
 int rt_prog_valid(const rt_model_desc *d, const rt_program *p);
 /* The shape of out slot j of s; an absent in_grad takes its in_data partner's shape. */
 k_shape rt_step_out_shape(const rt_model_desc *d, const rt_step *s, int j);
@@ -131,7 +132,9 @@ int rt_comm_after_step(rt_model *m, rt_prog_state *ps, int step);
 void rt_comm_settle(rt_model *m);
 void rt_comm_free(rt_model *m);
 int rt_prog_state_init(rt_prog_state *ps, rt_model *m, const rt_program *p);
-/* Bounded dims: the descriptor's dims and patches are in range (rt_model_new checks it). */
+/* Bounded dims: the descriptor's dims and patches are in range, and each patch gives its
+ * size at the bound and none larger (nor negative, nor an overflow) at any extents in the
+ * dims' ranges (rt_model_new checks it, after rt_prog_valid). */
 int rt_dims_valid(const rt_model_desc *d);
 /* Sets the programs up for the extents (NULL: the bounds): the tensors' shapes, the steps'
  * shapes and params. 0, or 1 with the model's message when an extent is out of its range. */

@@ -42,9 +42,21 @@ void rt_step_args(rt_step_run *r, const rt_model *m) {
     r->out[j] = (k_tensor){NULL, rt_out_shape(s, in, out, s->out[j] >= 0 ? &m->tshape[s->out[j]] : NULL, j), rt_dtype_of(m->d, s->out[j])};
 }
 
-/* Tensor indices in range and dependencies on earlier steps only. */
+/* A step's param is the whole struct its kernel (an update: its optimizer) reads, whose size
+ * the op gives, so param_bytes must be that size: a bounded model's instance copies
+ * param_bytes bytes of it to rewrite its fields (rt_model_dims.c), and more would read past
+ * the descriptor's constant, fewer would leave the kernel reading past the copy. */
+static int rt_param_valid(const rt_step *s) {
+  if (!s->param) return s->param_bytes == 0;
+  size_t want = s->kind != RT_STEP_UPDATE ? k_op_param_bytes(s->op)
+                : s->op >= 0 && s->op < K_OPT_COUNT ? k_optim_param_size(s->op) : 0;
+  return want && s->param_bytes == (int64_t)want;
+}
+
+/* Tensor indices in range, dependencies on earlier steps only, and the param's size. */
 static int rt_step_valid(const rt_model_desc *d, const rt_step *s, int i) {
   if (s->nin < 0 || s->nout < 0 || s->ndeps < 0 || (s->nin && !s->in) || (s->nout && !s->out)) return 0;
+  if (!rt_param_valid(s)) return 0;
   if ((s->nout && !s->req) || (s->ndeps && !s->deps) || !s->name) return 0;
   if (s->epi && (s->kind != RT_STEP_FORWARD || !k_epi_valid(s->epi, s->nin, s->nout))) return 0;
   if (s->kind == RT_STEP_BACKWARD && s->nin < s->nout) return 0;   /* in_grads pair with in_data inputs */

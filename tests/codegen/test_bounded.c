@@ -7,7 +7,8 @@
  * the fused loops cut no reduction, so the results must be the same bits. As the differential
  * test does for fixed sizes, each optional pass is then switched off in turn (both models),
  * at extent 3.
- * Extents of 0, -1 and above the bound are refused with a message and change nothing.
+ * Extents of 0, -1 and above the bound are refused with a message and change nothing, and
+ * so is, at create, each bounded descriptor with one patch or param size spoilt (tb_spoilt).
  * Prints "bounded: N passed, N failed". */
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +146,82 @@ static void tb_refusals(const char *label, tb_model *bnd, void **batch) {
   for (int k = 0; k < d->predict.noutputs; k++) free(out[k]);
 }
 
+/* ---- a spoilt descriptor: rt_model_create must refuse it ---- */
+
+/* A copy of d whose tensor patches, predict patches and predict steps are its own, to spoil
+ * one of them without touching the compiled model's. */
+typedef struct {
+  rt_model_desc d;
+  rt_dimpatch *tensor, *predict;
+  rt_step *steps;
+} tb_copy;
+
+static void *tb_dup(const void *p, size_t n) { return n ? memcpy(malloc(n), p, n) : NULL; }
+
+static tb_copy tb_copy_of(const rt_model_desc *d) {
+  tb_copy c = {*d, tb_dup(d->tensor_patches, (size_t)d->ntensor_patches * sizeof(rt_dimpatch)),
+               tb_dup(d->predict.patches, (size_t)d->predict.npatches * sizeof(rt_dimpatch)),
+               tb_dup(d->predict.steps, (size_t)d->predict.nsteps * sizeof(rt_step))};
+  c.d.tensor_patches = c.tensor, c.d.predict.patches = c.predict, c.d.predict.steps = c.steps;
+  return c;
+}
+
+/* c made, then freed: it is refused (want_ok false) or created. */
+static void tb_create(const char *label, tb_copy *c, bool want_ok, const char *what) {
+  rt_model *m = rt_model_create(&c->d, 7);
+  CHECK(!m == !want_ok, "%s: a descriptor with %s is %s", label, what, want_ok ? "created" : "refused");
+  rt_model_destroy(m);
+  free(c->tensor), free(c->predict), free(c->steps);
+}
+
+/* The first predict patch of a shape kind (param: of a PARAM_* kind), or NULL. */
+static rt_dimpatch *tb_step_patch(tb_copy *c, bool param) {
+  for (int k = 0; k < c->d.predict.npatches; k++)
+    if ((c->predict[k].kind == RT_DV_PARAM_I64 || c->predict[k].kind == RT_DV_PARAM_I32) == param) return &c->predict[k];
+  return NULL;
+}
+
+/* Spoils tensor patch 0 by `how`: its size at the bound moved (a + 1), a form that falls from
+ * above the bound's size down to it (-a), one that overflows int64 at the bound. */
+static void tb_spoil_tensor(const char *label, const rt_model_desc *d, int how) {
+  static const char *const what[] = {"a tensor size off at the bound", "a tensor size that falls as the dim grows",
+                                     "a tensor size that overflows"};
+  tb_copy c = tb_copy_of(d);
+  rt_dimpatch *x = &c.tensor[0];
+  int64_t hi = d->dims[0].hi;   /* tb_file's models follow dim 0 alone */
+  if (how == 0) x->v.a += 1;
+  if (how == 1) x->v.b += 2 * x->v.a * hi, x->v.a = -x->v.a;
+  if (how == 2) x->v.a = INT64_MAX / 2;
+  tb_create(label, &c, false, what[how]);
+}
+
+/* The step of patch x (or the first with a param) claiming `delta` more param bytes. */
+static void tb_spoil_param_bytes(const char *label, const rt_model_desc *d, bool patched, int delta) {
+  tb_copy c = tb_copy_of(d);
+  rt_dimpatch *x = tb_step_patch(&c, true);
+  int i = patched ? (x ? x->index : -1) : 0;
+  while (!patched && i < c.d.predict.nsteps && !c.steps[i].param) i++;
+  if (i < 0 || i >= c.d.predict.nsteps) return tb_create(label, &c, true, "nothing spoilt");
+  c.steps[i].param_bytes += delta;
+  tb_create(label, &c, false, delta > 0 ? "a param size past its op's struct" : "a param size short of its op's struct");
+}
+
+static void tb_spoilt(const char *label, const rt_model_desc *d) {
+  if (!CHECK(d->ntensor_patches > 0, "%s: the bounded model has tensor patches", label)) return;
+  tb_copy c = tb_copy_of(d);
+  tb_create(label, &c, true, "nothing spoilt");
+  for (int how = 0; how < 3; how++) tb_spoil_tensor(label, d, how);
+  c = tb_copy_of(d);
+  rt_dimpatch *x = tb_step_patch(&c, false);
+  if (x) x->v.a += 1;
+  tb_create(label, &c, !x, "a step's shape off at the bound");
+  c = tb_copy_of(d);
+  if ((x = tb_step_patch(&c, true))) x->v.b += 1;
+  tb_create(label, &c, !x, "an attribute off at the bound");
+  tb_spoil_param_bytes(label, d, true, 8);
+  tb_spoil_param_bytes(label, d, false, -4);
+}
+
 static void tb_extent(const char *path, const char *model, ts_front *fr, int64_t e) {
   char label[512];
   snprintf(label, sizeof label, "%s/%s at %s %lld%s%s", path, model, tb_dim, (long long)e, tb_disabled ? " without " : "",
@@ -172,6 +249,9 @@ static void tb_file(const char *path, void *ctx) {
     tb_model bnd;
     if (!tb_build(path, m->name, TB_BOUND, 1, &bnd, &fr)) continue;
     bool bounded = bnd.b.desc->ndims == 1;
+    char label[512];
+    snprintf(label, sizeof label, "%s/%s bounded by %s", path, m->name, tb_dim);
+    if (bounded) tb_spoilt(label, bnd.b.desc);
     tb_free(&bnd);
     if (!bounded) continue;   /* a model without that dim */
     int64_t extents[] = {1, 3, TB_BOUND};

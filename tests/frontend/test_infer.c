@@ -830,6 +830,14 @@ static void test_coverage(void) {
   for (int op = 0; op < IR_OP_COUNT; op++) CHECK(covered[op], "op %s is not covered", ir_ops[op].name);
 }
 
+/* The kernels' op list names each op's param struct too (k_ops.def's K_OP_PARAM rows, by which
+ * the runtime checks a descriptor's param sizes): it must be the op row's. */
+static void test_param_sizes(void) {
+  for (int op = 0; op < IR_OP_COUNT; op++)
+    CHECK(ir_ops[op].param_size == k_op_param_bytes(op), "op %s: its row's param struct has %zu bytes, its K_OP_PARAM row %zu",
+          ir_ops[op].name, ir_ops[op].param_size, k_op_param_bytes(op));
+}
+
 /* An error inside a def is printed and counted once however many models call it (the same
  * error at the same place); the second model's lowering must still fail rather than return a
  * graph with the failed statements missing (fuzz_frontend's finding after 7.7 M executions:
@@ -941,5 +949,6 @@ int main(void) {
   test_def_error_repeat();
   test_size_limits();
   test_coverage();
+  test_param_sizes();
   return ts_summary("infer");
 }
