@@ -407,14 +407,19 @@ static int fe_fit(fe_bcx *c, int k) {
   int np = ir_dims_nprobes(c->nb);
   int64_t vp[K_MAX_BDIMS + 1], exts[K_MAX_BDIMS + 2][K_MAX_BDIMS];
   for (int p = 0; p < np; p++) vp[p] = c->sizes[p + 1][k];
-  if (!ir_dims_fit(c->g, c->sizes[0][k], vp, &c->fit[k])) return 0;
+  bool fits = !ir_dims_fit(c->g, c->sizes[0][k], vp, &c->fit[k]);
+  /* A tensor's axis that shrinks as a dim grows would be larger below the bound than the
+   * plan made at the bound holds (the runtime refuses such a descriptor too). */
+  bool shrinks = fits && c->fit[k].a < 0 && fe_size_owner(c->g, k).tensor >= 0;
+  if (fits && !shrinks) return 0;
   const ir_graph *hs[K_MAX_BDIMS + 2] = {c->g};
   uint32_t mask = 0;
   for (int p = -1; p < np; p++) ir_dims_probe_extents(c->g, p, exts[p + 1]);
   for (int p = 0; p < np; p++) hs[p + 1] = c->g->probes[p], mask |= (uint32_t)(p < c->nb && vp[p] != c->sizes[0][k]) << p;
   char form[256], why[300];
   fe_form_str(c, mask ? mask : (1u << c->nb) - 1, form, sizeof form);
-  snprintf(why, sizeof why, "its sizes must be %s", form);
+  if (shrinks) snprintf(why, sizeof why, "its size must grow with the bounded dims, not shrink (the plan is made at the bound)");
+  else snprintf(why, sizeof why, "its sizes must be %s", form);
   fe_report_owner(c, fe_size_owner(c->g, k), hs, exts, np + 1, why);
   return 1;
 }

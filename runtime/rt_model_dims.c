@@ -203,8 +203,9 @@ void rt_dims_text(const rt_model_desc *d, char *buf, size_t n) {
 
 /* The extent of dim k that makes size v of a one-dim patch, or -1. */
 static int64_t rt_dims_solve(k_dimval x, int64_t v) {
-  if (!x.a || (v - x.b) % x.a) return -1;
-  return (v - x.b) / x.a;
+  int64_t r;   /* a hostile input shape must not overflow the difference */
+  if (!x.a || __builtin_sub_overflow(v, x.b, &r) || r % x.a) return -1;
+  return r / x.a;
 }
 
 int rt_extents_from_inputs(const rt_model_desc *d, const rt_program *p, const k_shape *shapes, int64_t *extents,

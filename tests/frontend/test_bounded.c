@@ -231,6 +231,10 @@ static void test_non_affine(void) {
          "t.kiln:4:7: error: tensor 'c' has shape f32[1, 4, 15, 15] at side=32 but f32[1, 4, 3, 3] at side=8: its sizes must be a * side + b");
   tb_err("dim batch = 1..8\ndim seq = 1..16\n" MODEL("  input x : f32[batch, 4]\n  input y : f32[seq, 4]\n  z = concat(x, y, dim=0)\n  output z"),
          NULL, 0, "tensor 'z' has shape f32[24, 4] at batch=8, seq=16 but f32[23, 4] at batch=7, seq=16 and", "a * batch * seq + b");
+  /* a size that shrinks as the dim grows: the plan at the bound would be too small below it */
+  tb_err("dim batch = 1..8\n" MODEL("  input x : f32[batch, 16]\n  y = slice(x, axis=1, begin=batch, end=16)\n  output y"), NULL, 0,
+         "t.kiln:4:7: error: tensor 'y' has shape f32[8, 8] at batch=8 but f32[7, 9] at batch=7: its size must grow with the bounded "
+         "dims, not shrink");
   tb_err("dim batch = 1..4\n" MODEL("  input x : f32[batch, 8]\n  y = squeeze(x)\n  output y"), NULL, 0,
          "tensor 'y' has shape f32[4, 8] at batch=4 but f32[8] at batch=1: its rank must be the same at every extent");
   tb_err("dim batch = 1..64\n" MODEL("  input x : f32[batch, 8]\n  y = x / batch\n  output y"), NULL, 0,
