@@ -449,11 +449,12 @@ static void cg_tx_bcast_grad(cg_text *t, const ir_node *nd, int j) {
   cg_tx(t, "    %s[e] %s acc;\n  }\n", j ? "gb" : "ga", req == kAddTo ? "+=" : "=");
 }
 
-/* The same sum for a model with bounded dims: the output's and operands' extents (sd, ad, bd,
- * aligned to the output's rank, 1 where an operand has no axis) each a size that may follow
- * the dims, fitted from the probe graphs; which axes an operand broadcasts along is the
- * bound's (an axis of extent 1 there that does not move). The loop is the static one's with
- * the positions decomposed at run time, so the order of the sum, and its bits, are the same. */
+/* The same sum for a model with bounded dims: the output's and operands' extents (aligned to
+ * the output's rank, 1 where an operand has no axis), each a size that may follow the dims,
+ * fitted from the probe graphs; which axes an operand broadcasts along is the bound's (an axis
+ * of extent 1 there that does not move). The kernel takes the output's extents (sd) from the
+ * run's and derives every stride from them; its loop is the static one's with the positions
+ * decomposed at run time, so the order of the sum, and its bits, are the same. */
 typedef struct { int64_t v[3][K_MAX_RANK]; k_dimval dv[3][K_MAX_RANK]; int rank; } cg_bshape;
 
 static int cg_bshape_fit(const cg_probes *pr, bool train, int step, const ir_node *nd, cg_bshape *b) {

@@ -327,12 +327,10 @@ static int gc_open(gc_side *s, const char *path) {
 }
 
 /* predict and train_step at --extents for a model with bounded dims (the bounds otherwise). */
-static int gc_call_predict(const gc_side *s, const gc_opts *o, const void *const *in, void *const *out) {
-  (void)o;
+static int gc_call_predict(const gc_side *s, const void *const *in, void *const *out) {
   return s->ext ? s->api->predict_at(s->m, s->ext, in, out) : s->api->predict(s->m, in, out);
 }
-static int gc_call_train(const gc_side *s, const gc_opts *o, const void *const *in, float *loss) {
-  (void)o;
+static int gc_call_train(const gc_side *s, const void *const *in, float *loss) {
   return s->ext ? s->api->train_step_at(s->m, s->ext, in, loss) : s->api->train_step(s->m, in, loss);
 }
 /* Tensor t's element count at the run's extents. */
@@ -344,7 +342,7 @@ static int64_t gc_numel_at(const rt_model_desc *d, int t, const gc_opts *o) {
 /* Both predicts, then each output compared; `when` names the moment in the lines. */
 static void gc_predict(gc_side *a, gc_side *b, gc_io *io, const char *when, double tol, const gc_opts *o) {
   const rt_model_desc *d = a->api->desc;
-  int ra = gc_call_predict(a, o, io->pin, io->out_a), rb = gc_call_predict(b, o, io->pin, io->out_b);
+  int ra = gc_call_predict(a, io->pin, io->out_a), rb = gc_call_predict(b, io->pin, io->out_b);
   if (ra || rb) {
     gc_result(0, "predict %s: %s", when, ra ? gc_err(a) : gc_err(b));
     return;
@@ -360,7 +358,7 @@ static void gc_predict(gc_side *a, gc_side *b, gc_io *io, const char *when, doub
 static void gc_train(gc_side *a, gc_side *b, gc_io *io, const gc_opts *o, int first, int last) {
   for (int s = first; s <= last; s++) {
     float la = NAN, lb = NAN;
-    int ra = gc_call_train(a, o, io->tin, &la), rb = gc_call_train(b, o, io->tin, &lb);
+    int ra = gc_call_train(a, io->tin, &la), rb = gc_call_train(b, io->tin, &lb);
     char what[64];
     snprintf(what, sizeof what, "train_step %d: loss", s);
     if (ra || rb) gc_result(0, "%s: %s", what, ra ? gc_err(a) : gc_err(b));
