@@ -20,7 +20,7 @@ process costs more than its ops), each case's tensors prefixed `cK_`:
     }
 
 Forward: `kiln run` (JIT; the extent from the .npy inputs' rows, the weights from a
-safetensors file written here). Backward: `kiln_opcheck --train-at N` runs one train_step at N
+safetensors file written here). Backward: `kiln_opcheck_at N` (opcheck_at.c) runs one train_step at N
 through the C API (kiln train shuffles rows and loads no weights); with plain SGD at lr 1 the
 zero param `cK_x_d` becomes minus x's gradient (only its first N rows may change) and an op's
 own param w becomes w - grad. Where an output's shape is not `batch` or fixed on every axis
@@ -56,8 +56,8 @@ class Case:
 class Bounded:
     """Collects cases, then runs them in models of up to MAX_IO inputs and outputs."""
 
-    def __init__(self, R, kiln):
-        self.R, self.kiln = R, kiln
+    def __init__(self, R, kiln, at_exe):
+        self.R, self.kiln, self.at_exe = R, kiln, at_exe
         self.cases = []
 
     # ---- building ----
@@ -264,10 +264,9 @@ class Bounded:
         return errs
 
     def _train(self, d, env):
-        p = subprocess.run([self.R.exe, "--train-at", str(N), os.path.join(d, "m.kiln"), d], capture_output=True,
-                           text=True, env=env)
+        p = subprocess.run([self.at_exe, str(N), os.path.join(d, "m.kiln"), d], capture_output=True, text=True, env=env)
         if p.returncode != 0:
-            return None, None, "kiln_opcheck --train-at exit %d: %s" % (p.returncode, p.stderr.strip())
+            return None, None, "kiln_opcheck_at exit %d: %s" % (p.returncode, p.stderr.strip())
         loss = float(p.stdout.split()[-1])
         return read_safetensors(os.path.join(d, "w1.safetensors")), loss, None
 
@@ -618,11 +617,11 @@ def tup(v):
     return "(%s%s)" % (", ".join(map(str, v)), "," if len(v) == 1 else "")
 
 
-def bounded_cases(R, kiln, quick):
+def bounded_cases(R, kiln, at_exe, quick):
     """Every family's cases in as few models as kiln run takes; --quick (the sanitizer build):
     the ops with params alone (fully_connected, convolution under the shape rule's choice,
     batch_norm, layer_norm, embedding), one model."""
-    K = Bounded(R, kiln)
+    K = Bounded(R, kiln, at_exe)
     families = [gemm_cases, conv_cases, norm_cases] if quick else \
         [binary_cases, unary_cases, reduce_cases, layout_cases, gemm_cases, conv_cases, pool_cases, norm_cases]
     for fam in families:

@@ -7,7 +7,7 @@ runs kiln_opcheck (tests/conformance/opcheck.c) on it, and compares the outputs,
 states after the call and the gradient of every float input with torch's forward and
 autograd given the same out_grad. Usage:
 
-    conformance.py KILN_OPCHECK [--kiln KILN] [--quick] [-k SUBSTRING] [-v]
+    conformance.py KILN_OPCHECK [--kiln KILN --opcheck-at KILN_OPCHECK_AT] [--quick] [-k SUBSTRING] [-v]
 
 --quick runs one shape per op family (the sanitizer build); -k keeps only the cases whose name
 contains SUBSTRING. With --kiln, the ops run again through compiled models whose batch is a
@@ -932,20 +932,22 @@ FAMILIES = [binary_cases, unary_cases, reduce_cases, beyond_spec_reduce_cases, l
 def main(argv):
     args = argv[1:]
     if not args or args[0].startswith("-"):
-        print("usage: conformance.py KILN_OPCHECK [--kiln KILN] [--quick] [-k SUBSTRING]", file=sys.stderr)
+        print("usage: conformance.py KILN_OPCHECK [--kiln KILN --opcheck-at KILN_OPCHECK_AT] [--quick] [-k SUBSTRING]",
+              file=sys.stderr)
         return 2
     exe = os.path.abspath(args[0])
     quick = "--quick" in args or os.environ.get("KILN_CONFORMANCE_QUICK") == "1"
     pattern = args[args.index("-k") + 1] if "-k" in args else None
     kiln = os.path.abspath(args[args.index("--kiln") + 1]) if "--kiln" in args else None
+    at_exe = os.path.abspath(args[args.index("--opcheck-at") + 1]) if "--opcheck-at" in args else None
     R = Runner(exe, quick, pattern, "-v" in args)
     try:
         for fam in FAMILIES:
             fam(R)
-        if kiln:
-            bounded_cases(R, kiln, quick)
+        if kiln and at_exe:
+            bounded_cases(R, kiln, at_exe, quick)
         else:
-            print("conformance: the bounded-dims part skipped: no --kiln given")
+            print("conformance: the bounded-dims part skipped: no --kiln and --opcheck-at given")
     finally:
         if R.failed == 0:
             shutil.rmtree(R.root, ignore_errors=True)

@@ -12,11 +12,7 @@
  *   kiln_opcheck --optim sgd|adam|adamw DIR
  *     Reads DIR/optim.txt (lines `key value`: lr, momentum, wd, beta1, beta2, eps, steps),
  *     DIR/w.npy and DIR/g1.npy .. g<steps>.npy; writes DIR/w1.npy .. w<steps>.npy.
- *   kiln_opcheck --train-at N MODEL.kiln DIR
- *     A whole model with a bounded dim, JIT-compiled through the C API: loads DIR/w.safetensors,
- *     runs one train_step at extent N on DIR/<input>.npy for every train_step input, prints
- *     `loss X` and writes DIR/w1.safetensors. The script reads each gradient off the update
- *     (the model trains with plain SGD), since kiln train shuffles rows and loads no weights. */
+ *   (The bounded-dims part's train step is kiln_opcheck_at, opcheck_at.c.) */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -25,29 +21,13 @@
 #include <sys/stat.h>
 
 #include "fe.h"
-#include "kiln.h"
+#include "opcheck.h"
 #include "ops.h"
 #include "runtime.h"
 
 #define OC_MAX_IO 64
-#define OC_MAX_AT 256   /* a bounded model's train_step inputs: many cases in one model */
 #define OC_SEED 0x5eedULL
 #define OC_COUNTER 7
-
-static int oc_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int oc_fail(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("kiln_opcheck: error: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  return 1;
-}
-
-static void oc_path(char *buf, size_t n, const char *dir, const char *name, const char *suffix) {
-  snprintf(buf, n, "%s/%s%s", dir, name, suffix);
-}
 
 static bool oc_exists(const char *path) {
   struct stat st;
@@ -336,68 +316,14 @@ static int oc_optim_main(const char *kind, const char *dir) {
   return rc;
 }
 
-/* ---- one train step of a bounded model through the C API ---- */
-
-/* DIR/<name>.npy for train_step input `k`: its dtype, and no axis longer than at the bound (the
- * step reads the extent's rows, which the file must hold: the script writes them). */
-static int oc_at_input(kiln_model *m, int k, const char *dir, rt_npy *a) {
-  const char *name;
-  kiln_dtype dt;
-  int rank;
-  int64_t dims[KILN_MAX_RANK];
-  char path[4096], err[RT_ERR_LEN];
-  if (kiln_model_tensor(m, 1, 0, k, &name, &dt, &rank, dims)) return oc_fail("%s", kiln_last_error());
-  oc_path(path, sizeof path, dir, name, ".npy");
-  if (rt_npy_read(path, a, err, sizeof err)) return oc_fail("%s", err);
-  bool fits = a->shape.rank == rank && (a->dtype == K_I32) == (dt == KILN_I32);
-  for (int i = 0; fits && i < rank; i++) fits = a->shape.d[i] <= dims[i];
-  return fits ? 0 : oc_fail("%s does not fit train_step's input '%s'", path, name);
-}
-
-static int oc_at_step(kiln_model *m, int64_t n, const char *dir) {
-  int nin, nout, ndims, rc = 0;
-  if (kiln_model_count(m, 1, &nin, &nout) || kiln_model_dims(m, &ndims)) return oc_fail("%s", kiln_last_error());
-  if (ndims != 1) return oc_fail("--train-at runs a model with one bounded dim, not %d", ndims);
-  if (nin > OC_MAX_AT) return oc_fail("more than %d train_step inputs", OC_MAX_AT);
-  rt_npy a[OC_MAX_AT] = {0};
-  const void *ptrs[OC_MAX_AT];
-  for (int k = 0; k < nin && !rc; k++) rc = oc_at_input(m, k, dir, &a[k]), ptrs[k] = a[k].data;
-  char path[4096];
-  float loss = 0;
-  oc_path(path, sizeof path, dir, "w", ".safetensors");
-  if (!rc && (kiln_model_load(m, path) || kiln_model_train_step_at(m, &n, ptrs, &loss)))
-    rc = oc_fail("%s", kiln_last_error());
-  oc_path(path, sizeof path, dir, "w1", ".safetensors");
-  if (!rc && kiln_model_save(m, path)) rc = oc_fail("%s", kiln_last_error());
-  if (!rc) printf("loss %.9g\n", loss);
-  for (int k = 0; k < nin; k++)
-    if (a[k].data) rt_npy_free(&a[k]);
-  return rc;
-}
-
-static int oc_at_main(const char *extent, const char *model, const char *dir) {
-  char *end;
-  long long n = strtoll(extent, &end, 10);
-  if (*end || n < 1) return oc_fail("--train-at takes an extent of at least 1, not '%s'", extent);
-  kiln_graph *g = NULL;
-  kiln_model *m = NULL;
-  int rc = kiln_graph_load(model, NULL, &g) || kiln_graph_jit(g, 0, &m) ? oc_fail("%s", kiln_last_error())
-                                                                          : oc_at_step(m, n, dir);
-  kiln_model_free(m);
-  kiln_graph_free(g);
-  return rc;
-}
-
 static int oc_usage(void) {
   fputs("usage: kiln_opcheck MODEL.kiln DIR [--train]\n"
-        "       kiln_opcheck --optim sgd|adam|adamw DIR\n"
-        "       kiln_opcheck --train-at N MODEL.kiln DIR\n", stderr);
+        "       kiln_opcheck --optim sgd|adam|adamw DIR\n", stderr);
   return 1;
 }
 
 int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "--optim") == 0) return oc_optim_main(argv[2], argv[3]);
-  if (argc == 5 && strcmp(argv[1], "--train-at") == 0) return oc_at_main(argv[2], argv[3], argv[4]);
   if (argc == 3) return oc_op_main(argv[1], argv[2], 0);
   if (argc == 4 && strcmp(argv[3], "--train") == 0) return oc_op_main(argv[1], argv[2], 1);
   return oc_usage();
