@@ -113,13 +113,19 @@ int rt_dims_state_init(rt_prog_state *ps) {
     if (s->in_shape) memcpy(ps->in_shape + ai, s->in_shape, (size_t)s->nin * sizeof(k_shape)), r->in_shape = ps->in_shape + ai, ai += (size_t)s->nin;
     if (s->out_shape) memcpy(ps->out_shape + ao, s->out_shape, (size_t)s->nout * sizeof(k_shape)), r->out_shape = ps->out_shape + ao, ao += (size_t)s->nout;
   }
+  if (rt_dims_param_copies(p, ps->params)) return 1;
+  for (int i = 0; i < p->nsteps; i++)
+    if (ps->params[i]) ps->sr[i].param = ps->params[i];
+  return 0;
+}
+
+int rt_dims_param_copies(const rt_program *p, void **params) {
   for (int k = 0; k < p->npatches; k++) {
     const rt_dimpatch *x = &p->patches[k];
-    if ((x->kind != RT_DV_PARAM_I64 && x->kind != RT_DV_PARAM_I32) || ps->params[x->index]) continue;
+    if ((x->kind != RT_DV_PARAM_I64 && x->kind != RT_DV_PARAM_I32) || params[x->index]) continue;
     const rt_step *s = &p->steps[x->index];
-    if (!(ps->params[x->index] = malloc((size_t)s->param_bytes))) return 1;
-    memcpy(ps->params[x->index], s->param, (size_t)s->param_bytes);
-    ps->sr[x->index].param = ps->params[x->index];
+    if (!(params[x->index] = malloc((size_t)s->param_bytes))) return 1;
+    memcpy(params[x->index], s->param, (size_t)s->param_bytes);
   }
   return 0;
 }

@@ -139,6 +139,10 @@ int rt_dims_valid(const rt_model_desc *d);
 /* Sets the programs up for the extents (NULL: the bounds): the tensors' shapes, the steps'
  * shapes and params. 0, or 1 with the model's message when an extent is out of its range. */
 int rt_model_set_extents(rt_model *m, const int64_t *extents, const char *what);
+/* Bounded dims: params[i] (NULL on entry) a malloc'd copy of step i's param for each step a
+ * PARAM patch rewrites, the rest left NULL; the CPU's and the CUDA runtime's instances patch
+ * these per call. 0, or 1 without memory. */
+int rt_dims_param_copies(const rt_program *p, void **params);
 int rt_dims_state_init(rt_prog_state *ps);    /* the copies; 1 without memory */
 void rt_dims_state_free(rt_prog_state *ps);
 /* Step r's kernel arguments' shapes and dtypes, from its shape arrays and m->tshape. */

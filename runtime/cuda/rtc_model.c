@@ -157,14 +157,8 @@ static void rtc_prog_shapes(rtc_ctx *c, rtc_prog *r) {
 static int rtc_prog_params(rtc_ctx *c, rtc_prog *r) {
   const rt_program *p = r->p;
   if (!p->npatches) return 0;
-  if (!(r->params = calloc((size_t)p->nsteps + 1, sizeof *r->params))) return rtc_fail(c, "out of memory");
-  for (int k = 0; k < p->npatches; k++) {
-    const rt_dimpatch *x = &p->patches[k];
-    const rt_step *s = &p->steps[x->index];
-    if ((x->kind != RT_DV_PARAM_I64 && x->kind != RT_DV_PARAM_I32) || r->params[x->index]) continue;
-    if (!(r->params[x->index] = malloc((size_t)s->param_bytes))) return rtc_fail(c, "out of memory");
-    memcpy(r->params[x->index], s->param, (size_t)s->param_bytes);
-  }
+  if (!(r->params = calloc((size_t)p->nsteps + 1, sizeof *r->params)) || rt_dims_param_copies(p, r->params))
+    return rtc_fail(c, "out of memory");
   return 0;
 }
 
@@ -399,6 +393,18 @@ static int rtc_prepare_prog(rtc_ctx *c, rtc_prog *r) {
   return 0;
 }
 
+/* The scratch made as large as the steps' largest reservation, if it is not (at create, and
+ * when bounded dims' new extents re-prepare the steps; the stream is idle both times: every
+ * entry point synchronises before it returns). */
+static int rtc_scratch_fit(rtc_ctx *c) {
+  if (c->scratch && c->scratch_want <= c->scratch_have) return 0;
+  if (c->scratch) c->cu->MemFree(c->scratch), c->scratch = 0;
+  c->scratch_have = 0;
+  if (rtc_alloc(c, &c->scratch, (int64_t)c->scratch_want, "the scratch space")) return 1;
+  c->scratch_have = c->scratch_want;
+  return 0;
+}
+
 /* ---- bounded dims: a call at other extents than the last one ---- */
 
 /* The extents into their device copy, on the stream (the kernels queued after read them). */
@@ -419,12 +425,7 @@ static int rtc_reprepare(rtc_ctx *c) {
     }
     if (r->p && rtc_prepare_prog(c, r)) return 1;
   }
-  if (c->scratch_want <= c->scratch_have) return 0;
-  /* the stream is idle here: every entry point synchronises before it returns */
-  if (c->scratch) c->cu->MemFree(c->scratch);
-  if (rtc_alloc(c, &c->scratch, (int64_t)c->scratch_want, "the scratch space")) return c->scratch_have = 0, 1;
-  c->scratch_have = c->scratch_want;
-  return 0;
+  return rtc_scratch_fit(c);
 }
 
 /* The programs set up for the call's extents (NULL: the bounds): refused when one is out of its
@@ -488,9 +489,7 @@ static int rtc_create_all(rtc_ctx *c) {
       (c->d->has_train && rtc_prog_init(c, &c->prog[1], &c->d->train, 1)) || rtc_libraries(c) ||
       rtc_prepare_prog(c, &c->prog[0]) || (c->d->has_train && rtc_prepare_prog(c, &c->prog[1])) || rtc_profile_init(c))
     return 1;
-  if (rtc_alloc(c, &c->scratch, (int64_t)c->scratch_want, "the scratch space")) return 1;
-  c->scratch_have = c->scratch_want;
-  return c->d->ndims && rtc_upload_extents(c);
+  return rtc_scratch_fit(c) || (c->d->ndims && rtc_upload_extents(c));
 }
 
 rt_model *rtc_model_create(const rt_model_desc *d, uint64_t seed) {
