@@ -112,6 +112,7 @@ static k_cd_geom k_cd_geometry(const k_shape *x, const k_shape *w, const k_conv_
   g.rstep = 1;
   g.vph = g.vpw = g.vphe = g.vpwe = 0;
   g.planar = 0;
+  g.prefetch = 0;
   int64_t vm = K_CD_VMAX, per = ((g.C + vm - 1) / vm * g.Hp * g.Wp + (g.F + vm - 1) / vm * g.OH * g.OW) * vm;
   g.S = per > 0 ? K_CD_CHUNK_FLOATS / per : g.N;
   if (g.S > 2) g.S &= ~(int64_t)1;   /* even: a chunk's sample tasks split evenly over 2 threads */
@@ -308,6 +309,13 @@ static int k_cd_nchw(const k_cd_geom *g, const k_conv_param *p, int wino) {
 static int k_cd_planar(const k_cd_geom *g, const k_conv_param *p, int wino, int nchw) {
   const char *env = getenv("KILN_CONV_PLANAR");
   return !p->in_block && !wino && !nchw && g->G == 1 && k_cd_nchw_copy_fits(g) && !(env && !strcmp(env, "0"));
+}
+
+/* Whether a forward's tiles fetch the next output blocks' weights ahead (k_cd_geom.prefetch):
+ * always, but KILN_CONV_PREFETCH=0 turns it off (benchmarks time both). */
+static int k_cd_prefetch(void) {
+  const char *env = getenv("KILN_CONV_PREFETCH");
+  return !(env && !strcmp(env, "0"));
 }
 
 int k_conv_direct_planar(const k_shape *data, const k_shape *weight, const k_conv_param *p) {
@@ -975,6 +983,7 @@ int k_conv_direct_forward(const k_call *c) {
   k_cd_geom g = k_cd_geometry(&c->in[0].shape, &c->in[1].shape, p, isa->V);
   int wino = k_cd_wino(&g), nchw = k_cd_nchw(&g, p, wino);
   g.planar = k_cd_planar(&g, p, wino, nchw);
+  g.prefetch = k_cd_prefetch();
   /* A blocked input is read in place when unpadded, or padded by the Winograd block itself */
   int direct_in = p->in_block && ((g.ph == 0 && g.pw == 0 && g.phe == 0 && g.pwe == 0) || wino);
   if (direct_in && wino) g.vph = g.ph, g.vpw = g.pw, g.vphe = g.phe, g.vpwe = g.pwe;

@@ -41,7 +41,13 @@ typedef struct {
   int64_t planar;         /* forward, one input block (k_cd_planar): the block functions read
                              the input padded but not blocked, [C][Hp][Wp + V] a sample
                              (k_cd_xplane floats a channel), instead of xb */
+  int64_t prefetch;       /* forward: each output block group's first tile fetches the next
+                             group's weights (fwd_tile's pf); k_cd_prefetch says when */
 } k_cd_geom;
+
+/* The most bytes of one output block's weights that fwd_tile fetches ahead (k_cd_geom.prefetch):
+ * an expansion's short blocks (MNASNet's 192 -> 1152: 12 KB), not a 3x3 layer's long ones. */
+#define K_CD_PREFETCH_BYTES (32 * 1024)
 
 /* Floats per channel of a planar input (k_cd_geom.planar): its padded plane, whose rows hold V
  * floats more, as k_conv_direct.c's padded NCHW copy writes them. */
