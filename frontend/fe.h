@@ -11,7 +11,7 @@
 
 #include "ops.h"
 
-typedef enum { FE_NUM, FE_STR, FE_BOOL, FE_NAME, FE_CALL, FE_BINOP, FE_NEG, FE_TUPLE } fe_expr_kind;
+typedef enum { FE_NUM, FE_STR, FE_BOOL, FE_NAME, FE_CALL, FE_BINOP, FE_NEG, FE_TUPLE, FE_INDEX, FE_SLICE } fe_expr_kind;
 
 typedef struct fe_expr fe_expr;
 typedef struct fe_arg {      /* a call argument or tuple item; key != NULL for keyword args */
@@ -27,9 +27,11 @@ struct fe_expr {              /* fields ordered for size: a file may hold millio
   ir_loc loc;
   double num;                /* NUM, BOOL */
   const char *str;           /* NAME, STR, CALL's callee */
-  fe_expr *l, *r;            /* BINOP; NEG uses l */
-  fe_arg *args;              /* CALL, TUPLE */
-  char op;                   /* BINOP: + - * / and '^' for ** */
+  fe_expr *l, *r;            /* BINOP; NEG and INDEX (the tensor) use l; SLICE: begin, end
+                                (NULL: from the start, to the end) */
+  fe_arg *args;              /* CALL, TUPLE; INDEX: one item an axis (an expr, or a SLICE);
+                                SLICE: its step, or NULL */
+  char op;                   /* BINOP: + - * / @, and '^' for ** */
   bool is_int;
 };
 

@@ -81,6 +81,7 @@ static int fe_eval_arith(fe_lower *L, char op, const ir_aval *a, const ir_aval *
   case '+': r = x + y; break;
   case '-': r = x - y; break;
   case '*': r = x * y; break;
+  case '@': return ir_error(L->d, loc, "'@' multiplies tensors; attributes take numbers"), 1;
   case '/':
     if (y == 0) return ir_error(L->d, loc, "division by zero in an attribute"), 1;
     r = x / y;
@@ -102,6 +103,8 @@ int fe_eval_attr(fe_lower *L, const fe_scope *s, const fe_expr *e, ir_aval *out)
   case FE_NAME: return fe_eval_name(L, s, e, out);
   case FE_TUPLE: return fe_eval_tuple(L, s, e, out);
   case FE_CALL: return ir_error(L->d, e->loc, "'%s(...)' is a call; attributes take numbers, strings, booleans and tuples", e->str), 1;
+  case FE_INDEX: return ir_error(L->d, e->loc, "an index (x[...]) is a tensor; attributes take numbers, strings, booleans and tuples"), 1;
+  case FE_SLICE: return ir_error(L->d, e->loc, "a slice (a:b) belongs inside x[...]"), 1;
   case FE_NEG:
     if (fe_eval_attr(L, s, e->l, &a)) return 1;
     if (a.kind != IR_AV_NUM) return ir_error(L->d, e->loc, "'-' needs a number"), 1;

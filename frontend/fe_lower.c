@@ -85,7 +85,8 @@ static double fe_fold(char op, double a, double b) {
 }
 
 static int fe_binop_op(char op) {
-  return op == '+' ? IR_OP_add : op == '-' ? IR_OP_sub : op == '*' ? IR_OP_mul : op == '/' ? IR_OP_div : IR_OP_pow;
+  return op == '+' ? IR_OP_add : op == '-' ? IR_OP_sub : op == '*' ? IR_OP_mul : op == '/' ? IR_OP_div
+       : op == '@' ? IR_OP_matmul : IR_OP_pow;
 }
 
 /* Arithmetic on tensors becomes nodes; on two constants it folds at compile time. */
@@ -94,6 +95,8 @@ static int fe_tensor_arith(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_e
   if (in[0] < 0 || in[1] == -1) return -1;
   int op = e->kind == FE_NEG ? IR_OP_neg : fe_binop_op(e->op);
   if (e->kind == FE_NEG && fe_is_const(L, in[0])) return fe_const(L, -fe_const_value(L, in[0]), e->loc);
+  if (e->kind == FE_BINOP && e->op == '@' && (fe_is_const(L, in[0]) || fe_is_const(L, in[1])))
+    return ir_error(L->d, e->loc, "'@' multiplies matrices (torch.matmul); a number is not one (use '*')"), -1;
   if (e->kind == FE_BINOP && fe_is_const(L, in[0]) && fe_is_const(L, in[1])) {
     double a = fe_const_value(L, in[0]), b = fe_const_value(L, in[1]), v = fe_fold(e->op, a, b);
     if (!isfinite((float)v))        /* inf or nan would also print as a name, not a number */
@@ -104,6 +107,64 @@ static int fe_tensor_arith(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_e
   int n = ir_graph_add_node(L->g, op, name, e->kind == FE_NEG ? 1 : 2, in, e->loc);
   ir_node_at(L->g, n)->from = s->expansion;
   return ir_node_at(L->g, n)->out[0];
+}
+
+/* ---- x[i, a:b, ::s] ---- */
+
+/* One bound of an index: a whole number (attribute arithmetic, dims included), or dflt when
+ * absent. */
+static int fe_index_int(fe_lower *L, const fe_scope *s, const fe_expr *e, int64_t dflt, int64_t *out) {
+  if (!e) return *out = dflt, 0;
+  ir_aval v;
+  if (fe_eval_attr(L, s, e, &v)) return 1;
+  if (v.kind != IR_AV_NUM || !v.is_int) return ir_error(L->d, e->loc, "an index takes whole numbers"), 1;
+  *out = (int64_t)v.num;
+  return 0;
+}
+
+/* A node of op with param on tensor t, named node_name when it is the expression's last. */
+static int fe_index_node(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, int op, const void *param, int t, ir_loc loc,
+                         const char *node_name) {
+  const char *name = node_name && fe_find_tensor(L, node_name) < 0 ? node_name
+                   : fe_unique(L, node_name ? node_name : fe_join(L, st->pfx, ir_ops[op].name));
+  int n = ir_graph_add_node(L->g, op, name, 1, &t, loc);
+  ir_node *node = ir_node_at(L->g, n);
+  node->from = s->expansion;
+  memcpy(node->param, param, ir_ops[op].param_size);
+  return node->out[0];
+}
+
+/* Python's indexing, axis by axis from the first: a slice a:b:s is slice(x, axis, a, b, s)
+ * (a missing bound: the axis's start or end, a negative one from the end; s >= 1), an index
+ * i is the slice i:i+1 with the axis squeezed after the others. Out of range is an error, as
+ * slice reports it (NumPy clips a slice's bounds instead). */
+static int fe_tensor_index(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, const char *node_name) {
+  int t = fe_tensor(L, s, st, e->l, NULL), axis = 0, nslice = 0;
+  if (t < 0) return -1;
+  k_slice_param sl[K_MAX_RANK];
+  k_squeeze_param sq = {{0}};
+  for (const fe_arg *a = e->args; a; a = a->next, axis++) {
+    if (axis == K_MAX_RANK) return ir_error(L->d, a->loc, "an index has more than %d axes", K_MAX_RANK), -1;
+    const fe_expr *v = a->value;
+    k_slice_param p = {.axis = axis};
+    if (v->kind == FE_SLICE) {
+      if (fe_index_int(L, s, v->l, 0, &p.begin) || fe_index_int(L, s, v->r, K_SLICE_END, &p.end) ||
+          fe_index_int(L, s, v->args ? v->args->value : NULL, 1, &p.step))
+        return -1;
+      if (p.step < 1) return ir_error(L->d, v->loc, "a slice's step must be 1 or more (slice(x, axis=..., step=-1) flips)"), -1;
+      if (!v->l && !v->r && p.step == 1) continue;   /* ':' takes the whole axis */
+    } else {
+      int64_t i;
+      if (fe_index_int(L, s, v, 0, &i)) return -1;
+      p.begin = i, p.end = i == -1 ? K_SLICE_END : i + 1, p.step = 1;
+      sq.axis.v[sq.axis.n++] = axis;
+    }
+    sl[nslice++] = p;
+  }
+  for (int i = 0; i < nslice; i++)
+    t = fe_index_node(L, s, st, IR_OP_slice, &sl[i], t, e->loc, i == nslice - 1 && !sq.axis.n ? node_name : NULL);
+  if (sq.axis.n) t = fe_index_node(L, s, st, IR_OP_squeeze, &sq, t, e->loc, node_name);
+  return t;
 }
 
 static int fe_tensor_call(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr *e, const char *node_name) {
@@ -142,6 +203,8 @@ static int fe_tensor_of(fe_lower *L, fe_scope *s, fe_stmt_ctx *st, const fe_expr
   case FE_STR: return ir_error(L->d, e->loc, "a string is not a tensor"), -1;
   case FE_BOOL: return ir_error(L->d, e->loc, "a boolean is not a tensor"), -1;
   case FE_TUPLE: return ir_error(L->d, e->loc, "a tuple is not a tensor (tuples are for attributes)"), -1;
+  case FE_INDEX: return fe_tensor_index(L, s, st, e, node_name);
+  case FE_SLICE: return ir_error(L->d, e->loc, "a slice (a:b) belongs inside x[...]"), -1;
   }
   return -1;
 }

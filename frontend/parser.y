@@ -143,7 +143,8 @@ FE_REVERSE(fe_dim, fe_rev_dims)
 %token <num> T_INT "integer" T_FLOAT "number"
 
 %type <expr> expr primary call
-%type <arg> args args_opt arg expr_list tuple_rest dims dims_opt rets
+%type <arg> args args_opt arg expr_list tuple_rest dims dims_opt rets index_list
+%type <expr> index bound
 %type <name> name_list wdx_opt
 %type <stmt> assign decl items body
 %type <dparam> dparam dparams dparams_opt
@@ -151,7 +152,7 @@ FE_REVERSE(fe_dim, fe_rev_dims)
 %type <expr> param_init sched_opt clip_opt
 
 %left '+' '-'
-%left '*' '/'
+%left '*' '/' '@'
 %precedence UMINUS
 %right T_POW
 
@@ -282,6 +283,7 @@ expr: expr '+' expr                  { $$ = fe_binop(p, '+', $1, $3, @2); }
     | expr '-' expr                  { $$ = fe_binop(p, '-', $1, $3, @2); }
     | expr '*' expr                  { $$ = fe_binop(p, '*', $1, $3, @2); }
     | expr '/' expr                  { $$ = fe_binop(p, '/', $1, $3, @2); }
+    | expr '@' expr                  { $$ = fe_binop(p, '@', $1, $3, @2); }
     | expr T_POW expr                { $$ = fe_binop(p, '^', $1, $3, @2); }
     | '-' expr %prec UMINUS          { $$ = fe_expr_new(p, FE_NEG, @1); $$->l = $2; fe_deepen(p, $$); }
     | primary
@@ -294,10 +296,26 @@ primary: T_INT                       { $$ = fe_expr_new(p, FE_NUM, @1); $$->num 
     | T_FALSE                        { $$ = fe_expr_new(p, FE_BOOL, @1); $$->num = 0; }
     | T_NAME                         { $$ = fe_expr_new(p, FE_NAME, @1); $$->str = $1; }
     | call
+    | primary '[' index_list ']'     { $$ = fe_expr_new(p, FE_INDEX, @2); $$->l = $1; $$->args = fe_rev_args($3); fe_deepen(p, $$); }
     | '(' expr ')'                   { $$ = $2; }
     | '(' ')'                        { $$ = fe_expr_new(p, FE_TUPLE, @1); }
     | '(' expr ',' ')'               { $$ = fe_expr_new(p, FE_TUPLE, @1); $$->args = fe_arg_new(p, NULL, $2, @2, NULL); fe_deepen(p, $$); }
     | '(' expr ',' tuple_rest ')'    { $$ = fe_expr_new(p, FE_TUPLE, @1); $$->args = fe_arg_new(p, NULL, $2, @2, fe_rev_args($4)); fe_deepen(p, $$); }
+    ;
+
+/* x[i, a:b, ::s]: an index or a slice an axis, from the first */
+index_list: index                    { $$ = fe_arg_new(p, NULL, $1, @1, NULL); }
+    | index_list ',' index           { $$ = fe_arg_new(p, NULL, $3, @3, $1); }
+    ;
+
+index: expr
+    | bound ':' bound                { $$ = fe_expr_new(p, FE_SLICE, @2); $$->l = $1; $$->r = $3; fe_deepen(p, $$); }
+    | bound ':' bound ':' bound      { $$ = fe_expr_new(p, FE_SLICE, @2); $$->l = $1; $$->r = $3;
+                                       $$->args = $5 ? fe_arg_new(p, NULL, $5, @5, NULL) : NULL; fe_deepen(p, $$); }
+    ;
+
+bound: %empty                        { $$ = NULL; }
+    | expr
     ;
 
 tuple_rest: expr_list
@@ -331,11 +349,12 @@ static bool fe_starts_expr(yysymbol_kind_t k) {
          strcmp(yysymbol_name(k), "'-'") == 0;
 }
 
-/* The operators that continue an expression. When all five are expected the value just read
+/* The operators that continue an expression. When all six are expected the value just read
  * could go on, which a message need not say: "expected ')' or ','" is the useful part. */
 static bool fe_continues_expr(yysymbol_kind_t k) {
   const char *s = yysymbol_name(k);
-  return k == YYSYMBOL_T_POW || !strcmp(s, "'+'") || !strcmp(s, "'-'") || !strcmp(s, "'*'") || !strcmp(s, "'/'");
+  return k == YYSYMBOL_T_POW || !strcmp(s, "'+'") || !strcmp(s, "'-'") || !strcmp(s, "'*'") || !strcmp(s, "'/'") ||
+         !strcmp(s, "'@'");
 }
 
 /* Keywords cannot be names; say where each one belongs. */
@@ -391,10 +410,11 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, fe_parser *p) {
   int ops = 0;
   for (int i = 0; i < n; i++) firsts += fe_starts_expr(expected[i]), ops += fe_continues_expr(expected[i]);
   bool expr = firsts == 8;           /* every first token of an expression is expected */
-  bool more = ops == 5 && !expr;     /* the expression read so far may continue */
+  bool more = ops == 6 && !expr;     /* the expression read so far may continue */
   for (int i = 0; i < n; i++) {          /* 'dim' here is the keyword argument dim= */
     if (expr && (fe_starts_expr(expected[i]) || expected[i] == YYSYMBOL_T_DIM)) continue;
     if (more && (fe_continues_expr(expected[i]) || !strcmp(yysymbol_name(expected[i]), "'('") ||
+                 !strcmp(yysymbol_name(expected[i]), "'['") ||
                  !strcmp(yysymbol_name(expected[i]), "'='")))
       continue;                          /* a name just read could also become a call or a keyword */
     items[ni++] = yysymbol_name(expected[i]);

@@ -250,6 +250,7 @@ int ir_infer_slice(ir_infer *x) {
   if (ir_norm_axis32(x, &p->axis, x->in[0].rank, "axis")) return 1;
   int64_t d = x->in[0].d[p->axis];
   if (p->begin < 0) p->begin += d;
+  if (p->end == K_SLICE_END) p->end = d;
   if (p->end < 0) p->end += d;
   if (p->begin < 0 || p->end > d || p->begin > p->end)
     return ir_infer_fail(x, "begin..end [%lld, %lld) is not within axis %d of size %lld",

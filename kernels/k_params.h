@@ -38,6 +38,7 @@ typedef struct { k_ints shape; } k_broadcast_to_param;
 /* 0 <= begin < end <= d, step != 0: step > 0 takes begin, begin + step, ... below end; step < 0
  * the same range from end - 1 down (docs/language.md). */
 typedef struct { int32_t axis; int64_t begin, end, step; } k_slice_param;
+#define K_SLICE_END INT64_MAX   /* end: the axis's end (x[a:] lowered), set to d by inference */
 typedef struct { int32_t dim; } k_concat_param;           /* normalised: >= 0 */
 /* matmul. swap_a, swap_b, swap_c: set by passes/pass_simplify.c (never an attribute; 0
  * everywhere else): that operand (or the output) is stored with its last batch axis and its

@@ -223,10 +223,28 @@ static int repl_assign(repl *r, const char *text, char **targets, int n) {
   return rc;
 }
 
+/* NAME.shape: the array's shape as a tuple, as NumPy prints it, without computing it. 1 when
+ * text is not NAME.shape of an array. */
+static int repl_shape(repl *r, const char *text) {
+  size_t n = strlen(text), k = strlen(".shape");
+  if (n <= k || strcmp(text + n - k, ".shape") != 0) return 1;
+  char name[256];
+  if (n - k >= sizeof name) return 1;
+  memcpy(name, text, n - k), name[n - k] = 0;
+  repl_var *v = repl_find(r, name);
+  if (!v) return 1;
+  const k_shape *sh = &v->a->shape;
+  printf("(");
+  for (int i = 0; i < sh->rank; i++) printf("%s%lld", i ? ", " : "", (long long)sh->d[i]);
+  printf("%s)\n", sh->rank == 1 ? "," : "");
+  return 0;
+}
+
 /* A bare expression: recorded as `_ = expr`, printed, and the name _ dropped. */
 static int repl_expr(repl *r, const char *text) {
   repl_var *v = repl_find(r, text);
   if (v) return repl_show(r, v->a);
+  if (!repl_shape(r, text)) return KILN_OK;
   char *t = "_";
   int rc = repl_lower_stmt(r, "_ =", text, &t, &t, 1);
   if (rc) return rc;
@@ -278,6 +296,8 @@ static const char repl_help[] =
   "Statements are the .kiln language, recorded and computed only when a value is shown:\n"
   "  x = relu(w * 2)        an assignment (assigning a name again rebinds it: x = x + 1)\n"
   "  x                      a name or an expression: its value, as NumPy prints it\n"
+  "  a @ b, x[0, 1:3, ::2]  matmul, indexing and slicing (steps 1 or more), as in Python\n"
+  "  x.shape                its shape, without computing it\n"
   "  dim n = 4, def f(...) { ... }   as in a .kiln file (a def may span lines)\n"
   "Every tensor input of an op is an array: arrays create no parameters.\n"
   "Commands:\n"

@@ -6,10 +6,13 @@
 # ratio bounded/fixed (the target is >= 0.9). The compile times of both are printed too.
 # ONNX_MODELS names bench/onnx models (bench/onnx/torch_onnx.py's) to run the same way: each
 # exported once with a dynamic batch axis and compiled with -D batch=1..64, and once per fixed
-# batch; predict only (the exports have no loss).
+# batch; predict, and with ONNX_TRAIN set train_step too (each .so compiled with
+# --train "$ONNX_TRAIN": a loss and an optimizer, e.g. "softmax_cross_entropy sgd(lr=0.01)",
+# which adds the label input).
 #   bench/bounded/run.sh                      # all examples, batch 1 8 64, 1 thread
 #   MODELS=mlp ROUNDS=5 bench/bounded/run.sh
 #   MODELS= ONNX_MODELS="resnet18 mobilenet_v2" BATCH="1 8" bench/bounded/run.sh
+#   MODELS= ONNX_MODELS=mobilenet_v2 ONNX_TRAIN="softmax_cross_entropy sgd(lr=0.01)" bench/bounded/run.sh
 # Environment: BUILD (default build/), MODELS, ONNX_MODELS (none), BATCH, SEQ, ROUNDS (3),
 # SECS (0.3), THREADS (1).
 set -euo pipefail
@@ -17,6 +20,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
 MODELS=${MODELS-mlp lenet resnet transformer}
 ONNX_MODELS=${ONNX_MODELS:-}
+ONNX_TRAIN=${ONNX_TRAIN:-}
 PY=${PYTHON:-/usr/bin/python3}
 BATCH=${BATCH:-1 8 64}
 SEQ=${SEQ:-16 64 256}
@@ -72,14 +76,17 @@ run_dim() {  # run_dim MODEL DIM BOUND EXTENTS...
 }
 run_onnx() {  # run_onnx MODEL EXTENTS...: a bench/onnx model, its batch dynamic against fixed
   local m=$1 cb cf; shift
+  local train=() modes=predict
+  [ -n "$ONNX_TRAIN" ] && train=(--train "$ONNX_TRAIN") && modes="predict train"
   mkdir -p "$TMP/dyn" && "$PY" "$ROOT/bench/onnx/torch_onnx.py" export "$m" 1 "$TMP/dyn/$m.onnx" dynamic
-  cb=$(compile "b-$m.so" "$TMP/dyn/$m.onnx" -D batch=1..64)
+  cb=$(compile "b-$m.so" "$TMP/dyn/$m.onnx" -D batch=1..64 "${train[@]}")
   echo "# compile $m batch=1..64: ${cb}s"
   for e in "$@"; do
     mkdir -p "$TMP/b$e" && "$PY" "$ROOT/bench/onnx/torch_onnx.py" export "$m" "$e" "$TMP/b$e/$m.onnx"
-    cf=$(compile "f-$m-$e.so" "$TMP/b$e/$m.onnx")
+    cf=$(compile "f-$m-$e.so" "$TMP/b$e/$m.onnx" "${train[@]}")
     echo "# compile $m batch $e: ${cf}s"
-    compare "$m" batch "$e" "b-$m.so" "f-$m-$e.so" predict
+    # shellcheck disable=SC2086
+    compare "$m" batch "$e" "b-$m.so" "f-$m-$e.so" $modes
   done
 }
 for m in $ONNX_MODELS; do
