@@ -11,7 +11,10 @@
 /* A rank whose step fails on its own sends its message to every other rank with this tag
  * (kiln_mpi_failed); a waiting rank probes for it, so it fails naming that rank at once. The
  * collectives on the communicator use no tags a program can see, so they never meet it. */
-enum { KILN_MPI_FAILED_TAG = 7317, KILN_MPI_MSG = 400 };
+enum { KILN_MPI_FAILED_TAG = 7317, KILN_MPI_PING_TAG = 7318, KILN_MPI_MSG = 400 };
+
+/* How long a rank that timed out waits for the others to answer its ping (kiln_mpi_missing). */
+#define KILN_MPI_PING_S 2.0
 
 typedef struct {
   MPI_Comm comm;        /* a duplicate: its error handler returns */
@@ -69,6 +72,55 @@ static void kiln_mpi_failed(void *ctx, const char *message) {
   }
 }
 
+/* Receives the pings other ranks sent (kiln_mpi_missing): a rank that polls answers them, so
+ * only a dead or stuck one leaves a ping unmatched. */
+static void kiln_mpi_answer_pings(kiln_mpi_ctx *k) {
+  for (;;) {
+    int flag = 0;
+    MPI_Status st;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, KILN_MPI_PING_TAG, k->comm, &flag, &st) != MPI_SUCCESS || !flag) return;
+    char b;
+    MPI_Recv(&b, 1, MPI_CHAR, st.MPI_SOURCE, KILN_MPI_PING_TAG, k->comm, MPI_STATUS_IGNORE);
+  }
+}
+
+/* After a timeout: which ranks do not answer. A synchronous send to each other rank completes
+ * only when that rank receives it, which every rank still running does in its waits and
+ * between its backward steps; those that have not within KILN_MPI_PING_S are written to out
+ * ("1, 3"), the others' pings answered meanwhile. The pings left unmatched are abandoned, as
+ * the allreduce is. 0 when every rank answered. */
+static int kiln_mpi_missing(kiln_mpi_ctx *k, char *out, size_t outn) {
+  int rank = 0, size = 1, n = 0;
+  MPI_Comm_rank(k->comm, &rank);
+  MPI_Comm_size(k->comm, &size);
+  MPI_Request *q = calloc((size_t)size, sizeof *q);
+  if (!q) return 0;
+  static const char ping = 1;
+  for (int r = 0; r < size; r++)
+    if (r == rank || MPI_Issend(&ping, 1, MPI_CHAR, r, KILN_MPI_PING_TAG, k->comm, &q[r]) != MPI_SUCCESS) q[r] = MPI_REQUEST_NULL;
+  double until = kiln_mpi_now() + KILN_MPI_PING_S;
+  int open = 1;
+  while (open && kiln_mpi_now() < until) {
+    kiln_mpi_answer_pings(k);
+    open = 0;
+    for (int r = 0; r < size; r++) {
+      int done = 1;
+      if (q[r] != MPI_REQUEST_NULL && MPI_Test(&q[r], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) done = 0;
+      open |= !done;
+    }
+    if (open) nanosleep(&(struct timespec){0, 1000000}, NULL);
+  }
+  size_t w = 0;
+  out[0] = 0;
+  for (int r = 0; r < size; r++)
+    if (q[r] != MPI_REQUEST_NULL) {   /* still open: not answered */
+      w += (size_t)snprintf(out + w, w < outn ? outn - w : 0, "%s%d", n ? ", " : "", r);
+      n++;
+    }
+  free(q);
+  return n;
+}
+
 static int kiln_mpi_wait(void *ctx, void *req, char *err, size_t errn) {
   kiln_mpi_ctx *k = ctx;
   MPI_Request *r = req;
@@ -79,12 +131,18 @@ static int kiln_mpi_wait(void *ctx, void *req, char *err, size_t errn) {
     if (rc != MPI_SUCCESS) return kiln_mpi_msg(rc, "MPI_Test", err, errn), 1;   /* r stays: MPI owns it now */
     if (done) return free(r), 0;
     if ((spins & 63) == 63 && kiln_mpi_heard_failure(k, err, errn)) return 1;   /* r is abandoned, as on a timeout */
+    if ((spins & 63) == 63) kiln_mpi_answer_pings(k);
     if ((spins & 255) == 255 && kiln_mpi_now() > deadline) {
       int rank = -1;
+      char who[256];
       MPI_Comm_rank(k->comm, &rank);
-      return snprintf(err, errn, "rank %d waited %.0f s for the other ranks' part of the sum: a rank has failed or stopped",
-                      rank, k->timeout_s), 1;   /* r is abandoned: an allreduce cannot be cancelled */
-    }
+      int n = kiln_mpi_missing(k, who, sizeof who);
+      if (n)
+        return snprintf(err, errn, "rank %d waited %.0f s for the other ranks' part of the sum: rank%s %s did not answer "
+                        "(killed or stopped)", rank, k->timeout_s, n > 1 ? "s" : "", who), 1;
+      return snprintf(err, errn, "rank %d waited %.0f s for the other ranks' part of the sum: every rank answers, but "
+                      "the sum did not complete (a rank stuck in a step?)", rank, k->timeout_s), 1;
+    }   /* r is abandoned: an allreduce cannot be cancelled */
     if (spins > 4096) nanosleep(&(struct timespec){0, 20000}, NULL);   /* a long wait: yield the core */
   }
 }
@@ -95,6 +153,7 @@ static void kiln_mpi_progress(void *ctx) {
   kiln_mpi_ctx *k = ctx;
   int flag = 0;
   MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, k->comm, &flag, MPI_STATUS_IGNORE);
+  if (flag) kiln_mpi_answer_pings(k);
 }
 
 int kiln_mpi_comm_init(kiln_comm *c, MPI_Comm comm, double timeout_s) {

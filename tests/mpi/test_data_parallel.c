@@ -22,7 +22,8 @@
  * its message (libkiln_mpi passes it on), and both ranks keep the weights of the first step.
  * `test_data_parallel ROOT kill` (2 ranks, under mpirun --enable-recovery, which lets the job
  * outlive a dead process): rank 1 kills itself after the first step; rank 0's second step
- * fails at its 3 s timeout saying it waited, with the first step's weights. The job then ends by MPI_Abort
+ * fails at its 3 s timeout saying it waited and that rank 1 did not answer its ping, with the
+ * first step's weights. The job then ends by MPI_Abort
  * with the failures as its code (rank 0 holds an allreduce that never completes, which
  * MPI_Finalize would wait for). */
 #include <math.h>
@@ -243,7 +244,8 @@ static int dp_fault(const char *root, bool kill) {
   if (dp_rank == 0) {
     printf("rank 0: train_step failed after %.1f s: %s\n", secs, err);
     if (kill) {
-      dp_check(strstr(err, "waited") != NULL, "rank 0 says it waited for the others: %s%s", err, "");
+      dp_check(strstr(err, "waited") && strstr(err, "rank 1 did not answer"), "rank 0 says it waited and names rank 1: %s%s",
+               err, "");
       dp_check(secs < 20, "%s%s", "rank 0 gives up at its timeout ", "(3 s, and slack)");
     } else {
       dp_check(strstr(err, "rank 1 failed") && strstr(err, "label"), "rank 0 names rank 1 and its error: %s%s", err, "");
