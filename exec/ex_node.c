@@ -18,7 +18,7 @@ static k_tensor ex_tensor(const ex_run *r, int t, const k_shape *dflt) {
 static int ex_call(ex_run *r, const ir_node *nd, k_fn fn, int nin, int nout, void *temp, size_t tb) {
   char msg[EX_ERR_LEN] = "";
   k_call c = {r->tin, nin, r->tout, nout, r->req, nd->param, temp, tb, r->m->seed,
-              EX_CTR_OP(r->m->step, nd->name), r->is_train, msg, sizeof msg, NULL, nd->epi};
+              EX_CTR_OP(r->m->step, nd->name), r->is_train, msg, sizeof msg, NULL, nd->epi, NULL};
   if (!fn) return rt_errf(r->err, r->errn, "%s: %s has no kernel", nd->name, ir_node_kind_name(nd));
   if (fn(&c) == 0) return 0;
   return rt_errf(r->err, r->errn, "%s (%s): %s", nd->name, ir_node_kind_name(nd), msg[0] ? msg : "kernel failed");

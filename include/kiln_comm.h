@@ -11,7 +11,8 @@
  *
  * The hook is a pair of calls on float buffers, so that a transport may run several at once:
  * train_step starts the allreduce of each bucket of gradients (about bucket_bytes each) and
- * waits for them before the first update reads one. */
+ * waits for them before the first update reads one. A batch_norm(sync=true) step also sums
+ * its statistics through it, started and waited for inside the step. */
 #ifndef KILN_COMM_H
 #define KILN_COMM_H
 

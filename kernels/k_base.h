@@ -59,6 +59,16 @@ typedef struct k_cache {
                                  every call until key is cleared */
 } k_cache;
 
+/* The collective of data-parallel training a kernel may call (batch_norm(sync=true), as torch's
+ * SyncBatchNorm): allreduce sums buf[0, n) in place over the job's `world` ranks, each with
+ * the same number of rows, and returns 0, or nonzero with a message in err. The runtime gives
+ * it to the calls that need it (runtime/rt_comm.c). */
+typedef struct k_sync {
+  int (*allreduce)(void *ctx, float *buf, int64_t n, char *err, size_t errn);
+  void *ctx;
+  int world;
+} k_sync;
+
 /* One kernel invocation, forward or backward (the seeds' Forward/Backward contract).
  *
  * Forward:  in  = [args..., aux...]      out = [outputs...] (visible first, then hidden ones
@@ -85,6 +95,8 @@ typedef struct k_call {
   k_cache *cache;             /* NULL: nothing persists between calls */
   const struct k_epilogue *epi; /* convolution, fully_connected, matmul forward: an elementwise
                                    tail to run on each output block (k_epilogue.h), or NULL */
+  const struct k_sync *sync;   /* batch_norm(sync=true) in train_step with a communication
+                                   hook: the job's allreduce; NULL otherwise */
 } k_call;
 
 /* Returns 0 on success; nonzero (with a message in c->err) on a data error such as a label

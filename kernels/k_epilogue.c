@@ -126,7 +126,7 @@ static void k_epi_kernel(const k_call *c, const k_epi_step *s, float *y, int64_t
   k_req req = kWriteInplace;
   char msg[8];
   k_call k = {in, s->kind == K_EPI_BINARY ? 2 : 1, &run, 1, &req, s->has_param ? s->param : NULL, NULL, 0,
-              0, 0, c->is_train, msg, sizeof msg, NULL, NULL};
+              0, 0, c->is_train, msg, sizeof msg, NULL, NULL, NULL};
   k_epi_kernels[s->fn](&k);   /* elementwise kernels cannot fail */
 }
 

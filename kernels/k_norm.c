@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* A hidden output the caller may have pruned (predict mode): NULL when not wanted. */
@@ -49,13 +50,46 @@ typedef struct {
   int64_t outer, C, inner;
   const float *given;    /* train: the row sums a convolution gathered ([outer][C] pairs of
                             doubles in K_BN_STATS_FLOATS floats, copied out), or NULL */
+  double *job_sums;      /* synchronised: every channel's two sums, this rank's, then (after
+                            k_bn_sync) the job's; NULL otherwise */
+  int64_t count;         /* the rows' elements a channel's statistics are over: outer * inner,
+                            times the ranks when synchronised */
 } k_bn_job;
 
 static k_bn_job k_bn_dims(const k_call *c, const k_shape *s, int axis) {
-  k_bn_job j = {c, 1, s->d[axis], 1, NULL};
+  k_bn_job j = {c, 1, s->d[axis], 1, NULL, NULL, 0};
   for (int i = 0; i < axis; i++) j.outer *= s->d[i];
   for (int i = axis + 1; i < s->rank; i++) j.inner *= s->d[i];
+  j.count = j.outer * j.inner;
   return j;
+}
+
+/* ---- synchronised statistics (torch's SyncBatchNorm) ---- */
+
+/* Whether this call's statistics are the whole job's: batch_norm(sync=true) in training with
+ * the runtime's allreduce (a communication hook is set). */
+static int k_bn_synced(const k_call *c) {
+  const k_batch_norm_param *p = c->param;
+  return p->sync && c->is_train && c->sync && c->sync->world > 1;
+}
+
+/* v[0, n) summed over the ranks in place. The hook sums floats, so each double travels as
+ * two, its float and the remainder (hi + lo holds it to about 2^-48), summed apart: each
+ * rank's part keeps its precision, and the job's sum is about a float's. 0, or 1 with the
+ * message in c->err. */
+static int k_bn_sync(const k_call *c, double *v, int64_t n, const char *what) {
+  float *b = malloc((size_t)(2 * n) * sizeof *b);
+  if (!b) return snprintf(c->err, c->err_len, "batch_norm: out of memory synchronising %s", what), 1;
+  for (int64_t i = 0; i < n; i++) {
+    float hi = (float)v[i];
+    b[2 * i] = hi, b[2 * i + 1] = (float)(v[i] - (double)hi);
+  }
+  char err[256] = "";
+  int rc = c->sync->allreduce(c->sync->ctx, b, 2 * n, err, sizeof err);
+  if (rc) snprintf(c->err, c->err_len, "batch_norm: synchronising %s across %d ranks: %s", what, c->sync->world, err[0] ? err : "failed");
+  for (int64_t i = 0; !rc && i < n; i++) v[i] = (double)b[2 * i] + (double)b[2 * i + 1];
+  free(b);
+  return rc;
 }
 
 /* One channel's two sums, in lanes. */
@@ -120,7 +154,7 @@ static inline void k_bn_sums_range(const k_bn_job *j, const float *x, int64_t lo
  * update with the unbiased variance. */
 static inline void k_bn_train_stats(const k_bn_job *j, int64_t ch, const double *sq, float *mean, float *invstd) {
   const k_batch_norm_param *p = j->c->param;
-  double S = sq[0], Q = sq[1], M = (double)(j->outer * j->inner);
+  double S = sq[0], Q = sq[1], M = (double)j->count;
   double m = S / M, v = Q / M - m * m;
   if (v < 0) v = 0;
   *mean = (float)m;
@@ -157,7 +191,8 @@ K_VEC_TARGETS static void k_bn_forward_channels(void *ctx, int64_t lo, int64_t h
   float *smean = k_hidden(c, 1), *sinv = k_hidden(c, 2);
   double sq[2 * K_BN_RANGE];
   float a[K_BN_RANGE], b[K_BN_RANGE];
-  if (c->is_train) k_bn_sums_range(j, c->in[0].data, lo, hi, sq);
+  if (j->job_sums) memcpy(sq, j->job_sums + 2 * lo, (size_t)(hi - lo) * 2 * sizeof *sq);
+  else if (c->is_train) k_bn_sums_range(j, c->in[0].data, lo, hi, sq);
   for (int64_t ch = lo; ch < hi; ch++) {
     float mean, invstd, *ca = &a[ch - lo], *cb = &b[ch - lo];
     if (c->is_train) {
@@ -204,11 +239,25 @@ static int k_bn_given(const k_call *c, k_bn_job *j) {
   return 0;
 }
 
+/* This rank's sums of channels [lo, hi) into job_sums (synchronised, before k_bn_sync). */
+static void k_bn_sums_channels(void *ctx, int64_t lo, int64_t hi) {
+  const k_bn_job *j = ctx;
+  k_bn_sums_range(j, j->c->in[0].data, lo, hi, j->job_sums + 2 * lo);
+}
+
 int k_batch_norm_forward(const k_call *c) {
   const k_batch_norm_param *p = c->param;
   k_bn_job j = k_bn_dims(c, &c->in[0].shape, p->axis);
   if (k_bn_given(c, &j)) return 1;
+  if (k_bn_synced(c)) {   /* every rank's sums first, then the statistics of them all */
+    j.job_sums = malloc((size_t)(2 * j.C) * sizeof *j.job_sums);
+    if (!j.job_sums) return snprintf(c->err, c->err_len, "batch_norm: out of memory"), 1;
+    k_parallel_for(j.C, k_bn_grain(&j), k_bn_sums_channels, &j);
+    if (k_bn_sync(c, j.job_sums, 2 * j.C, "the batch statistics")) return free(j.job_sums), 1;
+    j.count *= c->sync->world;
+  }
   k_parallel_for(j.C, k_bn_grain(&j), k_bn_forward_channels, &j);
+  free(j.job_sums);
   return 0;
 }
 
@@ -218,6 +267,8 @@ typedef struct {
   k_bn_job d;
   const float *dy, *x, *gamma, *smean, *sinv;
   float *dg, *db;
+  double *local;   /* synchronised: every channel's sum of dY and of dY * xhat, this rank's
+                      (dgamma and dbeta, which the hook's gradient sum then averages) */
 } k_bn_back;
 
 /* Row dy, x (n floats) of a channel with mean m into a: the sum of dY and of dY * (x - m). */
@@ -261,16 +312,35 @@ static inline void k_bn_grad_x_range(const k_bn_back *b, int64_t lo, int64_t hi,
     }
 }
 
-K_VEC_TARGETS static void k_bn_backward_channels(void *ctx, int64_t lo, int64_t hi) {
+/* Synchronised, the first pass: this rank's two sums of channels [lo, hi) into local, and
+ * dgamma, dbeta from them. */
+K_VEC_TARGETS static void k_bn_backward_sums(void *ctx, int64_t lo, int64_t hi) {
   const k_bn_back *b = ctx;
-  double M = (double)(b->d.outer * b->d.inner);
   k_bn_acc acc[K_BN_RANGE];
-  float a[K_BN_RANGE], mdy[K_BN_RANGE], mdyx[K_BN_RANGE];
   k_bn_grad_sums_range(b, lo, hi, acc);
   for (int64_t ch = lo; ch < hi; ch++) {
     double sdy = k_bn_fold(acc[ch - lo].s), sdyx = k_bn_fold(acc[ch - lo].q) * b->sinv[ch];
+    b->local[2 * ch] = sdy, b->local[2 * ch + 1] = sdyx;
     if (b->dg) b->dg[ch] += (float)sdyx;
     if (b->db) b->db[ch] += (float)sdy;
+  }
+}
+
+K_VEC_TARGETS static void k_bn_backward_channels(void *ctx, int64_t lo, int64_t hi) {
+  const k_bn_back *b = ctx;
+  double M = (double)b->d.count;
+  k_bn_acc acc[K_BN_RANGE];
+  float a[K_BN_RANGE], mdy[K_BN_RANGE], mdyx[K_BN_RANGE];
+  if (!b->d.job_sums) k_bn_grad_sums_range(b, lo, hi, acc);
+  for (int64_t ch = lo; ch < hi; ch++) {
+    double sdy, sdyx;
+    if (b->d.job_sums) {   /* synchronised: the job's sums (dgamma and dbeta were this rank's) */
+      sdy = b->d.job_sums[2 * ch], sdyx = b->d.job_sums[2 * ch + 1];
+    } else {
+      sdy = k_bn_fold(acc[ch - lo].s), sdyx = k_bn_fold(acc[ch - lo].q) * b->sinv[ch];
+      if (b->dg) b->dg[ch] += (float)sdyx;
+      if (b->db) b->db[ch] += (float)sdy;
+    }
     a[ch - lo] = b->gamma[ch] * b->sinv[ch];
     mdy[ch - lo] = (float)(sdy / M);
     mdyx[ch - lo] = (float)(sdyx / M);
@@ -282,10 +352,20 @@ int k_batch_norm_backward(const k_call *c) {
   const k_batch_norm_param *p = c->param;
   int nf = (c->nin - c->nout) / 2;            /* forward outputs: 3 */
   k_bn_back b = {k_bn_dims(c, &c->in[nf].shape, p->axis), c->in[0].data, c->in[nf].data,
-                 c->in[nf + 1].data, c->in[2 * nf + 1].data, c->in[2 * nf + 2].data, NULL, NULL};
+                 c->in[nf + 1].data, c->in[2 * nf + 1].data, c->in[2 * nf + 2].data, NULL, NULL, NULL};
   b.dg = k_grad_acc(c, 1, b.d.C);
   b.db = k_grad_acc(c, 2, b.d.C);
+  if (k_bn_synced(c)) {   /* the means of dY and dY * xhat over the job: every rank's sums */
+    b.local = malloc((size_t)(4 * b.d.C) * sizeof *b.local);
+    if (!b.local) return snprintf(c->err, c->err_len, "batch_norm: out of memory"), 1;
+    k_parallel_for(b.d.C, k_bn_grain(&b.d), k_bn_backward_sums, &b);
+    b.d.job_sums = b.local + 2 * b.d.C;
+    memcpy(b.d.job_sums, b.local, (size_t)(2 * b.d.C) * sizeof *b.local);
+    if (k_bn_sync(c, b.d.job_sums, 2 * b.d.C, "the gradient's means")) return free(b.local), 1;
+    b.d.count *= c->sync->world;
+  }
   k_parallel_for(b.d.C, k_bn_grain(&b.d), k_bn_backward_channels, &b);
+  free(b.local);
   return 0;
 }
 

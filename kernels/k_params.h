@@ -106,7 +106,9 @@ static inline int64_t k_pool_pad_end(const k_pool_param *p, int i) { return k_wi
 
 /* batch_norm: outputs [out, saved_mean, saved_invstd]; aux [moving_mean, moving_var].
  * moving = momentum * moving + (1 - momentum) * batch (unbiased batch variance). */
-typedef struct { float eps; float momentum; int32_t axis; } k_batch_norm_param;
+/* sync: in train_step with a communication hook, the batch statistics (and the gradient's
+ * means) are the whole job's, every rank's rows together, as torch's SyncBatchNorm. */
+typedef struct { float eps; float momentum; int32_t axis; int32_t sync; } k_batch_norm_param;
 /* layer_norm over one axis, which normalisation requires to be the last.
  * outputs [out, saved_mean, saved_invstd]. */
 typedef struct { int32_t axis; float eps; } k_layer_norm_param;

@@ -10,6 +10,7 @@
  * run in order on the caller's thread), so the transport sums it while the backward pass goes
  * on; all are waited for before the first update (rt_comm_reduce). */
 #include "rt_model_int.h"
+#include "kernels.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -74,8 +75,28 @@ static void rt_comm_clear(rt_model *m) {
   free(m->comm_t0), free(m->comm_after);
   m->comm_buf = NULL, m->comm_req = NULL, m->comm_bucket = m->comm_ready = m->comm_order = m->comm_after = NULL;
   m->comm_t0 = NULL;
-  m->has_comm = 0, m->rng_salt = 0, m->comm_nb = 0, m->comm_started = 0;
+  m->has_comm = 0, m->rng_salt = 0, m->comm_nb = 0, m->comm_started = 0, m->comm_sync = 0;
   memset(&m->comm, 0, sizeof m->comm);
+}
+
+/* A batch_norm(sync=true) step of train_step: its kernel's sums go through the hook, started
+ * and waited for inside the step (k_call.allreduce). */
+static int rt_comm_kernel_sum(void *ctx, float *buf, int64_t n, char *err, size_t errn) {
+  rt_model *m = ctx;
+  void *req = NULL;
+  if (m->comm.start(m->comm.ctx, buf, n, &req, err, errn) || m->comm.wait(m->comm.ctx, req, err, errn))
+    return m->comm_broke = 1, 1;
+  return 0;
+}
+
+static int rt_comm_is_sync_bn(const rt_step *s, const void *param) {
+  return (s->kind == RT_STEP_FORWARD || s->kind == RT_STEP_BACKWARD) && param &&
+         (s->kernel == k_batch_norm_forward || s->kernel == k_batch_norm_backward) &&
+         ((const k_batch_norm_param *)param)->sync;
+}
+
+void rt_comm_kernel_hook(const rt_model *m, const rt_step *s, const void *param, k_call *c) {
+  if (rt_comm_is_sync_bn(s, param)) c->sync = &m->comm_ksync;
 }
 
 static int rt_comm_set_locked(rt_model *m, const kiln_comm *c) {
@@ -93,6 +114,8 @@ static int rt_comm_set_locked(rt_model *m, const kiln_comm *c) {
   m->comm = *c;
   if (!m->comm.bucket_bytes) m->comm.bucket_bytes = RT_COMM_BUCKET_DEFAULT;
   m->has_comm = 1;
+  for (int i = 0; i < m->d->train.nsteps; i++) m->comm_sync |= rt_comm_is_sync_bn(&m->d->train.steps[i], m->d->train.steps[i].param);
+  m->comm_ksync = (k_sync){rt_comm_kernel_sum, m, c->size};
   m->rng_salt = (uint64_t)c->rank * UINT64_C(0x9E3779B97F4A7C15);   /* rank 0 draws a lone process's masks */
   if (rt_comm_plan(m) || rt_comm_broadcast(m)) return rt_comm_clear(m), 1;
   return 0;

@@ -81,6 +81,8 @@ struct rt_model {
   int comm_loss_ready;          /* the step that writes the loss */
   int comm_started;             /* this run's: 0, 1 (the loss), 1 + buckets started */
   int comm_broke;               /* this run failed in the transport (not worth telling the others) */
+  int comm_sync;                /* train_step has a batch_norm(sync=true) (rt_comm_kernel_hook) */
+  k_sync comm_ksync;            /* what such a step's k_call.sync points at */
   int64_t *comm_t0;             /* profiled: each started one's start time, and */
   int *comm_after;              /* the step it started after */
   uint64_t rng_salt;            /* added to seed for dropout's draws: each rank its own stream */
@@ -130,6 +132,9 @@ int rt_comm_after_step(rt_model *m, rt_prog_state *ps, int step);
 /* After a failed run: the other ranks told of a failure of this rank's own (kiln_comm.failed),
  * the allreduces it started waited for and forgotten. */
 void rt_comm_settle(rt_model *m);
+/* A train_step kernel call of a batch_norm(sync=true) step gets the hook's allreduce
+ * (k_call.allreduce, the world size); any other call is left as it is. */
+void rt_comm_kernel_hook(const rt_model *m, const rt_step *s, const void *param, k_call *c);
 void rt_comm_free(rt_model *m);
 int rt_prog_state_init(rt_prog_state *ps, rt_model *m, const rt_program *p);
 /* Bounded dims: the descriptor's dims and patches are in range, and each patch gives its

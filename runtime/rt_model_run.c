@@ -240,7 +240,8 @@ static int rt_run_kernel(const rt_step_run *r, k_fn fn, rt_run_ctx *rc) {
   msg[0] = 0;     /* not `= ""`: that clears all RT_ERR_LEN bytes on every step */
   void *temp = s->temp_bytes ? (char *)m->arena + s->temp_offset : NULL;
   k_call c = {r->in, s->nin, r->out, s->nout, r->req, r->param, temp, (size_t)s->temp_bytes, m->seed + m->rng_salt,
-              RT_CTR_OP(m->step, s->name_hash), r->p->is_train, msg, sizeof msg, r->cache, s->epi};
+              RT_CTR_OP(m->step, s->name_hash), r->p->is_train, msg, sizeof msg, r->cache, s->epi, NULL};
+  if (m->has_comm && r->p->is_train) rt_comm_kernel_hook(m, s, r->param, &c);
   if (fn(&c) == 0) return 0;
   rt_errf(rc->err, rc->err_len, "%s: %s", s->name, msg[0] ? msg : "kernel failed");
   return 1;
@@ -334,7 +335,10 @@ static int rt_run_direct(rt_model *m, rt_prog_state *ps, int split) {
 static int rt_run(rt_model *m, rt_prog_state *ps, int split) {
   int n = ps->p->nsteps;
   rt_engine *e = m->engine;
-  if (m->prof || rt_engine_get_kind(e) == RT_ENGINE_NAIVE) return rt_run_direct(m, ps, split);
+  /* A synchronised batch_norm's allreduce runs inside its step: on every rank the steps must
+   * then come in the same order, which only a run in step order gives. */
+  if (m->prof || rt_engine_get_kind(e) == RT_ENGINE_NAIVE || (m->comm_sync && ps == &m->ps[1]))
+    return rt_run_direct(m, ps, split);
   /* Made on the first run and kept: a run ends with every pushed step waited for, which
    * leaves each variable idle and its error cleared, ready for the next run (the engine
    * frees them when the model destroys it). */

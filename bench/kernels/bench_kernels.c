@@ -170,7 +170,7 @@ static void b_fc(const b_layer *l, int backward) {
   k_tensor bout[3] = {{dx, fin[0].shape, K_F32}, {dw, fin[1].shape, K_F32}, {db, fin[2].shape, K_F32}};
   k_req req[3] = {kWriteTo, kWriteTo, kWriteTo};
   char err[128];
-  b_kernel k = {k_fully_connected_forward, {fin, 3, &yt, 1, req, &p, NULL, 0, 0, 0, 1, err, sizeof err, NULL, NULL}};
+  b_kernel k = {k_fully_connected_forward, {fin, 3, &yt, 1, req, &p, NULL, 0, 0, 0, 1, err, sizeof err, NULL, NULL, NULL}};
   b_gemms g = {0};
   if (backward) {
     k.fn = k_fully_connected_backward;
@@ -219,7 +219,7 @@ static void b_conv(const b_layer *l, int backward) {
   /* The forward keeps its packed weights between calls, as a model's predict step does (the
    * weights and bias stable); backward repacks them each call, as a train step does. */
   k_cache cache = {.stable = 6u};
-  b_kernel k = {k_convolution_forward, {fin, 3, &yt, 1, req, &p, temp, tb, 0, 0, 1, err, sizeof err, backward ? NULL : &cache, NULL}};
+  b_kernel k = {k_convolution_forward, {fin, 3, &yt, 1, req, &p, temp, tb, 0, 0, 1, err, sizeof err, backward ? NULL : &cache, NULL, NULL}};
   b_gemms g = {0};
   int cols = N * OH * OW;
   if (backward) {
@@ -260,7 +260,7 @@ static void b_mm(const b_layer *l) {
   k_tensor out = {r.C, b_shape(4, 8, B / 8, M, N), K_F32};
   k_req req = kWriteTo;
   char err[128];
-  b_kernel k = {k_matmul_forward, {in, 2, &out, 1, &req, &p, NULL, 0, 0, 0, 1, err, sizeof err, NULL, NULL}};
+  b_kernel k = {k_matmul_forward, {in, 2, &out, 1, &req, &p, NULL, 0, 0, 0, 1, err, sizeof err, NULL, NULL, NULL}};
   b_report(l, "fwd", 2.0 * B * M * N * K, b_time(b_run_kernel, &k), b_time(b_run_batched, &r));
   free(r.A); free(r.B); free(r.C);
 }

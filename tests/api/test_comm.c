@@ -8,7 +8,12 @@
  *   bad label) is handed to the hook's `failed` for the other ranks; a failed allreduce is not.
  * - set_comm refuses a malformed hook, and NULL removes the hook.
  * - The buckets overlap the backward pass: in a profiled step's trace (KILN_PROFILE) the first
- *   bucket's allreduce starts before the last backward step does. */
+ *   bucket's allreduce starts before the last backward step does.
+ * - batch_norm(sync=true) (tests/mpi/bn_sync.kiln) on two equal ranks of b rows trains as one
+ *   process on the 2b rows twice over: the job's statistics, count and gradient means; with
+ *   each rank's own, the moving variances would differ (b - 1 against 2b - 1 in the unbiased
+ *   variance), which the predictions after three steps show. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +124,43 @@ static void test_overlap(void) {
   unlink(trace);
 }
 
+static kiln_model *bn_model(int64_t batch) {
+  kiln_graph *g = NULL;
+  kiln_model *m = NULL;
+  const char *names[] = {"batch"};
+  int64_t v[] = {batch};
+  char path[4096];
+  snprintf(path, sizeof path, "%stests/mpi/bn_sync.kiln", ts_root());
+  if (kiln_graph_load_dims(path, NULL, 1, names, v, &g) || kiln_graph_jit(g, 3, &m)) CHECK(0, "bn_sync: %s", kiln_last_error());
+  kiln_graph_free(g);
+  return m;
+}
+
+static void test_sync_bn(void) {
+  enum { B = 3, IMG = 2 * 8 * 8 };
+  static float img[2 * B * IMG], logits[2][2 * B * 4];
+  int32_t lab[2 * B];
+  for (int i = 0; i < B * IMG; i++) img[i] = img[B * IMG + i] = (float)((i * 29) % 53) / 26.0f - 1.0f;
+  for (int i = 0; i < B; i++) lab[i] = lab[B + i] = i % 4;
+  kiln_model *lone = bn_model(2 * B), *rank = bn_model(B);
+  fake two = {.doubles = 1};
+  kiln_comm c = {0, 2, &two, fake_start, fake_wait, 0, NULL, NULL};
+  CHECK(lone && rank && !kiln_model_set_comm(rank, &c), "bn_sync: %s", kiln_last_error());
+  if (!lone || !rank) return;
+  const void *in[] = {img, lab};
+  void *out0[] = {logits[0]}, *out1[] = {logits[1]};
+  float l0, l1;
+  for (int s = 0; s < 3; s++)
+    CHECK(!kiln_model_train_step(lone, in, &l0) && !kiln_model_train_step(rank, in, &l1) && fabsf(l0 - l1) <= 1e-5f * fabsf(l0),
+          "bn_sync step %d: losses %g and %g (%s)", s, l0, l1, kiln_last_error());
+  CHECK(!kiln_model_predict(lone, in, out0) && !kiln_model_predict(rank, in, out1), "bn_sync predict: %s", kiln_last_error());
+  double worst = 0, scale = 1e-3;
+  for (int i = 0; i < B * 4; i++) scale = fmax(scale, fabs(logits[0][i]));
+  for (int i = 0; i < B * 4; i++) worst = fmax(worst, fabs((double)logits[0][i] - logits[1][i]) / scale);
+  CHECK(worst <= 1e-5, "synchronised batch_norm on two equal ranks predicts as one process on both (worst %.2g)", worst);
+  kiln_model_free(lone), kiln_model_free(rank);
+}
+
 int main(void) {
   for (int i = 0; i < 4 * 784; i++) x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
   char ref[] = "/tmp/kiln-comm-ref-XXXXXX", got[] = "/tmp/kiln-comm-got-XXXXXX", before[] = "/tmp/kiln-comm-before-XXXXXX";
@@ -173,6 +215,7 @@ int main(void) {
   CHECK(kiln_model_set_comm(NULL, &c1), "a NULL model is refused");
   kiln_model_free(m);
   test_overlap();
+  test_sync_bn();
   unlink(ref), unlink(got), unlink(before);
   return ts_summary("api.test_comm");
 }

@@ -88,7 +88,7 @@ static bool t_run_member(const t_case *c, const ir_node *m, const k_shape *gshap
   char msg[256] = "";
   for (int k = 0; k < m->nin; k++) in[k] = t_kt(c, m->in[k], gshape);
   for (int j = 0; j < m->nout; j++) out[j] = t_kt(c, m->out[j], gshape), req[j] = m->out[j] >= 0 ? ir_node_req(m, j) : kNullOp;
-  k_call call = {in, m->nin, out, m->nout, req, m->param, temp, tb, 0, 0, c->g->mode == IR_MODE_TRAIN, msg, sizeof msg, NULL, NULL};
+  k_call call = {in, m->nin, out, m->nout, req, m->param, temp, tb, 0, 0, c->g->mode == IR_MODE_TRAIN, msg, sizeof msg, NULL, NULL, NULL};
   k_fn f = m->kind == IR_N_OP ? ir_ops[m->op].forward : ir_ops[m->op].backward;
   return t_check(f && f(&call) == 0, "%s: kernel failed: %s", m->name, msg);
 }
@@ -206,7 +206,7 @@ static void t_check_epilogue(const ir_graph *g, const ir_node *fn, const char *l
   if (fn->nout > 1) out[1] = (k_tensor){c.jit[fn->out[1]], ir_tensor_at(g, fn->out[1])->shape, K_F32};
   k_req req[2] = {kWriteTo, kWriteTo};
   char msg[256] = "";
-  k_call call = {in, fn->nin, out, fn->nout, req, fn->param, temp, tb, 0, 0, g->mode == IR_MODE_TRAIN, msg, sizeof msg, NULL, fn->epi};
+  k_call call = {in, fn->nin, out, fn->nout, req, fn->param, temp, tb, 0, 0, g->mode == IR_MODE_TRAIN, msg, sizeof msg, NULL, fn->epi, NULL};
   if (ok) ok = t_check(ir_ops[fn->op].forward(&call) == 0, "%s %s: the heavy kernel failed: %s", label, fn->name, msg);
   bool folds = fn->op == IR_OP_convolution && fn->epi->nsteps > 0 && fn->epi->step[0].kind == K_EPI_AFFINE;
   if (ok) folds ? t_compare_near(&c, label) : t_compare(&c, label);

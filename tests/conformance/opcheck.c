@@ -122,7 +122,7 @@ static int oc_run(const oc_op *o, k_fn fn, const k_tensor *in, int nin, k_tensor
                   const k_req *req, const char *what) {
   char err[512] = "";
   k_call c = {in, nin, out, nout, req, o->node->param, o->temp, o->temp_bytes,
-              OC_SEED, OC_COUNTER, o->is_train, err, sizeof err, NULL, NULL};
+              OC_SEED, OC_COUNTER, o->is_train, err, sizeof err, NULL, NULL, NULL};
   if (fn(&c)) return oc_fail("%s %s: %s", o->op->name, what, err[0] ? err : "the kernel failed");
   return 0;
 }

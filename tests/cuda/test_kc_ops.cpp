@@ -671,7 +671,7 @@ static void test_pooling() {
 /* ---- batch_norm, layer_norm ---- */
 
 static void test_batch_norm() {
-  static k_batch_norm_param ps[] = {{1e-5f, 0.9f, 1}, {1e-3f, 0.1f, 1}, {1e-5f, 0.9f, 2}};
+  static k_batch_norm_param ps[] = {{1e-5f, 0.9f, 1, 0}, {1e-3f, 0.1f, 1, 0}, {1e-5f, 0.9f, 2, 0}};
   k_shape xs[] = {S({4, 3, 5, 5}), S({16, 7}), S({2, 3, 6})};
   for (int t = 0; t < 3; t++) {
     int64_t C = xs[t].d[ps[t].axis];

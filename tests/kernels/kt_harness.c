@@ -68,7 +68,7 @@ static int kt_run(k_fn fn, const k_tensor *in, int nin, k_tensor *out, int nout,
                   const k_req *req, const kt_case *c, void *temp) {
   char err[256] = "";
   k_call call = {in, nin, out, nout, req, c->param, temp, c->temp_bytes,
-                 1234, 0, c->is_train, err, sizeof err, NULL, NULL};
+                 1234, 0, c->is_train, err, sizeof err, NULL, NULL, NULL};
   int rc = fn(&call);
   if (rc) fprintf(stderr, "  %s: kernel returned %d: %s\n", c->name, rc, err);
   return rc;

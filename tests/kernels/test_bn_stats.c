@@ -55,7 +55,7 @@ static int bs_conv(const bs_spec *s, const k_tensor *x, const k_tensor *w, const
   k_tensor in[3] = {*x, *w, {NULL, {0, {0}}, K_F32}}, out[2] = {*y, st ? *st : *y};
   k_req req[2] = {kWriteTo, kWriteTo};
   char msg[256] = "";
-  k_call c = {in, 3, out, st ? 2 : 1, req, &p, temp, tb, 0, 0, 1, msg, sizeof msg, NULL, e};
+  k_call c = {in, 3, out, st ? 2 : 1, req, &p, temp, tb, 0, 0, 1, msg, sizeof msg, NULL, e, NULL};
   int rc = k_convolution_forward(&c);
   KT_CHECK(rc == 0, "%s: convolution failed: %s", s->name, msg);
   free(temp);
@@ -67,7 +67,7 @@ static int bs_conv(const bs_spec *s, const k_tensor *x, const k_tensor *w, const
 static void bs_bn(const k_tensor *y, const k_tensor *st, float **outs, char *msg, size_t msglen, int *rc) {
   int64_t C = y->shape.d[1];
   k_shape cs = {1, {C}};
-  k_batch_norm_param p = {1e-5f, 0.9f, 1};
+  k_batch_norm_param p = {1e-5f, 0.9f, 1, 0};
   float *gamma = malloc(sizeof(float) * (size_t)C), *beta = malloc(sizeof(float) * (size_t)C);
   kt_fill_uniform(gamma, C, 0.5f, 1.5f, 11);
   kt_fill_uniform(beta, C, -0.5f, 0.5f, 12);
@@ -76,7 +76,7 @@ static void bs_bn(const k_tensor *y, const k_tensor *st, float **outs, char *msg
   if (st) in[5] = *st;
   k_tensor out[3] = {{outs[0], y->shape, K_F32}, {outs[1], cs, K_F32}, {outs[2], cs, K_F32}};
   k_req req[3] = {kWriteTo, kWriteTo, kWriteTo};
-  k_call c = {in, st ? 6 : 5, out, 3, req, &p, NULL, 0, 0, 0, 1, msg, msglen, NULL, NULL};
+  k_call c = {in, st ? 6 : 5, out, 3, req, &p, NULL, 0, 0, 0, 1, msg, msglen, NULL, NULL, NULL};
   *rc = k_batch_norm_forward(&c);
   free(gamma), free(beta);
 }

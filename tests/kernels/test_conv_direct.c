@@ -168,7 +168,7 @@ static int cd_forward(const cd_spec *s, const k_conv_param *p, cd_data *d, const
   size_t tb = k_conv_temp_bytes(&d->x.shape, &d->w.shape, p);
   void *temp = cd_temp(tb);
   char err[128] = "";
-  k_call c = {in, s->no_bias ? 2 : 3, &o, 1, &req, p, temp, tb, 0, 0, 1, err, sizeof err, NULL, NULL};
+  k_call c = {in, s->no_bias ? 2 : 3, &o, 1, &req, p, temp, tb, 0, 0, 1, err, sizeof err, NULL, NULL, NULL};
   int direct = k_conv_direct_runs(&c, &d->x.shape, &d->w.shape, 0);
   int rc = k_convolution_forward(&c);
   free(temp);
@@ -191,7 +191,7 @@ static int cd_backward(const cd_spec *s, const k_conv_param *p, cd_data *d, cons
   size_t tb = k_conv_temp_bytes(&d->x.shape, &d->w.shape, p);
   void *temp = cd_temp(tb);
   char err[128] = "";
-  k_call c = {in, 5, out, s->no_bias ? 2 : 3, req, p, temp, tb, 0, 0, 1, err, sizeof err, NULL, NULL};
+  k_call c = {in, 5, out, s->no_bias ? 2 : 3, req, p, temp, tb, 0, 0, 1, err, sizeof err, NULL, NULL, NULL};
   int direct = k_conv_direct_runs(&c, &d->x.shape, &d->w.shape, 1);
   int rc = k_convolution_backward(&c);
   free(temp);
@@ -283,7 +283,7 @@ static void cd_dispatch_contract(void) {
   k_req req = kWriteTo;
   char err[64];
   void *temp = calloc(1, small);
-  k_call c = {in, 3, &d.y, 1, &req, &p, temp, small, 0, 0, 1, err, sizeof err, NULL, NULL};
+  k_call c = {in, 3, &d.y, 1, &req, &p, temp, small, 0, 0, 1, err, sizeof err, NULL, NULL, NULL};
   KT_CHECK(!k_conv_direct_runs(&c, &d.x.shape, &d.w.shape, 0), "direct path run with too little temp");
   KT_CHECK(k_convolution_forward(&c) == 0, "fallback to im2col failed: %s", err);
   k_conv_param grouped = p;
@@ -319,7 +319,7 @@ static int cd_forward_blocked_epi(const cd_spec *s, cd_data *d, int64_t V, int i
   k_req req = kWriteTo;
   size_t tb = temp_bytes ? temp_bytes : k_conv_temp_bytes(&d->x.shape, &d->w.shape, &p);
   void *temp = cd_temp(tb);
-  k_call c = {in, nin, &o, 1, &req, &p, temp, tb, 0, 0, 0, err, errn, NULL, epi};
+  k_call c = {in, nin, &o, 1, &req, &p, temp, tb, 0, 0, 0, err, errn, NULL, epi, NULL};
   int rc = k_convolution_forward(&c);
   if (!rc && yb) kt_from_blocked(yb, s->N, s->F, OP, V, out);
   free(temp), free(xb), free(yb), free(rb);
@@ -588,7 +588,7 @@ static void cd_forward_bn(const cd_spec *s, cd_data *d, float *const bn[4], k_ca
   size_t tb = k_conv_temp_bytes(&d->x.shape, &d->w.shape, &p);
   void *temp = cd_temp(tb);
   char err[128] = "";
-  k_call c = {in, nb + 4, &o, 1, &req, &p, temp, tb, 0, 0, 0, err, sizeof err, cache, &epi};
+  k_call c = {in, nb + 4, &o, 1, &req, &p, temp, tb, 0, 0, 0, err, sizeof err, cache, &epi, NULL};
   KT_CHECK(k_convolution_forward(&c) == 0, "%s batch_norm epilogue: %s", s->name, err);
   free(temp);
 }
@@ -906,16 +906,16 @@ static void cd_bands(void) {
 static void cd_pro_reference(const cd_spec *s, cd_data *d, const k_tensor bn[4], int relu, float *out) {
   int64_t nx = k_shape_numel(&d->x.shape);
   float *t = malloc((size_t)nx * 4), *u = malloc((size_t)nx * 4);
-  k_batch_norm_param bp = {1e-3f, 0.9f, 1};
+  k_batch_norm_param bp = {1e-3f, 0.9f, 1, 0};
   k_tensor bin[5] = {d->x, bn[0], bn[1], bn[2], bn[3]}, bo[3] = {d->x, {NULL, {1, {s->C}}, K_F32}, {NULL, {1, {s->C}}, K_F32}};
   k_req req[3] = {kWriteTo, kNullOp, kNullOp};
   char err[128] = "";
   bo[0].data = t;
-  k_call bc = {bin, 5, bo, 3, req, &bp, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+  k_call bc = {bin, 5, bo, 3, req, &bp, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
   KT_CHECK(k_batch_norm_forward(&bc) == 0, "%s: batch_norm: %s", s->name, err);
   k_tensor rin = d->x, rout = d->x;
   rin.data = t, rout.data = u;
-  k_call rc = {&rin, 1, &rout, 1, req, NULL, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+  k_call rc = {&rin, 1, &rout, 1, req, NULL, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
   if (relu) KT_CHECK(k_relu_forward(&rc) == 0, "%s: relu: %s", s->name, err);
   cd_data r = *d;
   r.x.data = relu ? u : t;
@@ -944,7 +944,7 @@ static int cd_pro_forward(const cd_spec *s, cd_data *d, const k_tensor bn[4], in
   k_epilogue epi = {1, {relu_s}};
   size_t tb = k_conv_temp_bytes(&d->x.shape, &d->w.shape, &p);
   void *temp = cd_temp(tb);
-  k_call c = {in, nb + 4, &o, 1, &req, &p, temp, tb, 0, 0, 0, err, errn, cache, V ? &epi : NULL};
+  k_call c = {in, nb + 4, &o, 1, &req, &p, temp, tb, 0, 0, 0, err, errn, cache, V ? &epi : NULL, NULL};
   int rc = k_convolution_forward(&c);
   if (!rc && cache) rc = k_convolution_forward(&c);
   if (!rc && yb) kt_from_blocked(yb, s->N, s->F, OP, V, out);

@@ -161,7 +161,7 @@ static int dw_forward(const dw_spec *s, const k_conv_param *p, dw_data *d, const
   size_t tb = k_conv_temp_bytes(&d->x.shape, &d->w.shape, p);
   void *temp = dw_temp(tb);
   char err[128] = "";
-  k_call c = {in, 3 + nextra, &o, 1, &req, p, temp, tb, 0, 0, 0, err, sizeof err, NULL, epi};
+  k_call c = {in, 3 + nextra, &o, 1, &req, p, temp, tb, 0, 0, 0, err, sizeof err, NULL, epi, NULL};
   int dw = k_conv_dw_runs(&c, &d->x.shape, &d->w.shape);
   int rc = k_convolution_forward(&c);
   free(temp);
@@ -184,7 +184,7 @@ static int dw_backward(const dw_spec *s, const k_conv_param *p, dw_data *d, cons
   size_t tb = k_conv_temp_bytes(&d->x.shape, &d->w.shape, p);
   void *temp = dw_temp(tb);
   char err[128] = "";
-  k_call c = {in, 5, out, s->no_bias ? 2 : 3, req, p, temp, tb, 0, 0, 1, err, sizeof err, NULL, NULL};
+  k_call c = {in, 5, out, s->no_bias ? 2 : 3, req, p, temp, tb, 0, 0, 1, err, sizeof err, NULL, NULL, NULL};
   int dw = k_conv_dw_runs(&c, &d->x.shape, &d->w.shape);
   int rc = k_convolution_backward(&c);
   free(temp);
@@ -311,7 +311,7 @@ static void dw_epilogue(const dw_spec *s) {
   k_tensor in[7] = {d.x, d.w, d.b, bn[0], bn[1], bn[2], bn[3]}, o = d.y;
   o.data = want;
   k_req req = kWriteTo;
-  k_call c = {in, 7, &o, 1, &req, &p, NULL, 0, 0, 0, 0, NULL, 0, NULL, &e};
+  k_call c = {in, 7, &o, 1, &req, &p, NULL, 0, 0, 0, 0, NULL, 0, NULL, &e, NULL};
   k_epi_apply(&c, 0, ny);
   KT_CHECK(!memcmp(got, want, (size_t)ny * sizeof(float)), "%s: fused epilogue differs from the plain one", s->name);
   free(init); free(got); free(want);
@@ -359,7 +359,7 @@ static int dw_forward_blocked(const dw_spec *s, dw_data *d, int64_t V, int64_t o
   size_t tb = k_conv_temp_bytes(&d->x.shape, &d->w.shape, &p);
   void *temp = dw_temp(tb);
   k_req req = kWriteTo;
-  k_call c = {in, 3 + nextra, &o, 1, &req, &p, temp, tb, 0, 0, 0, err, 160, dw_cache, epi};
+  k_call c = {in, 3 + nextra, &o, 1, &req, &p, temp, tb, 0, 0, 0, err, 160, dw_cache, epi, NULL};
   err[0] = 0;
   int rc = k_convolution_forward(&c);
   if (!rc) dw_from_blocked(yb, s->N, F, OHW, V, got);
@@ -494,7 +494,7 @@ static void dw_dispatch_contract(void) {
   k_req req = kWriteTo;
   char err[64];
   void *temp = calloc(1, need);
-  k_call c = {in, 3, &d.y, 1, &req, &p, temp, need - 4, 0, 0, 0, err, sizeof err, NULL, NULL};
+  k_call c = {in, 3, &d.y, 1, &req, &p, temp, need - 4, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
   KT_CHECK(!k_conv_dw_runs(&c, &d.x.shape, &d.w.shape), "depthwise path run with too little temp");
   c.temp_bytes = need;
   KT_CHECK(k_conv_dw_runs(&c, &d.x.shape, &d.w.shape), "depthwise path refused with enough temp");

@@ -16,7 +16,7 @@ static int run(const k_dropout_param *p, float *x, float *y, float *mask, k_req 
   k_tensor in = {x, kt_shape(1, N), K_F32}, out[2] = {{y, in.shape, K_F32}, {mask, in.shape, K_F32}};
   k_req req[2] = {kWriteTo, mreq};
   char err[64];
-  k_call c = {&in, 1, out, 2, req, p, NULL, 0, 42, counter, train, err, sizeof err, NULL, NULL};
+  k_call c = {&in, 1, out, 2, req, p, NULL, 0, 42, counter, train, err, sizeof err, NULL, NULL, NULL};
   return k_dropout_forward(&c);
 }
 
@@ -75,7 +75,7 @@ static void test_inplace(bufs *b) {
   k_tensor in = {b->y2, kt_shape(1, N), K_F32}, out[2] = {in, {b->m2, in.shape, K_F32}};
   k_req req[2] = {kWriteInplace, kWriteTo};
   char err[64];
-  k_call c = {&in, 1, out, 2, req, &p, NULL, 0, 42, 9, 1, err, sizeof err, NULL, NULL};
+  k_call c = {&in, 1, out, 2, req, &p, NULL, 0, 42, 9, 1, err, sizeof err, NULL, NULL, NULL};
   k_dropout_forward(&c);
   KT_CHECK(memcmp(b->y, b->y2, N * sizeof(float)) == 0, "dropout forward in place");
 }

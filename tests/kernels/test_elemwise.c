@@ -95,7 +95,7 @@ static const unary_row unary[] = {
 static int call(k_fn fn, const k_tensor *in, int nin, k_tensor *out, int nout, const k_req *req,
                 const void *param) {
   char err[128] = "";
-  k_call c = {in, nin, out, nout, req, param, NULL, 0, 1, 0, 0, err, sizeof err, NULL, NULL};
+  k_call c = {in, nin, out, nout, req, param, NULL, 0, 1, 0, 0, err, sizeof err, NULL, NULL, NULL};
   return fn(&c);
 }
 

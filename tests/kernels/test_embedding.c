@@ -44,7 +44,7 @@ static void check_scatter_add(void) {
   k_req req[2] = {kNullOp, kWriteTo};
   char err[128];
   for (int i = 0; i < 8; i++) dw[i] = 100;   /* kWriteTo must overwrite, rows never hit included */
-  k_call c = {in, 4, out, 2, req, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+  k_call c = {in, 4, out, 2, req, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
   KT_CHECK(k_embedding_backward(&c) == 0, "scatter-add rc");
   float want[8] = {3, 4, 9, 10, 1 + 5 + 7, 2 + 6 + 8, 0, 0};
   KT_CHECK(kt_expect_close("scatter-add", dw, want, 8, 0, 0) == 0, "scatter-add with repeated indices");
@@ -58,7 +58,7 @@ static void check_out_of_range(int32_t bad_index) {
   k_tensor out = {y, kt_shape(2, 3, 2), K_F32};
   k_req req = kWriteTo;
   char err[128] = "";
-  k_call c = {in, 2, &out, 1, &req, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+  k_call c = {in, 2, &out, 1, &req, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
   int rc = k_embedding_forward(&c);
   KT_CHECK(rc != 0 && strstr(err, "out of range") != NULL, "index %d: rc %d, message '%s'", bad_index, rc, err);
 }

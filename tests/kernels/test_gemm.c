@@ -282,7 +282,7 @@ static void test_forward_req(void) {
   for (int i = 0; i < 6; i++) { y[i] = (float)i; want[i] += (float)i; }
   k_req req = kAddTo;
   char err[64];
-  k_call c = {in, 3, &out, 1, &req, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+  k_call c = {in, 3, &out, 1, &req, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
   k_fully_connected_forward(&c);
   KT_CHECK(kt_expect_close("fc forward kAddTo", y, want, 6, 1e-5f, 1e-5f) == 0, "fc forward kAddTo");
   req = kNullOp;

@@ -101,7 +101,7 @@ static void run_backward(const kt_case *c, const float *og, k_tensor *g) {
     req[k] = kWriteTo;
   }
   in[1 + c->nargs] = (k_tensor){NULL, c->out_shape[0], K_F32};
-  k_call call = {in, c->nargs + 2, g, c->nargs, req, c->param, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+  k_call call = {in, c->nargs + 2, g, c->nargs, req, c->param, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
   c->bwd(&call);
 }
 
@@ -163,7 +163,7 @@ static void test_copies(void) {
   k_tensor t = {buf, kt_shape(2, 6, 4), K_F32}, tx = {buf, x.shape, K_F32};
   k_req ip = kWriteInplace, add = kAddTo;
   char err[64];
-  k_call call = {&tx, 1, &t, 1, &ip, NULL, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+  k_call call = {&tx, 1, &t, 1, &ip, NULL, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
   k_reshape_forward(&call);
   KT_CHECK(memcmp(buf, x.data, sizeof buf) == 0, "reshape in place leaves the data");
   call.in = &x;
@@ -214,7 +214,7 @@ static void test_transpose(void) {
   k_tensor ty = {y, kt_shape(3, 4, 2, 3), K_F32};
   k_req w = kWriteTo;
   char err[64];
-  k_call call = {&a, 1, &ty, 1, &w, &p3, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+  k_call call = {&a, 1, &ty, 1, &w, &p3, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
   k_transpose_forward(&call);
   KT_CHECK(y[3 * 6 + 1 * 3 + 2] == x[1 * 12 + 2 * 4 + 3], "transpose y[3][1][2] == x[1][2][3]");
   kt_tensor_free(&a); kt_tensor_free(&b); kt_tensor_free(&d);

@@ -42,7 +42,7 @@ static int64_t gather_channel(const k_shape *s, int a, const float *x, int64_t c
 
 /* Train-mode forward: output, saved statistics and moving update, all from first principles. */
 static void bn_check_train_forward(const char *name, k_shape ds, int axis) {
-  k_batch_norm_param p = {1e-5f, 0.9f, axis};
+  k_batch_norm_param p = {1e-5f, 0.9f, axis, 0};
   kt_case c = bn_case(name, ds, axis, &p);
   int64_t C = ds.d[axis], n = k_shape_numel(&ds);
   float *mm0 = malloc((size_t)C * 4), *mv0 = malloc((size_t)C * 4);
@@ -71,7 +71,7 @@ static void bn_check_train_forward(const char *name, k_shape ds, int axis) {
 
 /* Predict mode: moving statistics, aux untouched, hidden outputs pruned (NULL, kNullOp). */
 static void bn_check_predict(void) {
-  k_batch_norm_param p = {1e-3f, 0.9f, 1};
+  k_batch_norm_param p = {1e-3f, 0.9f, 1, 0};
   k_shape ds = kt_shape(3, 2, 3, 4);
   kt_case c = bn_case("bn predict", ds, 1, &p);
   float *y = calloc(24, sizeof(float)), mm[3], mv[3];
@@ -79,7 +79,7 @@ static void bn_check_predict(void) {
   k_req req[3] = {kWriteTo, kNullOp, kNullOp};
   char err[64];
   for (int i = 0; i < 3; i++) { mm[i] = ((float *)c.in[3].data)[i]; mv[i] = ((float *)c.in[4].data)[i]; }
-  k_call call = {c.in, 5, out, 3, req, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+  k_call call = {c.in, 5, out, 3, req, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
   KT_CHECK(k_batch_norm_forward(&call) == 0, "bn predict rc");
   int bad = 0;
   const float *x = c.in[0].data, *g = c.in[1].data, *b = c.in[2].data;
@@ -97,7 +97,7 @@ static void bn_check_predict(void) {
 }
 
 static void bn_gradcheck(const char *name, k_shape ds, int axis) {
-  k_batch_norm_param p = {1e-5f, 0.9f, axis};
+  k_batch_norm_param p = {1e-5f, 0.9f, axis, 0};
   kt_case c = bn_case(name, ds, axis, &p);
   kt_gradcheck(&c);
   bn_free(&c);
@@ -161,7 +161,7 @@ static void ln_check_nonfinite(void) {
       k_tensor in[3] = {{x, kt_shape(2, 2, D), K_F32}, {g, kt_shape(1, D), K_F32}, {b, kt_shape(1, D), K_F32}};
       k_tensor out[3] = {{y, in[0].shape, K_F32}, {m, kt_shape(1, 2), K_F32}, {inv, kt_shape(1, 2), K_F32}};
       k_req req[3] = {kWriteTo, kWriteTo, kWriteTo};
-      k_call call = {in, 3, out, 3, req, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+      k_call call = {in, 3, out, 3, req, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
       int ok = k_layer_norm_forward(&call) == 0;
       for (int i = 0; i < D; i++) ok &= isnan(y[i]) && isfinite(y[D + i]);
       KT_CHECK(ok, "layer_norm with %g at %d: its row NaN, the other finite", specials[s], at[a]);

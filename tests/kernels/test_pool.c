@@ -167,10 +167,10 @@ static void test_ties_and_padding(void) {
   k_tensor xin = {x, kt_shape(4, 1, 1, 2, 2), K_F32}, yt = {y, kt_shape(4, 1, 1, 1, 1), K_F32};
   k_req w = kWriteTo;
   char err[64];
-  k_call f = {&xin, 1, &yt, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+  k_call f = {&xin, 1, &yt, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
   k_pooling_forward(&f);
   k_tensor bin[3] = {{dy, yt.shape, K_F32}, xin, yt}, dxt = {dx, xin.shape, K_F32};
-  k_call b = {bin, 3, &dxt, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+  k_call b = {bin, 3, &dxt, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
   k_pooling_backward(&b);
   KT_CHECK(y[0] == 3 && dx[0] == 2 && dx[1] == 0 && dx[3] == 0, "tie: y %g dx %g %g %g %g", y[0], dx[0], dx[1], dx[2], dx[3]);
   float neg[4] = {-4, -3, -2, -5};
@@ -178,7 +178,7 @@ static void test_ties_and_padding(void) {
   k_pool_param pp = make_param(&sp);
   float out9[9];
   k_tensor nin = {neg, xin.shape, K_F32}, o9 = {out9, kt_shape(4, 1, 1, 3, 3), K_F32};
-  k_call fp = {&nin, 1, &o9, 1, &w, &pp, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+  k_call fp = {&nin, 1, &o9, 1, &w, &pp, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
   k_pooling_forward(&fp);
   KT_CHECK(out9[0] == -4 && out9[4] == -2 && out9[8] == -5, "max pad is -inf: %g %g %g", out9[0], out9[4], out9[8]);
   pp.pool_type = K_POOL_AVG;
@@ -201,10 +201,10 @@ static void test_scan_rule_bits(void) {
   k_tensor xin = {x, kt_shape(4, 1, 1, H, W), K_F32}, yt = {y, kt_shape(4, 1, 1, OH, OW), K_F32};
   k_req w = kWriteTo;
   char err[64];
-  k_call f = {&xin, 1, &yt, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+  k_call f = {&xin, 1, &yt, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
   KT_CHECK(k_pooling_forward(&f) == 0, "scan forward rc");
   k_tensor bin[3] = {{dy, yt.shape, K_F32}, xin, yt}, dxt = {dx, xin.shape, K_F32};
-  k_call b = {bin, 3, &dxt, 1, &w, &p, NULL, 0, 0, 0, 1, err, sizeof err, NULL, NULL};
+  k_call b = {bin, 3, &dxt, 1, &w, &p, NULL, 0, 0, 0, 1, err, sizeof err, NULL, NULL, NULL};
   KT_CHECK(k_pooling_backward(&b) == 0, "scan backward rc");
   int bad = 0;
   for (int oh = 0; oh < OH; oh++)
@@ -236,7 +236,7 @@ static int pool_blocked_forward(const pool_spec *s, const k_pool_param *p, const
   float *yb = p->out_block ? malloc((size_t)(s->N * Cb * OP * V) * sizeof(float)) : NULL;
   k_tensor xin = {xb ? xb : (float *)x, kt_shape(4, s->N, s->C, s->H, s->W), K_F32};
   k_tensor yt = {yb ? yb : y, kt_shape(4, s->N, s->C, OH, OW), K_F32};
-  k_call c = {&xin, 1, &yt, 1, &req, p, NULL, 0, 0, 0, 0, err, errn, NULL, NULL};
+  k_call c = {&xin, 1, &yt, 1, &req, p, NULL, 0, 0, 0, 0, err, errn, NULL, NULL, NULL};
   int rc = k_pooling_forward(&c);
   if (!rc && yb) kt_from_blocked(yb, s->N, s->C, OP, V, y);
   free(xb), free(yb);
@@ -292,10 +292,10 @@ static void test_blocked(void) {
   float x1[2 * 3 * 9] = {0}, y1[2 * 3 * 5];
   k_tensor xin = {x1, kt_shape(3, 2, 3, 9), K_F32}, yt = {y1, kt_shape(3, 2, 3, 5), K_F32};
   k_req w = kWriteTo;
-  k_call c1 = {&xin, 1, &yt, 1, &w, &p1, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+  k_call c1 = {&xin, 1, &yt, 1, &w, &p1, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
   KT_CHECK(k_pooling_forward(&c1) != 0 && strstr(err, "2-D"), "1-D blocked accepted (%s)", err);
   k_tensor bin[3] = {yt, xin, yt}, dxt = xin;
-  k_call b1 = {bin, 3, &dxt, 1, &w, &p1, NULL, 0, 0, 0, 1, err, sizeof err, NULL, NULL};
+  k_call b1 = {bin, 3, &dxt, 1, &w, &p1, NULL, 0, 0, 0, 1, err, sizeof err, NULL, NULL, NULL};
   KT_CHECK(k_pooling_backward(&b1) != 0 && strstr(err, "NCHW"), "blocked backward accepted (%s)", err);
 }
 

@@ -176,7 +176,7 @@ static void check_overwrites(kind k, kt_case *c) {
   k_req w = kWriteTo;
   char err[64];
   void *temp = calloc(1, c->temp_bytes + 4);
-  k_call call = {in, 3, &g1, 1, &w, c->param, temp, c->temp_bytes, 0, 0, 0, err, sizeof err, NULL, NULL};
+  k_call call = {in, 3, &g1, 1, &w, c->param, temp, c->temp_bytes, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
   bwds[k](&call);
   call.out = &g2;
   bwds[k](&call);
@@ -263,7 +263,7 @@ static void test_max_nan(void) {
   k_tensor ty = {y, kt_shape(1, 3), K_F32};
   k_req w = kWriteTo;
   char err[64];
-  k_call c = {&x, 1, &ty, 1, &w, &p1, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+  k_call c = {&x, 1, &ty, 1, &w, &p1, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
   k_max_forward(&c);
   KT_CHECK(!isnan(y[0]) && isnan(y[1]) && !isnan(y[2]), "max along the run: NaN only in row 1");
   ty.shape = kt_shape(1, 300);
@@ -284,8 +284,8 @@ static void test_max_ties(void) {
   k_tensor tog = {og, ty.shape, K_F32}, tg = {g, tx.shape, K_F32}, in[3] = {tog, tx, ty};
   k_req w = kWriteTo;
   char err[64];
-  k_call f = {&tx, 1, &ty, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
-  k_call b = {in, 3, &tg, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+  k_call f = {&tx, 1, &ty, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
+  k_call b = {in, 3, &tg, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
   k_max_forward(&f);
   KT_CHECK(y[0] == 3 && y[1] == 5, "max values %g %g", y[0], y[1]);
   k_max_backward(&b);
@@ -303,8 +303,8 @@ static void run_rows(kind k, float *x, int rows, float *og, float *y, float *g) 
   void *temp = calloc(1, tb + 4);
   k_req w = kWriteTo;
   char err[64];
-  k_call f = {&tx, 1, &ty, 1, &w, &p, temp, tb, 0, 0, 0, err, sizeof err, NULL, NULL};
-  k_call b = {in, 3, &tg, 1, &w, &p, temp, tb, 0, 0, 0, err, sizeof err, NULL, NULL};
+  k_call f = {&tx, 1, &ty, 1, &w, &p, temp, tb, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
+  k_call b = {in, 3, &tg, 1, &w, &p, temp, tb, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
   fwds[k](&f);
   bwds[k](&b);
   free(temp);

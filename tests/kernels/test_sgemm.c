@@ -226,7 +226,7 @@ static void t_fc_cache(const char *impl, int64_t rows, int64_t in, int64_t H) {
   k_req req = kWriteTo;
   char err[128];
   k_cache cache = {NULL, 0, 0, 0x2 | 0x4};
-  k_call plain = {ins, 3, &out0, 1, &req, &prm, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+  k_call plain = {ins, 3, &out0, 1, &req, &prm, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
   k_call cached = plain;
   cached.out = &out1;
   cached.cache = &cache;
@@ -262,7 +262,7 @@ static void t_mm_cache(const char *impl, int64_t batch, int64_t M, int64_t K, in
   k_req req = kWriteTo;
   char err[128];
   k_cache cache = {NULL, 0, 0, 0x1 | 0x2};
-  k_call plain = {ins, 2, &out0, 1, &req, &prm, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+  k_call plain = {ins, 2, &out0, 1, &req, &prm, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
   k_call cached = plain;
   cached.out = &out1;
   cached.cache = &cache;

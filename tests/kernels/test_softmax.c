@@ -102,7 +102,7 @@ static void test_large(void) {
   k_softmax_param p0 = {0};
   k_req w = kWriteTo;
   char err[64];
-  k_call call = {&tb, 1, &ty, 1, &w, &p0, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+  k_call call = {&tb, 1, &ty, 1, &w, &p0, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
   k_log_softmax_forward(&call);
   /* log_softmax([0, 1, 2]) = [0,1,2] - log(1 + e + e^2) = [0,1,2] - 2.40760596 */
   KT_CHECK(fabsf(y[0] + 2.4076059f) < 1e-5f && fabsf(y[2] + 0.4076059f) < 1e-5f,
@@ -126,7 +126,7 @@ static void test_row_lengths(void) {
       reference(x.data, x.shape, 1, is_log, 0, want);
       for (int add = 0; add < 2; add++) {
         k_req req = add ? kAddTo : kWriteTo;
-        k_call call = {&x, 1, &ty, 1, &req, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+        k_call call = {&x, 1, &ty, 1, &req, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
         for (int64_t i = 0; i < n; i++) y[i] = add ? 1.0f : NAN;
         (is_log ? k_log_softmax_forward : k_softmax_forward)(&call);
         for (int64_t i = 0; i < n && add; i++) y[i] -= 1.0f;
@@ -137,8 +137,8 @@ static void test_row_lengths(void) {
     float *blk = malloc((size_t)n * sizeof(float));
     k_req wr = kWriteTo, ad = kAddTo;
     k_tensor tb = {blk, x.shape, K_F32};
-    k_call cw = {&x, 1, &ty, 1, &wr, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
-    k_call ca = {&x, 1, &tb, 1, &ad, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+    k_call cw = {&x, 1, &ty, 1, &wr, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
+    k_call ca = {&x, 1, &tb, 1, &ad, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
     for (int64_t i = 0; i < n; i++) blk[i] = 0.0f;
     k_softmax_forward(&cw);
     k_softmax_forward(&ca);
@@ -157,7 +157,7 @@ static void sm_row(float *x, float *y, int n, int is_log) {
   k_tensor tx = {x, kt_shape(1, n), K_F32}, ty = {y, tx.shape, K_F32};
   k_softmax_param p = {0};
   k_req w = kWriteTo;
-  k_call call = {&tx, 1, &ty, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+  k_call call = {&tx, 1, &ty, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
   (is_log ? k_log_softmax_forward : k_softmax_forward)(&call);
 }
 
@@ -208,14 +208,14 @@ static void test_inplace(int axis) {
   k_fn fwd[2] = {k_softmax_forward, k_log_softmax_forward}, bwd[2] = {k_softmax_backward,
                                                                      k_log_softmax_backward};
   for (int k = 0; k < 2; k++) {
-    k_call f = {&x, 1, &y, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+    k_call f = {&x, 1, &y, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
     fwd[k](&f);
     memcpy(buf.data, x.data, bytes);
     f.in = &buf; f.out = &buf; f.req = &ip;
     fwd[k](&f);
     KT_CHECK(memcmp(buf.data, y.data, bytes) == 0, "softmax %d forward in place", k);
     k_tensor in[3] = {og, {NULL, x.shape, K_F32}, y};
-    k_call b = {in, 3, &g, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+    k_call b = {in, 3, &g, 1, &w, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
     bwd[k](&b);
     memcpy(buf.data, og.data, bytes);
     in[0] = buf; b.out = &buf; b.req = &ip;
@@ -261,7 +261,7 @@ static void test_xent(void) {
   k_tensor out = {&loss, kt_shape(0), K_F32};
   k_req w = kWriteTo;
   char err[64];
-  k_call call = {in, 2, &out, 1, &w, NULL, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+  k_call call = {in, 2, &out, 1, &w, NULL, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
   KT_CHECK(k_softmax_cross_entropy_forward(&call) == 0 && loss == 0.0f, "xent at 1000: %g", loss);
   kt_tensor_free(&x);
   kt_tensor_free(&l);
@@ -287,11 +287,11 @@ static void test_bad_label(void) {
     k_tensor gout[2] = {{g, fin[0].shape, K_F32}, {g_label, fin[1].shape, K_I32}};
     k_req w[2] = {kWriteTo, kNullOp};
     char err[128] = "";
-    k_call f = {fin, 2, &out, 1, w, NULL, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+    k_call f = {fin, 2, &out, 1, w, NULL, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
     KT_CHECK(k_softmax_cross_entropy_forward(&f) != 0 && strstr(err, "label") != NULL,
              "label %d out of range: forward error '%s'", t ? -1 : 3, err);
     err[0] = 0;
-    k_call b = {bin, 4, gout, 2, w, NULL, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL};
+    k_call b = {bin, 4, gout, 2, w, NULL, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
     KT_CHECK(k_softmax_cross_entropy_backward(&b) != 0 && err[0] != 0,
              "label out of range: backward error '%s'", err);
   }

@@ -48,7 +48,7 @@ static float *tt_run(const tt_call *c, int threads, int64_t *n) {
   }
   void *temp = c->temp ? malloc(c->temp) : NULL;
   char err[256] = "";
-  k_call call = {in, c->nin, out, c->nout, req, c->param, temp, c->temp, 0, 0, c->is_train, err, sizeof err, NULL, NULL};
+  k_call call = {in, c->nin, out, c->nout, req, c->param, temp, c->temp, 0, 0, c->is_train, err, sizeof err, NULL, NULL, NULL};
   int rc = c->fn(&call);
   KT_CHECK(rc == 0, "%s with %d threads: %s", c->name, threads, err);
   float *all = malloc((size_t)total * 4 + 4), *p = all;
@@ -135,7 +135,7 @@ static void tt_pool(const char *name, int type, int k, int s, int pad) {
 }
 
 static void tt_batch_norm(int is_train) {
-  k_batch_norm_param p = {1e-5f, 0.9f, 1};
+  k_batch_norm_param p = {1e-5f, 0.9f, 1, 0};
   k_shape xs = kt_shape(4, 16, 32, 12, 12), cs = kt_shape(1, 32);
   k_tensor mv = kt_tensor_f32(cs, 0.5f, 2.0f, 5);
   tt_call f = {is_train ? "batch_norm train forward" : "batch_norm predict forward", k_batch_norm_forward,

@@ -1,5 +1,7 @@
 /* test_data_parallel.c — data-parallel training through libkiln_mpi, run under
- * `mpirun -np N` (tests/mpi/CMakeLists.txt): the MLP, LeNet and the transformer, each rank on
+ * `mpirun -np N` (tests/mpi/CMakeLists.txt): the MLP, LeNet, the transformer and a small
+ * convolutional net with batch_norm(sync=true) (tests/mpi/bn_sync.kiln: the job's batch
+ * statistics, moving averages and gradient means, as SyncBatchNorm), each rank on
  * its b rows of a global batch of N * b, five train steps, against one process training a
  * model compiled for batch N * b on all the rows (rank 0 runs it). Every rank starts from its
  * own seed, so equal weights after the steps also show that set_comm gave every rank rank 0's.
@@ -64,6 +66,7 @@ static const dp_model dp_models[] = {
   {"examples/mlp.kiln", NULL, 1, {"batch"}, 4, 0, 10, 0},
   {"examples/lenet.kiln", NULL, 1, {"batch"}, 3, 0, 10, 0},
   {"examples/transformer.kiln", "sgd(lr=0.05, momentum=0.9)", 2, {"batch", "seq"}, 2, 16, 2, 1000},
+  {"tests/mpi/bn_sync.kiln", NULL, 1, {"batch"}, 3, 0, 4, 0},   /* batch_norm(sync=true) */
 };
 
 static uint64_t dp_next(uint64_t *s) {   /* splitmix64: the same stream on every rank */
