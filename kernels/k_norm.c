@@ -239,6 +239,31 @@ static int k_bn_given(const k_call *c, k_bn_job *j) {
   return 0;
 }
 
+/* The job's sums from this rank's in j->job_sums (each channel's sum and sum of squares),
+ * and j->count the job's. The hook sums floats, so a job's sum is good to about a float: the
+ * sum of squares would lose the variance to cancellation where the mean outweighs the
+ * deviation (a late layer's few positions), so it is not summed as it is. The sums first,
+ * then each rank's squares about the job's mean (its own sums recentred, in double: no pass
+ * over the data), which cancel nothing when summed; the job's sum of squares is rebuilt
+ * from them in double. tmp holds C doubles. */
+static int k_bn_job_moments(const k_call *c, k_bn_job *j, double *tmp) {
+  double n = (double)j->count, M = n * c->sync->world;
+  for (int64_t ch = 0; ch < j->C; ch++) tmp[ch] = j->job_sums[2 * ch];
+  if (k_bn_sync(c, tmp, j->C, "the batch statistics")) return 1;
+  for (int64_t ch = 0; ch < j->C; ch++) {
+    double S = j->job_sums[2 * ch], Q = j->job_sums[2 * ch + 1], m = tmp[ch] / M;
+    j->job_sums[2 * ch] = tmp[ch];
+    tmp[ch] = Q - 2 * m * S + n * m * m;
+  }
+  if (k_bn_sync(c, tmp, j->C, "the batch statistics")) return 1;
+  for (int64_t ch = 0; ch < j->C; ch++) {
+    double m = j->job_sums[2 * ch] / M;
+    j->job_sums[2 * ch + 1] = tmp[ch] + M * m * m;
+  }
+  j->count *= c->sync->world;
+  return 0;
+}
+
 /* This rank's sums of channels [lo, hi) into job_sums (synchronised, before k_bn_sync). */
 static void k_bn_sums_channels(void *ctx, int64_t lo, int64_t hi) {
   const k_bn_job *j = ctx;
@@ -250,11 +275,10 @@ int k_batch_norm_forward(const k_call *c) {
   k_bn_job j = k_bn_dims(c, &c->in[0].shape, p->axis);
   if (k_bn_given(c, &j)) return 1;
   if (k_bn_synced(c)) {   /* every rank's sums first, then the statistics of them all */
-    j.job_sums = malloc((size_t)(2 * j.C) * sizeof *j.job_sums);
+    j.job_sums = malloc((size_t)(3 * j.C) * sizeof *j.job_sums);
     if (!j.job_sums) return snprintf(c->err, c->err_len, "batch_norm: out of memory"), 1;
     k_parallel_for(j.C, k_bn_grain(&j), k_bn_sums_channels, &j);
-    if (k_bn_sync(c, j.job_sums, 2 * j.C, "the batch statistics")) return free(j.job_sums), 1;
-    j.count *= c->sync->world;
+    if (k_bn_job_moments(c, &j, j.job_sums + 2 * j.C)) return free(j.job_sums), 1;
   }
   k_parallel_for(j.C, k_bn_grain(&j), k_bn_forward_channels, &j);
   free(j.job_sums);
