@@ -22,6 +22,20 @@
 #undef K_UNARY
 #undef K_BINARY
 
+/* Each op's index in the op list (an rt_step's op; the IR's IR_OP_* are the same numbers), for
+ * the runtime, which may not include ir/. */
+#define K_OP_INDEX(op) K_OPI_##op,
+#define K_OP K_OP_INDEX
+#define K_UNARY K_OP_INDEX
+#define K_BINARY K_OP_INDEX
+typedef enum {
+#include "k_ops.def"
+  K_OPI_COUNT
+} k_op_index;
+#undef K_OP
+#undef K_UNARY
+#undef K_BINARY
+
 /* k_params.c — the bytes of the param struct op's kernels read (op: its index in the op list,
  * as IR_OP_*), 0 for an op without one or out of range. */
 size_t k_op_param_bytes(int op);

@@ -89,14 +89,13 @@ static int rt_comm_kernel_sum(void *ctx, float *buf, int64_t n, char *err, size_
   return 0;
 }
 
-static int rt_comm_is_sync_bn(const rt_step *s, const void *param) {
-  return (s->kind == RT_STEP_FORWARD || s->kind == RT_STEP_BACKWARD) && param &&
-         (s->kernel == k_batch_norm_forward || s->kernel == k_batch_norm_backward) &&
+int rt_step_syncs_bn(const rt_step *s, const void *param) {
+  return (s->kind == RT_STEP_FORWARD || s->kind == RT_STEP_BACKWARD) && s->op == K_OPI_batch_norm && param &&
          ((const k_batch_norm_param *)param)->sync;
 }
 
 void rt_comm_kernel_hook(const rt_model *m, const rt_step *s, const void *param, k_call *c) {
-  if (rt_comm_is_sync_bn(s, param)) c->sync = &m->comm_ksync;
+  if (rt_step_syncs_bn(s, param)) c->sync = &m->comm_ksync;
 }
 
 static int rt_comm_set_locked(rt_model *m, const kiln_comm *c) {
@@ -114,7 +113,7 @@ static int rt_comm_set_locked(rt_model *m, const kiln_comm *c) {
   m->comm = *c;
   if (!m->comm.bucket_bytes) m->comm.bucket_bytes = RT_COMM_BUCKET_DEFAULT;
   m->has_comm = 1;
-  for (int i = 0; i < m->d->train.nsteps; i++) m->comm_sync |= rt_comm_is_sync_bn(&m->d->train.steps[i], m->d->train.steps[i].param);
+  for (int i = 0; i < m->d->train.nsteps; i++) m->comm_sync |= rt_step_syncs_bn(&m->d->train.steps[i], m->d->train.steps[i].param);
   m->comm_ksync = (k_sync){rt_comm_kernel_sum, m, c->size};
   m->rng_salt = (uint64_t)c->rank * UINT64_C(0x9E3779B97F4A7C15);   /* rank 0 draws a lone process's masks */
   if (rt_comm_plan(m) || rt_comm_broadcast(m)) return rt_comm_clear(m), 1;

@@ -135,6 +135,9 @@ void rt_comm_settle(rt_model *m);
 /* A train_step kernel call of a batch_norm(sync=true) step gets the hook's allreduce
  * (k_call.allreduce, the world size); any other call is left as it is. */
 void rt_comm_kernel_hook(const rt_model *m, const rt_step *s, const void *param, k_call *c);
+/* Whether step s (param: its param, or a run's copy) is a batch_norm(sync=true) forward or
+ * backward. */
+int rt_step_syncs_bn(const rt_step *s, const void *param);
 void rt_comm_free(rt_model *m);
 int rt_prog_state_init(rt_prog_state *ps, rt_model *m, const rt_program *p);
 /* Bounded dims: the descriptor's dims and patches are in range, and each patch gives its

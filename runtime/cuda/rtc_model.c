@@ -264,7 +264,8 @@ static rtc_call rtc_step_call(rtc_ctx *c, rtc_prog *r, int i) {
   int32_t *err = r->checks ? (int32_t *)(uintptr_t)(r->derr + (CUdeviceptr)i * 4) : NULL;
   const void *param = r->params && r->params[i] ? r->params[i] : s->param;
   return (rtc_call){s, param, s->nin, s->nout, in, out, r->shapes + at, r->shapes + at + s->nin, r->dtypes + at, req,
-                    c->host->seed, RT_CTR_OP(c->host->step, s->name_hash), r->p->is_train, &r->state[i], err};
+                    c->host->seed + c->host->rng_salt, RT_CTR_OP(c->host->step, s->name_hash), r->p->is_train, &r->state[i],
+                    err};
 }
 
 static int rtc_run_update(rtc_ctx *c, const rtc_call *k) {
@@ -661,6 +662,67 @@ static int rtc_clip(rtc_ctx *c, rtc_prog *r) {
   return rtc_clip_grad_norm(c, r->clip_g, r->clip_n, n, c->d->clip_norm, rtc_scratch(c));
 }
 
+/* ---- data-parallel training through host buffers ---- */
+
+/* Debian's Open MPI is not CUDA-aware, so the sums go through the host: set_comm is the CPU
+ * runtime's own on the host copy (rt_comm.c: the hook checked and kept, the gradient buffer
+ * made, rank 0's weights and aux states to every rank, dropout's seed offset by the rank),
+ * the device's store downloaded before and uploaded after. train_step copies every gradient
+ * and the loss into that buffer after the backward steps (rtc_comm_reduce), sums it in one
+ * allreduce, and copies the gradients, divided by the world size, back before the updates:
+ * no overlap with the backward pass yet. batch_norm(sync=true) is refused: its sums would
+ * run inside a step on the stream. */
+int rtc_model_set_comm(rt_model *m, const kiln_comm *c) {
+  rtc_ctx *k = (rtc_ctx *)m;
+  if (!k) return 1;
+  rtc_enter(k);
+  for (int i = 0; c && i < k->d->train.nsteps; i++)
+    if (rt_step_syncs_bn(&k->d->train.steps[i], k->d->train.steps[i].param))
+      return rtc_leave(k, rtc_fail(k, "set_comm: %s: batch_norm(sync=true) is not on the CUDA target yet; train it on the CPU "
+                                   "target, or with sync=false", k->d->train.steps[i].name));
+  int rc = c ? rtc_download_store(k) : 0;
+  if (!rc && rt_model_set_comm(k->host, c)) rc = rtc_fail(k, "%s", rt_model_error(k->host));
+  if (!rc && c) rc = rtc_upload_store(k) || rtc_sync(k, "set_comm");
+  return rtc_leave(k, rc);
+}
+
+/* The loss (the program's output, summed on the host) and every gradient the updates read,
+ * summed over the ranks: gradients divided by the world size back on the device, the mean
+ * loss into *loss. The buffer is the host copy's (rt_comm.c sized it for every gradient). */
+static int rtc_comm_reduce(rtc_ctx *c, rtc_prog *r, float *loss) {
+  rt_model *h = c->host;
+  const rt_program *p = r->p;
+  float *buf = h->comm_buf;
+  int64_t at = 0;
+  for (int i = r->split; i < p->nsteps; i++) {
+    const rt_step *s = &p->steps[i];
+    int64_t n = rtc_numel(c, s->in[0]);
+    if (rtc_cu_check(c, c->cu->MemcpyDtoHAsync(buf + at, (CUdeviceptr)(uintptr_t)c->dptr[s->in[1]], (size_t)n * 4, c->stream),
+                     "copying a gradient to the host"))
+      return 1;
+    at += n;
+  }
+  if (rtc_loss(c, r, &buf[at])) return 1;   /* synchronises: the gradients are in too */
+  char err[256] = "";
+  void *req = NULL;
+  if (h->comm.start(h->comm.ctx, buf, at + 1, &req, err, sizeof err) || h->comm.wait(h->comm.ctx, req, err, sizeof err))
+    return h->comm_broke = 1, rtc_fail(c, "train_step: the allreduce of the gradients failed on rank %d of %d: %s", h->comm.rank,
+                                       h->comm.size, err[0] ? err : "no message");
+  float inv = 1.0f / (float)h->comm.size;
+  *loss = buf[at] * inv;
+  for (int64_t i = 0; i < at; i++) buf[i] *= inv;
+  at = 0;
+  for (int i = r->split; i < p->nsteps; i++) {
+    const rt_step *s = &p->steps[i];
+    int64_t n = rtc_numel(c, s->in[0]);
+    if (rtc_cu_check(c, c->cu->MemcpyHtoDAsync((CUdeviceptr)(uintptr_t)c->dptr[s->in[1]], buf + at, (size_t)n * 4, c->stream),
+                     "copying a gradient to the device"))
+      return 1;
+    at += n;
+  }
+  return rtc_sync(c, "train_step");   /* the buffer is reused by the next step */
+}
+
 static int rtc_train_locked(rtc_ctx *c, const int64_t *extents, const void *const *inputs, float *loss, int dev, CUstream user) {
   const rt_program *p = &c->d->train;
   if (!c->d->has_train) return rtc_fail(c, "train_step: the model has no train statement");
@@ -673,8 +735,12 @@ static int rtc_train_locked(rtc_ctx *c, const int64_t *extents, const void *cons
   c->host->lr = rt_model_lr_now(c->host); /* this step's, from the schedule */
   c->host->step++;                        /* Adam's t and the random counters start at 1 */
   rtc_prog *r = &c->prog[1];
+  float mean_loss = 0;
+  int comm = c->host->has_comm;
+  c->host->comm_broke = 0;
   int rc = rtc_run_range(c, r, 0, r->split);
   if (!rc) rc = rtc_data_errors(c, r, "train_step");   /* synchronises: no update runs after a failure */
+  if (!rc && comm) rc = rtc_comm_reduce(c, r, &mean_loss);
   if (!rc && c->d->clip_norm > 0) rc = rtc_clip(c, r);
   if (!rc) rc = rtc_run_range(c, r, r->split, p->nsteps);
   c->host_stale = 1;
@@ -683,8 +749,10 @@ static int rtc_train_locked(rtc_ctx *c, const int64_t *extents, const void *cons
     snprintf(msg, sizeof msg, "%s", c->err);
     c->host->step--;
     rtc_aux_copy(c, 1), rtc_sync(c, "train_step");
+    if (comm && !c->host->comm_broke && c->host->comm.failed) c->host->comm.failed(c->host->comm.ctx, msg);   /* its own failure */
     return rtc_fail(c, "%s", msg);
   }
+  if (comm) return *loss = mean_loss, 0;
   return rtc_loss(c, r, loss);
 }
 
@@ -739,17 +807,6 @@ int rtc_model_load(rt_model *m, const char *path) { return rtc_model_read(m, pat
 int rtc_model_save_state(const rt_model *m, const char *path) { return rtc_model_write(m, path, rt_model_save_state); }
 int rtc_model_load_state(rt_model *m, const char *path) { return rtc_model_read(m, path, rt_model_load_state); }
 
-/* Data-parallel training would allreduce through host buffers (Debian's Open MPI is not
- * CUDA-aware); not built yet. */
-int rtc_model_set_comm(rt_model *m, const kiln_comm *c) {
-  rtc_ctx *k = (rtc_ctx *)m;
-  if (!k) return 1;
-  if (!c) return 0;
-  pthread_mutex_lock(&k->mu);
-  int rc = rtc_fail(k, "set_comm: data-parallel training is not supported on the CUDA target yet; train on the CPU target");
-  pthread_mutex_unlock(&k->mu);
-  return rc;
-}
 
 float rtc_model_lr(const rt_model *m) {
   rtc_ctx *c = (rtc_ctx *)m;   /* the lock is not part of the value */

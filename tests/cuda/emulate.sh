@@ -108,6 +108,21 @@ for c in "${bounded_cases[@]}"; do
   emu_compare "$m ${bd[*]} at $fext: CUDA against CUDA compiled with ${fd[*]}, bit for bit" "$d/host.bounded.so:$d/host.fixed.so" \
     "$d/lib$m.fixed.so" "$d/lib$m.bounded.so" --extents "$fext" --tol-predict 0 --tol-train 0 --atol 0 --tol-step 0 --tol-motion 0
 done
+# Data-parallel training through host buffers: normdrop (batch_norm with per-rank statistics,
+# dropout) and the MLP as rank 0 of two whose twin holds the same rows (gpu_compare --comm:
+# every sum doubles, so the step's result is as without the hook), CUDA against the CPU, each
+# through its own hook. The sanitizer build runs normdrop's, the normal build the MLP's.
+for m in normdrop mlp; do
+  case ${EMULATE_SET:-} in asan) [ "$m" = normdrop ] || continue ;; rest) [ "$m" = mlp ] || continue ;; esac
+  [[ "$m" =~ ${EMULATE_MODELS:-.} ]] || { left+=("$m(comm)"); continue; }
+  f=$root/examples/$m.kiln; [ -f "$f" ] || f=$root/tests/passes/models/$m.kiln
+  d=$tmp/comm-$m && mkdir -p "$d"
+  small=(); grep -q '^dim batch' "$f" && small=(-D batch=4)
+  if ! emu_build "$d" comm "$f" "$m" "${small[@]}" || ! "$kiln" compile "$f" --model "$m" "${small[@]}" -o "$d/lib$m.cpu.so" >>"$d/log" 2>&1; then
+    failed=$((failed + 1)); echo "FAIL $m (comm): $(tail -5 "$d/log")"; continue
+  fi
+  emu_compare "$m: data-parallel through host buffers, CUDA against the CPU" "$d/host.comm.so" "$d/lib$m.cpu.so" "$d/lib$m.comm.so" --comm
+done
 # kiln run takes a CUDA .so as it takes a CPU one (the descriptor says which runtime it uses):
 # the MLP on zeros gives a uniform softmax, the same bits on both targets.
 d=$tmp/run && mkdir -p "$d"

@@ -9,7 +9,11 @@
  * usage: gpu_compare CPU.so CUDA.so [--steps N] [--tol-predict X] [--tol-train Y] [--atol Z]
  *                    [--tol-step X] [--tol-motion Y]
  *                    [--seed S] [--seed-b S] [--bad-inputs] [--quiet] [--keep DIR]
- *                    [--extents E[,E...]]
+ *                    [--extents E[,E...]] [--comm]
+ * --comm trains both models as rank 0 of two through a hook whose allreduce doubles each value
+ * (two ranks holding the same rows): the gradients and the loss go through the hook (the CUDA
+ * target's through host buffers) and come back as they were, so every check holds as without
+ * it, and the hook must have been called at every step.
  * --extents runs predict and train_step at those extents of a model with bounded dims (one per
  * dim, in declaration order), on the first rows of inputs made at the bounds.
  * --keep DIR leaves in DIR (made if missing) what a third, exact reference needs to judge the two
@@ -65,6 +69,7 @@
  * absolute floor of 1% of lr a step, below which a parameter's gradient vanishes (the key bias
  * under softmax: exactly 0 in exact arithmetic, so both sides hold only rounding). */
 #define _POSIX_C_SOURCE 200809L
+#include "kiln_comm.h"
 #include "rt_model.h"
 #include "runtime.h"
 
@@ -93,7 +98,24 @@ typedef struct {
                                    model's bounded dims (predict_at, train_step_at), on the first
                                    rows of the bound's inputs; 0: at the bounds */
   int64_t ext[K_MAX_BDIMS];
+  int comm;                     /* --comm */
 } gc_opts;
+
+/* --comm's hook: rank 0 of two whose twin holds the same rows, so a sum doubles each value
+ * (set_comm's broadcast, the first call, adds the twin's zeros). */
+typedef struct { int calls; } gc_twin;
+static int gc_twin_start(void *ctx, float *buf, int64_t n, void **req, char *err, size_t errn) {
+  (void)err, (void)errn;
+  gc_twin *t = ctx;
+  if (t->calls++)
+    for (int64_t i = 0; i < n; i++) buf[i] *= 2;
+  *req = buf;
+  return 0;
+}
+static int gc_twin_wait(void *ctx, void *req, char *err, size_t errn) {
+  (void)ctx;
+  return req ? 0 : (snprintf(err, errn, "no request"), 1);
+}
 
 typedef struct {
   const char *path;
@@ -757,7 +779,7 @@ static void gc_device_entries(gc_side *b, gc_io *io, uint64_t seed) {
 static int gc_usage(void) {
   fprintf(stderr, "usage: gpu_compare CPU.so CUDA.so [--steps N] [--tol-predict X] [--tol-train Y] [--atol Z]\n"
                   "                   [--tol-step X] [--tol-motion Y]\n"
-                  "                   [--seed S] [--seed-b S] [--bad-inputs] [--quiet] [--keep DIR] [--extents E[,E...]]\n");
+                  "                   [--seed S] [--seed-b S] [--bad-inputs] [--quiet] [--keep DIR] [--extents E[,E...]] [--comm]\n");
   return 2;
 }
 
@@ -769,6 +791,7 @@ static int gc_parse(int argc, char **argv, gc_opts *o, const char **lib) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     char *end = NULL;
     if (strcmp(a, "--bad-inputs") == 0) o->bad_inputs = 1;
+    else if (strcmp(a, "--comm") == 0) o->comm = 1;
     else if (strcmp(a, "--quiet") == 0) o->quiet = 1;
     else if (a[0] == '-' && a[1] == '-' && !v) return gc_usage();
     else if (strcmp(a, "--steps") == 0) o->steps = (int)strtol(v, &end, 10), i++;
@@ -850,6 +873,13 @@ int main(int argc, char **argv) {
   char *wd = mkdtemp(dirbuf);
   if (!wd) return perror("gpu_compare: mkdtemp"), 1;
 
+  gc_twin twin_a = {0}, twin_b = {0};
+  if (o.comm && d->has_train) {
+    kiln_comm ca = {0, 2, &twin_a, gc_twin_start, gc_twin_wait, 0, NULL, NULL}, cb = ca;
+    cb.ctx = &twin_b;
+    gc_result(!a.api->set_comm(a.m, &ca) && !b.api->set_comm(b.m, &cb), "set_comm: rank 0 of two on both (%s / %s)",
+              a.api->error(a.m), b.api->error(b.m));
+  }
   o.adam = d->has_train && k_optim_moments(d->optim), o.lr = d->lr;
   gc_io io;
   gc_io_init(&io, d);
@@ -867,6 +897,9 @@ int main(int argc, char **argv) {
     snprintf(when, sizeof when, "after %d steps", o.steps);
     gc_predict(&a, &b, &io, when, o.tol_train, &o);
   }
+  if (o.comm && d->has_train)   /* the broadcast, then at least one allreduce a step */
+    gc_result(twin_a.calls > o.steps && twin_b.calls > o.steps, "--comm: the hook summed %d and %d times over %d steps",
+              twin_a.calls, twin_b.calls, o.steps);
   gc_cross_load(&a, &b, &io, wd, &o);
   if (o.bad_inputs && !mixed) gc_bad_inputs(&b, &io, wd), gc_bad_data(&b, &io, 0), gc_bad_data(&b, &io, 1);
   if (!mixed) gc_device_entries(&b, &io, o.seed_b);
