@@ -6,19 +6,30 @@
 # nothing was found; on a finding prints the reproducer's path and exits 1.
 #   scripts/fuzz.sh fuzz_frontend 600      # ten minutes on the front end
 #   build-fuzz/tests/fuzz/fuzz_frontend build-fuzz/findings/frontend/crash-...   # replay one
+#   scripts/fuzz.sh --build                # builds every harness (then KILN_FUZZ_NO_BUILD=1
+#                                          # runs several at once without racing their builds)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 target=${1:-}
 secs=${2:-30}
+build=$root/build-fuzz
+configure() { CC=clang CXX=clang++ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_FUZZ=ON >/dev/null; }
+if [ "$target" = --build ]; then
+  configure
+  # shellcheck disable=SC2046
+  cmake --build "$build" -j "$(nproc)" --target $(cd "$root/tests/fuzz" && ls fuzz_*.c | sed 's/\.c$//') >/dev/null
+  exit 0
+fi
 if [ -z "$target" ] || [ ! -f "$root/tests/fuzz/$target.c" ]; then
   echo "usage: scripts/fuzz.sh TARGET [SECONDS]; TARGET is one of:" $(cd "$root/tests/fuzz" && ls fuzz_*.c | sed 's/\.c$//') >&2
   exit 2
 fi
 case $secs in ''|*[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number" >&2; exit 2 ;; esac
 name=${target#fuzz_}
-build=$root/build-fuzz
-CC=clang CXX=clang++ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_FUZZ=ON >/dev/null
-cmake --build "$build" --target "$target" -j "$(nproc)" >/dev/null
+if [ -z "${KILN_FUZZ_NO_BUILD:-}" ]; then
+  configure
+  cmake --build "$build" --target "$target" -j "$(nproc)" >/dev/null
+fi
 work=$build/corpus/$name findings=$build/findings/$name
 mkdir -p "$work" "$findings"
 args=(-max_total_time="$secs" -artifact_prefix="$findings/" -print_final_stats=1 -rss_limit_mb=4096)

@@ -65,7 +65,8 @@ run tsan "$root/build-tsan" --only -L 'runtime|tsan' -- -DCMAKE_BUILD_TYPE=Debug
 # A short smoke run of every libFuzzer harness (KILN_FUZZ_SECS each, default 6): a finding
 # fails the suite with the reproducer's path.
 stage "fuzz smoke runs"
-for h in "$root"/tests/fuzz/fuzz_*.c; do
-  "$root/scripts/fuzz.sh" "$(basename "$h" .c)" "${KILN_FUZZ_SECS:-6}"
-done
+# Every harness built at once, then run $jobs at a time (each fuzzer is one process).
+"$root/scripts/fuzz.sh" --build
+(cd "$root/tests/fuzz" && ls fuzz_*.c) | sed 's/\.c$//' |
+  KILN_FUZZ_NO_BUILD=1 xargs -P "$jobs" -I{} "$root/scripts/fuzz.sh" {} "${KILN_FUZZ_SECS:-6}"
 stage "all test builds passed"
