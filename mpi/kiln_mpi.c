@@ -113,8 +113,8 @@ static int kiln_mpi_missing(kiln_mpi_ctx *k, char *out, size_t outn) {
   size_t w = 0;
   out[0] = 0;
   for (int r = 0; r < size; r++)
-    if (q[r] != MPI_REQUEST_NULL) {   /* still open: not answered */
-      w += (size_t)snprintf(out + w, w < outn ? outn - w : 0, "%s%d", n ? ", " : "", r);
+    if (q[r] != MPI_REQUEST_NULL) {   /* still open: not answered (the list cut at outn) */
+      if (w < outn) w += (size_t)snprintf(out + w, outn - w, "%s%d", n ? ", " : "", r);
       n++;
     }
   free(q);

@@ -80,7 +80,7 @@ static void rt_comm_clear(rt_model *m) {
 }
 
 /* A batch_norm(sync=true) step of train_step: its kernel's sums go through the hook, started
- * and waited for inside the step (k_call.allreduce). */
+ * and waited for inside the step (k_call.sync). */
 static int rt_comm_kernel_sum(void *ctx, float *buf, int64_t n, char *err, size_t errn) {
   rt_model *m = ctx;
   void *req = NULL;

@@ -460,7 +460,8 @@ static void kiln_loader_fill_rows(void *ctx, int64_t lo, int64_t hi) {
 static void kiln_loader_take(kiln_loader *L, long b) {
   if (L->inline_fill) {
     kiln_fill_job j = {L, b};
-    return k_parallel_for(kiln_batch_rows(L, b), 16, kiln_loader_fill_rows, &j);
+    k_parallel_for(kiln_batch_rows(L, b), 16, kiln_loader_fill_rows, &j);
+    return;
   }
   kiln_loader_post(L, &L->used, b);
   kiln_loader_await(L, &L->filled, b + 1);
