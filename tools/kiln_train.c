@@ -421,12 +421,15 @@ static void kiln_fill(const kiln_split *s, const long *idx, long rows, const int
   for (int k = 0; k < n; k++) kiln_data_gather(&s->d->col[col[which ? which[k] : k]], idx, rows, dst[k]);
 }
 
-/* Step b's rows into slot b % 2: the epoch's order [b * gbatch, (b + 1) * gbatch), this rank's
- * rank-th batch of them. */
-static void kiln_loader_fill(kiln_loader *L, long b) {
+/* Rows [lo, hi) of step b into slot b % 2: step b's rows are the epoch's order
+ * [b * gbatch, (b + 1) * gbatch), this rank's the rank-th batch of them. */
+static void kiln_loader_fill(kiln_loader *L, long b, int64_t lo, int64_t hi) {
   kiln_trainer *t = L->t;
-  kiln_fill(&t->ex->fit, t->ex->fit.idx + (b * t->world + t->rank) * t->fit->batch, kiln_batch_rows(L, b), t->ex->tcol,
-            t->slot[b % 2], t->fit->ntrain, NULL);
+  const long *idx = t->ex->fit.idx + (b * t->world + t->rank) * t->fit->batch;
+  for (int k = 0; k < t->fit->ntrain; k++) {
+    const kiln_column *c = &t->ex->fit.d->col[t->ex->tcol[k]];
+    kiln_data_gather(c, idx + lo, (long)(hi - lo), (unsigned char *)t->slot[b % 2][k] + (size_t)lo * (size_t)c->row_elems * 4);
+  }
 }
 
 static void *kiln_loader_run(void *arg) {
@@ -434,7 +437,7 @@ static void *kiln_loader_run(void *arg) {
   for (long b = L->b0; b < L->nb; b++) {
     kiln_loader_await(L, &L->used, b - 1);   /* slot b % 2 is free once step b - 2 is done */
     if (atomic_load(&L->stop)) break;
-    kiln_loader_fill(L, b);
+    kiln_loader_fill(L, b, 0, kiln_batch_rows(L, b));
     kiln_loader_post(L, &L->filled, b + 1);
   }
   return NULL;
@@ -448,12 +451,7 @@ typedef struct {
 
 static void kiln_loader_fill_rows(void *ctx, int64_t lo, int64_t hi) {
   const kiln_fill_job *j = ctx;
-  kiln_trainer *t = j->L->t;
-  const long *idx = t->ex->fit.idx + (j->b * t->world + t->rank) * t->fit->batch;
-  for (int k = 0; k < t->fit->ntrain; k++) {
-    const kiln_column *c = &t->ex->fit.d->col[t->ex->tcol[k]];
-    kiln_data_gather(c, idx + lo, (long)(hi - lo), (unsigned char *)t->slot[j->b % 2][k] + (size_t)lo * (size_t)c->row_elems * 4);
-  }
+  kiln_loader_fill(j->L, j->b, lo, hi);
 }
 
 /* Waits for batch b (inline: fills it); marks batch b - 1 used first, which frees its slot. */
