@@ -689,20 +689,27 @@ int rtc_model_set_comm(rt_model *m, const kiln_comm *c) {
 /* The loss (the program's output, summed on the host) and every gradient the updates read,
  * summed over the ranks: gradients divided by the world size back on the device, the mean
  * loss into *loss. The buffer is the host copy's (rt_comm.c sized it for every gradient). */
-static int rtc_comm_reduce(rtc_ctx *c, rtc_prog *r, float *loss) {
-  rt_model *h = c->host;
-  const rt_program *p = r->p;
-  float *buf = h->comm_buf;
+/* Every gradient the updates read between the device and buf, one after another (to_host: to
+ * buf); the elements copied. -1 after a failure. */
+static int64_t rtc_comm_copy(rtc_ctx *c, const rtc_prog *r, float *buf, int to_host) {
   int64_t at = 0;
-  for (int i = r->split; i < p->nsteps; i++) {
-    const rt_step *s = &p->steps[i];
+  for (int i = r->split; i < r->p->nsteps; i++) {
+    const rt_step *s = &r->p->steps[i];
     int64_t n = rtc_numel(c, s->in[0]);
-    if (rtc_cu_check(c, c->cu->MemcpyDtoHAsync(buf + at, (CUdeviceptr)(uintptr_t)c->dptr[s->in[1]], (size_t)n * 4, c->stream),
-                     "copying a gradient to the host"))
-      return 1;
+    CUdeviceptr g = (CUdeviceptr)(uintptr_t)c->dptr[s->in[1]];
+    CUresult e = to_host ? c->cu->MemcpyDtoHAsync(buf + at, g, (size_t)n * 4, c->stream)
+                         : c->cu->MemcpyHtoDAsync(g, buf + at, (size_t)n * 4, c->stream);
+    if (rtc_cu_check(c, e, to_host ? "copying a gradient to the host" : "copying a gradient to the device")) return -1;
     at += n;
   }
-  if (rtc_loss(c, r, &buf[at])) return 1;   /* synchronises: the gradients are in too */
+  return at;
+}
+
+static int rtc_comm_reduce(rtc_ctx *c, rtc_prog *r, float *loss) {
+  rt_model *h = c->host;
+  float *buf = h->comm_buf;
+  int64_t at = rtc_comm_copy(c, r, buf, 1);
+  if (at < 0 || rtc_loss(c, r, &buf[at])) return 1;   /* rtc_loss synchronises: the gradients are in too */
   char err[256] = "";
   void *req = NULL;
   if (h->comm.start(h->comm.ctx, buf, at + 1, &req, err, sizeof err) || h->comm.wait(h->comm.ctx, req, err, sizeof err))
@@ -711,15 +718,7 @@ static int rtc_comm_reduce(rtc_ctx *c, rtc_prog *r, float *loss) {
   float inv = 1.0f / (float)h->comm.size;
   *loss = buf[at] * inv;
   for (int64_t i = 0; i < at; i++) buf[i] *= inv;
-  at = 0;
-  for (int i = r->split; i < p->nsteps; i++) {
-    const rt_step *s = &p->steps[i];
-    int64_t n = rtc_numel(c, s->in[0]);
-    if (rtc_cu_check(c, c->cu->MemcpyHtoDAsync((CUdeviceptr)(uintptr_t)c->dptr[s->in[1]], buf + at, (size_t)n * 4, c->stream),
-                     "copying a gradient to the device"))
-      return 1;
-    at += n;
-  }
+  if (rtc_comm_copy(c, r, buf, 0) < 0) return 1;
   return rtc_sync(c, "train_step");   /* the buffer is reused by the next step */
 }
 
