@@ -3,7 +3,8 @@
 # example's GPU time goes (KILN_CUDA_PROFILE=1: every step timed with events, the table printed
 # when the model is destroyed) and the bandwidth of one fused elementwise group (stream.kiln:
 # 64 Mi floats read and written once: relu(2x + 1)) against a device-to-device copy by PyTorch on the same
-# GPU. Writes OUT/profile-NAME.txt and OUT/bandwidth.txt.
+# GPU, and each example's replayed CUDA graph: the GPU's time in it against the call's wall time
+# (KILN_CUDA_PROFILE=graph). Writes OUT/profile-NAME.txt, OUT/graphs.txt and OUT/bandwidth.txt.
 set -u
 LIBDIR=$1 BENCH_BIN=$2 OUT=$3   # BENCH_BIN: kiln_bench_models
 PY=${PYTHON:-python3}
@@ -11,7 +12,10 @@ mkdir -p "$OUT"
 for m in mlp lenet resnet transformer stream; do
   [ -f "$LIBDIR/$m.cuda.so" ] || continue
   KILN_CUDA_PROFILE=1 "$BENCH_BIN" "$LIBDIR/$m.cuda.so" 0.2 >/dev/null 2>"$OUT/profile-$m.txt"
+  # The replayed graph's GPU time against the call's wall time (KILN_CUDA_PROFILE=graph).
+  KILN_CUDA_PROFILE=graph "$BENCH_BIN" "$LIBDIR/$m.cuda.so" 0.2 >/dev/null 2>>"$OUT/graphs.txt"
 done
+grep -h 'graph profile' "$OUT/graphs.txt"
 # The group's mean time from the profile: its row is the only 'kernel' step of predict.
 us=$(awk '/predict on/ {p=1} /train_step on/ {p=0} p && $5 == "kernel" {print $3; exit}' "$OUT/profile-stream.txt")
 "$PY" - "$us" <<'PYEOF' | tee "$OUT/bandwidth.txt"

@@ -24,7 +24,16 @@ enum { KC_ERR_NONE = 0, KC_ERR_LABEL = 1, KC_ERR_INDEX = 2 };
   X(fill) X(strided) X(reduce) X(max_grad) X(softmax) X(softmax_grad) X(sce_loss) X(sce_grad)  \
   X(pool) X(pool_grad) X(bn_stats) X(bn_apply) X(bn_grad) X(ln_forward) X(ln_dparams)          \
   X(ln_dx) X(embedding) X(embedding_grad) X(dropout) X(mul) X(sgd) X(adam) X(prod_grad)          \
-  X(reduce_spread) X(pad) X(pad_grad) X(sumsq) X(clip_coef) X(clip_scale)
+  X(reduce_spread) X(pad) X(pad_grad) X(sumsq) X(clip_coef) X(clip_scale) X(err_any)
+
+/* A step's values that change from call to call: the learning rate and Adam's bias corrections
+ * of an update, dropout's random counter. The kernels read them from device memory, where the
+ * runtime writes every step's entry before each run (rtc_live_fill), so that a captured CUDA
+ * graph replays with each call's values rather than those of the call it was captured in. */
+typedef struct {
+  float f[4];                   /* sgd: lr; adam: step_size, bc2_sqrt, decay */
+  uint64_t seed, ctr;           /* dropout: Philox's key and counter */
+} kc_live;
 
 /* y[i] = v (or += v under kAddTo) for i < n. */
 typedef struct { float *y; int64_t n; float v; int32_t req; } kc_fill_args;
@@ -165,7 +174,7 @@ typedef struct {
   float *y, *mask;
   const float *x;
   int64_t n;
-  uint64_t seed, ctr;
+  const kc_live *live;          /* seed, ctr */
   float p, scale;
   int32_t is_train, req_y, req_m;
 } kc_dropout_args;
@@ -173,21 +182,30 @@ typedef struct {
 /* y = a * b elementwise under req (dropout's backward). */
 typedef struct { float *y; const float *a, *b; int64_t n; int32_t req; } kc_mul_args;
 
-/* Optimizer updates, in place; the constants as k_optim.c computes them on the host. */
+/* Optimizer updates, in place; the constants as k_optim.c computes them on the host, those of
+ * the call in live (sgd: lr; adam: step_size, bc2_sqrt and decay, AdamW's 1 - lr * wd with wd
+ * then 0, Adam's 1). Nothing is written when *skip is set: a step of the train program met
+ * data its CPU kernel refuses (kc_err_any), and the call fails with no weight changed. */
 typedef struct {
   float *w, *mom;
   const float *g;
   int64_t n;
-  float lr, momentum, wd;
+  const kc_live *live;
+  const int32_t *skip;
+  float momentum, wd;
   int32_t nesterov;
 } kc_sgd_args;
 typedef struct {
   float *w, *m, *v;
   const float *g;
   int64_t n;
-  float step_size, bc2_sqrt, a1, a2, beta1, beta2, eps, wd;
-  float decay;                  /* AdamW's 1 - lr * wd (wd is then 0); Adam's 1 */
+  const kc_live *live;
+  const int32_t *skip;
+  float a1, a2, beta1, beta2, eps, wd;
 } kc_adam_args;
+
+/* *out = 1 when any of the n data-error words is set, else 0 (one thread), before the updates. */
+typedef struct { const int32_t *err; int32_t n; int32_t *out; } kc_err_any_args;
 
 /* clip_norm (k_clip_grad_norm): each gradient's sum of squares, the coefficient from them all,
  * each gradient scaled by it where it is below 1. */

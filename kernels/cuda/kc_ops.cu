@@ -598,9 +598,10 @@ extern "C" __global__ void kc_embedding_grad(kc_embedding_grad_args a) {
 /* ---- dropout: element i kept iff Philox(seed, ctr, i) >= p, as k_dropout.c ---- */
 
 extern "C" __global__ void kc_dropout(kc_dropout_args a) {
+  uint64_t seed = a.live->seed, ctr = a.live->ctr;
   KC_LOOP(i, a.n) {
     float m = 1.0f;
-    if (a.is_train) m = k_philox_uniform(a.seed, a.ctr, (uint64_t)i) >= a.p ? a.scale : 0.0f;
+    if (a.is_train) m = k_philox_uniform(seed, ctr, (uint64_t)i) >= a.p ? a.scale : 0.0f;
     float x = a.x[i];
     if (a.req_y != kNullOp) {
       if (a.is_train || a.req_y == kAddTo) kc_put(a.y, i, a.is_train ? x * m : x, a.req_y);
@@ -617,13 +618,15 @@ extern "C" __global__ void kc_mul(kc_mul_args a) {
 /* ---- optimizer updates (k_optim.c), in place ---- */
 
 extern "C" __global__ void kc_sgd(kc_sgd_args a) {
+  if (*a.skip) return;
+  float lr = a.live->f[0];
   KC_LOOP(i, a.n) {
     float d = a.wd != 0.0f ? a.g[i] + a.wd * a.w[i] : a.g[i];
     if (a.momentum != 0.0f) {
       a.mom[i] = a.momentum * a.mom[i] + d;
       d = a.nesterov ? d + a.momentum * a.mom[i] : a.mom[i];
     }
-    a.w[i] -= a.lr * d;
+    a.w[i] -= lr * d;
   }
 }
 
@@ -660,12 +663,22 @@ extern "C" __global__ void kc_clip_scale(kc_clip_scale_args a) {
 }
 
 extern "C" __global__ void kc_adam(kc_adam_args a) {
+  if (*a.skip) return;
+  float step_size = a.live->f[0], bc2_sqrt = a.live->f[1], decay = a.live->f[2];
   KC_LOOP(i, a.n) {
-    if (a.decay != 1.0f) a.w[i] *= a.decay;
+    if (decay != 1.0f) a.w[i] *= decay;
     float d = a.wd != 0.0f ? a.g[i] + a.wd * a.w[i] : a.g[i];
     a.m[i] = a.m[i] * a.beta1 + a.a1 * d;
     a.v[i] = a.v[i] * a.beta2 + a.a2 * d * d;
-    float denom = sqrtf(a.v[i]) / a.bc2_sqrt + a.eps;
-    a.w[i] -= a.step_size * (a.m[i] / denom);
+    float denom = sqrtf(a.v[i]) / bc2_sqrt + a.eps;
+    a.w[i] -= step_size * (a.m[i] / denom);
+  }
+}
+
+extern "C" __global__ void kc_err_any(kc_err_any_args a) {
+  KC_LOOP(t, 1) {
+    int32_t any = 0;
+    for (int32_t i = 0; i < a.n; i++) any |= a.err[i] != 0;
+    *a.out = any;
   }
 }

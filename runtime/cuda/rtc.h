@@ -12,6 +12,7 @@
  * Files:
  *   rtc_lib.c      dlopen of the driver API, cuBLAS and cuDNN; function tables
  *   rtc_model.c    the model ABI on the GPU: device store and arena, steps, entry points
+ *   rtc_graph.c    each program's run captured once as a CUDA graph and replayed per call
  *   rtc_ops.c      the op table (from rtc_ops.def) and rtc_launch
  *   rtc_ops_lib.c  host halves of the library kernels (fill kc_args.h structs, launch)
  *   rtc_blas.c     fully_connected, matmul through cuBLAS
@@ -38,13 +39,14 @@ typedef struct {
   const k_shape *in_shape, *out_shape;
   const k_dtype *in_dtype;        /* per in slot */
   const k_req *req;               /* per out slot (kNullOp where out[j] is NULL) */
-  uint64_t seed, ctr;             /* Philox: as k_call (RT_CTR_OP of the train step) */
   int is_train;
   void **state;                   /* the step's own slot for what it keeps across calls
                                      (cuDNN descriptors, the chosen algorithm): set by the
                                      op's prepare, freed by its release; NULL otherwise */
   int32_t *err;                   /* device: the step's data-error word, for a kernel that meets
                                      data the CPU kernel refuses (kc_args.h's KC_ERR_*) */
+  void *live;                     /* device: the step's kc_live (kc_args.h), for a step whose
+                                     values change per call (an update, dropout), else NULL */
 } rtc_call;
 
 /* forward / backward: 0, or 1 with a message through rtc_fail. prepare runs once at create

@@ -25,7 +25,10 @@ static pthread_once_t rtc_lib_once = PTHREAD_ONCE_INIT;
   X(MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2") X(MemsetD8Async, "cuMemsetD8Async")                   \
   X(LaunchKernel, "cuLaunchKernel") X(GetErrorString, "cuGetErrorString") X(EventCreate, "cuEventCreate")  \
   X(EventRecord, "cuEventRecord") X(EventSynchronize, "cuEventSynchronize")                         \
-  X(EventElapsedTime, "cuEventElapsedTime_v2") X(EventDestroy, "cuEventDestroy_v2")
+  X(EventElapsedTime, "cuEventElapsedTime_v2") X(EventDestroy, "cuEventDestroy_v2")                 \
+  X(StreamBeginCapture, "cuStreamBeginCapture_v2") X(StreamEndCapture, "cuStreamEndCapture")        \
+  X(GraphInstantiate, "cuGraphInstantiateWithFlags") X(GraphLaunch, "cuGraphLaunch")               \
+  X(GraphExecDestroy, "cuGraphExecDestroy") X(GraphDestroy, "cuGraphDestroy")
 
 static void rtc_lib_load(void) {
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);

@@ -38,6 +38,12 @@ typedef struct rtc_lib {
   CUresult (*EventSynchronize)(CUevent);
   CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
   CUresult (*EventDestroy)(CUevent);
+  CUresult (*StreamBeginCapture)(CUstream, CUstreamCaptureMode);   /* rtc_graph.c */
+  CUresult (*StreamEndCapture)(CUstream, CUgraph *);
+  CUresult (*GraphInstantiate)(CUgraphExec *, CUgraph, unsigned long long);
+  CUresult (*GraphLaunch)(CUgraphExec, CUstream);
+  CUresult (*GraphExecDestroy)(CUgraphExec);
+  CUresult (*GraphDestroy)(CUgraph);
 } rtc_lib;
 
 /* The driver's table, opened once per process: 0, or 1 with the reason in err ("no CUDA

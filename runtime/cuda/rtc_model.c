@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h"   /* K_OPI_* */
 #include "rtc_blas.h"
 #include "rtc_ops_lib.h"
 
@@ -172,6 +173,22 @@ static int rtc_prog_errwords(rtc_ctx *c, rtc_prog *r) {
          rtc_cu_check(c, c->cu->MemsetD8Async(r->derr, 0, bytes, c->stream), "zeroing the data-error words");
 }
 
+/* A step whose values change per call reads them from its kc_live entry (rtc_live_fill): the
+ * updates, and dropout in the forward pass. */
+static bool rtc_step_is_live(const rt_step *s) {
+  return s->kind == RT_STEP_UPDATE || (s->kind == RT_STEP_FORWARD && s->op == K_OPI_dropout);
+}
+
+/* The live entries on both sides, and the skip word the updates read, zeroed. */
+static int rtc_prog_live(rtc_ctx *c, rtc_prog *r) {
+  const rt_program *p = r->p;
+  if (!(r->live_at = calloc((size_t)p->nsteps + 1, sizeof *r->live_at))) return rtc_fail(c, "out of memory");
+  for (int i = 0; i < p->nsteps; i++) r->live_at[i] = rtc_step_is_live(&p->steps[i]) ? r->nlive++ : -1;
+  if (!(r->hlive = calloc((size_t)r->nlive + 1, sizeof *r->hlive))) return rtc_fail(c, "out of memory");
+  return rtc_alloc(c, &r->dlive, (int64_t)((size_t)r->nlive * sizeof *r->hlive), "the per-call values") ||
+         rtc_alloc(c, &r->dskip, 4, "the skip word") || rtc_cu_check(c, c->cu->MemsetD8Async(r->dskip, 0, 4, c->stream), "zeroing the skip word");
+}
+
 static int rtc_prog_init(rtc_ctx *c, rtc_prog *r, const rt_program *p, int train) {
   r->p = p;
   r->split = rt_first_update(p);
@@ -205,23 +222,24 @@ static int rtc_prog_init(rtc_ctx *c, rtc_prog *r, const rt_program *p, int train
   }
   if (rtc_prog_params(c, r)) return 1;
   rtc_prog_shapes(c, r);   /* at the bounds: the host instance starts there */
-  return rtc_prog_errwords(c, r);
+  return rtc_prog_errwords(c, r) || rtc_prog_live(c, r);
 }
 
-static int rtc_sync(rtc_ctx *c, const char *what) { return rtc_cu_check(c, c->cu->StreamSynchronize(c->stream), what); }
+/* The call's stream waited for (the model's, unless a _device call replays on its own). */
+static int rtc_sync(rtc_ctx *c, const char *what) { return rtc_cu_check(c, c->cu->StreamSynchronize(c->run), what); }
 
 /* After a run's steps: the first step that met data its CPU kernel refuses fails the run with
  * that step's name (the words are zeroed again for the next run). Synchronises the stream. */
 static int rtc_data_errors(rtc_ctx *c, rtc_prog *r, const char *what) {
   if (!r->checks) return rtc_sync(c, what);
   size_t bytes = (size_t)r->p->nsteps * 4;
-  if (rtc_cu_check(c, c->cu->MemcpyDtoHAsync(r->herr, r->derr, bytes, c->stream), "reading the data-error words") ||
+  if (rtc_cu_check(c, c->cu->MemcpyDtoHAsync(r->herr, r->derr, bytes, c->run), "reading the data-error words") ||
       rtc_sync(c, what))
     return 1;
   for (int i = 0; i < r->p->nsteps; i++)
     if (r->herr[i]) {
       rtc_fail(c, "%s: %s", r->p->steps[i].name, rtc_data_error_text(r->herr[i]));
-      c->cu->MemsetD8Async(r->derr, 0, bytes, c->stream);
+      c->cu->MemsetD8Async(r->derr, 0, bytes, c->run);
       return 1;
     }
   return 0;
@@ -230,7 +248,11 @@ static int rtc_data_errors(rtc_ctx *c, rtc_prog *r, const char *what) {
 static void rtc_prog_free(rtc_ctx *c, rtc_prog *r) {
   for (int i = 0; r->state && r->row && i < r->p->nsteps; i++)
     if (r->state[i] && r->row[i] && r->row[i]->release) r->row[i]->release(c, r->state[i]);
-  if (r->derr) c->cu->MemFree(r->derr);
+  rtc_graph_drop(c, r);
+  CUdeviceptr bufs[] = {r->derr, r->dlive, r->dskip};
+  for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+    if (bufs[i]) c->cu->MemFree(bufs[i]);
+  free(r->live_at), free(r->hlive);
   free(r->fn), free(r->state), free(r->threads), free(r->at), free(r->row), free(r->shapes), free(r->dtypes), free(r->ptrs), free(r->req);
   free(r->herr), free(r->hloss), free(r->clip_g), free(r->clip_n);
   for (int i = 0; r->params && i < r->p->nsteps; i++) free(r->params[i]);
@@ -263,23 +285,49 @@ static rtc_call rtc_step_call(rtc_ctx *c, rtc_prog *r, int i) {
   }
   int32_t *err = r->checks ? (int32_t *)(uintptr_t)(r->derr + (CUdeviceptr)i * 4) : NULL;
   const void *param = r->params && r->params[i] ? r->params[i] : s->param;
+  void *live = r->live_at[i] >= 0 ? (void *)(uintptr_t)(r->dlive + (CUdeviceptr)((size_t)r->live_at[i] * sizeof(kc_live))) : NULL;
   return (rtc_call){s, param, s->nin, s->nout, in, out, r->shapes + at, r->shapes + at + s->nin, r->dtypes + at, req,
-                    c->host->seed + c->host->rng_salt, RT_CTR_OP(c->host->step, s->name_hash), r->p->is_train, &r->state[i],
-                    err};
+                    r->p->is_train, &r->state[i], err, live};
 }
 
-static int rtc_run_update(rtc_ctx *c, const rtc_call *k) {
+/* An update's optimizer parameters (its group's, else the model's); NULL when malformed. */
+static const void *rtc_update_param(const rtc_ctx *c, const rt_step *s) {
+  if (s->op < 0 || s->op >= K_OPT_COUNT || (s->param && !rt_update_param_ok(s))) return NULL;
+  if (s->param) return s->param;
+  return s->op == K_OPT_SGD ? (const void *)&c->d->sgd : (const void *)&c->d->adam;
+}
+
+static int rtc_run_update(rtc_ctx *c, const rtc_prog *r, const rtc_call *k) {
   const rt_step *s = k->s;
-  const rt_model_desc *d = c->d;
-  int need = rt_update_nin(d, s);
+  int need = rt_update_nin(c->d, s);
   if (s->op < 0 || s->op >= K_OPT_COUNT) return rtc_fail(c, "unknown optimizer %d", s->op);
   for (int j = 0; j < need; j++)
     if (j >= s->nin || !k->in[j]) return rtc_fail(c, "update without its parameter, gradient or state");
   int64_t n = rtc_numel(c, s->in[0]);   /* a weight that follows a dim: its rows at this run's extents */
   void *const *in = k->in;
-  if (s->param && !rt_update_param_ok(s)) return rtc_fail(c, "malformed optimizer parameters");
-  if (s->op == K_OPT_SGD) return rtc_sgd_update(c, in[0], in[1], s->nin > 2 ? in[2] : NULL, n, c->host->lr, s->param ? s->param : &d->sgd);
-  return rtc_adam_update(c, in[0], in[1], in[2], in[3], n, c->host->lr, s->param ? s->param : &d->adam, c->host->step, s->op == K_OPT_ADAMW);
+  const void *param = rtc_update_param(c, s);
+  const int32_t *skip = (const int32_t *)(uintptr_t)r->dskip;
+  if (!param) return rtc_fail(c, "malformed optimizer parameters");
+  if (s->op == K_OPT_SGD) return rtc_sgd_update(c, in[0], in[1], s->nin > 2 ? in[2] : NULL, n, k->live, skip, param);
+  return rtc_adam_update(c, in[0], in[1], in[2], in[3], n, k->live, skip, param, s->op == K_OPT_ADAMW);
+}
+
+/* The call's values of every live step into the host entries (after train_step's step++ and
+ * with this step's lr), then to the device on stream s, ahead of the run that reads them. */
+static int rtc_live_upload(rtc_ctx *c, rtc_prog *r, CUstream s) {
+  const rt_model *h = c->host;
+  for (int i = 0; i < r->p->nsteps; i++) {
+    if (r->live_at[i] < 0) continue;
+    const rt_step *st = &r->p->steps[i];
+    kc_live *l = &r->hlive[r->live_at[i]];
+    memset(l, 0, sizeof *l);
+    const void *param = st->kind == RT_STEP_UPDATE ? rtc_update_param(c, st) : NULL;
+    if (st->kind != RT_STEP_UPDATE) l->seed = h->seed + h->rng_salt, l->ctr = RT_CTR_OP(h->step, st->name_hash);
+    else if (param && st->op == K_OPT_SGD) rtc_sgd_live(l, h->lr);
+    else if (param) rtc_adam_live(l, h->lr, param, h->step, st->op == K_OPT_ADAMW);
+  }
+  if (!r->nlive) return 0;
+  return rtc_cu_check(c, c->cu->MemcpyHtoDAsync(r->dlive, r->hlive, (size_t)r->nlive * sizeof *r->hlive, s), "copying the per-call values");
 }
 
 static int rtc_run_step_now(rtc_ctx *c, rtc_prog *r, int i);
@@ -291,6 +339,9 @@ static int rtc_run_step_now(rtc_ctx *c, rtc_prog *r, int i);
 static int rtc_profile_init(rtc_ctx *c) {
   const char *e = getenv("KILN_CUDA_PROFILE");
   if (!e || !*e || strcmp(e, "0") == 0) return 0;
+  if (strcmp(e, "graph") == 0)   /* rtc_graph.c's: the graphs stay on */
+    return c->graph_prof = 1, rtc_cu_check(c, c->cu->EventCreate(&c->ev[0], CU_EVENT_DEFAULT), "cuEventCreate") ||
+                                 rtc_cu_check(c, c->cu->EventCreate(&c->ev[1], CU_EVENT_DEFAULT), "cuEventCreate");
   c->profile = 1;
   for (int k = 0; k < 2; k++) {
     int n = c->prog[k].p ? c->prog[k].p->nsteps : 0;
@@ -353,7 +404,7 @@ static int rtc_run_step_now(rtc_ctx *c, rtc_prog *r, int i) {
   const rt_step *s = k.s;
   switch (s->kind) {
   case RT_STEP_FUSED: return rtc_launch_fused(c, r, i, &k);
-  case RT_STEP_UPDATE: return rtc_run_update(c, &k);
+  case RT_STEP_UPDATE: return rtc_run_update(c, r, &k);
   case RT_STEP_FORWARD: return r->row[i]->forward(c, &k);
   default: return r->row[i]->backward(c, &k);
   }
@@ -387,7 +438,7 @@ static int rtc_prepare_prog(rtc_ctx *c, rtc_prog *r) {
     size_t at = r->at[i];
     const void *param = r->params && r->params[i] ? r->params[i] : s->param;
     rtc_call k = {s, param, s->nin, s->nout, none, none + 32, r->shapes + at, r->shapes + at + s->nin, r->dtypes + at,
-                  s->req, c->host->seed, 0, r->p->is_train, &r->state[i], NULL};
+                  s->req, r->p->is_train, &r->state[i], NULL, NULL};
     c->err[0] = 0;
     if (row->prepare(c, &k)) return rtc_fail_step(c, s, "prepare failed");
   }
@@ -401,6 +452,7 @@ static int rtc_scratch_fit(rtc_ctx *c) {
   if (c->scratch && c->scratch_want <= c->scratch_have) return 0;
   if (c->scratch) c->cu->MemFree(c->scratch), c->scratch = 0;
   c->scratch_have = 0;
+  for (int k = 0; k < 2; k++) rtc_graph_drop(c, &c->prog[k]);   /* their steps read the old one */
   if (rtc_alloc(c, &c->scratch, (int64_t)c->scratch_want, "the scratch space")) return 1;
   c->scratch_have = c->scratch_want;
   return 0;
@@ -490,6 +542,7 @@ static int rtc_create_all(rtc_ctx *c) {
       (c->d->has_train && rtc_prog_init(c, &c->prog[1], &c->d->train, 1)) || rtc_libraries(c) ||
       rtc_prepare_prog(c, &c->prog[0]) || (c->d->has_train && rtc_prepare_prog(c, &c->prog[1])) || rtc_profile_init(c))
     return 1;
+  c->graphs = rtc_graph_wanted() && !c->profile;
   return rtc_scratch_fit(c) || (c->d->ndims && rtc_upload_extents(c));
 }
 
@@ -521,6 +574,7 @@ void rtc_model_destroy(rt_model *m) {
     c->cu->CtxPushCurrent(c->cuctx);
     if (c->stream) c->cu->StreamSynchronize(c->stream);
     rtc_profile_print(c);
+    rtc_graph_prof_print(c);
     for (int k = 0; k < 2; k++)
       if (c->ev[k]) c->cu->EventDestroy(c->ev[k]);
     rtc_prog_free(c, &c->prog[0]), rtc_prog_free(c, &c->prog[1]);
@@ -546,40 +600,59 @@ void rtc_model_destroy(rt_model *m) {
 static void rtc_enter(rtc_ctx *c) {
   pthread_mutex_lock(&c->mu);
   c->cu->CtxPushCurrent(c->cuctx);
+  c->run = c->stream;
+  rtc_graph_prof_enter(c);
 }
 
 static int rtc_leave(rtc_ctx *c, int rc) {
+  rtc_graph_prof_leave(c, rc);
   if (!rc) c->err[0] = 0;
   c->cu->CtxPopCurrent(&(CUcontext){0});
   pthread_mutex_unlock(&c->mu);
   return rc;
 }
 
-/* An output copied on the model's stream to the host, or (dev) to the caller's device buffer. */
+/* An output copied on the call's stream to the host, or (dev) to the caller's device buffer. */
 static int rtc_copy_out(rtc_ctx *c, void *dst, const void *src, size_t bytes, int dev) {
   CUdeviceptr s = (CUdeviceptr)(uintptr_t)src;
-  CUresult r = dev ? c->cu->MemcpyDtoDAsync((CUdeviceptr)(uintptr_t)dst, s, bytes, c->stream) : c->cu->MemcpyDtoHAsync(dst, s, bytes, c->stream);
+  CUresult r = dev ? c->cu->MemcpyDtoDAsync((CUdeviceptr)(uintptr_t)dst, s, bytes, c->run) : c->cu->MemcpyDtoHAsync(dst, s, bytes, c->run);
   return rtc_cu_check(c, r, "copying an output from the GPU");
 }
 
-/* The caller's inputs into the model's input buffers; device pointers (dev) are read where
- * they are, as the CPU reads the caller's buffers (the plan never writes an input), once the
- * work the caller queued on `user` is done. */
+/* A _device call replays its program's graph on the caller's stream `user`: it is then the
+ * call's stream. Otherwise its steps run on the model's stream once `user`'s work is done. */
+static void rtc_run_on(rtc_ctx *c, const rtc_prog *r, int dev, CUstream user) {
+  if (dev && c->graphs && !r->graph_off && !c->host->has_comm) c->run = user;
+}
+
+/* The caller's inputs into the model's input buffers, on the call's stream. A _device call's
+ * inputs are read where they are, as the CPU reads the caller's buffers (the plan never writes
+ * an input), once the work the caller queued on `user` is done, when the program runs step by
+ * step; a replayed graph reads the model's buffers, so they are copied there. */
 static int rtc_copy_inputs(rtc_ctx *c, const rt_program *p, const void *const *inputs, int dev, CUstream user, const char *what) {
   if (p->ninputs && !inputs) return rtc_fail(c, "%s: inputs is NULL", what);
   for (int k = 0; k < p->ninputs; k++)
     if (!inputs[k]) return rtc_fail(c, "%s: input '%s' is NULL", what, c->d->tensors[p->inputs[k]].name);
-  if (dev) {
+  if (dev && c->run != user) {
     for (int k = 0; k < p->ninputs; k++) c->dptr[p->inputs[k]] = (void *)inputs[k];
     return rtc_cu_check(c, c->cu->StreamSynchronize(user), "waiting for the caller's stream");
   }
   for (int k = 0; k < p->ninputs; k++) {
     CUdeviceptr dst = (CUdeviceptr)(uintptr_t)c->dptr[p->inputs[k]];
-    if (rtc_cu_check(c, c->cu->MemcpyHtoDAsync(dst, inputs[k], (size_t)rtc_numel(c, p->inputs[k]) * 4, c->stream), "copying an input to the GPU"))
-      return 1;
+    size_t bytes = (size_t)rtc_numel(c, p->inputs[k]) * 4;
+    CUresult e = dev ? c->cu->MemcpyDtoDAsync(dst, (CUdeviceptr)(uintptr_t)inputs[k], bytes, c->run) : c->cu->MemcpyHtoDAsync(dst, inputs[k], bytes, c->run);
+    if (rtc_cu_check(c, e, "copying an input to the GPU")) return 1;
   }
   return 0;
 }
+
+/* After a failed call: nothing of it left in flight on either stream. */
+static void rtc_settle(rtc_ctx *c) {
+  c->cu->StreamSynchronize(c->stream);
+  if (c->run != c->stream) c->cu->StreamSynchronize(c->run);
+}
+
+static int rtc_predict_enqueue(rtc_ctx *c, rtc_prog *r) { return rtc_run_range(c, r, 0, r->p->nsteps); }
 
 static int rtc_predict_locked(rtc_ctx *c, const int64_t *extents, const void *const *inputs, void *const *outputs, int dev,
                               CUstream user) {
@@ -588,8 +661,11 @@ static int rtc_predict_locked(rtc_ctx *c, const int64_t *extents, const void *co
   if (p->noutputs && !outputs) return rtc_fail(c, "predict: outputs is NULL");
   for (int k = 0; k < p->noutputs; k++)
     if (!outputs[k]) return rtc_fail(c, "predict: output '%s' is NULL", c->d->tensors[p->outputs[k]].name);
+  rtc_prog *r = &c->prog[0];
   rtc_bind(c, p);
-  if (rtc_copy_inputs(c, p, inputs, dev, user, "predict") || rtc_run_range(c, &c->prog[0], 0, p->nsteps)) return rtc_sync(c, "predict"), 1;
+  rtc_run_on(c, r, dev, user);
+  if (rtc_copy_inputs(c, p, inputs, dev, user, "predict") || rtc_live_upload(c, r, c->run) || rtc_graph_run(c, r, c->run, rtc_predict_enqueue))
+    return rtc_settle(c), 1;
   if (c->prog[0].checks && rtc_data_errors(c, &c->prog[0], "predict")) return 1;   /* no output is copied then */
   for (int k = 0; k < p->noutputs; k++) {
     const rt_tensor_info *t = &c->d->tensors[p->outputs[k]];
@@ -641,7 +717,7 @@ static int rtc_aux_copy(rtc_ctx *c, int restore) {
 static int rtc_loss(rtc_ctx *c, const rtc_prog *r, float *loss) {
   int64_t n = rtc_numel(c, r->p->outputs[0]);
   CUdeviceptr x = (CUdeviceptr)(uintptr_t)c->dptr[r->p->outputs[0]];
-  if (rtc_cu_check(c, c->cu->MemcpyDtoHAsync(r->hloss, x, (size_t)n * 4, c->stream), "copying the loss") || rtc_sync(c, "train_step"))
+  if (rtc_cu_check(c, c->cu->MemcpyDtoHAsync(r->hloss, x, (size_t)n * 4, c->run), "copying the loss") || rtc_sync(c, "train_step"))
     return 1;
   double sum = 0;
   for (int64_t i = 0; i < n; i++) sum += r->hloss[i];
@@ -722,32 +798,53 @@ static int rtc_comm_reduce(rtc_ctx *c, rtc_prog *r, float *loss) {
   return rtc_sync(c, "train_step");   /* the buffer is reused by the next step */
 }
 
+/* The train step's first half, on the model's stream: the aux snapshot, the forward and backward
+ * steps, and the skip word the updates read (set when a step met bad data). */
+static int rtc_train_front(rtc_ctx *c, rtc_prog *r) {
+  if (rtc_aux_copy(c, 0) || rtc_run_range(c, r, 0, r->split)) return 1;
+  return r->checks && rtc_err_any(c, (const int32_t *)(uintptr_t)r->derr, r->p->nsteps, (int32_t *)(uintptr_t)r->dskip);
+}
+
+/* Its second half: clip_norm's scaling, then the updates. */
+static int rtc_train_back(rtc_ctx *c, rtc_prog *r) {
+  if (c->d->clip_norm > 0 && rtc_clip(c, r)) return 1;
+  return rtc_run_range(c, r, r->split, r->p->nsteps);
+}
+
+static int rtc_train_enqueue(rtc_ctx *c, rtc_prog *r) { return rtc_train_front(c, r) || rtc_train_back(c, r); }
+
+/* Data-parallel: the halves step by step, the host's allreduce between them (after checking the
+ * data-error words, so that no rank sums a gradient of bad data). */
+static int rtc_train_comm(rtc_ctx *c, rtc_prog *r, float *mean_loss) {
+  return rtc_train_front(c, r) || rtc_data_errors(c, r, "train_step") || rtc_comm_reduce(c, r, mean_loss) || rtc_train_back(c, r);
+}
+
 static int rtc_train_locked(rtc_ctx *c, const int64_t *extents, const void *const *inputs, float *loss, int dev, CUstream user) {
   const rt_program *p = &c->d->train;
   if (!c->d->has_train) return rtc_fail(c, "train_step: the model has no train statement");
   if (rtc_set_extents(c, extents, "train_step")) return 1;
   if (!loss) return rtc_fail(c, "train_step: loss is NULL");
   if (p->noutputs != 1) return rtc_fail(c, "train_step: the program has %d losses, not 1", p->noutputs);
+  rtc_prog *r = &c->prog[1];
   rtc_bind(c, p);
   if (!c->dptr[p->outputs[0]]) return rtc_fail(c, "train_step: the loss has no buffer");
-  if (rtc_copy_inputs(c, p, inputs, dev, user, "train_step") || rtc_aux_copy(c, 0)) return rtc_sync(c, "train_step"), 1;
+  rtc_run_on(c, r, dev, user);
+  if (rtc_copy_inputs(c, p, inputs, dev, user, "train_step")) return rtc_settle(c), 1;
   c->host->lr = rt_model_lr_now(c->host); /* this step's, from the schedule */
   c->host->step++;                        /* Adam's t and the random counters start at 1 */
-  rtc_prog *r = &c->prog[1];
   float mean_loss = 0;
   int comm = c->host->has_comm;
   c->host->comm_broke = 0;
-  int rc = rtc_run_range(c, r, 0, r->split);
-  if (!rc) rc = rtc_data_errors(c, r, "train_step");   /* synchronises: no update runs after a failure */
-  if (!rc && comm) rc = rtc_comm_reduce(c, r, &mean_loss);
-  if (!rc && c->d->clip_norm > 0) rc = rtc_clip(c, r);
-  if (!rc) rc = rtc_run_range(c, r, r->split, p->nsteps);
+  int rc = rtc_live_upload(c, r, c->run);
+  if (!rc && comm) rc = rtc_train_comm(c, r, &mean_loss);
+  else if (!rc) rc = rtc_graph_run(c, r, c->run, rtc_train_enqueue) || rtc_data_errors(c, r, "train_step");
   c->host_stale = 1;
-  if (rc) {
+  if (rc) {   /* no update wrote anything: they skip after a data error, and are not queued after a failed step */
     char msg[RT_MODEL_ERR_LEN];
     snprintf(msg, sizeof msg, "%s", c->err);
     c->host->step--;
-    rtc_aux_copy(c, 1), rtc_sync(c, "train_step");
+    rtc_settle(c);
+    rtc_aux_copy(c, 1), c->cu->StreamSynchronize(c->stream);
     if (comm && !c->host->comm_broke && c->host->comm.failed) c->host->comm.failed(c->host->comm.ctx, msg);   /* its own failure */
     return rtc_fail(c, "%s", msg);
   }

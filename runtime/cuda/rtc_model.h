@@ -8,6 +8,7 @@
 
 #include "rt_model_int.h"   /* the host-side instance and RT_MODEL_ERR_LEN */
 #include "rtc.h"
+#include "kc_args.h"  /* kc_live */
 #include "rtc_lib.h"
 
 enum { RTC_LIB_NONE, RTC_LIB_BLAS, RTC_LIB_DNN };   /* which library an op row needs opened (rtc_ops.def's lib) */
@@ -23,6 +24,17 @@ typedef struct {
 const rtc_op_row *rtc_op_row_of(int op);
 /* The message of a data-error code a kernel set (kc_args.h's KC_ERR_*). */
 const char *rtc_data_error_text(int32_t code);
+
+/* One captured run of a program (rtc_graph.c), at the extents of its bounded dims. */
+enum { RTC_GRAPHS = 4 };        /* extents' graphs kept per program; the least recent one goes */
+typedef struct {
+  int64_t extent[K_MAX_BDIMS];
+  int runs;                     /* runs step by step at these extents so far: the first is not
+                                   captured (libraries load their kernels at their first call) */
+  uint64_t used;                /* the program's graph_clock at its last run */
+  CUgraph graph;                /* the capture, and its executable form (NULL: none yet) */
+  CUgraphExec exec;
+} rtc_graph_entry;
 
 /* Per program: the shapes, dtypes, pointer and OpReqType pools of its steps' calls, and the
  * generated kernels of its FUSED steps. */
@@ -46,6 +58,14 @@ typedef struct {
   int64_t *clip_n;              /* and their lengths */
   void **params;                /* bounded dims: per step, its param's copy patched to the run's
                                    extents (NULL: the step reads the descriptor's) */
+  int *live_at;                 /* per step: its entry in the live arrays, or -1 (rtc_live_fill) */
+  int nlive;
+  kc_live *hlive;               /* the call's values of the steps that have them, filled on the host */
+  CUdeviceptr dlive;            /* and their device copy, which the kernels read */
+  CUdeviceptr dskip;            /* train: one int32, set when a step met bad data (the updates skip) */
+  rtc_graph_entry graphs[RTC_GRAPHS];   /* rtc_graph.c: the run captured, per set of extents */
+  uint64_t graph_clock;         /* runs so far: which entry was used longest ago */
+  int graph_off;                /* capture failed: the program runs step by step from then on */
 } rtc_prog;
 
 typedef struct { char name[64]; CUfunction fn; } rtc_fn_entry;
@@ -59,7 +79,9 @@ struct rtc_ctx {
   CUcontext cuctx;
   int has_ctx;
   char device_name[128];
-  CUstream stream;
+  CUstream stream;              /* every step is queued on it (and captured from it) */
+  CUstream run;                 /* the call's copies, per-call values and graph launch: the model's
+                                   stream, or a replaying _device call's own (rtc_enter resets it) */
   CUmodule mod;
   CUdeviceptr dstore;           /* the persistent tensors, laid out as the host's store (store_bytes) */
   int host_stale;               /* a train step changed the device copy since the last download */
@@ -72,7 +94,15 @@ struct rtc_ctx {
   void **dptr;                  /* per tensor: the device pointer bound for the current run */
   rtc_prog prog[2];             /* predict, train */
   void *blas, *dnn;             /* rtc_blas_open / rtc_dnn_open handles, or NULL */
+  int graphs;                   /* runs replay CUDA graphs (not with KILN_CUDA_GRAPH=0 or the profile) */
   int profile;                  /* $KILN_CUDA_PROFILE: each step timed with events */
+  int graph_prof;               /* KILN_CUDA_PROFILE=graph: each graph launch timed with events,
+                                   and each call's wall time (rtc_graph.c) */
+  int graph_prog;               /* the program whose graph the call launched: 0, 1; -1 none */
+  double call_t0;               /* the call's start (seconds) */
+  float graph_ms;               /* the GPU's time of the graph it launched */
+  double gprof_gpu_ms[2], gprof_wall_ms[2];
+  int64_t gprof_n[2];
   CUevent ev[2];
   double *prof_ms[2];           /* per program and step: GPU time summed over runs */
   int64_t *prof_n[2];
@@ -86,6 +116,20 @@ int rtc_cu_check(rtc_ctx *c, CUresult r, const char *what);
 int rtc_function(rtc_ctx *c, const char *name, CUfunction *fn);
 /* Launches fn over `threads` threads with nargs pointer arguments (a generated kernel). */
 int rtc_launch_fn(rtc_ctx *c, CUfunction fn, int64_t threads, void **args, int nargs);
+
+/* ---- rtc_graph.c: a program's run (`enqueue`, which queues it on c->stream) replayed from a
+ * CUDA graph on stream s, captured at its second run at the same extents; a run that cannot be
+ * captured runs step by step instead, as every run does with c->graphs off. rtc_graph_drop
+ * forgets a program's graphs (the scratch moved, or the model goes). ---- */
+typedef int (*rtc_enqueue_fn)(rtc_ctx *c, rtc_prog *r);
+int rtc_graph_run(rtc_ctx *c, rtc_prog *r, CUstream s, rtc_enqueue_fn enqueue);
+void rtc_graph_drop(rtc_ctx *c, rtc_prog *r);
+int rtc_graph_wanted(void);   /* $KILN_CUDA_GRAPH is not 0 */
+/* KILN_CUDA_PROFILE=graph: rtc_enter and rtc_leave time the call; at destroy the averages are
+ * printed: the GPU's time per replayed graph against the call's wall time. */
+void rtc_graph_prof_enter(rtc_ctx *c);
+void rtc_graph_prof_leave(rtc_ctx *c, int rc);
+void rtc_graph_prof_print(rtc_ctx *c);
 
 /* ---- the ABI (rt_model_api's functions for a CUDA .so) ---- */
 rt_model *rtc_model_create(const rt_model_desc *d, uint64_t seed);

@@ -618,8 +618,7 @@ int rtc_dropout_forward(rtc_ctx *c, const rtc_call *k) {
   a.mask = (k->nout > 1 && k->out[1]) ? k->out[1] : NULL;
   a.x = k->in[0];
   a.n = k_shape_numel(&k->in_shape[0]);
-  a.seed = k->seed;
-  a.ctr = k->ctr;
+  a.live = (const kc_live *)k->live;
   a.p = p;
   a.scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;   /* p == 1 drops all: no 0 * inf */
   a.is_train = k->is_train != 0;
@@ -638,11 +637,13 @@ int rtc_dropout_backward(rtc_ctx *c, const rtc_call *k) {
 
 /* ---- optimizer updates: constants as k_optim.c computes them ---- */
 
-int rtc_sgd_update(rtc_ctx *c, float *w, const float *g, float *mom, int64_t n, float lr,
-                   const k_sgd_param *p) {
-  kc_sgd_args a = {w, mom, g, n, lr, p->momentum, p->wd, p->nesterov};
+int rtc_sgd_update(rtc_ctx *c, float *w, const float *g, float *mom, int64_t n, const kc_live *live,
+                   const int32_t *skip, const k_sgd_param *p) {
+  kc_sgd_args a = {w, mom, g, n, live, skip, p->momentum, p->wd, p->nesterov};
   return RTC_GO(c, sgd, n, a);
 }
+
+void rtc_sgd_live(kc_live *l, float lr) { l->f[0] = lr; }
 
 size_t rtc_clip_work_bytes(int n) { return ((size_t)n + 1) * sizeof(double); }
 
@@ -662,14 +663,22 @@ int rtc_clip_grad_norm(rtc_ctx *c, float *const *g, const int64_t *len, int n, f
   return 0;
 }
 
-int rtc_adam_update(rtc_ctx *c, float *w, const float *g, float *m, float *v, int64_t n, float lr,
-                    const k_adam_param *p, int64_t t, int decoupled) {
-  double step = (double)(t < 1 ? 1 : t);
-  kc_adam_args a = {w, m, v, g, n, 0, 0, 0, 0, p->beta1, p->beta2, p->eps, decoupled ? 0.0f : p->wd, 1.0f};
-  if (decoupled) a.decay = (float)(1.0 - (double)lr * (double)p->wd);
-  a.step_size = (float)((double)lr / (1.0 - pow((double)p->beta1, step)));
-  a.bc2_sqrt = (float)sqrt(1.0 - pow((double)p->beta2, step));
+int rtc_adam_update(rtc_ctx *c, float *w, const float *g, float *m, float *v, int64_t n, const kc_live *live,
+                    const int32_t *skip, const k_adam_param *p, int decoupled) {
+  kc_adam_args a = {w, m, v, g, n, live, skip, 0, 0, p->beta1, p->beta2, p->eps, decoupled ? 0.0f : p->wd};
   a.a1 = (float)(1.0 - (double)p->beta1);
   a.a2 = (float)(1.0 - (double)p->beta2);
   return RTC_GO(c, adam, n, a);
+}
+
+void rtc_adam_live(kc_live *l, float lr, const k_adam_param *p, int64_t t, int decoupled) {
+  double step = (double)(t < 1 ? 1 : t);
+  l->f[0] = (float)((double)lr / (1.0 - pow((double)p->beta1, step)));
+  l->f[1] = (float)sqrt(1.0 - pow((double)p->beta2, step));
+  l->f[2] = decoupled ? (float)(1.0 - (double)lr * (double)p->wd) : 1.0f;
+}
+
+int rtc_err_any(rtc_ctx *c, const int32_t *err, int n, int32_t *out) {
+  kc_err_any_args a = {err, n, out};
+  return RTC_GO(c, err_any, 1, a);
 }

@@ -8,13 +8,20 @@
 #ifndef KILN_RTC_OPS_LIB_H
 #define KILN_RTC_OPS_LIB_H
 
+#include "kc_args.h"
 #include "rtc.h"
 
-/* In-place updates of n weights, as k_sgd_update / k_adam_update (t: the 1-based step). */
-int rtc_sgd_update(rtc_ctx *c, float *w, const float *g, float *mom, int64_t n, float lr,
-                   const k_sgd_param *p);
-int rtc_adam_update(rtc_ctx *c, float *w, const float *g, float *m, float *v, int64_t n, float lr,
-                    const k_adam_param *p, int64_t t, int decoupled);
+/* In-place updates of n weights, as k_sgd_update / k_adam_update, with the call's values read
+ * from live (device memory) and nothing written when *skip (device) is set. */
+int rtc_sgd_update(rtc_ctx *c, float *w, const float *g, float *mom, int64_t n, const kc_live *live,
+                   const int32_t *skip, const k_sgd_param *p);
+int rtc_adam_update(rtc_ctx *c, float *w, const float *g, float *m, float *v, int64_t n, const kc_live *live,
+                    const int32_t *skip, const k_adam_param *p, int decoupled);
+/* An update's values for this call into its host live entry (t: the 1-based step). */
+void rtc_sgd_live(kc_live *l, float lr);
+void rtc_adam_live(kc_live *l, float lr, const k_adam_param *p, int64_t t, int decoupled);
+/* *out (device) = whether any of the n data-error words err (device) is set. */
+int rtc_err_any(rtc_ctx *c, const int32_t *err, int n, int32_t *out);
 /* clip_norm: n gradients scaled together to the global L2 norm max_norm, as k_clip_grad_norm,
  * on the stream; work (rtc_clip_work_bytes(n) of device memory) holds the sums and the
  * coefficient. */

@@ -123,6 +123,27 @@ for m in normdrop mlp; do
   fi
   emu_compare "$m: data-parallel through host buffers, CUDA against the CPU" "$d/host.comm.so" "$d/lib$m.cpu.so" "$d/lib$m.comm.so" --comm
 done
+# CUDA graphs (runtime/cuda/rtc_graph.c): every run above replays a captured graph from its
+# second call at the same extents on; the fake driver records a capture and replays it with the
+# arguments as they were at the capture, as a GPU does, so a value that changes per call but was
+# passed by value would show up as a difference from the CPU. Here: that the runs did replay
+# (the fake's trace counts the launches), and the same model step by step (KILN_CUDA_GRAPH=0)
+# against the CPU. normdrop (dropout's counter, SGD) in the sanitizer build, adamw_cosine (the
+# learning rate and Adam's step per call) in the normal one.
+for m in normdrop adamw_cosine; do
+  case ${EMULATE_SET:-} in asan) [ "$m" = normdrop ] || continue ;; rest) [ "$m" = adamw_cosine ] || continue ;; esac
+  [[ "$m" =~ ${EMULATE_MODELS:-.} ]] || { left+=("$m(graphs)"); continue; }
+  f=$root/tests/passes/models/$m.kiln
+  d=$tmp/graph-$m && mkdir -p "$d"
+  if ! emu_build "$d" graph "$f" "$m" || ! "$kiln" compile "$f" --model "$m" -o "$d/lib$m.cpu.so" >>"$d/log" 2>&1; then
+    failed=$((failed + 1)); echo "FAIL $m (graphs): $(tail -5 "$d/log")"; continue
+  fi
+  KILN_CUDA_GRAPH=0 emu_compare "$m step by step (KILN_CUDA_GRAPH=0), CUDA against the CPU" "$d/host.graph.so" "$d/lib$m.cpu.so" "$d/lib$m.graph.so"
+  n=$(KILN_FAKE_TRACE=1 KILN_FAKE_CUDA_MODULE=$d/host.graph.so LD_LIBRARY_PATH=$fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+      "$compare" "$d/lib$m.cpu.so" "$d/lib$m.graph.so" --quiet 2>&1 | grep -c 'graph launch')
+  if [ "$n" -ge 4 ]; then pass=$((pass + 1)); echo "ok   $m: gpu_compare's calls replayed $n CUDA graphs"
+  else failed=$((failed + 1)); echo "FAIL $m: gpu_compare's calls replayed $n CUDA graphs, not at least 4"; fi
+done
 # kiln run takes a CUDA .so as it takes a CPU one (the descriptor says which runtime it uses):
 # the MLP on zeros gives a uniform softmax, the same bits on both targets.
 d=$tmp/run && mkdir -p "$d"

@@ -169,8 +169,11 @@ static void run_case(const Case &cs) {
   rt_step st;
   memset(&st, 0, sizeof st);
   st.param = cs.param;
+  kc_live live;   /* the call's values as the runtime writes them (dropout's seed and counter) */
+  memset(&live, 0, sizeof live);
+  live.seed = cs.seed, live.ctr = cs.ctr;
   rtc_call rc = {&st, cs.param, (int)cs.in.size(), (int)cs.out.size(), b.pin.data(), b.pout.data(), ish.data(),
-                 osh.data(), idt.data(), cs.req.data(), cs.seed, cs.ctr, cs.is_train, nullptr, nullptr};
+                 osh.data(), idt.data(), cs.req.data(), cs.is_train, nullptr, nullptr, &live};
   rtc_ctx ctx;
   memset(&ctx, 0, sizeof ctx);
   int rc_gpu = cs.gpu(&ctx, &rc);
@@ -819,10 +822,18 @@ static void test_optim() {
     std::vector<float> w = vec(n, -1, 1), g = vec(n, -1, 1), m = vec(n, -1, 1), w2 = w, m2 = m;
     rtc_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
+    kc_live live;
+    int32_t skip = 0;
+    rtc_sgd_live(&live, 0.1f);
     for (int step = 0; step < 3; step++) {
       k_sgd_update(w.data(), g.data(), p.momentum != 0 ? m.data() : nullptr, n, 0.1f, &p);
-      rtc_sgd_update(&ctx, w2.data(), g.data(), p.momentum != 0 ? m2.data() : nullptr, n, 0.1f, &p);
+      rtc_sgd_update(&ctx, w2.data(), g.data(), p.momentum != 0 ? m2.data() : nullptr, n, &live, &skip, &p);
     }
+    skip = 1;   /* a step met bad data: nothing written */
+    std::vector<float> w3 = w2, m3 = m2;
+    rtc_sgd_update(&ctx, w2.data(), g.data(), p.momentum != 0 ? m2.data() : nullptr, n, &live, &skip, &p);
+    g_cases++;
+    if (w3 != w2 || m3 != m2) printf("FAIL sgd: an update with the skip word set wrote\n"), g_fail++;
     g_cases++;
     if (!same_floats(w, w2, 0) || !same_floats(m, m2, 0)) {   /* elementwise, one rounding each */
       printf("FAIL sgd momentum %g wd %g nesterov %d\n", (double)p.momentum, (double)p.wd, p.nesterov);
@@ -835,10 +846,13 @@ static void test_optim() {
     std::vector<float> w = vec(n, -1, 1), m(n, 0.0f), v(n, 0.0f), w2 = w, m2 = m, v2 = v;
     rtc_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
+    int32_t skip = 0;
     for (int64_t step = 1; step <= 4; step++) {
       std::vector<float> g = vec(n, -1, 1);
+      kc_live live;
+      rtc_adam_live(&live, 1e-3f, &p, step, decoupled);
       k_adam_update(w.data(), g.data(), m.data(), v.data(), n, 1e-3f, &p, step, decoupled);
-      rtc_adam_update(&ctx, w2.data(), g.data(), m2.data(), v2.data(), n, 1e-3f, &p, step, decoupled);
+      rtc_adam_update(&ctx, w2.data(), g.data(), m2.data(), v2.data(), n, &live, &skip, &p, decoupled);
     }
     g_cases++;
     if (!same_floats(w, w2, 0) || !same_floats(m, m2, 0) || !same_floats(v, v2, 0)) {

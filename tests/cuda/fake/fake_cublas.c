@@ -18,6 +18,8 @@
 
 #include <cublas_api.h>
 
+#include "fake_capture.h"
+
 #define FAKE_MAGIC 0x6b696c6e63626c73ull   /* "kilncbls" */
 
 struct cublasContext {
@@ -179,6 +181,26 @@ static void fake_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alp
     }
 }
 
+/* A captured GEMM: every argument, the scalars by value. */
+typedef struct {
+  cublasHandle_t h;
+  cublasOperation_t ta, tb;
+  int m, n, k, lda, ldb, ldc, batch;
+  float alpha, beta;
+  const float *A, *B;
+  float *C;
+  long long sa, sb, sc;
+} fake_gemm_call;
+
+static void fake_gemm_replay(void *p) {
+  const fake_gemm_call *g = p;
+  if (g->batch < 0)
+    cublasSgemm_v2(g->h, g->ta, g->tb, g->m, g->n, g->k, &g->alpha, g->A, g->lda, g->B, g->ldb, &g->beta, g->C, g->ldc);
+  else
+    cublasSgemmStridedBatched(g->h, g->ta, g->tb, g->m, g->n, g->k, &g->alpha, g->A, g->lda, g->sa, g->B, g->ldb, g->sb,
+                              &g->beta, g->C, g->ldc, g->sc, g->batch);
+}
+
 cublasStatus_t CUBLASWINAPI cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
                                            int m, int n, int k, const float *alpha, const float *A, int lda,
                                            const float *B, int ldb, const float *beta, float *C, int ldc) {
@@ -189,6 +211,11 @@ cublasStatus_t CUBLASWINAPI cublasSgemm_v2(cublasHandle_t handle, cublasOperatio
   if (s != CUBLAS_STATUS_SUCCESS) return s;
   if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
   if (!C || (k > 0 && *alpha != 0.0f && (!A || !B))) return CUBLAS_STATUS_INVALID_VALUE;
+  if (fake_capture_on()) {
+    fake_gemm_call g = {handle, transa, transb, m, n, k, lda, ldb, ldc, -1, *alpha, *beta, A, B, C, 0, 0, 0};
+    fake_capture_defer(fake_gemm_replay, &g, sizeof g);
+    return CUBLAS_STATUS_SUCCESS;
+  }
   fake_gemm(fake_op(transa), fake_op(transb), m, n, k, *alpha, A, lda, B, ldb, *beta, C, ldc);
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -208,6 +235,11 @@ cublasStatus_t CUBLASWINAPI cublasSgemmStridedBatched(cublasHandle_t handle, cub
   if (s != CUBLAS_STATUS_SUCCESS) return s;
   if (m == 0 || n == 0 || batchCount == 0) return CUBLAS_STATUS_SUCCESS;
   if (!C || (k > 0 && *alpha != 0.0f && (!A || !B))) return CUBLAS_STATUS_INVALID_VALUE;
+  if (fake_capture_on()) {
+    fake_gemm_call g = {handle, transa, transb, m, n, k, lda, ldb, ldc, batchCount, *alpha, *beta, A, B, C, strideA, strideB, strideC};
+    fake_capture_defer(fake_gemm_replay, &g, sizeof g);
+    return CUBLAS_STATUS_SUCCESS;
+  }
   for (int64_t b = 0; b < batchCount; b++)
     fake_gemm(fake_op(transa), fake_op(transb), m, n, k, *alpha, A ? A + b * strideA : NULL, lda,
               B ? B + b * strideB : NULL, ldb, *beta, C + b * strideC, ldc);

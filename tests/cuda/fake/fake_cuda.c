@@ -9,7 +9,14 @@
  * (every kernel is grid-stride). Library kernels take one struct by value: the module defines
  * NAME__host(void **params) for each (emul_tail.h); generated kernels take only pointers and
  * are called directly. Together with the fake cuBLAS and cuDNN beside it, and ASan, an
- * out-of-bounds access on the GPU becomes a report here. */
+ * out-of-bounds access on the GPU becomes a report here.
+ *
+ * Stream capture and graphs (the runtime's rtc_graph.c): while a capture is open, launches,
+ * device copies and memsets are recorded, not run, with their arguments copied as the driver
+ * copies a kernel's parameters into its node, so that a value passed by value replays as it was
+ * at the capture, as on a GPU; the fake cuBLAS and cuDNN defer their calls into the record
+ * (fake_capture.h); a graph's launch runs the record in order. What a GPU refuses in a capture
+ * (a synchronisation, a copy to or from host memory) is refused here too. */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <stdio.h>
@@ -17,6 +24,86 @@
 #include <string.h>
 
 #define FAKE_API __attribute__((visibility("default")))
+
+/* A kernel of a module: a library kernel's trampoline (and its struct's size), or a generated
+ * kernel called directly. */
+typedef struct { void (*host)(void **); void *direct; size_t bytes; char name[128]; } fake_function;
+
+/* ---- capture: the record of an open capture, and the graphs made from records ---- */
+
+enum { FAKE_NODE_HOST_KERNEL, FAKE_NODE_PTR_KERNEL, FAKE_NODE_COPY, FAKE_NODE_SET, FAKE_NODE_CALL };
+typedef struct {
+  int kind;
+  fake_function *f;
+  void *bytes;                  /* a library kernel's struct, or a library call's arguments */
+  void *ptrs[32];               /* a generated kernel's pointers */
+  void *dst;
+  const void *src;
+  size_t n;
+  unsigned char v;
+  void (*run)(void *);          /* a library call: run(bytes) */
+} fake_node;
+typedef struct { fake_node *nodes; int n, cap, refs; } fake_graph;
+
+static fake_graph *fake_open_capture;   /* the fake has one stream: a capture is the process's */
+
+static CUresult fake_record(fake_node node) {
+  fake_graph *g = fake_open_capture;
+  if (g->n == g->cap) {
+    int cap = g->cap ? 2 * g->cap : 64;
+    fake_node *grown = realloc(g->nodes, sizeof *grown * (size_t)cap);
+    if (!grown) return CUDA_ERROR_OUT_OF_MEMORY;
+    g->nodes = grown, g->cap = cap;
+  }
+  g->nodes[g->n++] = node;
+  return CUDA_SUCCESS;
+}
+
+FAKE_API int fake_cuda_capturing(void) { return fake_open_capture != NULL; }
+FAKE_API void fake_cuda_defer(void (*run)(void *), void *ctx) {
+  if (fake_record((fake_node){.kind = FAKE_NODE_CALL, .bytes = ctx, .run = run}) != CUDA_SUCCESS) abort();
+}
+
+FAKE_API CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) {
+  (void)s, (void)mode;
+  if (fake_open_capture) return CUDA_ERROR_ILLEGAL_STATE;
+  if (!(fake_open_capture = calloc(1, sizeof *fake_open_capture))) return CUDA_ERROR_OUT_OF_MEMORY;
+  fake_open_capture->refs = 1;
+  return CUDA_SUCCESS;
+}
+
+/* KILN_FAKE_TRACE=1: each capture and graph launch on stderr (tests count them). */
+static int fake_trace(void) {
+  const char *e = getenv("KILN_FAKE_TRACE");
+  return e && *e && *e != '0';
+}
+
+FAKE_API CUresult cuStreamEndCapture(CUstream s, CUgraph *g) {
+  (void)s;
+  if (!fake_open_capture) return CUDA_ERROR_ILLEGAL_STATE;
+  if (fake_trace()) fprintf(stderr, "[fake cuda] graph captured: %d nodes\n", fake_open_capture->n);
+  *g = (CUgraph)fake_open_capture;
+  fake_open_capture = NULL;
+  return CUDA_SUCCESS;
+}
+
+static void fake_graph_release(fake_graph *g) {
+  if (--g->refs) return;
+  for (int i = 0; i < g->n; i++) free(g->nodes[i].bytes);
+  free(g->nodes);
+  free(g);
+}
+
+/* The executable form shares its graph's record. */
+FAKE_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *e, CUgraph g, unsigned long long flags) {
+  (void)flags;
+  ((fake_graph *)g)->refs++;
+  *e = (CUgraphExec)g;
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuGraphDestroy(CUgraph g) { fake_graph_release((fake_graph *)g); return CUDA_SUCCESS; }
+FAKE_API CUresult cuGraphExecDestroy(CUgraphExec e) { fake_graph_release((fake_graph *)e); return CUDA_SUCCESS; }
+
 
 FAKE_API CUresult cuInit(unsigned int flags) { (void)flags; return CUDA_SUCCESS; }
 FAKE_API CUresult cuDriverGetVersion(int *v) { *v = 13000; return CUDA_SUCCESS; }
@@ -38,7 +125,7 @@ FAKE_API CUresult cuCtxPopCurrent_v2(CUcontext *c) { if (c) *c = (CUcontext)&fak
 static int fake_stream_token;
 FAKE_API CUresult cuStreamCreate(CUstream *s, unsigned int flags) { (void)flags; *s = (CUstream)&fake_stream_token; return CUDA_SUCCESS; }
 FAKE_API CUresult cuStreamDestroy_v2(CUstream s) { (void)s; return CUDA_SUCCESS; }
-FAKE_API CUresult cuStreamSynchronize(CUstream s) { (void)s; return CUDA_SUCCESS; }
+FAKE_API CUresult cuStreamSynchronize(CUstream s) { (void)s; return fake_open_capture ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS; }
 
 FAKE_API CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {
   void *q = malloc(n ? n : 1);
@@ -48,20 +135,36 @@ FAKE_API CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuMemFree_v2(CUdeviceptr p) { free((void *)(uintptr_t)p); return CUDA_SUCCESS; }
-FAKE_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, CUstream st) { (void)st; memmove((void *)(uintptr_t)d, s, n); return CUDA_SUCCESS; }
-FAKE_API CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, CUstream st) { (void)st; memmove(d, (void *)(uintptr_t)s, n); return CUDA_SUCCESS; }
+/* Host memory is pageable here: a GPU refuses its copies in a capture. */
+FAKE_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, CUstream st) {
+  (void)st;
+  if (fake_open_capture) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  memmove((void *)(uintptr_t)d, s, n);
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, CUstream st) {
+  (void)st;
+  if (fake_open_capture) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  memmove(d, (void *)(uintptr_t)s, n);
+  return CUDA_SUCCESS;
+}
 FAKE_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) {
   (void)st;
+  if (fake_open_capture) return fake_record((fake_node){.kind = FAKE_NODE_COPY, .dst = (void *)(uintptr_t)d, .src = (const void *)(uintptr_t)s, .n = n});
   memmove((void *)(uintptr_t)d, (void *)(uintptr_t)s, n);
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { memmove((void *)(uintptr_t)d, s, n); return CUDA_SUCCESS; }
 FAKE_API CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { memmove(d, (void *)(uintptr_t)s, n); return CUDA_SUCCESS; }
-FAKE_API CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream st) { (void)st; memset((void *)(uintptr_t)d, v, n); return CUDA_SUCCESS; }
+FAKE_API CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream st) {
+  (void)st;
+  if (fake_open_capture) return fake_record((fake_node){.kind = FAKE_NODE_SET, .dst = (void *)(uintptr_t)d, .n = n, .v = v});
+  memset((void *)(uintptr_t)d, v, n);
+  return CUDA_SUCCESS;
+}
 
 /* ---- modules: the host build named by $KILN_FAKE_CUDA_MODULE ---- */
 
-typedef struct { void (*host)(void **); void *direct; char name[128]; } fake_function;
 typedef struct {
   void *so;
   fake_function **fns;          /* every handle cuModuleGetFunction gave out: freed with the module */
@@ -116,6 +219,9 @@ FAKE_API CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *nam
   void *h = dlsym(fm->so, host);
   memcpy(&ff->host, &h, sizeof h);
   ff->direct = dlsym(fm->so, name);
+  snprintf(host, sizeof host, "%s__bytes", name);
+  const size_t *bytes = dlsym(fm->so, host);
+  ff->bytes = bytes ? *bytes : 0;
   snprintf(ff->name, sizeof ff->name, "%s", name);
   if (!ff->host && !ff->direct) return free(ff), CUDA_ERROR_NOT_FOUND;
   fm->fns[fm->nfns++] = ff;
@@ -128,19 +234,55 @@ FAKE_API CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *nam
 typedef void (*fake_ptrs_fn)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *,
                              void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *,
                              void *, void *, void *, void *, void *, void *, void *, void *, void *, void *);
+static CUresult fake_call_ptrs(fake_function *ff, void *const *a);
 
 FAKE_API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                                  unsigned shared, CUstream s, void **params, void **extra) {
   (void)gy, (void)gz, (void)by, (void)bz, (void)shared, (void)s, (void)extra;
   fake_function *ff = (fake_function *)f;
   if (!gx || !bx) return CUDA_ERROR_INVALID_VALUE;
+  if (ff->host && fake_open_capture) {   /* its struct copied, as the driver copies it */
+    if (!ff->bytes) return fprintf(stderr, "fake libcuda: %s has no %s__bytes to capture it\n", ff->name, ff->name), CUDA_ERROR_INVALID_IMAGE;
+    void *copy = malloc(ff->bytes);
+    if (!copy) return CUDA_ERROR_OUT_OF_MEMORY;
+    memcpy(copy, params[0], ff->bytes);
+    return fake_record((fake_node){.kind = FAKE_NODE_HOST_KERNEL, .f = ff, .bytes = copy});
+  }
   if (ff->host) { ff->host(params); return CUDA_SUCCESS; }
   void *a[32] = {0};
   for (int i = 0; i < 32 && params && params[i]; i++) a[i] = *(void **)params[i];
+  if (fake_open_capture) {
+    fake_node node = {.kind = FAKE_NODE_PTR_KERNEL, .f = ff};
+    memcpy(node.ptrs, a, sizeof a);
+    return fake_record(node);
+  }
+  return fake_call_ptrs(ff, a);
+}
+
+static CUresult fake_call_ptrs(fake_function *ff, void *const *a) {
   fake_ptrs_fn fn;
   memcpy(&fn, &ff->direct, sizeof fn);
   fn(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17],
      a[18], a[19], a[20], a[21], a[22], a[23], a[24], a[25], a[26], a[27], a[28], a[29], a[30], a[31]);
+  return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuGraphLaunch(CUgraphExec e, CUstream s) {
+  (void)s;
+  if (fake_open_capture) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  const fake_graph *g = (const fake_graph *)e;
+  if (fake_trace()) fprintf(stderr, "[fake cuda] graph launch: %d nodes\n", g->n);
+  for (int i = 0; i < g->n; i++) {
+    const fake_node *k = &g->nodes[i];
+    void *params[1] = {k->bytes};
+    switch (k->kind) {
+    case FAKE_NODE_HOST_KERNEL: k->f->host(params); break;
+    case FAKE_NODE_PTR_KERNEL: fake_call_ptrs(k->f, k->ptrs); break;
+    case FAKE_NODE_COPY: memmove(k->dst, k->src, k->n); break;
+    case FAKE_NODE_SET: memset(k->dst, k->v, k->n); break;
+    default: k->run(k->bytes); break;
+    }
+  }
   return CUDA_SUCCESS;
 }
 

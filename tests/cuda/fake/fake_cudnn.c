@@ -33,6 +33,8 @@
 
 #include <cudnn.h>
 
+#include "fake_capture.h"
+
 #define FAKE_DIMS 8
 
 enum { MAGIC_HANDLE = 0x4b48, MAGIC_TENSOR = 0x4b54, MAGIC_FILTER = 0x4b46, MAGIC_CONV = 0x4b43 };
@@ -517,6 +519,42 @@ static size_t fake_yidx(const fake_geom *g, int n, int k, int h, int w) {
   return (size_t)n * g->ys[0] + (size_t)k * g->ys[1] + (size_t)h * g->ys[2] + (size_t)w * g->ys[3];
 }
 
+/* A captured convolution call (forward, backward data or backward filter: the three take the
+ * same kinds of arguments), the scalars by value. */
+enum { FAKE_CONV_FWD, FAKE_CONV_BWD_DATA, FAKE_CONV_BWD_FILTER };
+typedef struct {
+  int which;
+  cudnnHandle_t h;
+  float alpha, beta;
+  const void *da, *a, *db, *b;   /* the two inputs' descriptors and data, in the call's order */
+  cudnnConvolutionDescriptor_t conv;
+  int algo;
+  void *ws;
+  size_t ws_bytes;
+  const void *dy;
+  void *y;
+} fake_conv_call;
+
+static void fake_conv_replay(void *p) {
+  const fake_conv_call *k = p;
+  if (k->which == FAKE_CONV_FWD)
+    cudnnConvolutionForward(k->h, &k->alpha, (cudnnTensorDescriptor_t)k->da, k->a, (cudnnFilterDescriptor_t)k->db, k->b, k->conv,
+                            (cudnnConvolutionFwdAlgo_t)k->algo, k->ws, k->ws_bytes, &k->beta, (cudnnTensorDescriptor_t)k->dy, k->y);
+  else if (k->which == FAKE_CONV_BWD_DATA)
+    cudnnConvolutionBackwardData(k->h, &k->alpha, (cudnnFilterDescriptor_t)k->da, k->a, (cudnnTensorDescriptor_t)k->db, k->b, k->conv,
+                                 (cudnnConvolutionBwdDataAlgo_t)k->algo, k->ws, k->ws_bytes, &k->beta, (cudnnTensorDescriptor_t)k->dy, k->y);
+  else
+    cudnnConvolutionBackwardFilter(k->h, &k->alpha, (cudnnTensorDescriptor_t)k->da, k->a, (cudnnTensorDescriptor_t)k->db, k->b, k->conv,
+                                   (cudnnConvolutionBwdFilterAlgo_t)k->algo, k->ws, k->ws_bytes, &k->beta, (cudnnFilterDescriptor_t)k->dy, k->y);
+}
+
+/* Checked, and captured: the call is deferred to the graph's launch. */
+static int fake_conv_captured(fake_conv_call k) {
+  if (!fake_capture_on()) return 0;
+  fake_capture_defer(fake_conv_replay, &k, sizeof k);
+  return 1;
+}
+
 static float fake_blend(float alpha, double acc, float beta, const float *out) {
   double r = (double)alpha * acc;
   if (beta != 0.0f) r += (double)beta * *out;
@@ -541,6 +579,9 @@ cudnnStatus_t CUDNNWINAPI cudnnConvolutionForward(cudnnHandle_t handle, const vo
   fake_extent(y, yDesc->dim, yDesc->stride, &yl, &yh);
   if (fake_overlap(yl, yh, xl, xh) || fake_overlap(yl, yh, wl, wh))
     return fake_err(CUDNN_STATUS_BAD_PARAM, "%s: the output y overlaps the input x or the filter w", fn);
+  if (fake_conv_captured((fake_conv_call){FAKE_CONV_FWD, handle, *(const float *)alpha, *(const float *)beta, xDesc, x, wDesc, w,
+                                          convDesc, (int)algo, workSpace, workSpaceSizeInBytes, yDesc, y}))
+    return CUDNN_STATUS_SUCCESS;
   const float *X = x, *Wt = w;
   float *Y = y, a = *(const float *)alpha, b = *(const float *)beta;
   for (int n = 0; n < g.N; n++)
@@ -586,6 +627,9 @@ cudnnStatus_t CUDNNWINAPI cudnnConvolutionBackwardData(cudnnHandle_t handle, con
   fake_extent(dy, dyDesc->dim, dyDesc->stride, &yl, &yh);
   if (fake_overlap(xl, xh, yl, yh) || fake_overlap(xl, xh, wl, wh))
     return fake_err(CUDNN_STATUS_BAD_PARAM, "%s: the output dx overlaps the input dy or the filter w", fn);
+  if (fake_conv_captured((fake_conv_call){FAKE_CONV_BWD_DATA, handle, *(const float *)alpha, *(const float *)beta, wDesc, w, dyDesc,
+                                          dy, convDesc, (int)algo, workSpace, workSpaceSizeInBytes, dxDesc, dx}))
+    return CUDNN_STATUS_SUCCESS;
   const float *DY = dy, *Wt = w;
   float *DX = dx, a = *(const float *)alpha, b = *(const float *)beta;
   /* dx[n, c, ih, iw] = sum over the filters k of c's group and the taps (r, q) with
@@ -639,6 +683,9 @@ cudnnStatus_t CUDNNWINAPI cudnnConvolutionBackwardFilter(cudnnHandle_t handle, c
   fake_extent(dy, dyDesc->dim, dyDesc->stride, &yl, &yh);
   if (fake_overlap(wl, wh, xl, xh) || fake_overlap(wl, wh, yl, yh))
     return fake_err(CUDNN_STATUS_BAD_PARAM, "%s: the output dw overlaps the input x or dy", fn);
+  if (fake_conv_captured((fake_conv_call){FAKE_CONV_BWD_FILTER, handle, *(const float *)alpha, *(const float *)beta, xDesc, x,
+                                          dyDesc, dy, convDesc, (int)algo, workSpace, workSpaceSizeInBytes, dwDesc, dw}))
+    return CUDNN_STATUS_SUCCESS;
   const float *X = x, *DY = dy;
   float *DW = dw, a = *(const float *)alpha, b = *(const float *)beta;
   for (int k = 0; k < g.K; k++) {
