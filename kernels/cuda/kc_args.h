@@ -22,7 +22,7 @@ enum { KC_ERR_NONE = 0, KC_ERR_LABEL = 1, KC_ERR_INDEX = 2 };
 
 #define KC_KERNELS(X)                                                                          \
   X(fill) X(strided) X(reduce) X(max_grad) X(softmax) X(softmax_grad) X(sce_loss) X(sce_grad)  \
-  X(pool) X(pool_grad) X(bn_stats) X(bn_apply) X(bn_grad) X(ln_forward) X(ln_dparams)          \
+  X(pool) X(pool_grad) X(bn_part) X(bn_stats) X(bn_apply) X(bn_grad) X(bn_dx) X(ln_forward) X(ln_dparams)          \
   X(ln_dx) X(embedding) X(embedding_grad) X(dropout) X(mul) X(sgd) X(adam) X(prod_grad)          \
   X(reduce_spread) X(pad) X(pad_grad) X(sumsq) X(clip_coef) X(clip_scale) X(err_any)
 
@@ -126,25 +126,43 @@ typedef struct {
 } kc_pad_args;
 typedef kc_pad_args kc_pad_grad_args;
 
-/* batch_norm over [outer, C, inner]. bn_stats: one thread per channel (train statistics,
- * moving update, saved mean/invstd; with apply also y). bn_apply: one thread per element
- * from the saved (train) or moving (predict) statistics. */
+/* batch_norm over [outer, C, inner]. A channel's two sums (x and x*x for the statistics; dy and
+ * dy * (x - mean) for the gradient) are split over G parts of its M = outer * inner elements
+ * when M is large (bn_part: a block per part, C * G blocks, part g taking elements
+ * [g * len, (g + 1) * len)), each part's sums into part[2 * (ch * G + g)]; the finishing
+ * kernels add a channel's G parts in order, so the sums are the same on every run. With one
+ * part (part NULL) the channel's block sums its elements itself. */
+typedef struct {
+  const float *x, *dy, *smean;  /* dy and smean: the gradient's sums (grad 1) */
+  int64_t outer, C, inner, len;
+  int32_t G, grad;
+  double *part;
+} kc_bn_part_args;
+
+/* bn_stats: a block per channel (train statistics, moving update, saved mean/invstd; with apply
+ * also y). bn_apply: one thread per element from the saved (train) or moving (predict)
+ * statistics. */
 typedef struct {
   float *y, *smean, *sinv, *mm, *mv;
   const float *x, *gamma, *beta;
+  const double *part;           /* bn_part's sums (G of them a channel), or NULL */
   int64_t outer, C, inner;
   float eps, momentum;
-  int32_t is_train, apply, req;
+  int32_t is_train, apply, req, G;
 } kc_bn_stats_args;
 typedef kc_bn_stats_args kc_bn_apply_args;
 
-/* batch_norm backward, one thread per channel: dgamma, dbeta, then the channel's dX. */
+/* batch_norm backward, a block per channel: dgamma, dbeta, then the channel's dX; or, with coef,
+ * the channel's three coefficients of dX (gamma * invstd, mean(dy), mean(dy * xhat)) into
+ * coef[3 ch..], and bn_dx writes dX one thread per element. */
 typedef struct {
-  float *dx, *dg, *db;
+  float *dx, *dg, *db, *coef;
   const float *dy, *x, *gamma, *smean, *sinv;
+  const double *part;           /* bn_part's sums, or NULL */
   int64_t outer, C, inner;
-  int32_t req_dx, req_dg, req_db;
+  int32_t req_dx, req_dg, req_db, G;
 } kc_bn_grad_args;
+typedef kc_bn_grad_args kc_bn_dx_args;
 
 /* layer_norm over rows of d: forward and dX one thread per row, dgamma/dbeta one per column. */
 typedef struct {

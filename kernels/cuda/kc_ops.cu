@@ -413,14 +413,47 @@ extern "C" __global__ void kc_pad_grad(kc_pad_grad_args a) {
 /* Train statistics of channel ch in double, as k_bn_train_stats, with the moving update. */
 /* The batch statistics of channel ch, by the whole block (every thread gets them); thread 0
  * updates the moving statistics. */
+/* Channel ch's two sums from bn_part's G parts, in order. */
+static inline void kc_bn_parts_sum(const double *part, int32_t G, int64_t ch, double *s0, double *s1) {
+  double a = 0, b = 0;
+  for (int32_t g = 0; g < G; g++) a += part[2 * (ch * G + g)], b += part[2 * (ch * G + g) + 1];
+  *s0 = a, *s1 = b;
+}
+
+/* One block per part of a channel (launched with C * G * KC_BLOCK threads). */
+extern "C" __global__ void kc_bn_part(kc_bn_part_args a) {
+  __shared__ double red[KC_BLOCK];
+  int64_t M = a.outer * a.inner;
+  KC_BLOCK_LOOP(b, a.C * a.G) {
+    int64_t ch = b / a.G, lo = b % a.G * a.len, hi = lo + a.len < M ? lo + a.len : M;
+    double m = a.grad ? (double)a.smean[ch] : 0, s0 = 0, s1 = 0;
+    KC_THREAD_LOOP(e, hi - lo) {
+      int64_t at = kc_chan_at(lo + e, ch, a.C, a.inner);
+      double v = a.x[at];
+      if (a.grad) {
+        double g = a.dy[at];
+        s0 += g, s1 += g * (v - m);
+      } else {
+        s0 += v, s1 += v * v;
+      }
+    }
+    s0 = kc_block_sum(s0, red), s1 = kc_block_sum(s1, red);
+    if (threadIdx.x == 0) a.part[2 * b] = s0, a.part[2 * b + 1] = s1;
+  }
+}
+
 static inline void kc_bn_train(const kc_bn_stats_args *a, int64_t ch, float *mean, float *invstd, double *red) {
   double S = 0, Q = 0, M = (double)(a->outer * a->inner);
-  KC_THREAD_LOOP(e, a->outer * a->inner) {
-    double v = a->x[kc_chan_at(e, ch, a->C, a->inner)];
-    S += v;
-    Q += v * v;
+  if (a->part) {
+    kc_bn_parts_sum(a->part, a->G, ch, &S, &Q);
+  } else {
+    KC_THREAD_LOOP(e, a->outer * a->inner) {
+      double v = a->x[kc_chan_at(e, ch, a->C, a->inner)];
+      S += v;
+      Q += v * v;
+    }
+    S = kc_block_sum(S, red), Q = kc_block_sum(Q, red);
   }
-  S = kc_block_sum(S, red), Q = kc_block_sum(Q, red);
   double m = S / M, v = Q / M - m * m;
   if (v < 0) v = 0;
   *mean = (float)m;
@@ -483,23 +516,40 @@ extern "C" __global__ void kc_bn_grad(kc_bn_grad_args a) {
   __shared__ double red[KC_BLOCK];
   KC_BLOCK_LOOP(ch, a.C) {
     double sdy = 0, sdyd = 0, m = a.smean[ch], M = (double)(a.outer * a.inner);
-    KC_THREAD_LOOP(e, a.outer * a.inner) {
-      int64_t at = kc_chan_at(e, ch, a.C, a.inner);
-      double g = a.dy[at];
-      sdy += g;
-      sdyd += g * ((double)a.x[at] - m);
+    if (a.part) {
+      kc_bn_parts_sum(a.part, a.G, ch, &sdy, &sdyd);
+    } else {
+      KC_THREAD_LOOP(e, a.outer * a.inner) {
+        int64_t at = kc_chan_at(e, ch, a.C, a.inner);
+        double g = a.dy[at];
+        sdy += g;
+        sdyd += g * ((double)a.x[at] - m);
+      }
+      sdy = kc_block_sum(sdy, red), sdyd = kc_block_sum(sdyd, red);
     }
-    sdy = kc_block_sum(sdy, red), sdyd = kc_block_sum(sdyd, red);
     double sdyx = sdyd * a.sinv[ch];
     if (threadIdx.x == 0 && a.req_dg != kNullOp) kc_put(a.dg, ch, (float)sdyx, a.req_dg);
     if (threadIdx.x == 0 && a.req_db != kNullOp) kc_put(a.db, ch, (float)sdy, a.req_db);
     if (a.req_dx == kNullOp) continue;
     float ca = a.gamma[ch] * a.sinv[ch], mdy = (float)(sdy / M), mdyx = (float)(sdyx / M);
+    if (a.coef) {   /* bn_dx writes dX */
+      if (threadIdx.x == 0) a.coef[3 * ch] = ca, a.coef[3 * ch + 1] = mdy, a.coef[3 * ch + 2] = mdyx;
+      continue;
+    }
     float mean = a.smean[ch], inv = a.sinv[ch];
     KC_THREAD_LOOP(e, a.outer * a.inner) {
       int64_t at = kc_chan_at(e, ch, a.C, a.inner);
       kc_put(a.dx, at, ca * (a.dy[at] - mdy - (a.x[at] - mean) * inv * mdyx), a.req_dx);
     }
+  }
+}
+
+/* dX one thread per element from bn_grad's coefficients (the same arithmetic as its block's). */
+extern "C" __global__ void kc_bn_dx(kc_bn_dx_args a) {
+  KC_LOOP(i, a.outer * a.C * a.inner) {
+    int64_t ch = i / a.inner % a.C;
+    float ca = a.coef[3 * ch], mdy = a.coef[3 * ch + 1], mdyx = a.coef[3 * ch + 2];
+    kc_put(a.dx, i, ca * (a.dy[i] - mdy - (a.x[i] - a.smean[ch]) * a.sinv[ch] * mdyx), a.req_dx);
   }
 }
 

@@ -674,9 +674,11 @@ static void test_pooling() {
 /* ---- batch_norm, layer_norm ---- */
 
 static void test_batch_norm() {
-  static k_batch_norm_param ps[] = {{1e-5f, 0.9f, 1, 0}, {1e-3f, 0.1f, 1, 0}, {1e-5f, 0.9f, 2, 0}};
-  k_shape xs[] = {S({4, 3, 5, 5}), S({16, 7}), S({2, 3, 6})};
-  for (int t = 0; t < 3; t++) {
+  /* The last two split their channels' training sums in parts (rtc_bn_parts: over 2048 elements). */
+  static k_batch_norm_param ps[] = {{1e-5f, 0.9f, 1, 0}, {1e-3f, 0.1f, 1, 0}, {1e-5f, 0.9f, 2, 0}, {1e-5f, 0.9f, 1, 0},
+                                    {1e-5f, 0.9f, 1, 0}};
+  k_shape xs[] = {S({4, 3, 5, 5}), S({16, 7}), S({2, 3, 6}), S({8, 3, 24, 24}), S({3000, 5})};
+  for (int t = 0; t < 5; t++) {
     int64_t C = xs[t].d[ps[t].axis];
     k_shape c = S({C});
     for (int train = 0; train < 2; train++)
