@@ -4,6 +4,7 @@
 #   scripts/gpu_check.sh prepare DIR   here: builds kiln, compiles every example and test model
 #       for the CPU (the reference, --cpu x86-64-v3 so it runs on the other host) and for CUDA
 #       into DIR/models, builds gpu_compare and kiln_bench_models into DIR/bin, copies the scripts, and
+#       with the bench/onnx models at batch 1 and 64 for CUDA (ONNX_MODELS; compile_onnx below),
 #       checks that everything in DIR needs only libc, libm, libdl, pthreads and
 #       libopenblas.so.0 and that DIR stays under 40 MB (the models are packed otherwise).
 #   bash DIR/run.sh OUTDIR             there: every CPU/CUDA pair through gpu_compare
@@ -67,11 +68,37 @@ compile_models() {
   echo "compiled $n models for the CPU, $ncuda for CUDA"
 }
 
+# The bench/onnx models at batch 1 and 64 (ONNX_MODELS, default torch_onnx.py's list; "none"
+# skips them) into DIR/models/onnx/MODEL.bBATCH.cuda.so: each exported here by torch
+# (/usr/bin/python3), imported to .kiln text and compiled without its weights, which the .so
+# initialises as the text declares: the graph and the speed are the same, and a .so stays a
+# few MB where ResNet-50's weights alone are 100.
+compile_onnx() {
+  local kiln=$BUILD/tools/kiln py=/usr/bin/python3 m b tmp n=0
+  [ "${ONNX_MODELS:-}" = none ] && return 0
+  tmp=$(mktemp -d) && mkdir -p "$DIR/models/onnx"
+  for m in ${ONNX_MODELS:-$("$py" "$ROOT/bench/onnx/torch_onnx.py" models)}; do
+    for b in 1 64; do
+      if "$py" "$ROOT/bench/onnx/torch_onnx.py" export "$m" "$b" "$tmp/$m.onnx" >"$tmp/log" 2>&1 &&
+         "$kiln" import "$tmp/$m.onnx" -o "$tmp/$m.kiln" >>"$tmp/log" 2>&1 &&
+         "$kiln" compile "$tmp/$m.kiln" ${GPU_SECOND:---target cuda} ${GPU_CUDA_FLAGS:-} -o "$DIR/models/onnx/$m.b$b.cuda.so" >>"$tmp/log" 2>&1; then
+        n=$((n + 1))
+      else
+        echo "  $m at batch $b: no CUDA .so: $(tail -n 3 "$tmp/log" | tr '\n' ' ' | head -c 300)"
+      fi
+      rm -f "$tmp/$m.onnx" "$tmp/$m.safetensors" "$DIR/models/onnx/$m.h"
+    done
+  done
+  rm -rf "$tmp"
+  echo "compiled $n ONNX models for CUDA"
+}
+
 # Only these may be NEEDED by anything in DIR: the GPU machine has them (and the CUDA libraries,
 # which the CUDA runtime dlopens rather than links).
 check_deps() {
   local f bad=0 needed
-  for f in "$DIR"/bin/* "$DIR"/models/*.so "$DIR"/models/b1/*.so; do
+  for f in "$DIR"/bin/* "$DIR"/models/*.so "$DIR"/models/b1/*.so "$DIR"/models/onnx/*.so; do
+    [ -f "$f" ] || continue
     needed=$(readelf -d "$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' |
              grep -vxE 'libc\.so\.6|libm\.so\.6|libdl\.so\.2|libpthread\.so\.0|libopenblas\.so\.0|ld-linux-x86-64\.so\.2' || true)
     [ -z "$needed" ] || { echo "gpu_check: $f needs $(echo $needed)" >&2; bad=1; }
@@ -84,11 +111,13 @@ mkdir -p "$DIR/bin" "$DIR/models" "$DIR/tests" "$DIR/bench"
 DIR=$(realpath "$DIR")
 build
 compile_models
-strip --strip-unneeded "$DIR"/bin/* "$DIR"/models/*.so "$DIR"/models/b1/*.so 2>/dev/null || true
+compile_onnx
+strip --strip-unneeded "$DIR"/bin/* "$DIR"/models/*.so "$DIR"/models/b1/*.so "$DIR"/models/onnx/*.so 2>/dev/null || true
 check_deps
 cp "$ROOT/tests/gpu/run.sh" "$DIR/tests/run.sh"
 cp "$ROOT/tests/gpu/f64_step.py" "$ROOT/tests/support/st_read.py" "$DIR/tests/"
-cp "$ROOT/bench/gpu/run.sh" "$ROOT/bench/gpu/profile.sh" "$ROOT/bench/gpu/torch_gpu.py" "$ROOT/bench/models/torch_models.py" "$DIR/bench/"
+cp "$ROOT/bench/gpu/run.sh" "$ROOT/bench/gpu/profile.sh" "$ROOT/bench/gpu/torch_gpu.py" "$ROOT/bench/models/torch_models.py" \
+  "$ROOT/bench/gpu/onnx.sh" "$ROOT/bench/onnx/torch_onnx.py" "$ROOT/tests/support/onnx_models.py" "$DIR/bench/"
 { echo "prepared $(date -u '+%Y-%m-%d %H:%M UTC') from $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
   echo "CPU .so: ${CPU_FLAGS:---cpu x86-64-v3}; CUDA .so: ${GPU_SECOND:---target cuda} ${GPU_CUDA_FLAGS:-}"; } > "$DIR/info.txt"
 
@@ -128,6 +157,8 @@ if [ "${BENCH:-1}" != 0 ] && [ $rc -ne 77 ]; then
   LIBDIR=$D/models BENCH_BIN=$D/bin/kiln_bench_models OUT=$OUT/bench bash "$D/bench/run.sh" 2>&1 | tee "$OUT/bench.txt"
   echo "== benchmark at batch 1 (results: $OUT/bench-b1)"
   BATCH=1 LIBDIR=$D/models/b1 BENCH_BIN=$D/bin/kiln_bench_models OUT=$OUT/bench-b1 bash "$D/bench/run.sh" 2>&1 | tee "$OUT/bench-b1.txt"
+  echo "== the bench/onnx models' predict, kiln against torch eager on this GPU (results: $OUT/onnx)"
+  bash "$D/bench/onnx.sh" "$D/models/onnx" "$D/bin/kiln_bench_models" "$OUT/onnx" 2>&1 | tee "$OUT/onnx.txt"
   echo "== profile: each example's steps, and one fused group's bandwidth (results: $OUT/profile)"
   bash "$D/bench/profile.sh" "$D/models" "$D/bin/kiln_bench_models" "$OUT/profile" 2>&1
 fi
@@ -136,7 +167,7 @@ grep -rh "runs step by step, not as a CUDA graph" "$OUT" | sort | uniq -c | head
 echo "== summary: $(tail -n1 "$OUT/compare.txt")$( [ $rc -eq 77 ] && echo ' (skipped: no usable GPU)')"
 exit $rc
 RUNEOF
-chmod +x "$DIR/run.sh" "$DIR/tests/run.sh" "$DIR/bench/run.sh" "$DIR/bench/profile.sh"
+chmod +x "$DIR/run.sh" "$DIR/tests/run.sh" "$DIR/bench/run.sh" "$DIR/bench/profile.sh" "$DIR/bench/onnx.sh"
 
 mb=$(du -sm "$DIR" | cut -f1)
 if [ "$mb" -ge $MAX_MB ]; then
