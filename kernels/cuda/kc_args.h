@@ -64,6 +64,8 @@ typedef struct {
   int64_t kd[K_MAX_RANK], kxs[K_MAX_RANK], rd[K_MAX_RANK], rxs[K_MAX_RANK];
   float scale;
   int32_t krank, rrank, op, req;
+  int32_t block;                /* a block per group (launched with nk * KC_BLOCK threads): long
+                                   groups of a sum-like op (KC_RED_SUM, L1, L2), rtc_reduce_go */
 } kc_reduce_args;
 
 /* max backward, one thread per group (the reduce geometry): gx = og / ties at the maxima. */

@@ -144,11 +144,21 @@ static kc_reduce_args rtc_reduce_of(float *y, const float *x, const k_shape *xs,
   return a;
 }
 
+/* kc_reduce: a thread a group, or a block a group for a sum-like op whose groups are long, or
+ * few and not short (RTC_RED_BLOCK_*). */
+enum { RTC_RED_BLOCK_LONG = 256, RTC_RED_BLOCK_FEW = 8192, RTC_RED_BLOCK_MIN = 32 };
+
+static int rtc_reduce_go(rtc_ctx *c, kc_reduce_args *a) {
+  int sumlike = a->op == KC_RED_SUM || a->op == KC_RED_L1 || a->op == KC_RED_L2;
+  a->block = sumlike && (a->nr >= RTC_RED_BLOCK_LONG || (a->nr >= RTC_RED_BLOCK_MIN && a->nk < RTC_RED_BLOCK_FEW));
+  return rtc_go(c, "kc_reduce", a->block ? a->nk * KC_BLOCK : a->nk, a, sizeof *a);
+}
+
 /* Sums (times scale) with k_breduce's rule for groups of nothing: 0 * scale, kAddTo untouched. */
 static int rtc_reduce_sum(rtc_ctx *c, kc_reduce_args *a) {
   if (a->req == kNullOp) return 0;
   if (a->nr == 0) return a->req == kAddTo ? 0 : rtc_fill(c, a->y, a->nk, 0.0f * a->scale, kWriteTo);
-  return rtc_go(c, "kc_reduce", a->nk, a, sizeof *a);
+  return rtc_reduce_go(c, a);
 }
 
 static unsigned rtc_axes_mask(const k_ints *axes) {
@@ -238,7 +248,7 @@ int rtc_min_forward(rtc_ctx *c, const rtc_call *k) {
 
 int rtc_min_backward(rtc_ctx *c, const rtc_call *k) { return rtc_max_backward(c, k); }
 
-/* prod, logsumexp, norm forward: one thread per group; groups of nothing are 1 (prod), -inf
+/* prod, logsumexp, norm forward: a thread per group (norm: a block per long group, rtc_reduce_go); groups of nothing are 1 (prod), -inf
  * (logsumexp) or 0 (norm, kAddTo untouched), as k_reduce.c's k_reduce_fill and k_breduce. */
 static int rtc_fold_forward(rtc_ctx *c, const rtc_call *k, int32_t op) {
   const k_reduce_param *p = rtc_param(k);
@@ -248,7 +258,7 @@ static int rtc_fold_forward(rtc_ctx *c, const rtc_call *k, int32_t op) {
   if (a.nr == 0 && op == KC_RED_PROD) return rtc_fill(c, a.y, a.nk, 1.0f, k->req[0]);
   if (a.nr == 0 && op == KC_RED_LSE) return rtc_fill(c, a.y, a.nk, -INFINITY, k->req[0]);
   if (a.nr == 0) return k->req[0] == kAddTo ? 0 : rtc_fill(c, a.y, a.nk, 0.0f, kWriteTo);
-  return RTC_GO(c, reduce, a.nk, a);
+  return rtc_reduce_go(c, &a);
 }
 
 int rtc_prod_forward(rtc_ctx *c, const rtc_call *k) { return rtc_fold_forward(c, k, KC_RED_PROD); }
