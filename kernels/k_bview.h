@@ -226,10 +226,7 @@ K_VEC_TARGETS static void k_rowsum_range(void *ctx, int64_t lo, int64_t hi) {
   for (int64_t u = lo; u < hi; u++) {
     const float *x = j->x + u * n;
     float l[K_LANES] = {0};
-    int64_t k = 0;
-    for (; k + K_LANES <= n; k += K_LANES)
-      for (int i = 0; i < K_LANES; i++) l[i] += x[k + i];
-    for (int i = 0; k + i < n; i++) l[i] += x[k + i];
+    k_sum_rows(l, (k_bsrc){x, x, x, x}, n, 0, 0);
     k_put(j->out, u, j->scale * k_lanes_sum(l), j->req);
   }
 }

@@ -28,7 +28,7 @@ enum { KC_ERR_NONE = 0, KC_ERR_LABEL = 1, KC_ERR_INDEX = 2 };
 
 /* A step's values that change from call to call: the learning rate and Adam's bias corrections
  * of an update, dropout's random counter. The kernels read them from device memory, where the
- * runtime writes every step's entry before each run (rtc_live_fill), so that a captured CUDA
+ * runtime writes every step's entry before each run (rtc_live_upload), so that a captured CUDA
  * graph replays with each call's values rather than those of the call it was captured in. */
 typedef struct {
   float f[4];                   /* sgd: lr; adam: step_size, bc2_sqrt, decay */

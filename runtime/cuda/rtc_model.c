@@ -173,7 +173,7 @@ static int rtc_prog_errwords(rtc_ctx *c, rtc_prog *r) {
          rtc_cu_check(c, c->cu->MemsetD8Async(r->derr, 0, bytes, c->stream), "zeroing the data-error words");
 }
 
-/* A step whose values change per call reads them from its kc_live entry (rtc_live_fill): the
+/* A step whose values change per call reads them from its kc_live entry (rtc_live_upload): the
  * updates, and dropout in the forward pass. */
 static bool rtc_step_is_live(const rt_step *s) {
   return s->kind == RT_STEP_UPDATE || (s->kind == RT_STEP_FORWARD && s->op == K_OPI_dropout);

@@ -58,7 +58,7 @@ typedef struct {
   int64_t *clip_n;              /* and their lengths */
   void **params;                /* bounded dims: per step, its param's copy patched to the run's
                                    extents (NULL: the step reads the descriptor's) */
-  int *live_at;                 /* per step: its entry in the live arrays, or -1 (rtc_live_fill) */
+  int *live_at;                 /* per step: its entry in the live arrays, or -1 (rtc_live_upload) */
   int nlive;
   kc_live *hlive;               /* the call's values of the steps that have them, filled on the host */
   CUdeviceptr dlive;            /* and their device copy, which the kernels read */

@@ -565,7 +565,7 @@ int rtc_batch_norm_forward(rtc_ctx *c, const rtc_call *k) {
   const k_batch_norm_param *p = rtc_param(k);
   kc_bn_stats_args a;
   memset(&a, 0, sizeof a);
-  rtc_bn_dims(&k->in_shape[0], p->axis, &a.outer, &a.C, &a.inner);
+  rtc_bn_step_dims(k, &a.outer, &a.C, &a.inner);
   a.y = k->out[0];
   a.smean = rtc_out_opt(k, 1);
   a.sinv = rtc_out_opt(k, 2);
@@ -588,11 +588,10 @@ int rtc_batch_norm_forward(rtc_ctx *c, const rtc_call *k) {
 
 /* in = [dY, -, -, X, gamma, -, -, saved_mean, saved_invstd]; out = [dX, dgamma, dbeta]. */
 int rtc_batch_norm_backward(rtc_ctx *c, const rtc_call *k) {
-  const k_batch_norm_param *p = rtc_param(k);
   int nf = (k->nin - k->nout) / 2;
   kc_bn_grad_args a;
   memset(&a, 0, sizeof a);
-  rtc_bn_dims(&k->in_shape[nf], p->axis, &a.outer, &a.C, &a.inner);
+  rtc_bn_step_dims(k, &a.outer, &a.C, &a.inner);
   a.dx = k->out[0];
   a.dg = rtc_out_opt(k, 1);
   a.db = rtc_out_opt(k, 2);
