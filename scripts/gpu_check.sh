@@ -68,6 +68,30 @@ compile_models() {
   echo "compiled $n models for the CPU, $ncuda for CUDA"
 }
 
+# Bounded dims on the GPU: the cases of tests/cuda/bounded_cases.txt (the emulation's, which
+# says what each checks) into DIR/models/bounded/: per case a CPU and a CUDA .so bounded alike
+# and a CUDA .so at one fixed size, and a line per comparison in DIR/bounded.txt, "NAME FIRST.so
+# SECOND.so GPU_COMPARE_OPTIONS...", which tests/run.sh --prebuilt runs after the models.
+compile_bounded() {
+  local kiln=$BUILD/tools/kiln f m bdefs exts fdefs fext bd fd e lab n=0 b=$DIR/models/bounded
+  mkdir -p "$b" && : > "$DIR/bounded.txt"
+  while read -r f m bdefs exts fdefs fext; do
+    read -ra bd <<<"${bdefs//_/ }"; read -ra fd <<<"${fdefs//_/ }"
+    "$kiln" compile "$ROOT/$f" --model "$m" "${bd[@]}" ${CPU_FLAGS:---cpu x86-64-v3} -o "$b/$m.cpu.so" >"$b/log" 2>&1 &&
+      "$kiln" compile "$ROOT/$f" --model "$m" "${bd[@]}" ${GPU_SECOND:---target cuda} ${GPU_CUDA_FLAGS:-} -o "$b/$m.cuda.so" >>"$b/log" 2>&1 &&
+      "$kiln" compile "$ROOT/$f" --model "$m" "${fd[@]}" ${GPU_SECOND:---target cuda} ${GPU_CUDA_FLAGS:-} -o "$b/$m.fixed.cuda.so" >>"$b/log" 2>&1 ||
+      { echo "gpu_check: $f:$m with ${bd[*]}: kiln compile failed: $(tail -3 "$b/log")" >&2; exit 1; }
+    rm -f "$b/$m.h" "$b/log"
+    lab=${bdefs//-D_/} && lab="${m}[${lab//_/,}]"   # lenet[batch=1..4]
+    for e in ${exts//:/ }; do
+      echo "$lab@$e:against-CPU bounded/$m.cpu.so bounded/$m.cuda.so --extents $e" >> "$DIR/bounded.txt"
+    done
+    echo "$lab@$fext:against-fixed-bitwise bounded/$m.fixed.cuda.so bounded/$m.cuda.so --extents $fext --tol-predict 0 --tol-train 0 --atol 0 --tol-step 0 --tol-motion 0" >> "$DIR/bounded.txt"
+    n=$((n + 1))
+  done < <(grep -v '^\s*\(#\|$\)' "$ROOT/tests/cuda/bounded_cases.txt")
+  echo "compiled $n bounded-dims cases"
+}
+
 # The bench/onnx models at batch 1 and 64 (ONNX_MODELS, default torch_onnx.py's list; "none"
 # skips them) into DIR/models/onnx/MODEL.bBATCH.cuda.so: each exported here by torch
 # (/usr/bin/python3), imported to .kiln text and compiled without its weights, which the .so
@@ -97,7 +121,7 @@ compile_onnx() {
 # which the CUDA runtime dlopens rather than links).
 check_deps() {
   local f bad=0 needed
-  for f in "$DIR"/bin/* "$DIR"/models/*.so "$DIR"/models/b1/*.so "$DIR"/models/onnx/*.so; do
+  for f in "$DIR"/bin/* "$DIR"/models/*.so "$DIR"/models/b1/*.so "$DIR"/models/bounded/*.so "$DIR"/models/onnx/*.so; do
     [ -f "$f" ] || continue
     needed=$(readelf -d "$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' |
              grep -vxE 'libc\.so\.6|libm\.so\.6|libdl\.so\.2|libpthread\.so\.0|libopenblas\.so\.0|ld-linux-x86-64\.so\.2' || true)
@@ -111,8 +135,9 @@ mkdir -p "$DIR/bin" "$DIR/models" "$DIR/tests" "$DIR/bench"
 DIR=$(realpath "$DIR")
 build
 compile_models
+compile_bounded
 compile_onnx
-strip --strip-unneeded "$DIR"/bin/* "$DIR"/models/*.so "$DIR"/models/b1/*.so "$DIR"/models/onnx/*.so 2>/dev/null || true
+strip --strip-unneeded "$DIR"/bin/* "$DIR"/models/*.so "$DIR"/models/b1/*.so "$DIR"/models/bounded/*.so "$DIR"/models/onnx/*.so 2>/dev/null || true
 check_deps
 cp "$ROOT/tests/gpu/run.sh" "$DIR/tests/run.sh"
 cp "$ROOT/tests/gpu/f64_step.py" "$ROOT/tests/support/st_read.py" "$DIR/tests/"
@@ -134,7 +159,7 @@ mkdir -p "$1" && OUT=$(cd "$1" && pwd) || exit 1
 if [ ! -d "$D/models" ]; then   # packed to keep the folder small (python's lzma: xz may be missing there)
   ${PYTHON:-python3} -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$D/models.tar.xz" "$D" || exit 1
 fi
-for f in "$D"/bin/* "$D"/models/*.so; do ldd "$f" 2>&1 | grep 'not found' | sed "s|^|$f: |"; done > "$OUT/missing.txt"
+for f in "$D"/bin/* "$D"/models/*.so "$D"/models/bounded/*.so; do [ -f "$f" ] || continue; ldd "$f" 2>&1 | grep 'not found' | sed "s|^|$f: |"; done > "$OUT/missing.txt"
 { cat "$D/info.txt"; date -u; uname -a; nproc; nvidia-smi 2>&1; cat "$OUT/missing.txt"; } > "$OUT/env.txt"
 echo "== $(grep -m1 prepared "$D/info.txt"); GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 [ -s "$OUT/missing.txt" ] && { cat "$OUT/missing.txt"; echo "== some libraries are missing here (above)"; }

@@ -3,7 +3,8 @@
  * binary times every model; torch_models.py is its PyTorch twin and run.sh runs both.
  *
  * Usage: kiln_bench_models LIB.so [seconds [train|predict|both [EXTENT,...]]]
- *   seconds  minimum length of one timed run (default 0.5)
+ *   seconds  minimum length of one timed run (default 0.5); 0: one call a run after a single
+ *            warm-up call, for steps that take seconds (batch 64 of a large model)
  *   train|predict  time only that entry point (for profiling under perf); default both, or
  *                  predict alone for a model without train_step (one compiled from ONNX)
  *   EXTENT,...  a model with bounded dims runs at these extents, one per dim in declaration
@@ -13,7 +14,8 @@
  * they still say what the work costs and how much of it stayed on the calling thread), then a
  * comment line with the peak RSS and, when the first call is a predict, one with the
  * milliseconds from dlopen to the end of that first call (# create_ms). Threads come from
- * the environment (KILN_NUM_THREADS, OPENBLAS_NUM_THREADS).
+ * the environment (KILN_NUM_THREADS, OPENBLAS_NUM_THREADS); KILN_BENCH_RUNS the number of timed
+ * runs whose best is kept (default 5).
  * A CUDA .so is timed the same way (bench/gpu/run.sh): its calls copy host buffers in and out
  * and return with the results on the host. When its create fails (no driver or no GPU) this
  * prints "SKIP: <why>" and exits 77.
@@ -31,7 +33,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#define BM_RUNS 5
+#define BM_RUNS 5   /* timed runs, the best kept; KILN_BENCH_RUNS overrides */
 #define BM_MAX_IO 64
 
 static double bm_clock(clockid_t id) {
@@ -90,18 +92,25 @@ static void bm_call(bm_ctx *c, int iters) {
   }
 }
 
-/* Warm-up (at least 3 calls and 0.2 s), calibrate iterations to `secs`, best of BM_RUNS. */
+static int bm_runs(void) {
+  const char *e = getenv("KILN_BENCH_RUNS");
+  int n = e ? atoi(e) : BM_RUNS;
+  return n >= 1 ? n : BM_RUNS;
+}
+
+/* Warm-up (at least 3 calls and 0.2 s; one call when secs is 0), calibrate iterations to
+ * `secs` (at least 2; 1 when secs is 0), best of bm_runs(). */
 static double bm_time(bm_ctx *c, double secs, int *iters_out, bm_cpu *cpu) {
   double t0 = bm_now();
   int n = 0;
   do bm_call(c, 1), n++;
-  while (n < 3 || bm_now() - t0 < 0.2);
+  while (secs > 0 && (n < 3 || bm_now() - t0 < 0.2));
   double per = (bm_now() - t0) / n;
-  int iters = (int)ceil(secs / per);
-  if (iters < 2) iters = 2;
+  int iters = secs > 0 ? (int)ceil(secs / per) : 1;
+  if (secs > 0 && iters < 2) iters = 2;
   double best = INFINITY;
   *cpu = (bm_cpu){INFINITY, INFINITY};
-  for (int r = 0; r < BM_RUNS; r++) {
+  for (int r = 0, runs = bm_runs(); r < runs; r++) {
     double a = bm_now(), pa = bm_clock(CLOCK_PROCESS_CPUTIME_ID), sa = bm_clock(CLOCK_THREAD_CPUTIME_ID);
     bm_call(c, iters);
     double t = bm_now() - a;
@@ -175,7 +184,7 @@ int main(int argc, char **argv) {
     ext[k] = *e ? strtoll(e, &end, 10) : d->dims[k].hi;
     if (*e) e = *end == ',' ? end + 1 : end;
   }
-  int rc = bm_run(api, secs > 0 ? secs : 0.5, argc > 3 ? argv[3] : NULL, ext, t0);
+  int rc = bm_run(api, secs > 0 ? secs : 0.0, argc > 3 ? argv[3] : NULL, ext, t0);
   dlclose(h);
   return rc;
 }

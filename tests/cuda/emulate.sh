@@ -52,30 +52,18 @@ for f in "$root"/examples/*.kiln "$root"/tests/passes/models/*.kiln; do
     else failed=$((failed + 1)); echo "FAIL $base/$m (exit $rc):"; grep -v '^ok' "$d/out" | head -20 | sed 's/^/    /'; fi
   done
 done
-# Bounded dims (`-D batch=1..4`): a CUDA .so of each model below run at several extents inside
-# its bounds, against the CPU .so bounded alike (semantics, gpu_compare's tolerances), and
-# against a CUDA .so compiled at one of those sizes, which it must equal bit for bit: predict,
-# each train step's loss, every weight after three steps (tolerances 0; two host modules, the
-# bounded one loaded first, as gpu_compare creates its second .so first). The sanitizer build
-# runs lenet's (convolutions: cuDNN's state re-made per extent), the normal build the others.
-# Each line: file, model, the bounded -D options (_ for spaces), the extents to run (one set per
-# :, one extent per dim per ,), the fixed -D options and the extents that match them. The
-# transformer at batch 1 is judged bit for bit only: its key bias's exact gradient is 0 (a
-# softmax ignores a shift), so under Adam each side steps it by its own rounding noise, which
-# the CPU comparison's tolerances cannot judge at small sizes (a fixed batch 1 fails it alike).
-bounded_cases=(
-  "examples/lenet.kiln lenet -D_batch=1..4 4:1 -D_batch=3 3"
-  "examples/mlp.kiln mlp -D_batch=1..8 1 -D_batch=5 5"
-  "examples/resnet.kiln resnet -D_batch=1..4 1 -D_batch=3 3"
-  "examples/transformer.kiln transformer -D_batch=1..4 3 -D_batch=1 1"
-  "tests/passes/models/heads.kiln heads -D_b=1..2_-D_s=1..5 2,1:1,3 -D_b=1_-D_s=3 1,3"
-)
+# Bounded dims: the cases of bounded_cases.txt (which says what each checks), each under the
+# fake driver with two host modules (the bounded one loaded first, as gpu_compare creates its
+# second .so first). The sanitizer build runs lenet's (convolutions: cuDNN's state re-made per
+# extent), the normal build the others.
+mapfile -t bounded_cases < <(grep -v '^\s*\(#\|$\)' "$root/tests/cuda/bounded_cases.txt")
+[ ${#bounded_cases[@]} -gt 0 ] || { failed=$((failed + 1)); echo "FAIL bounded dims: no cases read from tests/cuda/bounded_cases.txt"; }
 emu_build() {  # emu_build DIR TAG FILE MODEL DEFS...: DIR/libMODEL.TAG.so and its host module DIR/host.TAG.so
   local d=$1 tag=$2 f=$3 m=$4; shift 4
+  # shellcheck disable=SC2086
   "$kiln" compile "$f" --model "$m" "$@" --target cuda -o "$d/lib$m.$tag.so" >>"$d/log" 2>&1 &&
     "$kiln" compile "$f" --model "$m" "$@" --emit cu -o "$d/$m.$tag.cu" >>"$d/log" 2>&1 &&
     printf '#include "emul.h"\n#include "%s.%s.cu"\n#include "emul_tail.h"\n' "$m" "$tag" >"$d/host.$tag.cpp" &&
-    # shellcheck disable=SC2086
     "$cxx" -std=c++17 -O1 -shared -fPIC -ffp-contract=off -w $cxxflags -I"$root/tests/cuda/fake" -I"$root/kernels" \
       -I"$root/kernels/cuda" -I"$d" "$d/host.$tag.cpp" -o "$d/host.$tag.so" >>"$d/log" 2>&1
 }

@@ -8,8 +8,9 @@
 # usage: run.sh KILN BUILD_DIR        compile here (gpu_compare is BUILD_DIR/tests/gpu/gpu_compare)
 #        run.sh --prebuilt DIR LOGDIR  what scripts/gpu_check.sh prepared: DIR/models.txt lists
 #                                      "LABEL NAME" per model, DIR/models/NAME.{cpu,cuda}.so (or
-#                                      NAME.cuda.err, kiln's message), DIR/bin/gpu_compare; the
-#                                      logs stay in LOGDIR
+#                                      NAME.cuda.err, kiln's message), DIR/bin/gpu_compare, and
+#                                      DIR/bounded.txt the bounded-dims comparisons; the logs
+#                                      stay in LOGDIR
 # Environment: GPU_MODELS (a regex of model names to run; default all), GPU_SMALL=1 (compile
 #   at the small dims of tests/codegen/aot_cli.sh instead of each file's own), GPU_COMPARE_FLAGS
 #   (extra gpu_compare options, e.g. "--tol-train 2e-3"), GPU_CUDA_FLAGS (extra kiln compile
@@ -32,11 +33,18 @@ model_tolerance() {
   esac
 }
 
-# compare LABEL CPU.so CUDA.so LOG: one pair through gpu_compare (LABEL is FILE:MODEL); exits 77
-# for the whole run when the first comparison finds no usable GPU.
+# compare LABEL CPU.so CUDA.so LOG: one pair through gpu_compare (LABEL is FILE:MODEL) with the
+# bad inputs and the model's tolerances; compare_with exits 77 for the whole run when the first
+# comparison finds no usable GPU.
 compare() {
+  # shellcheck disable=SC2046
+  compare_with "$1" "$2" "$3" "$4" --bad-inputs $(model_tolerance "${1##*:}")
+}
+# compare_with LABEL A.so B.so LOG OPTIONS...: one gpu_compare run of A against B with OPTIONS.
+compare_with() {
   local label=$1 log=$4 rc
-  timeout "${GPU_TIMEOUT:-300}" "$COMPARE" "$2" "$3" --bad-inputs $(model_tolerance "${label##*:}") ${GPU_COMPARE_FLAGS:-} >"$log" 2>&1
+  local a=$2 b=$3; shift 4
+  timeout "${GPU_TIMEOUT:-300}" "$COMPARE" "$a" "$b" "$@" ${GPU_COMPARE_FLAGS:-} >"$log" 2>&1
   rc=$?
   if [ $rc -eq 77 ]; then
     if [ $ran -eq 0 ]; then   # the runtime cannot start: nothing here can run
@@ -89,6 +97,16 @@ if [ "${1:-}" = --prebuilt ]; then
     if [ ! -f "$DIR/models/$model.cuda.so" ]; then not_on_gpu "$label" "$DIR/models/$model.cuda.err"; continue; fi
     compare "$label" "$DIR/models/$model.cpu.so" "$DIR/models/$model.cuda.so" "$LOGS/compare-$model.log"
   done < "$DIR/models.txt"
+  # Bounded dims (DIR/bounded.txt, when prepared): "NAME FIRST.so SECOND.so OPTIONS..." per line,
+  # each a comparison with gpu_compare's OPTIONS (--extents and tolerances) instead of the
+  # model's own, and without --bad-inputs (the fixed-size runs above hold them).
+  if [ -f "$DIR/bounded.txt" ]; then
+    while read -r label first second opts; do
+      [[ ${label%%\[*} =~ ${GPU_MODELS:-.} ]] || continue
+      # shellcheck disable=SC2086
+      compare_with "$label" "$DIR/models/$first" "$DIR/models/$second" "$LOGS/compare-bounded-${label//[^A-Za-z0-9_.=-]/_}.log" $opts
+    done < "$DIR/bounded.txt"
+  fi
   [ $fail -eq 0 ] && finish 0 || finish 1
 fi
 
