@@ -8,7 +8,8 @@
 # exported once with a dynamic batch axis and compiled with -D batch=1..64, and once per fixed
 # batch; predict, and with ONNX_TRAIN set train_step too (each .so compiled with
 # --train "$ONNX_TRAIN": a loss and an optimizer, e.g. "softmax_cross_entropy sgd(lr=0.01)",
-# which adds the label input).
+# which adds the label input; the BERT-style encoder, whose output is a sequence, gets
+# mse_loss and the same optimizer).
 #   bench/bounded/run.sh                      # all examples, batch 1 8 64, 1 thread
 #   MODELS=mlp ROUNDS=5 bench/bounded/run.sh
 #   MODELS= ONNX_MODELS="resnet18 mobilenet_v2" BATCH="1 8" bench/bounded/run.sh
@@ -76,8 +77,10 @@ run_dim() {  # run_dim MODEL DIM BOUND EXTENTS...
 }
 run_onnx() {  # run_onnx MODEL EXTENTS...: a bench/onnx model, its batch dynamic against fixed
   local m=$1 cb cf; shift
-  local train=() modes=predict
-  [ -n "$ONNX_TRAIN" ] && train=(--train "$ONNX_TRAIN") && modes="predict train"
+  local train=() modes=predict spec=$ONNX_TRAIN
+  # The encoder's output is a sequence, not scores over classes: its loss is mse_loss.
+  [ "$m" = bert ] && spec="mse_loss ${ONNX_TRAIN#* }"
+  [ -n "$ONNX_TRAIN" ] && train=(--train "$spec") && modes="predict train"
   mkdir -p "$TMP/dyn" && "$PY" "$ROOT/bench/onnx/torch_onnx.py" export "$m" 1 "$TMP/dyn/$m.onnx" dynamic
   cb=$(compile "b-$m.so" "$TMP/dyn/$m.onnx" -D batch=1..64 "${train[@]}")
   echo "# compile $m batch=1..64: ${cb}s"

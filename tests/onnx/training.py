@@ -5,7 +5,8 @@ compiled, and one train_step compared with one torch.optim.SGD step of the origi
 the loss, every weight and both running statistics (issue 11, point 5); the same for a model
 with buffers (register_buffer) and float constants, which import as consts and stay as they
 were; a model with Dropout, which must import as a dropout op and train (its masks differ
-from torch's); and kiln train on the .onnx itself with a whole train statement in --train.
+from torch's); kiln train on the .onnx itself with a whole train statement in --train; and
+--train "mse_loss ..." on a model whose output is not scores.
 
     training.py KILN
 The .so is driven through its C ABI with ctypes (NAME_create, NAME_load of the imported
@@ -283,10 +284,65 @@ def clause(tmp):
     print("clause: kiln train on the .onnx with `%s`: three steps, weights worst abs diff %.3g" % (CLAUSE, worst))
 
 
+def mse(tmp):
+    """--train "mse_loss ...": a model whose output is not scores (an encoder's [batch, seq, d])
+    gets an f32 input `target` of the output's shape and F.mse_loss; one train_step is one
+    torch.optim.SGD step with momentum. The same model with softmax_cross_entropy is refused,
+    naming mse_loss."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 8))
+    x, target = torch.randn(4, 6, 8), torch.randn(4, 6, 8)
+    os.mkdir(os.path.join(tmp, "mse"))
+    path, text, so = (os.path.join(tmp, "mse", f) for f in ("net.onnx", "net.kiln", "libnet.so"))
+    torch.onnx.export(net, x, path, opset_version=13, input_names=["x"], output_names=["y"],
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+    net.train()
+    r = subprocess.run([KILN, "import", path, "-o", text, "--train", "softmax_cross_entropy sgd(lr=0.1)"], capture_output=True, text=True)
+    if r.returncode == 0 or "mse_loss" not in r.stderr:
+        return fail("mse: softmax_cross_entropy on a rank-3 output: want a refusal naming mse_loss, got exit %d\n%s" % (r.returncode, r.stderr))
+    r = subprocess.run([KILN, "import", path, "-o", text, "--map", "--train", "mse_loss sgd(lr=0.1, momentum=0.9)"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return fail("mse: kiln import --train: exit %d\n%s" % (r.returncode, r.stderr))
+    names = dict(line.split(" -> ") for line in r.stdout.splitlines())
+    if "input target : f32[4, 6, 8]" not in open(text).read():
+        return fail("mse: the import lacks `input target : f32[4, 6, 8]`:\n%s" % open(text).read())
+    r = subprocess.run([KILN, "compile", text, "-o", so], capture_output=True, text=True)
+    if r.returncode != 0:
+        return fail("mse: kiln compile: exit %d\n%s" % (r.returncode, r.stderr))
+    xin, tin, after = (os.path.join(tmp, "mse", f) for f in ("x.npy", "target.npy", "after.safetensors"))
+    np.save(xin, x.numpy())
+    np.save(tin, target.numpy())
+    r = subprocess.run([sys.executable, __file__, "--step", so, xin, tin, os.path.join(tmp, "mse", "net.safetensors"), after],
+                       capture_output=True, text=True, env=child_env(so))
+    if r.returncode != 0:
+        return fail("mse: the .so's load, train_step or save failed (exit %d)\n%s" % (r.returncode, r.stderr[-1500:]))
+    loss = float(r.stdout.strip())
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    ref = torch.nn.functional.mse_loss(net(x), target)
+    ref.backward()
+    opt.step()
+    got, worst = read_safetensors(after), 0.0
+    if abs(loss - ref.item()) > 1e-5 * max(1.0, abs(ref.item())):
+        fail("mse: the loss differs: kiln %.7g, torch %.7g" % (loss, ref.item()))
+    for tname, want in net.state_dict().items():
+        kname, want = names.get(tname, tname), want.numpy()
+        if kname not in got:
+            fail("mse: %s (%s) is not among the weights kiln saved" % (tname, kname))
+            continue
+        diff = float(np.abs(got[kname] - want).max())
+        worst = max(worst, diff)
+        if not np.allclose(got[kname], want, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(want).max()))):
+            fail("mse: %s after one step differs from torch's (worst abs diff %.3g)" % (tname, diff))
+    print("mse: --train \"mse_loss ...\" on a [4, 6, 8] output; one SGD step: loss kiln %.7g, torch %.7g, "
+          "weights worst abs diff %.3g" % (loss, ref.item(), worst))
+
+
 with tempfile.TemporaryDirectory(prefix="kiln-onnx-train-") as tmp:
     main(tmp)
     buffers(tmp)
     dropout(tmp)
     clause(tmp)
+    mse(tmp)
 print("onnx training: %s" % ("passed" if not failed else "%d failure(s)" % failed))
 sys.exit(1 if failed else 0)
