@@ -6,11 +6,13 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels.h"
+#include "k_cache.h"
 
 uint32_t rt_fnv1a32(const char *s) {
   uint32_t h = 2166136261u;
@@ -49,6 +51,16 @@ static void rt_init_tensor(rt_model *m, int i) {
   else if (t->role == RT_ROLE_CONST) k_init_constant(m->tptr[i], rt_tensor_numel(t), t->init_a);
 }
 
+/* A zeroed block of `bytes` aligned to 64, in an allocation *block that free takes. calloc
+ * rather than aligned_alloc and memset: a large block is fresh pages from the kernel, zero
+ * until first touched, so a model's weights (ViT-B/16's 346 MB, which create then writes) and
+ * a training arena of gigabytes are not written once more at create. */
+static void *rt_zalloc64(int64_t bytes, void **block) {
+  *block = calloc(1, (size_t)bytes + 63);
+  if (*block) k_advise_huge(*block, (size_t)bytes + 63);
+  return *block ? (void *)(((uintptr_t)*block + 63) & ~(uintptr_t)63) : NULL;
+}
+
 /* One zeroed block for every persistent tensor; aux states also get a snapshot buffer. */
 static int rt_model_storage(rt_model *m) {
   const rt_model_desc *d = m->d;
@@ -58,10 +70,9 @@ static int rt_model_storage(rt_model *m) {
     if (d->tensors[i].role == RT_ROLE_AUX) m->aux_elems += rt_tensor_numel(&d->tensors[i]);
   }
   m->store_bytes = bytes;
-  m->store = aligned_alloc(64, (size_t)(bytes ? bytes : 64));
+  m->store = rt_zalloc64(bytes ? bytes : 64, &m->store_block);
   m->aux_backup = malloc((size_t)m->aux_elems * 4 + 4);
   if (!m->store || !m->aux_backup) return 1;
-  memset(m->store, 0, (size_t)(bytes ? bytes : 64));
   int64_t off = 0;
   for (int i = 0; i < d->ntensors; i++) {
     if (!rt_is_persistent(&d->tensors[i])) continue;
@@ -77,10 +88,8 @@ static int rt_model_arena(rt_model *m) {
   int64_t bytes = d->predict.arena_bytes;
   if (d->has_train && d->train.arena_bytes > bytes) bytes = d->train.arena_bytes;
   bytes = rt_align64(bytes > 0 ? bytes : 64);
-  m->arena = aligned_alloc(64, (size_t)bytes);
-  if (!m->arena) return 1;
-  memset(m->arena, 0, (size_t)bytes);
-  return 0;
+  m->arena = rt_zalloc64(bytes, &m->arena_block);
+  return m->arena ? 0 : 1;
 }
 
 /* A descriptor is compiler output, but one from a mismatched build must not crash us. */
@@ -135,7 +144,7 @@ void rt_model_destroy(rt_model *m) {
   rt_profile_finish(m, m->prof), rt_profile_free(m->prof);
   rt_prog_state_free(&m->ps[0]), rt_prog_state_free(&m->ps[1]);
   free(m->tptr), free(m->ptr), free(m->tshape);
-  free(m->store), free(m->arena), free(m->aux_backup);
+  free(m->store_block), free(m->arena_block), free(m->aux_backup);
   rt_comm_free(m);
   pthread_mutex_destroy(&m->mu);
   free(m);

@@ -58,9 +58,11 @@ struct rt_model {
                                    one per instance two models run at the same time */
   char err[RT_MODEL_ERR_LEN];
   void *store;                  /* PARAM, AUX, STATE and CONST tensors, 64-byte aligned each */
+  void *store_block;            /* the allocation store lies in (rt_zalloc64), which free takes */
   int64_t store_bytes;          /* its size */
   void **tptr;                  /* per tensor: its place in store, or NULL */
   void *arena;                  /* max of the programs' arena_bytes */
+  void *arena_block;            /* the allocation arena lies in */
   float *aux_backup;            /* train_step's snapshot of the aux states */
   int64_t aux_elems;
   void **ptr;                   /* per tensor: the pointer bound for the current run */
