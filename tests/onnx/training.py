@@ -112,6 +112,41 @@ def main(tmp):
     print("weights and running statistics after one SGD step: worst abs diff %.3g" % worst)
 
 
+def compile_and_step(tag, text, so, x, second, weights, after):
+    """Compiles the imported text and runs one train_step of it in the child on x and the
+    second input (labels or targets), from weights, saved to after: the loss, or None (failed)."""
+    r = subprocess.run([KILN, "compile", text, "-o", so], capture_output=True, text=True)
+    if r.returncode != 0:
+        return fail("%s: kiln compile: exit %d\n%s" % (tag, r.returncode, r.stderr))
+    xin, sin = after + ".x.npy", after + ".second.npy"
+    np.save(xin, x)
+    np.save(sin, second)
+    r = subprocess.run([sys.executable, __file__, "--step", so, xin, sin, weights, after],
+                       capture_output=True, text=True, env=child_env(so))
+    if r.returncode != 0:
+        return fail("%s: the .so's load, train_step or save failed (exit %d)\n%s" % (tag, r.returncode, r.stderr[-1500:]))
+    return float(r.stdout.strip())
+
+
+def check_weights(tag, net, names, after, exact=()):
+    """Every tensor of net's state_dict against kiln's saved one (rtol 1e-4, atol 1e-5 of its
+    magnitude); those named in exact bit for bit. The worst abs diff."""
+    got, worst = read_safetensors(after), 0.0
+    for tname, want in net.state_dict().items():
+        if tname.endswith("num_batches_tracked"):
+            continue
+        kname, want = names.get(tname, tname), want.numpy()
+        if kname not in got:
+            fail("%s: %s (%s) is not among the weights kiln saved" % (tag, tname, kname))
+            continue
+        diff = float(np.abs(got[kname] - want).max())
+        worst = max(worst, diff)
+        if (tname in exact and not np.array_equal(got[kname], want)) or \
+                not np.allclose(got[kname], want, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(want).max()))):
+            fail("%s: %s after one step differs from torch's (worst abs diff %.3g)" % (tag, tname, diff))
+    return worst
+
+
 class Buffers(torch.nn.Module):
     """Buffers and constants beside parameters: a fixed scale and a positional table
     (register_buffer), float constants in the code, a Linear on a rank-3 input (MatMul of the
@@ -153,37 +188,18 @@ def buffers(tmp):
             return fail("buffers: the import lacks `%s`:\n%s" % (want, body))
     if len([ln for ln in body.splitlines() if ln.startswith("  const ")]) != 3:
         return fail("buffers: want three consts (scale, pe and the Constant [1, -2, 0.5, 0.25]):\n%s" % body)
-    r = subprocess.run([KILN, "compile", text, "-o", so], capture_output=True, text=True)
-    if r.returncode != 0:
-        return fail("buffers: kiln compile: exit %d\n%s" % (r.returncode, r.stderr))
-    xin, lin, after = (os.path.join(tmp, "buffers", f) for f in ("x.npy", "label.npy", "after.safetensors"))
-    np.save(xin, x.numpy())
-    np.save(lin, label.numpy().astype(np.int32))
-    r = subprocess.run([sys.executable, __file__, "--step", so, xin, lin, os.path.join(tmp, "buffers", "net.safetensors"), after],
-                       capture_output=True, text=True, env=child_env(so))
-    if r.returncode != 0:
-        return fail("buffers: the .so's load, train_step or save failed (exit %d)\n%s" % (r.returncode, r.stderr[-1500:]))
-    loss = float(r.stdout.strip())
+    loss = compile_and_step("buffers", text, so, x.numpy(), label.numpy().astype(np.int32),
+                            os.path.join(tmp, "buffers", "net.safetensors"), os.path.join(tmp, "buffers", "after.safetensors"))
+    if loss is None:
+        return
     opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
     ref = torch.nn.functional.cross_entropy(net(x), label)
     ref.backward()
     opt.step()
-    got, worst = read_safetensors(after), 0.0
     if abs(loss - ref.item()) > 1e-5 * max(1.0, abs(ref.item())):
         fail("buffers: the loss differs: kiln %.7g, torch %.7g" % (loss, ref.item()))
-    for tname, want in net.state_dict().items():
-        if tname.endswith("num_batches_tracked"):
-            continue
-        kname, want = names.get(tname, tname), want.numpy()
-        if kname not in got:
-            fail("buffers: %s (%s) is not among the weights kiln saved" % (tname, kname))
-            continue
-        diff = float(np.abs(got[kname] - want).max())
-        worst = max(worst, diff)
-        exact = tname in ("scale", "pe")                # buffers: the very bits they started with
-        if (exact and not np.array_equal(got[kname], want)) or \
-                not np.allclose(got[kname], want, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(want).max()))):
-            fail("buffers: %s after one step differs from torch's (worst abs diff %.3g)" % (tname, diff))
+    # the buffers: the very bits they started with
+    worst = check_weights("buffers", net, names, os.path.join(tmp, "buffers", "after.safetensors"), exact=("scale", "pe"))
     print("buffers: scale, pe and a Constant imported as consts; one SGD step: loss kiln %.7g, torch %.7g, "
           "weights worst abs diff %.3g, buffers unchanged" % (loss, ref.item(), worst))
 
@@ -307,33 +323,17 @@ def mse(tmp):
     names = dict(line.split(" -> ") for line in r.stdout.splitlines())
     if "input target : f32[4, 6, 8]" not in open(text).read():
         return fail("mse: the import lacks `input target : f32[4, 6, 8]`:\n%s" % open(text).read())
-    r = subprocess.run([KILN, "compile", text, "-o", so], capture_output=True, text=True)
-    if r.returncode != 0:
-        return fail("mse: kiln compile: exit %d\n%s" % (r.returncode, r.stderr))
-    xin, tin, after = (os.path.join(tmp, "mse", f) for f in ("x.npy", "target.npy", "after.safetensors"))
-    np.save(xin, x.numpy())
-    np.save(tin, target.numpy())
-    r = subprocess.run([sys.executable, __file__, "--step", so, xin, tin, os.path.join(tmp, "mse", "net.safetensors"), after],
-                       capture_output=True, text=True, env=child_env(so))
-    if r.returncode != 0:
-        return fail("mse: the .so's load, train_step or save failed (exit %d)\n%s" % (r.returncode, r.stderr[-1500:]))
-    loss = float(r.stdout.strip())
+    loss = compile_and_step("mse", text, so, x.numpy(), target.numpy(), os.path.join(tmp, "mse", "net.safetensors"),
+                            os.path.join(tmp, "mse", "after.safetensors"))
+    if loss is None:
+        return
     opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
     ref = torch.nn.functional.mse_loss(net(x), target)
     ref.backward()
     opt.step()
-    got, worst = read_safetensors(after), 0.0
     if abs(loss - ref.item()) > 1e-5 * max(1.0, abs(ref.item())):
         fail("mse: the loss differs: kiln %.7g, torch %.7g" % (loss, ref.item()))
-    for tname, want in net.state_dict().items():
-        kname, want = names.get(tname, tname), want.numpy()
-        if kname not in got:
-            fail("mse: %s (%s) is not among the weights kiln saved" % (tname, kname))
-            continue
-        diff = float(np.abs(got[kname] - want).max())
-        worst = max(worst, diff)
-        if not np.allclose(got[kname], want, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(want).max()))):
-            fail("mse: %s after one step differs from torch's (worst abs diff %.3g)" % (tname, diff))
+    worst = check_weights("mse", net, names, os.path.join(tmp, "mse", "after.safetensors"))
     print("mse: --train \"mse_loss ...\" on a [4, 6, 8] output; one SGD step: loss kiln %.7g, torch %.7g, "
           "weights worst abs diff %.3g" % (loss, ref.item(), worst))
 
