@@ -128,9 +128,21 @@ def compile_and_step(tag, text, so, x, second, weights, after):
     return float(r.stdout.strip())
 
 
-def check_weights(tag, net, names, after, exact=()):
-    """Every tensor of net's state_dict against kiln's saved one (rtol 1e-4, atol 1e-5 of its
-    magnitude); those named in exact bit for bit. The worst abs diff."""
+def torch_step(tag, net, loss_of, loss):
+    """One torch.optim.SGD step (lr 0.1, momentum 0.9) of net on loss_of(net), its loss checked
+    against kiln's; torch's loss."""
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    ref = loss_of(net)
+    ref.backward()
+    opt.step()
+    if abs(loss - ref.item()) > 1e-5 * max(1.0, abs(ref.item())):
+        fail("%s: the loss differs: kiln %.7g, torch %.7g" % (tag, loss, ref.item()))
+    return ref.item()
+
+
+def check_weights(tag, net, names, after, exact=(), atol=1e-5, steps="one step"):
+    """Every tensor of net's state_dict against kiln's saved one after `steps` (rtol 1e-4, atol
+    `atol` of its magnitude); those named in exact bit for bit. The worst abs diff."""
     got, worst = read_safetensors(after), 0.0
     for tname, want in net.state_dict().items():
         if tname.endswith("num_batches_tracked"):
@@ -142,8 +154,8 @@ def check_weights(tag, net, names, after, exact=()):
         diff = float(np.abs(got[kname] - want).max())
         worst = max(worst, diff)
         if (tname in exact and not np.array_equal(got[kname], want)) or \
-                not np.allclose(got[kname], want, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(want).max()))):
-            fail("%s: %s after one step differs from torch's (worst abs diff %.3g)" % (tag, tname, diff))
+                not np.allclose(got[kname], want, rtol=1e-4, atol=atol * max(1.0, float(np.abs(want).max()))):
+            fail("%s: %s after %s differs from torch's (worst abs diff %.3g)" % (tag, tname, steps, diff))
     return worst
 
 
@@ -192,16 +204,11 @@ def buffers(tmp):
                             os.path.join(tmp, "buffers", "net.safetensors"), os.path.join(tmp, "buffers", "after.safetensors"))
     if loss is None:
         return
-    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
-    ref = torch.nn.functional.cross_entropy(net(x), label)
-    ref.backward()
-    opt.step()
-    if abs(loss - ref.item()) > 1e-5 * max(1.0, abs(ref.item())):
-        fail("buffers: the loss differs: kiln %.7g, torch %.7g" % (loss, ref.item()))
+    ref = torch_step("buffers", net, lambda n: torch.nn.functional.cross_entropy(n(x), label), loss)
     # the buffers: the very bits they started with
     worst = check_weights("buffers", net, names, os.path.join(tmp, "buffers", "after.safetensors"), exact=("scale", "pe"))
     print("buffers: scale, pe and a Constant imported as consts; one SGD step: loss kiln %.7g, torch %.7g, "
-          "weights worst abs diff %.3g, buffers unchanged" % (loss, ref.item(), worst))
+          "weights worst abs diff %.3g, buffers unchanged" % (loss, ref, worst))
 
 
 def dropout(tmp):
@@ -285,18 +292,7 @@ def clause(tmp):
         torch.nn.utils.clip_grad_norm_(net.parameters(), 0.5)
         opt.step()
         sched.step()
-    got, worst = read_safetensors(after), 0.0
-    for tname, want in net.state_dict().items():
-        if tname.endswith("num_batches_tracked"):
-            continue
-        kname, want = names.get(tname, tname), want.numpy()
-        if kname not in got:
-            fail("clause: %s (%s) is not among the weights kiln train saved" % (tname, kname))
-            continue
-        diff = float(np.abs(got[kname] - want).max())
-        worst = max(worst, diff)
-        if not np.allclose(got[kname], want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max()))):
-            fail("clause: %s after three steps differs from torch's (worst abs diff %.3g)" % (tname, diff))
+    worst = check_weights("clause", net, names, after, atol=1e-4, steps="three steps")
     print("clause: kiln train on the .onnx with `%s`: three steps, weights worst abs diff %.3g" % (CLAUSE, worst))
 
 
@@ -327,15 +323,10 @@ def mse(tmp):
                             os.path.join(tmp, "mse", "after.safetensors"))
     if loss is None:
         return
-    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
-    ref = torch.nn.functional.mse_loss(net(x), target)
-    ref.backward()
-    opt.step()
-    if abs(loss - ref.item()) > 1e-5 * max(1.0, abs(ref.item())):
-        fail("mse: the loss differs: kiln %.7g, torch %.7g" % (loss, ref.item()))
+    ref = torch_step("mse", net, lambda n: torch.nn.functional.mse_loss(n(x), target), loss)
     worst = check_weights("mse", net, names, os.path.join(tmp, "mse", "after.safetensors"))
     print("mse: --train \"mse_loss ...\" on a [4, 6, 8] output; one SGD step: loss kiln %.7g, torch %.7g, "
-          "weights worst abs diff %.3g" % (loss, ref.item(), worst))
+          "weights worst abs diff %.3g" % (loss, ref, worst))
 
 
 with tempfile.TemporaryDirectory(prefix="kiln-onnx-train-") as tmp:
