@@ -4,26 +4,10 @@
 #ifndef KILN_K_CACHE_H
 #define KILN_K_CACHE_H
 
-#include <stdint.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 
 #include "k_base.h"
-
-/* Asks for 2 MB pages over the whole 2 MB-aligned parts of [p, p + bytes), where the kernel
- * gives them on request only (transparent huge pages in "madvise" mode): a block of packed
- * weights is written once and then read whole at every call, and a model's tens or hundreds
- * of MB of them took one page fault and one TLB entry per 4 KB. Advice only: nothing changes
- * where it is not taken. */
-static inline void k_advise_huge(void *p, size_t bytes) {
-#ifdef MADV_HUGEPAGE
-  const uintptr_t huge = (uintptr_t)2 << 20;
-  uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1), hi = ((uintptr_t)p + bytes) & ~(huge - 1);
-  if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-#else
-  (void)p, (void)bytes;
-#endif
-}
+#include "k_mem.h"
 
 /* Whether input slots [first, first + n) of the call are all stable in the cache: the same
  * buffer with the same contents on every call until its key is cleared. */

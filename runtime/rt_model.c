@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "kernels.h"
-#include "k_cache.h"
+#include "k_mem.h"
 
 uint32_t rt_fnv1a32(const char *s) {
   uint32_t h = 2166136261u;
