@@ -19,6 +19,8 @@ no kernel work on the dense steps reaches the target; the rest must shrink.
 import json
 import sys
 
+from profile_threads import load
+
 DENSE_K = 32      # the shortest reduction counted as dense
 DENSE_REUSE = 8   # the fewest outputs each weight must serve to count as dense
 ORT_DENSE_OPS = ("Conv", "FusedConv", "NchwcConv", "Gemm", "FusedGemm", "MatMul", "FusedMatMul")
@@ -39,19 +41,15 @@ def dense(fl, red, out, cols):
 
 
 def kiln_steps(path):
-    """(microseconds, flops, whether dense) of each forward step's fastest call."""
-    best = {}
-    for e in json.load(open(path))["traceEvents"]:
-        if e.get("ph") != "X" or e.get("cat") not in ("forward", "fused"):
-            continue
+    """(microseconds, flops, whether dense) of each step's fastest call (profile_threads.load)."""
+    steps = []
+    for e in load(path).values():
         a = e["args"]
-        k = (a["program"], a["step"])
-        if k not in best or e["dur"] < best[k][0]:
-            fl, out = a.get("flops", 0), a["out"][0]
-            red = fl // (2 * numel(out)) if fl else 0
-            cols = a["in"][1][0] if a.get("op") in ("convolution", "fully_connected") else out[-1]
-            best[k] = (e["dur"], fl, dense(fl, red, out, cols))
-    return list(best.values())
+        fl, out = a.get("flops", 0), a["out"][0]
+        red = fl // (2 * numel(out)) if fl else 0
+        cols = a["in"][1][0] if a.get("op") in ("convolution", "fully_connected") else out[-1]
+        steps.append((e["dur"], fl, dense(fl, red, out, cols)))
+    return steps
 
 
 def ort_flops(a):

@@ -1,7 +1,7 @@
 #!/bin/sh
 # limits.sh — what limits each bench/onnx model against ONNX Runtime: both sides' own per-step
-# profiles of the same .onnx (Kiln's `kiln run --profile`, ORT's enableProfiling through
-# ort_profile.js), each step's fastest of RUNS calls, split by limits.py into the dense
+# profiles of the same .onnx (KILN_PROFILE around kiln_bench_models, ORT's enableProfiling
+# through ort_profile.js), each step's fastest of RUNS calls, split by limits.py into the dense
 # convolutions and matrix products (bounded by the core's FMA peak, measured here by peak.c)
 # and the rest (bounded by memory), and the ratio Kiln would reach if its dense steps ran at the
 # peak and nothing else changed. One Markdown table on stdout.
@@ -26,6 +26,8 @@ trap 'rm -rf "$TMP"' EXIT
 
 cmake --build "$BUILD" --target kiln -j 2 >/dev/null
 ${CC:-cc} -O2 -march=native -ffp-contract=fast -std=c11 -Wall -Wextra -Werror "$ROOT/bench/onnx/peak.c" -o "$TMP/peak"
+${CC:-cc} -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -I"$ROOT/runtime" -I"$ROOT/kernels" \
+  "$ROOT/bench/models/bench_models.c" -o "$TMP/kiln_bench_models" -ldl -lm
 peak1=$("$TMP/peak" 2 2>/dev/null)
 peak=$(echo "$peak1 * $THREADS" | bc)
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC')  $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), cpu family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ') model $(grep -m1 '^model[[:space:]]' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')  main $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')"
@@ -34,14 +36,10 @@ echo "# batch $BATCH, $THREADS thread(s), $RUNS calls a side; FMA peak $peak1 GF
 for m in $MODELS; do
   "$PY" "$ROOT/bench/onnx/torch_onnx.py" export "$m" "$BATCH" "$TMP/$m.onnx"
   "$BUILD/tools/kiln" compile "$TMP/$m.onnx" -o "$TMP/lib$m.so" >"$TMP/log" 2>&1 || { echo "# $m: kiln compile failed: $(head -3 "$TMP/log" | tr '\n' ' ')"; continue; }
-  # The input: kiln run wants a file, any values do (the time does not depend on them). The
-  # shape's extents are split into arguments on purpose.
-  # shellcheck disable=SC2046
-  "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.random.default_rng(0).uniform(-1, 1, [int(d) for d in sys.argv[2:]]).astype(np.float32))" \
-    "$TMP/x.npy" $(sed -n 's/.*\*   in  \([A-Za-z0-9_]*\): f32\[\(.*\)\].*/\2/p' "$TMP/$m.h" | head -1 | tr -d ' ' | tr ',' ' ')
-  in=$(sed -n 's/.*\*   in  \([A-Za-z0-9_]*\): f32.*/\1/p' "$TMP/$m.h" | head -1)
-  KILN_NUM_THREADS=$THREADS "$BUILD/tools/kiln" run "$TMP/lib$m.so" --input "$in=$TMP/x.npy" --repeat "$RUNS" \
-    --profile "$TMP/kiln.json" >/dev/null 2>"$TMP/log" || { echo "# $m: kiln run failed: $(tail -2 "$TMP/log" | tr '\n' ' ')"; continue; }
+  # KILN_PROFILE profiles any program that runs a model: kiln_bench_models fills the inputs
+  # itself, and with SECS 0 makes one warm-up call and RUNS timed ones.
+  KILN_PROFILE=$TMP/kiln.json KILN_NUM_THREADS=$THREADS KILN_BENCH_RUNS=$RUNS "$TMP/kiln_bench_models" "$TMP/lib$m.so" 0 predict \
+    >/dev/null 2>"$TMP/log" || { echo "# $m: kiln_bench_models failed: $(tail -2 "$TMP/log" | tr '\n' ' ')"; continue; }
   ORT_NODE_MODULES=$ORT_DIR node "$ROOT/bench/onnx/ort_profile.js" "$THREADS" "$RUNS" "$TMP/$m.onnx" "$BATCH" "$TMP/ort.json" ||
     { echo "# $m: ONNX Runtime failed"; continue; }
   "$PY" "$ROOT/bench/onnx/limits.py" "$m" "$TMP/kiln.json" "$TMP/ort.json" "$peak"
