@@ -9,26 +9,14 @@
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-const modules = process.env.ORT_NODE_MODULES || __dirname;
-const ort = require(path.join(modules, 'node_modules', 'onnxruntime-node'));
+const { ort, sessionOptions, randomFeeds } = require('./ort_time.js');
 
 async function main() {
   const [threads, runs, file, batch, out] = process.argv.slice(2);
   if (!out) throw new Error('usage: node ort_profile.js THREADS RUNS MODEL.onnx BATCH OUT.json');
   const prefix = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ortprof-')), 'p');
-  const session = await ort.InferenceSession.create(file, {
-    intraOpNumThreads: Number(threads), interOpNumThreads: 1, executionMode: 'sequential',
-    graphOptimizationLevel: 'all', enableProfiling: true, profileFilePrefix: prefix,
-  });
-  const feeds = {};
-  for (const inputName of session.inputNames) {
-    const meta = session.inputMetadata.find ? session.inputMetadata.find((m) => m.name === inputName) : null;
-    const dims = meta && meta.shape ? meta.shape.map((d) => (typeof d === 'number' ? d : Number(batch))) : null;
-    if (!dims) throw new Error(`${file}: cannot read the shape of input ${inputName}`);
-    const data = new Float32Array(dims.reduce((a, b) => a * b, 1));
-    for (let i = 0; i < data.length; i++) data[i] = Math.random() * 2 - 1;
-    feeds[inputName] = new ort.Tensor('float32', data, dims);
-  }
+  const session = await ort.InferenceSession.create(file, { ...sessionOptions(threads), enableProfiling: true, profileFilePrefix: prefix });
+  const feeds = randomFeeds(session, file, batch);
   for (let r = 0; r <= Number(runs); r++) await session.run(feeds);
   session.endProfiling();
   const dir = path.dirname(prefix);

@@ -15,15 +15,16 @@ const path = require('path');
 const modules = process.env.ORT_NODE_MODULES || __dirname;
 const ort = require(path.join(modules, 'node_modules', 'onnxruntime-node'));
 
-async function main() {
-  const [threads, secs, file, batch] = process.argv.slice(2);
-  const name = path.basename(file, '.onnx');
-  const opts = {
+// The session options of both sides' comparison (ort_profile.js adds profiling to them).
+function sessionOptions(threads) {
+  return {
     intraOpNumThreads: Number(threads), interOpNumThreads: 1, executionMode: 'sequential',
     graphOptimizationLevel: 'all',
   };
-  const t0 = process.hrtime.bigint();
-  const session = await ort.InferenceSession.create(file, opts);
+}
+
+// Every input of the session, uniform in [-1, 1), a symbolic axis at the batch.
+function randomFeeds(session, file, batch) {
   const feeds = {};
   for (const inputName of session.inputNames) {
     const meta = session.inputMetadata.find ? session.inputMetadata.find((m) => m.name === inputName) : null;
@@ -34,6 +35,15 @@ async function main() {
     for (let i = 0; i < n; i++) data[i] = Math.random() * 2 - 1;
     feeds[inputName] = new ort.Tensor('float32', data, dims);
   }
+  return feeds;
+}
+
+async function main() {
+  const [threads, secs, file, batch] = process.argv.slice(2);
+  const name = path.basename(file, '.onnx');
+  const t0 = process.hrtime.bigint();
+  const session = await ort.InferenceSession.create(file, sessionOptions(threads));
+  const feeds = randomFeeds(session, file, batch);
   await session.run(feeds);
   const createMs = Number(process.hrtime.bigint() - t0) / 1e6;
   let best = Infinity, iters = 1;
@@ -53,4 +63,5 @@ async function main() {
   console.log(`${name}\tcreate\t${batch}\t${createMs.toFixed(1)}`);
 }
 
-main().catch((e) => { console.error(`ort_time.js: ${e.message}`); process.exit(1); });
+module.exports = { ort, sessionOptions, randomFeeds };
+if (require.main === module) main().catch((e) => { console.error(`ort_time.js: ${e.message}`); process.exit(1); });
