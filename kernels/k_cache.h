@@ -7,7 +7,6 @@
 #include <stdlib.h>
 
 #include "k_base.h"
-#include "k_mem.h"
 
 /* Whether input slots [first, first + n) of the call are all stable in the cache: the same
  * buffer with the same contents on every call until its key is cleared. */
@@ -28,7 +27,6 @@ static inline void *k_cache_reserve(k_cache *k, uint64_t key, size_t bytes, int 
   if (k->bytes < bytes) {
     free(k->data);
     k->data = aligned_alloc(64, (bytes + 63) / 64 * 64), k->bytes = k->data ? bytes : 0;
-    if (k->data) k_advise_huge(k->data, bytes);
   }
   *fill = k->data != NULL;
   return k->data;

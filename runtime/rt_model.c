@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "kernels.h"
-#include "k_mem.h"
 
 uint32_t rt_fnv1a32(const char *s) {
   uint32_t h = 2166136261u;
@@ -54,10 +53,11 @@ static void rt_init_tensor(rt_model *m, int i) {
 /* A zeroed block of `bytes` aligned to 64, in an allocation *block that free takes. calloc
  * rather than aligned_alloc and memset: a large block is fresh pages from the kernel, zero
  * until first touched, so a model's weights (ViT-B/16's 346 MB, which create then writes) and
- * a training arena of gigabytes are not written once more at create. */
+ * a training arena of gigabytes are not written once more at create. No madvise(MADV_HUGEPAGE):
+ * 2 MB pages took a second off ViT-B/16's create but made its predict 10% slower
+ * (bench/README.md, "Create + first predict"). */
 static void *rt_zalloc64(int64_t bytes, void **block) {
   *block = calloc(1, (size_t)bytes + 63);
-  if (*block) k_advise_huge(*block, (size_t)bytes + 63);
   return *block ? (void *)(((uintptr_t)*block + 63) & ~(uintptr_t)63) : NULL;
 }
 
