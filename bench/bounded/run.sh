@@ -50,7 +50,7 @@ best() {  # best MODE LIB EXTENT: the best samples/s of ROUNDS runs (the bounded
   "$TMP/bm" "$TMP/$lib" "$SECS" "$mode" $ext 2>/dev/null | awk -F'\t' '!/^#/ {print $4}'
 }
 
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC')  $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')  cpu family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ') model $(grep -m1 '^model' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')  threads ${KILN_NUM_THREADS}  rounds $ROUNDS  load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# $("$ROOT/bench/machine.sh")  threads ${KILN_NUM_THREADS}  rounds $ROUNDS"
 printf 'model\tdim\textent\tmode\tbounded/s\tfixed/s\tratio\n'
 # the two .so files of MODEL at extent E, each mode alternated, best of ROUNDS
 compare() {  # compare MODEL DIM E BOUNDED.so FIXED.so MODES...

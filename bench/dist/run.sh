@@ -20,9 +20,7 @@ cmake --build "$BUILD" --target kiln_shared kiln_mpi -j 2 >/dev/null
 mpicc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -I"$ROOT/include" -I"$ROOT/mpi" "$ROOT/bench/dist/dist_bench.c" -o "$TMP/dist_bench" \
   -L"$BUILD/api" -L"$BUILD/mpi" -lkiln -lkiln_mpi -Wl,-rpath,"$BUILD/api" -Wl,-rpath,"$BUILD/mpi"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 KILN_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC')  $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')" \
-     "(cpu family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' '), model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | tr -d ' '))" \
-     " nproc $(nproc)  load before: $(cut -d' ' -f1-3 /proc/loadavg)  main $(git -C "$ROOT" rev-parse --short HEAD)"
+echo "# $("$ROOT/bench/machine.sh")"
 echo "| model | batch per rank | 1 process samples/s | 2 ranks samples/s (job) | efficiency | 2 ranks: waiting |"
 echo "|---|---:|---:|---:|---:|---:|"
 for m in $MODELS; do

@@ -20,8 +20,8 @@ trap 'rm -rf "$TMP"' EXIT
 cmake --build "$BUILD" --target kiln_bench_kernels -j 2 >/dev/null
 BIN=$(find "$BUILD" -name kiln_bench_kernels -type f -perm -u+x | head -n 1)
 
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC')  $(uname -m)  $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-echo "# clock: ${BENCH_CLOCK:-wall}  load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# $("$ROOT/bench/machine.sh")"
+echo "# clock: ${BENCH_CLOCK:-wall}"
 echo "# threads: $THREADS (OPENBLAS_NUM_THREADS, torch.set_num_threads)  torch $("$PY" -c 'import torch; print(torch.__version__)')"
 # The peak: one core's measured FMA throughput (bench_kernels.c, b_peak) times the threads.
 PEAK=$("$BIN" --peak)

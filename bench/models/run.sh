@@ -32,8 +32,8 @@ done
 ${CC:-cc} -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -I"$ROOT/runtime" -I"$ROOT/kernels" \
   "$ROOT/bench/models/bench_models.c" -o "$TMP/kiln_bench_models" -ldl -lm
 
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC')  $(uname -m)  $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')  nproc $(nproc)"
-echo "# torch $("$PY" -c 'import torch; print(torch.__version__)')  secs/run $SECS  rounds $ROUNDS  load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# $("$ROOT/bench/machine.sh")"
+echo "# torch $("$PY" -c 'import torch; print(torch.__version__)')  secs/run $SECS  rounds $ROUNDS"
 for b in $BATCH; do
   tb=""; [ "$b" = native ] || tb=$b
   for t in $THREADS; do

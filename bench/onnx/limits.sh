@@ -30,8 +30,8 @@ ${CC:-cc} -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -I"$ROOT/
   "$ROOT/bench/models/bench_models.c" -o "$TMP/kiln_bench_models" -ldl -lm
 peak1=$("$TMP/peak" 2 2>/dev/null)
 peak=$(echo "$peak1 * $THREADS" | bc)
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC')  $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), cpu family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ') model $(grep -m1 '^model[[:space:]]' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')  main $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')"
-echo "# batch $BATCH, $THREADS thread(s), $RUNS calls a side; FMA peak $peak1 GFLOP/s a core (peak.c), $peak in all; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# $("$ROOT/bench/machine.sh")"
+echo "# batch $BATCH, $THREADS thread(s), $RUNS calls a side; FMA peak $peak1 GFLOP/s a core (peak.c), $peak in all"
 "$PY" "$ROOT/bench/onnx/limits.py" --header
 for m in $MODELS; do
   "$PY" "$ROOT/bench/onnx/torch_onnx.py" export "$m" "$BATCH" "$TMP/$m.onnx"

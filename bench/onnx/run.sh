@@ -41,8 +41,8 @@ if [ ! -d "$ORT_DIR/node_modules/onnxruntime-node" ]; then
 fi
 command -v node >/dev/null || { echo "# ONNX Runtime: no node, its column is n/a"; ort=0; }
 
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC')  $(uname -m)  $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), cpu family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ') model $(grep -m1 '^model[[:space:]]' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')  nproc $(nproc)"
-echo "# main $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')  torch $("$PY" -c 'import torch; print(torch.__version__)')  onnxruntime-node $([ $ort = 1 ] && node -e "console.log(require(process.argv[1]).version)" "$ORT_DIR/node_modules/onnxruntime-node/package.json" || echo n/a)  secs/run $SECS  rounds $ROUNDS  load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# $("$ROOT/bench/machine.sh")"
+echo "# torch $("$PY" -c 'import torch; print(torch.__version__)')  onnxruntime-node $([ $ort = 1 ] && node -e "console.log(require(process.argv[1]).version)" "$ORT_DIR/node_modules/onnxruntime-node/package.json" || echo n/a)  secs/run $SECS  rounds $ROUNDS"
 for b in $BATCH; do
   mkdir -p "$TMP/b$b"      # the model's name (and so its rows) comes from the file's name
   for m in $MODELS; do

@@ -83,12 +83,8 @@ if [ ! -f "$NPY/test_y.npy" ]; then
   "$PY" "$ROOT/bench/train/fashion_npy.py" "$IDX" "$NPY" >&2
 fi
 
-cpu_field() { grep -m1 "^$1[[:space:]]*:" /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
-commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-dirty=$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | wc -l)
-[ "$dirty" = 0 ] || commit="$commit (+$dirty files changed)"
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC')  main $commit  $(cpu_field 'model name'), cpu family $(cpu_field 'cpu family') model $(cpu_field model)  nproc $(nproc)"
+echo "# $("$ROOT/bench/machine.sh")"
 
 # data MODEL [SPLIT]: the --data / --val spec of MODEL (its input names) for SPLIT (train, test).
 data() {
