@@ -131,7 +131,7 @@ static int kiln_zip_end(kiln_zip *z) {
   if (z->count == 0xffff || z->cd == 0xffffffffu) {   /* zip64: its locator sits just before */
     if (at < 20 || kiln_le32(p + at - 20) != 0x07064b50u) return KILN_ZIP_BAD(z, "no zip64 locator");
     uint64_t e = kiln_le64(p + at - 12);
-    if (e > n - 56 || kiln_le32(p + e) != 0x06064b50u) return KILN_ZIP_BAD(z, "bad zip64 end record");
+    if (n < 56 || e > n - 56 || kiln_le32(p + e) != 0x06064b50u) return KILN_ZIP_BAD(z, "bad zip64 end record");
     z->count = kiln_le64(p + e + 32), z->cd = kiln_le64(p + e + 48);
   }
   if (z->cd >= n) return KILN_ZIP_BAD(z, "the central directory lies past the end");

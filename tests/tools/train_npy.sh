@@ -151,6 +151,10 @@ expect_error "y500.npy holds 500 examples, x.npy holds 512" --data image=x.npy,l
 expect_error "xcut.npy: data is .* bytes, the header promises" --data image=xcut.npy,label=y.npy
 expect_error "cut.npz: not a readable .npz" --data cut.npz
 expect_error "flip.npz:image: the deflated data is corrupt" --data flip.npz
+# 55 bytes whose zip64 locator points into a file shorter than a zip64 end record (a fuzzer
+# find: the bound n - 56 wrapped around and the reader read far past the mapping).
+cp "$root/tests/fuzz/corpus/npz/zip64_short.npz" short64.npz
+expect_error "short64.npz: not a readable .npz (zip) archive: bad zip64 end record" --data short64.npz
 expect_error "float64 value 1e+300 at element 777 is beyond float32's range" --data image=xhuge.npy,label=y.npy
 expect_error "int64 value 1099511627776 at element 9 is beyond int32's range" --data image=x.npy,label=ylong.npy
 expect_error "xf.npy: the array is in Fortran order" --data image=xf.npy,label=y.npy
