@@ -160,7 +160,7 @@ static int kiln_zip_extra64(const kiln_zip *z, const unsigned char *x, size_t le
 /* The central directory entry at *at; *at moves past it. */
 static int kiln_zip_entry_at(const kiln_zip *z, uint64_t *at, kiln_zip_entry *e) {
   const unsigned char *p = z->m.p;
-  if (*at > z->m.n - 46 || z->m.n < 46 || kiln_le32(p + *at) != 0x02014b50u) return KILN_ZIP_BAD(z, "bad central directory entry");
+  if (z->m.n < 46 || *at > z->m.n - 46 || kiln_le32(p + *at) != 0x02014b50u) return KILN_ZIP_BAD(z, "bad central directory entry");
   const unsigned char *h = p + *at;
   uint32_t nlen = kiln_le16(h + 28), xlen = kiln_le16(h + 30), clen = kiln_le16(h + 32);
   if (*at + 46 + nlen + xlen + clen > z->m.n) return KILN_ZIP_BAD(z, "central directory entry past the end");
@@ -174,7 +174,7 @@ static int kiln_zip_entry_at(const kiln_zip *z, uint64_t *at, kiln_zip_entry *e)
 /* Where the entry's data starts, past its local header. */
 static int kiln_zip_data(const kiln_zip *z, const kiln_zip_entry *e, const unsigned char **data) {
   const unsigned char *p = z->m.p;
-  if (e->local > z->m.n - 30 || z->m.n < 30 || kiln_le32(p + e->local) != 0x04034b50u) return KILN_ZIP_BAD(z, "bad local header");
+  if (z->m.n < 30 || e->local > z->m.n - 30 || kiln_le32(p + e->local) != 0x04034b50u) return KILN_ZIP_BAD(z, "bad local header");
   uint64_t at = e->local + 30 + kiln_le16(p + e->local + 26) + kiln_le16(p + e->local + 28);
   if (at > z->m.n || e->csize > z->m.n - at) return KILN_ZIP_BAD(z, "an entry runs past the end");
   *data = p + at;
