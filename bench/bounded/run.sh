@@ -30,9 +30,8 @@ SECS=${SECS:-0.3}
 export KILN_NUM_THREADS=${THREADS:-1} OPENBLAS_NUM_THREADS=1
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-cmake --build "$BUILD" --target kiln -j 2 >/dev/null
-${CC:-cc} -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -I"$ROOT/runtime" -I"$ROOT/kernels" \
-  "$ROOT/bench/models/bench_models.c" -o "$TMP/bm" -ldl -lm
+cmake --build "$BUILD" --target kiln kiln_bench_models -j 2 >/dev/null
+BM=$BUILD/bench/kiln_bench_models
 KILN=$BUILD/tools/kiln
 
 compile() {  # compile NAME.so MODEL FLAGS...: prints the seconds it took (MODEL: an example, or a path)
@@ -47,7 +46,7 @@ compile() {  # compile NAME.so MODEL FLAGS...: prints the seconds it took (MODEL
 
 best() {  # best MODE LIB EXTENT: the best samples/s of ROUNDS runs (the bounded .so at EXTENT)
   local mode=$1 lib=$2 ext=${3:-}
-  "$TMP/bm" "$TMP/$lib" "$SECS" "$mode" $ext 2>/dev/null | awk -F'\t' '!/^#/ {print $4}'
+  "$BM" "$TMP/$lib" "$SECS" "$mode" $ext 2>/dev/null | awk -F'\t' '!/^#/ {print $4}'
 }
 
 echo "# $("$ROOT/bench/machine.sh")  threads ${KILN_NUM_THREADS}  rounds $ROUNDS"

@@ -22,15 +22,14 @@ BATCH=${BATCH:-native 1}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
-cmake --build "$BUILD" --target kiln -j 2 >/dev/null
+cmake --build "$BUILD" --target kiln kiln_bench_models -j 2 >/dev/null
+BM=$BUILD/bench/kiln_bench_models
 for b in $BATCH; do
   def=""; [ "$b" = native ] || def="-D batch=$b"
   for m in $MODELS; do
     "$BUILD/tools/kiln" compile "$ROOT/examples/$m.kiln" $def -o "$TMP/lib$m-$b.so" >"$TMP/log" 2>&1 || { cat "$TMP/log" >&2; exit 1; }
   done
 done
-${CC:-cc} -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -I"$ROOT/runtime" -I"$ROOT/kernels" \
-  "$ROOT/bench/models/bench_models.c" -o "$TMP/kiln_bench_models" -ldl -lm
 
 echo "# $("$ROOT/bench/machine.sh")"
 echo "# torch $("$PY" -c 'import torch; print(torch.__version__)')  secs/run $SECS  rounds $ROUNDS"
@@ -40,7 +39,7 @@ for b in $BATCH; do
     for r in $(seq "$ROUNDS"); do
       for m in $MODELS; do
         KILN_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t \
-          "$TMP/kiln_bench_models" "$TMP/lib$m-$b.so" "$SECS" 2>/dev/null | sed "s/^/kiln\t$t\t/" >> "$TMP/all.tsv"
+          "$BM" "$TMP/lib$m-$b.so" "$SECS" 2>/dev/null | sed "s/^/kiln\t$t\t/" >> "$TMP/all.tsv"
         BATCH=$tb OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t \
           "$PY" "$ROOT/bench/models/torch_models.py" "$t" "$SECS" "$m" | sed "s/^/torch\t$t\t/" >> "$TMP/all.tsv"
       done

@@ -24,10 +24,9 @@ ORT_DIR=${ORT_DIR:-$BUILD/ort}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
-cmake --build "$BUILD" --target kiln -j 2 >/dev/null
+cmake --build "$BUILD" --target kiln kiln_bench_models -j 2 >/dev/null
+BM=$BUILD/bench/kiln_bench_models
 ${CC:-cc} -O2 -march=native -ffp-contract=fast -std=c11 -Wall -Wextra -Werror "$ROOT/bench/onnx/peak.c" -o "$TMP/peak"
-${CC:-cc} -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -I"$ROOT/runtime" -I"$ROOT/kernels" \
-  "$ROOT/bench/models/bench_models.c" -o "$TMP/kiln_bench_models" -ldl -lm
 peak1=$("$TMP/peak" 2 2>/dev/null)
 peak=$(echo "$peak1 * $THREADS" | bc)
 echo "# $("$ROOT/bench/machine.sh")"
@@ -38,7 +37,7 @@ for m in $MODELS; do
   "$BUILD/tools/kiln" compile "$TMP/$m.onnx" -o "$TMP/lib$m.so" >"$TMP/log" 2>&1 || { echo "# $m: kiln compile failed: $(head -3 "$TMP/log" | tr '\n' ' ')"; continue; }
   # KILN_PROFILE profiles any program that runs a model: kiln_bench_models fills the inputs
   # itself, and with SECS 0 makes one warm-up call and RUNS timed ones.
-  KILN_PROFILE=$TMP/kiln.json KILN_NUM_THREADS=$THREADS KILN_BENCH_RUNS=$RUNS "$TMP/kiln_bench_models" "$TMP/lib$m.so" 0 predict \
+  KILN_PROFILE=$TMP/kiln.json KILN_NUM_THREADS=$THREADS KILN_BENCH_RUNS=$RUNS "$BM" "$TMP/lib$m.so" 0 predict \
     >/dev/null 2>"$TMP/log" || { echo "# $m: kiln_bench_models failed: $(tail -2 "$TMP/log" | tr '\n' ' ')"; continue; }
   ORT_NODE_MODULES=$ORT_DIR node "$ROOT/bench/onnx/ort_profile.js" "$THREADS" "$RUNS" "$TMP/$m.onnx" "$BATCH" "$TMP/ort.json" ||
     { echo "# $m: ONNX Runtime failed"; continue; }

@@ -26,9 +26,8 @@ ORT_DIR=${ORT_DIR:-$BUILD/ort}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
-cmake --build "$BUILD" --target kiln -j 2 >/dev/null
-${CC:-cc} -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -I"$ROOT/runtime" -I"$ROOT/kernels" \
-  "$ROOT/bench/models/bench_models.c" -o "$TMP/kiln_bench_models" -ldl -lm
+cmake --build "$BUILD" --target kiln kiln_bench_models -j 2 >/dev/null
+BM=$BUILD/bench/kiln_bench_models
 now() { date +%s.%N; }
 
 # ONNX Runtime: a benchmark peer, never a dependency. Its package's install script only
@@ -55,7 +54,7 @@ for b in $BATCH; do
     for t in $THREADS; do
       for r in $(seq "$ROUNDS"); do
         [ -f "$TMP/b$b/lib$m.so" ] && KILN_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t \
-          "$TMP/kiln_bench_models" "$TMP/b$b/lib$m.so" "$SECS" 2>/dev/null | grep -v '^# rss' | sed "s/^# create_ms/create/; s/^/kiln\t$t\t/" >> "$TMP/all.tsv"
+          "$BM" "$TMP/b$b/lib$m.so" "$SECS" 2>/dev/null | grep -v '^# rss' | sed "s/^# create_ms/create/; s/^/kiln\t$t\t/" >> "$TMP/all.tsv"
         if [ $ort = 1 ]; then
           if ORT_NODE_MODULES=$ORT_DIR node "$ROOT/bench/onnx/ort_time.js" "$t" "$SECS" "$TMP/b$b/$m.onnx" "$b" >"$TMP/ort.out" 2>"$TMP/ort.err"; then
             sed "s/^/ort\t$t\t/" "$TMP/ort.out" >> "$TMP/all.tsv"
