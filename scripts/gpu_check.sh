@@ -28,11 +28,11 @@ BUILD=${BUILD:-$ROOT/build-gpu}
 
 build() {
   [ -f "$BUILD/CMakeCache.txt" ] || cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build "$BUILD" --target kiln kiln_runtime kiln_kernels -j "${JOBS:-2}" >/dev/null
+  cmake --build "$BUILD" --target kiln kiln_runtime kiln_kernels kiln_bench_models -j "${JOBS:-2}" >/dev/null
   local cflags="-O2 -std=c11 -Wall -Wextra -Werror -I$ROOT/runtime -I$ROOT/kernels -I$ROOT/include"
   ${CC:-cc} $cflags "$ROOT/tests/gpu/gpu_compare.c" "$BUILD/runtime/libkiln_runtime.a" \
     "$BUILD/kernels/libkiln_kernels.a" -o "$DIR/bin/gpu_compare" -ldl -lm -lpthread
-  ${CC:-cc} $cflags "$ROOT/bench/models/bench_models.c" -o "$DIR/bin/kiln_bench_models" -ldl -lm
+  cp "$BUILD/bench/kiln_bench_models" "$DIR/bin/"
 }
 
 # Every model of examples/ and tests/passes/models/, both targets; a CUDA compile that fails

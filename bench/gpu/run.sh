@@ -23,15 +23,13 @@ mkdir -p "$OUT"
 if [ -z "${LIBDIR:-}" ]; then   # compile here: the source tree's examples, a build's kiln
   ROOT=$(cd "$HERE/../.." && pwd)
   BUILD=${1:-$ROOT/build-bench}
-  cmake --build "$BUILD" --target kiln -j 2 >/dev/null || exit 1
+  cmake --build "$BUILD" --target kiln kiln_bench_models -j 2 >/dev/null || exit 1
   LIBDIR=$TMP
   for m in $MODELS; do
     "$BUILD/tools/kiln" compile "$ROOT/examples/$m.kiln" --target "${KILN_TARGET:-cuda}" -o "$LIBDIR/$m.cuda.so" \
       >"$TMP/log" 2>&1 || { echo "# $m: kiln compile failed: $(tr '\n' ' ' < "$TMP/log")"; rm -f "$LIBDIR/$m.cuda.so"; }
   done
-  BENCH_BIN=$TMP/kiln_bench_models
-  ${CC:-cc} -O2 -std=c11 -Wall -Wextra -Werror -I"$ROOT/runtime" -I"$ROOT/kernels" "$ROOT/bench/models/bench_models.c" \
-    -o "$BENCH_BIN" -ldl -lm || exit 1
+  BENCH_BIN=$BUILD/bench/kiln_bench_models
 fi
 
 gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
