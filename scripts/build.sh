@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# build.sh [DIR] [cmake options...] — configures and builds Kiln into DIR (default build/).
+# build.sh [DIR] [cmake options...] — configures (scripts/configure.sh) and builds Kiln into
+# DIR (default build/).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${1:-$root/build}
 shift || true
-cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+"$root/scripts/configure.sh" "$dir" "$@"
 cmake --build "$dir" -j "$(nproc)"

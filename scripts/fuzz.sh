@@ -13,7 +13,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 target=${1:-}
 secs=${2:-30}
 build=$root/build-fuzz
-configure() { CC=clang CXX=clang++ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_FUZZ=ON >/dev/null; }
+configure() { CC=clang CXX=clang++ "$root/scripts/configure.sh" "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_FUZZ=ON; }
 if [ "$target" = --build ]; then
   configure
   # shellcheck disable=SC2046

@@ -27,7 +27,7 @@ DIR=$2
 BUILD=${BUILD:-$ROOT/build-gpu}
 
 build() {
-  [ -f "$BUILD/CMakeCache.txt" ] || cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  [ -f "$BUILD/CMakeCache.txt" ] || "$ROOT/scripts/configure.sh" "$BUILD"
   cmake --build "$BUILD" --target kiln kiln_runtime kiln_kernels kiln_bench_models -j "${JOBS:-2}" >/dev/null
   local cflags="-O2 -std=c11 -Wall -Wextra -Werror -I$ROOT/runtime -I$ROOT/kernels -I$ROOT/include"
   ${CC:-cc} $cflags "$ROOT/tests/gpu/gpu_compare.c" "$BUILD/runtime/libkiln_runtime.a" \

@@ -7,8 +7,9 @@ set -euo pipefail
 # python3-torch and python3-numpy serve the tests against PyTorch (tests/conformance, tests/onnx);
 # python3-numpy is also what the Python package needs, and python3-pytest runs its tests.
 # Extra packages may be named as arguments (demo.sh adds the Fashion-MNIST data set).
+# ninja-build: scripts/configure.sh's generator (faster than Make; Make stays the fallback).
 # libclang-rt-14-dev: libFuzzer and the sanitizer runtimes for clang (tests/fuzz).
-pkgs=(cmake make gcc g++ flex bison libopenblas-dev llvm-dev clang libclang-rt-14-dev graphviz python3-torch python3-numpy python3-pytest "$@")
+pkgs=(cmake make ninja-build gcc g++ flex bison libopenblas-dev llvm-dev clang libclang-rt-14-dev graphviz python3-torch python3-numpy python3-pytest "$@")
 # libedit-dev: kiln repl's line editing and history; pkg-config: tests/api/install.sh builds
 # the C API's example with `pkg-config --cflags --libs kiln`.
 pkgs+=(libedit-dev pkg-config)

@@ -50,7 +50,7 @@ run() {  # run NAME BUILD_DIR [--only] CTEST_ARGS... -- CMAKE_ARGS...   (--only:
   cmake_args=("$@")
   stage "$name build"
   if [ $only = 1 ]; then
-    cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=Release "${cmake_args[@]}" >/dev/null
+    "$root/scripts/configure.sh" "$dir" "${cmake_args[@]}"
     # shellcheck disable=SC2046
     cmake --build "$dir" -j "$jobs" --target $(test_targets "$dir" "${ctest_args[@]}")
   else
