@@ -4,7 +4,8 @@
 # global batches of the same shuffle: rank r takes the r-th batch of each), so the saved
 # weights match within 1e-5 of their magnitude (the mean of the ranks' gradients adds in
 # another order: last bits); rank 0 alone prints and saves; a job whose ranks cannot start
-# training exits nonzero. Needs python3-numpy to write the arrays and read the weights.
+# training exits nonzero; a job stopped at a checkpoint resumes to the same bits. Needs
+# python3-numpy to write the arrays and read the weights.
 set -u
 kiln=$1 root=$2
 tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
@@ -58,6 +59,12 @@ for np_ in 2 3; do
   [ "$(grep '^epoch 3: train loss' dist$np_.out | cut -d, -f1)" = "$(grep '^epoch 3: train loss' one$np_.out | cut -d, -f1)" ] && ok ||
     fail "$np_ ranks: the mean loss over the ranks differs from one process's"
 done
+# A job stopped at a checkpoint and resumed on the same ranks ends with the bits of one that
+# never stopped (dist2.safetensors: 2 ranks, 3 epochs of 12 steps).
+ck=(mpirun -np 2 --oversubscribe "$kiln" train m.kiln --distributed -D batch=4 --data x=x.npy,label=y.npy --epochs 3 --seed 5)
+if "${ck[@]}" --checkpoint ck --every 5 --max-steps 17 >ck.out 2>&1 && "${ck[@]}" --resume ck --save resumed.safetensors >resumed.out 2>&1; then
+  cmp -s resumed.safetensors dist2.safetensors && ok || fail "2 ranks stopped at step 17 and resumed differ from 2 ranks straight"
+else fail "2 ranks with --checkpoint, then --resume: $(tail -3 ck.out resumed.out)"; fi
 mpirun -np 2 --oversubscribe "$kiln" train m.kiln --distributed --data x=missing.npy,label=y.npy >bad.out 2>&1
 [ $? -ne 0 ] && grep -q "missing.npy" bad.out && ok || fail "a job whose data is missing should exit nonzero saying so: $(tail -3 bad.out)"
 echo "train --distributed: $pass passed, $failed failed"
