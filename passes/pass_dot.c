@@ -1,7 +1,10 @@
 /* pass_dot.c — the graph as graphviz DOT (`dot -Tsvg`): a box per node labelled with its op
  * and output shape, inputs and model state as their own shapes, backward nodes shaded red and
  * optimizer updates as green hexagons. A fused group is one dashed blue node listing its
- * members' ops; the full view draws each member as its own node instead. */
+ * members' ops, a heavy op with its epilogue one solid orange node; the full view draws each
+ * member as its own node instead. Each node's tooltip (an SVG title on hover) holds the shapes
+ * it reads and writes; given each node's share of a profile's time, nodes are filled white to
+ * red by it (`kiln passes --html --profile`). */
 #include "passes.h"
 
 #include <stdlib.h>
@@ -27,12 +30,48 @@ static const char *pass_dot_tensor_shape(ir_tensor_kind k) {
   return "shape=ellipse";
 }
 
+/* The fill of a node that took `share` of the time, relative to the largest share: white to
+ * red. */
+static void pass_dot_heat(double share, double top, FILE *out) {
+  double t = top > 0 ? share / top : 0;
+  int gb = (int)(255 - t * (255 - 102));    /* #ffffff -> #e06666 */
+  int r = (int)(255 - t * (255 - 224));
+  fprintf(out, ", style=\"rounded,filled\", fillcolor=\"#%02x%02x%02x\"", r, gb, gb);
+}
+
 static const char *pass_dot_node_style(const ir_node *n) {
   switch (n->kind) {
   case IR_N_BACKWARD: return "shape=box, style=\"rounded,filled\", fillcolor=\"#f4cccc\"";
   case IR_N_UPDATE: return "shape=hexagon, style=filled, fillcolor=\"#d9ead3\"";
   default: return "shape=box, style=rounded";
   }
+}
+
+/* What the writers share: each node's share of a profile's time (NULL: none) and the
+ * largest. */
+typedef struct {
+  const double *share;
+  double top;
+} pass_dot_heatmap;
+
+/* tooltip="in: f32[64, 3, 32, 32], f32[16, 3, 3, 3]\nout: f32[64, 16, 32, 32]" (and the share of
+ * the time): the shapes n reads and writes, shown on hover in the SVG. */
+static void pass_dot_tooltip(const ir_graph *g, const ir_node *n, double share, FILE *out) {
+  fputs(", tooltip=\"", out);
+  for (int side = 0; side < 2; side++) {
+    const int *ts = side ? n->out : n->in;
+    int nt = side ? n->nout : n->nin, k = 0;
+    fputs(side ? "\\nout: " : "in: ", out);
+    for (int j = 0; j < nt; j++) {
+      if (ts[j] < 0) continue;
+      const ir_tensor *t = ir_tensor_at(g, ts[j]);
+      char ty[96];
+      ir_type_str(t->dtype, &t->shape, ty, sizeof ty);
+      fprintf(out, "%s%s", k++ ? ", " : "", ty);
+    }
+  }
+  if (share >= 0) fprintf(out, "\\n%.1f%% of the time", 100 * share);
+  fputc('"', out);
 }
 
 /* " -> f32[64, 10]": the type of the first output node n writes, and the label's end. */
@@ -45,16 +84,21 @@ static void pass_dot_out_type(const ir_graph *g, const ir_node *n, FILE *out) {
     fprintf(out, " -> %s", ty);
     break;
   }
-  fputs("\"];\n", out);
+  fputc('"', out);
 }
 
-/* A node: "name\nop -> f32[64, 10]" (the type of its first output it writes). */
-static void pass_dot_node(const ir_graph *g, const ir_node *n, const char *id, FILE *out) {
+/* A node: "name\nop -> f32[64, 10]" (the type of its first output it writes); `share` its
+ * part of the profiled time, or -1. */
+static void pass_dot_node(const ir_graph *g, const ir_node *n, const char *id, double share, const pass_dot_heatmap *h,
+                          FILE *out) {
   fprintf(out, "    %s [%s, label=\"", id, pass_dot_node_style(n));
   pass_dot_str(out, n->name);
   fputs("\\n", out);
   pass_dot_str(out, ir_node_kind_name(n));
   pass_dot_out_type(g, n, out);
+  if (h->share) pass_dot_heat(share, h->top, out);
+  pass_dot_tooltip(g, n, share, out);
+  fprintf(out, ", id=\"kiln_%s\"];\n", id);   /* the SVG element's id: the report's script counts them */
 }
 
 /* who[t]: the DOT id of the node (or fused member) that writes tensor t first; empty for a
@@ -94,43 +138,54 @@ static const char *pass_dot_from(const ir_graph *g, int t, const char *reader, c
   return buf;
 }
 
+/* The outline of a fused group: dashed blue for an elementwise group, solid orange for a heavy
+ * op and its epilogue. */
+static const char *pass_dot_group_color(const ir_node *n) { return n->epi ? "#e69138" : "#3c78d8"; }
+
 /* A fused group drawn as one node: its name, member count and member ops, in order. */
-static void pass_dot_group(const ir_graph *g, const ir_node *n, const char *id, FILE *out) {
-  fprintf(out, "  %s [shape=box, style=\"rounded,dashed,filled\", color=\"#3c78d8\", fillcolor=\"#eef3fc\", label=\"", id);
+static void pass_dot_group(const ir_graph *g, const ir_node *n, const char *id, double share, const pass_dot_heatmap *h,
+                           FILE *out) {
+  fprintf(out, "  %s [shape=box, style=\"rounded,%s,filled\", penwidth=2, color=\"%s\", fillcolor=\"%s\", label=\"", id,
+          n->epi ? "solid" : "dashed", pass_dot_group_color(n), n->epi ? "#fdf1e3" : "#eef3fc");
   pass_dot_str(out, n->name);
-  fprintf(out, " (%d ops)\\n", n->nsub);
+  fprintf(out, n->epi ? " (%d ops, epilogue)\\n" : " (%d ops)\\n", n->nsub);
   for (int k = 0; k < n->nsub; k++) {
     if (k) fputs(k % 4 ? " \xc2\xb7 " : "\\n", out);   /* a middle dot; four ops a line */
     pass_dot_str(out, ir_node_kind_name(&n->sub[k]));
   }
   pass_dot_out_type(g, n, out);
+  if (h->share) pass_dot_heat(share, h->top, out), fputs(n->epi ? ", style=\"rounded,filled\"" : ", style=\"rounded,dashed,filled\"", out);
+  pass_dot_tooltip(g, n, share, out);
+  fprintf(out, ", id=\"kiln_%s\"];\n", id);
 }
 
 /* Full view: each member its own node, outlined in the group's colour and named after it.
  * Not graphviz clusters: with clusters the ResNet train graph either took 31-85 s to lay out
  * (newrank) or failed in dot's ranking ("trouble in init_rank") without it. */
-static void pass_dot_members(const ir_graph *g, int i, FILE *out, pass_dot_ids *ids) {
+static void pass_dot_members(const ir_graph *g, int i, const pass_dot_heatmap *h, FILE *out, pass_dot_ids *ids) {
   const ir_node *n = ir_node_at(g, i);
   for (int k = 0; k < n->nsub; k++) {
     char id[32];
     snprintf(id, sizeof id, "n%d_%d", i, k);
-    pass_dot_node(g, &n->sub[k], id, out);
-    fprintf(out, "    %s [color=\"#3c78d8\", style=\"rounded,dashed\", xlabel=\"", id);
+    pass_dot_node(g, &n->sub[k], id, h->share ? h->share[i] : -1, h, out);
+    fprintf(out, "    %s [color=\"%s\", style=\"rounded,%s%s\", xlabel=\"", id, pass_dot_group_color(n), n->epi ? "solid" : "dashed",
+            h->share ? ",filled" : "");
     pass_dot_str(out, n->name);
     fputs("\", fontcolor=\"#3c78d8\", fontsize=8];\n", out);
     pass_dot_claim(&n->sub[k], id, ids);
   }
 }
 
-static void pass_dot_nodes(const ir_graph *g, bool full, FILE *out, pass_dot_ids *ids) {
+static void pass_dot_nodes(const ir_graph *g, bool full, const pass_dot_heatmap *h, FILE *out, pass_dot_ids *ids) {
   for (int i = 0; i < ir_nnodes(g); i++) {
     const ir_node *n = ir_node_at(g, i);
+    double share = h->share ? h->share[i] : -1;
     char id[32];
     snprintf(id, sizeof id, "n%d", i);
-    if (n->kind != IR_N_FUSED) pass_dot_node(g, n, id, out);
-    else if (!full) pass_dot_group(g, n, id, out);
+    if (n->kind != IR_N_FUSED) pass_dot_node(g, n, id, share, h, out);
+    else if (!full) pass_dot_group(g, n, id, share, h, out);
     else {
-      pass_dot_members(g, i, out, ids);
+      pass_dot_members(g, i, h, out, ids);
       continue;
     }
     pass_dot_claim(n, id, ids);
@@ -186,13 +241,15 @@ static void pass_dot_results(const ir_graph *g, FILE *out, const pass_dot_ids *i
 
 /* Plain ranking (no `newrank`, no clusters), edge labels as xlabels and sources copied per
  * reader: dot lays out every example's graph in under a second. */
-void pass_write_dot(const ir_graph *g, bool full, FILE *out) {
+void pass_write_dot(const ir_graph *g, bool full, const double *share, FILE *out) {
+  pass_dot_heatmap h = {share, 0};
+  for (int i = 0; share && i < ir_nnodes(g); i++) h.top = share[i] > h.top ? share[i] : h.top;
   pass_dot_ids ids = {calloc((size_t)ir_ntensors(g) + 1, sizeof *ids.who)};
   if (!ids.who) KILN_ICE("out of memory writing DOT");
   fputs("digraph \"", out);
   pass_dot_str(out, g->name);
   fputs("\" {\n  rankdir=TB;\n  node [fontname=\"Helvetica\", fontsize=10];\n  edge [fontname=\"Helvetica\"];\n", out);
-  pass_dot_nodes(g, full, out, &ids);
+  pass_dot_nodes(g, full, &h, out, &ids);
   pass_dot_edges(g, full, out, &ids);
   pass_dot_results(g, out, &ids);
   fputs("}\n", out);

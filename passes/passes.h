@@ -83,8 +83,19 @@ int pass_plan_off(ir_graph *g, pass_ctx *cx);           /* the plan pass switche
 size_t pass_node_temp_bytes(const ir_graph *g, const ir_node *n);
 
 /* ---- pass_dot.c ---- */
-/* full: every member of a fused group as its own node (default: one node per group). */
-void pass_write_dot(const ir_graph *g, bool full, FILE *out);
+/* full: every member of a fused group as its own node (default: one node per group); share:
+ * each node's part of a profile's time, filled white to red by it (NULL: no profile). */
+void pass_write_dot(const ir_graph *g, bool full, const double *share, FILE *out);
+/* ---- pass_html.c: `kiln passes --html`, the compile report ---- */
+typedef struct {
+  const char *graph_svg;     /* graphviz's SVG of pass_write_dot's text, or NULL: the page's own layout */
+  const char *graph_note;    /* one sentence: how the graph was laid out */
+  const double *share;       /* per node: its share of a profile's time, or NULL */
+  const char *profile_note;  /* one sentence: where the profile came from */
+} pass_html_in;
+/* One self-contained HTML page: the pass table, the graph, the memory plan's timeline and,
+ * with a profile, the costliest nodes. */
+void pass_write_html(const ir_graph *g, const pass_ctx *cx, const pass_html_in *in, FILE *out);
 /* ---- stats ---- */
 void pass_print_stats(const ir_graph *g, const pass_ctx *cx, FILE *out);
 

@@ -21,6 +21,8 @@ pkgs+=(valgrind)
 # generates its decoder from the onnx.proto libonnx-dev installs); python3-onnx and
 # python3-torchvision: the ONNX tests export torchvision models (tests/onnx).
 pkgs+=(libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx python3-torchvision)
+# chromium: tests/tools/report.sh loads `kiln passes --html` reports in a real browser (headless).
+pkgs+=(chromium)
 # libopenmpi-dev, openmpi-bin: libkiln_mpi (mpi/) and the data-parallel tests under mpirun
 # (tests/mpi); python3-mpi4py: Model.set_comm from Python.
 pkgs+=(libopenmpi-dev openmpi-bin python3-mpi4py)

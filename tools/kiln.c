@@ -48,7 +48,7 @@ static const kiln_command kiln_commands[] = {
   {"passes", "run the optimisation passes; print the graph after any pass, stats, DOT, fusion decisions",
    "usage: kiln passes FILE [-D dim=N|dim=LO..HI]... [--model NAME] [--mode predict|train]\n"
    "                   [--print-after PASS|all] [--dot|--dot-full OUT.dot] [--stats] [--explain]\n"
-   "                   [--disable PASS]...\n"
+   "                   [--html REPORT.html [--profile TRACE.json]] [--disable PASS]...\n"
    "\n"
    "Compiles the model's predict or train_step graph (default: train_step when the model has a\n"
    "train statement) through the pass pipeline and shows what each pass did.\n"
@@ -61,6 +61,11 @@ static const kiln_command kiln_commands[] = {
    "                   its ops: dot -Tsvg OUT.dot -o graph.svg\n"
    "  --dot-full OUT.dot  the same with every member of a fused group as its own node\n"
    "  --explain        list the fusion decisions and their reasons\n"
+   "  --html OUT.html  a compile report in one self-contained page: the pass table, the graph\n"
+   "                   (SVG: fused groups and epilogues outlined, each node's shapes on hover)\n"
+   "                   and the memory plan as a timeline of the arena's buffers\n"
+   "  --profile TRACE.json  with --html: colour each node by its share of the time in a trace\n"
+   "                   of `kiln run --profile` (or KILN_PROFILE) of the same model and mode\n"
    "  --disable P      switch an optional pass off (simplify, prune, inplace, epilogue, fusion, layout,\n"
    "                   plan)\n"
    "\n"
@@ -287,6 +292,10 @@ static int kiln_passes_flag(kiln_opts *o, int argc, char **argv, int *i) {
   if (strcmp(a, "--explain") == 0) return o->explain = true, 1;
   if (strcmp(a, "--dot") == 0 && v) return o->dot = argv[++*i], 1;
   if (strcmp(a, "--dot-full") == 0 && v) return o->dot = argv[++*i], o->dot_full = true, 1;
+  if (strcmp(a, "--html") == 0 && v) return o->html = argv[++*i], 1;
+  if (strcmp(a, "--profile") == 0 && v) return o->profile = argv[++*i], 1;
+  if ((strcmp(a, "--html") == 0 || strcmp(a, "--profile") == 0 || strcmp(a, "--dot") == 0 || strcmp(a, "--dot-full") == 0) && !v)
+    return fprintf(stderr, "kiln passes: %s needs a file name\n", a), 2;
   if (strcmp(a, "--mode") == 0 && v && (!strcmp(v, "predict") || !strcmp(v, "train")))
     return o->mode = !strcmp(argv[++*i], "train") ? IR_MODE_TRAIN : IR_MODE_PREDICT, 1;
   if (strcmp(a, "--mode") == 0) return fprintf(stderr, "kiln passes: --mode is predict or train\n"), 2;
@@ -429,9 +438,20 @@ static int kiln_write_dot(const ir_graph *g, const kiln_opts *o, ir_diag *d) {
   const char *path = o->dot;
   FILE *f = fopen(path, "w");
   if (!f) return ir_error(d, (ir_loc){0}, "cannot write '%s'", path), 1;
-  pass_write_dot(g, o->dot_full, f);
+  pass_write_dot(g, o->dot_full, NULL, f);
   if (fclose(f)) return ir_error(d, (ir_loc){0}, "cannot write '%s'", path), 1;
   return 0;
+}
+
+static int kiln_write_text(const char *text, const char *path, ir_diag *d);
+
+/* --html: the compile report, written whole or not at all. */
+static int kiln_write_report(const ir_graph *g, const pass_ctx *cx, const kiln_opts *o, ir_diag *d) {
+  char *html = kiln_report_html(g, cx, o->profile, d);
+  int rc = html ? kiln_write_text(html, o->html, d) : 1;
+  if (!rc) fprintf(stderr, "wrote %s\n", o->html);
+  free(html);
+  return rc;
 }
 
 static void kiln_passes_graph(ir_graph *lowered, const kiln_opts *o, ir_diag *d) {
@@ -450,7 +470,8 @@ static void kiln_passes_graph(ir_graph *lowered, const kiln_opts *o, ir_diag *d)
   } else if (g && o->stats) pass_print_stats(g, &cx, stdout);
   for (int i = 0; g && o->explain && i < cx.explain.len; i++) printf("%s\n", IR_VEC_AT(cx.explain, char *, i));
   if (g && o->dot) kiln_write_dot(g, o, d);
-  if (g && o->print_after < 0 && !o->stats && !o->explain && !o->dot) ir_print(g, stdout);
+  if (g && o->html) kiln_write_report(g, &cx, o, d);
+  if (g && o->print_after < 0 && !o->stats && !o->explain && !o->dot && !o->html) ir_print(g, stdout);
   ir_graph_free(g);
   pass_ctx_free(&cx);
 }
@@ -499,6 +520,11 @@ static int kiln_check_main(int argc, char **argv) {
 static int kiln_passes_main(int argc, char **argv) {
   kiln_opts o = {.cmd = "passes", .print_after = -1};
   int rc = kiln_args(argc, argv, &o);
+  if (!rc && o.profile && !o.html) {
+    fprintf(stderr, "kiln passes: --profile colours the --html report; give --html too\n");
+    rc = 2;
+  }
+  if (o.html) o.one_model = "report";   /* one page, one model */
   return rc ? rc : kiln_for_models(&o, kiln_passes_graph);
 }
 

@@ -27,6 +27,7 @@ typedef struct {
   ir_mode mode;                    /* passes --mode (NONE: train if the model trains) */
   int print_after;                 /* passes --print-after: pass id, PASS_COUNT = all, -1 */
   const char *dot;                 /* passes --dot / --dot-full */
+  const char *html;                /* passes --html: the compile report (its --profile: profile) */
   bool dot_full;
   bool stats, explain;
   uint32_t disabled;
@@ -65,6 +66,11 @@ bool kiln_ends_with(const char *s, const char *suffix);   /* kiln_text.c */
  * `use` has already reported. */
 void kiln_jit_graph(ir_graph *lowered, const kiln_opts *o, ir_diag *d,
                     int (*use)(const rt_model_api *api, const kiln_opts *o));
+
+/* ---- kiln_report.c ---- */
+/* The HTML compile report of g (profile: a trace file to colour the nodes by, or NULL); NULL
+ * after reporting an error. The caller frees it. */
+char *kiln_report_html(const ir_graph *g, const pass_ctx *cx, const char *profile, ir_diag *d);
 
 /* ---- kiln_repl.c ---- */
 int kiln_repl_main(int argc, char **argv);

@@ -185,7 +185,7 @@ static void test_backward(void) {
 static char *dot_text(const t_run *r, bool full, size_t *len) {
   char *s = NULL;
   FILE *o = open_memstream(&s, len);
-  pass_write_dot(r->g, full, o);
+  pass_write_dot(r->g, full, NULL, o);
   fclose(o);
   return s;
 }
