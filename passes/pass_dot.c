@@ -30,13 +30,19 @@ static const char *pass_dot_tensor_shape(ir_tensor_kind k) {
   return "shape=ellipse";
 }
 
-/* The fill of a node that took `share` of the time, relative to the largest share: white to
- * red. */
-static void pass_dot_heat(double share, double top, FILE *out) {
-  double t = top > 0 ? share / top : 0;
-  int gb = (int)(255 - t * (255 - 102));    /* #ffffff -> #e06666 */
-  int r = (int)(255 - t * (255 - 224));
-  fprintf(out, ", style=\"rounded,filled\", fillcolor=\"#%02x%02x%02x\"", r, gb, gb);
+/* The fill of a node that took `share` of a profile's time when the largest share is `top`:
+ * #rrggbb from white (none) to #e06666 (the most). The report's own layout uses it too. */
+void pass_heat_color(double share, double top, char rgb[8]) {
+  double t = top > 0 && share > 0 ? share / top : 0;
+  int gb = (int)(255 - t * (255 - 102)), r = (int)(255 - t * (255 - 224));
+  snprintf(rgb, 8, "#%02x%02x%02x", r & 255, gb & 255, gb & 255);
+}
+
+/* A profiled node's style: `style` (its outline, filled) and its heat. */
+static void pass_dot_heat(double share, double top, const char *style, FILE *out) {
+  char rgb[8];
+  pass_heat_color(share, top, rgb);
+  fprintf(out, ", style=\"%s\", fillcolor=\"%s\"", style, rgb);
 }
 
 static const char *pass_dot_node_style(const ir_node *n) {
@@ -96,7 +102,7 @@ static void pass_dot_node(const ir_graph *g, const ir_node *n, const char *id, d
   fputs("\\n", out);
   pass_dot_str(out, ir_node_kind_name(n));
   pass_dot_out_type(g, n, out);
-  if (h->share) pass_dot_heat(share, h->top, out);
+  if (h->share) pass_dot_heat(share, h->top, "rounded,filled", out);
   pass_dot_tooltip(g, n, share, out);
   fprintf(out, ", id=\"kiln_%s\"];\n", id);   /* the SVG element's id: the report's script counts them */
 }
@@ -154,7 +160,7 @@ static void pass_dot_group(const ir_graph *g, const ir_node *n, const char *id, 
     pass_dot_str(out, ir_node_kind_name(&n->sub[k]));
   }
   pass_dot_out_type(g, n, out);
-  if (h->share) pass_dot_heat(share, h->top, out), fputs(n->epi ? ", style=\"rounded,filled\"" : ", style=\"rounded,dashed,filled\"", out);
+  if (h->share) pass_dot_heat(share, h->top, n->epi ? "rounded,filled" : "rounded,dashed,filled", out);
   pass_dot_tooltip(g, n, share, out);
   fprintf(out, ", id=\"kiln_%s\"];\n", id);
 }
@@ -171,7 +177,7 @@ static void pass_dot_members(const ir_graph *g, int i, const pass_dot_heatmap *h
     fprintf(out, "    %s [color=\"%s\", style=\"rounded,%s%s\", xlabel=\"", id, pass_dot_group_color(n), n->epi ? "solid" : "dashed",
             h->share ? ",filled" : "");
     pass_dot_str(out, n->name);
-    fputs("\", fontcolor=\"#3c78d8\", fontsize=8];\n", out);
+    fprintf(out, "\", fontcolor=\"%s\", fontsize=8];\n", pass_dot_group_color(n));
     pass_dot_claim(&n->sub[k], id, ids);
   }
 }

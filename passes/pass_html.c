@@ -177,9 +177,10 @@ static void pass_html_own_node(const ir_graph *g, int i, double x, double y, dou
   }
   if (share >= 0) fprintf(out, "\n%.1f%% of the time", 100 * share);
   fprintf(out, "</title><rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"%d\" rx=\"5\"", x, y, PASS_OWN_BOX_W, PASS_OWN_BOX_H);
-  if (share >= 0 && top > 0) {
-    int gb = (int)(255 - share / top * (255 - 102));
-    fprintf(out, " style=\"fill:#%02x%02x%02x\"", (int)(255 - share / top * (255 - 224)), gb, gb);
+  if (share >= 0) {
+    char rgb[8];
+    pass_heat_color(share, top, rgb);
+    fprintf(out, " style=\"fill:%s\"", rgb);
   }
   fprintf(out, "/><text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"middle\">", x + PASS_OWN_BOX_W / 2.0, y + 15);
   char name[28];

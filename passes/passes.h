@@ -86,6 +86,9 @@ size_t pass_node_temp_bytes(const ir_graph *g, const ir_node *n);
 /* full: every member of a fused group as its own node (default: one node per group); share:
  * each node's part of a profile's time, filled white to red by it (NULL: no profile). */
 void pass_write_dot(const ir_graph *g, bool full, const double *share, FILE *out);
+/* "#rrggbb" for a node that took `share` of a profile's time, the largest share being `top`:
+ * white to red. */
+void pass_heat_color(double share, double top, char rgb[8]);
 /* ---- pass_html.c: `kiln passes --html`, the compile report ---- */
 typedef struct {
   const char *graph_svg;     /* graphviz's SVG of pass_write_dot's text, or NULL: the page's own layout */
