@@ -60,23 +60,32 @@ typedef struct {
   double top;
 } pass_dot_heatmap;
 
-/* tooltip="in: f32[64, 3, 32, 32], f32[16, 3, 3, 3]\nout: f32[64, 16, 32, 32]" (and the share of
- * the time): the shapes n reads and writes, shown on hover in the SVG. */
-static void pass_dot_tooltip(const ir_graph *g, const ir_node *n, double share, FILE *out) {
-  fputs(", tooltip=\"", out);
+void pass_node_io_text(const ir_graph *g, const ir_node *n, double share, char *buf, size_t cap) {
+  FILE *f = fmemopen(buf, cap, "w");   /* cut at cap */
+  if (!f) KILN_ICE("out of memory describing a node");
   for (int side = 0; side < 2; side++) {
     const int *ts = side ? n->out : n->in;
     int nt = side ? n->nout : n->nin, k = 0;
-    fputs(side ? "\\nout: " : "in: ", out);
+    fputs(side ? "\nout: " : "in: ", f);
     for (int j = 0; j < nt; j++) {
       if (ts[j] < 0) continue;
       const ir_tensor *t = ir_tensor_at(g, ts[j]);
       char ty[96];
       ir_type_str(t->dtype, &t->shape, ty, sizeof ty);
-      fprintf(out, "%s%s", k++ ? ", " : "", ty);
+      fprintf(f, "%s%s", k++ ? ", " : "", ty);
     }
   }
-  if (share >= 0) fprintf(out, "\\n%.1f%% of the time", 100 * share);
+  if (share >= 0) fprintf(f, "\n%.1f%% of the time", 100 * share);
+  fclose(f);
+  buf[cap - 1] = 0;   /* fmemopen leaves a full buffer unterminated */
+}
+
+/* tooltip="...": pass_node_io_text, shown on hover in the SVG. */
+static void pass_dot_tooltip(const ir_graph *g, const ir_node *n, double share, FILE *out) {
+  char io[2048];
+  pass_node_io_text(g, n, share, io, sizeof io);
+  fputs(", tooltip=\"", out);
+  pass_dot_str(out, io);
   fputc('"', out);
 }
 

@@ -25,12 +25,6 @@ static void pass_html_str(FILE *out, const char *s) {
   }
 }
 
-static void pass_html_bytes(FILE *out, int64_t b) {
-  if (b >= 1 << 20) fprintf(out, "%.2f MiB", (double)b / (1 << 20));
-  else if (b >= 1 << 10) fprintf(out, "%.1f KiB", (double)b / (1 << 10));
-  else fprintf(out, "%lld B", (long long)b);
-}
-
 static const char pass_html_style[] =
     "body{font-family:Helvetica,Arial,sans-serif;margin:1.5em;color:#222}"
     "h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em}"
@@ -90,9 +84,9 @@ static void pass_html_memory(const ir_graph *g, const ir_plan *p, FILE *out) {
   int64_t arena = p->arena_bytes > 0 ? p->arena_bytes : 1;
   double sx = (double)PASS_TL_W / nn, sy = (double)PASS_TL_H / (double)arena;
   fputs("<h2>Memory plan</h2>\n<p>Planned arena ", out);
-  pass_html_bytes(out, p->arena_bytes);
+  pass_print_bytes(out, p->arena_bytes);
   fputs(" against ", out);
-  pass_html_bytes(out, p->naive_bytes);
+  pass_print_bytes(out, p->naive_bytes);
   fprintf(out, " with every intermediate%s and workspace in a buffer of its own (%.1f%%). Each bar is a buffer, from "
                "the node that writes it to the last that reads it (x), at its place in the arena (y); hover for its "
                "name.</p>\n", g->mode == IR_MODE_TRAIN ? ", gradient" : "",
@@ -122,7 +116,7 @@ static void pass_html_memory(const ir_graph *g, const ir_plan *p, FILE *out) {
           nn - 1);
   fprintf(out, "<text x=\"4\" y=\"%d\" font-size=\"11\">offset 0</text>\n<text x=\"4\" y=\"%d\" font-size=\"11\">", PASS_TL_TOP + 10,
           PASS_TL_TOP + PASS_TL_H);
-  pass_html_bytes(out, p->arena_bytes);
+  pass_print_bytes(out, p->arena_bytes);
   fputs("</text>\n</svg></div>\n", out);
 }
 
@@ -130,23 +124,31 @@ static void pass_html_memory(const ir_graph *g, const ir_plan *p, FILE *out) {
 
 enum { PASS_OWN_W = 190, PASS_OWN_H = 64, PASS_OWN_BOX_W = 170, PASS_OWN_BOX_H = 36 };
 
+/* The node that writes each tensor first, or -1 (inputs, parameters). */
+static int *pass_html_writers(const ir_graph *g) {
+  int nt = ir_ntensors(g), *writer = malloc(sizeof *writer * ((size_t)nt + 1));
+  if (!writer) KILN_ICE("out of memory writing the report");
+  for (int t = 0; t < nt; t++) writer[t] = -1;
+  for (int i = ir_nnodes(g) - 1; i >= 0; i--)
+    for (int j = 0; j < ir_node_at(g, i)->nout; j++)
+      if (ir_node_at(g, i)->out[j] >= 0) writer[ir_node_at(g, i)->out[j]] = i;
+  return writer;
+}
+
 /* Layer of each node: one below the deepest node that writes one of its inputs (the nodes are
  * in execution order, so every writer comes first). */
-static int *pass_html_layers(const ir_graph *g, int *nlayers) {
-  int nn = ir_nnodes(g), nt = ir_ntensors(g);
-  int *layer = calloc((size_t)nn + 1, sizeof *layer), *writer = malloc(sizeof *writer * ((size_t)nt + 1));
-  if (!layer || !writer) KILN_ICE("out of memory writing the report");
-  for (int t = 0; t < nt; t++) writer[t] = -1;
+static int *pass_html_layers(const ir_graph *g, const int *writer, int *nlayers) {
+  int nn = ir_nnodes(g), *layer = calloc((size_t)nn + 1, sizeof *layer);
+  if (!layer) KILN_ICE("out of memory writing the report");
   *nlayers = 0;
   for (int i = 0; i < nn; i++) {
     const ir_node *n = ir_node_at(g, i);
-    for (int j = 0; j < n->nin; j++)
-      if (n->in[j] >= 0 && writer[n->in[j]] >= 0 && layer[writer[n->in[j]]] + 1 > layer[i]) layer[i] = layer[writer[n->in[j]]] + 1;
-    for (int j = 0; j < n->nout; j++)
-      if (n->out[j] >= 0 && writer[n->out[j]] < 0) writer[n->out[j]] = i;
+    for (int j = 0; j < n->nin; j++) {
+      int w = n->in[j] >= 0 ? writer[n->in[j]] : -1;
+      if (w >= 0 && w < i && layer[w] + 1 > layer[i]) layer[i] = layer[w] + 1;
+    }
     if (layer[i] + 1 > *nlayers) *nlayers = layer[i] + 1;
   }
-  free(writer);
   return layer;
 }
 
@@ -164,18 +166,10 @@ static void pass_html_own_node(const ir_graph *g, int i, double x, double y, dou
   const ir_node *n = ir_node_at(g, i);
   fprintf(out, "<g id=\"kiln_n%d\" class=\"%s\"><title>", i, pass_html_node_class(n));
   pass_html_str(out, n->name);
-  fputs(": ", out), pass_html_str(out, ir_node_kind_name(n));
-  for (int side = 0; side < 2; side++) {
-    fputs(side ? "\nout:" : "\nin:", out);
-    for (int j = 0; j < (side ? n->nout : n->nin); j++) {
-      int t = side ? n->out[j] : n->in[j];
-      if (t < 0) continue;
-      char ty[96];
-      ir_type_str(ir_tensor_at(g, t)->dtype, &ir_tensor_at(g, t)->shape, ty, sizeof ty);
-      fprintf(out, " %s", ty);
-    }
-  }
-  if (share >= 0) fprintf(out, "\n%.1f%% of the time", 100 * share);
+  fputs(": ", out), pass_html_str(out, ir_node_kind_name(n)), fputc('\n', out);
+  char io[2048];
+  pass_node_io_text(g, n, share, io, sizeof io);
+  pass_html_str(out, io);
   fprintf(out, "</title><rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"%d\" rx=\"5\"", x, y, PASS_OWN_BOX_W, PASS_OWN_BOX_H);
   if (share >= 0) {
     char rgb[8];
@@ -195,27 +189,23 @@ static void pass_html_own_node(const ir_graph *g, int i, double x, double y, dou
  * edge from each input's writer. Linear in the graph's size, for graphs dot cannot place in
  * time. */
 static void pass_html_own_graph(const ir_graph *g, const double *share, FILE *out) {
-  int nn = ir_nnodes(g), nl, width = 1;
-  int *layer = pass_html_layers(g, &nl), *slot = calloc((size_t)nn + 1, sizeof *slot), *fill = calloc((size_t)nl + 1, sizeof *fill);
-  int *writer = malloc(sizeof *writer * ((size_t)ir_ntensors(g) + 1));
-  if (!slot || !fill || !writer) KILN_ICE("out of memory writing the report");
+  int nn = ir_nnodes(g), nl, width = 1, *writer = pass_html_writers(g);
+  int *layer = pass_html_layers(g, writer, &nl), *slot = calloc((size_t)nn + 1, sizeof *slot), *fill = calloc((size_t)nl + 1, sizeof *fill);
+  if (!slot || !fill) KILN_ICE("out of memory writing the report");
   for (int i = 0; i < nn; i++) slot[i] = fill[layer[i]]++, width = fill[layer[i]] > width ? fill[layer[i]] : width;
   double top = 0;
   for (int i = 0; share && i < nn; i++) top = share[i] > top ? share[i] : top;
   int sw = width * PASS_OWN_W + 20, sh = nl * PASS_OWN_H + 20;
   fprintf(out, "<svg id=\"graph-own\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n", sw, sh, sw,
           sh);
-  for (int t = 0; t < ir_ntensors(g); t++) writer[t] = -1;
   for (int i = 0; i < nn; i++) {   /* edges first, under the boxes */
     const ir_node *n = ir_node_at(g, i);
     for (int j = 0; j < n->nin; j++) {
       int w = n->in[j] >= 0 ? writer[n->in[j]] : -1;
-      if (w >= 0)
+      if (w >= 0 && w < i)
         fprintf(out, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\"/>\n", 10 + slot[w] * PASS_OWN_W + PASS_OWN_BOX_W / 2.0,
                 10 + layer[w] * PASS_OWN_H + PASS_OWN_BOX_H, 10 + slot[i] * PASS_OWN_W + PASS_OWN_BOX_W / 2.0, 10 + layer[i] * PASS_OWN_H);
     }
-    for (int j = 0; j < n->nout; j++)
-      if (n->out[j] >= 0 && writer[n->out[j]] < 0) writer[n->out[j]] = i;
   }
   for (int i = 0; i < nn; i++)
     pass_html_own_node(g, i, 10 + slot[i] * PASS_OWN_W, 10 + layer[i] * PASS_OWN_H, share ? share[i] : -1, top, out);

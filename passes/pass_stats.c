@@ -3,7 +3,7 @@
  * arena bytes, their ratio) and its table of buffers with offsets and lifetimes. */
 #include "passes.h"
 
-static void pass_print_bytes(FILE *out, int64_t b) {
+void pass_print_bytes(FILE *out, int64_t b) {
   if (b >= 1 << 20) fprintf(out, "%.2f MiB", (double)b / (1 << 20));
   else if (b >= 1 << 10) fprintf(out, "%.1f KiB", (double)b / (1 << 10));
   else fprintf(out, "%lld B", (long long)b);

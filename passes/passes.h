@@ -89,6 +89,9 @@ void pass_write_dot(const ir_graph *g, bool full, const double *share, FILE *out
 /* "#rrggbb" for a node that took `share` of a profile's time, the largest share being `top`:
  * white to red. */
 void pass_heat_color(double share, double top, char rgb[8]);
+/* "in: f32[64, 3, 32, 32], f32[16, 3, 3, 3]\nout: f32[64, 16, 32, 32]" (and "\n12.5% of the
+ * time" when share >= 0): what a node's tooltip says, in DOT and in the report alike. */
+void pass_node_io_text(const ir_graph *g, const ir_node *n, double share, char *buf, size_t cap);
 /* ---- pass_html.c: `kiln passes --html`, the compile report ---- */
 typedef struct {
   const char *graph_svg;     /* graphviz's SVG of pass_write_dot's text, or NULL: the page's own layout */
@@ -101,5 +104,6 @@ typedef struct {
 void pass_write_html(const ir_graph *g, const pass_ctx *cx, const pass_html_in *in, FILE *out);
 /* ---- stats ---- */
 void pass_print_stats(const ir_graph *g, const pass_ctx *cx, FILE *out);
+void pass_print_bytes(FILE *out, int64_t b);   /* "1.50 MiB", "3.0 KiB", "12 B" */
 
 #endif

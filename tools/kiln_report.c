@@ -5,6 +5,7 @@
  * Chrome trace that `kiln run --profile` or KILN_PROFILE wrote (runtime/rt_profile.c: one
  * event a line, each step's name the name of the node it runs). */
 #include "kiln_tools.h"
+#include "runtime.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,27 +25,15 @@ extern char **environ;
  * layout is drawn instead, so a report never waits long. */
 enum { KILN_REPORT_DOT_MAX_NODES = 3000, KILN_REPORT_DOT_SECS = 20 };
 
-static char *kiln_report_read(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  char *buf = NULL;
-  size_t n = 0, cap = 0;
-  for (;;) {
-    if (n + 65536 + 1 > cap) {
-      char *b = realloc(buf, cap = 2 * cap + 65536 + 1);
-      if (!b) return free(buf), fclose(f), NULL;
-      buf = b;
-    }
-    size_t got = fread(buf + n, 1, cap - n - 1, f);
-    n += got;
-    if (got == 0) break;
-  }
-  bool bad = ferror(f);
-  fclose(f);
-  if (bad) return free(buf), NULL;
-  buf[n] = 0;
-  if (len) *len = n;
-  return buf;
+/* A whole file as a C string (rt_file_read_all, then its terminator); NULL with err set. */
+static char *kiln_report_read(const char *path, char *err, size_t cap) {
+  void *data;
+  size_t len;
+  if (rt_file_read_all(path, &data, &len, err, cap)) return NULL;
+  char *text = realloc(data, len + 1);
+  if (!text) KILN_ICE("out of memory reading a file");
+  text[len] = 0;
+  return text;
 }
 
 /* Runs `dot -Tsvg IN -o OUT`; 0 when it finished well within the time limit, else a reason. */
@@ -65,7 +54,7 @@ static const char *kiln_report_run_dot(const char *in, const char *out) {
     if (w < 0 && errno != EINTR) return "dot could not be waited for";
     if (kiln_now() - t0 > KILN_REPORT_DOT_SECS) {
       kill(pid, SIGKILL), waitpid(pid, &status, 0);
-      return "dot took longer than 20 s";
+      return "dot did not finish in time";
     }
     nanosleep(&(struct timespec){0, 5000000}, NULL);
   }
@@ -90,7 +79,8 @@ static char *kiln_report_svg(const ir_graph *g, const double *share, const char 
     double t0 = kiln_now();
     *why = fclose(f) ? "no temporary file for dot" : kiln_report_run_dot(in, out);
     *secs = kiln_now() - t0;
-    if (!*why && !(svg = kiln_report_read(out, NULL))) *why = "dot's SVG could not be read";
+    char err[RT_ERR_LEN];
+    if (!*why && !(svg = kiln_report_read(out, err, sizeof err))) *why = "dot's SVG could not be read";
   }
   unlink(in), unlink(out), rmdir(dir);
   return svg;
@@ -139,8 +129,8 @@ static bool kiln_report_event(const char *line, const char *program, char *name,
 static double *kiln_report_share(const ir_graph *g, const char *path, char *note, size_t cap, ir_diag *d) {
   const char *program = g->mode == IR_MODE_TRAIN ? "train_step" : "predict";
   const char *other = g->mode == IR_MODE_TRAIN ? "predict" : "train_step";
-  char *text = kiln_report_read(path, NULL);
-  if (!text) return ir_error(d, (ir_loc){0}, "--profile: cannot read '%s': %s", path, strerror(errno)), NULL;
+  char err[RT_ERR_LEN], *text = kiln_report_read(path, err, sizeof err);
+  if (!text) return ir_error(d, (ir_loc){0}, "--profile: cannot read the trace: %s", err), NULL;
   int nn = ir_nnodes(g);
   kiln_report_name *idx = malloc(sizeof *idx * ((size_t)nn + 1));
   double *share = calloc((size_t)nn + 1, sizeof *share), total = 0;

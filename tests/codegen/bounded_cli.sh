@@ -7,10 +7,7 @@
 # short batch; and the CUDA target refuses bounded dims with a message.
 set -u
 kiln=$1 root=$2
-tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
-pass=0 failed=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; failed=$((failed + 1)); }
+. "$(dirname "$0")/../support/tally.sh"   # $tmp, ok, bad
 
 mkdir -p "$tmp/b" "$tmp/f"
 "$kiln" compile "$root/examples/mlp.kiln" -D batch=1..8 -o "$tmp/b/libmlp.so" >/dev/null 2>"$tmp/err" && ok || bad "compile -D batch=1..8: $(cat "$tmp/err")"

@@ -7,10 +7,7 @@
 # bad arch exits 1 and writes nothing.
 set -u
 kiln=$1 root=$2 ptxas=${3:-}
-tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
-pass=0 failed=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; failed=$((failed + 1)); }
+. "$(dirname "$0")/../support/tally.sh"   # $tmp, ok, bad
 # A sanitizer build checks the PTX of the examples only: NVRTC, uninstrumented, runs ~5x
 # slower under ASan's allocator, and cuda.emulate compiles every model for the GPU there.
 san=$(readelf -d "$kiln" 2>/dev/null | grep -oE 'lib(asan|tsan|ubsan)' | head -1)

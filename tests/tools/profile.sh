@@ -7,10 +7,7 @@
 set -u
 kiln=$1 mkidx=$2 root=$3
 check=$(dirname "$0")/profile_check.py
-tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
-pass=0 failed=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; failed=$((failed + 1)); }
+. "$(dirname "$0")/../support/tally.sh"   # $tmp, ok, bad
 
 /usr/bin/python3 - "$tmp" <<'PY'
 import struct, sys

@@ -11,10 +11,7 @@
 # says it is skipped and why.
 set -u
 kiln=$1 root=$2
-tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
-pass=0 failed=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; failed=$((failed + 1)); }
+. "$(dirname "$0")/../support/tally.sh"   # $tmp, ok, bad
 
 # What --stats says of MODEL: "NODES BUFFERS WORKSPACES" (the plan row's node count, the arena
 # buffers and the workspaces of its buffer table).
