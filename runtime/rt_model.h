@@ -23,11 +23,11 @@
 
 struct kiln_comm;   /* include/kiln_comm.h: data-parallel training's hook */
 
-#define RT_MODEL_ABI "kiln-model-7"   /* -2: rt_step gained epi, rt_tensor_info data; -3: target, gpu_module;
+#define RT_MODEL_ABI "kiln-model-8"   /* -2: rt_step gained epi, rt_tensor_info data; -3: target, gpu_module;
                                          -4: rt_tensor_info ctr; -5: bounded dims (rt_dim, rt_dimpatch);
                                          -6: schedules (k_schedule), sgd's nesterov, adamw, lr(),
                                          save_state(), load_state(), clip_norm; -7: set_comm(),
-                                         an update step's own param (wd_exclude) */
+                                         an update step's own param (wd_exclude); -8: gpu_lib_module */
 #define RT_CTR_INIT(i) ((uint64_t)(uint32_t)(i))
 #define RT_CTR_OP(step, hash) ((UINT64_C(1) << 63) | ((uint64_t)(step) & 0x7fffffffu) << 32 | (uint64_t)(hash))
 uint32_t rt_fnv1a32(const char *s);            /* FNV-1a over the bytes of s */
@@ -37,7 +37,8 @@ void rt_fused_name(char *buf, size_t n, int train, int step);
 
 /* What the steps run on. CPU: FORWARD and BACKWARD steps call their kernel pointer, FUSED
  * steps their loop. CUDA (runtime/cuda/rtc.h): FUSED steps launch the kernel named by
- * rt_fused_name from gpu_module, the others run the GPU op table's entry for their op. */
+ * rt_fused_name from gpu_module, the others run the GPU op table's entry for their op, whose
+ * kernels are gpu_lib_module's. */
 enum { RT_TARGET_CPU = 0, RT_TARGET_CUDA = 1 };
 
 enum { RT_ROLE_INPUT, RT_ROLE_PARAM, RT_ROLE_AUX, RT_ROLE_STATE, RT_ROLE_CONST, RT_ROLE_VALUE };
@@ -130,7 +131,9 @@ typedef struct {
   k_schedule sched;
   float clip_norm;              /* > 0: the gradients scaled to this global norm before the updates */
   int32_t target;               /* RT_TARGET_* */
-  const char *gpu_module;       /* CUDA: the PTX of every kernel the steps launch (text) */
+  const char *gpu_module;       /* CUDA: the PTX of the model's generated kernels (text) */
+  const char *gpu_lib_module;   /* CUDA: the PTX of the op library's kernels (text), the same for
+                                   every model of an architecture */
   int32_t ndims;                /* bounded dims, in declaration order (K_MAX_BDIMS at most) */
   const rt_dim *dims;
   int32_t ntensor_patches;      /* the tensors' sizes that follow them (kind TENSOR) */

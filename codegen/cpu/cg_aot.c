@@ -75,7 +75,7 @@ static const cg_field cg_desc_fields[] = {
   CG_FIELD(CG_F_ADAM, rt_model_desc, adam), CG_FIELD(CG_F_SCHED, rt_model_desc, sched),
   CG_FIELD(CG_F_F32, rt_model_desc, clip_norm),
   CG_FIELD(CG_F_I32, rt_model_desc, target),
-  CG_FIELD(CG_F_PTR, rt_model_desc, gpu_module), CG_FIELD(CG_F_I32, rt_model_desc, ndims),
+  CG_FIELD(CG_F_PTR, rt_model_desc, gpu_module), CG_FIELD(CG_F_PTR, rt_model_desc, gpu_lib_module), CG_FIELD(CG_F_I32, rt_model_desc, ndims),
   CG_FIELD(CG_F_PTR, rt_model_desc, dims), CG_FIELD(CG_F_I32, rt_model_desc, ntensor_patches),
   CG_FIELD(CG_F_PTR, rt_model_desc, tensor_patches)};
 static const cg_field cg_api_fields[] = {
@@ -396,7 +396,7 @@ static int cg_descriptor(cg_aot *a) {
   LLVMValueRef f[] = {cg_str(a, RT_MODEL_ABI), cg_str(a, d->name), cg_i32c(a, d->ntensors), tensors, predict,
                       cg_i32c(a, d->has_train), train, cg_i32c(a, d->optim), cg_f32c(a, d->lr),
                       cg_struct_val(a, sgd, 3), cg_struct_val(a, adam, 4), cg_struct_val(a, sched, CG_N(sched)),
-                      cg_f32c(a, d->clip_norm), cg_i32c(a, d->target), cg_str(a, d->gpu_module),
+                      cg_f32c(a, d->clip_norm), cg_i32c(a, d->target), cg_str(a, d->gpu_module), cg_str(a, d->gpu_lib_module),
                       cg_i32c(a, d->ndims), cg_dims(a), cg_i32c(a, d->ntensor_patches),
                       cg_patches(a, d->tensor_patches, d->ntensor_patches)};
   if (!f[CG_N(f) - 1]) return rt_errf(a->err, a->n, "out of memory");

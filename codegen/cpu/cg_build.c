@@ -60,18 +60,19 @@ void cg_probes_free(cg_probes *pr) {
   *pr = (cg_probes){0};
 }
 
-/* The GPU program: every op checked, the CUDA C written and compiled by NVRTC, the
- * descriptor made a CUDA model's; the LLVM module then holds only the descriptor and the
- * wrappers (cg_emit_aot). With gpu_source_only the CUDA C is the product: NVRTC, the
- * slowest step, is not run. */
+/* The GPU program: every op checked, the CUDA C written and compiled by NVRTC, the op
+ * library's PTX found (cg_cuda_lib_ptx), the descriptor made a CUDA model's; the LLVM module
+ * then holds only the descriptor and the wrappers (cg_emit_aot). With gpu_source_only the
+ * CUDA C is the product: NVRTC, the slowest step, is not run. */
 static int cg_build_cuda(cg_build *b, const cg_options *o, char *err, size_t n) {
 #ifdef KILN_HAVE_CUDA
   if (cg_cuda_check(b->predict, err, n) || (b->train && cg_cuda_check(b->train, err, n)) ||
       cg_cuda_source(b->predict, b->train, &b->probes, &b->gpu_src, err, n))
     return 1;
   if (o->gpu_source_only) return 0;
-  if (cg_cuda_ptx(b->gpu_src, o->gpu_arch, &b->gpu_ptx, err, n)) return 1;
-  cg_cuda_retarget(b->desc, b->predict, b->train, b->gpu_ptx);
+  const char *lib_ptx;
+  if (cg_cuda_ptx(b->gpu_src, o->gpu_arch, &b->gpu_ptx, err, n) || cg_cuda_lib_ptx(o->gpu_arch, &lib_ptx, err, n)) return 1;
+  cg_cuda_retarget(b->desc, b->predict, b->train, b->gpu_ptx, lib_ptx);
   return !(b->llvm = cg_llvm_new(b->predict->name, o, err, n));
 #else
   (void)b, (void)o;

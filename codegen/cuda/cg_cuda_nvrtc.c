@@ -75,6 +75,19 @@ static int cg_nvrtc_log(nvrtcProgram p, const char *what, nvrtcResult r, char *e
   return 1;
 }
 
+char *cg_cuda_lib_source(void) {
+  size_t len = 1;
+  for (int k = 0; k < cg_cuda_nsources; k++) len += strlen(cg_cuda_sources[k].name) + 16;
+  char *src = malloc(len), *p = src;
+  if (!src) return NULL;
+  *p = 0;
+  for (int pass = 0; pass < 2; pass++)   /* the headers first: the library's .cu files use them */
+    for (int k = 0; k < cg_cuda_nsources; k++)
+      if (cg_cuda_sources[k].role == (pass ? CG_CUDA_SRC_LIB : CG_CUDA_SRC_MAIN))
+        p += sprintf(p, "#include \"%s\"\n", cg_cuda_sources[k].name);
+  return src;
+}
+
 int cg_cuda_ptx(const char *src, const char *arch, char **ptx, char *err, size_t n) {
   char archopt[64];
   *ptx = NULL;

@@ -1,8 +1,8 @@
 /* kc_ops.cu — the library kernels of the GPU back end: the device halves of the ops in
  * rtc_ops.def's "library kernels" row and of the optimizer updates, each following its CPU
- * kernel (kernels/k_*.c) formula by formula. Compiled by NVRTC with -default-device after
- * k_params.h, k_scalar.h, k_philox.h and kc_args.h (the code generator pastes those first),
- * and on the host by tests/cuda/kc_host.h, so: no libc, no atomics. Every kernel is
+ * kernel (kernels/k_*.c) formula by formula. Compiled by NVRTC with -default-device as the
+ * library's own module (codegen/cuda/cg_cuda_lib.c), and on the host by tests/cuda/kc_host.h
+ * and the emulation's library build (tests/cuda/fake), so: no libc, no atomics. Every kernel is
  * grid-stride, one thread per output element, or per row / channel / group where a result needs
  * a sum, which that thread folds sequentially — one fixed order, deterministic, and the in-place
  * cases stay safe because a thread reads its whole row before it writes it (the CPU kernels'
@@ -12,6 +12,10 @@
  * in shared memory of a fixed shape adds them, so the result is still the same on every run. On
  * the host (one thread of one block) the same code folds sequentially. */
 
+#include "k_params.h"
+#include "k_scalar.h"   /* the CPU kernels' scalar functions, compiled as device code */
+#include "k_philox.h"
+#include "kc_args.h"    /* each kernel's one argument struct */
 #include "kc_block.h"   /* KC_LOOP, the block reductions */
 #include "k_index.h"   /* pad's and pooling's index arithmetic, the CPU kernels' own */
 

@@ -2,13 +2,13 @@
 points (rt_model_api) that every generated .so exports under the name `kiln_model`, and that
 kiln_source_jit returns for a model JIT-compiled in this process.
 
-The mirror is of ABI RT_MODEL_ABI = "kiln-model-7"; a library or .so of another ABI is refused
+The mirror is of ABI RT_MODEL_ABI = "kiln-model-8"; a library or .so of another ABI is refused
 with a message, so a change of rt_model.h is caught here rather than read wrongly. Only what
 the package reads is spelled out; the steps stay opaque pointers.
 """
 import ctypes as C
 
-ABI = "kiln-model-7"
+ABI = "kiln-model-8"
 MAX_RANK = 6          # K_MAX_RANK
 MAX_BDIMS = 8         # K_MAX_BDIMS
 ROLE_INPUT, ROLE_PARAM, ROLE_AUX, ROLE_STATE, ROLE_CONST, ROLE_VALUE = range(6)
@@ -68,7 +68,7 @@ class Desc(C.Structure):            # rt_model_desc
     _fields_ = [("abi", C.c_char_p), ("name", C.c_char_p), ("ntensors", C.c_int32),
                 ("tensors", C.POINTER(TensorInfo)), ("predict", Program), ("has_train", C.c_int32),
                 ("train", Program), ("optim", C.c_int32), ("lr", C.c_float), ("sgd", SgdParam), ("adam", AdamParam),
-                ("sched", Schedule), ("clip_norm", C.c_float), ("target", C.c_int32), ("gpu_module", C.c_char_p), ("ndims", C.c_int32), ("dims", C.POINTER(Dim)),
+                ("sched", Schedule), ("clip_norm", C.c_float), ("target", C.c_int32), ("gpu_module", C.c_char_p), ("gpu_lib_module", C.c_char_p), ("ndims", C.c_int32), ("dims", C.POINTER(Dim)),
                 ("ntensor_patches", C.c_int32), ("tensor_patches", C.POINTER(DimPatch))]
 
 

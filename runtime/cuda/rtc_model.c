@@ -213,7 +213,7 @@ static int rtc_prog_init(rtc_ctx *c, rtc_prog *r, const rt_program *p, int train
     if (s->kind == RT_STEP_FUSED) {
       char name[64];
       rt_fused_name(name, sizeof name, train, i);
-      if (rtc_function(c, name, &r->fn[i])) return 1;
+      if (rtc_function(c, c->mod, name, &r->fn[i])) return 1;
     } else if (s->kind == RT_STEP_FORWARD || s->kind == RT_STEP_BACKWARD) {
       if (!(r->row[i] = rtc_op_row_of(s->op))) return rtc_fail(c, "%s: op %d has no GPU implementation in this runtime", s->name, s->op);
     } else if (s->kind != RT_STEP_FORWARD && s->kind != RT_STEP_BACKWARD && s->kind != RT_STEP_UPDATE) {
@@ -509,6 +509,14 @@ static int rtc_libraries(rtc_ctx *c) {
 
 /* ---- create and destroy ---- */
 
+static int rtc_module(rtc_ctx *c, CUmodule *mod, const char *ptx, const char *what) {
+  char log[4096] = "";
+  CUjit_option opt[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *val[2] = {log, (void *)(uintptr_t)sizeof log};
+  CUresult r = c->cu->ModuleLoadDataEx(mod, ptx, 2, opt, val);
+  return r != CUDA_SUCCESS ? rtc_fail(c, "loading %s: %s %s", what, rtc_lib_strerror(c->cu, r), log) : 0;
+}
+
 static int rtc_device(rtc_ctx *c) {
   int n = 0;
   if (rtc_cu_check(c, c->cu->DeviceGetCount(&n), "counting GPUs")) return 1;
@@ -521,20 +529,15 @@ static int rtc_device(rtc_ctx *c) {
     snprintf(c->device_name, sizeof c->device_name, "GPU 0");
   if (rtc_cu_check(c, c->cu->CtxPushCurrent(c->cuctx), "cuCtxPushCurrent")) return 1;
   int bad = rtc_cu_check(c, c->cu->StreamCreate(&c->stream, CU_STREAM_NON_BLOCKING), "creating a stream");
-  if (!bad) {   /* rtc_create_all checked the descriptor has a module */
-    char log[4096] = "";
-    CUjit_option opt[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-    void *val[2] = {log, (void *)(uintptr_t)sizeof log};
-    CUresult r = c->cu->ModuleLoadDataEx(&c->mod, c->d->gpu_module, 2, opt, val);
-    if (r != CUDA_SUCCESS) bad = rtc_fail(c, "loading the model's PTX: %s %s", rtc_lib_strerror(c->cu, r), log);
-  }
-  return bad;
+  /* rtc_create_all checked the descriptor has both modules */
+  return bad || rtc_module(c, &c->mod, c->d->gpu_module, "the model's PTX") ||
+         rtc_module(c, &c->lib_mod, c->d->gpu_lib_module, "the GPU library's PTX");
 }
 
 static int rtc_create_all(rtc_ctx *c) {
   char err[RT_MODEL_ERR_LEN];
   if (rtc_lib_open(&c->cu, err, sizeof err)) return rtc_fail(c, "%s", err);
-  if (!c->d->gpu_module) return rtc_fail(c, "the descriptor has no GPU module");
+  if (!c->d->gpu_module || !c->d->gpu_lib_module) return rtc_fail(c, "the descriptor has no GPU module");
   if (!rt_prog_valid(c->d, &c->d->predict) || (c->d->has_train && !rt_prog_valid(c->d, &c->d->train)))
     return rtc_fail(c, "the model's descriptor is malformed");
   if (rtc_device(c)) return 1;
@@ -584,6 +587,7 @@ void rtc_model_destroy(rt_model *m) {
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
       if (bufs[i]) c->cu->MemFree(bufs[i]);
     if (c->mod) c->cu->ModuleUnload(c->mod);
+    if (c->lib_mod) c->cu->ModuleUnload(c->lib_mod);
     if (c->stream) c->cu->StreamDestroy(c->stream);
     c->cu->CtxPopCurrent(&(CUcontext){0});
     c->cu->DevicePrimaryCtxRelease(c->dev);

@@ -82,7 +82,8 @@ struct rtc_ctx {
   CUstream stream;              /* every step is queued on it (and captured from it) */
   CUstream run;                 /* the call's copies, per-call values and graph launch: the model's
                                    stream, or a replaying _device call's own (rtc_enter resets it) */
-  CUmodule mod;
+  CUmodule mod;                 /* the model's generated kernels (desc->gpu_module) */
+  CUmodule lib_mod;             /* the op library's kernels (desc->gpu_lib_module) */
   CUdeviceptr dstore;           /* the persistent tensors, laid out as the host's store (store_bytes) */
   int host_stale;               /* a train step changed the device copy since the last download */
   CUdeviceptr darena, dinputs, daux, scratch;
@@ -113,7 +114,7 @@ struct rtc_ctx {
 
 int rtc_cu_check(rtc_ctx *c, CUresult r, const char *what);
 /* Kernel `name` of the model's module: 0, or 1 with a message. */
-int rtc_function(rtc_ctx *c, const char *name, CUfunction *fn);
+int rtc_function(rtc_ctx *c, CUmodule mod, const char *name, CUfunction *fn);
 /* Launches fn over `threads` threads with nargs pointer arguments (a generated kernel). */
 int rtc_launch_fn(rtc_ctx *c, CUfunction fn, int64_t threads, void **args, int nargs);
 

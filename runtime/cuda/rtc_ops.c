@@ -54,11 +54,13 @@ const rtc_op_row *rtc_op_row_of(int op) {
 
 /* ---- launches ---- */
 
-int rtc_function(rtc_ctx *c, const char *name, CUfunction *fn) {
-  for (int i = 0; i < c->nfns; i++)
+int rtc_function(rtc_ctx *c, CUmodule mod, const char *name, CUfunction *fn) {
+  for (int i = 0; i < c->nfns; i++)   /* the two modules' names differ: kiln_fused_*, kc_* */
     if (strcmp(c->fns[i].name, name) == 0) return *fn = c->fns[i].fn, 0;
-  CUresult r = c->cu->ModuleGetFunction(fn, c->mod, name);
-  if (r != CUDA_SUCCESS) return rtc_fail(c, "the model's GPU module has no kernel %s (%s)", name, rtc_lib_strerror(c->cu, r));
+  CUresult r = c->cu->ModuleGetFunction(fn, mod, name);
+  if (r != CUDA_SUCCESS)
+    return rtc_fail(c, "the %s has no kernel %s (%s)", mod == c->lib_mod ? "GPU library's module" : "model's GPU module", name,
+                    rtc_lib_strerror(c->cu, r));
   if (c->nfns == c->capfns) {
     int cap = c->capfns ? 2 * c->capfns : 32;
     rtc_fn_entry *p = realloc(c->fns, sizeof *p * (size_t)cap);
@@ -92,7 +94,7 @@ int rtc_launch_fn(rtc_ctx *c, CUfunction fn, int64_t threads, void **args, int n
 
 int rtc_launch(rtc_ctx *c, const char *name, int64_t threads, const void *args, size_t args_size) {
   CUfunction fn;
-  if (rtc_function(c, name, &fn)) return 1;
+  if (rtc_function(c, c->lib_mod, name, &fn)) return 1;
   unsigned grid, block;
   rtc_grid(threads, &grid, &block);
   void *params[1] = {(void *)args};

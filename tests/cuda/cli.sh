@@ -32,9 +32,16 @@ done
 # --gpu-arch: PTX for Hopper, which ptxas takes for sm_90.
 "$kiln" compile "$root/examples/lenet.kiln" --emit ptx --gpu-arch sm_90 -o "$tmp/l90.ptx" 2>/dev/null && grep -q '^\.target sm_90' "$tmp/l90.ptx" && ok || bad "--gpu-arch sm_90"
 [ -z "$ptxas" ] || { "$ptxas" -arch=sm_90 "$tmp/l90.ptx" -o "$tmp/x.cubin" && ok || bad "ptxas sm_90"; }
-# --emit cu: the program NVRTC compiles (not run for --emit cu), the k_scalar.h functions called from it.
+# The .so embeds two modules, the model's and the op library's, both for the arch asked: the
+# library's PTX is built into kiln for sm_80 and compiled by the compile for any other.
+for arch in sm_80 sm_90; do
+  "$kiln" compile "$root/examples/mlp.kiln" --target cuda --gpu-arch $arch -o "$tmp/a.so" 2>"$tmp/err" &&
+    [ "$(strings -n 6 "$tmp/a.so" | grep -c "^\.target $arch\$")" = 2 ] && ok || bad "--gpu-arch $arch: the .so has not two $arch modules $(cat "$tmp/err")"
+done
+# --emit cu: the program NVRTC compiles (not run for --emit cu), the k_scalar.h functions called
+# from it; the op library is a module of its own (tests/cuda/test_kc_nvrtc.c checks it).
 "$kiln" compile "$root/examples/transformer.kiln" --emit cu -o "$tmp/t.cu" 2>/dev/null && grep -q 'k_sf_gelu' "$tmp/t.cu" &&
-  grep -q '#include "kc_ops.cu"' "$tmp/t.cu" && ok || bad "--emit cu"
+  grep -q '#include "k_scalar.h"' "$tmp/t.cu" && ! grep -q '#include "kc_ops.cu"' "$tmp/t.cu" && ok || bad "--emit cu"
 # The .so: libc, libm (and the loader, for thread-local storage) only; the header declares the device entry points.
 "$kiln" compile "$root/examples/mlp.kiln" --target cuda -o "$tmp/libmlp.so" 2>"$tmp/err" && ok || bad "--target cuda .so: $(cat "$tmp/err")"
 deps=$(readelf -d "$tmp/libmlp.so" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort | tr '\n' ' ')

@@ -2,8 +2,9 @@
 # emulate.sh KILN GPU_COMPARE FAKEDIR ROOT [CXX [CXXFLAGS]] — every model's CUDA .so run on the host and
 # compared with its CPU .so (tests/gpu/gpu_compare, the gpu label's comparison), no GPU
 # needed: FAKEDIR holds the host stand-ins for libcuda.so.1, libcublas.so.13 and
-# libcudnn.so.9 (tests/cuda/fake), and each model's CUDA C (kiln compile --emit cu) is built
-# for the host as the fake driver's module (fake/emul.h before it, fake/emul_tail.h after).
+# libcudnn.so.9 (tests/cuda/fake), each model's CUDA C (kiln compile --emit cu) is built for
+# the host as the fake driver's model module (fake/emul.h before it), and the GPU op library's
+# kernels (kernels/cuda/*.cu, with fake/emul_tail.h after) once, as its library module.
 # What this checks: the generated kernels' and the library kernels' arithmetic and indexing,
 # the CUDA runtime's binding, arena, copies, steps and updates, against the CPU; what it
 # cannot: anything of the real GPU (races between threads, the real cuBLAS and cuDNN, the
@@ -23,6 +24,14 @@ case ${EMULATE_SET:-} in
 esac
 tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
 pass=0 failed=0 left=()
+host_cpp() { printf '#include "emul.h"\n#include "%s"\n' "$1"; }   # host_cpp MODEL.cu: a model module's host source
+# The GPU op library's module, the same for every model (codegen/cuda/cg_cuda_lib.c): built for
+# the host once, for every run below.
+printf '#include "emul.h"\n#include "kc_blas.cu"\n#include "kc_ops.cu"\n#include "emul_tail.h"\n' >"$tmp/kc_lib.cpp"
+# shellcheck disable=SC2086
+"$cxx" -std=c++17 -O1 -shared -fPIC -ffp-contract=off -w $cxxflags -I"$root/tests/cuda/fake" -I"$root/kernels" -I"$root/kernels/cuda" \
+  "$tmp/kc_lib.cpp" -o "$tmp/kc_lib.so" 2>"$tmp/kc_lib.log" || { echo "FAIL the GPU library does not build for the host: $(head -20 "$tmp/kc_lib.log")"; exit 1; }
+export KILN_FAKE_CUDA_LIB=$tmp/kc_lib.so
 # kiln compile --target cuda runs NVRTC, uninstrumented, whose many allocations and frees go
 # through the sanitizer's allocator: with ASan's default 256 MB quarantine of freed blocks
 # such a compile took 5.4 s, with 4 MB 2.9 s (unloaded; half of this test's time under ASan
@@ -45,7 +54,7 @@ for f in "$root"/examples/*.kiln "$root"/tests/passes/models/*.kiln; do
     fi
     "$kiln" compile "$f" --model "$m" "${small[@]}" -o "$d/lib$m.cpu.so" >"$d/log" 2>&1 &&
       "$kiln" compile "$f" --model "$m" "${small[@]}" --emit cu -o "$d/$m.cu" >>"$d/log" 2>&1 || { echo "FAIL $base/$m: $(cat "$d/log")"; failed=$((failed + 1)); continue; }
-    printf '#include "emul.h"\n#include "%s.cu"\n#include "emul_tail.h"\n' "$m" >"$d/host.cpp"
+    host_cpp "$m.cu" >"$d/host.cpp"
     # The kernels' floating-point model: no contraction, as NVRTC is run (--fmad=false).
     # shellcheck disable=SC2086
     if ! "$cxx" -std=c++17 -O1 -shared -fPIC -ffp-contract=off -w $cxxflags -I"$root/tests/cuda/fake" -I"$root/kernels" \
@@ -70,7 +79,7 @@ emu_build() {  # emu_build DIR TAG FILE MODEL DEFS...: DIR/libMODEL.TAG.so and i
   # shellcheck disable=SC2086
   kiln_cuda compile "$f" --model "$m" "$@" --target cuda -o "$d/lib$m.$tag.so" >>"$d/log" 2>&1 &&
     "$kiln" compile "$f" --model "$m" "$@" --emit cu -o "$d/$m.$tag.cu" >>"$d/log" 2>&1 &&
-    printf '#include "emul.h"\n#include "%s.%s.cu"\n#include "emul_tail.h"\n' "$m" "$tag" >"$d/host.$tag.cpp" &&
+    host_cpp "$m.$tag.cu" >"$d/host.$tag.cpp" &&
     "$cxx" -std=c++17 -O1 -shared -fPIC -ffp-contract=off -w $cxxflags -I"$root/tests/cuda/fake" -I"$root/kernels" \
       -I"$root/kernels/cuda" -I"$d" "$d/host.$tag.cpp" -o "$d/host.$tag.so" >>"$d/log" 2>&1
 }
@@ -156,7 +165,7 @@ mlp=$root/examples/mlp.kiln
 if kiln_cuda compile "$mlp" -D batch=1 --target cuda -o "$d/libmlp.cuda.so" >"$d/log" 2>&1 &&
    "$kiln" compile "$mlp" -D batch=1 -o "$d/libmlp.cpu.so" >>"$d/log" 2>&1 &&
    "$kiln" compile "$mlp" -D batch=1 --emit cu -o "$d/mlp.cu" >>"$d/log" 2>&1 &&
-   printf '#include "emul.h"\n#include "mlp.cu"\n#include "emul_tail.h"\n' >"$d/host.cpp" &&
+   host_cpp mlp.cu >"$d/host.cpp" &&
    "$cxx" -std=c++17 -O1 -shared -fPIC -w -I"$root/tests/cuda/fake" -I"$root/kernels" -I"$root/kernels/cuda" -I"$d" \
      "$d/host.cpp" -o "$d/host.so" >>"$d/log" 2>&1 &&
    "$kiln" run "$d/libmlp.cpu.so" --input image="$d/x.npy" --output prob="$d/cpu.npy" >>"$d/log" 2>&1 &&

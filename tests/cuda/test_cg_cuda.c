@@ -49,7 +49,7 @@ static void tc_entries(const char *rel, bool repeats) {
   rt_model_desc *d = bad ? NULL : cg_desc_build(p, t, err, sizeof err);
   int want = 0, fused = 0, kernels = 0;
   if (d) {
-    cg_cuda_retarget(d, p, t, "// ptx");
+    cg_cuda_retarget(d, p, t, "// ptx", "// lib ptx");
     const rt_program *ps[2] = {&d->predict, d->has_train ? &d->train : NULL};
     const ir_graph *gs[2] = {p, t};
     for (int k = 0; k < 2; k++)
@@ -62,7 +62,8 @@ static void tc_entries(const char *rel, bool repeats) {
         want += gen, fused += s->kind == RT_STEP_FUSED, kernels += s->kernel != NULL || s->fused != NULL;
         CHECK(!gen || strstr(src, entry), "%s: step %s has its entry %s", rel, s->name, name);
       }
-    CHECK(d->target == RT_TARGET_CUDA && d->gpu_module && strcmp(d->gpu_module, "// ptx") == 0, "%s: the descriptor is CUDA's", rel);
+    CHECK(d->target == RT_TARGET_CUDA && d->gpu_module && strcmp(d->gpu_module, "// ptx") == 0 && d->gpu_lib_module &&
+          strcmp(d->gpu_lib_module, "// lib ptx") == 0, "%s: the descriptor is CUDA's", rel);
   }
   CHECK(want > 0 && fused == want && kernels == 0, "%s: %d generated steps, %d FUSED, %d CPU pointers left", rel, want, fused, kernels);
   int bodies = src ? tc_count(src, "static __device__ void kiln_body") : 0;

@@ -1,9 +1,11 @@
 /* test_kc_nvrtc.c — the GPU library through the code generator's own NVRTC path
  * (codegen/cuda: cg_cuda_ptx over the sources kiln embeds, cg_cuda_sources), with no model:
- * every embedded file the generated program includes, compiled for compute_80 with the
- * generator's options. Fails with NVRTC's log; checks every KC_KERNELS kernel and kc_blas.cu's
- * are entries of the PTX; assembles the PTX with ptxas -arch=sm_80 (skipped, saying so, where
- * CMake found no ptxas). Needs the toolkit's NVRTC, not a GPU. */
+ * the library's program (cg_cuda_lib_source) compiled for compute_80 with the generator's
+ * options. Fails with NVRTC's log; checks every KC_KERNELS kernel and kc_blas.cu's are entries
+ * of the PTX; assembles the PTX with ptxas -arch=sm_80 (skipped, saying so, where CMake found
+ * no ptxas). Then cg_cuda_lib_ptx, what a --target cuda compile embeds: for sm_80 the PTX built
+ * into kiln, which must be this one (else the build's copy is stale); for sm_90 compiled on
+ * first use, kept for the second. Needs the toolkit's NVRTC, not a GPU. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,18 +50,30 @@ static int run_ptxas(const char *ptx) {
   return rc != 0;
 }
 
+/* cg_cuda_lib_ptx: the built-in sm_80 PTX is `fresh`; sm_90 is compiled once and kept. */
+static int check_lib_ptx(const char *fresh) {
+  char err[8192];
+  const char *p80 = NULL, *p90 = NULL, *again = NULL;
+  if (cg_cuda_lib_ptx("sm_80", &p80, err, sizeof err)) return fprintf(stderr, "cg_cuda_lib_ptx sm_80: %s\n", err), 1;
+  if (!cg_cuda_lib_ptx_built) printf("note: no PTX was built into kiln (NVRTC did not run at build time): sm_80 compiled now\n");
+  else if (p80 != cg_cuda_lib_ptx_built) return fprintf(stderr, "cg_cuda_lib_ptx sm_80 is not the built-in PTX\n"), 1;
+  if (strcmp(p80, fresh) != 0) return fprintf(stderr, "the PTX built into kiln differs from NVRTC's now: a stale build\n"), 1;
+  if (cg_cuda_lib_ptx("sm_90", &p90, err, sizeof err) || cg_cuda_lib_ptx("sm_90", &again, err, sizeof err))
+    return fprintf(stderr, "cg_cuda_lib_ptx sm_90: %s\n", err), 1;
+  if (!strstr(p90, "\n.target sm_90\n") || check_entries(p90)) return fprintf(stderr, "the sm_90 library PTX is not sm_90's\n"), 1;
+  if (again != p90) return fprintf(stderr, "cg_cuda_lib_ptx compiled sm_90 twice\n"), 1;
+  printf("cg_cuda_lib_ptx: sm_80 built in, sm_90 compiled once (%zu bytes)\n", strlen(p90));
+  return 0;
+}
+
 int main(void) {
-  size_t cap = 4096, len = 0;
-  char *src = malloc(cap);
+  char *src = cg_cuda_lib_source();
   if (!src) return 1;
-  src[0] = 0;
-  for (int i = 0; i < cg_cuda_nsources && len < cap / 2; i++)   /* a few dozen short lines */
-    if (cg_cuda_sources[i].main) len += (size_t)snprintf(src + len, cap - len, "#include \"%s\"\n", cg_cuda_sources[i].name);
   printf("NVRTC: %d embedded sources\n", cg_cuda_nsources);
   char err[8192], *ptx = NULL;
   if (cg_cuda_ptx(src, "sm_80", &ptx, err, sizeof err)) return fprintf(stderr, "%s\n", err), free(src), 1;
   printf("PTX: %zu bytes\n", strlen(ptx));
-  int bad = check_entries(ptx) | run_ptxas(ptx);
+  int bad = check_entries(ptx) | run_ptxas(ptx) | check_lib_ptx(ptx);
   free(ptx), free(src);
   printf(bad ? "FAIL\n" : "ok\n");
   return bad;

@@ -3,23 +3,30 @@
 the default) compiled at batch 4 on each rank, joined to MPI.COMM_WORLD through Model.set_comm
 (mpi4py), which gives every rank rank 0's weights; beside it, on each rank, the same network in
 torch, started from those weights, wrapped in DistributedDataParallel over the gloo backend
-(Debian's python3-torch). Both train 5 steps of SGD (momentum 0.9, weight decay 1e-4, the
+(Debian's python3-torch). Both train 3 steps of SGD (momentum 0.9, weight decay 1e-4, the
 example's train clause, with the lr set to 0.01 at run time) on the same split: rank r takes
 rows 4r..4r+3 of each step's 8. At the example's lr 0.1 these random batches of 4 rows make
 the training chaotic from the third step on, on one process as on two, Kiln and torch alike:
 a difference in the last bits grows ~250-fold a step, and the comparison would measure that.
 
 Compared on every rank: each step's loss (Kiln's train_step returns the mean over all ranks'
-rows; torch's per-rank means are averaged through gloo), every weight after the 5 steps, and
+rows; torch's per-rank means are averaged through gloo), every weight after the 3 steps, and
 the rank's own batch_norm running statistics (DDP's broadcast_buffers is off: with it on, DDP
 copies rank 0's running statistics to every rank before each forward, which is neither
 per-rank statistics nor synchronised ones; the weights do not depend on it).
 
-Tolerance: 1e-4 of each tensor's largest magnitude. The two sides sum every convolution's
-products in other orders (Kiln's Winograd and blocked GEMMs, torch's oneDNN, gloo's and MPI's
-sums), so the last bits differ: after 5 steps the worst difference is ~1.5e-6 of the
-magnitude here. A wrong reduction (a sum not divided by the world size, one rank's gradients
-alone, statistics gathered over the job) moves the weights by 1e-3 or more.
+Tolerance: each loss within 1e-4; each weight within 1e-2 of its tensor's largest magnitude.
+The two sides sum every convolution's products in other orders (Kiln's Winograd and blocked
+GEMMs, torch's oneDNN, gloo's and MPI's sums), so the last bits differ, ~1e-6 of the
+magnitude after a step. The loss is a continuous function of the weights, but a gradient is
+not: where a relu's input or a max pool's two candidates lie within those last bits, the two
+sides route one element's gradient differently, and a batch_norm beta of a small channel then
+moves by ~1e-3 of its magnitude in one step (on a Zen 4 at step 4 of 5: 7.2e-4, then 1.3e-3;
+on a Zen 5 no such element came up in 5 steps: 1.5e-6). Which step meets one depends on the
+CPU's kernels, so the weights' tolerance allows it, and 3 steps keep it from compounding. A
+wrong reduction is far outside: after 3 steps (8.1e-7 on that Zen 4), gradients summed but not
+divided by the world size (torch at twice the lr) differ by 0.61, one rank's gradients alone
+(torch without DDP) by 0.94.
 
 Exits 77, saying why, without mpi4py or torch; KILN_LIBRARY names this build's libkiln."""
 import os
@@ -43,7 +50,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 import kiln  # noqa: E402
 
-ROWS, STEPS, LR, TOL = 4, 5, 0.01, 1e-4
+ROWS, STEPS, LR, TOL_LOSS, TOL = 4, 3, 0.01, 1e-4, 1e-2
 comm = MPI.COMM_WORLD
 rank, size = comm.Get_rank(), comm.Get_size()
 torch.set_num_threads(1)
@@ -136,7 +143,7 @@ for s, (x, y) in enumerate(data):
     lt = loss.detach().clone()
     dist.all_reduce(lt)
     lt = float(lt) / size
-    if abs(lk - lt) > TOL * max(1.0, abs(lt)):
+    if abs(lk - lt) > TOL_LOSS * max(1.0, abs(lt)):
         print("FAIL: rank %d step %d: loss %.6f from Kiln, %.6f from DDP" % (rank, s, lk, lt))
         failed += 1
 

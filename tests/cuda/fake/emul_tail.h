@@ -1,5 +1,5 @@
-/* emul_tail.h — put after a model's CUDA C in its host build: NAME__host(void **params) for
- * every library kernel (kc_args.h's KC_KERNELS and kc_blas.cu's), which takes its one struct
+/* emul_tail.h — put after the GPU op library's kernels (kernels/cuda's .cu files) in their host
+ * build (tests/cuda/emulate.sh): NAME__host(void **params) for every library kernel (kc_args.h's KC_KERNELS and kc_blas.cu's), which takes its one struct
  * argument as the driver passes it, a pointer to its bytes, and NAME__bytes, that struct's size
  * (what the driver copies into a captured launch). */
 #ifndef KILN_EMUL_TAIL_H

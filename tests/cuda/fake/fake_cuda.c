@@ -2,10 +2,11 @@
  * CUDA .so (runtime/cuda: memory, copies, the module, every launch) runs and is compared with
  * the CPU on a machine without a GPU. Device memory is host memory (malloc); streams run
  * everything at once; a module is the host build of the model's CUDA C (--emit cu compiled
- * with emul.h, named by $KILN_FAKE_CUDA_MODULE; PATH1:PATH2... gives the process's first module
- * load the first, the second the second and so on, the last repeating: two models in one
- * process, as gpu_compare runs a bounded .so beside one of fixed sizes), whose kernels run as
- * one thread of one block
+ * with emul.h, named by $KILN_FAKE_CUDA_MODULE; PATH1:PATH2... gives the process's first model
+ * module load the first, the second the second and so on, the last repeating: two models in
+ * one process, as gpu_compare runs a bounded .so beside one of fixed sizes) or, for the GPU op
+ * library's module (PTX that defines kc_ kernels), the host build of kernels/cuda's .cu files
+ * named by $KILN_FAKE_CUDA_LIB; their kernels run as one thread of one block
  * (every kernel is grid-stride). Library kernels take one struct by value: the module defines
  * NAME__host(void **params) for each (emul_tail.h); generated kernels take only pointers and
  * are called directly. Together with the fake cuBLAS and cuDNN beside it, and ASan, an
@@ -181,12 +182,13 @@ static const char *fake_module_path(const char *list, int nth, char *buf, size_t
 }
 
 FAKE_API CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned n, CUjit_option *o, void **v) {
-  (void)image, (void)n, (void)o, (void)v;
-  static int loads;   /* module loads so far in this process */
-  const char *list = getenv("KILN_FAKE_CUDA_MODULE");
-  if (!list) return fprintf(stderr, "fake libcuda: set KILN_FAKE_CUDA_MODULE to the model's host module\n"), CUDA_ERROR_INVALID_IMAGE;
+  (void)n, (void)o, (void)v;
+  static int loads;   /* model module loads so far in this process */
+  int lib = image && strstr(image, ".entry kc_") != NULL;
+  const char *var = lib ? "KILN_FAKE_CUDA_LIB" : "KILN_FAKE_CUDA_MODULE", *list = getenv(var);
+  if (!list) return fprintf(stderr, "fake libcuda: set %s to the %s host module\n", var, lib ? "GPU library's" : "model's"), CUDA_ERROR_INVALID_IMAGE;
   char path[4096];
-  fake_module_path(list, loads++, path, sizeof path);
+  fake_module_path(list, lib ? 0 : loads++, path, sizeof path);
   fake_module *fm = calloc(1, sizeof *fm);
   if (!fm || !(fm->so = dlopen(path, RTLD_NOW | RTLD_LOCAL))) {
     fprintf(stderr, "fake libcuda: %s\n", dlerror());
