@@ -1,7 +1,9 @@
-/* rt_profile.c — per-step profiles of a CPU model: KILN_PROFILE=trace.json (or `kiln run
- * --profile`) times every step of every predict and train_step, and when the model is
- * destroyed writes a Chrome trace-event file (chrome://tracing, Perfetto: one event per step
- * of every run) and prints a table of the steps that took the most time to stderr.
+/* rt_profile.c — per-step profiles: KILN_PROFILE=trace.json (or `kiln run --profile`) times
+ * every step of every predict and train_step, and when the model is destroyed writes a Chrome
+ * trace-event file (chrome://tracing, Perfetto: one event per step of every run) and prints a
+ * table of the steps that took the most time to stderr. A CPU model times its steps here
+ * (rt_model_run.c); a CUDA model (runtime/cuda/rtc_model.c) times each with CUDA events and
+ * hands the times in, through its host twin, which runs no steps.
  *
  * Why in the runtime and not in the generated code: the steps are already called one by one
  * from rt_model_run.c, so timing them costs nothing when profiling is off (one branch per
@@ -155,24 +157,47 @@ static const char *rt_prof_kind(const rt_step *s) {
   return s->kind >= 0 && s->kind <= RT_STEP_FUSED ? kinds[s->kind] : "?";
 }
 
-static int64_t rt_prof_bytes(const rt_step_run *r) {
+static const rt_step *rt_prof_step_of(const rt_model *m, int prog, int step) {
+  return &(prog ? &m->d->train : &m->d->predict)->steps[step];
+}
+
+/* Slot j of a step's inputs (out: outputs) as the profile shows it, NULL for an empty slot:
+ * on the CPU the run's shape; for a CUDA model's host twin, which has no step states, the
+ * descriptor's. */
+static const k_shape *rt_prof_slot(const rt_model *m, int prog, int step, bool out, int j) {
+  if (m->ps[prog].sr) {
+    const rt_step_run *r = &m->ps[prog].sr[step];
+    const k_tensor *t = out ? &r->out[j] : &r->in[j];
+    return t->data ? &t->shape : NULL;
+  }
+  const rt_step *s = rt_prof_step_of(m, prog, step);
+  int t = out ? s->out[j] : s->in[j];
+  const k_shape *own = out ? s->out_shape : s->in_shape;
+  return t < 0 ? NULL : own ? &own[j] : &m->tshape[t];
+}
+
+static int64_t rt_prof_bytes(const rt_model *m, int prog, int step) {
+  const rt_step *s = rt_prof_step_of(m, prog, step);
   int64_t b = 0;
-  for (int j = 0; j < r->s->nin; j++)
-    if (r->in[j].data) b += k_shape_numel(&r->in[j].shape) * 4;
-  for (int j = 0; j < r->s->nout; j++)
-    if (r->out[j].data) b += k_shape_numel(&r->out[j].shape) * 4;
+  for (int io = 0; io < 2; io++)
+    for (int j = 0; j < (io ? s->nout : s->nin); j++) {
+      const k_shape *sh = rt_prof_slot(m, prog, step, io, j);
+      if (sh) b += k_shape_numel(sh) * 4;
+    }
   return b;
 }
 
 /* The multiply-adds (times two) of the ops that do them, from the shapes alone: a
  * convolution's weight is [Cout, Cin/groups, kh, kw], a fully_connected's [out, in], a
  * matmul's reduction is its first input's last axis. 0 for every other step. */
-static int64_t rt_prof_flops(const rt_step_run *r) {
-  const rt_step *s = r->s;
+static int64_t rt_prof_flops(const rt_model *m, int prog, int step) {
+  const rt_step *s = rt_prof_step_of(m, prog, step);
   if (s->kind != RT_STEP_FORWARD || s->nin < 2 || s->nout < 1 || s->op < 0 || s->op >= RT_PROF_NOPS) return 0;
   const char *op = rt_prof_op_names[s->op];
-  const k_shape *w = &r->in[1].shape, *x = &r->in[0].shape;
-  int64_t out = k_shape_numel(&r->out[0].shape);
+  const k_shape *w = rt_prof_slot(m, prog, step, false, 1), *x = rt_prof_slot(m, prog, step, false, 0);
+  const k_shape *o = rt_prof_slot(m, prog, step, true, 0);
+  if (!w || !x || !o) return 0;
+  int64_t out = k_shape_numel(o);
   if (strcmp(op, "convolution") == 0 && w->rank >= 2) return 2 * out * (k_shape_numel(w) / w->d[0]);
   if (strcmp(op, "fully_connected") == 0 && w->rank == 2) return 2 * out * w->d[1];
   if ((strcmp(op, "matmul") == 0 || strcmp(op, "batch_matmul") == 0) && x->rank >= 1) return 2 * out * x->d[x->rank - 1];
@@ -200,25 +225,25 @@ static void rt_prof_str(FILE *f, const char *s) {
 /* ---- the trace ---- */
 
 static void rt_prof_event_json(FILE *f, const rt_model *m, const rt_profile *p, const rt_prof_event *e) {
-  const rt_step_run *r = &m->ps[e->prog].sr[e->step];
-  const rt_step *s = r->s;
+  const rt_step *s = rt_prof_step_of(m, e->prog, e->step);
   fputs(",\n{\"name\":", f);
   rt_prof_str(f, s->name);
   fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":1,\"tid\":%d,\"args\":{\"program\":\"%s\",\"step\":%d,\"op\":\"%s\"",
           rt_prof_kind(s), (double)e->t0 / 1e3, (double)e->dur / 1e3, 1 + e->prog, e->prog ? "train_step" : "predict", e->step,
           rt_prof_op(s));
-  fputs(",\"in\":[", f);
-  for (int j = 0, n = 0; j < s->nin; j++)
-    if (r->in[j].data) fputs(n++ ? "," : "", f), rt_prof_shape(f, &r->in[j].shape);
-  fputs("],\"out\":[", f);
-  for (int j = 0, n = 0; j < s->nout; j++)
-    if (r->out[j].data) fputs(n++ ? "," : "", f), rt_prof_shape(f, &r->out[j].shape);
+  for (int io = 0; io < 2; io++) {
+    fputs(io ? "],\"out\":[" : ",\"in\":[", f);
+    for (int j = 0, n = 0; j < (io ? s->nout : s->nin); j++) {
+      const k_shape *sh = rt_prof_slot(m, e->prog, e->step, io, j);
+      if (sh) fputs(n++ ? "," : "", f), rt_prof_shape(f, sh);
+    }
+  }
   fputc(']', f);
-  int64_t fl = rt_prof_flops(r);
+  int64_t fl = rt_prof_flops(m, e->prog, e->step);
   if (fl) fprintf(f, ",\"flops\":%lld", (long long)fl);
   const char *path = p->steps[e->prog][e->step].path;
   if (path[0]) fputs(",\"path\":", f), rt_prof_str(f, path);
-  fprintf(f, ",\"bytes\":%lld}}", (long long)rt_prof_bytes(r));
+  fprintf(f, ",\"bytes\":%lld}}", (long long)rt_prof_bytes(m, e->prog, e->step));
 }
 
 static int rt_prof_write_trace(const rt_model *m, const rt_profile *p) {
@@ -257,8 +282,7 @@ static double rt_prof_steady_ns(const rt_prof_step *st) {
 }
 
 static void rt_prof_table(const rt_model *m, const rt_profile *p, int prog) {
-  const rt_prog_state *ps = &m->ps[prog];
-  int n = ps->p->nsteps;
+  int n = (prog ? &m->d->train : &m->d->predict)->nsteps;
   double total = 0;
   rt_prof_rank *rank = malloc((size_t)(n + 1) * sizeof *rank);
   if (!rank) return;
@@ -276,16 +300,16 @@ static void rt_prof_table(const rt_model *m, const rt_profile *p, int prog) {
           "min us", "first us", "share", "GFLOP/s", "GB/s", "path");
   int rows = n < RT_PROF_TABLE_ROWS ? n : RT_PROF_TABLE_ROWS;
   for (int k = 0; k < rows; k++) {
-    const rt_step_run *r = &ps->sr[rank[k].step];
+    const rt_step *s = rt_prof_step_of(m, prog, rank[k].step);
     const rt_prof_step *st = &p->steps[prog][rank[k].step];
     double mean = rt_prof_steady_ns(st);
     char gf[16] = "-";
-    int64_t fl = rt_prof_flops(r);
+    int64_t fl = rt_prof_flops(m, prog, rank[k].step);
     if (fl && mean > 0) snprintf(gf, sizeof gf, "%.1f", (double)fl / mean);
     fprintf(stderr, "  %5d %-28.28s %-16.16s %-8s %10.1f %10.1f %10.1f %5.1f%% %8s %8.1f  %s\n", rank[k].step,
-            r->s->name ? r->s->name : "", rt_prof_op(r->s), rt_prof_kind(r->s), mean / 1e3, (double)st->min_ns / 1e3,
+            s->name ? s->name : "", rt_prof_op(s), rt_prof_kind(s), mean / 1e3, (double)st->min_ns / 1e3,
             (double)st->first_ns / 1e3, total > 0 ? 100.0 * mean / total : 0.0, gf,
-            mean > 0 ? (double)rt_prof_bytes(r) / mean : 0.0, st->path);
+            mean > 0 ? (double)rt_prof_bytes(m, prog, rank[k].step) / mean : 0.0, st->path);
   }
   if (n > rows) fprintf(stderr, "  ... %d more steps\n", n - rows);
   free(rank);

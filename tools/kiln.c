@@ -902,7 +902,6 @@ static int kiln_run_api(const rt_model_api *api, const kiln_opts *o) {
   memset(ins, 0, sizeof ins);
   int rc = kiln_check_outputs(d, o) || kiln_read_inputs(d, o, ins);
   /* The runtime that runs the model (this process's, or the one inside LIB.so) reads it at create. */
-  if (!rc && o->profile && d->target != RT_TARGET_CPU) rc = kiln_run_error("--profile: only CPU models are profiled yet\n");
   if (!rc && o->profile) setenv("KILN_PROFILE", o->profile, 1);
   rt_model *m = rc ? NULL : api->create(d, o->seed);
   if (!rc && !m && d->target == RT_TARGET_CUDA) rc = kiln_run_error("cannot create model '%s': %s\n", d->name, api->error(NULL));

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "k_profile.h" /* K_PROFILE_NOTE: what ran a step, for KILN_PROFILE */
 #include "kernels.h"   /* K_OPI_* */
 #include "rtc_blas.h"
 #include "rtc_ops_lib.h"
@@ -332,18 +333,21 @@ static int rtc_live_upload(rtc_ctx *c, rtc_prog *r, CUstream s) {
 
 static int rtc_run_step_now(rtc_ctx *c, rtc_prog *r, int i);
 
-/* ---- KILN_CUDA_PROFILE=1: every step between two events, its time summed per step and
- * printed at destroy (the step's own GPU time, the launch included, with a synchronisation
- * after each step, so the run as a whole is slower) ---- */
+/* ---- profiles: every step between two events, with a synchronisation after each (the step's
+ * own GPU time, the launch included; the run as a whole is slower), no graphs. KILN_PROFILE:
+ * the CPU's trace and table (runtime/rt_profile.c), each step's time taken from its events,
+ * written at destroy; KILN_CUDA_PROFILE=1: a table of its own, printed at destroy ---- */
 
 static int rtc_profile_init(rtc_ctx *c) {
   const char *e = getenv("KILN_CUDA_PROFILE");
-  if (!e || !*e || strcmp(e, "0") == 0) return 0;
-  if (strcmp(e, "graph") == 0)   /* rtc_graph.c's: the graphs stay on */
+  int table = e && *e && strcmp(e, "0") != 0;
+  if (table && strcmp(e, "graph") == 0)   /* rtc_graph.c's: the graphs stay on */
     return c->graph_prof = 1, rtc_cu_check(c, c->cu->EventCreate(&c->ev[0], CU_EVENT_DEFAULT), "cuEventCreate") ||
                                  rtc_cu_check(c, c->cu->EventCreate(&c->ev[1], CU_EVENT_DEFAULT), "cuEventCreate");
+  c->prof = rt_profile_from_env(c->d);
+  if (!table && !c->prof) return 0;
   c->profile = 1;
-  for (int k = 0; k < 2; k++) {
+  for (int k = 0; table && k < 2; k++) {
     int n = c->prog[k].p ? c->prog[k].p->nsteps : 0;
     c->prof_ms[k] = calloc((size_t)n + 1, sizeof(double)), c->prof_n[k] = calloc((size_t)n + 1, sizeof(int64_t));
     if (!c->prof_ms[k] || !c->prof_n[k]) return rtc_fail(c, "out of memory");
@@ -352,15 +356,29 @@ static int rtc_profile_init(rtc_ctx *c) {
          rtc_cu_check(c, c->cu->EventCreate(&c->ev[1], CU_EVENT_DEFAULT), "cuEventCreate");
 }
 
+/* What ran a step, for the profile's "path": the GPU has no kernel notes of its own. */
+static const char *rtc_step_path(const rtc_prog *r, int i) {
+  const rt_step *s = &r->p->steps[i];
+  if (s->kind == RT_STEP_FUSED) return "generated kernel";
+  int lib = s->kind == RT_STEP_UPDATE || !r->row[i] ? RTC_LIB_NONE : r->row[i]->lib;
+  return lib == RTC_LIB_BLAS ? "cuBLAS" : lib == RTC_LIB_DNN ? "cuDNN" : "library kernels";
+}
+
 static int rtc_run_step_timed(rtc_ctx *c, rtc_prog *r, int i) {
   int k = r == &c->prog[1];
   float ms = 0;
+  int64_t t0 = c->prof ? rt_profile_now() : 0;
   if (rtc_cu_check(c, c->cu->EventRecord(c->ev[0], c->stream), "cuEventRecord") || rtc_run_step_now(c, r, i) ||
       rtc_cu_check(c, c->cu->EventRecord(c->ev[1], c->stream), "cuEventRecord") ||
       rtc_cu_check(c, c->cu->EventSynchronize(c->ev[1]), "the step") ||
       rtc_cu_check(c, c->cu->EventElapsedTime(&ms, c->ev[0], c->ev[1]), "cuEventElapsedTime"))
     return 1;
-  c->prof_ms[k][i] += ms, c->prof_n[k][i]++;
+  if (c->prof_ms[k]) c->prof_ms[k][i] += ms, c->prof_n[k][i]++;
+  if (c->prof) {
+    K_PROFILE_NOTE("%s", rtc_step_path(r, i));
+    rt_profile_step(c->prof, k, i, t0, t0 + (int64_t)((double)ms * 1e6));
+    c->call_prog = k;
+  }
   return 0;
 }
 
@@ -370,7 +388,8 @@ static const char *rtc_step_kind(const rt_step *s) {
 }
 
 static void rtc_profile_print(rtc_ctx *c) {
-  for (int k = 0; c->profile && k < 2; k++) {
+  rt_profile_finish(c->host, c->prof);
+  for (int k = 0; k < 2 && c->prof_ms[k]; k++) {
     const rt_program *p = c->prog[k].p;
     double total = 0;
     for (int i = 0; p && i < p->nsteps; i++) total += c->prof_ms[k][i];
@@ -594,6 +613,7 @@ void rtc_model_destroy(rt_model *m) {
   }
   free(c->fns), free(c->dptr), free(c->inoff);
   for (int k = 0; k < 2; k++) free(c->prof_ms[k]), free(c->prof_n[k]);
+  rt_profile_free(c->prof);
   rt_model_destroy(c->host);
   pthread_mutex_destroy(&c->mu);
   free(c);
@@ -606,10 +626,12 @@ static void rtc_enter(rtc_ctx *c) {
   c->cu->CtxPushCurrent(c->cuctx);
   c->run = c->stream;
   rtc_graph_prof_enter(c);
+  if (c->prof) c->call_ns = rt_profile_now(), c->call_prog = -1;
 }
 
 static int rtc_leave(rtc_ctx *c, int rc) {
   rtc_graph_prof_leave(c, rc);
+  if (c->prof && !rc && c->call_prog >= 0) rt_profile_run(c->prof, c->call_prog, c->call_ns, rt_profile_now());
   if (!rc) c->err[0] = 0;
   c->cu->CtxPopCurrent(&(CUcontext){0});
   pthread_mutex_unlock(&c->mu);

@@ -96,7 +96,10 @@ struct rtc_ctx {
   rtc_prog prog[2];             /* predict, train */
   void *blas, *dnn;             /* rtc_blas_open / rtc_dnn_open handles, or NULL */
   int graphs;                   /* runs replay CUDA graphs (not with KILN_CUDA_GRAPH=0 or the profile) */
-  int profile;                  /* $KILN_CUDA_PROFILE: each step timed with events */
+  int profile;                  /* $KILN_CUDA_PROFILE or $KILN_PROFILE: each step timed with events */
+  rt_profile *prof;             /* $KILN_PROFILE: the trace and table (runtime/rt_profile.c), or NULL */
+  int64_t call_ns;              /* with prof: the call's start, and the program whose steps it ran */
+  int call_prog;
   int graph_prof;               /* KILN_CUDA_PROFILE=graph: each graph launch timed with events,
                                    and each call's wall time (rtc_graph.c) */
   int graph_prog;               /* the program whose graph the call launched: 0, 1; -1 none */
@@ -105,7 +108,7 @@ struct rtc_ctx {
   double gprof_gpu_ms[2], gprof_wall_ms[2];
   int64_t gprof_n[2];
   CUevent ev[2];
-  double *prof_ms[2];           /* per program and step: GPU time summed over runs */
+  double *prof_ms[2];           /* $KILN_CUDA_PROFILE=1: per program and step, GPU time summed over runs */
   int64_t *prof_n[2];
   rtc_fn_entry *fns;            /* library kernels found so far by name */
   int nfns, capfns;

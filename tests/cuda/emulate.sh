@@ -176,6 +176,32 @@ if kiln_cuda compile "$mlp" -D batch=1 --target cuda -o "$d/libmlp.cuda.so" >"$d
 else
   failed=$((failed + 1)); echo "FAIL kiln run on a CUDA .so: $(tail -5 "$d/log")"
 fi
+# KILN_PROFILE on a CUDA .so: each step timed between two CUDA events (the fake's host clock),
+# the CPU's trace and table (tests/tools/profile_check.py), outputs unchanged; predict through
+# kiln run --profile, train_step through gpu_compare running the .so twice (every model it makes
+# is profiled: the first into prof.json, whose table follows the line that says it wrote it),
+# its steps marked forward, backward and update, each with what ran it.
+check=$root/tests/tools/profile_check.py
+fake_env=(KILN_FAKE_CUDA_MODULE="$d/host.so" LD_LIBRARY_PATH="$fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+if [ -f "$d/cpu.npy" ] &&
+   env "${fake_env[@]}" "$kiln" run "$d/libmlp.cuda.so" --input image="$d/x.npy" --output prob="$d/prof.npy" --repeat 3 \
+     --profile "$d/run.json" 2>"$d/table" && cmp -s "$d/cpu.npy" "$d/prof.npy" &&
+   /usr/bin/python3 "$check" "$d/run.json" "$d/table" predict 3 >>"$d/log" 2>&1 && grep -q '"path":"cuBLAS"' "$d/run.json"; then
+  pass=$((pass + 1)); echo "ok   kiln run --profile on a CUDA .so: a step event per step of each of 3 calls, the table, the same output"
+else
+  failed=$((failed + 1)); echo "FAIL kiln run --profile on a CUDA .so: $(tail -5 "$d/log") $(head -5 "$d/table" 2>/dev/null)"
+fi
+env "${fake_env[@]}" KILN_PROFILE="$d/prof.json" "$compare" "$d/libmlp.cuda.so" "$d/libmlp.cuda.so" --steps 2 --quiet >"$d/cmp" 2>"$d/ptable"
+rc=$?
+sed -n "\|^kiln profile: wrote $d/prof.json\$|,\$p" "$d/ptable" >"$d/ptable1"
+runs=$(sed -n 's/^kiln profile: train_step, \([0-9]*\) runs.*/\1/p' "$d/ptable1" | head -1)
+if [ $rc -eq 0 ] && [ -n "$runs" ] && [ "$runs" -ge 2 ] && [ -f "$d/prof-2.json" ] &&
+   /usr/bin/python3 "$check" "$d/prof.json" "$d/ptable1" train_step "$runs" >>"$d/log" 2>&1 &&
+   grep -q '"cat":"backward"' "$d/prof.json" && grep -q '"cat":"update".*"path":"library kernels"' "$d/prof.json"; then
+  pass=$((pass + 1)); echo "ok   KILN_PROFILE on a CUDA .so's train_step: $runs runs, forward, backward and update steps"
+else
+  failed=$((failed + 1)); echo "FAIL KILN_PROFILE on a CUDA .so's train_step (exit $rc, $runs runs): $(tail -5 "$d/log") $(head -5 "$d/ptable")"
+fi
 case ${EMULATE_SET:-} in
   asan) why="EMULATE_SET=asan: scripts/test.sh's normal build runs the others" ;;
   rest) why="EMULATE_SET=rest: the sanitizer build runs them" ;;
