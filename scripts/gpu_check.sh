@@ -140,7 +140,7 @@ compile_onnx
 strip --strip-unneeded "$DIR"/bin/* "$DIR"/models/*.so "$DIR"/models/b1/*.so "$DIR"/models/bounded/*.so "$DIR"/models/onnx/*.so 2>/dev/null || true
 check_deps
 cp "$ROOT/tests/gpu/run.sh" "$DIR/tests/run.sh"
-cp "$ROOT/tests/gpu/f64_step.py" "$ROOT/tests/support/st_read.py" "$DIR/tests/"
+cp "$ROOT/tests/gpu/f64_step.py" "$ROOT/tests/support/st_read.py" "$ROOT/tests/cuda/profile_train.sh" "$ROOT/tests/tools/profile_check.py" "$DIR/tests/"
 cp "$ROOT/bench/gpu/run.sh" "$ROOT/bench/gpu/profile.sh" "$ROOT/bench/gpu/torch_gpu.py" "$ROOT/bench/models/torch_models.py" \
   "$ROOT/bench/gpu/onnx.sh" "$ROOT/bench/onnx/torch_onnx.py" "$ROOT/tests/support/onnx_models.py" "$DIR/bench/"
 { echo "prepared $(date -u '+%Y-%m-%d %H:%M UTC') from $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"

@@ -178,9 +178,7 @@ else
 fi
 # KILN_PROFILE on a CUDA .so: each step timed between two CUDA events (the fake's host clock),
 # the CPU's trace and table (tests/tools/profile_check.py), outputs unchanged; predict through
-# kiln run --profile, train_step through gpu_compare running the .so twice (every model it makes
-# is profiled: the first into prof.json, whose table follows the line that says it wrote it),
-# its steps marked forward, backward and update, each with what ran it.
+# kiln run --profile, train_step through gpu_compare (profile_train.sh).
 check=$root/tests/tools/profile_check.py
 fake_env=(KILN_FAKE_CUDA_MODULE="$d/host.so" LD_LIBRARY_PATH="$fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
 if [ -f "$d/cpu.npy" ] &&
@@ -191,17 +189,9 @@ if [ -f "$d/cpu.npy" ] &&
 else
   failed=$((failed + 1)); echo "FAIL kiln run --profile on a CUDA .so: $(tail -5 "$d/log") $(head -5 "$d/table" 2>/dev/null)"
 fi
-env "${fake_env[@]}" KILN_PROFILE="$d/prof.json" "$compare" "$d/libmlp.cuda.so" "$d/libmlp.cuda.so" --steps 2 --quiet >"$d/cmp" 2>"$d/ptable"
-rc=$?
-sed -n "\|^kiln profile: wrote $d/prof.json\$|,\$p" "$d/ptable" >"$d/ptable1"
-runs=$(sed -n 's/^kiln profile: train_step, \([0-9]*\) runs.*/\1/p' "$d/ptable1" | head -1)
-if [ $rc -eq 0 ] && [ -n "$runs" ] && [ "$runs" -ge 2 ] && [ -f "$d/prof-2.json" ] &&
-   /usr/bin/python3 "$check" "$d/prof.json" "$d/ptable1" train_step "$runs" >>"$d/log" 2>&1 &&
-   grep -q '"cat":"backward"' "$d/prof.json" && grep -q '"cat":"update".*"path":"library kernels"' "$d/prof.json"; then
-  pass=$((pass + 1)); echo "ok   KILN_PROFILE on a CUDA .so's train_step: $runs runs, forward, backward and update steps"
-else
-  failed=$((failed + 1)); echo "FAIL KILN_PROFILE on a CUDA .so's train_step (exit $rc, $runs runs): $(tail -5 "$d/log") $(head -5 "$d/ptable")"
-fi
+if env "${fake_env[@]}" bash "$root/tests/cuda/profile_train.sh" "$compare" "$d/libmlp.cuda.so" "$d/ptrain" "$check"; then
+  pass=$((pass + 1))
+else failed=$((failed + 1)); fi
 case ${EMULATE_SET:-} in
   asan) why="EMULATE_SET=asan: scripts/test.sh's normal build runs the others" ;;
   rest) why="EMULATE_SET=rest: the sanitizer build runs them" ;;

@@ -107,6 +107,11 @@ if [ "${1:-}" = --prebuilt ]; then
       compare_with "$label" "$DIR/models/$first" "$DIR/models/$second" "$LOGS/compare-bounded-${label//[^A-Za-z0-9_.=-]/_}.log" $opts
     done < "$DIR/bounded.txt"
   fi
+  # KILN_PROFILE with CUDA events on the GPU: the MLP's train steps (profile_train.sh).
+  if [ -f "$DIR/models/mlp.cuda.so" ] && [ -f "$DIR/tests/profile_train.sh" ]; then
+    if bash "$DIR/tests/profile_train.sh" "$COMPARE" "$DIR/models/mlp.cuda.so" "$LOGS/profile" "$DIR/tests/profile_check.py"
+    then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+  fi
   [ $fail -eq 0 ] && finish 0 || finish 1
 fi
 
