@@ -83,8 +83,8 @@ static inline void k_dwb_interior(const k_dw_bgeom *g, int64_t *lo, int64_t *hi)
   *lo = l, *hi = h < l ? l : h;
 }
 /* Rows [oh0, oh1) of one channel block of a blocked depthwise forward (k_conv_dw_blocked.h). */
-typedef void (*k_dw_brows_fn)(const k_dw_bgeom *g, const float *x, const float *wv, const float *bias, float *y,
-                              int64_t oh0, int64_t oh1);
+typedef void (*k_dw_brows_fn)(const k_dw_bgeom *g, const float *x, const float *wv, const float *bias,
+                              const k_epi_store *tail, float *y, int64_t oh0, int64_t oh1);
 /* One instruction set's loops (k_conv_dw_isa.h says what each does). */
 typedef struct {
   const char *name;
@@ -465,6 +465,9 @@ typedef struct {
   k_dw_bgeom q;     /* into a plane of this geometry (k_dwb_padded) */
   const float *packed;   /* every block's k_dwb_pack, [Cb][taps + 1][V], from the call's cache,
                             or NULL: each task packs its own */
+  k_epi_store store;
+  const k_epi_store *tail;   /* &store when the epilogue is a relu or clip alone (run in the
+                                store, k_dw_brows), else NULL: a pass over each run of rows */
 } k_dwb_job;
 
 /* Channel block cb's tap weights wv [kh*kw][V] and bias bv [V] from W [C][1][kh][kw], 0 past C. */
@@ -554,8 +557,8 @@ static void k_dwb_tasks(void *ctx, int64_t lo, int64_t hi) {
     if (j->pad) k_dwb_pad_copy(g, &j->q, V, x, xp);
     for (int64_t r = r0; r < r1; r += rows) {   /* the epilogue on each run of rows, still in cache */
       int64_t e = r + rows < r1 ? r + rows : r1;
-      j->isa->brows[V == 16](j->pad ? &j->q : g, j->pad ? xp : x, w, b, y, r, e);
-      k_epi_apply_blocked(j->c, y + r * g->OW * V, blk * plane + r * g->OW * V, blk * plane + e * g->OW * V, V);
+      j->isa->brows[V == 16](j->pad ? &j->q : g, j->pad ? xp : x, w, b, j->tail, y, r, e);
+      if (!j->tail) k_epi_apply_blocked(j->c, y + r * g->OW * V, blk * plane + r * g->OW * V, blk * plane + e * g->OW * V, V);
     }
   }
 }
@@ -581,7 +584,8 @@ static int k_conv_dw_forward_blocked(const k_call *c) {
   const k_conv_param *p = c->param;
   k_dw_geom dg = k_dw_geometry(&c->in[0].shape, &c->in[1].shape, p);
   k_dwb_job j = {c, k_dw_pick(), {dg.H, dg.W, dg.OH, dg.OW, dg.kh, dg.kw, dg.sh, dg.sw, dg.ph, dg.pw, dg.dh, dg.dw},
-                 p->in_block, dg.C, (dg.C + p->in_block - 1) / p->in_block, 1, 0, {0}, NULL};
+                 p->in_block, dg.C, (dg.C + p->in_block - 1) / p->in_block, 1, 0, {0}, NULL, {0}, NULL};
+  if (c->epi && k_epi_store_of(c->epi, &j.store) && j.store.add_slot < 0) j.tail = &j.store;
   j.pad = k_dwb_pad_wanted(&j.g, j.V);
   j.q = k_dwb_padded(&j.g);
   j.packed = k_dwb_cached(&j);

@@ -369,7 +369,9 @@ static int dw_forward_blocked(const dw_spec *s, dw_data *d, int64_t V, int64_t o
 
 /* The blocked forward gives the NCHW path's bits, on the same instruction set, at widths 8 and
  * 16, with the planes' padding lanes NaN, with 1, 2 and 4 threads (batch-1 rows cut into
- * parts), small planes copied zero-padded first and not (KILN_DW_PAD=0), and with batch_norm + clip (MobileNet's tail) run blocked on each run of rows. The
+ * parts), small planes copied zero-padded first and not (KILN_DW_PAD=0), with batch_norm + clip
+ * (MobileNet's tail) run blocked on each run of rows, and with a relu or a clip alone run in the
+ * store. The
  * bits are the optimised build's promise (both loops' multiply-adds contracted alike); in the
  * sanitizer build (its instrumentation, or -O0) GCC contracts some of one loop's and not the
  * other's, an ulp apart at a few positions, so there the two must agree to 1e-6 of their
@@ -415,6 +417,20 @@ static void dw_blocked(const dw_spec *s) {
   dw_forward(s, &p, &d, NULL, kWriteTo, init, want, &e, bn, 4);
   KT_CHECK(dw_forward_blocked(s, &d, 16, 16, NULL, &e, bn, 4, got, err) == 0, "%s blocked epilogue: %s", s->name, err);
   KT_CHECK(DW_SAME(got, want, ny), "%s blocked epilogue: not the NCHW path's bits", s->name);
+  /* a relu alone and a clip alone: run in the blocked store (k_dw_brows' tail), not as a pass */
+  k_clip_param narrow = {-0.25f, 0.25f};
+  for (int which = 0; which < 2; which++) {
+    k_epilogue t = {.nsteps = 1};
+    t.step[0] = (k_epi_step){.kind = K_EPI_UNARY, .fn = k_epi_fn_lookup(which ? "clip" : "relu"), .has_param = which};
+    memcpy(t.step[0].param, &narrow, sizeof narrow);
+    for (int64_t V = 8; V <= 16; V += 8)
+      for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        dw_forward(s, &p, &d, modes[m], kWriteTo, init, want, &t, NULL, 0);
+        KT_CHECK(dw_forward_blocked(s, &d, V, V, modes[m], &t, NULL, 0, got, err) == 0, "%s blocked tail: %s", s->name, err);
+        KT_CHECK(DW_SAME(got, want, ny), "%s blocked V=%d %s with a %s in the store: not the NCHW path's bits", s->name,
+                 (int)V, modes[m] ? modes[m] : "default", which ? "clip" : "relu");
+      }
+  }
   for (int i = 0; i < 4; i++) kt_tensor_free(&bn[i]);
   free(init), free(want), free(got);
   dw_free(&d);
