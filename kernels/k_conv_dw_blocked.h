@@ -12,6 +12,11 @@
 #define KDWB_CAT(a, b, c) KDWB_CAT3(a, b, c)
 #define KDWB(name) KDWB_CAT(name, KDWB_V, K_DW_SFX)
 #define KDWB_T 8   /* output positions a tile holds in registers */
+/* Whether kdwb_tile_k's registers for a row of kw taps fit the instruction set's: T
+ * accumulators, kw weights and about three inputs live, each KDWB_V / K_DW_V native vectors
+ * (16 of them on AVX2 and SSE, 32 on AVX-512). */
+#define KDWB_NATIVE (KDWB_V > K_DW_V ? KDWB_V / K_DW_V : 1)
+#define KDWB_FITS(kw) (((KDWB_T + (kw) + 3) * KDWB_NATIVE) <= (K_DW_V == 16 ? 32 : 16))
 
 typedef float KDWB(kdwb_vec) __attribute__((vector_size(KDWB_V * sizeof(float))));
 typedef int32_t KDWB(kdwb_ivec) __attribute__((vector_size(KDWB_V * sizeof(int32_t))));
@@ -69,7 +74,8 @@ K_DW_ATTR K_DW_INLINE void KDWB(kdwb_tile)(const k_dw_bgeom *g, const float *x, 
  * which left the load ports the bound: 9 loads for 8 multiply-adds; this took MNASNet's
  * depthwise layers from 1.26 to 0.89 ms on a Zen 4). Each accumulator adds the same terms in
  * the same order as there, so the same bits. At stride 2 the same scheme was slower (MNASNet's
- * four stride-2 layers 197 -> 227 us), so those keep the tile above. */
+ * four stride-2 layers 197 -> 227 us), so those keep the tile above; so does a KW whose
+ * accumulators, weights and a few inputs would not fit the registers (KDWB_FITS). */
 K_DW_ATTR K_DW_INLINE void KDWB(kdwb_tile_k)(const k_dw_bgeom *g, const float *x, const float *wv, KDWB_VEC b,
                                              const k_epi_store *tail, float *y, int64_t oh, int64_t ow, const int KW,
                                              const int T) {
@@ -142,7 +148,7 @@ K_DW_ATTR static void KDWB(k_dw_brows)(const k_dw_bgeom *g, const float *x, cons
   k_dwb_interior(g, &lo, &hi);
   int64_t eh[KDWB_T], ew[KDWB_T];
   int ne = 0;
-  int64_t kw = g->sw == 1 && g->dw == 1 ? g->kw : 0;   /* 3 or 5: kdwb_tile_k's */
+  int64_t kw = g->sw == 1 && g->dw == 1 && KDWB_FITS(g->kw) ? g->kw : 0;   /* 3 or 5: kdwb_tile_k's */
   for (int64_t oh = oh0; oh < oh1; oh++) {
     for (int64_t ow = 0; ow < g->OW; ow++) {   /* the edge columns [0, lo) and [hi, OW) */
       if (ow == lo) ow = hi;
@@ -162,6 +168,8 @@ K_DW_ATTR static void KDWB(k_dw_brows)(const k_dw_bgeom *g, const float *x, cons
 #undef KDWB_CASE
 #undef KDWB_VEC
 #undef KDWB_IVEC
+#undef KDWB_FITS
+#undef KDWB_NATIVE
 #undef KDWB_T
 #undef KDWB
 #undef KDWB_CAT
