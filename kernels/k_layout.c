@@ -77,15 +77,59 @@ static int64_t k_perm_iter(const k_perm_view *v, unsigned skip, k_iter *it) {
   return k_shape_numel(&s);
 }
 
-/* Tile of rows i < ni (x stride 1, y stride ys) by columns j < nj (x stride xs, y stride 1). */
+/* A tile of rows i < ni (x stride 1, y stride ys) by columns j < nj (x stride xs, y stride 1),
+ * y = x's transpose: 8 x 8 blocks through vector registers (the columns' 8 contiguous rows of
+ * x loaded, transposed by three rounds of shuffles, stored as 8 contiguous columns of y), the
+ * ragged edges element by element. Shuffles and stores move bits, so an i32 tensor passes
+ * unchanged; kAddTo adds in f32 as k_move does. One element at a time, ConvNeXt's permutes of
+ * [96, 3136] ran at ~2.3 G elements/s on a Zen 4. */
+typedef struct { uint32_t *y; const uint32_t *x; int64_t ni, nj, ys, xs; k_req req; } k_tile_job;
+
+
+K_VEC_TARGETS static void k_move_tile_rows(void *ctx, int64_t lo, int64_t hi) {   /* row blocks [lo, hi) of 8 */
+  const k_tile_job *t = ctx;
+  for (int64_t i0 = lo * 8; i0 < hi * 8 && i0 < t->ni; i0 += 8) {
+    int64_t j0 = 0;
+    for (; i0 + 8 <= t->ni && j0 + 8 <= t->nj; j0 += 8) {
+      const uint32_t *xp = t->x + i0 + j0 * t->xs;
+      k_vf8 v0, v1, v2, v3, v4, v5, v6, v7;   /* loaded in place: a 32-byte vector is not returned by value below AVX */
+      memcpy(&v0, xp, 32), memcpy(&v1, xp + t->xs, 32), memcpy(&v2, xp + 2 * t->xs, 32), memcpy(&v3, xp + 3 * t->xs, 32);
+      memcpy(&v4, xp + 4 * t->xs, 32), memcpy(&v5, xp + 5 * t->xs, 32), memcpy(&v6, xp + 6 * t->xs, 32), memcpy(&v7, xp + 7 * t->xs, 32);
+      k_vf8 a0 = __builtin_shufflevector(v0, v1, 0, 8, 1, 9, 4, 12, 5, 13), a1 = __builtin_shufflevector(v0, v1, 2, 10, 3, 11, 6, 14, 7, 15);
+      k_vf8 a2 = __builtin_shufflevector(v2, v3, 0, 8, 1, 9, 4, 12, 5, 13), a3 = __builtin_shufflevector(v2, v3, 2, 10, 3, 11, 6, 14, 7, 15);
+      k_vf8 a4 = __builtin_shufflevector(v4, v5, 0, 8, 1, 9, 4, 12, 5, 13), a5 = __builtin_shufflevector(v4, v5, 2, 10, 3, 11, 6, 14, 7, 15);
+      k_vf8 a6 = __builtin_shufflevector(v6, v7, 0, 8, 1, 9, 4, 12, 5, 13), a7 = __builtin_shufflevector(v6, v7, 2, 10, 3, 11, 6, 14, 7, 15);
+      k_vf8 b0 = __builtin_shufflevector(a0, a2, 0, 1, 8, 9, 4, 5, 12, 13), b1 = __builtin_shufflevector(a0, a2, 2, 3, 10, 11, 6, 7, 14, 15);
+      k_vf8 b2 = __builtin_shufflevector(a1, a3, 0, 1, 8, 9, 4, 5, 12, 13), b3 = __builtin_shufflevector(a1, a3, 2, 3, 10, 11, 6, 7, 14, 15);
+      k_vf8 b4 = __builtin_shufflevector(a4, a6, 0, 1, 8, 9, 4, 5, 12, 13), b5 = __builtin_shufflevector(a4, a6, 2, 3, 10, 11, 6, 7, 14, 15);
+      k_vf8 b6 = __builtin_shufflevector(a5, a7, 0, 1, 8, 9, 4, 5, 12, 13), b7 = __builtin_shufflevector(a5, a7, 2, 3, 10, 11, 6, 7, 14, 15);
+      k_vf8 r[8] = {__builtin_shufflevector(b0, b4, 0, 1, 2, 3, 8, 9, 10, 11), __builtin_shufflevector(b1, b5, 0, 1, 2, 3, 8, 9, 10, 11),
+                    __builtin_shufflevector(b2, b6, 0, 1, 2, 3, 8, 9, 10, 11), __builtin_shufflevector(b3, b7, 0, 1, 2, 3, 8, 9, 10, 11),
+                    __builtin_shufflevector(b0, b4, 4, 5, 6, 7, 12, 13, 14, 15), __builtin_shufflevector(b1, b5, 4, 5, 6, 7, 12, 13, 14, 15),
+                    __builtin_shufflevector(b2, b6, 4, 5, 6, 7, 12, 13, 14, 15), __builtin_shufflevector(b3, b7, 4, 5, 6, 7, 12, 13, 14, 15)};
+      for (int i = 0; i < 8; i++) {   /* r[i]: row i0 + i of the block, columns j0.. of y */
+        uint32_t *yp = t->y + (i0 + i) * t->ys + j0;
+        if (t->req == kAddTo) {
+          k_vf8 old;
+          memcpy(&old, yp, sizeof old);
+          r[i] += old;
+        }
+        memcpy(yp, &r[i], sizeof r[i]);
+      }
+    }
+    int64_t ie = i0 + 8 < t->ni ? i0 + 8 : t->ni;
+    for (int64_t i = i0; i < ie; i++)   /* the columns past the last whole block (all, in a short last row block) */
+      for (int64_t j = j0; j < t->nj; j++) k_move(t->y, i * t->ys + j, t->x, i + j * t->xs, t->req);
+  }
+}
+
+/* Row blocks split over the threads when the tile is large enough to pay for it. */
 static void k_move_tile(uint32_t *y, const uint32_t *x, int64_t ni, int64_t nj, int64_t ys,
                         int64_t xs, k_req req) {
-  for (int64_t i0 = 0; i0 < ni; i0 += 16)
-    for (int64_t j0 = 0; j0 < nj; j0 += 16) {
-      int64_t ie = i0 + 16 < ni ? i0 + 16 : ni, je = j0 + 16 < nj ? j0 + 16 : nj;
-      for (int64_t i = i0; i < ie; i++)
-        for (int64_t j = j0; j < je; j++) k_move(y, i * ys + j, x, i + j * xs, req);
-    }
+  k_tile_job t = {y, x, ni, nj, ys, xs, req};
+  int64_t blocks = (ni + 7) / 8;
+  if (ni * nj >= 32768) k_parallel_for(blocks, 1, k_move_tile_rows, &t);
+  else k_move_tile_rows(&t, 0, blocks);
 }
 
 /* y = x permuted by axes (y's shape is x's permuted). */

@@ -199,6 +199,34 @@ static void test_transpose_all_perms(void) {
   }
 }
 
+/* A tile large enough to be split over threads ([97, 1601]: ragged 8 x 8 blocks on both sides),
+ * at 1 and 2 threads, written and added to, against the index map element by element. */
+static void test_transpose_large(void) {
+  const int64_t R = 97, C = 1601;
+  k_tensor x = kt_tensor_f32(kt_shape(2, R, C), -1, 1, 70);
+  k_transpose_param p = perm(2, 1, 0, 0, 0);
+  float *y = malloc((size_t)(R * C) * sizeof(float)), *x_ = x.data;
+  k_tensor ty = {y, kt_shape(2, C, R), K_F32};
+  char err[64];
+  for (int threads = 1; threads <= 2; threads++) {
+    k_parallel_set_threads(threads);
+    for (int add = 0; add < 2; add++) {
+      k_req req = add ? kAddTo : kWriteTo;
+      for (int64_t i = 0; i < R * C; i++) y[i] = add ? 0.5f : -7.0f;
+      k_call call = {&x, 1, &ty, 1, &req, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
+      k_transpose_forward(&call);
+      int64_t bad = 0;
+      for (int64_t c = 0; c < C; c++)
+        for (int64_t r = 0; r < R; r++) bad += y[c * R + r] != (add ? 0.5f + x_[r * C + c] : x_[r * C + c]);
+      KT_CHECK(bad == 0, "transpose [%lld, %lld] at %d threads, %s: %lld elements wrong", (long long)R, (long long)C,
+               threads, add ? "kAddTo" : "kWriteTo", (long long)bad);
+    }
+  }
+  k_parallel_set_threads(0);
+  free(y);
+  kt_tensor_free(&x);
+}
+
 static void test_transpose(void) {
   k_transpose_param p3 = perm(3, 2, 0, 1, 0), p2 = perm(2, 1, 0, 0, 0), p4 = perm(4, 3, 1, 0, 2);
   k_tensor a = kt_tensor_f32(kt_shape(3, 2, 3, 4), -1, 1, 4), b = kt_tensor_f32(kt_shape(2, 3, 5), -1, 1, 5);
@@ -303,6 +331,7 @@ int main(void) {
   test_copies();
   test_transpose();
   test_transpose_all_perms();
+  test_transpose_large();
   test_broadcast_to();
   test_slice();
   test_concat();
