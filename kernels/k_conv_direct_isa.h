@@ -145,7 +145,7 @@ static void KCD(pro_rows)(float *x, int64_t n, const float *a, const float *b, i
   VEC va = KCD(ld)(a), vb = KCD(ld)(b);
   for (int64_t i = 0; i < n; i++, x += K_CD_V) {
     VEC v = KCD(ld)(x) * va + vb;
-    if (relu) v = (VEC)((KCD(ivec))v & ~(KCD(ivec))(v < (VEC){0}));
+    if (relu) v = K_EPI_VRELU(VEC, KCD(ivec), v);
     KCD(st)(x, v);
   }
 }
@@ -158,13 +158,11 @@ static void KCD(pro_rows)(float *x, int64_t n, const float *a, const float *b, i
  * gives lo, then > hi gives hi, a NaN kept), so the same bits as the epilogue's pass. */
 KCD_INLINE VEC KCD(store_tail)(VEC v, const float *r, const k_cd_store *st) {
   if (r) v = st->swap ? KCD(ld)(r) + v : v + KCD(ld)(r);
-  if (st->relu) v = (VEC)((KCD(ivec))v & ~(KCD(ivec))(v < (VEC){0}));
+  if (st->relu) v = K_EPI_VRELU(VEC, KCD(ivec), v);
   if (st->clip) {
     VEC lo = KCD(bc)(st->lo), hi = KCD(bc)(st->hi);
-    KCD(ivec) m = (KCD(ivec))(v < lo);
-    v = (VEC)(((KCD(ivec))lo & m) | ((KCD(ivec))v & ~m));
-    m = (KCD(ivec))(v > hi);
-    v = (VEC)(((KCD(ivec))hi & m) | ((KCD(ivec))v & ~m));
+    v = K_EPI_VCLIP_LO(VEC, KCD(ivec), v, lo);
+    v = K_EPI_VCLIP_HI(VEC, KCD(ivec), v, hi);
   }
   return v;
 }

@@ -29,19 +29,15 @@ K_DW_ATTR K_DW_INLINE KDWB_VEC KDWB(kdwb_ld)(const float *p) {
   return v;
 }
 
-/* v as the epilogue's relu or clip leaves it (t NULL: as it is): k_sf_relu's and k_sf_clip's
- * arithmetic, each select as a mask (relu: x < 0 gives +0, anything else, NaN and -0 included,
- * keeps x's bits; clip: x < lo gives lo, then > hi gives hi, a NaN kept), so the bits of the
- * epilogue's pass, without the pass: the block's rows are stored once. */
+/* v as the epilogue's relu or clip leaves it (t NULL: as it is; k_epilogue.h's selects, so the
+ * bits of the epilogue's pass, without the pass: the block's rows are stored once). */
 K_DW_ATTR K_DW_INLINE KDWB_VEC KDWB(kdwb_tail)(KDWB_VEC v, const k_epi_store *t) {
   if (!t) return v;
-  if (t->relu) v = (KDWB_VEC)((KDWB_IVEC)v & ~(KDWB_IVEC)(v < (KDWB_VEC){0}));
+  if (t->relu) v = K_EPI_VRELU(KDWB_VEC, KDWB_IVEC, v);
   if (t->clip) {
     KDWB_VEC lo = (KDWB_VEC){0} + t->clip_lo, hi = (KDWB_VEC){0} + t->clip_hi;
-    KDWB_IVEC m = (KDWB_IVEC)(v < lo);
-    v = (KDWB_VEC)(((KDWB_IVEC)lo & m) | ((KDWB_IVEC)v & ~m));
-    m = (KDWB_IVEC)(v > hi);
-    v = (KDWB_VEC)(((KDWB_IVEC)hi & m) | ((KDWB_IVEC)v & ~m));
+    v = K_EPI_VCLIP_LO(KDWB_VEC, KDWB_IVEC, v, lo);
+    v = K_EPI_VCLIP_HI(KDWB_VEC, KDWB_IVEC, v, hi);
   }
   return v;
 }

@@ -79,6 +79,16 @@ typedef struct {
   float clip_lo, clip_hi;
 } k_epi_store;
 
+/* A k_epi_store's relu and clip on a GCC vector v of type VEC (IVEC: its lanes as int32), as
+ * k_sf_relu (x < 0 ? +0 : x) and k_sf_clip (x < lo ? lo : x, then > hi ? hi : it) compute them,
+ * each select a mask, so -0 and NaN keep their bits as in the epilogue's pass: the one
+ * definition for every kernel that runs the tail in its store (k_conv_direct_isa.h,
+ * k_conv_dw_blocked.h). lo and hi are vectors; v is named more than once. */
+#define K_EPI_VRELU(VEC, IVEC, v) ((VEC)((IVEC)(v) & ~(IVEC)((v) < (VEC){0})))
+#define K_EPI_VSEL(VEC, IVEC, m, a, b) ((VEC)(((IVEC)(a) & (IVEC)(m)) | ((IVEC)(b) & ~(IVEC)(m))))
+#define K_EPI_VCLIP_LO(VEC, IVEC, v, lo) K_EPI_VSEL(VEC, IVEC, (v) < (lo), lo, v)
+#define K_EPI_VCLIP_HI(VEC, IVEC, v, hi) K_EPI_VSEL(VEC, IVEC, (v) > (hi), hi, v)
+
 /* Whether epilogue e (NULL: no steps) is exactly such a tail; if so fills *t. */
 int k_epi_store_of(const k_epilogue *e, k_epi_store *t);
 
