@@ -11,6 +11,7 @@
 #include "kernels.h"
 #include "k_bview.h"
 #include "k_scalar.h"
+#include "k_vm512.h"
 
 typedef struct { int64_t outer, n, inner; } k_rows;
 
@@ -45,13 +46,41 @@ static inline float k_row_max(const float *x, int64_t n) {
   return l[0];
 }
 
+/* t[j] = exp(x[j] - m), j < len, through k_vm512.h's exponential where the CPU has AVX-512F:
+ * x - m is <= 0 or NaN (m is the row's max), where it gives k_sf_exp's bits with about a
+ * quarter fewer instructions (vscalefps, vrndscaleps). ViT-B/16's softmax over [12, 197, 197]
+ * was 5.8 ms a call against ORT's 2.2. The last part-vector goes through masked loads. */
+#if K_VM512
+static __attribute__((target("avx512f"), noinline)) void k_exp_sub_512(float *restrict t, const float *x,
+                                                                     int64_t len, float m) {
+  __m512 mv = _mm512_set1_ps(m);
+  int64_t j = 0;
+  for (; j + 16 <= len; j += 16)
+    _mm512_storeu_ps(t + j, k_vm512_exp_nonpos(_mm512_sub_ps(_mm512_loadu_ps(x + j), mv)));
+  if (j < len) {
+    __mmask16 mk = (__mmask16)((1u << (len - j)) - 1u);
+    _mm512_mask_storeu_ps(t + j, mk, k_vm512_exp_nonpos(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, x + j), mv)));
+  }
+}
+#endif
+
+static inline void k_exp_sub(float *restrict t, const float *x, int64_t len, float m) {
+#if K_VM512
+  if (k_vm512_have()) {
+    k_exp_sub_512(t, x, len, m);
+    return;
+  }
+#endif
+  for (int64_t j = 0; j < len; j++) t[j] = k_sf_exp(x[j] - m);
+}
+
 /* t[j] = exp(x[j] - m) for a block of len; its whole vectors added into acc in order, the
  * partial one (only ever the row's last) into lanes l. */
 static inline void k_exp_block(float *restrict t, k_vf16 *acc, float *restrict l, const float *x,
                                int64_t len, float m) {
   int64_t k = 0;
   k_vf16 v;
-  for (int64_t j = 0; j < len; j++) t[j] = k_sf_exp(x[j] - m);
+  k_exp_sub(t, x, len, m);
   for (; k + K_LANES <= len; k += K_LANES) {
     K_VF16_LOAD(v, t + k);
     *acc += v;
@@ -91,7 +120,10 @@ K_VEC_TARGETS static void k_softmax_row(const float *x, float *y, int64_t n, int
     int64_t len = n - k0 < K_BLOCK ? n - k0 : K_BLOCK;
     const float *xb = x + k0;
     if (is_log) for (int64_t j = 0; j < len; j++) t[j] = (xb[j] - m) - ls;   /* x - m is exact */
-    else if (n > K_BLOCK) for (int64_t j = 0; j < len; j++) t[j] = k_sf_exp(xb[j] - m) * inv;
+    else if (n > K_BLOCK) {
+      k_exp_sub(t, xb, len, m);
+      for (int64_t j = 0; j < len; j++) t[j] *= inv;
+    }
     else for (int64_t j = 0; j < len; j++) t[j] *= inv;   /* the one block's exponentials */
     k_store_block(y + k0, t, len, req);
   }
@@ -281,7 +313,8 @@ K_VEC_TARGETS static void k_sce_grad_range(void *ctx, int64_t lo, int64_t hi) {
     float m = k_row_max(row, n), inv = j->scale / k_row_expsum(row, n, m);
     for (int64_t k0 = 0; k0 < n; k0 += K_BLOCK) {
       int64_t len = n - k0 < K_BLOCK ? n - k0 : K_BLOCK, hit = j->label[i] - k0;
-      for (int64_t k = 0; k < len; k++) t[k] = k_sf_exp(row[k0 + k] - m) * inv;
+      k_exp_sub(t, row + k0, len, m);
+      for (int64_t k = 0; k < len; k++) t[k] *= inv;
       if (hit >= 0 && hit < len) t[hit] -= j->scale;
       k_store_block(j->gx + i * n + k0, t, len, j->req);
     }

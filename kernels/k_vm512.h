@@ -9,8 +9,11 @@
  * (kernels build with -ffp-contract=off), NaN lanes included: test_vmath compares the two on
  * a sweep of the float bit patterns.
  *
- * Only for the argument of exp that sigmoid gives it, -|x| (the clamp at 89 never acts). Used
- * by k_elemwise.c's forward loops of the K_UNARY_WIDE ops when the CPU has AVX-512F. */
+ * k_vm512_exp_nonpos is only for arguments <= 0 (or NaN; the clamp at 89 never acts): sigmoid's
+ * -|x| and softmax's x - max. Used by k_elemwise.c's forward loops of the K_UNARY_WIDE ops and
+ * k_softmax.c's exponentials when the CPU has AVX-512F. A file that includes this header
+ * must build with -ffp-contract=off: gcc otherwise fuses the intrinsics' multiplies and adds
+ * into FMAs (the avx512f target has them), and 2,738 of 5.5 million sampled t <= 0 changed. */
 #ifndef KILN_K_VM512_H
 #define KILN_K_VM512_H
 

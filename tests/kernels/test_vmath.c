@@ -5,6 +5,7 @@
 #include "kt_harness.h"
 
 #include "k_scalar.h"
+#include "k_vm512.h"
 
 #include <float.h>
 #include <math.h>
@@ -233,6 +234,39 @@ static void test_kernels_tails(void) {
       }
 }
 
+#if K_VM512
+/* k_vm512_exp_nonpos on 16 copies of t, lane 0 out. */
+static __attribute__((target("avx512f"), noinline)) float vm512_exp(float t) {
+  float o[16];
+  _mm512_storeu_ps(o, k_vm512_exp_nonpos(_mm512_set1_ps(t)));
+  return o[0];
+}
+#endif
+
+/* k_vm512.h's exponential (softmax's, on x - max) against k_vm_exp, bit for bit, on every
+ * stride-th non-positive bit pattern (-0 to -inf and the negative NaNs), +0 and a NaN. This
+ * file is compiled without FMA, so k_vm_exp here rounds every step as the kernels do. */
+static void test_exp512(uint64_t stride) {
+#if K_VM512
+  if (!k_vm512_have()) {
+    printf("exp512: skipped, the CPU has no AVX-512F\n");
+    return;
+  }
+  int64_t bad = 0, n = 0;
+  float first = 0;
+  for (uint64_t u = 0x80000000u; u < (1ull << 32) + 2; u += u < (1ull << 32) ? stride : 1, n++) {
+    float t = u < (1ull << 32) ? bits_float((uint32_t)u) : u == (1ull << 32) ? 0.0f : NAN;
+    float want = k_vm_exp(t), got = vm512_exp(t);
+    if (memcmp(&want, &got, sizeof want) != 0 && bad++ == 0) first = t;
+  }
+  KT_CHECK(bad == 0, "k_vm512_exp_nonpos: %lld of %lld differ from k_vm_exp (first at t = %a)", (long long)bad,
+           (long long)n, first);
+#else
+  (void)stride;
+  printf("exp512: skipped, not an x86-64 gcc build\n");
+#endif
+}
+
 int main(int argc, char **argv) {
 #ifdef KILN_SANITIZE
   uint64_t stride = 3889;     /* the sanitizer build is unoptimised: 1.1M inputs per function */
@@ -248,6 +282,7 @@ int main(int argc, char **argv) {
   test_specials();
   test_kernels_match();
   test_kernels_tails();
+  test_exp512(stride);
   printf("%-9s %10s %6s  %s\n", "function", "max ulp", "bound", "at x");
   for (size_t i = 0; i < sizeof VM_FNS / sizeof *VM_FNS; i++) {
     const vm_fn *fn = &VM_FNS[i];
