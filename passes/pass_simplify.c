@@ -1,5 +1,5 @@
 /* pass_simplify.c — rewrites of the graph that do less work for the same values
- * (docs/passes.md, "Simplify"). Six so far.
+ * (docs/passes.md, "Simplify"). Seven so far.
  *
  * A monotone activation that only a max pooling reads runs after the pooling instead of
  * before it, on a quarter of the values for a 2x2 window (LeNet's tanh(conv) -> max pooling).
@@ -26,13 +26,14 @@
  * torch's exported erf GELU, (x * (1 + erf(x / sqrt 2))) * 0.5, becomes gelu(x), and pow(x, 2)
  * becomes square(x) (see below).
  *
- * In predict, a concat that begins with all of an earlier concat's pieces reads that concat
- * instead (DenseNet's: see below), so the plan can nest them.
+ * In predict, a concat of one piece is that piece, and a concat that begins with all of an
+ * earlier concat's pieces reads that concat instead (DenseNet's: see below), so the plan can
+ * nest them.
  *
  * The first is for predict only: in train_step it would send the gradient to the first
  * maximum of x where torch sends it to the first maximum of f(x), a different element wherever
- * f maps two values of a window to one float (tanh near +-1); so is the concat's (in train_step
- * the gradients would meet in the inner concat first). The others run for both: the
+ * f maps two values of a window to one float (tanh near +-1); so are the concats' (in train_step
+ * the gradients would be summed in another order). The others run for both: the
  * backward pass derives the matmul's backward node from the rewritten one, whose kernels store
  * each gradient as its operand is stored, and the swish's gradient is the fused activation's
  * (torch's own for F.silu and F.hardswish), as gelu's and square's are. None adds a tensor (the
@@ -362,6 +363,38 @@ static void pass_simp_concats(ir_graph *g, pass_ctx *cx) {
   free(pieces), free(npieces);
 }
 
+/* ---- a concat of one piece ---- */
+
+/* A concat of one piece is that piece: its readers read the piece instead, and the node
+ * leaves the graph (its output stays, unwritten, with its index). DenseNet's dense layers
+ * concatenate every earlier output, so each block's first layer reads torch.cat([x0]); at
+ * batch 8, where the plan cannot write x0 inside it (pass_plan.c's concat placement needs one
+ * row before the axis), it was a copy of the block's input: four in DenseNet-169, 0.65 ms a
+ * call. The block's second concat, [x0, x1], then has no earlier concat to nest in, and the
+ * third nests in it as before. Predict only, as the nesting: in train_step the piece's
+ * gradient would be summed in another order. A concat that is a graph output stays. */
+static void pass_simp_single_concats(ir_graph *g, pass_ctx *cx) {
+  int nn = ir_nnodes(g), drops = 0;
+  bool *dead = calloc((size_t)nn + 1, sizeof *dead), *shown = calloc((size_t)ir_ntensors(g) + 1, sizeof *shown);
+  if (!dead || !shown) KILN_ICE("out of memory");
+  for (int i = 0; i < g->outputs.len; i++) shown[IR_VEC_AT(g->outputs, int, i)] = true;
+  for (int i = 0; i < nn; i++) {
+    const ir_node *n = ir_node_at(g, i);
+    if (!pass_simp_concat(n, 1) || n->nin != 1 || shown[n->out[0]]) continue;
+    int from = n->out[0], to = n->in[0];
+    for (int k = i + 1; k < nn; k++) {
+      ir_node *r = ir_node_at(g, k);
+      for (int j = 0; j < r->nin; j++)
+        if (r->in[j] == from) r->in[j] = to;
+    }
+    pass_explain(cx, "%s (concat of one piece) is %s: its readers read %s", n->name, ir_tensor_at(g, to)->name,
+                 ir_tensor_at(g, to)->name);
+    dead[i] = true, drops++;
+  }
+  if (drops) pass_simp_drop_dead(g, dead);
+  free(dead), free(shown);
+}
+
 /* ---- the pass ---- */
 
 /* The activations behind their max poolings (predict only: see the top). */
@@ -382,6 +415,7 @@ static void pass_simp_pools(ir_graph *g, pass_ctx *cx) {
 int pass_simplify(ir_graph *g, pass_ctx *cx) {
   if (cx->mode != IR_MODE_TRAIN) {   /* predict only: see each */
     pass_simp_pools(g, cx);
+    pass_simp_single_concats(g, cx);
     pass_simp_concats(g, cx);
   }
   pass_simp_activations(g, cx);

@@ -349,6 +349,36 @@ static void test_concat_dense(void) {
   t_free(r);
 }
 
+/* A concat of one piece (DenseNet's torch.cat([x0]) before each block's first layer) is
+ * its piece in predict: its reader reads the piece, the block's next concat has no earlier
+ * one to nest in and the third nests in it; at batch 1 the piece is placed inside that
+ * concat. One that is a graph output stays; train_step keeps every one. */
+static void test_concat_single(void) {
+  const char *src = MODEL("input x : f32[1, 16, 4, 4]\n input y : i32[1]\n"
+                          " c0 = concat(exp(x), dim=1)\n a = tanh(c0)\n c1 = concat(c0, a, dim=1)\n"
+                          " b = sigmoid(c1)\n c2 = concat(c0, a, b, dim=1)\n k = concat(b, dim=1)\n"
+                          " logits = fully_connected(flatten(c2), num_hidden=2)\n"
+                          " loss = softmax_cross_entropy(logits, y)\n"
+                          " output c2, k\n train loss with sgd(lr=0.1)");
+  t_run *r = t_text(src, IR_MODE_PREDICT, NO_FUSION);
+  if (!CHECK(r->g && r->g->plan, "single concat model did not compile")) return t_free(r);
+  const ir_graph *g = r->g;
+  const ir_node *na = t_writer(g, "a"), *n1 = t_writer(g, "c1"), *n2 = t_writer(g, "c2");
+  int e = na ? na->in[0] : -1, c1 = ir_graph_find_tensor(g, "c1");
+  CHECK(!t_writer(g, "c0") && e >= 0 && e != ir_graph_find_tensor(g, "c0"), "c0 is gone: a reads exp(x)");
+  CHECK(n1 && n1->nin == 2 && n1->in[0] == e && n2 && n2->nin == 2 && n2->in[0] == c1,
+        "c1 reads exp(x) and a, c2 reads c1 and b");
+  CHECK(t_writer(g, "k") && t_writer(g, "k")->nin == 1, "a concat that is a graph output stays");
+  CHECK(e >= 0 && g->plan->buf[e].within == c1 && t_buf(g, "c1")->within == ir_graph_find_tensor(g, "c2"),
+        "exp(x) inside c1, c1 inside c2");
+  CHECK(pass_plan_validate(g, g->plan, stderr) == 0, "the plan is valid");
+  t_free(r);
+  r = t_text(src, IR_MODE_TRAIN, NO_FUSION);
+  if (CHECK(r->g, "single concat model did not compile for train_step"))
+    CHECK(t_writer(r->g, "c0") && t_writer(r->g, "c0")->nin == 1, "in train_step c0 stays");
+  t_free(r);
+}
+
 /* ---- the figures ---- */
 
 static double t_mib(int64_t b) { return (double)b / (1 << 20); }
@@ -388,6 +418,7 @@ int main(void) {
   test_validator_workspace();
   test_concat_in_place();
   test_concat_dense();
+  test_concat_single();
   test_examples();
   test_figures();
   return ts_summary("test_plan");
