@@ -8,9 +8,10 @@
  * strides, which cuBLAS's strided-batched call cannot take in one: the transformer's attention
  * products became one call per sequence, 115 us each on the H200 where the transposes and one
  * call cost a fraction of that (bench/README.md, 22:12); its pooling rewrite saves too little
- * on the GPU to keep the pass for it. */
+ * on the GPU to keep the pass for it. The GPU's steps run as one call each: no per-sample
+ * concat placement (PASS_NO_SPLIT). */
 uint32_t cg_target_disabled(int target) {
-  return target == RT_TARGET_CUDA ? (1u << PASS_simplify) | (1u << PASS_epilogue) | (1u << PASS_layout) : 0;
+  return target == RT_TARGET_CUDA ? (1u << PASS_simplify) | (1u << PASS_epilogue) | (1u << PASS_layout) | PASS_NO_SPLIT : 0;
 }
 
 void cg_fused_name(char *buf, size_t n, bool train, int step) {

@@ -143,6 +143,16 @@ static void cg_step_slots(cg_box *b, const ir_graph *g, const ir_node *nd, rt_st
   s->req = req;
 }
 
+/* A node the plan runs per sample: its N and each slot's bytes between samples. */
+static void cg_step_samples(cg_box *b, const ir_graph *g, int i, rt_step *s) {
+  const ir_node *nd = ir_node_at(g, i);
+  s->samples = g->plan->samples ? g->plan->samples[i] : 0;
+  if (s->samples < 2) return (void)(s->samples = 0, s->sample_stride = NULL);
+  int64_t *st = cg_alloc(b, (size_t)(nd->nin + nd->nout) * sizeof *st);
+  for (int j = 0; st && j < nd->nin + nd->nout; j++) st[j] = ir_plan_slot_stride(g, nd, j);
+  s->sample_stride = st;
+}
+
 /* A heavy op with an epilogue is a forward step of that op carrying the epilogue. */
 static void cg_step(cg_box *b, const ir_graph *g, int i, rt_step *s) {
   const ir_node *nd = ir_node_at(g, i);
@@ -158,6 +168,7 @@ static void cg_step(cg_box *b, const ir_graph *g, int i, rt_step *s) {
   s->nin = nd->nin, s->nout = nd->nout;
   cg_step_slots(b, g, nd, s);
   s->temp_offset = g->plan->temp_offset[i], s->temp_bytes = g->plan->temp_bytes[i];
+  cg_step_samples(b, g, i, s);
   s->random = op && (op->resources & IR_RES_RANDOM) ? 1 : 0;
   s->name_hash = rt_fnv1a32(nd->name);
   s->name = cg_strdup(b, nd->name);
@@ -185,7 +196,8 @@ static int cg_mem_tensor(cg_mems *v, const ir_graph *g, int t, bool write) {
   if (t < 0) return 0;
   const ir_buffer *bf = &g->plan->buf[t];
   if (bf->cls == IR_MEM_NONE) return 0;
-  if (bf->cls == IR_MEM_ARENA) return bf->bytes ? cg_mem_add(v, (cg_mem){bf->offset, bf->offset + bf->bytes, -1, write}) : 0;
+  if (bf->cls == IR_MEM_ARENA)
+    return bf->bytes ? cg_mem_add(v, (cg_mem){bf->offset, bf->offset + ir_plan_span(g, g->plan, t), -1, write}) : 0;
   return cg_mem_add(v, (cg_mem){0, 0, t, write});
 }
 

@@ -35,6 +35,7 @@ typedef struct {
   k_tensor *tin, *tout;       /* argument arrays for one kernel call, cap entries each */
   k_req *req;
   int cap;
+  int node;                   /* the position of the node running (its plan entries) */
   int is_train;
   char *err;
   size_t errn;

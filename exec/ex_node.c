@@ -4,6 +4,7 @@
  * a heavy op's kernel with its epilogue (the same call the generated code makes). */
 #include "ex_int.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static const k_shape ex_scalar = {0, {0}};
@@ -37,6 +38,30 @@ static void ex_bind_out(ex_run *r, const ir_node *nd, int j) {
   r->req[j] = r->tout[j].data ? ir_node_req(nd, j) : kNullOp;
 }
 
+/* A node the plan runs per sample (ir_plan.samples): one call per sample, each slot that
+ * ir_plan_slot_stride splits at that sample with a first axis of 1, as the runtime's steps do
+ * (runtime/rt_model_run.c). */
+static int ex_forward_samples(ex_run *r, const ir_node *nd, int64_t n, void *temp, size_t tb) {
+  int ns = nd->nin + nd->nout;
+  int64_t *stride = malloc(sizeof *stride * (size_t)ns);
+  char **base = malloc(sizeof *base * (size_t)ns);
+  if (!stride || !base) return free(stride), free(base), rt_errf(r->err, r->errn, "%s: out of memory", nd->name);
+  for (int j = 0; j < ns; j++) {
+    k_tensor *t = j < nd->nin ? &r->tin[j] : &r->tout[j - nd->nin];
+    stride[j] = t->data ? ir_plan_slot_stride(r->g, nd, j) : 0;
+    base[j] = t->data;
+    if (stride[j]) t->shape.d[0] = 1;
+  }
+  int rc = 0;
+  for (int64_t s = 0; s < n && !rc; s++) {
+    for (int j = 0; j < ns; j++)
+      if (stride[j]) (j < nd->nin ? &r->tin[j] : &r->tout[j - nd->nin])->data = base[j] + s * stride[j];
+    rc = ex_call(r, nd, ir_ops[nd->op].forward, nd->nin, nd->nout, temp, tb);
+  }
+  free(stride), free(base);
+  return rc;
+}
+
 /* A node the layout pass views otherwise (a channel scale on blocked values) sees its
  * view_shape, as the code generators' steps do. */
 static int ex_forward(ex_run *r, const ir_node *nd, void *temp, size_t tb) {
@@ -45,6 +70,8 @@ static int ex_forward(ex_run *r, const ir_node *nd, void *temp, size_t tb) {
   for (int j = 0; j < nd->nout; j++) ex_bind_out(r, nd, j);
   for (int j = 0; nd->view_shape && j < nd->nin + nd->nout; j++)
     (j < nd->nin ? &r->tin[j] : &r->tout[j - nd->nin])->shape = nd->view_shape[j];
+  int64_t n = r->g->plan->samples ? r->g->plan->samples[r->node] : 0;
+  if (n > 1) return ex_forward_samples(r, nd, n, temp, tb);
   return ex_call(r, nd, ir_ops[nd->op].forward, nd->nin, nd->nout, temp, tb);
 }
 

@@ -161,6 +161,7 @@ static int ex_run_nodes(ex_run *r) {
     void *temp = p->temp_bytes[i] ? (char *)r->m->arena + p->temp_offset[i] : NULL;
     if (p->temp_bytes[i] && p->temp_offset[i] + p->temp_bytes[i] > p->arena_bytes)
       return rt_errf(r->err, r->errn, "%s: workspace past the arena", ir_node_at(r->g, i)->name);
+    r->node = i;
     if (ex_node_run(r, ir_node_at(r->g, i), temp, (size_t)p->temp_bytes[i])) return 1;
   }
   return 0;

@@ -213,11 +213,17 @@ typedef struct {
   int share;           /* the tensor whose buffer this one reuses in place, or -1 */
   int within;          /* a chain root (share -1) placed inside a concat's output, the piece
                           it is (pass_plan_concat): that output, or -1 */
-  int64_t within_at;   /* and the byte it starts at there */
+  int64_t within_at;   /* and the byte it starts at there (in the output's first sample) */
+  int64_t sample_bytes;  /* > 0: the tensor's samples (its first axis) lie this many bytes
+                            apart, its place inside a concat of N > 1 samples (a concat along
+                            axis 1 at batch N holds a sample of every piece in turn); 0: dense */
 } ir_buffer;
 typedef struct {
   ir_buffer *buf;      /* one per tensor */
   int64_t *temp_offset, *temp_bytes;  /* one per node: its workspace in the arena */
+  int32_t *samples;    /* one per node: N when the executors run it once per sample (a slot's
+                          tensor has sample_bytes), each call on one sample of every slot that
+                          ir_plan_slot_stride advances; 0: one call */
   int64_t arena_bytes;                /* the planned arena */
   int64_t naive_bytes;                /* every ARENA tensor and workspace in its own buffer */
 } ir_plan;
@@ -269,6 +275,15 @@ void ir_dims_str(const ir_graph *g, const int64_t *extent, char *buf, size_t n);
 ir_graph *ir_graph_new(const char *name);
 void ir_graph_free(ir_graph *g);       /* its plan too */
 void ir_plan_free(ir_plan *p);
+/* For a node the plan runs per sample (plan->samples): the bytes between the samples of slot j
+ * (in[] then out[]), or 0 for a slot every call reads whole (a weight). A value or input whose
+ * first axis is the node's N is split: at its sample_bytes when it has them, else dense (its
+ * bytes / N). The ops the plan splits (convolution and pooling forward, concat along axis >= 1)
+ * treat samples independently. */
+int64_t ir_plan_slot_stride(const ir_graph *g, const ir_node *n, int j);
+/* The bytes tensor t's storage in plan p spans from its offset: its size, or where its samples
+ * lie apart, up to the end of the last one. */
+int64_t ir_plan_span(const ir_graph *g, const ir_plan *p, int t);
 int ir_graph_add_tensor(ir_graph *g, const char *name, ir_tensor_kind kind, ir_loc loc);
 int ir_graph_add_node(ir_graph *g, int op, const char *name, int nin, const int *in, ir_loc loc);
 int ir_graph_find_tensor(const ir_graph *g, const char *name);   /* -1 if absent */

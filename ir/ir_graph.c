@@ -25,7 +25,26 @@ void ir_plan_free(ir_plan *p) {
   free(p->buf);
   free(p->temp_offset);
   free(p->temp_bytes);
+  free(p->samples);
   free(p);
+}
+
+int64_t ir_plan_slot_stride(const ir_graph *g, const ir_node *n, int j) {
+  int t = j < n->nin ? n->in[j] : n->out[j - n->nin];
+  if (t < 0 || !g->plan || n->nout < 1 || n->out[0] < 0) return 0;
+  const ir_tensor *x = ir_tensor_at(g, t), *o = ir_tensor_at(g, n->out[0]);
+  if ((x->kind != IR_T_VALUE && x->kind != IR_T_INPUT) || x->shape.rank < 1 || o->shape.rank < 1 ||
+      x->shape.d[0] != o->shape.d[0] || o->shape.d[0] < 2)
+    return 0;
+  const ir_buffer *b = &g->plan->buf[t];
+  return b->sample_bytes > 0 ? b->sample_bytes : ir_tensor_bytes(x) / x->shape.d[0];
+}
+
+int64_t ir_plan_span(const ir_graph *g, const ir_plan *p, int t) {
+  const ir_buffer *b = &p->buf[t];
+  const k_shape *s = &ir_tensor_at(g, t)->shape;
+  if (b->sample_bytes <= 0 || s->rank < 1 || s->d[0] < 1) return b->bytes;
+  return (s->d[0] - 1) * b->sample_bytes + b->bytes / s->d[0];
 }
 
 void ir_graph_free(ir_graph *g) {

@@ -72,6 +72,7 @@ static void pass_html_bar(FILE *out, double sx, double sy, int x0, int x1, int64
   if (b && b->within >= 0) {
     fputs("\nwritten in place inside ", out), pass_html_str(out, ir_tensor_at(g, b->within)->name);
     fprintf(out, " at byte %lld", (long long)b->within_at);
+    if (b->sample_bytes > 0) fprintf(out, ", samples %lld bytes apart", (long long)b->sample_bytes);
   }
   fputs("</title></rect>\n", out);
 }

@@ -3,6 +3,7 @@
  * naive plan (every tensor its own buffer) is the baseline the figures compare against and
  * what the plan pass gives when switched off. */
 #include "passes.h"
+#include "k_epilogue.h"
 
 #include <stdlib.h>
 #include <stdint.h>
@@ -28,6 +29,24 @@ size_t pass_node_temp_bytes(const ir_graph *g, const ir_node *n) {
   return op->temp(args, n->param);
 }
 
+/* The same on one sample (the plan runs the node per sample): each value whose first axis
+ * is the node's N at 1. The direct and im2col paths choose by N, so one sample's workspace
+ * can exceed the batch's. */
+static size_t pass_node_sample_temp_bytes(const ir_graph *g, const ir_node *n, int64_t N) {
+  if (n->epi) return pass_node_sample_temp_bytes(g, &n->sub[0], N);
+  if (n->kind != IR_N_OP || !(ir_ops[n->op].resources & IR_RES_TEMP)) return 0;
+  const ir_opdef *op = &ir_ops[n->op];
+  int nargs = ir_op_nargs(op);
+  k_shape args[16];
+  if (!op->temp || nargs > 16) KILN_ICE("%s: an op asking for temp space needs a k_temp_fn", n->name);
+  for (int j = 0; j < nargs; j++) {
+    const ir_tensor *x = j < n->nin && n->in[j] >= 0 ? ir_tensor_at(g, n->in[j]) : NULL;
+    args[j] = x ? x->shape : (k_shape){0, {0}};
+    if (x && x->kind == IR_T_VALUE && x->shape.rank > 0 && x->shape.d[0] == N) args[j].d[0] = 1;
+  }
+  return op->temp(args, n->param);
+}
+
 static ir_mem_class pass_plan_class(const ir_tensor *t) {
   switch (t->kind) {
   case IR_T_INPUT: return IR_MEM_INPUT;
@@ -40,7 +59,7 @@ static void pass_plan_touch(ir_plan *p, const ir_graph *g, int t, int pos, bool 
   ir_buffer *b = &p->buf[t];
   if (b->cls == IR_MEM_NONE) {
     const ir_tensor *x = ir_tensor_at(g, t);
-    *b = (ir_buffer){pass_plan_class(x), 0, ir_tensor_bytes(x), write ? pos : 0, pos, -1, -1, 0};
+    *b = (ir_buffer){pass_plan_class(x), 0, ir_tensor_bytes(x), write ? pos : 0, pos, -1, -1, 0, 0};
   }
   if (write && pos < b->first) b->first = pos;
   if (pos > b->last) b->last = pos;
@@ -50,7 +69,7 @@ static void pass_plan_touch(ir_plan *p, const ir_graph *g, int t, int pos, bool 
  * where the entry point copies them out. Workspaces live for their node only. */
 void pass_plan_liveness(const ir_graph *g, ir_plan *p) {
   int nn = ir_nnodes(g);
-  for (int t = 0; t < ir_ntensors(g); t++) p->buf[t] = (ir_buffer){IR_MEM_NONE, 0, 0, 0, 0, -1, -1, 0};
+  for (int t = 0; t < ir_ntensors(g); t++) p->buf[t] = (ir_buffer){IR_MEM_NONE, 0, 0, 0, 0, -1, -1, 0, 0};
   for (int i = 0; i < nn; i++) {
     const ir_node *n = ir_node_at(g, i);
     for (int j = 0; j < n->nin; j++)
@@ -71,8 +90,9 @@ ir_plan *pass_plan_new(const ir_graph *g) {
     p->buf = calloc((size_t)ir_ntensors(g) + 1, sizeof *p->buf);
     p->temp_offset = calloc((size_t)ir_nnodes(g) + 1, sizeof(int64_t));
     p->temp_bytes = calloc((size_t)ir_nnodes(g) + 1, sizeof(int64_t));
+    p->samples = calloc((size_t)ir_nnodes(g) + 1, sizeof(int32_t));
   }
-  if (!p || !p->buf || !p->temp_offset || !p->temp_bytes) KILN_ICE("out of memory planning %s", g->name);
+  if (!p || !p->buf || !p->temp_offset || !p->temp_bytes || !p->samples) KILN_ICE("out of memory planning %s", g->name);
   return p;
 }
 
@@ -105,6 +125,35 @@ int pass_plan_off(ir_graph *g, pass_ctx *cx) {
 /* ---- the validator ---- */
 
 static bool pass_overlap(int64_t a0, int64_t a1, int64_t b0, int64_t b1) { return a0 < b1 && b0 < a1; }
+
+/* The samples of tensor t (its first axis; 1 for a scalar). */
+static int64_t pass_samples(const ir_graph *g, int t) {
+  const k_shape *s = &ir_tensor_at(g, t)->shape;
+  return s->rank > 0 && s->d[0] > 0 ? s->d[0] : 1;
+}
+
+/* The rows before a concat's axis in its output o: more than one, its pieces' runs interleave. */
+static int64_t pass_plan_outer(const ir_tensor *o, int dim) {
+  int64_t outer = 1;
+  for (int d = 0; d < dim && d < o->shape.rank; d++) outer *= o->shape.d[d];
+  return outer;
+}
+
+/* The bytes between the samples of a piece placed inside tensor o, which a concat writes: 0
+ * where the concat holds each piece as one run, else o's sample (o's own samples may lie
+ * apart inside a further concat). */
+static int64_t pass_piece_sample_bytes(const ir_graph *g, const ir_plan *p, int o) {
+  for (int i = 0; i < ir_nnodes(g); i++) {
+    const ir_node *n = ir_node_at(g, i);
+    if (n->kind != IR_N_OP || n->op != IR_OP_concat || n->nout < 1 || n->out[0] != o) continue;
+    if (pass_plan_outer(ir_tensor_at(g, o), ((const k_concat_param *)n->param)->dim) == 1) return 0;
+    return p->buf[o].sample_bytes > 0 ? p->buf[o].sample_bytes : p->buf[o].bytes / pass_samples(g, o);
+  }
+  return 0;
+}
+
+/* The end of the bytes t's storage spans: its samples' last byte where they lie apart. */
+static int64_t pass_buf_end(const ir_graph *g, const ir_plan *p, int t) { return p->buf[t].offset + ir_plan_span(g, p, t); }
 
 /* An in-place pair is legal when the reused tensor is an arena value of the same size whose
  * last read is the node that writes the new one, and both sit at the same offset. */
@@ -139,19 +188,38 @@ static int pass_validate_within(const ir_graph *g, const ir_plan *p, int t, FILE
   if (b->within < 0) return 0;
   const ir_buffer *o = &p->buf[b->within];
   const char *tn = ir_tensor_at(g, t)->name, *on = ir_tensor_at(g, b->within)->name;
-  if (o->cls != IR_MEM_ARENA || b->within_at < 0 || b->within_at + b->bytes > o->bytes)
+  int64_t n = b->sample_bytes > 0 ? pass_samples(g, t) : 1;   /* a sample of t in each of o's */
+  if (o->cls != IR_MEM_ARENA || b->within_at < 0 || n != (b->sample_bytes > 0 ? pass_samples(g, b->within) : 1) ||
+      b->within_at + b->bytes / n > o->bytes / n)
     return fprintf(out, "plan: %s is placed inside %s but does not fit there\n", tn, on), 1;
+  if (b->sample_bytes != pass_piece_sample_bytes(g, p, b->within))
+    return fprintf(out, "plan: %s is placed inside %s but its samples are not %s's apart\n", tn, on, on), 1;
   if (b->offset != o->offset + b->within_at)
     return fprintf(out, "plan: %s is placed inside %s but not at its byte %lld\n", tn, on, (long long)b->within_at), 1;
   if (o->first < b->first) return fprintf(out, "plan: %s is placed inside %s, written before it\n", tn, on), 1;
   return 0;
 }
 
+static int pass_plan_top(const ir_plan *p, int t, int64_t *at);
+
+/* Two tensors whose samples lie apart inside one concat's output, at one stride: whether a
+ * sample of each overlaps (the pieces of a concat at batch N interleave, sample by sample). */
+static bool pass_samples_overlap(const ir_graph *g, const ir_plan *p, int a, int b) {
+  const ir_buffer *x = &p->buf[a], *y = &p->buf[b];
+  int64_t xa = 0, ya = 0;
+  int64_t na = pass_samples(g, a), nb = pass_samples(g, b);
+  pass_plan_top(p, a, &xa), pass_plan_top(p, b, &ya);
+  return pass_overlap(xa, xa + x->bytes / na, ya, ya + y->bytes / nb);
+}
+
 static int pass_validate_pair(const ir_graph *g, const ir_plan *p, int a, int b, FILE *out) {
   const ir_buffer *x = &p->buf[a], *y = &p->buf[b];
   if (!pass_overlap(x->first, x->last + 1, y->first, y->last + 1)) return 0;
-  if (!pass_overlap(x->offset, x->offset + x->bytes, y->offset, y->offset + y->bytes)) return 0;
+  if (!pass_overlap(x->offset, pass_buf_end(g, p, a), y->offset, pass_buf_end(g, p, b))) return 0;
   if (pass_shares(p, a, b)) return 0;
+  if (x->sample_bytes > 0 && x->sample_bytes == y->sample_bytes && pass_plan_top(p, a, NULL) == pass_plan_top(p, b, NULL) &&
+      !pass_samples_overlap(g, p, a, b))
+    return 0;
   fprintf(out, "plan: %s [%d, %d] and %s [%d, %d] are live together and overlap in the arena\n",
           ir_tensor_at(g, a)->name, x->first, x->last, ir_tensor_at(g, b)->name, y->first, y->last);
   return 1;
@@ -164,7 +232,7 @@ static int pass_validate_temps(const ir_graph *g, const ir_plan *p, FILE *out) {
     for (int t = 0; t < ir_ntensors(g); t++) {
       const ir_buffer *b = &p->buf[t];
       if (b->cls != IR_MEM_ARENA || b->first > i || b->last < i) continue;
-      if (pass_overlap(b->offset, b->offset + b->bytes, p->temp_offset[i], p->temp_offset[i] + p->temp_bytes[i]))
+      if (pass_overlap(b->offset, pass_buf_end(g, p, t), p->temp_offset[i], p->temp_offset[i] + p->temp_bytes[i]))
         return fprintf(out, "plan: workspace of node %d overlaps %s, live at the same time\n", i, ir_tensor_at(g, t)->name), 1;
     }
   }
@@ -201,19 +269,36 @@ static int pass_validate_classes(const ir_graph *g, const ir_plan *p, FILE *out)
   return 0;
 }
 
+static bool pass_plan_split_ok(const ir_graph *g, const ir_node *x, int j);
+
+/* Each node touching a tensor whose samples lie apart runs per sample, and can. */
+static int pass_validate_samples(const ir_graph *g, const ir_plan *p, FILE *out) {
+  for (int i = 0; i < ir_nnodes(g); i++) {
+    const ir_node *x = ir_node_at(g, i);
+    for (int j = 0; j < x->nin + x->nout; j++) {
+      int t = j < x->nin ? x->in[j] : x->out[j - x->nin];
+      if (t < 0 || p->buf[t].sample_bytes <= 0) continue;
+      if (p->samples[i] != pass_samples(g, t) || !pass_plan_split_ok(g, x, j))
+        return fprintf(out, "plan: %s's samples lie apart but %s does not run once per sample\n", ir_tensor_at(g, t)->name,
+                       x->name), 1;
+    }
+  }
+  return 0;
+}
+
 int pass_plan_validate(const ir_graph *g, const ir_plan *p, FILE *out) {
   int nt = ir_ntensors(g);
   if (pass_validate_classes(g, p, out)) return 1;
   for (int a = 0; a < nt; a++) {
     const ir_buffer *b = &p->buf[a];
     if (b->cls != IR_MEM_ARENA) continue;
-    if (b->offset % PASS_ALIGN || b->offset + b->bytes > p->arena_bytes)
+    if (b->offset % PASS_ALIGN || pass_buf_end(g, p, a) > p->arena_bytes)
       return fprintf(out, "plan: %s is misaligned or ends past the arena\n", ir_tensor_at(g, a)->name), 1;
     if (pass_validate_share(g, p, a, out) || pass_validate_within(g, p, a, out)) return 1;
     for (int c = a + 1; c < nt; c++)
       if (p->buf[c].cls == IR_MEM_ARENA && pass_validate_pair(g, p, a, c, out)) return 1;
   }
-  return pass_validate_temps(g, p, out) || pass_validate_reads(g, p, out);
+  return pass_validate_temps(g, p, out) || pass_validate_reads(g, p, out) || pass_validate_samples(g, p, out);
 }
 
 /* ---- arena packing (co-share): buffers whose lifetimes do not overlap share memory ---- */
@@ -361,16 +446,73 @@ static int64_t pass_plan_naive_bytes(const ir_graph *g, const ir_plan *p) {
  * it) with it, and the one buffer lives from the first piece's write to the output's last
  * read: the producers write into the output and the concat's copy of each such piece is a copy
  * onto itself, which the kernels skip (k_copy_req, rtc_copy). Not with bounded
- * dims, where the runtime extents move the runs; not for a run off the arena's alignment. */
-static bool pass_plan_concat_node(const ir_graph *g, const ir_plan *p, const ir_node *n) {
+ * dims, where the runtime extents move the runs; not for a run off the arena's alignment.
+ *
+ * At batch N > 1 a concat along axis 1 holds a run of each piece per sample. In predict a
+ * piece is placed there too when every node that touches it (or its chain, or what was placed
+ * inside it) is one the executors can run once per sample, each call on one sample of each
+ * value: a convolution or pooling forward, or a concat along an axis >= 1 (ir_plan.samples,
+ * ir_plan_slot_stride). Its samples then lie the output's sample apart (sample_bytes). At
+ * batch 8 the concats were 13% of DenseNet-169's call (bench/README.md). Not where the
+ * target runs each node as one call (PASS_NO_SPLIT: the GPU). */
+
+static bool pass_plan_concat_node(const ir_graph *g, const ir_plan *p, const ir_node *n, bool split) {
   if (n->kind != IR_N_OP || n->op != IR_OP_concat || n->nout != 1 || n->out[0] < 0 || ir_node_req(n, 0) != kWriteTo)
     return false;
   const ir_buffer *o = &p->buf[n->out[0]];
-  const k_shape *s = &ir_tensor_at(g, n->out[0])->shape;
+  const ir_tensor *x = ir_tensor_at(g, n->out[0]);
   int dim = ((const k_concat_param *)n->param)->dim;
-  int64_t outer = 1;
-  for (int d = 0; d < dim && d < s->rank; d++) outer *= s->d[d];
-  return o->cls == IR_MEM_ARENA && o->share < 0 && outer == 1 && k_shape_numel(s) > 0;
+  int64_t outer = pass_plan_outer(x, dim), numel = k_shape_numel(&x->shape);
+  bool per_sample = split && dim == 1 && outer > 1 && o->bytes % (outer * PASS_ALIGN) == 0;
+  return o->cls == IR_MEM_ARENA && o->share < 0 && (outer == 1 || per_sample) && numel > 0;
+}
+
+/* Whether node x can run once per sample with tensor t in slot j: a forward convolution
+ * (weights not values), pooling, or concat along an axis >= 1, not viewed otherwise, t a
+ * value whose first axis is the node's N (what ir_plan_slot_stride splits). */
+static bool pass_plan_split_ok(const ir_graph *g, const ir_node *x, int j) {
+  if (!(x->kind == IR_N_OP || (x->kind == IR_N_FUSED && x->epi)) || x->view_shape || x->nout < 1 || x->out[0] < 0)
+    return false;
+  if (x->op == IR_OP_concat) {
+    if (((const k_concat_param *)x->param)->dim < 1) return false;
+  } else if (x->op == IR_OP_convolution) {
+    for (int w = 1; w < 3 && w < x->nin; w++)
+      if (x->in[w] >= 0 && ir_tensor_at(g, x->in[w])->kind == IR_T_VALUE) return false;
+  } else if (x->op != IR_OP_pooling) {
+    return false;
+  }
+  if (x->epi && k_epi_has_stats(x->epi)) return false;
+  int t = j < x->nin ? x->in[j] : x->out[j - x->nin];
+  const ir_tensor *v = ir_tensor_at(g, t), *o = ir_tensor_at(g, x->out[0]);
+  return v->kind == IR_T_VALUE && v->shape.rank > 0 && o->shape.rank > 0 && v->shape.d[0] == o->shape.d[0];
+}
+
+/* Whether tensor u's storage lies in r's: u's chain and placements lead to r. */
+static bool pass_plan_inside(const ir_plan *p, int u, int r) {
+  for (int hops = 0; hops <= 1 << 24; hops++) {
+    u = pass_plan_root(p, u);
+    if (u == r) return true;
+    if (p->buf[u].within < 0) return false;
+    u = p->buf[u].within;
+  }
+  return false;
+}
+
+/* Whether root r can take samples apart: every slot of every node touching r's storage can be
+ * run per sample, and nothing inside r sits there as one run (a placement at one row). */
+static bool pass_plan_can_split(const ir_graph *g, const ir_plan *p, int r) {
+  for (int u = 0; u < ir_ntensors(g); u++)
+    if (p->buf[u].cls == IR_MEM_ARENA && u != r && p->buf[u].within >= 0 && p->buf[u].sample_bytes == 0 &&
+        pass_plan_inside(p, u, r))
+      return false;
+  for (int i = 0; i < ir_nnodes(g); i++) {
+    const ir_node *x = ir_node_at(g, i);
+    for (int j = 0; j < x->nin + x->nout; j++) {
+      int t = j < x->nin ? x->in[j] : x->out[j - x->nin];
+      if (t >= 0 && p->buf[t].cls == IR_MEM_ARENA && pass_plan_inside(p, t, r) && !pass_plan_split_ok(g, x, j)) return false;
+    }
+  }
+  return true;
 }
 
 /* Whether piece j of concat node i (at position i) can be placed inside the output. */
@@ -383,36 +525,75 @@ static bool pass_plan_piece_ok(const ir_graph *g, const ir_plan *p, const ir_nod
   return p->buf[r].within < 0 && pass_plan_top(p, n->out[0], NULL) != r;
 }
 
-static void pass_plan_concat(const ir_graph *g, ir_plan *p) {
+/* sample_bytes marks a root placed at N > 1 with -1 while the concats are placed; then every
+ * tensor inside such a placement gets its top's sample, and each node touching one runs per
+ * sample (samples[i] = N). */
+static void pass_plan_sample_strides(const ir_graph *g, ir_plan *p) {
+  int nt = ir_ntensors(g);
+  int64_t *sb = calloc((size_t)nt + 1, sizeof *sb);
+  if (!sb) KILN_ICE("out of memory planning %s", g->name);
+  for (int t = 0; t < nt; t++) {
+    if (p->buf[t].cls != IR_MEM_ARENA) continue;
+    bool apart = false;
+    int u = pass_plan_root(p, t);
+    for (int hops = 0; p->buf[u].within >= 0 && hops <= 1 << 24; hops++)
+      apart |= p->buf[u].sample_bytes < 0, u = pass_plan_root(p, p->buf[u].within);
+    if (apart) sb[t] = p->buf[u].bytes / pass_samples(g, u);
+  }
+  for (int t = 0; t < nt; t++) p->buf[t].sample_bytes = sb[t];
+  free(sb);
+  for (int i = 0; i < ir_nnodes(g); i++) {
+    const ir_node *x = ir_node_at(g, i);
+    for (int j = 0; j < x->nin + x->nout; j++) {
+      int t = j < x->nin ? x->in[j] : x->out[j - x->nin];
+      if (t >= 0 && p->buf[t].sample_bytes > 0) p->samples[i] = (int32_t)pass_samples(g, x->out[0]);
+    }
+  }
+}
+
+static void pass_plan_sample_temps(const ir_graph *g, ir_plan *p) {
+  for (int i = 0; i < ir_nnodes(g); i++) {
+    if (p->samples[i] < 2) continue;
+    int64_t one = (int64_t)pass_node_sample_temp_bytes(g, ir_node_at(g, i), p->samples[i]);
+    if (one > p->temp_bytes[i]) p->temp_bytes[i] = one;
+  }
+}
+
+static void pass_plan_concat(const ir_graph *g, ir_plan *p, bool split) {
   if (g->nbdims) return;
+  split = split && g->mode == IR_MODE_PREDICT;
   for (int i = 0; i < ir_nnodes(g); i++) {
     const ir_node *n = ir_node_at(g, i);
-    if (!pass_plan_concat_node(g, p, n)) continue;
+    if (!pass_plan_concat_node(g, p, n, split)) continue;
     const ir_tensor *o = ir_tensor_at(g, n->out[0]);
-    int64_t elem = p->buf[n->out[0]].bytes / k_shape_numel(&o->shape), inner = 1, at = 0;
     int dim = ((const k_concat_param *)n->param)->dim;
+    int64_t outer = pass_plan_outer(o, dim);
+    int64_t elem = p->buf[n->out[0]].bytes / k_shape_numel(&o->shape), inner = 1, at = 0;
     for (int d = dim + 1; d < o->shape.rank; d++) inner *= o->shape.d[d];
     for (int j = 0; j < n->nin; j++) {
       if (n->in[j] < 0) continue;
-      int64_t bytes = ir_tensor_at(g, n->in[j])->shape.d[dim] * inner * elem;
-      if (at % PASS_ALIGN == 0 && p->buf[n->in[j]].bytes == bytes && pass_plan_piece_ok(g, p, n, i, j)) {
+      int64_t bytes = ir_tensor_at(g, n->in[j])->shape.d[dim] * inner * elem;   /* a sample's */
+      if (at % PASS_ALIGN == 0 && p->buf[n->in[j]].bytes == outer * bytes && pass_plan_piece_ok(g, p, n, i, j) &&
+          (outer == 1 || (pass_plan_split_ok(g, n, j) && pass_plan_can_split(g, p, pass_plan_root(p, n->in[j]))))) {
         int r = pass_plan_root(p, n->in[j]);
         p->buf[r].within = n->out[0], p->buf[r].within_at = at;
+        if (outer > 1) p->buf[r].sample_bytes = -1;
       }
       at += bytes;
     }
   }
+  pass_plan_sample_strides(g, p);
 }
 
 /* Liveness, in-place chains as one buffer each, concat pieces inside their output, and every
  * buffer and workspace packed into one arena over their lifetimes. */
 int pass_plan(ir_graph *g, pass_ctx *cx) {
-  (void)cx;
   int nt = ir_ntensors(g), nn = ir_nnodes(g);
   ir_plan *p = pass_plan_new(g);
   pass_plan_liveness(g, p);
   pass_plan_drop_bad_shares(p, nt);
-  pass_plan_concat(g, p);
+  pass_plan_concat(g, p, !(cx->disabled & PASS_NO_SPLIT));
+  pass_plan_sample_temps(g, p);
   pass_item *it = malloc(sizeof *it * ((size_t)nt + (size_t)nn + 1));
   int *item_of = malloc(sizeof(int) * ((size_t)nt + 1));
   if (!it || !item_of) KILN_ICE("out of memory planning %s", g->name);

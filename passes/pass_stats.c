@@ -29,6 +29,7 @@ static void pass_print_buffers(const ir_graph *g, const ir_plan *p, FILE *out) {
             (long long)b->bytes, b->first, b->last);
     if (b->share >= 0) fprintf(out, "  reuses %s", ir_tensor_at(g, b->share)->name);
     if (b->within >= 0) fprintf(out, "  inside %s at byte %lld", ir_tensor_at(g, b->within)->name, (long long)b->within_at);
+    if (b->sample_bytes > 0) fprintf(out, ", samples %lld bytes apart", (long long)b->sample_bytes);
     fputc('\n', out);
   }
   for (int i = 0; i < ir_nnodes(g); i++) {

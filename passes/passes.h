@@ -23,6 +23,10 @@
 #define PASS_ENUM(n) PASS_##n,
 enum { PASS_LIST(PASS_ENUM) PASS_COUNT };
 #undef PASS_ENUM
+/* Not a pass: a bit of pass_ctx.disabled for a target whose executor runs every node as one
+ * call (the GPU's), so the plan places no concat piece that would need a node run per sample
+ * (ir_plan.samples). */
+#define PASS_NO_SPLIT (1u << 31)
 
 typedef struct {
   bool ran;

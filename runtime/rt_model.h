@@ -23,11 +23,12 @@
 
 struct kiln_comm;   /* include/kiln_comm.h: data-parallel training's hook */
 
-#define RT_MODEL_ABI "kiln-model-8"   /* -2: rt_step gained epi, rt_tensor_info data; -3: target, gpu_module;
+#define RT_MODEL_ABI "kiln-model-9"   /* -2: rt_step gained epi, rt_tensor_info data; -3: target, gpu_module;
                                          -4: rt_tensor_info ctr; -5: bounded dims (rt_dim, rt_dimpatch);
                                          -6: schedules (k_schedule), sgd's nesterov, adamw, lr(),
                                          save_state(), load_state(), clip_norm; -7: set_comm(),
-                                         an update step's own param (wd_exclude); -8: gpu_lib_module */
+                                         an update step's own param (wd_exclude); -8: gpu_lib_module;
+                                         -9: rt_step samples, sample_stride */
 #define RT_CTR_INIT(i) ((uint64_t)(uint32_t)(i))
 #define RT_CTR_OP(step, hash) ((UINT64_C(1) << 63) | ((uint64_t)(step) & 0x7fffffffu) << 32 | (uint64_t)(hash))
 uint32_t rt_fnv1a32(const char *s);            /* FNV-1a over the bytes of s */
@@ -83,6 +84,10 @@ typedef struct {
   const int32_t *deps;          /* earlier steps of the program this one must follow */
   const struct k_epilogue *epi; /* FORWARD of convolution, fully_connected, matmul: the
                                    elementwise tail its kernel runs per output block, or NULL */
+  int32_t samples;              /* > 1: the kernel runs once per sample, N calls (the plan put
+                                   a slot's samples apart inside a concat's output; ir_plan) */
+  const int64_t *sample_stride; /* then one per slot, in[] then out[]: the bytes between its
+                                   samples, or 0 for a slot each call reads whole (a weight) */
 } rt_step;
 
 /* A bounded dim (`dim batch = 1..64`, kernels/k_dims.h): the descriptor holds every size at

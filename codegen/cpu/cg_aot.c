@@ -41,7 +41,7 @@ static const cg_field cg_step_fields[] = {
   CG_FIELD(CG_F_I64, rt_step, temp_offset), CG_FIELD(CG_F_I64, rt_step, temp_bytes),
   CG_FIELD(CG_F_I32, rt_step, random), CG_FIELD(CG_F_I32, rt_step, name_hash),
   CG_FIELD(CG_F_PTR, rt_step, name), CG_FIELD(CG_F_I32, rt_step, ndeps), CG_FIELD(CG_F_PTR, rt_step, deps),
-  CG_FIELD(CG_F_PTR, rt_step, epi)};
+  CG_FIELD(CG_F_PTR, rt_step, epi), CG_FIELD(CG_F_I32, rt_step, samples), CG_FIELD(CG_F_PTR, rt_step, sample_stride)};
 static const cg_field cg_program_fields[] = {
   CG_FIELD(CG_F_I32, rt_program, nsteps), CG_FIELD(CG_F_PTR, rt_program, steps),
   CG_FIELD(CG_F_I64, rt_program, arena_bytes), CG_FIELD(CG_F_PTR, rt_program, offset),
@@ -326,7 +326,8 @@ static int cg_step_val(cg_aot *a, const rt_step *s, bool train, int i, LLVMValue
                       cg_i32_array(a, (const int32_t *)s->req, s->nout, "req"),
                       cg_i64c(a, s->temp_offset), cg_i64c(a, s->temp_bytes), cg_i32c(a, s->random),
                       cg_i32c(a, (int32_t)s->name_hash), cg_str(a, s->name), cg_i32c(a, s->ndeps),
-                      cg_i32_array(a, s->deps, s->ndeps, "deps"), epi};
+                      cg_i32_array(a, s->deps, s->ndeps, "deps"), epi, cg_i32c(a, s->samples),
+                      cg_i64_array(a, s->sample_stride, s->sample_stride ? s->nin + s->nout : 0, "sample_stride")};
   *out = cg_struct_val(a, f, CG_N(f));
   return 0;
 }

@@ -2,13 +2,13 @@
 points (rt_model_api) that every generated .so exports under the name `kiln_model`, and that
 kiln_source_jit returns for a model JIT-compiled in this process.
 
-The mirror is of ABI RT_MODEL_ABI = "kiln-model-8"; a library or .so of another ABI is refused
+The mirror is of ABI RT_MODEL_ABI = "kiln-model-9"; a library or .so of another ABI is refused
 with a message, so a change of rt_model.h is caught here rather than read wrongly. Only what
 the package reads is spelled out; the steps stay opaque pointers.
 """
 import ctypes as C
 
-ABI = "kiln-model-8"
+ABI = "kiln-model-9"
 MAX_RANK = 6          # K_MAX_RANK
 MAX_BDIMS = 8         # K_MAX_BDIMS
 ROLE_INPUT, ROLE_PARAM, ROLE_AUX, ROLE_STATE, ROLE_CONST, ROLE_VALUE = range(6)

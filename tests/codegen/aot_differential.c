@@ -117,7 +117,9 @@ static bool at_same_step(const rt_step *a, const rt_step *b) {
             a->temp_bytes == b->temp_bytes && a->random == b->random && a->name_hash == b->name_hash &&
             at_same_str(a->name, b->name) && a->ndeps == b->ndeps && at_same_ints(a->deps, b->deps, b->ndeps) &&
             !a->param == !b->param && a->param_bytes == b->param_bytes && !a->in_shape == !b->in_shape &&
-            (b->kind != RT_STEP_FUSED || a->fused != NULL);
+            (b->kind != RT_STEP_FUSED || a->fused != NULL) && a->samples == b->samples &&
+            !a->sample_stride == !b->sample_stride;
+  for (int j = 0; ok && b->sample_stride && j < b->nin + b->nout; j++) ok = a->sample_stride[j] == b->sample_stride[j];
   for (int i = 0; ok && b->in_shape && i < b->nin; i++) ok = a->in_shape && at_same_shape(&a->in_shape[i], &b->in_shape[i]);
   if (ok && b->param && (b->kind == RT_STEP_FORWARD || b->kind == RT_STEP_BACKWARD))
     ok = memcmp(a->param, b->param, ir_ops[b->op].param_size) == 0;

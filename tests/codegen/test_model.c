@@ -30,6 +30,7 @@
 
 static int tm_passed, tm_failed;
 static int tm_stats_checked;   /* models whose train program gathers batch_norm statistics */
+static int tm_samples_checked; /* models whose predict program runs a step per sample */
 static const char *tm_engine = "naive";
 
 static void tm_check(bool ok, const char *what, const char *model) {
@@ -346,6 +347,33 @@ static void tm_malformed_stats(const tm_model *tm) {
   tm_stats_checked++;
 }
 
+/* A step run per sample whose last sample of a slot would end past the arena, or that says
+ * it runs per sample but has no strides, is refused before anything runs. */
+static void tm_malformed_samples(const tm_model *tm) {
+  const rt_program *p = &tm->d->predict;
+  int e = -1, j = -1;
+  for (int i = 0; i < p->nsteps && e < 0; i++)
+    for (int k = 0; p->steps[i].samples > 1 && k < p->steps[i].nin + p->steps[i].nout && j < 0; k++)
+      if (p->steps[i].sample_stride[k]) e = i, j = k;
+  if (e < 0) return;
+  rt_step *steps = malloc((size_t)p->nsteps * sizeof *steps);
+  memcpy(steps, p->steps, (size_t)p->nsteps * sizeof *steps);
+  int ns = steps[e].nin + steps[e].nout;
+  int64_t *st = malloc(sizeof *st * (size_t)ns);
+  memcpy(st, steps[e].sample_stride, sizeof *st * (size_t)ns);
+  st[j] = p->arena_bytes;
+  steps[e].sample_stride = st;
+  rt_model_desc d = *tm->d;
+  d.predict.steps = steps;
+  rt_model *m = rt_model_create(&d, 1);
+  steps[e].sample_stride = NULL;
+  rt_model *m2 = rt_model_create(&d, 1), *good = rt_model_create(tm->d, 1);
+  tm_check(good && !m && !m2, "a per-sample step past the arena or without strides is refused", tm->name);
+  rt_model_destroy(m), rt_model_destroy(m2), rt_model_destroy(good);
+  free(st), free(steps);
+  tm_samples_checked++;
+}
+
 /* A descriptor of another ABI, or with a dependency on a later step, is refused. */
 static void tm_malformed(const tm_model *tm) {
   rt_model_desc d = *tm->d;
@@ -364,6 +392,7 @@ static void tm_malformed(const tm_model *tm) {
   tm_malformed_backward(tm);
   tm_malformed_epilogue(tm);
   tm_malformed_stats(tm);
+  tm_malformed_samples(tm);
 }
 
 /* Consts are never written: after the train steps each holds the values it was created
@@ -939,6 +968,7 @@ int main(int argc, char **argv) {
   }
   tm_prefix_mismatch();
   tm_check(tm_stats_checked > 0, "some model (the ResNet) gathers batch_norm statistics in an epilogue", "examples");
+  tm_check(tm_samples_checked > 0, "some model (layout_cat at batch 3) runs a predict step per sample", "models");
   tm_each_file("examples", tm_thread_counts);
   tm_thread_counts_full();
   rt_engine_shutdown_default();

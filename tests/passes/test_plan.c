@@ -191,6 +191,7 @@ static ir_plan *t_copy_plan(const ir_graph *g) {
   memcpy(p->buf, q->buf, sizeof *p->buf * (size_t)ir_ntensors(g));
   memcpy(p->temp_offset, q->temp_offset, sizeof(int64_t) * (size_t)ir_nnodes(g));
   memcpy(p->temp_bytes, q->temp_bytes, sizeof(int64_t) * (size_t)ir_nnodes(g));
+  memcpy(p->samples, q->samples, sizeof(int32_t) * (size_t)ir_nnodes(g));
   p->arena_bytes = q->arena_bytes, p->naive_bytes = q->naive_bytes;
   return p;
 }
@@ -271,8 +272,8 @@ static const ir_buffer *t_buf(const ir_graph *g, const char *name) { return &g->
 /* At batch 1 each piece read last by a concat is planned inside its output at the byte the
  * concat copies it to, its in-place chain with it (a = relu(ac): ac too), and a concat of a
  * concat nests; a piece read after the concat, a tensor given twice and a piece off the
- * 64-byte alignment keep buffers of their own; at batch 2 (two rows before the axis) nothing
- * is placed. Every plan validates, and the validator rejects a piece moved off its byte. */
+ * 64-byte alignment keep buffers of their own; at batch 2 (two rows before the axis) no piece
+ * an elementwise op writes is placed (test_concat_samples: those that can run per sample). Every plan validates, and the validator rejects a piece moved off its byte. */
 static void test_concat_in_place(void) {
   const char *src = MODEL("input x : f32[1, 16, 4, 4]\n input y : f32[1, 5]\n"
                           " ac = x * 2.0\n a = relu(ac)\n b = sigmoid(x)\n c = tanh(x)\n"
@@ -313,8 +314,8 @@ static void test_concat_in_place(void) {
   two[strlen("model m {\ninput x : f32[")] = '2';
   r = t_text(two, IR_MODE_PREDICT, NO_FUSION);
   if (CHECK(r->g && r->g->plan, "batch-2 concat model did not compile"))
-    CHECK(t_buf(r->g, "f")->within < 0 && t_buf(r->g, "c")->within < 0 && t_buf(r->g, "b")->within < 0,
-          "at batch 2 nothing is placed");
+    CHECK(t_buf(r->g, "ac")->within < 0 && t_buf(r->g, "c")->within < 0 && t_buf(r->g, "b")->within < 0,
+          "at batch 2 no piece an elementwise op writes is placed");
   t_free(r);
   free(two);
 }
@@ -379,6 +380,60 @@ static void test_concat_single(void) {
   t_free(r);
 }
 
+/* At batch 3 a concat along axis 1 holds a sample of each piece in turn: in predict a piece
+ * whose every node (writer, readers, what lies inside it) runs per sample is placed there,
+ * its samples the top output's sample apart, and those nodes run per sample (plan->samples).
+ * A piece an elementwise node writes keeps its buffer; with PASS_NO_SPLIT (the GPU) and in
+ * train_step nothing is placed. The validator rejects a piece made dense again. */
+static void test_concat_samples(void) {
+  const char *src = MODEL("input x : f32[3, 16, 4, 4]\n"
+                          " a = convolution(x, kernel=(3, 3), num_filter=16, pad=(1, 1))\n"
+                          " b = pooling(x, kernel=(3, 3), stride=(1, 1), pad=(1, 1), pool_type=\"max\")\n"
+                          " c1 = concat(a, b, dim=1)\n d = convolution(c1, kernel=(1, 1), num_filter=16)\n"
+                          " c2 = concat(c1, d, dim=1)\n e = exp(x)\n c3 = concat(e, a, dim=1)\n"
+                          " output c2, c3");
+  t_run *r = t_text(src, IR_MODE_PREDICT, NO_FUSION);
+  if (!CHECK(r->g && r->g->plan, "batch-3 concat model did not compile")) return t_free(r);
+  const ir_graph *g = r->g;
+  int c1 = ir_graph_find_tensor(g, "c1"), c2 = ir_graph_find_tensor(g, "c2");
+  const int64_t sample = 48 * 16 * 4;
+  CHECK(t_buf(g, "c1")->within == c2 && t_buf(g, "c1")->within_at == 0 && t_buf(g, "d")->within == c2 &&
+            t_buf(g, "d")->within_at == 32 * 16 * 4,
+        "c1 and d inside c2 (c1 within %d, d at %lld)", t_buf(g, "c1")->within, (long long)t_buf(g, "d")->within_at);
+  CHECK(t_buf(g, "b")->within == c1 && t_buf(g, "b")->within_at == 16 * 16 * 4 &&
+            t_buf(g, "b")->offset == t_buf(g, "c2")->offset + 16 * 16 * 4,
+        "b inside c1 after a's sample, at its offset");
+  CHECK(t_buf(g, "a")->within == ir_graph_find_tensor(g, "c3") && t_buf(g, "a")->sample_bytes == 32 * 16 * 4,
+        "a inside c3, its last reader, a sample of c3 apart");
+  CHECK(t_buf(g, "b")->sample_bytes == sample && t_buf(g, "c1")->sample_bytes == sample &&
+            t_buf(g, "d")->sample_bytes == sample && t_buf(g, "c2")->sample_bytes == 0,
+        "the pieces' samples lie c2's sample (%lld bytes) apart, c2 is dense", (long long)sample);
+  CHECK(t_buf(g, "e")->within < 0 && t_buf(g, "e")->sample_bytes == 0, "e, written by exp, keeps its buffer");
+  const ir_node *nb = t_writer(g, "b"), *nd = t_writer(g, "d"), *n2 = t_writer(g, "c2");
+  int ib = -1, id = -1, i2 = -1, ie = -1;
+  for (int i = 0; i < ir_nnodes(g); i++) {
+    const ir_node *x = ir_node_at(g, i);
+    ib = x == nb ? i : ib, id = x == nd ? i : id, i2 = x == n2 ? i : i2, ie = x == t_writer(g, "e") ? i : ie;
+  }
+  CHECK(ib >= 0 && id >= 0 && i2 >= 0 && ie >= 0 && g->plan->samples[ib] == 3 && g->plan->samples[id] == 3 &&
+            g->plan->samples[i2] == 3 && g->plan->samples[ie] == 0,
+        "pooling, the convolution and the concat run per sample, exp once");
+  CHECK(nd && ir_plan_slot_stride(g, nd, 0) == sample && ir_plan_slot_stride(g, nd, 1) == 0,
+        "d's convolution reads c1 a sample of c2 apart and its weight whole");
+  CHECK(pass_plan_validate(g, g->plan, stderr) == 0, "the plan is valid");
+  ir_plan *p = t_copy_plan(g);
+  p->buf[ir_graph_find_tensor(g, "b")].sample_bytes = 0;
+  CHECK(t_rejects(g, p, "samples are not c1's apart"), "a piece made dense again is rejected");
+  ir_plan_free(p);
+  t_free(r);
+
+  r = t_text(src, IR_MODE_PREDICT, NO_FUSION | PASS_NO_SPLIT);
+  if (CHECK(r->g && r->g->plan, "batch-3 concat model did not compile without splits"))
+    CHECK(t_buf(r->g, "b")->within < 0 && t_buf(r->g, "d")->within < 0 && t_buf(r->g, "c1")->within < 0,
+          "with PASS_NO_SPLIT nothing is placed");
+  t_free(r);
+}
+
 /* ---- the figures ---- */
 
 static double t_mib(int64_t b) { return (double)b / (1 << 20); }
@@ -419,6 +474,7 @@ int main(void) {
   test_concat_in_place();
   test_concat_dense();
   test_concat_single();
+  test_concat_samples();
   test_examples();
   test_figures();
   return ts_summary("test_plan");
