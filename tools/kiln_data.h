@@ -46,8 +46,10 @@ int kiln_data_find(const kiln_data *d, const char *name);     /* the column's in
 /* Examples idx[0..k) of column c, in that order, into dst as the column's 4-byte dtype. */
 void kiln_data_gather(const kiln_column *c, const long *idx, long k, void *dst);
 
-/* "kiln train: " and the message on stderr; returns 1 (kiln_train.c). */
+/* "kiln train: " and the message on stderr, or the message to the sink set (the REPL's
+ * :load keeps it as its error); returns 1 (kiln_train.c). */
 int kiln_train_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void kiln_train_error_sink(void (*sink)(const char *msg));   /* NULL: stderr again */
 
 /* ---- kiln_idx.c: an MNIST-layout IDX data set ---- */
 /* One split: n images of rows*cols floats each (standardised) and their labels. */

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kiln_data.h"
 #include "kiln_repl.h"
 
 /* ---- named arrays ---- */
@@ -302,7 +303,8 @@ static const char repl_help[] =
   "Every tensor input of an op is an array: arrays create no parameters.\n"
   "Commands:\n"
   "  :help                  this text\n"
-  "  :load NAME FILE.npy    an array from a .npy file\n"
+  "  :load NAME FILE.npy    an array from a .npy file; FILE.npz its entry NAME, FILE.npz:KEY\n"
+  "                         its entry KEY (numpy.savez and savez_compressed)\n"
   "  :save NAME FILE.npy    computes NAME and writes it\n"
   "  :rand NAME f32[2,3] [normal|uniform] [seed=N]   random values (Philox, as a model's\n"
   "                         initializer draws them); normal(0, 1) or uniform(-1, 1); the\n"
@@ -384,10 +386,46 @@ static int repl_cmd_rand(repl *r, char **arg, int n, bool zeros) {
   return rc ? rc : repl_bind(r, arg[1], a) ? api_fail("out of memory") : KILN_OK;
 }
 
+static void repl_data_error(const char *msg) { api_fail("%s", msg); }
+
+/* Whether path names an entry of a .npz archive: FILE.npz or FILE.npz:KEY. */
+static bool repl_is_npz(const char *path) {
+  const char *z = strstr(path, ".npz");
+  for (; z; z = strstr(z + 1, ".npz"))
+    if (z[4] == 0 || z[4] == ':') return true;
+  return false;
+}
+
+/* An array of a .npz archive, read as kiln train reads its data (kiln_data.c: stored or
+ * deflated entries, 8-byte values narrowed to 4): FILE.npz takes the entry NAME, FILE.npz:KEY
+ * the entry KEY. */
+static int repl_load_npz(repl *r, const char *name, const char *path, kiln_array **out) {
+  size_t len = strlen(name) + strlen(path) + 2;
+  char *spec = malloc(len);
+  if (!spec) return api_fail("out of memory");
+  snprintf(spec, len, "%s=%s", name, path);
+  kiln_data d;
+  kiln_train_error_sink(repl_data_error);
+  int bad = kiln_data_open(spec, ":load", &d);
+  kiln_train_error_sink(NULL);
+  free(spec);
+  if (bad) return kiln_data_free(&d), KILN_ERR;
+  const kiln_column *c = &d.col[0];
+  long *idx = malloc(sizeof *idx * (size_t)(d.rows ? d.rows : 1));
+  void *buf = malloc((size_t)d.rows * (size_t)c->row_elems * 4 + 1);
+  int rc = idx && buf ? KILN_OK : api_fail("out of memory");
+  for (long i = 0; !rc && i < d.rows; i++) idx[i] = i;
+  if (!rc) kiln_data_gather(c, idx, d.rows, buf);
+  if (!rc) rc = kiln_array_from_data(r->s, (kiln_dtype)c->head.dtype, c->head.shape.rank, c->head.shape.d, buf, out);
+  free(idx), free(buf), kiln_data_free(&d);
+  return rc;
+}
+
 static int repl_cmd_load(repl *r, char **arg, int n) {
   kiln_array *a = NULL;
-  if (n != 3) return api_fail("usage: :load NAME FILE.npy");
-  if (repl_name_ok(arg[1]) || kiln_array_load_npy(r->s, arg[2], &a)) return KILN_ERR;
+  if (n != 3) return api_fail("usage: :load NAME FILE.npy, or FILE.npz[:KEY]");
+  if (repl_name_ok(arg[1])) return KILN_ERR;
+  if (repl_is_npz(arg[2]) ? repl_load_npz(r, arg[1], arg[2], &a) : kiln_array_load_npy(r->s, arg[2], &a)) return KILN_ERR;
   return repl_bind(r, arg[1], a) ? api_fail("out of memory") : KILN_OK;
 }
 

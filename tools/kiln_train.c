@@ -23,13 +23,18 @@
 #include "kiln_tools.h"
 #include "runtime.h"
 
+static void (*kiln_train_sink)(const char *msg);
+
+void kiln_train_error_sink(void (*sink)(const char *msg)) { kiln_train_sink = sink; }
+
 int kiln_train_error(const char *fmt, ...) {
+  char msg[8192];
   va_list ap;
   va_start(ap, fmt);
-  fputs("kiln train: ", stderr);
-  vfprintf(stderr, fmt, ap);
+  vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  fputc('\n', stderr);
+  if (kiln_train_sink) kiln_train_sink(msg);
+  else fprintf(stderr, "kiln train: %s\n", msg);
   return 1;
 }
 
