@@ -76,21 +76,22 @@ static int rt_step_valid(const rt_model_desc *d, const rt_step *s, int i) {
 
 /* A step run per sample: each strided slot is an arena value or an input whose first axis is
  * the samples, and its last sample ends inside the arena (an input: the caller's buffer of
- * samples * sample_stride bytes, so the stride is its sample's size). */
+ * samples * sample_stride bytes, so the stride is its sample's size). Never with bounded
+ * dims, whose runs take fewer samples than the descriptor's (the plan splits no such graph). */
 static int rt_samples_valid(const rt_model_desc *d, const rt_program *p, const rt_step *s) {
   if (s->samples == 0) return 1;
-  if (s->samples < 2 || !s->sample_stride || s->kind != RT_STEP_FORWARD || s->out_shape || d->target != RT_TARGET_CPU)
+  if (s->samples < 2 || !s->sample_stride || s->kind != RT_STEP_FORWARD || s->out_shape || d->target != RT_TARGET_CPU ||
+      d->ndims)
     return 0;
   for (int j = 0; j < s->nin + s->nout; j++) {
     int64_t st = s->sample_stride[j];
     int t = j < s->nin ? s->in[j] : s->out[j - s->nin];
     if (st == 0) continue;
-    if (t < 0 || st < 0) return 0;
+    if (t < 0 || t >= d->ntensors || st < 0) return 0;   /* checked here: rt_step_valid runs after */
     const rt_tensor_info *x = &d->tensors[t];
     if (x->shape.rank < 1 || x->shape.d[0] != s->samples) return 0;
-    int64_t one = rt_tensor_numel(x) / s->samples * 4;
-    if (p->offset[t] < 0 ? x->role != RT_ROLE_INPUT || st != one
-                         : st < one || p->offset[t] + (s->samples - 1) * st + one > p->arena_bytes)
+    int64_t one = rt_tensor_numel(x) / s->samples * 4, room = p->arena_bytes - p->offset[t] - one;
+    if (p->offset[t] < 0 ? x->role != RT_ROLE_INPUT || st != one : st < one || room < 0 || st > room / (s->samples - 1))
       return 0;
   }
   return 1;

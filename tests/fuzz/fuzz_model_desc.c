@@ -15,7 +15,9 @@
  * dims' ranges, every field of a patch (program bit 1: the tensors' patches instead of the
  * program's; a patch's a and b are the value times 2^(index >> 10), to reach overflow) and a
  * step's param_bytes, which takes any value: the runtime checks it against the op's struct
- * before it reads the param. */
+ * before it reads the param; and a step's per-sample run (samples, any value; sample_stride
+ * pointed at a table of FUZZ_STRIDES entries the edits fill), which the runtime refuses on a
+ * model with bounded dims and checks against the arena otherwise. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,7 +131,11 @@ static int fuzz_edit_patch(rt_model_desc *d, rt_program *p, int tensors, int fie
   }
 }
 
-enum { FUZZ_FIELDS = 33 };
+enum { FUZZ_FIELDS = 36, FUZZ_STRIDES = 64 };
+
+/* The per-sample strides a step may be pointed at (fields 34, 35): more entries than any step
+ * of the seed model has slots, so the runtime reads inside it. */
+static int64_t fuzz_strides[FUZZ_STRIDES];
 
 /* Applies edit (field, index, value) to program p of d (tensors: the tensors' patches for a
  * patch's fields); 0 when it did nothing. */
@@ -157,6 +163,9 @@ static int fuzz_edit(rt_model_desc *d, rt_program *p, int tensors, int field, un
   case 17: case 18: case 19: case 20: return fuzz_edit_epi(s, field % FUZZ_FIELDS, idx, v, u);
   case 21: case 22: case 23: return fuzz_edit_dims(d, field % FUZZ_FIELDS, idx, v, u);
   case 32: return s ? fuzz_store(u, &s->param_bytes, 4, v), 1 : 0;
+  case 33: return s ? fuzz_store(u, &s->samples, 4, v), 1 : 0;
+  case 34: return s ? fuzz_store(u, (void *)&s->sample_stride, 8, (int64_t)(intptr_t)fuzz_strides), 1 : 0;
+  case 35: return fuzz_store(u, &fuzz_strides[idx % FUZZ_STRIDES], 8, fuzz_wide(v, idx / 1024)), 1;
   default: return fuzz_edit_patch(d, p, tensors, field % FUZZ_FIELDS, idx, v, u);
   }
 }
