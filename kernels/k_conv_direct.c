@@ -724,12 +724,17 @@ static void k_cd_task_fwd(void *p, int64_t lo, int64_t hi) {
  * unpadded, ungrouped, its packed rows its output rows (k_cd_skip_rows), no batch statistics
  * gathered. KILN_CONV_BANDS=0 turns it off (benchmarks time both). A blocked input read in
  * place, with nothing to pack, was tried in bands too (at two threads ResNet-50 1.0-1.07x,
- * EfficientNet-B1 0.93-0.98x) and not kept. */
+ * EfficientNet-B1 0.93-0.98x) and not kept. With fewer samples than threads a band is a part
+ * of a sample's rows and every thread reads all the weights: where they outweigh the input
+ * (H W <= F, as k_cd_row_major_wanted decides for blocked inputs) the layer is split by output
+ * blocks instead. ShuffleNetV2's last layer, 192 -> 1024 at 7x7, took 180 us on two threads
+ * in two bands against 199 on one, and 126 split by output blocks. */
 static int k_cd_banded(const k_cd_ctx *t) {
   const k_cd_geom *g = t->g;
   const char *env = getenv("KILN_CONV_BANDS");
   if (env && !strcmp(env, "0")) return 0;
-  return k_cd_pointwise(g) && g->Hp == g->OH && !k_epi_has_stats(t->c->epi);
+  int weights_first = t->ns < k_parallel_threads() && g->H * g->W <= g->F;
+  return k_cd_pointwise(g) && g->Hp == g->OH && !k_epi_has_stats(t->c->epi) && !weights_first;
 }
 
 /* Bands a sample: one a thread when the chunk has fewer samples than threads, else one. */

@@ -853,13 +853,16 @@ static void cd_winograd_declines(void) {
  * per-pair tasks' (KILN_CONV_BANDS=0) at 1, 2 and 4 threads: NCHW out, written and
  * accumulated, and blocked out with an epilogue in the store and one as a pass. The specs: a
  * wide input whose bands hold several runs of rows (640 channels of 14x14: 7 rows a run),
- * stride 2 (every other row packed), and a batch of 3 (bands per sample with 4 threads). */
+ * stride 2 (every other row packed), a batch of 3 (bands per sample with 4 threads), and a
+ * layer whose weights outweigh its input (5x5 into 40 channels: banded on one thread, split by
+ * output blocks on more, k_cd_banded). */
 static void cd_bands(void) {
   static const cd_spec bspecs[] = {
     /* name                      2d N  C    H   W   F  kh kw sh sw ph pw dh dw nb */
     {"bands, 640 channels",       1, 1, 640, 14, 14, 40, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0},
     {"bands, stride 2",           1, 1, 48,  15, 13, 24, 1, 1, 2, 2, 0, 0, 1, 1, 1, 0, 0, 0, 0},
     {"bands, batch 3",            1, 3, 20,  9,  10, 36, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0},
+    {"bands, weights first",      1, 1, 24,  5,  5,  40, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0},
   };
   static const int threads[] = {1, 2, 4};
   static const char *const bmodes[] = {"direct", "direct-avx2"};
