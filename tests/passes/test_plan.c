@@ -273,7 +273,8 @@ static const ir_buffer *t_buf(const ir_graph *g, const char *name) { return &g->
  * concat copies it to, its in-place chain with it (a = relu(ac): ac too), and a concat of a
  * concat nests; a piece read after the concat, a tensor given twice and a piece off the
  * 64-byte alignment keep buffers of their own; at batch 2 (two rows before the axis) no piece
- * an elementwise op writes is placed (test_concat_samples: those that can run per sample). Every plan validates, and the validator rejects a piece moved off its byte. */
+ * an elementwise op writes is placed (test_concat_samples: those that can run per sample).
+ * Every plan validates, and the validator rejects a piece moved off its byte. */
 static void test_concat_in_place(void) {
   const char *src = MODEL("input x : f32[1, 16, 4, 4]\n input y : f32[1, 5]\n"
                           " ac = x * 2.0\n a = relu(ac)\n b = sigmoid(x)\n c = tanh(x)\n"
@@ -383,8 +384,8 @@ static void test_concat_single(void) {
 /* At batch 3 a concat along axis 1 holds a sample of each piece in turn: in predict a piece
  * whose every node (writer, readers, what lies inside it) runs per sample is placed there,
  * its samples the top output's sample apart, and those nodes run per sample (plan->samples).
- * A piece an elementwise node writes keeps its buffer; with PASS_NO_SPLIT (the GPU) and in
- * train_step nothing is placed. The validator rejects a piece made dense again. */
+ * A piece an elementwise node writes keeps its buffer; with PASS_NO_SPLIT (the GPU) nothing
+ * is placed. The validator rejects a piece made dense again. */
 static void test_concat_samples(void) {
   const char *src = MODEL("input x : f32[3, 16, 4, 4]\n"
                           " a = convolution(x, kernel=(3, 3), num_filter=16, pad=(1, 1))\n"
