@@ -261,9 +261,10 @@ typedef void (*k_pool_blocked_fn)(const k_pool_geom *, const float *, float *, i
 /* blocked: the plane function of a channel-blocked call (k_pool_blocked_pick), width V. */
 typedef struct { const k_call *c; k_pool_geom g; int is_max, strips; int64_t V; k_pool_blocked_fn blocked; } k_pool_job;
 
-/* Planes per chunk: about 16K input elements each, so small maps do not pay one wake-up each. */
-static int64_t k_pool_grain(const k_pool_geom *g) {
-  int64_t per = g->H * g->W;
+/* Planes per chunk: about 16K input elements each, so small maps do not pay one wake-up each.
+ * A blocked plane holds V channels (lanes), V times the elements of an NCHW one. */
+static int64_t k_pool_grain(const k_pool_geom *g, int64_t lanes) {
+  int64_t per = g->H * g->W * lanes;
   return per >= 16384 ? 1 : 16384 / (per > 0 ? per : 1);
 }
 
@@ -485,7 +486,7 @@ static int k_pool_blocked_forward(const k_call *c, k_pool_job *j) {
   j->V = p->in_block;
   j->blocked = k_pool_blocked_pick(j->V);
   j->g.planes = c->in[0].shape.d[0] * ((c->in[0].shape.d[1] + j->V - 1) / j->V);
-  k_parallel_for(j->g.planes, k_pool_grain(&j->g), k_pool_blocked_planes, j);
+  k_parallel_for(j->g.planes, k_pool_grain(&j->g, j->V), k_pool_blocked_planes, j);
   return 0;
 }
 
@@ -495,7 +496,7 @@ int k_pooling_forward(const k_call *c) {
   k_pool_job j = {c, k_pool_geometry(&c->in[0].shape, &c->out[0].shape, p), p->pool_type == K_POOL_MAX, 0, 0, NULL};
   if (p->in_block || p->out_block) return k_pool_blocked_forward(c, &j);
   j.strips = k_pool_strips(&j.g, j.is_max);
-  k_parallel_for(j.g.planes, k_pool_grain(&j.g), k_pool_forward_planes, &j);
+  k_parallel_for(j.g.planes, k_pool_grain(&j.g, 1), k_pool_forward_planes, &j);
   return 0;
 }
 
@@ -597,6 +598,6 @@ int k_pooling_backward(const k_call *c) {
   }
   k_pool_job j = {c, k_pool_geometry(&c->in[1].shape, &c->in[0].shape, p), p->pool_type == K_POOL_MAX, 0, 0, NULL};
   j.strips = k_pool_strips(&j.g, j.is_max);
-  k_parallel_for(j.g.planes, k_pool_grain(&j.g), k_pool_backward_planes, &j);
+  k_parallel_for(j.g.planes, k_pool_grain(&j.g, 1), k_pool_backward_planes, &j);
   return 0;
 }
