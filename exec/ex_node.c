@@ -16,12 +16,14 @@ static k_tensor ex_tensor(const ex_run *r, int t, const k_shape *dflt) {
   return (k_tensor){r->ptr[t], x->shape, x->dtype};
 }
 
-static int ex_call(ex_run *r, const ir_node *nd, k_fn fn, int nin, int nout, void *temp, size_t tb) {
+/* samples > 1: one call per sample (k_call_samples), slot j's samples stride[j] bytes apart. */
+static int ex_call(ex_run *r, const ir_node *nd, k_fn fn, int nin, int nout, void *temp, size_t tb, int64_t samples,
+                   const int64_t *stride) {
   char msg[EX_ERR_LEN] = "";
   k_call c = {r->tin, nin, r->tout, nout, r->req, nd->param, temp, tb, r->m->seed,
               EX_CTR_OP(r->m->step, nd->name), r->is_train, msg, sizeof msg, NULL, nd->epi, NULL};
   if (!fn) return rt_errf(r->err, r->errn, "%s: %s has no kernel", nd->name, ir_node_kind_name(nd));
-  if (fn(&c) == 0) return 0;
+  if ((samples > 1 ? k_call_samples(&c, fn, samples, stride) : fn(&c)) == 0) return 0;
   return rt_errf(r->err, r->errn, "%s (%s): %s", nd->name, ir_node_kind_name(nd), msg[0] ? msg : "kernel failed");
 }
 
@@ -38,27 +40,14 @@ static void ex_bind_out(ex_run *r, const ir_node *nd, int j) {
   r->req[j] = r->tout[j].data ? ir_node_req(nd, j) : kNullOp;
 }
 
-/* A node the plan runs per sample (ir_plan.samples): one call per sample, each slot that
- * ir_plan_slot_stride splits at that sample with a first axis of 1, as the runtime's steps do
- * (runtime/rt_model_run.c). */
+/* A node the plan runs per sample (ir_plan.samples): the bytes between each slot's samples,
+ * as the runtime's steps carry them (ir_plan_slot_stride). */
 static int ex_forward_samples(ex_run *r, const ir_node *nd, int64_t n, void *temp, size_t tb) {
-  int ns = nd->nin + nd->nout;
-  int64_t *stride = malloc(sizeof *stride * (size_t)ns);
-  char **base = malloc(sizeof *base * (size_t)ns);
-  if (!stride || !base) return free(stride), free(base), rt_errf(r->err, r->errn, "%s: out of memory", nd->name);
-  for (int j = 0; j < ns; j++) {
-    k_tensor *t = j < nd->nin ? &r->tin[j] : &r->tout[j - nd->nin];
-    stride[j] = t->data ? ir_plan_slot_stride(r->g, nd, j) : 0;
-    base[j] = t->data;
-    if (stride[j]) t->shape.d[0] = 1;
-  }
-  int rc = 0;
-  for (int64_t s = 0; s < n && !rc; s++) {
-    for (int j = 0; j < ns; j++)
-      if (stride[j]) (j < nd->nin ? &r->tin[j] : &r->tout[j - nd->nin])->data = base[j] + s * stride[j];
-    rc = ex_call(r, nd, ir_ops[nd->op].forward, nd->nin, nd->nout, temp, tb);
-  }
-  free(stride), free(base);
+  int64_t *stride = malloc(sizeof *stride * (size_t)(nd->nin + nd->nout));
+  if (!stride) return rt_errf(r->err, r->errn, "%s: out of memory", nd->name);
+  for (int j = 0; j < nd->nin + nd->nout; j++) stride[j] = ir_plan_slot_stride(r->g, nd, j);
+  int rc = ex_call(r, nd, ir_ops[nd->op].forward, nd->nin, nd->nout, temp, tb, n, stride);
+  free(stride);
   return rc;
 }
 
@@ -72,7 +61,7 @@ static int ex_forward(ex_run *r, const ir_node *nd, void *temp, size_t tb) {
     (j < nd->nin ? &r->tin[j] : &r->tout[j - nd->nin])->shape = nd->view_shape[j];
   int64_t n = r->g->plan->samples ? r->g->plan->samples[r->node] : 0;
   if (n > 1) return ex_forward_samples(r, nd, n, temp, tb);
-  return ex_call(r, nd, ir_ops[nd->op].forward, nd->nin, nd->nout, temp, tb);
+  return ex_call(r, nd, ir_ops[nd->op].forward, nd->nin, nd->nout, temp, tb, 0, NULL);
 }
 
 /* ---- backward ---- */
@@ -94,7 +83,7 @@ static int ex_backward(ex_run *r, const ir_node *nd, void *temp, size_t tb) {
     if (ex_bind_in(r, nd, j, &r->tin[j])) return 1;
   for (int j = 0; j < nd->nout; j++) ex_bind_out(r, nd, j);
   ex_fill_shapes(r, nd);
-  return ex_call(r, nd, ir_ops[nd->op].backward, nd->nin, nd->nout, temp, tb);
+  return ex_call(r, nd, ir_ops[nd->op].backward, nd->nin, nd->nout, temp, tb, 0, NULL);
 }
 
 /* ---- optimizer updates: in = [param, grad, state...] ---- */

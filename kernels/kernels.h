@@ -40,6 +40,11 @@ typedef enum {
  * as IR_OP_*), 0 for an op without one or out of range. */
 size_t k_op_param_bytes(int op);
 
+/* k_samples.c — c run as n calls, call k on sample k of every slot j with stride[j] != 0 (its
+ * data stride[j] * k bytes on, its first axis 1); slots of stride 0 (weights) whole each time.
+ * The first nonzero return stops it. For a step the plan runs per sample (ir_plan.samples). */
+int k_call_samples(const k_call *c, k_fn fn, int64_t n, const int64_t *stride);
+
 /* k_elemwise.c — unary ops over any shape (element ranges split with k_parallel_for, in
  * K_GRAIN_LIGHT chunks for light ops: k_vec.h); binary ops with NumPy broadcasting, whose
  * backward reduces the gradient over broadcast axes (vectorised loops on a collapsed view,

@@ -14,9 +14,12 @@
 static int64_t pass_align(int64_t n) { return (n + PASS_ALIGN - 1) & ~(int64_t)(PASS_ALIGN - 1); }
 
 /* The op row's workspace function on the shapes of the node's arguments (a backward node's
- * in_data, after its out_grads; a pruned slot's shape is still recorded in slot_shape). */
-size_t pass_node_temp_bytes(const ir_graph *g, const ir_node *n) {
-  if (n->epi) return pass_node_temp_bytes(g, &n->sub[0]);     /* the heavy op's workspace */
+ * in_data, after its out_grads; a pruned slot's shape is still recorded in slot_shape); with
+ * N > 0, on one sample: each value whose first axis is N at 1 (the plan runs the node per
+ * sample, and the direct and im2col paths choose by N, so one sample's workspace can exceed
+ * the batch's). */
+static size_t pass_node_temp_at(const ir_graph *g, const ir_node *n, int64_t N) {
+  if (n->epi) return pass_node_temp_at(g, &n->sub[0], N);     /* the heavy op's workspace */
   if ((n->kind != IR_N_OP && n->kind != IR_N_BACKWARD) || !(ir_ops[n->op].resources & IR_RES_TEMP)) return 0;
   const ir_opdef *op = &ir_ops[n->op];
   int base = n->kind == IR_N_BACKWARD ? ir_op_nouts(op) : 0, nargs = ir_op_nargs(op);
@@ -25,27 +28,12 @@ size_t pass_node_temp_bytes(const ir_graph *g, const ir_node *n) {
   for (int j = 0; j < nargs; j++) {
     int t = base + j < n->nin ? n->in[base + j] : -1;
     args[j] = t >= 0 ? ir_tensor_at(g, t)->shape : n->slot_shape ? n->slot_shape[base + j] : (k_shape){0, {0}};
+    if (N > 0 && t >= 0 && ir_tensor_at(g, t)->kind == IR_T_VALUE && args[j].rank > 0 && args[j].d[0] == N) args[j].d[0] = 1;
   }
   return op->temp(args, n->param);
 }
 
-/* The same on one sample (the plan runs the node per sample): each value whose first axis
- * is the node's N at 1. The direct and im2col paths choose by N, so one sample's workspace
- * can exceed the batch's. */
-static size_t pass_node_sample_temp_bytes(const ir_graph *g, const ir_node *n, int64_t N) {
-  if (n->epi) return pass_node_sample_temp_bytes(g, &n->sub[0], N);
-  if (n->kind != IR_N_OP || !(ir_ops[n->op].resources & IR_RES_TEMP)) return 0;
-  const ir_opdef *op = &ir_ops[n->op];
-  int nargs = ir_op_nargs(op);
-  k_shape args[16];
-  if (!op->temp || nargs > 16) KILN_ICE("%s: an op asking for temp space needs a k_temp_fn", n->name);
-  for (int j = 0; j < nargs; j++) {
-    const ir_tensor *x = j < n->nin && n->in[j] >= 0 ? ir_tensor_at(g, n->in[j]) : NULL;
-    args[j] = x ? x->shape : (k_shape){0, {0}};
-    if (x && x->kind == IR_T_VALUE && x->shape.rank > 0 && x->shape.d[0] == N) args[j].d[0] = 1;
-  }
-  return op->temp(args, n->param);
-}
+size_t pass_node_temp_bytes(const ir_graph *g, const ir_node *n) { return pass_node_temp_at(g, n, 0); }
 
 static ir_mem_class pass_plan_class(const ir_tensor *t) {
   switch (t->kind) {
@@ -554,7 +542,7 @@ static void pass_plan_sample_strides(const ir_graph *g, ir_plan *p) {
 static void pass_plan_sample_temps(const ir_graph *g, ir_plan *p) {
   for (int i = 0; i < ir_nnodes(g); i++) {
     if (p->samples[i] < 2) continue;
-    int64_t one = (int64_t)pass_node_sample_temp_bytes(g, ir_node_at(g, i), p->samples[i]);
+    int64_t one = (int64_t)pass_node_temp_at(g, ir_node_at(g, i), p->samples[i]);
     if (one > p->temp_bytes[i]) p->temp_bytes[i] = one;
   }
 }

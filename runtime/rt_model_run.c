@@ -6,7 +6,6 @@
  * here too, cleared whenever the weights change. */
 #include "rt_model_int.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,10 +73,11 @@ static int rt_step_valid(const rt_model_desc *d, const rt_step *s, int i) {
   return 1;
 }
 
-/* A step run per sample: each strided slot is an arena value or an input whose first axis is
- * the samples, and its last sample ends inside the arena (an input: the caller's buffer of
- * samples * sample_stride bytes, so the stride is its sample's size). Never with bounded
- * dims, whose runs take fewer samples than the descriptor's (the plan splits no such graph). */
+/* A step run per sample (k_call_samples): each strided slot is an arena value or an input
+ * whose first axis is the samples, and its last sample ends inside the arena (an input: the
+ * caller's buffer of samples * sample_stride bytes, so the stride is its sample's size). Never
+ * with bounded dims, whose runs take fewer samples than the descriptor's (the plan splits no
+ * such graph). */
 static int rt_samples_valid(const rt_model_desc *d, const rt_program *p, const rt_step *s) {
   if (s->samples == 0) return 1;
   if (s->samples < 2 || !s->sample_stride || s->kind != RT_STEP_FORWARD || s->out_shape || d->target != RT_TARGET_CPU ||
@@ -87,7 +87,7 @@ static int rt_samples_valid(const rt_model_desc *d, const rt_program *p, const r
     int64_t st = s->sample_stride[j];
     int t = j < s->nin ? s->in[j] : s->out[j - s->nin];
     if (st == 0) continue;
-    if (t < 0 || t >= d->ntensors || st < 0) return 0;   /* checked here: rt_step_valid runs after */
+    if (t < 0 || st < 0) return 0;   /* t < ntensors: rt_step_valid ran first */
     const rt_tensor_info *x = &d->tensors[t];
     if (x->shape.rank < 1 || x->shape.d[0] != s->samples) return 0;
     int64_t one = rt_tensor_numel(x) / s->samples * 4, room = p->arena_bytes - p->offset[t] - one;
@@ -104,7 +104,6 @@ static int rt_arena_valid(const rt_model_desc *d, const rt_program *p) {
   for (int i = 0; i < p->nsteps; i++) {
     const rt_step *s = &p->steps[i];
     if (s->temp_bytes < 0 || (s->temp_bytes && (s->temp_offset < 0 || s->temp_offset + s->temp_bytes > p->arena_bytes))) return 0;
-    if (!rt_samples_valid(d, p, s)) return 0;
   }
   return 1;
 }
@@ -113,7 +112,7 @@ int rt_prog_valid(const rt_model_desc *d, const rt_program *p) {
   if (p->nsteps < 0 || (p->nsteps && !p->steps) || !p->offset || p->ninputs < 0 || p->noutputs < 0) return 0;
   if ((p->ninputs && !p->inputs) || (p->noutputs && !p->outputs) || !rt_arena_valid(d, p)) return 0;
   for (int i = 0; i < p->nsteps; i++)
-    if (!rt_step_valid(d, &p->steps[i], i)) return 0;
+    if (!rt_step_valid(d, &p->steps[i], i) || !rt_samples_valid(d, p, &p->steps[i])) return 0;
   for (int k = 0; k < p->ninputs; k++)
     if (p->inputs[k] < 0 || p->inputs[k] >= d->ntensors) return 0;
   for (int k = 0; k < p->noutputs; k++)
@@ -258,30 +257,6 @@ static int rt_prepare(rt_model *m, rt_prog_state *ps, const void *const *inputs)
 
 /* ---- one step, on whichever thread the engine picks ---- */
 
-/* A step run per sample (rt_step.samples): N calls, each on one sample of every strided slot
- * (its first axis 1), the tensors copied so that the bound ones stay whole for the next run. */
-static int rt_call_samples(const rt_step *s, k_call *c, k_fn fn) {
-  enum { RT_SAMPLE_SLOTS = 64 };
-  k_tensor local[RT_SAMPLE_SLOTS], *t = s->nin + s->nout <= RT_SAMPLE_SLOTS ? local : malloc(sizeof *t * (size_t)(s->nin + s->nout));
-  if (!t) return snprintf(c->err, c->err_len, "out of memory"), 1;
-  for (int j = 0; j < s->nin + s->nout; j++) {
-    t[j] = j < s->nin ? c->in[j] : c->out[j - s->nin];
-    if (s->sample_stride[j]) t[j].shape.d[0] = 1;
-  }
-  const k_tensor *in = c->in;
-  k_tensor *out = c->out;
-  c->in = t, c->out = t + s->nin;
-  int rc = 0;
-  for (int32_t k = 0; k < s->samples && !rc; k++) {
-    for (int j = 0; j < s->nin + s->nout; j++)
-      if (s->sample_stride[j]) t[j].data = (char *)(j < s->nin ? in[j] : out[j - s->nin]).data + k * s->sample_stride[j];
-    rc = fn(c);
-  }
-  c->in = in, c->out = out;
-  if (t != local) free(t);
-  return rc;
-}
-
 static int rt_run_kernel(const rt_step_run *r, k_fn fn, rt_run_ctx *rc) {
   const rt_model *m = r->m;
   const rt_step *s = r->s;
@@ -291,7 +266,7 @@ static int rt_run_kernel(const rt_step_run *r, k_fn fn, rt_run_ctx *rc) {
   k_call c = {r->in, s->nin, r->out, s->nout, r->req, r->param, temp, (size_t)s->temp_bytes, m->seed + m->rng_salt,
               RT_CTR_OP(m->step, s->name_hash), r->p->is_train, msg, sizeof msg, r->cache, s->epi, NULL};
   if (m->has_comm && r->p->is_train) rt_comm_kernel_hook(m, s, r->param, &c);
-  if ((s->samples > 1 ? rt_call_samples(s, &c, fn) : fn(&c)) == 0) return 0;
+  if ((s->samples > 1 ? k_call_samples(&c, fn, s->samples, s->sample_stride) : fn(&c)) == 0) return 0;
   rt_errf(rc->err, rc->err_len, "%s: %s", s->name, msg[0] ? msg : "kernel failed");
   return 1;
 }
