@@ -80,4 +80,22 @@ int k_parallel_cpu_count(void);
  * that compare thread counts in one process; results do not depend on it. */
 void k_parallel_set_threads(int n);
 
+/* Background work for the pool's idle moments: a worker polling for the next loop, and a
+ * loop's caller polling for the workers to finish their chunks, call piece(ctx) between their
+ * polls. A piece is small (a few microseconds: a thread inside one joins the next loop, or
+ * returns from its loop, that much later) and returns 0 once nothing is left; pieces may run
+ * on several threads at once. At most one background job at a time; `bg` stays the poster's
+ * and must live until withdrawn. Nothing runs pieces outside the pool's waits, threads that
+ * sleep run none, and with one thread there are no waits: the poster does what is left itself
+ * after withdrawing. (kiln train gathers the next batch this way, in the gaps a short step
+ * leaves between its loops, on a machine with no core free for a loader thread.) */
+typedef struct {
+  int (*piece)(void *ctx);
+  void *ctx;
+} k_background;
+void k_parallel_background_post(const k_background *bg);
+
+/* Withdraws the posted background job, and returns once no worker runs a piece of it. */
+void k_parallel_background_withdraw(void);
+
 #endif

@@ -1,9 +1,9 @@
 /* kiln_train.c — `kiln train`: JIT-compiles a model (the path of `kiln run FILE.kiln`), reads
  * its examples (named .npy/.npz arrays through kiln_data.c, or an MNIST-layout data set of IDX
  * files, plain or gzipped), trains in shuffled batches (the last short one too when the batch
- * is a bounded dim) that a loader thread gathers while the step before runs (the step's threads
- * gather them when they take every core), with a progress
- * bar on stderr and an optional JSON-lines log, and prints the held-out loss (and accuracy,
+ * is a bounded dim) that a loader thread gathers while the step before runs (when the step's
+ * threads take every core, the pool's workers gather it in the step's idle moments instead),
+ * with a progress bar on stderr and an optional JSON-lines log, and prints the held-out loss (and accuracy,
  * for a classifier) after every epoch. */
 #include <dlfcn.h>
 #include <errno.h>
@@ -378,6 +378,12 @@ typedef struct {
   _Atomic int sleepers;         /* sides waiting on cv */
   _Atomic bool stop;
   bool inline_fill;             /* no loader thread: take() fills each batch itself */
+  struct kiln_ahead {           /* inline: the next batch, gathered in the pool's idle moments */
+    k_background bg;
+    long b;                     /* its batch, -1 when none is posted */
+    long rows;
+    _Atomic long next;          /* rows claimed */
+  } ahead;
 } kiln_loader;
 
 /* How long a side polls the other's counter before it sleeps: about ten MLP steps, so the
@@ -448,22 +454,55 @@ static void *kiln_loader_run(void *arg) {
   return NULL;
 }
 
-/* Inline, a batch is gathered by the step's threads together, a run of rows each. */
+/* Inline, the step's threads gather a batch: the pool's workers a row at a time in the gaps
+ * between the loops of the step before (the background job), then all of them together, a run
+ * of rows each, whatever rows are left when its step comes. The rows are the same whoever
+ * copies them. */
 typedef struct {
   kiln_loader *L;
-  long b;
+  long b, from;
 } kiln_fill_job;
 
 static void kiln_loader_fill_rows(void *ctx, int64_t lo, int64_t hi) {
   const kiln_fill_job *j = ctx;
-  kiln_loader_fill(j->L, j->b, lo, hi);
+  kiln_loader_fill(j->L, j->b, j->from + lo, j->from + hi);
+}
+
+/* One row of the batch ahead; 0 once all are claimed. */
+static int kiln_loader_ahead_piece(void *ctx) {
+  kiln_loader *L = ctx;
+  long r = atomic_fetch_add(&L->ahead.next, 1);
+  if (r >= L->ahead.rows) return 0;
+  kiln_loader_fill(L, L->ahead.b, r, r + 1);
+  return r + 1 < L->ahead.rows;
+}
+
+/* Withdraws the batch ahead; the rows of it already gathered. */
+static long kiln_loader_ahead_end(kiln_loader *L) {
+  if (L->ahead.b < 0) return 0;
+  k_parallel_background_withdraw();
+  L->ahead.b = -1;
+  long n = atomic_load(&L->ahead.next);
+  return n < L->ahead.rows ? n : L->ahead.rows;
+}
+
+/* Inline: batch b's rows not yet gathered, then batch b + 1 posted to the workers. Slot
+ * (b + 1) % 2 is free: step b - 1, its last reader, is done. */
+static void kiln_loader_take_inline(kiln_loader *L, long b) {
+  long posted = L->ahead.b, done = kiln_loader_ahead_end(L);
+  kiln_fill_job j = {L, b, posted == b ? done : 0};
+  k_parallel_for(kiln_batch_rows(L, b) - j.from, 16, kiln_loader_fill_rows, &j);
+  if (b + 1 < L->nb) {
+    L->ahead.b = b + 1, L->ahead.rows = kiln_batch_rows(L, b + 1);
+    atomic_store(&L->ahead.next, 0);
+    k_parallel_background_post(&L->ahead.bg);
+  }
 }
 
 /* Waits for batch b (inline: fills it); marks batch b - 1 used first, which frees its slot. */
 static void kiln_loader_take(kiln_loader *L, long b) {
   if (L->inline_fill) {
-    kiln_fill_job j = {L, b};
-    k_parallel_for(kiln_batch_rows(L, b), 16, kiln_loader_fill_rows, &j);
+    kiln_loader_take_inline(L, b);
     return;
   }
   kiln_loader_post(L, &L->used, b);
@@ -557,6 +596,7 @@ static int kiln_train_batches(kiln_trainer *t, kiln_loader *L, kiln_progress *p,
  * A resumed epoch skips the batches its checkpoint had trained. */
 static int kiln_train_epoch(kiln_trainer *t, int epoch, int epochs, long first_batch, double *loss) {
   kiln_loader L = {.t = t, .total = kiln_epoch_images(t->fit, t->ex->fit.n, t->world), .b0 = first_batch};
+  L.ahead.bg = (k_background){kiln_loader_ahead_piece, &L}, L.ahead.b = -1;
   L.nb = (L.total + kiln_gbatch(t) - 1) / kiln_gbatch(t);
   atomic_init(&L.filled, first_batch), atomic_init(&L.used, first_batch);
   kiln_progress p = {epoch, epochs, L.total, kiln_now(), 0, 0, isatty(STDERR_FILENO) == 1, t->rank != 0};
@@ -571,6 +611,7 @@ static int kiln_train_epoch(kiln_trainer *t, int epoch, int epochs, long first_b
   if (!L.inline_fill && pthread_create(&th, NULL, kiln_loader_run, &L) != 0)
     return kiln_train_error("cannot start the loader thread");
   int rc = kiln_train_batches(t, &L, &p, loss);
+  kiln_loader_ahead_end(&L);   /* a stop or an error leaves the next batch posted */
   if (!L.inline_fill) {
     atomic_store(&L.stop, true);
     pthread_mutex_lock(&L.mu);

@@ -1,7 +1,8 @@
 /* test_parallel.c — k_parallel_for on its thread pool: every chunk runs exactly once with the
  * boundaries k_parallel.h promises, nested loops run on the calling thread, many threads may
  * loop at once, a chunked reduction gives the same bits with 1 to 8 threads, and with two
- * threads two chunks really run at the same time. Also labelled "runtime", so it runs under
+ * threads two chunks really run at the same time; background pieces run on idle workers and
+ * stop when withdrawn. Also labelled "runtime", so it runs under
  * ThreadSanitizer. */
 #include "kt_harness.h"
 
@@ -186,6 +187,95 @@ static void test_many_callers(void) {
   KT_CHECK(atomic_load(&bad) == 0, "6 threads looping at once: every chunk once");
 }
 
+/* ---- background pieces in the workers' idle moments ------------------------------------- */
+
+#define BG_ITEMS 300
+
+typedef struct {
+  atomic_int next;              /* items claimed */
+  atomic_int hits[BG_ITEMS];
+  atomic_int outside;           /* pieces the posting thread ran outside a loop */
+  atomic_int in_loop;           /* the posting thread is inside k_parallel_for */
+  atomic_int inside;            /* pieces running now */
+  atomic_int late;              /* pieces that started after the withdrawal returned */
+  atomic_int withdrawn;
+  pthread_t caller;
+  long nap_ns;                  /* each piece's length */
+} bg_ctx;
+
+static int bg_piece(void *p) {
+  bg_ctx *c = p;
+  atomic_fetch_add(&c->inside, 1);
+  if (atomic_load(&c->withdrawn)) atomic_fetch_add(&c->late, 1);
+  int i = atomic_fetch_add(&c->next, 1);
+  if (i < BG_ITEMS) {
+    atomic_fetch_add(&c->hits[i], 1);
+    if (pthread_equal(c->caller, pthread_self()) && !atomic_load(&c->in_loop)) atomic_fetch_add(&c->outside, 1);
+    struct timespec nap = {0, c->nap_ns};
+    if (c->nap_ns) nanosleep(&nap, NULL);
+  }
+  atomic_fetch_sub(&c->inside, 1);
+  return i + 1 < BG_ITEMS;
+}
+
+static void bg_tick(void *p, int64_t lo, int64_t hi) { (void)p, (void)lo, (void)hi; }
+
+/* A loop of two empty chunks, marked on the context while it runs. */
+static void bg_loop(bg_ctx *c) {
+  atomic_store(&c->in_loop, 1);
+  k_parallel_for(2, 1, bg_tick, NULL);
+  atomic_store(&c->in_loop, 0);
+}
+
+/* With two threads every piece runs once, on the worker between loops or on the caller
+ * inside one (waiting for the worker), never on the caller outside the pool; a piece that
+ * says nothing is left ends the job. Withdrawing returns only once no piece runs, and after
+ * it none starts. With one thread nothing runs the pieces. */
+static void test_background(void) {
+  k_parallel_set_threads(2);
+  static bg_ctx c;
+  memset(&c, 0, sizeof c);
+  c.caller = pthread_self();
+  k_background bg = {bg_piece, &c};
+  k_parallel_background_post(&bg);
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  do {   /* loops keep the worker polling (it sleeps after 0.2 ms without one) */
+    bg_loop(&c);
+    clock_gettime(CLOCK_MONOTONIC, &t);
+  } while (atomic_load(&c.next) < BG_ITEMS && t.tv_sec - t0.tv_sec < 60);
+  k_parallel_background_withdraw();
+  int once = 1;
+  for (int i = 0; i < BG_ITEMS; i++) once &= atomic_load(&c.hits[i]) == 1;
+  KT_CHECK(once, "2 threads: every background piece ran once");
+  KT_CHECK(atomic_load(&c.outside) == 0, "2 threads: the caller ran pieces only inside its loops");
+
+  memset(&c, 0, sizeof c);
+  c.caller = pthread_self(), c.nap_ns = 2000000;
+  k_parallel_background_post(&bg);
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  do {
+    k_parallel_for(2, 1, bg_tick, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t);
+  } while (atomic_load(&c.next) < 2 && t.tv_sec - t0.tv_sec < 60);
+  KT_CHECK(atomic_load(&c.next) >= 2, "2 threads: pieces of 2 ms ran");
+  k_parallel_background_withdraw();
+  atomic_store(&c.withdrawn, 1);
+  KT_CHECK(atomic_load(&c.inside) == 0, "withdrawing waits for the piece in flight");
+  for (int i = 0; i < 20; i++) k_parallel_for(2, 1, bg_tick, NULL);
+  struct timespec nap = {0, 5000000};
+  nanosleep(&nap, NULL);
+  KT_CHECK(atomic_load(&c.late) == 0 && atomic_load(&c.next) < BG_ITEMS, "no piece starts once withdrawn");
+
+  k_parallel_set_threads(1);
+  memset(&c, 0, sizeof c);
+  k_parallel_background_post(&bg);
+  for (int i = 0; i < 20; i++) k_parallel_for(2, 1, bg_tick, NULL);
+  k_parallel_background_withdraw();
+  KT_CHECK(atomic_load(&c.next) == 0, "1 thread: no worker, no piece runs");
+  k_parallel_set_threads(0);
+}
+
 /* ---- KILN_NUM_THREADS -------------------------------------------------------------------- */
 
 static void test_env(void) {
@@ -210,6 +300,7 @@ int main(void) {
   test_thread_counts();
   test_two_at_once();
   test_many_callers();
+  test_background();
   test_env();
   return kt_finish("parallel");
 }
