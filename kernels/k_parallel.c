@@ -75,7 +75,7 @@ static struct {
   atomic_int caller_sleeps;     /* callers blocked (or about to block) on done_cv: 0 or 1 */
   atomic_int stop;              /* workers exit */
   _Atomic(const k_background *) bg;   /* the posted background job, or NULL */
-  atomic_int bg_inside;         /* workers that may be reading bg or running a piece */
+  atomic_int bg_inside;         /* threads that may be reading bg or running a piece */
   int nworkers;                 /* started workers */
   pthread_t *workers;
   int nthreads;                 /* wanted size, caller included; 0 until first read */
@@ -143,9 +143,9 @@ static inline void k_par_pause(void) {
 #endif
 }
 
-/* One piece of the posted background job, if there is one; 1 when it may have more. A worker
- * announces itself in bg_inside before it reads bg (as with active and job), so a withdrawal
- * that saw bg_inside at 0 after clearing bg has no piece left running. */
+/* One piece of the posted background job, if there is one; 1 when it may have more. A thread
+ * announces itself in bg_inside before it reads bg (as a worker does with active and job), so
+ * a withdrawal that saw bg_inside at 0 after clearing bg has no piece left running. */
 static int k_par_background_piece(void) {
   if (!atomic_load_explicit(&g_pool.bg, memory_order_relaxed)) return 0;
   atomic_fetch_add(&g_pool.bg_inside, 1);

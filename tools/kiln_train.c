@@ -2,9 +2,9 @@
  * its examples (named .npy/.npz arrays through kiln_data.c, or an MNIST-layout data set of IDX
  * files, plain or gzipped), trains in shuffled batches (the last short one too when the batch
  * is a bounded dim) that a loader thread gathers while the step before runs (when the step's
- * threads take every core, the pool's workers gather it in the step's idle moments instead),
- * with a progress bar on stderr and an optional JSON-lines log, and prints the held-out loss (and accuracy,
- * for a classifier) after every epoch. */
+ * threads take every core, the pool's threads gather it in the step's idle moments instead),
+ * with a progress bar on stderr and an optional JSON-lines log, and prints the held-out loss
+ * (and accuracy, for a classifier) after every epoch. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
@@ -454,10 +454,10 @@ static void *kiln_loader_run(void *arg) {
   return NULL;
 }
 
-/* Inline, the step's threads gather a batch: the pool's workers a row at a time in the gaps
- * between the loops of the step before (the background job), then all of them together, a run
- * of rows each, whatever rows are left when its step comes. The rows are the same whoever
- * copies them. */
+/* Inline, the step's threads gather a batch: the pool's threads a row at a time while they
+ * poll in the step before (the background job), then all of them together, a run of rows
+ * each, whatever rows are left when its step comes. The rows are the same whoever copies
+ * them. */
 typedef struct {
   kiln_loader *L;
   long b, from;
@@ -486,7 +486,7 @@ static long kiln_loader_ahead_end(kiln_loader *L) {
   return n < L->ahead.rows ? n : L->ahead.rows;
 }
 
-/* Inline: batch b's rows not yet gathered, then batch b + 1 posted to the workers. Slot
+/* Inline: batch b's rows not yet gathered, then batch b + 1 posted to the pool. Slot
  * (b + 1) % 2 is free: step b - 1, its last reader, is done. */
 static void kiln_loader_take_inline(kiln_loader *L, long b) {
   long posted = L->ahead.b, done = kiln_loader_ahead_end(L);
