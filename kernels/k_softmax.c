@@ -62,6 +62,42 @@ static __attribute__((target("avx512f"), noinline)) void k_exp_sub_512(float *re
     _mm512_mask_storeu_ps(t + j, mk, k_vm512_exp_nonpos(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, x + j), mv)));
   }
 }
+
+/* A whole softmax row of n <= K_BLOCK written to y (kWriteTo; y may be x) in three passes
+ * held in registers: the max, the exponentials stored to y as their sum goes on, and the
+ * scaling. The same operations in the same order as k_softmax_row's (k_row_max's lane-wise
+ * max and halving tree, the sum's whole vectors then the last part-vector's lanes, then
+ * k_lanes_sum's folds, y = e * (1 / s)): the same bits, without the stack block and the lane
+ * arrays that k_softmax_row goes through (ViT-B/16 at batch 8: its softmax 2.5x ORT's time). */
+static __attribute__((target("avx512f"), noinline)) void k_softmax_row_512(const float *x, float *y, int64_t n) {
+  int64_t k = 0, tail = n % 16;
+  __mmask16 mk = (__mmask16)((1u << tail) - 1u);
+  __m512 acc = _mm512_set1_ps(-INFINITY);
+  for (; k + 16 <= n; k += 16) acc = _mm512_max_ps(_mm512_loadu_ps(x + k), acc);   /* x > acc ? x : acc */
+  if (tail) acc = _mm512_mask_max_ps(acc, mk, _mm512_maskz_loadu_ps(mk, x + k), acc);
+  __m256 h8 = _mm256_max_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)), _mm512_castps512_ps256(acc));
+  __m128 h4 = _mm_max_ps(_mm256_extractf128_ps(h8, 1), _mm256_castps256_ps128(h8));
+  __m128 h2 = _mm_max_ps(_mm_movehl_ps(h4, h4), h4);
+  __m128 h1 = _mm_max_ps(_mm_shuffle_ps(h2, h2, 1), h2);
+  __m512 mv = _mm512_broadcastss_ps(h1), sum = _mm512_setzero_ps();
+  for (k = 0; k + 16 <= n; k += 16) {
+    __m512 e = k_vm512_exp_nonpos(_mm512_sub_ps(_mm512_loadu_ps(x + k), mv));
+    _mm512_storeu_ps(y + k, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  if (tail) {
+    __m512 e = k_vm512_exp_nonpos(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, x + k), mv));
+    _mm512_mask_storeu_ps(y + k, mk, e);
+    sum = _mm512_mask_add_ps(sum, mk, sum, e);
+  }
+  __m256 a = _mm256_add_ps(_mm512_castps512_ps256(sum), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sum), 1)));
+  __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  float c0 = _mm_cvtss_f32(b) + _mm_cvtss_f32(_mm_movehl_ps(b, b));
+  float c1 = _mm_cvtss_f32(_mm_shuffle_ps(b, b, 1)) + _mm_cvtss_f32(_mm_shuffle_ps(b, b, 3));
+  __m512 inv = _mm512_set1_ps(1.0f / (c0 + c1));
+  for (k = 0; k + 16 <= n; k += 16) _mm512_storeu_ps(y + k, _mm512_mul_ps(_mm512_loadu_ps(y + k), inv));
+  if (tail) _mm512_mask_storeu_ps(y + k, mk, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, y + k), inv));
+}
 #endif
 
 static inline void k_exp_sub(float *restrict t, const float *x, int64_t len, float m) {
@@ -240,6 +276,12 @@ typedef struct {
 static void k_softmax_range(void *ctx, int64_t lo, int64_t hi) {
   const k_softmax_job *j = ctx;
   int64_t n = j->r.n, in = j->r.inner, slab = n * in;
+#if K_VM512
+  if (in == 1 && !j->backward && !j->is_log && j->req == kWriteTo && n >= 1 && n <= K_BLOCK && k_vm512_have()) {
+    for (int64_t o = lo; o < hi; o++) k_softmax_row_512(j->a + o * slab, j->out + o * slab, n);
+    return;
+  }
+#endif
   for (int64_t o = lo; o < hi; o++) {
     const float *a = j->a + o * slab, *b = j->b ? j->b + o * slab : NULL;
     float *out = j->out + o * slab;

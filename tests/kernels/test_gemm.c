@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* ---- matmul ---------------------------------------------------------------------------- */
 
@@ -222,6 +223,57 @@ static void test_matmul_swapped(void) {
     }
 }
 
+/* A large product per batch with one B for every batch (a weight, stable in the call's cache)
+ * and A or the output stored swapped: the batches do not fold into one GEMM, so each runs with
+ * op(B) packed once and split over the threads (k_gemm.c, k_mm_shared_b). Against the
+ * reference, and bit for bit against the same call without a cache (each batch packing its
+ * own), at 1 and 2 threads. */
+static void check_matmul_shared_b(int sw, int ta, int tb) {
+  char name[96];
+  snprintf(name, sizeof name, "matmul shared b, swapped a=%d out=%d ta=%d tb=%d", sw & 1, sw >> 2 & 1, ta, tb);
+  const int64_t S = 3, M = 70, K = 256, N = 240;   /* M N K = 4.3 M multiply-adds a batch */
+  k_shape as = ta ? kt_shape(3, S, K, M) : kt_shape(3, S, M, K), bs = tb ? kt_shape(2, N, K) : kt_shape(2, K, N);
+  k_shape os = kt_shape(3, S, M, N);
+  k_tensor la = kt_tensor_f32(as, -1, 1, 11), b = kt_tensor_f32(bs, -1, 1, 12);
+  k_tensor in[2] = {la, b};
+  if (sw & 1) in[0].shape = swapped_shape(as), in[0].data = swap_axes(la.data, &as);
+  k_matmul_param p = {ta, tb, sw & 1, 0, sw >> 2 & 1};
+  k_shape ss = sw & 4 ? swapped_shape(os) : os;
+  float *want = malloc((size_t)k_shape_numel(&os) * sizeof(float));
+  ref_matmul(&la, &b, &os, ta, tb, want);
+  float *got[2][2];   /* [threads - 1][cached] */
+  for (int t = 0; t < 2; t++)
+    for (int cached = 0; cached < 2; cached++) {
+      k_parallel_set_threads(t + 1);
+      k_tensor out = kt_tensor_f32(ss, 0, 0, 1);
+      k_req req = kWriteTo;
+      char err[128] = "";
+      k_cache cache = {NULL, 0, 0, 0x2u};   /* in[1] stable */
+      k_call c = {.in = in, .nin = 2, .out = &out, .nout = 1, .req = &req, .param = &p, .err = err, .err_len = sizeof err,
+                  .cache = cached ? &cache : NULL};
+      KT_CHECK(k_matmul_forward(&c) == 0, "%s: forward rc (%s)", name, err);
+      if (cached) KT_CHECK(k_matmul_forward(&c) == 0, "%s: second forward, packing reused", name);
+      got[t][cached] = sw & 4 ? swap_axes(out.data, &ss) : kt_data_copy(&out);
+      kt_tensor_free(&out);
+      free(cache.data);
+    }
+  k_parallel_set_threads(0);
+  size_t bytes = (size_t)k_shape_numel(&os) * sizeof(float);
+  KT_CHECK(kt_expect_close(name, got[1][1], want, k_shape_numel(&os), 1e-4f, 1e-4f) == 0, "%s: values", name);
+  KT_CHECK(!memcmp(got[0][0], got[0][1], bytes) && !memcmp(got[0][0], got[1][0], bytes) && !memcmp(got[0][0], got[1][1], bytes),
+           "%s: same bits with and without the shared packing, at 1 and 2 threads", name);
+  for (int t = 0; t < 2; t++) free(got[t][0]), free(got[t][1]);
+  free(want);
+  if (sw & 1) free(in[0].data);
+  kt_tensor_free(&la), kt_tensor_free(&b);
+}
+
+static void test_matmul_shared_b(void) {
+  const int sws[] = {1, 4, 5};
+  for (int i = 0; i < 3; i++)
+    for (int t = 0; t < 4; t++) check_matmul_shared_b(sws[i], t & 1, t >> 1);
+}
+
 /* ---- fully_connected ------------------------------------------------------------------- */
 
 static void ref_fc(const float *x, const float *w, const float *b, int64_t rows, int64_t in,
@@ -295,6 +347,7 @@ static void test_forward_req(void) {
 int main(void) {
   test_matmul();
   test_matmul_swapped();
+  test_matmul_shared_b();
   test_fc();
   test_forward_req();
   test_sgemm_vector();

@@ -114,7 +114,7 @@ static void test_large(void) {
  * 256-float stack block, each written (kWriteTo) and added (kAddTo onto 1.0) against the double
  * reference; softmax written has the bits of softmax added onto +0. */
 static void test_row_lengths(void) {
-  int64_t lens[] = {1, 2, 15, 16, 17, 31, 33, 64, 256, 300};
+  int64_t lens[] = {1, 2, 15, 16, 17, 31, 33, 64, 128, 197, 255, 256, 300};
   char err[64];
   for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
     k_tensor x = kt_tensor_f32(kt_shape(2, 3, lens[k]), -4, 4, 60 + k);
