@@ -227,6 +227,39 @@ static void test_transpose_large(void) {
   kt_tensor_free(&x);
 }
 
+/* Runs contiguous on both sides, enough of them to split over threads: [37, 50, 3, 24] ->
+ * axes (1, 0, 2, 3) (runs of 72 after collapsing, 1850 of them, chunks of 228), at 1 and 2
+ * threads, written and added to, element by element. */
+static void test_transpose_runs(void) {
+  const int64_t A = 37, B = 50, D = 72;
+  k_tensor x = kt_tensor_f32(kt_shape(4, A, B, 3, 24), -1, 1, 71);
+  k_transpose_param p = perm(4, 1, 0, 2, 3);
+  float *y = malloc((size_t)(A * B * D) * sizeof(float)), *x_ = x.data;
+  k_tensor ty = {y, kt_shape(4, B, A, 3, 24), K_F32};
+  char err[64];
+  for (int threads = 1; threads <= 2; threads++) {
+    k_parallel_set_threads(threads);
+    for (int add = 0; add < 2; add++) {
+      k_req req = add ? kAddTo : kWriteTo;
+      for (int64_t i = 0; i < A * B * D; i++) y[i] = add ? 0.5f : -7.0f;
+      k_call call = {&x, 1, &ty, 1, &req, &p, NULL, 0, 0, 0, 0, err, sizeof err, NULL, NULL, NULL};
+      k_transpose_forward(&call);
+      int64_t bad = 0;
+      for (int64_t b = 0; b < B; b++)
+        for (int64_t a = 0; a < A; a++)
+          for (int64_t d = 0; d < D; d++) {
+            float v = x_[(a * B + b) * D + d];
+            bad += y[(b * A + a) * D + d] != (add ? 0.5f + v : v);
+          }
+      KT_CHECK(bad == 0, "transpose runs [%lld, %lld, %lld] at %d threads, %s: %lld elements wrong", (long long)A,
+               (long long)B, (long long)D, threads, add ? "kAddTo" : "kWriteTo", (long long)bad);
+    }
+  }
+  k_parallel_set_threads(0);
+  free(y);
+  kt_tensor_free(&x);
+}
+
 static void test_transpose(void) {
   k_transpose_param p3 = perm(3, 2, 0, 1, 0), p2 = perm(2, 1, 0, 0, 0), p4 = perm(4, 3, 1, 0, 2);
   k_tensor a = kt_tensor_f32(kt_shape(3, 2, 3, 4), -1, 1, 4), b = kt_tensor_f32(kt_shape(2, 3, 5), -1, 1, 5);
@@ -332,6 +365,7 @@ int main(void) {
   test_transpose();
   test_transpose_all_perms();
   test_transpose_large();
+  test_transpose_runs();
   test_broadcast_to();
   test_slice();
   test_concat();
