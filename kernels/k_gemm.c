@@ -83,9 +83,7 @@ static void k_mm_forward_batches(void *ctx, int64_t lo, int64_t hi) {
  * projections with the head split folded in (an output or an operand stored swapped, so the
  * batches do not fold into one GEMM) multiply each sample's rows by one weight. */
 static int k_mm_shared_b(const k_mm_geom *g) {
-  for (int d = 0; d < g->nb; d++)
-    if (g->sb[d] != 0 && g->bd[d] != 1) return 0;
-  return g->batch > 1 && g->M > 1 && g->M * g->N * g->K >= K_MM_SPLIT_MACS;
+  return k_mm_one_b(g) && g->batch > 1 && g->M > 1 && g->M * g->N * g->K >= K_MM_SPLIT_MACS;
 }
 
 /* Such a matmul with op(B) packed once (the call's cache: B a weight of a predict program),

@@ -93,6 +93,13 @@ static inline int64_t k_mm_offset(const k_mm_geom *g, const int64_t *s, int64_t 
   return off;
 }
 
+/* True when every output batch reads the same matrix of b. */
+static inline int k_mm_one_b(const k_mm_geom *g) {
+  for (int d = 0; d < g->nb; d++)
+    if (g->sb[d] != 0 && g->bd[d] != 1) return 0;
+  return 1;
+}
+
 /* True when b is one matrix shared by every batch and a is not transposed: then a's batches
  * stack into one tall [batch*M, K] matrix and the whole matmul is a single GEMM. So is a
  * single product with a transposed (ONNX's Gemm with transA = 1). Not when anything is
@@ -100,8 +107,7 @@ static inline int64_t k_mm_offset(const k_mm_geom *g, const int64_t *s, int64_t 
 static inline int k_mm_foldable(const k_mm_geom *g) {
   if (g->swapped) return 0;
   if (g->ta) return g->batch == 1;
-  for (int d = 0; d < g->nb; d++)
-    if (g->sb[d] != 0 && g->bd[d] != 1) return 0;
+  if (!k_mm_one_b(g)) return 0;
   for (int d = 0; d < g->nb; d++)
     if (g->sa[d] == 0 && g->bd[d] != 1) return 0;
   return 1;

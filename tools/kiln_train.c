@@ -477,7 +477,8 @@ static int kiln_loader_ahead_piece(void *ctx) {
   return r + 1 < L->ahead.rows;
 }
 
-/* Withdraws the batch ahead; the rows of it already gathered. */
+/* Withdraws the batch ahead (the one take() posted last: the batch now due, or none); the
+ * rows of it already gathered. */
 static long kiln_loader_ahead_end(kiln_loader *L) {
   if (L->ahead.b < 0) return 0;
   k_parallel_background_withdraw();
@@ -489,8 +490,7 @@ static long kiln_loader_ahead_end(kiln_loader *L) {
 /* Inline: batch b's rows not yet gathered, then batch b + 1 posted to the pool. Slot
  * (b + 1) % 2 is free: step b - 1, its last reader, is done. */
 static void kiln_loader_take_inline(kiln_loader *L, long b) {
-  long posted = L->ahead.b, done = kiln_loader_ahead_end(L);
-  kiln_fill_job j = {L, b, posted == b ? done : 0};
+  kiln_fill_job j = {L, b, kiln_loader_ahead_end(L)};
   k_parallel_for(kiln_batch_rows(L, b) - j.from, 16, kiln_loader_fill_rows, &j);
   if (b + 1 < L->nb) {
     L->ahead.b = b + 1, L->ahead.rows = kiln_batch_rows(L, b + 1);
