@@ -23,7 +23,12 @@
 #define K_SGEMM_MAX_BLOCKS 8
 #define K_SGEMM_MIN_DIM 32
 /* With an epilogue, a block of C stays within this many floats (128 KiB, well inside L2), so
- * the epilogue reads it from cache. */
+ * the epilogue reads it from cache; but only while op(B) is at most twice that. Each extra block
+ * of rows streams all of op(B) again, which costs more than the epilogue's trip to L3 and back
+ * saves once op(B) is larger: ViT-B/16's second MLP layer ([1576, 3072] x [3072, 768], its bias
+ * and residual add as the epilogue) in 38 blocks of 42 rows instead of 8 ran its batch-8 predict
+ * 15% slower on two Zen 5 threads. Then the blocks stay as the product picks them, and the
+ * epilogue follows each. */
 #define K_SGEMM_EPI_FLOATS (32 * 1024)
 /* Floats of op(B) per chunk of the shared packing (k_sgemm_pack_shared), and the most it
  * allocates (16 MiB; a larger op(B) is packed by each block, in L2-sized pieces). */
@@ -207,14 +212,15 @@ static k_sgemm_job k_sgemm_job_of(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_
 }
 
 /* The product in blocks of rows or columns, then `after` (if any) over blocks of rows of at
- * most `cap`: run by each block of rows as it completes, or once the whole product is done
- * when the blocks are columns. */
-static void k_sgemm_run(k_sgemm_job *j, k_sgemm_after_fn after, void *ctx, int64_t cap) {
+ * most `cap` (> 0): run by each block of rows as it completes, or once the whole product is
+ * done when the blocks are columns. fit_cap: whether blocks of rows are made that small (else
+ * they stay as the product picks them). */
+static void k_sgemm_run(k_sgemm_job *j, k_sgemm_after_fn after, void *ctx, int64_t cap, int fit_cap) {
   if (j->by_rows) {
     j->after = after;
     j->ctx = ctx;
   }
-  j->blocks = k_sgemm_blocks(j, after ? cap : 0);
+  j->blocks = k_sgemm_blocks(j, after && fit_cap ? cap : 0);
   if (!k_parallel_nested())   /* a product inside another kernel's chunk is that kernel's business */
     K_PROFILE_NOTE("gemm %lldx%lldx%lld%s, %lld blocks of %s", (long long)j->g.M, (long long)j->g.N, (long long)j->g.K,
                  !j->isa ? " (cblas)" : k_sgemm_is_gemv(&j->g) ? " gemv" : "", (long long)j->blocks, j->by_rows ? "rows" : "columns");
@@ -232,7 +238,7 @@ void k_sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64
              int64_t ldc) {
   if (M <= 0 || N <= 0) return;
   k_sgemm_job j = k_sgemm_job_of(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  k_sgemm_run(&j, NULL, NULL, 0);
+  k_sgemm_run(&j, NULL, NULL, 0, 0);
 }
 
 void k_sgemm_rows_packed(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K, float alpha,
@@ -244,7 +250,7 @@ void k_sgemm_rows_packed(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int6
   j.g.bias = beta == 0.0f ? bias : NULL;   /* the contract: a bias only with beta 0 */
   /* a product wider than tall is split by columns (blocks of rows would each read all of B);
    * C is then at most N x N and the epilogue follows over blocks of rows */
-  k_sgemm_run(&j, after, ctx, K_SGEMM_EPI_FLOATS / N > 0 ? K_SGEMM_EPI_FLOATS / N : 1);
+  k_sgemm_run(&j, after, ctx, K_SGEMM_EPI_FLOATS / N > 0 ? K_SGEMM_EPI_FLOATS / N : 1, K * N <= 2 * K_SGEMM_EPI_FLOATS);
 }
 
 void k_sgemm_rows(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K, float alpha,

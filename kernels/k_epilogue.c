@@ -45,7 +45,9 @@ static int k_epi_step_valid(const k_epi_step *s, int nin, int nout, int last) {
   switch (s->kind) {
   case K_EPI_AFFINE: return s->slot >= 0 && s->slot + 3 < nin && s->channels > 0 && s->inner > 0;
   case K_EPI_UNARY: return s->fn >= 0 && s->fn < K_EPI_FN_COUNT;
-  case K_EPI_BINARY: return s->fn >= 0 && s->fn < K_EPI_FN_COUNT && s->slot >= 0 && s->slot < nin;
+  case K_EPI_BINARY:
+    return s->fn >= 0 && s->fn < K_EPI_FN_COUNT && s->slot >= 0 && s->slot < nin && s->period >= 0 &&
+           !(s->scalar && s->period);
   case K_EPI_STATS: return last && s->slot >= 1 && s->slot < nout && s->inner > 0;
   default: return 0;
   }
@@ -56,6 +58,13 @@ int k_epi_valid(const k_epilogue *e, int nin, int nout) {
   for (int i = 0; i < e->nsteps; i++)
     if (!k_epi_step_valid(&e->step[i], nin, nout, i == e->nsteps - 1)) return 0;
   return nout == 1 + k_epi_has_stats(e);
+}
+
+int k_epi_operand_fit(const k_epi_step *s, const k_shape *other, const k_shape *y) {
+  int64_t n = k_shape_numel(other), ny = k_shape_numel(y);
+  if (s->scalar) return n == 1;
+  if (s->period) return n == s->period && ny % s->period == 0;
+  return n == ny;
 }
 
 /* e's STATS step (its last), or NULL. */
@@ -112,22 +121,34 @@ static void k_epi_affine_blocked(const k_call *c, const k_epi_step *s, float *y,
   }
 }
 
-/* The op's kernel on the block as a flat [n] tensor, written in place (elementwise kernels
- * read each element before they write it). */
-static void k_epi_kernel(const k_call *c, const k_epi_step *s, float *y, int64_t base, int64_t lo, int64_t hi) {
-  k_shape flat = {1, {hi - lo}}, one = {0, {0}};
+/* The op's kernel on elements [lo, hi) as a flat tensor, written in place (elementwise kernels
+ * read each element before they write it); other: the operand's elements for that run, or
+ * NULL for a unary step. */
+static void k_epi_flat(const k_call *c, const k_epi_step *s, float *y, int64_t base, int64_t lo, int64_t hi,
+                       const k_tensor *other) {
+  k_shape flat = {1, {hi - lo}};
   k_tensor run = {y + (lo - base), flat, K_F32}, in[2] = {run, run};
-  if (s->kind == K_EPI_BINARY) {
-    const float *o = c->in[s->slot].data;
-    k_tensor other = s->scalar ? (k_tensor){(void *)o, one, K_F32} : (k_tensor){(void *)(o + lo), flat, K_F32};
-    in[s->swap ? 0 : 1] = other;
-    in[s->swap ? 1 : 0] = run;
-  }
+  if (other) in[s->swap ? 0 : 1] = *other, in[s->swap ? 1 : 0] = run;
   k_req req = kWriteInplace;
   char msg[8];
-  k_call k = {in, s->kind == K_EPI_BINARY ? 2 : 1, &run, 1, &req, s->has_param ? s->param : NULL, NULL, 0,
+  k_call k = {in, other ? 2 : 1, &run, 1, &req, s->has_param ? s->param : NULL, NULL, 0,
               0, 0, c->is_train, msg, sizeof msg, NULL, NULL, NULL};
   k_epi_kernels[s->fn](&k);   /* elementwise kernels cannot fail */
+}
+
+/* A step on elements [lo, hi) (the output's own indices), element lo stored at y + lo - base.
+ * A periodic operand is read in runs that do not cross a period's end, each the same
+ * elementwise op on same-shaped runs as the broadcast op computes. */
+static void k_epi_kernel(const k_call *c, const k_epi_step *s, float *y, int64_t base, int64_t lo, int64_t hi) {
+  if (s->kind != K_EPI_BINARY) return k_epi_flat(c, s, y, base, lo, hi, NULL);
+  const float *o = c->in[s->slot].data;
+  k_shape one = {0, {0}};
+  if (s->scalar) return k_epi_flat(c, s, y, base, lo, hi, &(k_tensor){(void *)o, one, K_F32});
+  for (int64_t e = lo, end; e < hi; e = end) {
+    int64_t at = s->period ? e % s->period : e;
+    end = s->period && hi - e > s->period - at ? e + (s->period - at) : hi;
+    k_epi_flat(c, s, y, base, e, end, &(k_tensor){(void *)(o + at), {1, {end - e}}, K_F32});
+  }
 }
 
 /* A unary step on blocked elements [lo, hi): in a last channel block that is mostly padding
@@ -202,7 +223,8 @@ void k_epi_apply(const k_call *c, int64_t lo, int64_t hi) {
 int k_epi_store_of(const k_epilogue *e, k_epi_store *t) {
   int n = e ? e->nsteps : 0, i = 0;
   *t = (k_epi_store){-1, 0, 0, 0, 0.0f, 0.0f};
-  if (i < n && e->step[i].kind == K_EPI_BINARY && e->step[i].fn == K_EPI_FN_add && !e->step[i].scalar) {
+  if (i < n && e->step[i].kind == K_EPI_BINARY && e->step[i].fn == K_EPI_FN_add && !e->step[i].scalar &&
+      !e->step[i].period) {
     t->add_slot = e->step[i].slot, t->add_swap = e->step[i].swap;
     i++;
   }

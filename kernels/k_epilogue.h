@@ -45,6 +45,10 @@ typedef struct {
   float eps;                     /* AFFINE */
   int64_t channels, inner;       /* AFFINE: element e is in channel (e / inner) % channels;
                                     STATS: element e is in plane e / inner */
+  int64_t period;                /* BINARY: 0, the other operand has the output's shape; else it
+                                    has `period` elements, broadcast over the output's leading
+                                    axes (a bias over the last axes): element e reads
+                                    other[e % period] */
   _Alignas(8) unsigned char param[K_EPI_PARAM_BYTES];  /* UNARY: the op's param struct, if any */
   int32_t has_param;
 } k_epi_step;
@@ -58,6 +62,10 @@ typedef struct k_epilogue {
  * slots in range, channel geometry positive, a STATS step last and writing a hidden output.
  * The runtime checks a descriptor's epilogues with it. */
 int k_epi_valid(const k_epilogue *e, int nin, int nout);
+/* Whether binary step s's other operand, of shape other, holds what the step reads over a
+ * heavy output of shape y: one value, y's elements, or `period` elements that repeat over
+ * y's. The runtime checks a descriptor's steps with it, so no step reads past its operand. */
+int k_epi_operand_fit(const k_epi_step *s, const k_shape *other, const k_shape *y);
 /* Whether e ends in a STATS step (NULL: no). */
 int k_epi_has_stats(const k_epilogue *e);
 /* Whether a STATS step of e fits a heavy output of shape y and a statistics output of shape

@@ -63,6 +63,22 @@ static int64_t k_mm_batch_grain(const k_mm_geom *g) {
   return macs >= (1 << 18) ? 1 : (1 << 18) / (macs > 0 ? macs : 1);
 }
 
+/* The epilogue over rows [m0, m1) of output batch i, where the output stores them: a swapped
+ * output's rows lie ldc apart, each of N elements (the steps index the output as stored). */
+static void k_mm_epi_rows(const k_call *c, const k_mm_geom *g, int64_t i, int64_t m0, int64_t m1) {
+  int64_t at = k_mm_offset(g, g->sc, i);
+  if (g->ldc == g->N) return k_epi_apply(c, at + m0 * g->N, at + m1 * g->N);
+  for (int64_t r = m0; r < m1; r++) k_epi_apply(c, at + r * g->ldc, at + r * g->ldc + g->N);
+}
+
+/* k_sgemm_rows_packed's `after` for output batch i. */
+typedef struct { const k_call *c; const k_mm_geom *g; int64_t i; } k_mm_after_ctx;
+
+static void k_mm_after(void *ctx, int64_t m0, int64_t m1) {
+  const k_mm_after_ctx *a = ctx;
+  k_mm_epi_rows(a->c, a->g, a->i, m0, m1);
+}
+
 static void k_mm_forward_batches(void *ctx, int64_t lo, int64_t hi) {
   const k_mm_job *j = ctx;
   const k_mm_geom *g = j->g;
@@ -72,7 +88,7 @@ static void k_mm_forward_batches(void *ctx, int64_t lo, int64_t hi) {
     k_sgemm(g->ta ? CblasTrans : CblasNoTrans, g->tb ? CblasTrans : CblasNoTrans, g->M, g->N,
             g->K, 1.0f, A + k_mm_offset(g, g->sa, i), g->lda, B + k_mm_offset(g, g->sb, i), g->ldb,
             k_beta(j->c->req[0]), C + k_mm_offset(g, g->sc, i), g->ldc);
-    k_epi_apply(j->c, i * g->M * g->N, (i + 1) * g->M * g->N);   /* this product, still in cache */
+    if (j->c->epi) k_mm_epi_rows(j->c, g, i, 0, g->M);   /* this product, still in cache */
   }
 }
 
@@ -98,9 +114,11 @@ static int k_mm_shared_b_forward(const k_call *c, const k_mm_geom *g) {
   if (!bp) return 0;
   const float *A = c->in[0].data, *B = c->in[1].data;
   float *C = c->out[0].data;
-  for (int64_t i = 0; i < g->batch; i++)
+  for (int64_t i = 0; i < g->batch; i++) {
+    k_mm_after_ctx a = {c, g, i};
     k_sgemm_rows_packed(TA, TB, g->M, g->N, g->K, 1.0f, A + k_mm_offset(g, g->sa, i), g->lda, B, g->ldb, bp,
-                        k_beta(c->req[0]), NULL, C + k_mm_offset(g, g->sc, i), g->ldc, NULL, NULL);
+                        k_beta(c->req[0]), NULL, C + k_mm_offset(g, g->sc, i), g->ldc, c->epi ? k_mm_after : NULL, &a);
+  }
   return 1;
 }
 
@@ -108,20 +126,13 @@ int k_matmul_forward(const k_call *c) {
   if (c->req[0] == kNullOp) return 0;
   k_mm_geom g = k_mm_geometry(&c->in[0].shape, &c->in[1].shape, &c->out[0].shape, c->param);
   const float *A = c->in[0].data, *B = c->in[1].data;
-  /* an epilogue runs over each product's block of the output, which a swapped output is not
-   * (passes/pass_epilogue.c never gives it one) */
-  const k_matmul_param *p = c->param;
-  if (c->epi && p && k_mm_swaps(&c->out[0].shape, p->swap_c)) {
-    snprintf(c->err, c->err_len, "matmul: an epilogue on an output stored swapped");
-    return 1;
-  }
   CBLAS_TRANSPOSE TA = g.ta ? CblasTrans : CblasNoTrans, TB = g.tb ? CblasTrans : CblasNoTrans;
   if (k_mm_foldable(&g)) {
     k_gemm_out(c, TA, TB, g.batch * g.M, g.N, g.K, A, g.lda, B, g.ldb,
                k_gemm_packed_b(c, g.batch * g.M, g.N, g.K, TB, g.ldb), k_beta(c->req[0]), NULL);
     return 0;
   }
-  if (!c->epi && k_mm_shared_b(&g) && k_mm_shared_b_forward(c, &g)) return 0;
+  if (k_mm_shared_b(&g) && k_mm_shared_b_forward(c, &g)) return 0;
   k_mm_job j = {c, &g, 0};
   k_parallel_for(g.batch, k_mm_batch_grain(&g), k_mm_forward_batches, &j);
   return 0;

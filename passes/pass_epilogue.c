@@ -2,7 +2,8 @@
  * elementwise nodes that consume only its output become one fused node whose kernel runs the
  * chain on each output block while the block is in cache (kernels/k_epilogue.h): batch_norm in
  * predict (a per-channel affine), unary ops, binary ops whose other operand has the output's
- * shape or is one value; in training, the statistics a batch_norm needs of a convolution's
+ * shape, is one value, or (after a matmul or fully_connected) is a weight over the output's
+ * last axes, a bias; in training, the statistics a batch_norm needs of a convolution's
  * output (pass_epi_stats). Runs before `fusion`, so a block tail such as add + relu joins the
  * convolution instead of an elementwise group. Every link not taken gets an explain line. */
 #include "passes.h"
@@ -33,12 +34,11 @@ typedef struct {
   int *group;          /* per node: the chain it joined (its heavy node's position), or -1 */
 } pass_epi;
 
-/* A matmul writing its output swapped (pass_simplify.c) has no blocks of output rows to run a
- * tail over. */
+/* A matmul writing its output swapped (pass_simplify.c) runs its tail row by row of each
+ * product (kernels/k_gemm.c): the steps index the output as stored, as the unfused ops do. */
 static bool pass_epi_heavy(const ir_node *n) {
   return n->kind == IR_N_OP && n->nout == 1 && ir_node_req(n, 0) != kAddTo && ir_node_req(n, 0) != kNullOp &&
-         (n->op == IR_OP_convolution || n->op == IR_OP_fully_connected ||
-          (n->op == IR_OP_matmul && !((const k_matmul_param *)n->param)->swap_c));
+         (n->op == IR_OP_convolution || n->op == IR_OP_fully_connected || n->op == IR_OP_matmul);
 }
 
 static bool pass_epi_is_result(const ir_graph *g, int t) {
@@ -108,18 +108,35 @@ static const char *pass_epi_unary(const ir_node *c, k_epi_step *s) {
   return NULL;
 }
 
+/* The period of operand o broadcast over value v's leading axes (v's last o->rank axes, o's
+ * leading 1s aside, are o's), or 0. Only where it carries across extents and where the
+ * kernels index the output as stored: o a weight or constant (fixed by the model, so a bounded
+ * dim's probes agree), the heavy op a matmul or fully_connected (never a blocked layout). */
+static int64_t pass_epi_period(const pass_epi *pe, const pass_echain *ch, const ir_tensor *o, const ir_tensor *v) {
+  int op = ir_node_at(pe->g, ch->member[0])->op, r = o->shape.rank, lead = 0;
+  if ((op != IR_OP_matmul && op != IR_OP_fully_connected) || r > v->shape.rank ||
+      (o->kind != IR_T_PARAM && o->kind != IR_T_AUX && o->kind != IR_T_CONST))
+    return 0;
+  while (lead < r && o->shape.d[lead] == 1) lead++;
+  for (int d = lead; d < r; d++)
+    if (o->shape.d[d] != v->shape.d[v->shape.rank - r + d]) return 0;
+  return ir_tensor_numel(o);
+}
+
 static const char *pass_epi_binary(pass_epi *pe, pass_echain *ch, const ir_node *c, k_epi_step *s, char *buf, size_t len) {
   int mine = c->in[0] == ch->value ? 0 : 1, other = c->in[1 - mine];
   const ir_tensor *o = ir_tensor_at(pe->g, other), *v = ir_tensor_at(pe->g, ch->value);
   if (other == ch->value) return "it reads the chain's value twice";
   bool scalar = ir_tensor_numel(o) == 1 && o->shape.rank <= v->shape.rank;
-  if (o->dtype != K_F32 || (!scalar && !ir_shape_eq(&o->shape, &v->shape))) {
+  int64_t period = scalar || ir_shape_eq(&o->shape, &v->shape) ? 0 : pass_epi_period(pe, ch, o, v);
+  if (o->dtype != K_F32 || (!scalar && !period && !ir_shape_eq(&o->shape, &v->shape))) {
     char a[64];
     ir_type_str(o->dtype, &o->shape, a, sizeof a);
-    return snprintf(buf, len, "its other operand %s %s is neither the output's shape nor one value", o->name, a), buf;
+    return snprintf(buf, len, "its other operand %s %s is neither the output's shape, one value, nor a weight over "
+                    "its last axes", o->name, a), buf;
   }
   int fn = s->fn;
-  *s = (k_epi_step){.kind = K_EPI_BINARY, .fn = fn, .slot = ch->nextra, .swap = mine, .scalar = scalar};
+  *s = (k_epi_step){.kind = K_EPI_BINARY, .fn = fn, .slot = ch->nextra, .swap = mine, .scalar = scalar, .period = period};
   ch->extra[ch->nextra++] = other;
   return NULL;
 }

@@ -66,6 +66,13 @@ static int rt_step_valid(const rt_model_desc *d, const rt_step *s, int i) {
     if (s->out[j] < -1 || s->out[j] >= d->ntensors) return 0;
   for (int k = 0; k < s->ndeps; k++)
     if (s->deps[k] < 0 || s->deps[k] >= i) return 0;
+  /* each binary step reads within its operand */
+  for (int k = 0; s->epi && k < s->epi->nsteps; k++) {
+    const k_epi_step *e = &s->epi->step[k];
+    if (e->kind == K_EPI_BINARY && (s->in[e->slot] < 0 || s->out[0] < 0 ||
+                                    !k_epi_operand_fit(e, &d->tensors[s->in[e->slot]].shape, &d->tensors[s->out[0]].shape)))
+      return 0;
+  }
   /* a statistics epilogue (then nout is 2, k_epi_valid) writes one entry per plane */
   if (k_epi_has_stats(s->epi) && (s->out[0] < 0 || s->out[1] < 0 ||
                                   !k_epi_stats_fit(s->epi, &d->tensors[s->out[0]].shape, &d->tensors[s->out[1]].shape)))

@@ -4,6 +4,7 @@
  * (kWriteTo and kAddTo) through the shared harness. */
 #include "kt_harness.h"
 #include "k_blas.h"
+#include "k_epilogue.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -170,6 +171,45 @@ static k_shape swapped_shape(k_shape s) {
   return s;
 }
 
+/* The matmul of in with an epilogue of a bias add over the last axis (bias - y, the running
+ * value second) and a tanh, against the unfused ops over `plain` (the matmul's output as stored,
+ * shape ss): the same bits, with and without the shared packing, at 1 and 2 threads. A swapped
+ * output runs its tail row by row of each product (k_gemm.c, k_mm_epi_rows). */
+static void check_matmul_epilogue(const char *name, k_tensor *mm_in, const k_matmul_param *p, k_shape ss,
+                                  const float *plain) {
+  int64_t n = k_shape_numel(&ss), N = ss.d[ss.rank - 1];
+  k_tensor bias = kt_tensor_f32(kt_shape(1, (int)N), -1, 1, 13);
+  k_tensor want = kt_tensor_f32(ss, 0, 0, 1);
+  memcpy(want.data, plain, (size_t)n * sizeof(float));
+  k_req ip = kWriteInplace;
+  char err[128] = "";
+  k_tensor sub_in[2] = {bias, want};
+  k_call sub = {.in = sub_in, .nin = 2, .out = &want, .nout = 1, .req = &ip, .err = err, .err_len = sizeof err};
+  KT_CHECK(k_sub_forward(&sub) == 0, "%s: bias - y (%s)", name, err);
+  k_call th = {.in = &want, .nin = 1, .out = &want, .nout = 1, .req = &ip, .err = err, .err_len = sizeof err};
+  KT_CHECK(k_tanh_forward(&th) == 0, "%s: tanh (%s)", name, err);
+  k_epilogue e = {2, {{.kind = K_EPI_BINARY, .fn = k_epi_fn_lookup("sub"), .slot = 2, .swap = 1, .period = N},
+                      {.kind = K_EPI_UNARY, .fn = k_epi_fn_lookup("tanh")}}};
+  KT_CHECK(k_epi_valid(&e, 3, 1) && k_epi_operand_fit(&e.step[0], &bias.shape, &ss), "%s: epilogue valid", name);
+  k_tensor in[3] = {mm_in[0], mm_in[1], bias};
+  for (int t = 0; t < 2; t++)
+    for (int cached = 0; cached < 2; cached++) {
+      k_parallel_set_threads(t + 1);
+      k_tensor out = kt_tensor_f32(ss, 0, 0, 1);
+      k_req req = kWriteTo;
+      k_cache cache = {NULL, 0, 0, 0x2u};   /* in[1] stable */
+      k_call c = {.in = in, .nin = 3, .out = &out, .nout = 1, .req = &req, .param = p, .err = err, .err_len = sizeof err,
+                  .cache = cached ? &cache : NULL, .epi = &e};
+      KT_CHECK(k_matmul_forward(&c) == 0, "%s: forward with an epilogue rc (%s)", name, err);
+      KT_CHECK(!memcmp(out.data, want.data, (size_t)n * sizeof(float)),
+               "%s: the epilogue's bits are the unfused ops' (threads %d, cached %d)", name, t + 1, cached);
+      kt_tensor_free(&out);
+      free(cache.data);
+    }
+  k_parallel_set_threads(0);
+  kt_tensor_free(&bias), kt_tensor_free(&want);
+}
+
 /* Logical shapes as, bs, os; each of a, b and the output stored swapped where sw's bit 0, 1,
  * 2 says: the kernel reads and writes them in place, and must agree with the product of the
  * unswapped operands; the gradients (finite differences) come stored as their operands. */
@@ -196,6 +236,7 @@ static void check_matmul_swapped(k_shape as, k_shape bs, k_shape os, int ta, int
   KT_CHECK(kt_expect_close(name, got, want, k_shape_numel(&os), 1e-5f, 1e-5f) == 0, "%s forward values", name);
   if (got != out[0].data) free(got);
   free(want);
+  check_matmul_epilogue(name, c.in, &p, c.out_shape[0], out[0].data);   /* products one by one */
   kt_tensor_free(&out[0]);
   kt_gradcheck(&c);   /* each gradient stored as its operand is */
   if (sw & 1) free(c.in[0].data);
@@ -241,7 +282,7 @@ static void check_matmul_shared_b(int sw, int ta, int tb) {
   k_shape ss = sw & 4 ? swapped_shape(os) : os;
   float *want = malloc((size_t)k_shape_numel(&os) * sizeof(float));
   ref_matmul(&la, &b, &os, ta, tb, want);
-  float *got[2][2];   /* [threads - 1][cached] */
+  float *got[2][2], *stored = NULL;   /* [threads - 1][cached]; the first as stored */
   for (int t = 0; t < 2; t++)
     for (int cached = 0; cached < 2; cached++) {
       k_parallel_set_threads(t + 1);
@@ -254,6 +295,7 @@ static void check_matmul_shared_b(int sw, int ta, int tb) {
       KT_CHECK(k_matmul_forward(&c) == 0, "%s: forward rc (%s)", name, err);
       if (cached) KT_CHECK(k_matmul_forward(&c) == 0, "%s: second forward, packing reused", name);
       got[t][cached] = sw & 4 ? swap_axes(out.data, &ss) : kt_data_copy(&out);
+      if (!t && !cached) stored = kt_data_copy(&out);
       kt_tensor_free(&out);
       free(cache.data);
     }
@@ -262,6 +304,8 @@ static void check_matmul_shared_b(int sw, int ta, int tb) {
   KT_CHECK(kt_expect_close(name, got[1][1], want, k_shape_numel(&os), 1e-4f, 1e-4f) == 0, "%s: values", name);
   KT_CHECK(!memcmp(got[0][0], got[0][1], bytes) && !memcmp(got[0][0], got[1][0], bytes) && !memcmp(got[0][0], got[1][1], bytes),
            "%s: same bits with and without the shared packing, at 1 and 2 threads", name);
+  check_matmul_epilogue(name, in, &p, ss, stored);
+  free(stored);
   for (int t = 0; t < 2; t++) free(got[t][0]), free(got[t][1]);
   free(want);
   if (sw & 1) free(in[0].data);
