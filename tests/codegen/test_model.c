@@ -320,7 +320,18 @@ static void tm_malformed_epilogue(const tm_model *tm) {
   bad.step[0] = (k_epi_step){.kind = K_EPI_AFFINE, .slot = 0, .channels = 1, .inner = 0};
   rt_model *m2 = rt_model_create(&d, 1), *good = rt_model_create(tm->d, 1);
   tm_check(good && !m && !m2, "an epilogue with a slot out of range or an empty channel run is refused", tm->name);
-  rt_model_destroy(m), rt_model_destroy(m2), rt_model_destroy(good);
+  /* a binary step whose operand (the weights, slot 1) is smaller than it reads: taken as
+   * the output's shape, or as a period past its end (k_epi_operand_fit) */
+  const k_shape *w = &d.tensors[steps[e].in[1]].shape, *y = &d.tensors[steps[e].out[0]].shape;
+  rt_model *m3 = NULL, *m4 = NULL;
+  if (k_shape_numel(w) < k_shape_numel(y)) {
+    bad.step[0] = (k_epi_step){.kind = K_EPI_BINARY, .fn = 0, .slot = 1};
+    m3 = rt_model_create(&d, 1);
+    bad.step[0].period = k_shape_numel(w) + 1;
+    m4 = rt_model_create(&d, 1);
+    tm_check(!m3 && !m4, "an epilogue whose binary operand is smaller than it reads is refused", tm->name);
+  }
+  rt_model_destroy(m), rt_model_destroy(m2), rt_model_destroy(m3), rt_model_destroy(m4), rt_model_destroy(good);
   free(steps);
 }
 
