@@ -244,18 +244,27 @@ static int pool_blocked_forward(const pool_spec *s, const k_pool_param *p, const
 }
 
 /* Every 2-D spec, blocked in and out and blocked in only, at V = 8 and 16, on C = 5 and 19
- * channels (part-filled vectors) with NaN, -0 and ties in the data: the NCHW kernel's bits. */
+ * channels (part-filled vectors) with NaN, -0 and ties in the data: the NCHW kernel's bits.
+ * A second filling makes every value at most 0, with zeros of both signs tying as a window's
+ * maximum and an infinity of each sign: rows without a NaN or an infinity take the max
+ * instruction (k_pool.c, K_POOL_MAX_TAP), the others the general tap, and both must keep the
+ * scan order's first zero. */
 static void test_blocked(void) {
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
     if (!specs[i].two_d) continue;
-    for (int C = 5; C <= 19; C += 14) {
+    for (int C = 5, zeros = 0; C <= 19; zeros ? (C += 14, zeros = 0) : (zeros = 1)) {
       pool_spec s = specs[i];
       s.C = C;
       k_pool_param p = make_param(&s);
       int64_t nx = (int64_t)s.N * C * s.H * s.W;
       float *x = malloc((size_t)nx * sizeof(float));
       fill_distinct(x, nx, 31);
-      x[nx / 3] = NAN, x[nx / 2] = -0.0f, x[nx / 5] = x[nx / 5 + 1];
+      if (!zeros) {
+        x[nx / 3] = NAN, x[nx / 2] = -0.0f, x[nx / 5] = x[nx / 5 + 1];
+      } else {
+        for (int64_t e = 0; e < nx; e++) x[e] = e % 5 == 0 ? -0.0f : e % 3 == 0 ? 0.0f : -fabsf(x[e]);
+        x[nx / 4] = INFINITY, x[nx / 3] = -INFINITY;
+      }
       int OH = s.global ? 1 : out_len(s.H, s.kh, s.sh, s.ph, end_h(&s), s.ceil);
       int OW = s.global ? 1 : out_len(s.W, s.kw, s.sw, s.pw, end_w(&s), s.ceil);
       int64_t ny = (int64_t)s.N * C * OH * OW;
@@ -267,8 +276,8 @@ static void test_blocked(void) {
           k_pool_param bp = p;
           bp.in_block = V, bp.out_block = out_b ? V : 0;
           KT_CHECK(pool_blocked_forward(&s, &bp, x, got, kWriteTo, err, sizeof err) == 0, "%s blocked: %s", s.name, err);
-          KT_CHECK(memcmp(got, want, (size_t)ny * sizeof(float)) == 0, "%s C=%d V=%d out %s: not the NCHW kernel's bits",
-                   s.name, C, V, out_b ? "blocked" : "NCHW");
+          KT_CHECK(memcmp(got, want, (size_t)ny * sizeof(float)) == 0, "%s C=%d V=%d out %s%s: not the NCHW kernel's bits",
+                   s.name, C, V, out_b ? "blocked" : "NCHW", zeros ? ", signed zeros" : "");
         }
       free(x), free(want), free(got);
     }
