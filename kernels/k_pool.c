@@ -346,20 +346,18 @@ static void k_pool_forward_planes(void *ctx, int64_t lo, int64_t hi) {
     for (int64_t oh = 0; oh < g->OH; oh++) {                                                         \
       int64_t lo = 0, hi = 0;                                                                        \
       k_pool_blocked_inner(g, oh, &lo, &hi);                                                         \
-      int fast = 0;                                                                                  \
-      if (is_max && lo < hi && g->kh <= 3) {                                                         \
-        int64_t h0 = oh * g->sh - g->ph;                                                             \
-        for (; upto < h0 + g->kh; upto++) finite[upto % 4] = k_pool_row_finite_##SFX(x + upto * g->W * VW, g->W * VW); \
-        fast = 1;                                                                                    \
-        for (int64_t h = h0; h < h0 + g->kh; h++) fast &= finite[h % 4];                             \
+      int run = lo < hi && g->kh == g->kw && (g->kh == 2 || g->kh == 3), fast = run && is_max;        \
+      for (int64_t h0 = oh * g->sh - g->ph, h = h0; fast && h < h0 + g->kh; h++) {                   \
+        for (; upto <= h; upto++) finite[upto % 4] = k_pool_row_finite_##SFX(x + upto * g->W * VW, g->W * VW); \
+        fast = finite[h % 4];                                                                        \
       }                                                                                              \
-      if (lo < hi && g->kh == 3 && g->kw == 3 && fast)                                               \
+      if (run && g->kh == 3 && fast)                                                                 \
         K_POOL_BLOCKED_RUN(VT, IT, VW, 3, 3, K_POOL_MAX_TAP, MAX)                                    \
-      else if (lo < hi && g->kh == 3 && g->kw == 3)                                                  \
+      else if (run && g->kh == 3)                                                                    \
         K_POOL_BLOCKED_RUN(VT, IT, VW, 3, 3, K_POOL_BLOCKED_TAP, MAX)                                \
-      else if (lo < hi && g->kh == 2 && g->kw == 2 && fast)                                          \
+      else if (run && fast)                                                                          \
         K_POOL_BLOCKED_RUN(VT, IT, VW, 2, 2, K_POOL_MAX_TAP, MAX)                                    \
-      else if (lo < hi && g->kh == 2 && g->kw == 2)                                                  \
+      else if (run)                                                                                  \
         K_POOL_BLOCKED_RUN(VT, IT, VW, 2, 2, K_POOL_BLOCKED_TAP, MAX)                                \
       else                                                                                           \
         lo = hi = 0;                                                                                 \
@@ -430,15 +428,16 @@ enum { K_POOL_RUN_WINDOWS = 4 };
     }                                                                                              \
   }
 
-/* One tap of a blocked window into acc: a NaN or a strictly greater value taken (max), or
- * added (average). */
+/* One tap of a blocked window into acc: a NaN or a strictly greater value taken (max: a NaN
+ * tap, else MAX, which keeps acc on a tie or when acc is the NaN), or added (average). */
 #define K_POOL_BLOCKED_TAP(VT, IT, MAX, p)                                                         \
   {                                                                                                \
     VT a;                                                                                          \
     memcpy(&a, p, sizeof a);                                                                       \
     if (is_max) {                                                                                  \
-      IT take = (a > acc) | (a != a);                                                              \
-      acc = (VT)(((IT)a & take) | ((IT)acc & ~take));                                              \
+      VT m = MAX(VT, IT, a, acc);                                                                  \
+      IT nan = a != a;                                                                             \
+      acc = (VT)(((IT)a & nan) | ((IT)m & ~nan));                                                  \
     } else {                                                                                       \
       acc += a;                                                                                    \
     }                                                                                              \
@@ -447,9 +446,9 @@ enum { K_POOL_RUN_WINDOWS = 4 };
 /* A max tap where the window's rows hold no NaN (nor an infinity: k_pool_row_finite checks
  * x * 0): MAX(a, acc) is a > acc ? a : acc, the rule above without its NaN case, so the same
  * bits. On x86 it is one vmaxps (its first operand taken only when strictly greater, ties and
- * signed zeros keeping the second), where the general tap is two compares, a mask or and a
- * blend: SqueezeNet's first 3 x 3 / 2 pool, [64, 111, 111] blocked by 16, ran at about 2.8
- * cycles a tap on one Zen 5 core, in cache. */
+ * signed zeros keeping the second), where the general tap adds a compare and a blend for the
+ * NaN (it was two compares, a mask or and a blend: SqueezeNet's first 3 x 3 / 2 pool,
+ * [64, 111, 111] blocked by 16, ran at about 2.8 cycles a tap on one Zen 5 core, in cache). */
 #define K_POOL_MAX_TAP(VT, IT, MAX, p)                                                             \
   {                                                                                                \
     VT a;                                                                                          \

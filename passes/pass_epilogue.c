@@ -127,9 +127,9 @@ static const char *pass_epi_binary(pass_epi *pe, pass_echain *ch, const ir_node 
   int mine = c->in[0] == ch->value ? 0 : 1, other = c->in[1 - mine];
   const ir_tensor *o = ir_tensor_at(pe->g, other), *v = ir_tensor_at(pe->g, ch->value);
   if (other == ch->value) return "it reads the chain's value twice";
-  bool scalar = ir_tensor_numel(o) == 1 && o->shape.rank <= v->shape.rank;
-  int64_t period = scalar || ir_shape_eq(&o->shape, &v->shape) ? 0 : pass_epi_period(pe, ch, o, v);
-  if (o->dtype != K_F32 || (!scalar && !period && !ir_shape_eq(&o->shape, &v->shape))) {
+  bool scalar = ir_tensor_numel(o) == 1 && o->shape.rank <= v->shape.rank, same = ir_shape_eq(&o->shape, &v->shape);
+  int64_t period = scalar || same ? 0 : pass_epi_period(pe, ch, o, v);
+  if (o->dtype != K_F32 || (!scalar && !same && !period)) {
     char a[64];
     ir_type_str(o->dtype, &o->shape, a, sizeof a);
     return snprintf(buf, len, "its other operand %s %s is neither the output's shape, one value, nor a weight over "
