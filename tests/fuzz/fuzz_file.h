@@ -7,16 +7,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+static char fuzz_file_dir[128], fuzz_file_name[256];
+
+/* At exit (libFuzzer's driver ends its runs with exit): the file and its folder go, so runs
+ * leave nothing under /tmp. */
+static void fuzz_file_remove(void) {
+  remove(fuzz_file_name);
+  remove(fuzz_file_dir);
+}
+
 /* PREFIX-XXXXXX/NAME, the folder made on the first call (abort if it cannot be). */
 static const char *fuzz_file_path(const char *prefix, const char *name) {
-  static char path[256];
-  if (!path[0]) {
-    char dir[128];
-    snprintf(dir, sizeof dir, "/tmp/%s-XXXXXX", prefix);
-    if (!mkdtemp(dir)) abort();
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+  if (!fuzz_file_name[0]) {
+    snprintf(fuzz_file_dir, sizeof fuzz_file_dir, "/tmp/%s-XXXXXX", prefix);
+    if (!mkdtemp(fuzz_file_dir)) abort();
+    snprintf(fuzz_file_name, sizeof fuzz_file_name, "%s/%s", fuzz_file_dir, name);
+    atexit(fuzz_file_remove);
   }
-  return path;
+  return fuzz_file_name;
 }
 
 /* The input into the file: 0, or nonzero when it could not be written whole. */

@@ -823,6 +823,7 @@ static int gc_rmdir(const char *dir) {
   char p[4096];
   snprintf(p, sizeof p, "%s/a.safetensors", dir), unlink(p);
   snprintf(p, sizeof p, "%s/b.safetensors", dir), unlink(p);
+  snprintf(p, sizeof p, "%s/init.safetensors", dir), unlink(p);   /* gc_weights' weights at create */
   return rmdir(dir);
 }
 

@@ -211,7 +211,10 @@ static void dp_run(const dp_model *x, const char *root, kiln_comm *c) {
   }
   int rc = dp_train(m, x, &in, x->rows * dp_rank, loss) || kiln_model_save(m, mine);
   kiln_model_free(m);
-  if (rc || dp_rank != 0) return;
+  if (rc || dp_rank != 0) {   /* rank 0 compares its own file only */
+    unlink(mine);
+    return;
+  }
   kiln_model *one = dp_model_at(x, root, x->rows * dp_size, 1);
   snprintf(alone, sizeof alone, "/tmp/kiln-dp-%d-alone.safetensors", (int)getpid());
   if (one && !dp_train(one, x, &in, 0, lone) && !kiln_model_save(one, alone)) {
@@ -249,7 +252,7 @@ static int dp_fault(const char *root, bool kill) {
   snprintf(after, sizeof after, "/tmp/kiln-dpf-%d-%d-b.safetensors", (int)getpid(), dp_rank);
   if (!m || kiln_model_set_comm(m, &c) || kiln_model_train_step(m, in, &loss) || kiln_model_save(m, before))
     return printf("FAIL (rank %d): the first step: %s\n", dp_rank, kiln_last_error()), 1;
-  if (dp_rank == 1 && kill) fflush(stdout), raise(SIGKILL);
+  if (dp_rank == 1 && kill) unlink(before), fflush(stdout), raise(SIGKILL);   /* it dies: its file goes first */
   if (dp_rank == 1) label[2] = 99;   /* 10 classes: a data error in the loss, before any allreduce */
   double t0 = MPI_Wtime();
   int rc = kiln_model_train_step(m, in, &loss);
