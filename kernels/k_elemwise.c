@@ -133,9 +133,6 @@ K_UNARY_BWD(activation, k_sf_activation_grad(og, x, y, K_PARAM(k_activation_para
  * operand at stride 1 or 0, and each op gets its own loops per stride case with its scalar
  * function inlined, so they vectorise. The generic per-element iterator these replaced lives
  * on only as the reference in tests/kernels/test_elemwise.c. */
-typedef void (*k_fwd_block_fn)(float *restrict t, const float *a, const float *b, int64_t n,
-                               int64_t sa, int64_t sb);
-
 typedef struct {
   const k_bview *v;
   const float *a, *b;
@@ -256,7 +253,7 @@ static int k_binary_backward(const k_call *c, const k_reducer *ga, const k_reduc
                                      int64_t n, int64_t sa, int64_t sb) {                  \
     for (int64_t k = 0; k < n; k++) t[k] = k_sf_##op(a[k * sa], b[k * sb]);                \
   }                                                                                        \
-  K_VEC_TARGETS static void k_##op##_fwd_block(float *restrict t, const float *a, const float *b,        \
+  K_VEC_TARGETS void k_##op##_fwd_block(float *restrict t, const float *a, const float *b,               \
                                  int64_t n, int64_t sa, int64_t sb) {                      \
     if (sa && sb) k_##op##_fwd_at(t, a, b, n, 1, 1);                                       \
     else if (sa) k_##op##_fwd_at(t, a, b, n, 1, 0);                                        \

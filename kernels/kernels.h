@@ -22,6 +22,21 @@
 #undef K_UNARY
 #undef K_BINARY
 
+/* Each binary op's block function (k_elemwise.c): t[k] = op(a[k * sa], b[k * sb]) for k in
+ * [0, n), t not overlapping a or b; the loops its broadcasting kernel runs, which an epilogue
+ * (k_epilogue.c) calls directly on its runs, so the bits are the kernel's. */
+typedef void (*k_fwd_block_fn)(float *restrict t, const float *a, const float *b, int64_t n, int64_t sa,
+                               int64_t sb);
+#define K_DECLARE_BLOCK(op) \
+  void k_##op##_fwd_block(float *restrict t, const float *a, const float *b, int64_t n, int64_t sa, int64_t sb);
+#define K_OP(op)
+#define K_UNARY(op)
+#define K_BINARY K_DECLARE_BLOCK
+#include "k_ops.def"
+#undef K_OP
+#undef K_UNARY
+#undef K_BINARY
+
 /* Each op's index in the op list (an rt_step's op; the IR's IR_OP_* are the same numbers), for
  * the runtime, which may not include ir/. */
 #define K_OP_INDEX(op) K_OPI_##op,
