@@ -85,6 +85,11 @@ static inline void k_dwb_interior(const k_dw_bgeom *g, int64_t *lo, int64_t *hi)
 /* Rows [oh0, oh1) of one channel block of a blocked depthwise forward (k_conv_dw_blocked.h). */
 typedef void (*k_dw_brows_fn)(const k_dw_bgeom *g, const float *x, const float *wv, const float *bias,
                               const k_epi_store *tail, float *y, int64_t oh0, int64_t oh1);
+/* One plane of a stride-1 depthwise forward, written (or added, add) straight into y
+ * [OH][OW] from its padded plane xp (rows Wq floats apart), kh x kw taps of w, kw 3, 5 or 7
+ * (k_dw_srows_kw says how). */
+typedef void (*k_dw_srows_fn)(const float *xp, int64_t Wq, int64_t OH, int64_t OW, int64_t kh, int64_t kw,
+                              const float *w, float init, int add, float *y);
 /* One instruction set's loops (k_conv_dw_isa.h says what each does). */
 typedef struct {
   const char *name;
@@ -94,6 +99,7 @@ typedef struct {
   k_dw_split_fn split;
   k_dw_merge_fn merge;
   k_dw_brows_fn brows[2];   /* the blocked forward for block widths 8 and 16 */
+  k_dw_srows_fn srows;      /* NULL where the ISA has none: sum and the row copies instead */
 } k_dw_isa;
 
 /* Portable: 4-float (SSE) vectors. */
@@ -106,6 +112,7 @@ typedef struct {
 #define K_DW_ROW_COPY kdw_copy_row_generic
 #define K_DW_ROW_SPLIT kdw_split_row_generic
 #define K_DW_ROW_MERGE kdw_merge_row_generic
+#define K_DW_SROWS NULL
 #include "k_conv_dw_isa.h"
 
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
@@ -122,6 +129,7 @@ typedef struct {
 #define K_DW_ROW_COPY kdw_copy_row_avx2
 #define K_DW_ROW_SPLIT kdw_split_row_avx2
 #define K_DW_ROW_MERGE kdw_merge_row_avx2
+#define K_DW_SROWS NULL
 #include "k_conv_dw_isa.h"
 
 /* AVX-512's row copies end with masked loads and stores instead of one float at a time:
@@ -171,6 +179,65 @@ K_DW_AVX512 K_DW_INLINE void k_dw_merge_row_m(const float *e, const float *o, in
   }
 }
 
+/* Output rows summed together by k_dw_srows_avx512: each input row's shifted copies serve up
+ * to this many of them. */
+#define K_DW_SR 8
+
+/* k_dw_srows_fn on AVX-512, for a row of KW taps (a constant: the shifted copies live in
+ * registers). Each output vector (16 neighbouring columns of a row, the last one masked at
+ * OW) is summed as k_dw_sum sums it — 0 + init, then the taps in their order (ki, kj), one
+ * FMA each — so the bits are the same; but K_DW_SR rows at once: each input row is loaded as
+ * two vectors, its KW shifted copies made in registers (vpermt2ps) and used by every output
+ * row that row is a tap row of, and the sums go straight into y, with no staging plane to
+ * copy out. The flat sum loads each tap's vector from memory, 15 of 16 offsets split across
+ * cache lines: ConvNeXt-T's 7x7 layers ran at a third of the FMA peak. Columns past OW read
+ * the row's margin or the next row (the plane's slack covers the last) and are never stored. */
+K_DW_AVX512 K_DW_INLINE void k_dw_srows_kw(const float *xp, int64_t Wq, int64_t OH, int64_t OW, int64_t kh,
+                                           const int KW, const float *w, float init, int add, float *y) {
+  __m512i shift[16];
+#pragma GCC unroll 16
+  for (int j = 0; j < KW; j++)
+    shift[j] = _mm512_add_epi32(_mm512_set1_epi32(j), _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0));
+  __m512 b = _mm512_add_ps(_mm512_setzero_ps(), _mm512_set1_ps(init));
+  for (int64_t oh0 = 0; oh0 < OH; oh0 += K_DW_SR) {
+    int64_t R = OH - oh0 < K_DW_SR ? OH - oh0 : K_DW_SR;
+    for (int64_t c0 = 0; c0 < OW; c0 += 16) {
+      __m512 acc[K_DW_SR], v[16];
+#pragma GCC unroll 8
+      for (int i = 0; i < K_DW_SR; i++) acc[i] = b;
+      for (int64_t r = 0; r < R + kh - 1; r++) {   /* input row oh0 + r: tap row r - i of output row i */
+        const float *row = xp + (oh0 + r) * Wq + c0;
+        v[0] = _mm512_loadu_ps(row);
+        __m512 hi = _mm512_loadu_ps(row + 16);
+#pragma GCC unroll 16
+        for (int j = 1; j < KW; j++) v[j] = _mm512_permutex2var_ps(v[0], shift[j], hi);
+#pragma GCC unroll 8
+        for (int i = 0; i < K_DW_SR; i++) {
+          if (i >= R || r - i < 0 || r - i >= kh) continue;
+          const float *wr = w + (r - i) * KW;
+#pragma GCC unroll 16
+          for (int j = 0; j < KW; j++) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(wr[j]), v[j], acc[i]);
+        }
+      }
+      __mmask16 m = k_dw_mask(OW - c0);
+#pragma GCC unroll 8
+      for (int i = 0; i < K_DW_SR; i++) {
+        if (i >= R) break;
+        float *d = y + (oh0 + i) * OW + c0;
+        _mm512_mask_storeu_ps(d, m, add ? _mm512_add_ps(_mm512_maskz_loadu_ps(m, d), acc[i]) : acc[i]);
+      }
+    }
+  }
+}
+
+/* The row lengths k_dw_srows_fit admits (3, 5 and 7: the odd kernels of real models). */
+K_DW_AVX512 static void k_dw_srows_avx512(const float *xp, int64_t Wq, int64_t OH, int64_t OW, int64_t kh, int64_t kw,
+                                          const float *w, float init, int add, float *y) {
+  if (kw == 7) k_dw_srows_kw(xp, Wq, OH, OW, kh, 7, w, init, add, y);
+  else if (kw == 5) k_dw_srows_kw(xp, Wq, OH, OW, kh, 5, w, init, add, y);
+  else k_dw_srows_kw(xp, Wq, OH, OW, kh, 3, w, init, add, y);
+}
+
 /* AVX-512: 32 zmm registers; 8 dot taps per pass. */
 #define K_DW_V 16
 #define K_DW_SFX avx512
@@ -181,6 +248,7 @@ K_DW_AVX512 K_DW_INLINE void k_dw_merge_row_m(const float *e, const float *o, in
 #define K_DW_ROW_COPY k_dw_copy_row_m
 #define K_DW_ROW_SPLIT k_dw_split_row_m
 #define K_DW_ROW_MERGE k_dw_merge_row_m
+#define K_DW_SROWS k_dw_srows_avx512
 #include "k_conv_dw_isa.h"
 #endif
 
@@ -407,6 +475,16 @@ static void k_dw_taps(const k_dw_job *j, const float *xp, const float **src) {
     for (int64_t t = 0; t < g->taps; t++) src[ch * g->taps + t] = xp + ch * g->PS + j->phase[t] * g->PL + j->off[t];
 }
 
+/* Whether a plane's forward may run the ISA's srows: one input channel a group, strides and
+ * dilations 1 (one phase plane, read at ki * Wq + kj), rows of 3, 5 or 7 taps; 3 taps only on
+ * rows of more than 8 outputs, as a row takes a whole vector where the flat sum packs the
+ * plane's rows together: a 3x3 layer on 7x7 planes ran 0.95x on it, a 7x7 one 1.1-1.2x, 3x3 on
+ * 14x14 1.03-1.4x, and 5x5 and 7x7 on 14x14 and 56x56 1.25-1.8x (96 channels, Zen 5). */
+static int k_dw_srows_fit(const k_dw_geom *g) {
+  return g->Cg == 1 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 &&
+         (g->kw == 5 || g->kw == 7 || (g->kw == 3 && g->OW > 8));
+}
+
 /* Tasks i = n*G + group: the group's M output planes from its Cg input planes (planes
  * i*Cg .. i*Cg+Cg-1 of X), which are planes i*M .. i*M+M-1 of Y, so a chunk's planes are
  * contiguous and the epilogue runs on runs of them. */
@@ -419,12 +497,18 @@ static void k_dw_fwd_tasks(void *ctx, int64_t lo, int64_t hi) {
   float *Y = c->out[0].data, *xp = k_dw_slot(j, lo), *ys = xp + 2 * g->Cg * g->PS;
   const float *src[K_DW_MAX_TAPS];
   int64_t ohw = g->OH * g->OW, done = lo;
+  k_dw_srows_fn srows = k_dw_srows_fit(g) ? j->isa->srows : NULL;
   k_dw_clear_slot(g, xp);
   for (int64_t i = lo; i < hi; i++) {
     for (int64_t ch = 0; ch < g->Cg; ch++) k_dw_phases(g, j->isa, X + (i * g->Cg + ch) * g->H * g->W, xp + ch * g->PS);
     k_dw_taps(j, xp, src);
     for (int64_t m = 0; m < g->M; m++) {
       int64_t f = i % g->G * g->M + m;
+      if (srows) {
+        srows(xp, g->Wq, g->OH, g->OW, g->kh, g->kw, Wt + f * g->wk, bias ? bias[f] : 0.0f, c->req[0] == kAddTo,
+              Y + (i * g->M + m) * ohw);
+        continue;
+      }
       j->isa->sum(ys, g->OH * g->Wq, src, Wt + f * g->wk, g->wk, bias ? bias[f] : 0.0f, 0);
       k_dw_unstage(g, j->isa, ys, c->req[0] == kAddTo, Y + (i * g->M + m) * ohw);
     }

@@ -8,6 +8,7 @@
  *   K_DW_B     the dot products' taps per pass (both sized to the target's registers), and
  *   K_DW_ROW_COPY, K_DW_ROW_SPLIT, K_DW_ROW_MERGE  the row copies to use (the ones defined
  *              here, kdw_copy_row_<sfx> ..., or the file's own masked ones),
+ *   K_DW_SROWS the stride-1 plane forward (k_dw_srows_fn), or NULL,
  * and it defines k_dw_isa_<sfx> (with the blocked forward of k_conv_dw_blocked.h for block
  * widths 8 and 16), then undefines its parameters. */
 
@@ -166,7 +167,8 @@ K_DW_ATTR static void KDW(k_dw_merge)(const float *e, const float *o, int64_t ss
 
 static const k_dw_isa KDW(k_dw_isa) = {K_DW_NAME, KDW(k_dw_sum), KDW(k_dw_dots), KDW(k_dw_rows),
                                        KDW(k_dw_split), KDW(k_dw_merge),
-                                       {KDW_CAT(k_dw_brows_8, K_DW_SFX), KDW_CAT(k_dw_brows_16, K_DW_SFX)}};
+                                       {KDW_CAT(k_dw_brows_8, K_DW_SFX), KDW_CAT(k_dw_brows_16, K_DW_SFX)},
+                                       K_DW_SROWS};
 
 #undef KDW_VEC
 #undef KDW_EVEN
@@ -183,3 +185,4 @@ static const k_dw_isa KDW(k_dw_isa) = {K_DW_NAME, KDW(k_dw_sum), KDW(k_dw_dots),
 #undef K_DW_ROW_COPY
 #undef K_DW_ROW_SPLIT
 #undef K_DW_ROW_MERGE
+#undef K_DW_SROWS

@@ -49,6 +49,9 @@ static const dw_spec specs[] = {
   {"tall kernel, 1 wide out",   1, 2, 2, 1, 9,  3, 4, 3, 1, 1, 0, 0, 1, 1, 0, 1, 0, 0, 0},
   {"7x7 plane (mobilenet end)", 1, 1, 24, 1, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0},
   {"5x5 on 7x7 (mnasnet end)",  1, 2, 20, 1, 7, 7, 5, 5, 1, 1, 2, 2, 1, 1, 0, 1, 0, 0, 0},
+  {"7x7 s1 pad 3 (convnext)",   1, 2, 3, 1, 19, 35, 7, 7, 1, 1, 3, 3, 1, 1, 0, 1, 0, 0, 0},
+  {"7x7 on 7x7, multiplier 2",  1, 1, 4, 2, 7, 7, 7, 7, 1, 1, 3, 3, 1, 1, 1, 1, 0, 0, 0},
+  {"5x7 kernel, no padding",    1, 2, 2, 1, 12, 40, 5, 7, 1, 1, 0, 0, 1, 1, 0, 1, 0, 0, 0},
   {"batch 1",                   1, 1, 8, 1, 8,  8, 3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0},
   {"batch 6 in 4 parts",        1, 6, 3, 2, 6,  5, 3, 3, 2, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0},
   {"1-D",                       0, 3, 4, 1, 1,  29, 1, 3, 1, 1, 0, 1, 1, 1, 0, 1, 0, 0, 0},
@@ -192,7 +195,8 @@ static int dw_backward(const dw_spec *s, const k_conv_param *p, dw_data *d, cons
   return dw;
 }
 
-/* NULL: the widest instruction set; the others narrow it (on a CPU without one, the path
+/* NULL: the widest instruction set (on AVX-512 the stride-1 planes of 3, 5 or 7 taps a row
+ * run k_dw_srows_kw, whose bits dw_blocked holds to the blocked forward's); the others narrow it (on a CPU without one, the path
  * picks a narrower one). */
 static const char *const modes[] = {NULL, "direct-avx2", "direct-generic"};
 
