@@ -75,14 +75,16 @@ static int pass_layout_scale(const ir_graph *g, const ir_node *n) {
 static int64_t pass_layout_channels(const ir_graph *g, const ir_node *n) { return ir_tensor_at(g, n->out[0])->shape.d[1]; }
 
 /* Whether n is a forward concat along the channels of 4-D values, written (SqueezeNet's fire
- * modules, Inception's branches, DenseNet's blocks). Blocked at a width V that divides every
- * piece's channels, a sample's blocks of each piece are one run, as its channels are in NCHW:
- * the kernel's copy is the same for both layouts, so the pieces and the output stay blocked
- * when all of them can (pass_layout_concat_agree), and no conversion sits between the
- * convolutions before and after. */
+ * modules, Inception's branches, DenseNet's blocks), or along the samples (pass_samples.c's
+ * values gathered after the layers it runs one sample at a time). Blocked at a width V that
+ * divides every piece's channels, a sample's blocks of each piece are one run, as its
+ * channels are in NCHW, and a piece's samples are one run in both: the kernel's copy is the
+ * same for both layouts, so the pieces and the output stay blocked when all of them can
+ * (pass_layout_concat_agree), and no conversion sits between the convolutions before and
+ * after. */
 static bool pass_layout_concat(const ir_graph *g, const ir_node *n) {
   if (n->kind != IR_N_OP || n->op != IR_OP_concat || n->nout != 1 || n->out[0] < 0 || n->nin < 1 ||
-      ir_node_req(n, 0) != kWriteTo || ((const k_concat_param *)n->param)->dim != 1)
+      ir_node_req(n, 0) != kWriteTo || ((const k_concat_param *)n->param)->dim > 1)
     return false;
   for (int j = 0; j < n->nin; j++)
     if (n->in[j] < 0 || ir_tensor_at(g, n->in[j])->shape.rank != 4) return false;

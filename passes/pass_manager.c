@@ -12,6 +12,7 @@ const pass_def pass_table[PASS_COUNT] = {
   [PASS_infer] = {"infer", "shape and type inference (parameters included)", false, false, pass_infer},
   [PASS_select] = {"select", "keep the nodes the entry point needs: outputs (predict) or the loss (train)", false, false, pass_select},
   [PASS_simplify] = {"simplify", "a matmul reads and writes the head split of attention in place of its transposes; predict: a monotone activation read only by a max pooling runs after it", false, true, pass_simplify},
+  [PASS_samples] = {"samples", "predict at batch N > 1: the first layers, whose values hold the most bytes a sample, run one sample at a time (depth first)", false, true, pass_samples},
   [PASS_backward] = {"backward", "derive _backward_<op> nodes; head gradient 1; kAddTo where gradients meet", true, false, pass_backward},
   [PASS_prune] = {"prune", "backward-dependency pruning: backward nodes read only what the op declares", true, true, pass_prune},
   [PASS_optimizer] = {"optimizer", "optimizer update nodes that step parameters and state in place", true, false, pass_optimizer},

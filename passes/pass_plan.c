@@ -115,7 +115,7 @@ int pass_plan_off(ir_graph *g, pass_ctx *cx) {
 static bool pass_overlap(int64_t a0, int64_t a1, int64_t b0, int64_t b1) { return a0 < b1 && b0 < a1; }
 
 /* The samples of tensor t (its first axis; 1 for a scalar). */
-static int64_t pass_samples(const ir_graph *g, int t) {
+static int64_t pass_plan_nsamples(const ir_graph *g, int t) {
   const k_shape *s = &ir_tensor_at(g, t)->shape;
   return s->rank > 0 && s->d[0] > 0 ? s->d[0] : 1;
 }
@@ -135,7 +135,7 @@ static int64_t pass_piece_sample_bytes(const ir_graph *g, const ir_plan *p, int 
     const ir_node *n = ir_node_at(g, i);
     if (n->kind != IR_N_OP || n->op != IR_OP_concat || n->nout < 1 || n->out[0] != o) continue;
     if (pass_plan_outer(ir_tensor_at(g, o), ((const k_concat_param *)n->param)->dim) == 1) return 0;
-    return p->buf[o].sample_bytes > 0 ? p->buf[o].sample_bytes : p->buf[o].bytes / pass_samples(g, o);
+    return p->buf[o].sample_bytes > 0 ? p->buf[o].sample_bytes : p->buf[o].bytes / pass_plan_nsamples(g, o);
   }
   return 0;
 }
@@ -176,8 +176,8 @@ static int pass_validate_within(const ir_graph *g, const ir_plan *p, int t, FILE
   if (b->within < 0) return 0;
   const ir_buffer *o = &p->buf[b->within];
   const char *tn = ir_tensor_at(g, t)->name, *on = ir_tensor_at(g, b->within)->name;
-  int64_t n = b->sample_bytes > 0 ? pass_samples(g, t) : 1;   /* a sample of t in each of o's */
-  if (o->cls != IR_MEM_ARENA || b->within_at < 0 || n != (b->sample_bytes > 0 ? pass_samples(g, b->within) : 1) ||
+  int64_t n = b->sample_bytes > 0 ? pass_plan_nsamples(g, t) : 1;   /* a sample of t in each of o's */
+  if (o->cls != IR_MEM_ARENA || b->within_at < 0 || n != (b->sample_bytes > 0 ? pass_plan_nsamples(g, b->within) : 1) ||
       b->within_at + b->bytes / n > o->bytes / n)
     return fprintf(out, "plan: %s is placed inside %s but does not fit there\n", tn, on), 1;
   if (b->sample_bytes != pass_piece_sample_bytes(g, p, b->within))
@@ -195,7 +195,7 @@ static int pass_plan_top(const ir_plan *p, int t, int64_t *at);
 static bool pass_samples_overlap(const ir_graph *g, const ir_plan *p, int a, int b) {
   const ir_buffer *x = &p->buf[a], *y = &p->buf[b];
   int64_t xa = 0, ya = 0;
-  int64_t na = pass_samples(g, a), nb = pass_samples(g, b);
+  int64_t na = pass_plan_nsamples(g, a), nb = pass_plan_nsamples(g, b);
   pass_plan_top(p, a, &xa), pass_plan_top(p, b, &ya);
   return pass_overlap(xa, xa + x->bytes / na, ya, ya + y->bytes / nb);
 }
@@ -266,7 +266,7 @@ static int pass_validate_samples(const ir_graph *g, const ir_plan *p, FILE *out)
     for (int j = 0; j < x->nin + x->nout; j++) {
       int t = j < x->nin ? x->in[j] : x->out[j - x->nin];
       if (t < 0 || p->buf[t].sample_bytes <= 0) continue;
-      if (p->samples[i] != pass_samples(g, t) || !pass_plan_split_ok(g, x, j))
+      if (p->samples[i] != pass_plan_nsamples(g, t) || !pass_plan_split_ok(g, x, j))
         return fprintf(out, "plan: %s's samples lie apart but %s does not run once per sample\n", ir_tensor_at(g, t)->name,
                        x->name), 1;
     }
@@ -526,7 +526,7 @@ static void pass_plan_sample_strides(const ir_graph *g, ir_plan *p) {
     int u = pass_plan_root(p, t);
     for (int hops = 0; p->buf[u].within >= 0 && hops <= 1 << 24; hops++)
       apart |= p->buf[u].sample_bytes < 0, u = pass_plan_root(p, p->buf[u].within);
-    if (apart) sb[t] = p->buf[u].bytes / pass_samples(g, u);
+    if (apart) sb[t] = p->buf[u].bytes / pass_plan_nsamples(g, u);
   }
   for (int t = 0; t < nt; t++) p->buf[t].sample_bytes = sb[t];
   free(sb);
@@ -534,7 +534,7 @@ static void pass_plan_sample_strides(const ir_graph *g, ir_plan *p) {
     const ir_node *x = ir_node_at(g, i);
     for (int j = 0; j < x->nin + x->nout; j++) {
       int t = j < x->nin ? x->in[j] : x->out[j - x->nin];
-      if (t >= 0 && p->buf[t].sample_bytes > 0) p->samples[i] = (int32_t)pass_samples(g, x->out[0]);
+      if (t >= 0 && p->buf[t].sample_bytes > 0) p->samples[i] = (int32_t)pass_plan_nsamples(g, x->out[0]);
     }
   }
 }

@@ -5,6 +5,7 @@
  *   pass_manager.c  the table, the pipeline, --print-after, timing, the verifier after each pass
  *   pass_select.c   keep the nodes the entry point needs (outputs for predict, loss for train)
  *   pass_simplify.c rewrites that do less work (head transposes read in place by matmul; predict: an activation after max pooling)
+ *   pass_samples.c  predict at batch N > 1: the first layers, whose values are large, one sample at a time
  *   pass_backward.c _backward_<op> nodes, head gradient 1, kAddTo accumulation
  *   pass_prune.c    backward-dependency pruning (DeclareBackwardDependency)
  *   pass_optimizer.c optimizer update nodes and their state
@@ -19,7 +20,7 @@
 
 #include "ops.h"
 
-#define PASS_LIST(X) X(infer) X(select) X(simplify) X(backward) X(prune) X(optimizer) X(inplace) X(epilogue) X(fusion) X(layout) X(plan)
+#define PASS_LIST(X) X(infer) X(select) X(simplify) X(samples) X(backward) X(prune) X(optimizer) X(inplace) X(epilogue) X(fusion) X(layout) X(plan)
 #define PASS_ENUM(n) PASS_##n,
 enum { PASS_LIST(PASS_ENUM) PASS_COUNT };
 #undef PASS_ENUM

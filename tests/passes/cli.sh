@@ -23,7 +23,7 @@ for mode in predict train; do
     fi
   done
   "$kiln" passes "$src" --mode $mode --print-after all >"$tmp/all" || fail "--print-after all ($mode)"
-  want=8; [ $mode = train ] && want=11       # backward, prune and optimizer run only for train
+  want=9; [ $mode = train ] && want=12       # backward, prune and optimizer run only for train (samples runs in both, and changes nothing in train)
   [ "$(grep -c '^# after pass' "$tmp/all")" -eq $want ] || fail "--print-after all did not print after each of the $want passes ($mode)"
   "$kiln" passes "$src" --mode $mode --disable fusion --disable epilogue --disable inplace --disable layout --disable plan --stats >"$tmp/off" || fail "--disable ($mode)"
   grep -q 'switched off' "$tmp/off" || fail "switched-off passes not marked ($mode)"
