@@ -66,10 +66,10 @@ static const kiln_command kiln_commands[] = {
    "                   and the memory plan as a timeline of the arena's buffers\n"
    "  --profile TRACE.json  with --html: colour each node by its share of the time in a trace\n"
    "                   of `kiln run --profile` (or KILN_PROFILE) of the same model and mode\n"
-   "  --disable P      switch an optional pass off (simplify, prune, inplace, epilogue, fusion, layout,\n"
-   "                   plan)\n"
+   "  --disable P      switch an optional pass off (simplify, samples, prune, inplace, epilogue, fusion,\n"
+   "                   layout, plan)\n"
    "\n"
-   "passes, in order: infer select simplify backward prune optimizer inplace epilogue fusion layout plan\n",
+   "passes, in order: infer select simplify samples backward prune optimizer inplace epilogue fusion layout plan\n",
    kiln_passes_main},
   {"compile", "build a model into a self-contained shared object and its C header",
    "usage: kiln compile FILE [-o LIB.so] [-D dim=N|dim=LO..HI]... [--model NAME] [-O0|-O1|-O2|-O3]\n"
