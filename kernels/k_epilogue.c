@@ -132,17 +132,14 @@ static void k_epi_affine_blocked(const k_call *c, const k_epi_step *s, float *y,
   }
 }
 
-/* The op's kernel on elements [lo, hi) as a flat tensor, written in place (elementwise kernels
- * read each element before they write it); other: the operand's elements for that run, or
- * NULL for a unary step. */
-static void k_epi_flat(const k_call *c, const k_epi_step *s, float *y, int64_t base, int64_t lo, int64_t hi,
-                       const k_tensor *other) {
+/* A unary step: the op's kernel on elements [lo, hi) as a flat tensor, written in place
+ * (elementwise kernels read each element before they write it). */
+static void k_epi_unary(const k_call *c, const k_epi_step *s, float *y, int64_t base, int64_t lo, int64_t hi) {
   k_shape flat = {1, {hi - lo}};
-  k_tensor run = {y + (lo - base), flat, K_F32}, in[2] = {run, run};
-  if (other) in[s->swap ? 0 : 1] = *other, in[s->swap ? 1 : 0] = run;
+  k_tensor run = {y + (lo - base), flat, K_F32};
   k_req req = kWriteInplace;
   char msg[8];
-  k_call k = {in, other ? 2 : 1, &run, 1, &req, s->has_param ? s->param : NULL, NULL, 0,
+  k_call k = {&run, 1, &run, 1, &req, s->has_param ? s->param : NULL, NULL, 0,
               0, 0, c->is_train, msg, sizeof msg, NULL, NULL, NULL};
   k_epi_kernels[s->fn](&k);   /* elementwise kernels cannot fail */
 }
@@ -172,7 +169,7 @@ K_VEC_TARGETS static void k_epi_binary(const k_call *c, const k_epi_step *s, flo
 /* A step on elements [lo, hi) (the output's own indices), element lo stored at y + lo - base. */
 static void k_epi_kernel(const k_call *c, const k_epi_step *s, float *y, int64_t base, int64_t lo, int64_t hi) {
   if (s->kind == K_EPI_BINARY) k_epi_binary(c, s, y, base, lo, hi);
-  else k_epi_flat(c, s, y, base, lo, hi, NULL);
+  else k_epi_unary(c, s, y, base, lo, hi);
 }
 
 /* A unary step on blocked elements [lo, hi): in a last channel block that is mostly padding

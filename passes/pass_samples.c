@@ -18,8 +18,9 @@
  * written to the value itself, so the rest of the graph is unchanged. Each copy computes what
  * the batch node computed for that sample, op for op, so the outputs keep their bits.
  *
- * Not for bounded dims (a run's batch is not the graph's), nor for a target whose executor
- * runs every node as one call (PASS_NO_SPLIT: the GPU, where one call per layer is what pays).
+ * Not for bounded dims (a run's batch is not the graph's), batches over K_SAMPLES_MAX, nor for
+ * a target whose executor runs every node as one call (PASS_NO_SPLIT: the GPU, where one call
+ * per layer is what pays).
  * KILN_SAMPLES_MIN_BYTES overrides the threshold (the differential tests set 1, so that their
  * small models split too). */
 #include "passes.h"
@@ -28,6 +29,9 @@
 #include <string.h>
 
 #define K_SAMPLES_MIN_BYTES ((int64_t)256 * 1024)
+/* Most samples split: each repeats the region's nodes (a batch of 64 would make 64 copies of
+ * each early layer, and its concats 64 inputs). */
+#define K_SAMPLES_MAX 16
 
 static int64_t pass_samples_min_bytes(void) {
   const char *e = getenv("KILN_SAMPLES_MIN_BYTES");
@@ -35,12 +39,11 @@ static int64_t pass_samples_min_bytes(void) {
 }
 
 /* Whether op x computes each sample from that sample alone, as the region needs. */
-static bool pass_samples_op(const ir_graph *g, const ir_node *x) {
+static bool pass_samples_op(const ir_node *x) {
   if (x->kind != IR_N_OP) return false;
   const ir_opdef *op = &ir_ops[x->op];
   if (op->resources & IR_RES_RANDOM) return false;
   if (x->op == IR_OP_concat) return ((const k_concat_param *)x->param)->dim >= 1;
-  (void)g;
   return x->op == IR_OP_convolution || x->op == IR_OP_pooling || x->op == IR_OP_batch_norm || op->scalar != NULL;
 }
 
@@ -50,12 +53,13 @@ static bool pass_samples_batched(const ir_graph *g, int t, int64_t N) {
   return x->shape.rank >= 1 && x->shape.d[0] == N;
 }
 
-/* The batch: N > 1 of the graph's one f32 input of rank >= 2, or 0 (then nothing splits). */
+/* The batch: N in [2, K_SAMPLES_MAX] of the graph's one f32 input of rank >= 2, or 0 (then
+ * nothing splits). */
 static int64_t pass_samples_batch(const ir_graph *g, int *input) {
   int idx[2], n = ir_graph_inputs(g, idx, 2);
   if (n != 1) return 0;
   const ir_tensor *x = ir_tensor_at(g, idx[0]);
-  if (x->dtype != K_F32 || x->shape.rank < 2 || x->shape.d[0] < 2) return 0;
+  if (x->dtype != K_F32 || x->shape.rank < 2 || x->shape.d[0] < 2 || x->shape.d[0] > K_SAMPLES_MAX) return 0;
   *input = idx[0];
   return x->shape.d[0];
 }
@@ -79,7 +83,7 @@ static int pass_samples_region(const ir_graph *g, int x, int64_t N, int64_t min,
   in_region[x] = true;
   for (int i = 0; i < ir_nnodes(g); i++) {
     const ir_node *n = ir_node_at(g, i);
-    bool ok = pass_samples_op(g, n) && n->nout >= 1 && n->out[0] >= 0 && pass_samples_batched(g, n->out[0], N);
+    bool ok = pass_samples_op(n) && n->nout >= 1 && n->out[0] >= 0 && pass_samples_batched(g, n->out[0], N);
     for (int j = 1; ok && j < n->nout; j++)   /* a hidden output: batched, or read by nobody */
       ok = n->out[j] < 0 || pass_samples_batched(g, n->out[j], N) || !read[n->out[j]];
     for (int j = 0; ok && j < n->nin; j++) {
