@@ -501,7 +501,7 @@ static void k_dw_fwd_tasks(void *ctx, int64_t lo, int64_t hi) {
   k_dw_clear_slot(g, xp);
   for (int64_t i = lo; i < hi; i++) {
     for (int64_t ch = 0; ch < g->Cg; ch++) k_dw_phases(g, j->isa, X + (i * g->Cg + ch) * g->H * g->W, xp + ch * g->PS);
-    k_dw_taps(j, xp, src);
+    if (!srows) k_dw_taps(j, xp, src);
     for (int64_t m = 0; m < g->M; m++) {
       int64_t f = i % g->G * g->M + m;
       if (srows) {

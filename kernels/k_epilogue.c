@@ -153,13 +153,13 @@ K_VEC_TARGETS static void k_epi_binary(const k_call *c, const k_epi_step *s, flo
                                        int64_t hi) {
   const float *o = c->in[s->slot].data;
   k_fwd_block_fn blk = k_epi_blocks[s->fn];
+  int64_t so = s->scalar ? 0 : 1;   /* the operand's stride */
   float t[K_BLOCK];
   for (int64_t e = lo, len; e < hi; e += len) {
     int64_t at = s->scalar ? 0 : s->period ? e % s->period : e;
     len = s->period && s->period - at < hi - e ? s->period - at : hi - e;
     len = len < K_BLOCK ? len : K_BLOCK;
     float *r = y + (e - base);
-    int64_t so = s->scalar ? 0 : 1;
     if (s->swap) blk(t, o + at, r, len, so, 1);
     else blk(t, r, o + at, len, 1, so);
     k_store_block(r, t, len, kWriteTo);

@@ -192,7 +192,7 @@ static int pass_plan_top(const ir_plan *p, int t, int64_t *at);
 
 /* Two tensors whose samples lie apart inside one concat's output, at one stride: whether a
  * sample of each overlaps (the pieces of a concat at batch N interleave, sample by sample). */
-static bool pass_samples_overlap(const ir_graph *g, const ir_plan *p, int a, int b) {
+static bool pass_plan_samples_overlap(const ir_graph *g, const ir_plan *p, int a, int b) {
   const ir_buffer *x = &p->buf[a], *y = &p->buf[b];
   int64_t xa = 0, ya = 0;
   int64_t na = pass_plan_nsamples(g, a), nb = pass_plan_nsamples(g, b);
@@ -206,7 +206,7 @@ static int pass_validate_pair(const ir_graph *g, const ir_plan *p, int a, int b,
   if (!pass_overlap(x->offset, pass_buf_end(g, p, a), y->offset, pass_buf_end(g, p, b))) return 0;
   if (pass_shares(p, a, b)) return 0;
   if (x->sample_bytes > 0 && x->sample_bytes == y->sample_bytes && pass_plan_top(p, a, NULL) == pass_plan_top(p, b, NULL) &&
-      !pass_samples_overlap(g, p, a, b))
+      !pass_plan_samples_overlap(g, p, a, b))
     return 0;
   fprintf(out, "plan: %s [%d, %d] and %s [%d, %d] are live together and overlap in the arena\n",
           ir_tensor_at(g, a)->name, x->first, x->last, ir_tensor_at(g, b)->name, y->first, y->last);
